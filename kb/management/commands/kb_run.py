@@ -1,0 +1,55 @@
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+
+from django.conf import settings
+from django.core.management.base import BaseCommand
+
+
+class Command(BaseCommand):
+    help = (
+        "Serve the app on ADDR:PORT with N RQ workers beside it; Ctrl-C stops them all."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument("--addr", default="127.0.0.1:8000")
+        parser.add_argument("--workers", type=int, default=1)
+
+    def handle(self, *args, **options):
+        manage = [sys.executable, str(settings.BASE_DIR / "manage.py")]
+        procs = [
+            subprocess.Popen([*manage, "rqworker", "default"])
+            for _ in range(options["workers"])
+        ]
+        procs.append(
+            subprocess.Popen([*manage, "runserver", options["addr"], "--noreload"])
+        )
+        base = f"http://{options['addr']}"
+        self.stdout.write(
+            self.style.SUCCESS(
+                f"\nkb is running:\n  ask page   {base}/\n  admin      {base}/admin/\n"
+                f"  queues     {base}/admin/rq/\nPress Ctrl-C to stop.\n"
+            )
+        )
+        try:
+            while all(p.poll() is None for p in procs):
+                time.sleep(0.5)
+        except KeyboardInterrupt:
+            pass
+        finally:
+            self._stop(procs)
+
+    def _stop(self, procs: list[subprocess.Popen]) -> None:
+        # Workers finish their current job on SIGTERM (RQ's warm shutdown).
+        for proc in procs:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        for proc in procs:
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        self.stdout.write("Stopped web server and workers.")

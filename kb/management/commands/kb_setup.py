@@ -1,0 +1,54 @@
+from __future__ import annotations
+
+import secrets
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
+from django.core.management.base import BaseCommand
+
+from kb import permissions
+
+
+class Command(BaseCommand):
+    help = (
+        "Prepare a working install: migrate, create the staff groups, create the "
+        "admin account once (printing its generated password), load the demo content."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument("--no-demo", action="store_true", help="Skip demo content.")
+        parser.add_argument(
+            "--sync",
+            action="store_true",
+            help="Index demo content in this process instead of enqueueing jobs.",
+        )
+
+    def handle(self, *args, **options):
+        call_command("migrate", interactive=False, verbosity=0)
+        self.stdout.write("Database migrated.")
+        for name in permissions.ensure_groups():
+            self.stdout.write(f"Group ready: {name}")
+        self._ensure_admin()
+        if not options["no_demo"]:
+            from kb.demo import load_demo
+
+            load_demo(sync=options["sync"], stdout=self.stdout)
+        self.stdout.write(self.style.SUCCESS("Setup complete."))
+
+    def _ensure_admin(self) -> None:
+        User = get_user_model()
+        if User.objects.filter(username="admin").exists():
+            self.stdout.write("Admin account exists (password shown on first setup).")
+            return
+        password = secrets.token_urlsafe(12)
+        User.objects.create_superuser("admin", "admin@example.invalid", password)
+        path = settings.KB_DATA_DIR / "admin_password.txt"
+        path.write_text(password + "\n")
+        path.chmod(0o600)
+        self.stdout.write(
+            self.style.WARNING(
+                f"Created admin account: user 'admin', password '{password}' "
+                f"(also saved in {path})"
+            )
+        )

@@ -1,0 +1,229 @@
+"""Collections of sources, their sections and embedded chunks, golden cases, runs."""
+
+from __future__ import annotations
+
+from django.contrib.postgres.indexes import GinIndex
+from django.contrib.postgres.search import SearchVector
+from django.db import models
+from django.urls import reverse
+from django.utils import timezone
+from pgvector.django import HnswIndex, VectorField
+
+EMBEDDING_DIM = 384
+
+
+class Collection(models.Model):
+    """A knowledge base: its sources share chunking, retrieval and metadata settings."""
+
+    class Strategy(models.TextChoices):
+        STRUCTURE = "structure", "Structure-first"
+        FIXED = "fixed", "Fixed-size baseline (evaluation only)"
+
+    class Retrieval(models.TextChoices):
+        HYBRID = "hybrid", "Hybrid (vector + keyword)"
+        VECTOR = "vector", "Vector only"
+        KEYWORD = "keyword", "Keyword only"
+
+    name = models.CharField(max_length=100, unique=True)
+    description = models.TextField(blank=True)
+    chunk_strategy = models.CharField(
+        max_length=20, choices=Strategy.choices, default=Strategy.STRUCTURE
+    )
+    chunk_tokens = models.PositiveIntegerField(
+        default=200, help_text="Chunk budget in the embedding model's tokens."
+    )
+    chunk_overlap = models.PositiveIntegerField(
+        default=0, help_text="Tokens repeated from the previous chunk."
+    )
+    top_k = models.PositiveIntegerField(
+        default=5, help_text="Sections handed to the answerer."
+    )
+    context_budget = models.PositiveIntegerField(
+        default=1200, help_text="Context tokens handed to the answerer."
+    )
+    retrieval_mode = models.CharField(
+        max_length=10, choices=Retrieval.choices, default=Retrieval.HYBRID
+    )
+    # {field name: "embed" | "retrieve" | "ignore"}; see kb/metadata.py
+    metadata_policy = models.JSONField(default=dict, blank=True)
+    is_index_stale = models.BooleanField(default=False)
+    is_scratch = models.BooleanField(
+        default=False, help_text="Built by an evaluation; not shown to staff."
+    )
+    recall_floor = models.FloatField(null=True, blank=True)
+    created = models.DateTimeField(default=timezone.now)
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Source(models.Model):
+    """An uploaded document and the outcome of its last ingestion."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending", "Pending"
+        QUEUED = "queued", "Queued"
+        INDEXING = "indexing", "Indexing"
+        INDEXED = "indexed", "Indexed"
+        FAILED = "failed", "Failed"
+
+    collection = models.ForeignKey(
+        Collection, on_delete=models.CASCADE, related_name="sources"
+    )
+    title = models.CharField(max_length=300)
+    file = models.FileField(upload_to="sources/%Y/%m/", blank=True)
+    file_name = models.CharField(
+        max_length=500, help_text="Path relative to the uploaded folder or corpus."
+    )
+    text = models.TextField(blank=True)
+    content_hash = models.CharField(max_length=64, db_index=True)
+    metadata = models.JSONField(default=dict, blank=True)
+    status = models.CharField(
+        max_length=10, choices=Status.choices, default=Status.PENDING
+    )
+    error = models.TextField(blank=True)
+    progress = models.JSONField(default=dict, blank=True)
+    # Bumped by every edit; a job only publishes the version it was started for.
+    version = models.PositiveIntegerField(default=1)
+    indexed_version = models.PositiveIntegerField(null=True, blank=True)
+    stats = models.JSONField(default=dict, blank=True)
+    created = models.DateTimeField(default=timezone.now)
+    updated = models.DateTimeField(auto_now=True)
+    indexed = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            # kb_ingest and golden-case spans find a source by its file path.
+            models.UniqueConstraint(
+                fields=["collection", "file_name"], name="source_unique_file"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return self.title
+
+
+class Section(models.Model):
+    """A heading's part of a source; `source.text[start:end]` is its evidence."""
+
+    source = models.ForeignKey(Source, on_delete=models.CASCADE, related_name="sections")
+    parent = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.CASCADE, related_name="children"
+    )
+    heading = models.CharField(max_length=500, blank=True)
+    heading_path = models.TextField(blank=True)
+    level = models.PositiveSmallIntegerField(default=0)
+    order = models.PositiveIntegerField()
+    start = models.PositiveIntegerField()
+    end = models.PositiveIntegerField()
+    body = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["source_id", "order"]
+
+    def __str__(self) -> str:
+        return self.heading_path or self.heading or f"section {self.order}"
+
+    def get_absolute_url(self) -> str:
+        return reverse("kb:section", args=[self.pk])
+
+
+class Chunk(models.Model):
+    """One embedded vector and the exact source range it stands for."""
+
+    source = models.ForeignKey(Source, on_delete=models.CASCADE, related_name="chunks")
+    section = models.ForeignKey(Section, on_delete=models.CASCADE, related_name="chunks")
+    chunk_index = models.PositiveIntegerField()
+    kind = models.CharField(max_length=20, default="text")
+    start = models.PositiveIntegerField()
+    end = models.PositiveIntegerField()
+    text = models.TextField()
+    embedded_text = models.TextField()
+    token_count = models.PositiveIntegerField()
+    is_fallback = models.BooleanField(default=False)
+    # Metadata fields with the "retrieve" policy: returned and cited, never embedded.
+    metadata = models.JSONField(default=dict, blank=True)
+    embedding = VectorField(dimensions=EMBEDDING_DIM, null=True, blank=True)
+
+    class Meta:
+        ordering = ["source_id", "chunk_index"]
+        indexes = [
+            # Nearest chunks by cosine distance (retrieval.vector_hits).
+            HnswIndex(
+                name="chunk_embedding_hnsw",
+                fields=["embedding"],
+                opclasses=["vector_cosine_ops"],
+                m=16,
+                ef_construction=64,
+            ),
+            # Keyword matches with PostgreSQL full-text search (retrieval.keyword_hits).
+            GinIndex(SearchVector("text", config="english"), name="chunk_text_fts"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.source} #{self.chunk_index}"
+
+
+class GoldenCase(models.Model):
+    """A question and the evidence spans its answer must be built from."""
+
+    class Kind(models.TextChoices):
+        DEFINITION = "definition"
+        PROCEDURE = "procedure"
+        EXCEPTION = "exception"
+        TABLE = "table"
+        CODE = "code"
+        MULTI_PART = "multi_part", "Multi-part"
+        TAIL = "tail"
+        FREE = "free", "Free text"
+
+    collection = models.ForeignKey(
+        Collection, on_delete=models.CASCADE, related_name="golden_cases"
+    )
+    external_id = models.CharField(max_length=100)
+    question = models.TextField()
+    kind = models.CharField(max_length=20, choices=Kind.choices, default=Kind.FREE)
+    # [{"file": "a.md", "start": 0, "end": 10, "text": "...", "alternatives": [...]}]
+    required_spans = models.JSONField(default=list)
+    created = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["collection", "external_id"], name="golden_unique_id"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return self.question
+
+
+class EvalRun(models.Model):
+    """One evaluation of a collection's golden cases under a recorded configuration."""
+
+    class Status(models.TextChoices):
+        QUEUED = "queued", "Queued"
+        RUNNING = "running", "Running"
+        DONE = "done", "Done"
+        FAILED = "failed", "Failed"
+
+    collection = models.ForeignKey(
+        Collection, on_delete=models.CASCADE, related_name="eval_runs"
+    )
+    status = models.CharField(
+        max_length=10, choices=Status.choices, default=Status.QUEUED
+    )
+    config = models.JSONField(default=dict, blank=True)
+    aggregate = models.JSONField(default=dict, blank=True)
+    cases = models.JSONField(default=list, blank=True)
+    progress = models.JSONField(default=dict, blank=True)
+    error = models.TextField(blank=True)
+    created = models.DateTimeField(default=timezone.now)
+    finished = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.collection} run {self.pk}"
+
+    @property
+    def recall(self) -> float | None:
+        return self.aggregate.get("recall_at_k")

@@ -1,0 +1,73 @@
+"""Shared actors, a minimal Source -> Section -> Chunk tree, and a real burst worker."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.db import connection
+
+from kb.models import Chunk, Collection, Section, Source
+
+SHARED = Path(settings.BASE_DIR).parent / "shared"
+SHARED_MISSING = (
+    f"{SHARED} is absent (it sits beside the repository in development and CI)"
+)
+DEMO_DIR = Path(settings.BASE_DIR) / "kb" / "demo" / "content"
+
+
+def make_users():
+    """staff: the admin superuser; editor: staff without superuser; alice: not staff."""
+    User = get_user_model()
+    staff = User.objects.create_superuser("staff", "staff@example.invalid", "pw-staff-1")
+    editor = User.objects.create_user(
+        "editor", "editor@example.invalid", "pw-editor-1", is_staff=True
+    )
+    alice = User.objects.create_user("alice", "alice@example.invalid", "pw-alice-1")
+    return staff, editor, alice
+
+
+def make_tree(vector: list[float] | None = None) -> Chunk:
+    """One collection, one source, one section, one chunk."""
+    collection = Collection.objects.create(name="Tests")
+    text = "# Deploy\n\nRoll back when errors rise.\n"
+    source = Source.objects.create(
+        collection=collection,
+        title="Deploy",
+        file_name="deploy.md",
+        text=text,
+        content_hash="x",
+    )
+    section = Section.objects.create(
+        source=source, heading="Deploy", heading_path="Deploy", level=1, order=0,
+        start=0, end=len(text), body=text,
+    )  # fmt: skip
+    return Chunk.objects.create(
+        source=source, section=section, chunk_index=0, start=10, end=len(text),
+        text=text[10:], embedded_text=text[10:], token_count=8, embedding=vector,
+    )  # fmt: skip
+
+
+def run_burst_worker(*queues: str, timeout: int = 300) -> subprocess.CompletedProcess:
+    """Run `manage.py rqworker --burst` as a separate process on the test database.
+
+    Callers must be TransactionTestCases: the worker process only sees committed rows.
+    """
+    env = {
+        **os.environ,
+        "KB_TESTING": "1",
+        "KB_DB_NAME": connection.settings_dict["NAME"],
+    }
+    cmd = [sys.executable, str(Path(settings.BASE_DIR) / "manage.py"), "rqworker"]
+    return subprocess.run(
+        [*cmd, "--burst", *(queues or ["default"])],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=True,
+    )
