@@ -65,7 +65,9 @@ ALLOWED_HOSTS = [
 if TESTING:
     ALLOWED_HOSTS.append("testserver")
 CSRF_TRUSTED_ORIGINS = [
-    o.strip() for o in os.environ.get("CSRF_TRUSTED_ORIGINS", "").split(",") if o.strip()
+    o.strip()
+    for o in os.environ.get("CSRF_TRUSTED_ORIGINS", "").split(",")
+    if o.strip()
 ]
 
 INSTALLED_APPS = [
@@ -189,10 +191,15 @@ KB_EMBED_THREADS = envint("KB_EMBED_THREADS", 0)  # 0 = one per CPU core
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "formatters": {
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}
+    },
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "loggers": {
-        "kb": {"handlers": ["console"], "level": os.environ.get("KB_LOG_LEVEL", "INFO")},
+        "kb": {
+            "handlers": ["console"],
+            "level": os.environ.get("KB_LOG_LEVEL", "INFO"),
+        },
         "django.request": {"handlers": ["console"], "level": "WARNING"},
         "rq.worker": {"handlers": ["console"], "level": "INFO"},
     },

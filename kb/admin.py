@@ -1,9 +1,39 @@
 from __future__ import annotations
 
-from django.contrib import admin
+from django.conf import settings
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.db import transaction
 from django.db.models import Count
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
+from django.utils.html import format_html
+from django.views.decorators.http import require_POST
 
-from kb.models import Chunk, Collection, EvalRun, GoldenCase, Section, Source
+from kb import charts, ingestion, jobs, permissions
+from kb.forms import PolicyForm, SourceChangeForm, SourceUploadForm
+from kb.models import (
+    Chunk,
+    Collection,
+    EvalRun,
+    GoldenCase,
+    OverflowRejection,
+    Section,
+    Source,
+)
+
+ACTIVE = [Source.Status.QUEUED, Source.Status.INDEXING]
+
+
+def _reindex(sources) -> int:
+    count = 0
+    for source in sources:
+        ingestion.mark_queued(source)
+        jobs.enqueue_ingest(source)
+        count += 1
+    return count
 
 
 @admin.register(Collection)
@@ -17,10 +47,12 @@ class CollectionAdmin(admin.ModelAdmin):
         "context_budget",
         "retrieval_mode",
         "source_count",
-        "is_index_stale",
+        "index_state",
     ]
     list_filter = ["is_scratch", "chunk_strategy"]
     search_fields = ["name", "description"]
+    readonly_fields = ["is_index_stale", "policy_link"]
+    exclude = ["metadata_policy"]
 
     def get_queryset(self, request):
         return super().get_queryset(request).annotate(n_sources=Count("sources"))
@@ -29,14 +61,298 @@ class CollectionAdmin(admin.ModelAdmin):
     def source_count(self, obj: Collection) -> int:
         return obj.n_sources
 
+    @admin.display(description="Index")
+    def index_state(self, obj: Collection) -> str:
+        return "stale: re-index" if obj.is_index_stale else "up to date"
+
+    @admin.display(description="Metadata policy")
+    def policy_link(self, obj: Collection) -> str:
+        if not obj.pk:
+            return "Save the collection first."
+        url = reverse("admin:kb_collection_policy", args=[obj.pk])
+        return format_html('<a href="{}">Edit the metadata policy</a>', url)
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return permissions.can_change_policy(request.user)
+
+    def has_add_permission(self, request) -> bool:
+        return permissions.can_change_policy(request.user)
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return permissions.can_change_policy(request.user)
+
+    def get_urls(self):
+        own = [
+            path(
+                "<int:pk>/policy/",
+                self.admin_site.admin_view(self.policy_view),
+                name="kb_collection_policy",
+            ),
+            path(
+                "<int:pk>/reindex/",
+                self.admin_site.admin_view(require_POST(self.reindex_view)),
+                name="kb_collection_reindex",
+            ),
+        ]
+        return own + super().get_urls()
+
+    def policy_view(self, request: HttpRequest, pk: int) -> HttpResponse:
+        collection = get_object_or_404(Collection, pk=pk)
+        if not permissions.can_change_policy(request.user):
+            raise PermissionDenied
+        policy = ingestion.policy_for(collection)
+        form = PolicyForm(request.POST or None, policy=policy)
+        if request.method == "POST" and form.is_valid():
+            if form.cleaned_data != policy.decisions:
+                collection.metadata_policy = form.cleaned_data
+                collection.is_index_stale = True
+                collection.save(update_fields=["metadata_policy", "is_index_stale"])
+                messages.warning(
+                    request,
+                    "Policy saved. The index is stale until its sources are re-indexed.",
+                )
+            return redirect("admin:kb_collection_policy", pk=pk)
+        context = {
+            **self.admin_site.each_context(request),
+            "title": f"Metadata policy: {collection}",
+            "collection": collection,
+            "form": form,
+            "opts": self.model._meta,
+            "example": _example_chunk(collection),
+        }
+        return TemplateResponse(request, "admin/kb/collection/policy.html", context)
+
+    def reindex_view(self, request: HttpRequest, pk: int) -> HttpResponse:
+        collection = get_object_or_404(Collection, pk=pk)
+        if not permissions.can_change_policy(request.user):
+            raise PermissionDenied
+        with transaction.atomic():
+            count = _reindex(collection.sources.all())
+            Collection.objects.filter(pk=pk).update(is_index_stale=False)
+        messages.success(request, f"Re-indexing {count} source(s) of {collection}.")
+        return redirect("admin:kb_source_changelist")
+
+
+def _example_chunk(collection: Collection) -> Chunk | None:
+    return (
+        Chunk.objects.filter(source__collection=collection)
+        .select_related("source")
+        .order_by("source_id", "chunk_index")
+        .first()
+    )
+
+
+class EmbeddingFilter(admin.SimpleListFilter):
+    title = "embedding"
+    parameter_name = "embedded"
+
+    def lookups(self, request, model_admin):
+        return [("yes", "Embedded"), ("no", "Without an embedding")]
+
+    def queryset(self, request, queryset):
+        if self.value() in ("yes", "no"):
+            return queryset.filter(embedding__isnull=self.value() == "no")
+        return queryset
+
 
 @admin.register(Source)
 class SourceAdmin(admin.ModelAdmin):
-    list_display = ["title", "collection", "file_name", "status", "indexed", "updated"]
+    form = SourceChangeForm
+    list_display = [
+        "title",
+        "collection",
+        "file_name",
+        "status_badge",
+        "progress_display",
+        "section_count",
+        "chunk_count",
+        "indexed",
+    ]
     list_filter = ["status", "collection"]
     list_select_related = ["collection"]
     search_fields = ["title", "file_name"]
-    readonly_fields = ["content_hash", "status", "error", "progress", "indexed"]
+    actions = ["reindex"]
+    readonly_fields = [
+        "collection",
+        "file_name",
+        "file",
+        "content_hash",
+        "status_badge",
+        "error",
+        "progress_display",
+        "statistics",
+        "indexed",
+        "rejection_link",
+    ]
+    fieldsets = [
+        (None, {"fields": ["collection", "title", "file_name", "file"]}),
+        ("Index", {"fields": ["status_badge", "progress_display", "error",
+                              "rejection_link", "indexed", "content_hash"]}),
+        ("Statistics", {"fields": ["statistics"]}),
+        ("Metadata", {"fields": ["author", "tags", "url", "version", "deprecated",
+                                 "extra"]}),
+        ("Text", {"classes": ["collapse"], "fields": ["text"]}),
+    ]  # fmt: skip
+    change_list_template = "admin/kb/source/change_list.html"
+    change_form_template = "admin/kb/source/change_form.html"
+
+    def get_queryset(self, request):
+        return (
+            super()
+            .get_queryset(request)
+            .annotate(
+                n_sections=Count("sections", distinct=True),
+                n_chunks=Count("chunks", distinct=True),
+            )
+        )
+
+    @admin.display(description="Sections", ordering="n_sections")
+    def section_count(self, obj: Source) -> int:
+        return obj.n_sections
+
+    @admin.display(description="Chunks", ordering="n_chunks")
+    def chunk_count(self, obj: Source) -> int:
+        return obj.n_chunks
+
+    @admin.display(description="Status", ordering="status")
+    def status_badge(self, obj: Source) -> str:
+        colour = {
+            Source.Status.INDEXED: "#2e7d32",
+            Source.Status.FAILED: "#c62828",
+        }.get(obj.status, "#8a6d00")
+        note = ""
+        if obj.status == Source.Status.FAILED and obj.indexed_version:
+            note = " (previous version still searchable)"
+        return format_html(
+            '<strong style="color:{}">{}</strong>{}',
+            colour,
+            obj.get_status_display(),
+            note,
+        )
+
+    @admin.display(description="Progress")
+    def progress_display(self, obj: Source) -> str:
+        p = obj.progress or {}
+        if obj.status not in ACTIVE:
+            return "-"
+        if p.get("stage") == "embedding":
+            return f"embedding {p.get('chunks_embedded', 0)} of {p.get('chunks_total', '?')}"
+        return p.get("stage") or obj.get_status_display()
+
+    @admin.display(description="Statistics")
+    def statistics(self, obj: Source) -> str:
+        return charts.source_statistics(obj.stats)
+
+    @admin.display(description="Overflow rejections")
+    def rejection_link(self, obj: Source) -> str:
+        count = obj.rejections.count()
+        if not count:
+            return "none"
+        url = (
+            reverse("admin:kb_overflowrejection_changelist")
+            + f"?source__id__exact={obj.pk}"
+        )
+        return format_html('<a href="{}">{} chunk(s) rejected</a>', url, count)
+
+    @admin.action(description="Re-index selected sources")
+    def reindex(self, request: HttpRequest, queryset) -> None:
+        with transaction.atomic():
+            count = _reindex(queryset)
+        self.message_user(request, f"Queued {count} source(s) for re-indexing.")
+
+    def add_view(self, request, form_url="", extra_context=None):
+        return self.upload_view(request)
+
+    def get_urls(self):
+        own = [
+            path("upload/", self.admin_site.admin_view(self.upload_view),
+                 name="kb_source_upload"),
+            path("<int:pk>/reindex/",
+                 self.admin_site.admin_view(require_POST(self.reindex_one)),
+                 name="kb_source_reindex"),
+        ]  # fmt: skip
+        return own + super().get_urls()
+
+    def upload_view(self, request: HttpRequest) -> HttpResponse:
+        if not self.has_add_permission(request):
+            raise PermissionDenied
+        form = SourceUploadForm(request.POST or None, request.FILES or None)
+        if request.method == "POST" and form.is_valid():
+            outcomes = self._store_uploads(form)
+            for name, outcome in outcomes:
+                messages.info(request, f"{name}: {outcome}")
+            return redirect("admin:kb_source_changelist")
+        context = {
+            **self.admin_site.each_context(request),
+            "title": "Upload sources",
+            "form": form,
+            "opts": self.model._meta,
+            "max_bytes": settings.KB_MAX_UPLOAD_BYTES,
+        }
+        status = 400 if request.method == "POST" else 200
+        return TemplateResponse(
+            request, "admin/kb/source/upload.html", context, status=status
+        )
+
+    def _store_uploads(self, form: SourceUploadForm) -> list[tuple[str, str]]:
+        outcomes = []
+        with transaction.atomic():
+            for name, data in form.cleaned_data["files"]:
+                source, outcome = ingestion.store_source(
+                    form.cleaned_data["collection"],
+                    name,
+                    data,
+                    title=form.cleaned_data.get("title", ""),
+                    metadata=form.metadata_value(),
+                )
+                if outcome == "unchanged":
+                    outcome = "same content as the stored version; not re-indexed"
+                else:
+                    jobs.enqueue_ingest(source)
+                    outcome = f"{outcome}, queued for indexing"
+                outcomes.append((name, outcome))
+        return outcomes
+
+    def reindex_one(self, request: HttpRequest, pk: int) -> HttpResponse:
+        source = get_object_or_404(Source, pk=pk)
+        if not self.has_change_permission(request, source):
+            raise PermissionDenied
+        with transaction.atomic():
+            _reindex([source])
+        messages.success(request, f"Queued {source} for re-indexing.")
+        return redirect("admin:kb_source_change", source.pk)
+
+    def save_model(self, request, obj: Source, form, change) -> None:
+        meta = form.metadata_value()
+        changed = (
+            "text" in form.changed_data
+            or meta != obj.metadata
+            or ("title" in form.changed_data)
+        )
+        obj.metadata = meta
+        if changed:
+            obj.content_hash = ingestion.content_hash(obj.text)
+            obj.version += 1
+            obj.status = Source.Status.QUEUED
+        super().save_model(request, obj, form, change)
+        if changed:
+            jobs.enqueue_ingest(obj)
+            messages.info(request, "Changes saved; the source is queued for indexing.")
+
+    def changelist_view(self, request, extra_context=None):
+        extra_context = {
+            **(extra_context or {}),
+            "auto_refresh": Source.objects.filter(status__in=ACTIVE).exists(),
+        }
+        return super().changelist_view(request, extra_context)
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        source = self.get_object(request, object_id)
+        extra_context = {
+            **(extra_context or {}),
+            "auto_refresh": bool(source and source.status in ACTIVE),
+        }
+        return super().change_view(request, object_id, form_url, extra_context)
 
 
 @admin.register(Section)
@@ -50,12 +366,73 @@ class SectionAdmin(admin.ModelAdmin):
 
 @admin.register(Chunk)
 class ChunkAdmin(admin.ModelAdmin):
-    list_display = ["__str__", "kind", "token_count", "start", "end", "section"]
-    list_filter = ["kind", "source__collection"]
+    list_display = ["__str__", "heading", "kind", "token_count", "start", "end"]
+    list_filter = ["kind", EmbeddingFilter, "is_fallback", "source__collection"]
     list_select_related = ["source", "section"]
     raw_id_fields = ["source", "section"]
+    search_fields = ["text"]
     show_full_result_count = False
     exclude = ["embedding"]
+    readonly_fields = ["side_by_side", "metadata"]
+    fields = ["source", "section", "chunk_index", "kind", "start", "end",
+              "token_count", "is_fallback", "metadata", "side_by_side"]  # fmt: skip
+
+    @admin.display(description="Section", ordering="section__heading_path")
+    def heading(self, obj: Chunk) -> str:
+        return obj.section.heading_path
+
+    @admin.display(description="Embedded text | source text")
+    def side_by_side(self, obj: Chunk) -> str:
+        return format_html(
+            '<div style="display:flex;gap:1rem">'
+            '<div style="flex:1"><h4>Exactly what was embedded ({} tokens)</h4>'
+            '<pre style="white-space:pre-wrap">{}</pre></div>'
+            '<div style="flex:1"><h4>Source text [{}:{}]</h4>'
+            '<pre style="white-space:pre-wrap">{}</pre></div></div>',
+            obj.token_count,
+            obj.embedded_text,
+            obj.start,
+            obj.end,
+            obj.source.text[obj.start : obj.end],
+        )
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+
+@admin.register(OverflowRejection)
+class OverflowRejectionAdmin(admin.ModelAdmin):
+    list_display = [
+        "source",
+        "chunk_index",
+        "heading_path",
+        "reason_text",
+        "section_link",
+    ]
+    list_filter = ["source__collection", "source"]
+    list_select_related = ["source"]
+    readonly_fields = ["source", "heading_path", "chunk_index", "token_count",
+                       "content_tokens", "window", "reason_text", "text"]  # fmt: skip
+
+    @admin.display(description="Reason")
+    def reason_text(self, obj: OverflowRejection) -> str:
+        return obj.reason
+
+    @admin.display(description="Section")
+    def section_link(self, obj: OverflowRejection) -> str:
+        section = obj.source.sections.filter(heading_path=obj.heading_path).first()
+        if section is None:
+            return "(not indexed yet)"
+        return format_html('<a href="{}">{}</a>', section.get_absolute_url(), "open")
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
 
 
 @admin.register(GoldenCase)

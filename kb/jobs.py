@@ -5,9 +5,26 @@ from __future__ import annotations
 import logging
 import os
 
+import django_rq
 from django.db import connection
 
+from kb import ingestion
+from kb.models import Source
+
 logger = logging.getLogger(__name__)
+
+
+def ingest_source(source_id: int, version: int) -> str:
+    """Index one version of a source (failures are recorded on it and re-raised)."""
+    return ingestion.ingest(source_id, version)
+
+
+def enqueue_ingest(source: Source):
+    """Queue the source's current version; runs after the surrounding transaction."""
+    Source.objects.filter(pk=source.pk).update(
+        status=Source.Status.QUEUED, progress={"stage": "queued"}
+    )
+    return django_rq.enqueue(ingest_source, source.pk, source.version)
 
 
 def check_worker() -> dict:

@@ -106,7 +106,9 @@ class Source(models.Model):
 class Section(models.Model):
     """A heading's part of a source; `source.text[start:end]` is its evidence."""
 
-    source = models.ForeignKey(Source, on_delete=models.CASCADE, related_name="sections")
+    source = models.ForeignKey(
+        Source, on_delete=models.CASCADE, related_name="sections"
+    )
     parent = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.CASCADE, related_name="children"
     )
@@ -132,7 +134,9 @@ class Chunk(models.Model):
     """One embedded vector and the exact source range it stands for."""
 
     source = models.ForeignKey(Source, on_delete=models.CASCADE, related_name="chunks")
-    section = models.ForeignKey(Section, on_delete=models.CASCADE, related_name="chunks")
+    section = models.ForeignKey(
+        Section, on_delete=models.CASCADE, related_name="chunks"
+    )
     chunk_index = models.PositiveIntegerField()
     kind = models.CharField(max_length=20, default="text")
     start = models.PositiveIntegerField()
@@ -227,3 +231,42 @@ class EvalRun(models.Model):
     @property
     def recall(self) -> float | None:
         return self.aggregate.get("recall_at_k")
+
+
+class OverflowRejection(models.Model):
+    """A chunk refused because the model would not read all of its embedded text."""
+
+    source = models.ForeignKey(
+        Source, on_delete=models.CASCADE, related_name="rejections"
+    )
+    heading_path = models.TextField(blank=True)
+    section_order = models.PositiveIntegerField(null=True, blank=True)
+    chunk_index = models.PositiveIntegerField()
+    token_count = models.PositiveIntegerField()
+    content_tokens = models.PositiveIntegerField(
+        help_text="Tokens of the chunk's own text, without the metadata prefix."
+    )
+    window = models.PositiveIntegerField()
+    text = models.TextField(help_text="The embedded text that did not fit.")
+    created = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["source_id", "chunk_index"]
+
+    def __str__(self) -> str:
+        return f"{self.source} #{self.chunk_index}: {self.reason}"
+
+    @property
+    def is_prefix_overflow(self) -> bool:
+        """The text alone fits; the metadata prefix pushed it over."""
+        return self.content_tokens <= self.window < self.token_count
+
+    @property
+    def reason(self) -> str:
+        words = f"{self.token_count} tokens; the model reads {self.window}"
+        if self.is_prefix_overflow:
+            words += (
+                f" (the text alone has {self.content_tokens}: the metadata prefix"
+                " pushed it over)"
+            )
+        return words

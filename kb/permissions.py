@@ -29,8 +29,12 @@ _ADMIN_MODELS = [
 
 
 def _perms(spec: dict[str, list[str]]) -> list[Permission]:
-    codenames = [f"{action}_{model}" for model, actions in spec.items() for action in actions]
-    return list(Permission.objects.filter(content_type__app_label="kb", codename__in=codenames))
+    codenames = [
+        f"{action}_{model}" for model, actions in spec.items() for action in actions
+    ]
+    return list(
+        Permission.objects.filter(content_type__app_label="kb", codename__in=codenames)
+    )
 
 
 def ensure_groups() -> list[str]:

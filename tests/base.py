@@ -23,7 +23,9 @@ DEMO_DIR = Path(settings.BASE_DIR) / "kb" / "demo" / "content"
 def make_users():
     """staff: the admin superuser; editor: staff without superuser; alice: not staff."""
     User = get_user_model()
-    staff = User.objects.create_superuser("staff", "staff@example.invalid", "pw-staff-1")
+    staff = User.objects.create_superuser(
+        "staff", "staff@example.invalid", "pw-staff-1"
+    )
     editor = User.objects.create_user(
         "editor", "editor@example.invalid", "pw-editor-1", is_staff=True
     )

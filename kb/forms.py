@@ -1,0 +1,162 @@
+"""Forms: raw admin input -> domain values, with the reason when refused."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.template.defaultfilters import filesizeformat
+
+from kb import ingestion, metadata, parsing
+from kb.models import Collection, Source
+
+
+class MultipleFileInput(forms.ClearableFileInput):
+    allow_multiple_selected = True
+
+
+class MultipleFileField(forms.FileField):
+    widget = MultipleFileInput
+
+    def clean(self, data: Any, initial: Any = None) -> list:
+        single = super().clean
+        if isinstance(data, (list, tuple)):
+            return [single(d, initial) for d in data]
+        return [single(data, initial)] if data else []
+
+
+class MetadataFieldsMixin(forms.Form):
+    """The editable metadata of a source; `metadata_value()` builds the JSON."""
+
+    author = forms.CharField(required=False, max_length=200)
+    tags = forms.CharField(required=False, help_text="Comma-separated.")
+    url = forms.URLField(required=False, label="URL", assume_scheme="https")
+    version = forms.CharField(required=False, max_length=50)
+    deprecated = forms.BooleanField(required=False)
+    extra = forms.CharField(
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 3}),
+        label="Other fields",
+        help_text="One key=value per line, e.g. team=payments.",
+    )
+
+    def clean_extra(self) -> dict[str, str]:
+        pairs: dict[str, str] = {}
+        for lineno, line in enumerate(self.cleaned_data["extra"].splitlines(), 1):
+            if not line.strip():
+                continue
+            key, sep, value = line.partition("=")
+            key = key.strip().lower().replace(" ", "_")
+            if not sep or not key.isidentifier():
+                raise ValidationError(f"Line {lineno}: write key=value (got {line!r})")
+            if key in metadata.BUILTIN_FIELDS:
+                raise ValidationError(f"Line {lineno}: {key} has its own field above")
+            pairs[key] = value.strip()
+        return pairs
+
+    def metadata_value(self) -> dict[str, Any]:
+        data = self.cleaned_data
+        tags = [t.strip() for t in data.get("tags", "").split(",") if t.strip()]
+        values = {
+            "author": data.get("author", ""),
+            "tags": tags,
+            "url": data.get("url", ""),
+            "version": data.get("version", ""),
+            "deprecated": bool(data.get("deprecated")),
+            **data.get("extra", {}),
+        }
+        return {k: v for k, v in values.items() if v not in ("", [], False)}
+
+    @staticmethod
+    def initial_from(meta: dict[str, Any]) -> dict[str, Any]:
+        extra = {k: v for k, v in meta.items() if k not in metadata.SOURCE_FIELDS}
+        return {
+            "author": meta.get("author", ""),
+            "tags": ", ".join(meta.get("tags", [])),
+            "url": meta.get("url", ""),
+            "version": meta.get("version", ""),
+            "deprecated": bool(meta.get("deprecated")),
+            "extra": "\n".join(f"{k}={v}" for k, v in extra.items()),
+        }
+
+
+class SourceUploadForm(MetadataFieldsMixin):
+    collection = forms.ModelChoiceField(
+        queryset=Collection.objects.filter(is_scratch=False)
+    )
+    files = MultipleFileField(
+        help_text="One or several .md, .markdown or .txt files.",
+    )
+    title = forms.CharField(
+        required=False,
+        max_length=300,
+        help_text="Only for a single file; otherwise taken from each document.",
+    )
+
+    field_order = ["collection", "files", "title"]
+
+    def clean_files(self) -> list[tuple[str, bytes]]:
+        """Read and check every file; nothing is stored unless all are fine."""
+        limit = settings.KB_MAX_UPLOAD_BYTES
+        cleaned, errors = [], []
+        for upload in self.cleaned_data["files"]:
+            try:
+                name = ingestion.clean_file_name(upload.name)
+                if upload.size > limit:
+                    raise ingestion.IngestionError(
+                        f"{name} is {filesizeformat(upload.size)}; the limit is "
+                        f"{filesizeformat(limit)}"
+                    )
+                data = upload.read()
+                parsing.decode_upload(data, name)
+            except (ingestion.IngestionError, parsing.ParseError) as exc:
+                errors.append(str(exc))
+                continue
+            cleaned.append((name, data))
+        if errors:
+            raise ValidationError(errors)
+        return cleaned
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        if data.get("title") and len(data.get("files") or []) > 1:
+            self.add_error("title", "A title applies to a single file only.")
+        return data
+
+
+class SourceChangeForm(MetadataFieldsMixin, forms.ModelForm):
+    class Meta:
+        model = Source
+        fields = ["title", "text"]
+        widgets = {"text": forms.Textarea(attrs={"rows": 20, "cols": 100})}
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if self.instance.pk:
+            for key, value in self.initial_from(self.instance.metadata).items():
+                self.initial.setdefault(key, value)
+
+    def clean_text(self) -> str:
+        text = parsing.normalise_newlines(self.cleaned_data["text"])
+        if not text.strip():
+            raise ValidationError("The text is empty.")
+        return text
+
+
+class PolicyForm(forms.Form):
+    """One row per metadata field: embed, retrieve or ignore."""
+
+    def __init__(self, *args: Any, policy: metadata.Policy, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for name, decision in policy.decisions.items():
+            self.fields[name] = forms.ChoiceField(
+                choices=metadata.CHOICES,
+                initial=decision,
+                widget=forms.RadioSelect,
+                label=metadata.label(name),
+            )
+
+    def rows(self) -> list[tuple[str, forms.BoundField]]:
+        return [(name, self[name]) for name in self.fields]

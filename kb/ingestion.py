@@ -1,0 +1,426 @@
+"""Sources in, searchable sections and chunks out.
+
+`store_source` runs in the request (or the shell): it validates and stores the text.
+`ingest` runs in a worker: parse, chunk, build each chunk's embedded text from the
+metadata policy, check it against the window, embed, then publish the new version in
+one transaction. A failure leaves the previous version searchable.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import statistics
+import time
+from dataclasses import dataclass, field
+from pathlib import PurePosixPath
+from typing import Any
+
+from django.core.files.base import ContentFile
+from django.db import connection, transaction
+from django.utils import timezone
+
+from kb import chunking, embedding, parsing
+from kb.metadata import Policy, chunk_values
+from kb.models import Chunk, Collection, OverflowRejection, Section, Source
+
+logger = logging.getLogger(__name__)
+
+ALLOWED_EXTENSIONS = (".md", ".markdown", ".txt")
+EMBED_BATCH = 32  # chunks per progress update
+MIN_CONTENT_TOKENS = 48  # never shrink a chunk budget below this for a prefix
+
+
+class IngestionError(Exception):
+    pass
+
+
+class StaleJob(Exception):
+    """A newer edit of the source was queued; its own job will index it."""
+
+
+# --- storing an upload --------------------------------------------------------
+
+
+def clean_file_name(name: str) -> str:
+    """A relative POSIX path without tricks, or IngestionError."""
+    raw = name.replace("\\", "/")
+    path = PurePosixPath(raw)
+    if not raw or path.is_absolute() or ".." in path.parts or "\x00" in raw:
+        raise IngestionError(f"File name {name!r} is not allowed")
+    if path.suffix.lower() not in ALLOWED_EXTENSIONS:
+        raise IngestionError(
+            f"{path.name}: only {', '.join(ALLOWED_EXTENSIONS)} files are accepted"
+        )
+    return str(path).lstrip("./") if str(path).startswith("./") else str(path)
+
+
+def content_hash(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def store_source(
+    collection: Collection,
+    file_name: str,
+    data: bytes,
+    *,
+    title: str = "",
+    metadata: dict[str, Any] | None = None,
+) -> tuple[Source, str]:
+    """Create or update the source for `file_name`; return it and what happened.
+
+    "unchanged" means the same content (and metadata) was stored already: no new
+    version, no job. Raises IngestionError or parsing.ParseError for bad input.
+    """
+    file_name = clean_file_name(file_name)
+    text = parsing.decode_upload(data, file_name)
+    digest = content_hash(text)
+    source = Source.objects.filter(collection=collection, file_name=file_name).first()
+    metadata = dict(metadata or {})
+    title = title or _title_from(text, file_name)
+    if source and source.content_hash == digest and source.metadata == metadata:
+        if source.title == title or not title:
+            return source, "unchanged"
+    created = source is None
+    source = source or Source(collection=collection, file_name=file_name)
+    source.title = title
+    source.text = text
+    source.content_hash = digest
+    source.metadata = metadata
+    if not created:
+        source.version += 1
+    source.status = Source.Status.QUEUED
+    source.file.save(PurePosixPath(file_name).name, ContentFile(data), save=False)
+    source.save()
+    return source, "created" if created else "updated"
+
+
+def _title_from(text: str, file_name: str) -> str:
+    for line in text.splitlines()[:20]:
+        if line.startswith("# "):
+            return line[2:].strip()
+    stem = PurePosixPath(file_name).stem
+    return stem.replace("-", " ").replace("_", " ").strip().capitalize() or file_name
+
+
+def mark_queued(source: Source) -> None:
+    """A re-index of unchanged content: a new version so older jobs stand down."""
+    Source.objects.filter(pk=source.pk).update(
+        version=source.version + 1, status=Source.Status.QUEUED
+    )
+    source.refresh_from_db()
+
+
+# --- preparing chunks (no writes) ----------------------------------------------
+
+
+@dataclass
+class PreparedChunk:
+    data: chunking.ChunkData
+    embedded_text: str
+    token_count: int
+    content_tokens: int
+    metadata: dict[str, Any]
+
+
+@dataclass
+class Prepared:
+    document: parsing.Document
+    chunks: list[PreparedChunk]
+    rejections: list[PreparedChunk]
+    window: int
+    word_fallbacks: int = 0
+    blocks: int = 0
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+def policy_for(collection: Collection) -> Policy:
+    return Policy.build(collection.metadata_policy, free_keys(collection))
+
+
+def free_keys(collection: Collection) -> list[str]:
+    from kb.metadata import BUILTIN_FIELDS
+
+    keys: set[str] = set()
+    for meta in collection.sources.values_list("metadata", flat=True):
+        keys.update(k for k in (meta or {}) if k not in BUILTIN_FIELDS)
+    return sorted(keys)
+
+
+def prepare(source: Source, collection: Collection, policy: Policy) -> Prepared:
+    """Parse and chunk `source.text`; build and measure every embedded text."""
+    embedder = embedding.get_embedder()
+    started = time.perf_counter()
+    document = parsing.parse(source.text, source.file_name, title=source.title)
+    parsed = time.perf_counter()
+
+    def values(heading_path: str, section: int, index: int, total: int) -> dict:
+        return chunk_values(
+            title=source.title,
+            file_name=source.file_name,
+            source_metadata=source.metadata,
+            heading_path=heading_path,
+            section_id=section,
+            chunk_index=index,
+            total_chunks=total,
+        )
+
+    # Room for the metadata prefix: the longest one this document will get.
+    prefix_cost = max(
+        (_prefix_tokens(policy.prefix(values(s.heading_path, 0, 0, 0)))
+         for s in document.sections),
+        default=0,
+    )  # fmt: skip
+    if collection.chunk_strategy == Collection.Strategy.FIXED:
+        max_tokens = collection.chunk_tokens  # may exceed the window: evaluation only
+    else:
+        budget = min(collection.chunk_tokens, embedder.window)
+        max_tokens = max(MIN_CONTENT_TOKENS, budget - prefix_cost)
+    result = chunking.chunk_document(
+        document,
+        source.text,
+        count_tokens=embedding.count_tokens,
+        max_tokens=max_tokens,
+        overlap=collection.chunk_overlap,
+        strategy=collection.chunk_strategy,
+    )
+    chunked = time.perf_counter()
+    total = len(result.chunks)
+    prepared = Prepared(document, [], [], embedder.window)
+    prepared.word_fallbacks = sum(1 for c in result.chunks if c.is_fallback)
+    prepared.blocks = sum(len(s.blocks) for s in document.sections)
+    for data in result.chunks:
+        vals = values(data.heading_path, data.section_index, data.chunk_index, total)
+        prefix = policy.prefix(vals)
+        embedded = prefix + data.embed_text
+        count = embedding.count_tokens(embedded) if prefix else data.token_count
+        item = PreparedChunk(
+            data, embedded, count, data.token_count, policy.retrieved(vals)
+        )
+        prepared.chunks.append(item)
+        if count > embedder.window and collection.chunk_strategy != "fixed":
+            prepared.rejections.append(item)
+    prepared.timings = {
+        "parse_s": parsed - started,
+        "chunk_s": chunked - parsed,
+    }
+    return prepared
+
+
+def _prefix_tokens(prefix: str) -> int:
+    # count_tokens adds [CLS]/[SEP]; a prefix joined to a chunk adds no specials.
+    if not prefix:
+        return 0
+    return embedding.count_tokens(prefix) - embedding.get_embedder().special_tokens
+
+
+# --- the job ---------------------------------------------------------------------
+
+
+def ingest(source_id: int, version: int | None = None) -> str:
+    """Index one version of a source; return a one-line outcome.
+
+    Jobs for one source take a PostgreSQL advisory lock so they never interleave; a
+    job whose version was superseded while it waited stands down.
+    """
+    with _source_lock(source_id):
+        source = Source.objects.select_related("collection").get(pk=source_id)
+        version = version or source.version
+        if source.version != version:
+            return f"skipped: version {version} superseded by {source.version}"
+        started = time.perf_counter()
+        _set_progress(source, Source.Status.INDEXING, stage="parsing")
+        try:
+            return _ingest(source, version, started)
+        except StaleJob as exc:
+            return f"skipped: {exc}"
+        except (parsing.ParseError, IngestionError, embedding.EmbeddingError) as exc:
+            _fail(source, version, str(exc))
+            raise
+        except Exception as exc:
+            logger.exception("ingestion of source %s failed", source_id)
+            _fail(source, version, f"{type(exc).__name__}: {exc}")
+            raise
+
+
+def _ingest(source: Source, version: int, started: float) -> str:
+    collection = source.collection
+    prepared = prepare(source, collection, policy_for(collection))
+    if prepared.rejections:
+        _record_rejections(source, prepared)
+        first = prepared.rejections[0]
+        raise IngestionError(
+            f"{len(prepared.rejections)} chunk(s) exceed the embedding window; first: "
+            f"chunk {first.data.chunk_index} in '{first.data.heading_path}' has "
+            f"{first.token_count} tokens, the model reads {prepared.window}"
+        )
+    vectors = _embed(source, prepared)
+    duration = time.perf_counter() - started
+    stats = _stats(prepared, duration)
+    _publish(source, version, prepared, vectors, stats)
+    return f"indexed {source.file_name}: {len(prepared.chunks)} chunks"
+
+
+def _embed(source: Source, prepared: Prepared):
+    import numpy as np
+
+    total = len(prepared.chunks)
+    texts = [c.embedded_text for c in prepared.chunks]
+    origins = [
+        f"chunk {c.data.chunk_index} of '{source.title}' ({c.data.heading_path})"
+        for c in prepared.chunks
+    ]
+    parts = []
+    truncate = source.collection.chunk_strategy == "fixed"
+    for start in range(0, total, EMBED_BATCH):
+        batch = slice(start, start + EMBED_BATCH)
+        if truncate:
+            parts.append(embedding.get_embedder().embed_truncating(texts[batch]))
+        else:
+            parts.append(embedding.embed(texts[batch], origins=origins[batch]))
+        _set_progress(
+            source, None, stage="embedding",
+            chunks_embedded=min(start + EMBED_BATCH, total), chunks_total=total,
+            blocks=prepared.blocks,
+        )  # fmt: skip
+    return np.concatenate(parts) if parts else np.zeros((0, 384), dtype="float32")
+
+
+def _stats(prepared: Prepared, duration: float) -> dict[str, Any]:
+    counts = sorted(c.token_count for c in prepared.chunks)
+    window = prepared.window
+    return {
+        "sections": len(prepared.document.sections),
+        "chunks": len(counts),
+        "blocks": prepared.blocks,
+        "median_tokens": statistics.median(counts) if counts else 0,
+        "p95_tokens": counts[int(0.95 * (len(counts) - 1))] if counts else 0,
+        "max_tokens": counts[-1] if counts else 0,
+        "token_counts": counts,
+        "window": window,
+        "truncated": sum(1 for c in counts if c > window),
+        "word_fallbacks": prepared.word_fallbacks,
+        "word_fallback_share": prepared.word_fallbacks / len(counts) if counts else 0,
+        "duration_s": round(duration, 3),
+        **{k: round(v, 4) for k, v in prepared.timings.items()},
+    }
+
+
+def _publish(source, version, prepared: Prepared, vectors, stats) -> None:
+    """Replace the source's sections and chunks in one transaction."""
+    with transaction.atomic():
+        current = Source.objects.select_for_update().get(pk=source.pk)
+        if current.version != version:
+            raise StaleJob(f"version {version} superseded by {current.version}")
+        Chunk.objects.filter(source=current).delete()
+        Section.objects.filter(source=current).delete()
+        sections = _create_sections(current, prepared.document)
+        Chunk.objects.bulk_create(
+            [
+                Chunk(
+                    source=current,
+                    section=sections[c.data.section_index],
+                    chunk_index=c.data.chunk_index,
+                    kind=c.data.kind,
+                    start=c.data.start,
+                    end=c.data.end,
+                    text=c.data.text,
+                    embedded_text=c.embedded_text,
+                    token_count=c.token_count,
+                    is_fallback=c.data.is_fallback,
+                    metadata=c.metadata,
+                    embedding=vector,
+                )
+                for c, vector in zip(prepared.chunks, vectors, strict=True)
+            ],
+            batch_size=500,
+        )
+        current.rejections.all().delete()
+        Source.objects.filter(pk=current.pk).update(
+            status=Source.Status.INDEXED,
+            error="",
+            indexed_version=version,
+            indexed=timezone.now(),
+            stats=stats,
+            progress={"stage": "done", "chunks_embedded": stats["chunks"],
+                      "chunks_total": stats["chunks"], "blocks": stats["blocks"]},
+        )  # fmt: skip
+
+
+def _create_sections(source: Source, document: parsing.Document) -> list[Section]:
+    text = source.text
+    rows = Section.objects.bulk_create(
+        [
+            Section(
+                source=source,
+                heading=s.heading,
+                heading_path=s.heading_path,
+                level=s.level,
+                order=i,
+                start=s.start,
+                end=s.end,
+                body=text[s.start : s.end],
+            )
+            for i, s in enumerate(document.sections)
+        ]
+    )
+    for row, s in zip(rows, document.sections, strict=True):
+        if s.parent is not None:
+            row.parent = rows[s.parent]
+    Section.objects.bulk_update(
+        [r for r in rows if r.parent_id or r.parent], ["parent"]
+    )
+    return rows
+
+
+def _record_rejections(source: Source, prepared: Prepared) -> None:
+    with transaction.atomic():
+        source.rejections.all().delete()
+        OverflowRejection.objects.bulk_create(
+            OverflowRejection(
+                source=source,
+                heading_path=c.data.heading_path,
+                section_order=c.data.section_index,
+                chunk_index=c.data.chunk_index,
+                token_count=c.token_count,
+                content_tokens=c.content_tokens,
+                window=prepared.window,
+                text=c.embedded_text,
+            )
+            for c in prepared.rejections
+        )
+
+
+def _fail(source: Source, version: int, message: str) -> None:
+    # Only the newest version's failure is shown; the previous index stays live.
+    Source.objects.filter(pk=source.pk, version=version).update(
+        status=Source.Status.FAILED, error=message[:5000]
+    )
+
+
+def _set_progress(source: Source, status: str | None, **progress: Any) -> None:
+    fields: dict[str, Any] = {"progress": progress}
+    if status:
+        fields["status"] = status
+    Source.objects.filter(pk=source.pk).update(**fields)
+
+
+class _source_lock:
+    """Session-level advisory lock on the source id (held across transactions)."""
+
+    KEY = 0x6B62  # "kb": namespaces our advisory locks
+
+    def __init__(self, source_id: int) -> None:
+        self.source_id = source_id
+
+    def __enter__(self) -> None:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT pg_advisory_lock(%s, %s)", [self.KEY, self.source_id]
+            )
+
+    def __exit__(self, *exc: object) -> None:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT pg_advisory_unlock(%s, %s)", [self.KEY, self.source_id]
+            )

@@ -1,0 +1,169 @@
+"""Dry-run chunking of a file or folder: figures only, nothing is stored."""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from kb.chunking import DEFAULT_MAX_TOKENS, STRATEGIES, ChunkData, chunk_document
+from kb.embedding import get_embedder
+from kb.parsing import MARKDOWN_EXTENSIONS, TEXT_EXTENSIONS, ParseError, decode_upload
+from kb.parsing import parse as parse_document
+
+EXTENSIONS = MARKDOWN_EXTENSIONS + TEXT_EXTENSIONS
+
+
+@dataclass
+class _Totals:
+    files: int = 0
+    sections: int = 0
+    chunks: list[tuple[str, ChunkData]] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+
+
+class Command(BaseCommand):
+    help = (
+        "Parse and chunk a Markdown/text file or a folder (recursively *.md, "
+        "*.markdown, *.txt) without storing anything, and print sections, chunks, "
+        "median and p95 token length, the largest chunk and the share of "
+        "word-boundary fallbacks."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("path", type=Path)
+        parser.add_argument("--json", action="store_true", help="print JSON")
+        parser.add_argument(
+            "--max-tokens",
+            type=int,
+            default=DEFAULT_MAX_TOKENS,
+            help="chunk budget in tokens, specials included (structure: clamped "
+            "to the usable window; fixed: may exceed the window on purpose)",
+        )
+        parser.add_argument("--overlap", type=int, default=0, help="in tokens")
+        parser.add_argument("--strategy", choices=STRATEGIES, default="structure")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        root: Path = options["path"]
+        files = _collect(root)
+        embedder = get_embedder()
+        budget = options["max_tokens"]
+        if options["strategy"] == "structure":
+            budget = min(budget, embedder.usable_window)
+        totals = _Totals()
+        for path in files:
+            name = str(path.relative_to(root)) if root.is_dir() else path.name
+            try:
+                text = decode_upload(path.read_bytes(), name)
+                doc = parse_document(text, name)
+                result = chunk_document(
+                    doc,
+                    text,
+                    count_tokens=embedder.count_tokens,
+                    max_tokens=budget,
+                    overlap=options["overlap"],
+                    strategy=options["strategy"],
+                )
+            except ValueError as exc:  # a bad --max-tokens/--overlap, not a file
+                raise CommandError(str(exc)) from exc
+            except ParseError as exc:
+                totals.skipped.append(f"{name}: {exc}")
+                continue
+            totals.files += 1
+            totals.sections += result.sections
+            totals.chunks += [(name, chunk) for chunk in result.chunks]
+        report = _report(
+            totals, embedder.window, embedder.usable_window, budget, options
+        )
+        if options["json"]:
+            self.stdout.write(json.dumps(report, ensure_ascii=False))
+        else:
+            self.stdout.write(_human(report, totals))
+
+
+def _collect(root: Path) -> list[Path]:
+    if root.is_file():
+        return [root]
+    if not root.is_dir():
+        raise CommandError(f"{root} is neither a file nor a folder")
+    files = sorted(
+        path
+        for path in root.rglob("*")
+        if path.is_file() and path.suffix.lower() in EXTENSIONS
+    )
+    if not files:
+        raise CommandError(f"{root} has no {', '.join(EXTENSIONS)} files")
+    return files
+
+
+def _percentile(values: list[int], share: float) -> int:
+    """Nearest-rank percentile: a value that actually occurs."""
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(share * len(ordered)) - 1)]
+
+
+def _report(
+    totals: _Totals, window: int, usable: int, budget: int, options: dict[str, Any]
+) -> dict[str, Any]:
+    counts = [chunk.token_count for _, chunk in totals.chunks] or [0]
+    fallbacks = sum(chunk.is_fallback for _, chunk in totals.chunks)
+    total = len(totals.chunks)
+    return {
+        "window": window,
+        "usable_window": usable,
+        "strategy": options["strategy"],
+        "budget": budget,
+        "overlap": options["overlap"],
+        "files": totals.files,
+        "skipped": totals.skipped,
+        "sections": totals.sections,
+        "chunks_total": total,
+        "median_tokens": statistics.median(counts),
+        "p95_tokens": _percentile(counts, 0.95),
+        "max_tokens": max(counts),
+        "over_window": sum(count > window for count in counts),
+        "word_fallbacks": fallbacks,
+        "word_fallback_share": round(fallbacks / total, 4) if total else 0.0,
+        "chunks": [
+            {
+                "file": name,
+                "start": chunk.start,
+                "end": chunk.end,
+                "heading_path": chunk.heading_path,
+                "token_count": chunk.token_count,
+                "kind": chunk.kind,
+            }
+            for name, chunk in totals.chunks
+        ],
+    }
+
+
+def _human(report: dict[str, Any], totals: _Totals) -> str:
+    lines = [
+        f"Strategy {report['strategy']}, budget {report['budget']} tokens, "
+        f"overlap {report['overlap']}",
+        f"Files: {report['files']} ({len(report['skipped'])} skipped)",
+        *(f"  skipped {reason}" for reason in report["skipped"]),
+        f"Sections: {report['sections']}",
+        f"Chunks: {report['chunks_total']}",
+        "Token length of embed_text ([CLS]/[SEP] included): "
+        f"median {report['median_tokens']}, p95 {report['p95_tokens']}",
+    ]
+    if totals.chunks:
+        name, largest = max(totals.chunks, key=lambda pair: pair[1].token_count)
+        lines.append(
+            f"Largest chunk: {largest.token_count} tokens (usable window "
+            f"{report['usable_window']}, window {report['window']}): {name} "
+            f"[{largest.start}:{largest.end}] {largest.heading_path}"
+        )
+    lines += [
+        f"Chunks over the window (would be truncated): {report['over_window']}",
+        f"Word-boundary fallbacks: {report['word_fallbacks']} of "
+        f"{report['chunks_total']} chunks ({report['word_fallback_share']:.1%})",
+    ]
+    return "\n".join(lines)

@@ -1,0 +1,79 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+from django.core.management.base import BaseCommand, CommandError
+from django.db import transaction
+
+from kb import ingestion, jobs, parsing
+from kb.models import Collection
+
+
+class Command(BaseCommand):
+    help = (
+        "Store .md/.markdown/.txt files (or folders of them) as sources of a "
+        "collection and index them: queued for the workers, or here with --sync."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument("paths", nargs="+", type=Path)
+        parser.add_argument("--collection", required=True, help="Created if missing.")
+        parser.add_argument(
+            "--sync", action="store_true", help="Index in this process, not a worker."
+        )
+
+    def handle(self, *args, **options):
+        collection, created = Collection.objects.get_or_create(
+            name=options["collection"]
+        )
+        if created:
+            self.stdout.write(f"Created collection {collection}")
+        files = list(_files(options["paths"]))
+        if not files:
+            raise CommandError("No .md, .markdown or .txt files found.")
+        failed = 0
+        for root, path in files:
+            name = path.relative_to(root).as_posix() if root != path else path.name
+            failed += not self._one(collection, name, path, options["sync"])
+        total = len(files)
+        summary = f"{total - failed} of {total} file(s) stored and indexed or queued."
+        if failed:
+            raise CommandError(f"{summary} {failed} failed (see above).")
+        self.stdout.write(self.style.SUCCESS(summary))
+
+    def _one(self, collection: Collection, name: str, path: Path, sync: bool) -> bool:
+        try:
+            with transaction.atomic():
+                source, outcome = ingestion.store_source(
+                    collection, name, path.read_bytes()
+                )
+                if outcome == "unchanged" and source.indexed_version == source.version:
+                    self.stdout.write(f"{name}: unchanged")
+                    return True
+                if not sync:
+                    jobs.enqueue_ingest(source)
+                    self.stdout.write(f"{name}: {outcome}, queued")
+                    return True
+            self.stdout.write(f"{name}: {outcome}, {ingestion.ingest(source.pk)}")
+        except (ingestion.IngestionError, parsing.ParseError) as exc:
+            self.stderr.write(f"{name}: refused: {exc}")
+            return False
+        except Exception as exc:  # an embedding error, recorded on the source
+            self.stderr.write(f"{name}: failed: {exc}")
+            return False
+        return True
+
+
+def _files(paths: list[Path]):
+    for path in paths:
+        if path.is_dir():
+            for child in sorted(path.rglob("*")):
+                if (
+                    child.is_file()
+                    and child.suffix.lower() in ingestion.ALLOWED_EXTENSIONS
+                ):
+                    yield path, child
+        elif path.is_file():
+            yield path, path
+        else:
+            raise CommandError(f"{path} does not exist")

@@ -1,0 +1,124 @@
+"""Metadata policy: which fields are embedded, which are only returned, which ignored.
+
+Each field of a chunk's metadata has one policy per collection:
+  embed     prefixed to the text the model embeds (helps when it names the topic),
+  retrieve  stored on the chunk, returned with results and citations, never embedded
+            (paths, ids and counters pollute vectors),
+  ignore    neither.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+EMBED = "embed"
+RETRIEVE = "retrieve"
+IGNORE = "ignore"
+CHOICES = [(EMBED, "Embed"), (RETRIEVE, "Retrieve only"), (IGNORE, "Ignore")]
+
+# field -> (label used in the embedded prefix, default policy)
+BUILTIN_FIELDS: dict[str, tuple[str, str]] = {
+    "title": ("Title", EMBED),
+    "heading_path": ("Section", EMBED),
+    "file_name": ("File", RETRIEVE),
+    "url": ("URL", RETRIEVE),
+    "author": ("Author", RETRIEVE),
+    "tags": ("Tags", RETRIEVE),
+    "version": ("Version", RETRIEVE),
+    "deprecated": ("Deprecated", RETRIEVE),
+    "section_id": ("Section id", RETRIEVE),
+    "chunk_index": ("Chunk", RETRIEVE),
+    "total_chunks": ("Total chunks", RETRIEVE),
+}
+# Source-level fields editors fill in (title and file name have their own columns).
+SOURCE_FIELDS = ["url", "author", "tags", "version", "deprecated"]
+FREE_FIELD_DEFAULT = RETRIEVE
+
+
+@dataclass(frozen=True)
+class Policy:
+    """The effective policy of a collection: every known field has a decision."""
+
+    decisions: dict[str, str]
+
+    @classmethod
+    def build(cls, overrides: dict[str, str], free_keys: list[str] = ()) -> Policy:
+        decisions = {name: default for name, (_, default) in BUILTIN_FIELDS.items()}
+        decisions.update({key: FREE_FIELD_DEFAULT for key in free_keys})
+        decisions.update(
+            {k: v for k, v in overrides.items() if v in (EMBED, RETRIEVE, IGNORE)}
+        )
+        return cls(decisions)
+
+    def of(self, field: str) -> str:
+        return self.decisions.get(field, FREE_FIELD_DEFAULT)
+
+    def prefix(self, values: dict[str, Any]) -> str:
+        """The lines put in front of a chunk's own text before it is embedded."""
+        lines = []
+        path = values.get("heading_path") or ""
+        for field, value in values.items():
+            if self.of(field) != EMBED or _is_empty(value):
+                continue
+            if (
+                field == "title"
+                and self.of("heading_path") == EMBED
+                and (path == value or path.startswith(f"{value} > "))
+            ):
+                continue  # the heading path already starts with the title
+            if field == "heading_path":
+                lines.append(str(value))
+            else:
+                lines.append(f"{label(field)}: {_format(value)}")
+        return "\n".join(lines) + "\n\n" if lines else ""
+
+    def retrieved(self, values: dict[str, Any]) -> dict[str, Any]:
+        """The fields stored on the chunk and returned with results."""
+        return {
+            k: v
+            for k, v in values.items()
+            if self.of(k) in (EMBED, RETRIEVE) and not _is_empty(v)
+        }
+
+
+def label(field: str) -> str:
+    if field in BUILTIN_FIELDS:
+        return BUILTIN_FIELDS[field][0]
+    return field.replace("_", " ").capitalize()
+
+
+def _is_empty(value: Any) -> bool:
+    return value is None or value == "" or value == [] or value is False
+
+
+def _format(value: Any) -> str:
+    if isinstance(value, (list, tuple)):
+        return ", ".join(str(v) for v in value)
+    if value is True:
+        return "yes"
+    return str(value)
+
+
+def chunk_values(
+    *,
+    title: str,
+    file_name: str,
+    source_metadata: dict[str, Any],
+    heading_path: str,
+    section_id: int | str,
+    chunk_index: int,
+    total_chunks: int,
+) -> dict[str, Any]:
+    """Every metadata value a chunk has, before the policy decides."""
+    values: dict[str, Any] = {"title": title, "heading_path": heading_path}
+    for key, value in source_metadata.items():
+        if key not in ("title", "heading_path"):
+            values[key] = value
+    values.update(
+        file_name=file_name,
+        section_id=section_id,
+        chunk_index=chunk_index,
+        total_chunks=total_chunks,
+    )
+    return values

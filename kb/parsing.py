@@ -1,0 +1,477 @@
+"""Raw documents -> sections and blocks with exact character offsets (issue #4).
+
+No ORM here: text in, dataclasses out. Every `start`/`end` is an offset into
+the text that was parsed, so `text[start:end]` is exactly the evidence.
+Malformed input is either parsed sensibly or refused with `ParseError`;
+nothing else escapes `parse()` or `decode_upload()`.
+"""
+
+from __future__ import annotations
+
+import codecs
+import re
+import unicodedata
+from dataclasses import dataclass, field
+from pathlib import PurePath
+
+from markdown_it import MarkdownIt
+from markdown_it.token import Token
+
+MARKDOWN_EXTENSIONS = (".md", ".markdown")
+TEXT_EXTENSIONS = (".txt",)
+# Above this share of control characters a file is treated as binary.
+MAX_CONTROL_SHARE = 0.01
+# markdown-it's default (20) silently swallows the rest of the document into
+# a list nested deeper than ~10 levels; 128 handles 60 levels and still
+# bounds recursion.
+MAX_NESTING = 128
+
+_LINE_BREAK_RE = re.compile(r"\r\n?|\n")
+_FRONT_MATTER_RE = re.compile(
+    r"\A---[ \t]*\n(.*?\n)(?:---|\.\.\.)[ \t]*(?:\n|\Z)", re.S
+)
+_FRONT_MATTER_TITLE_RE = re.compile(r"^title:[ \t]*(.+?)[ \t]*$", re.M)
+_BLANK_LINES_RE = re.compile(r"\n[ \t]*\n")
+_TOP_LEVEL_KINDS = {
+    "paragraph_open": "paragraph",
+    "bullet_list_open": "list",
+    "ordered_list_open": "list",
+    "blockquote_open": "blockquote",
+    "table_open": "table",
+    "fence": "code",
+    "code_block": "code",
+    "html_block": "html",
+    "hr": "rule",
+    "heading_open": "heading",
+}
+
+
+class ParseError(Exception):
+    """The input cannot be turned into a document; the message says why."""
+
+
+@dataclass
+class Span:
+    start: int
+    end: int
+
+
+@dataclass
+class TableCell:
+    text: str
+    start: int
+    end: int
+
+
+@dataclass
+class TableRow:
+    """One table line; `start`/`end` cover the whole row, pipes included."""
+
+    start: int
+    end: int
+    cells: list[TableCell] = field(default_factory=list)
+
+
+@dataclass
+class Block:
+    """A top-level block of a section.
+
+    kind is one of paragraph, list, blockquote, table, code, html, rule,
+    heading or text (content markdown-it did not claim, kept for coverage).
+    """
+
+    kind: str
+    start: int
+    end: int
+    # Lists: the top-level items (nested lists stay inside their item).
+    items: list[Span] = field(default_factory=list)
+    # Tables: the header row and the body rows.
+    header: TableRow | None = None
+    rows: list[TableRow] = field(default_factory=list)
+    # Code: the fence language and the span of the lines between the fences
+    # (an unterminated fence runs to the end of the document).
+    language: str = ""
+    inner: Span | None = None
+    # Headings: the level (1-6) and the raw heading text.
+    level: int = 0
+    text: str = ""
+
+
+@dataclass
+class SectionData:
+    """A heading and its own text, up to the next heading of any level.
+
+    `start` is the heading line; `body_start` is just after it. The section
+    before the first heading has level 0 and the document title as heading.
+    """
+
+    index: int
+    parent: int | None
+    heading: str
+    heading_path: str
+    level: int
+    start: int
+    end: int
+    body_start: int
+    blocks: list[Block] = field(default_factory=list)
+
+
+@dataclass
+class Document:
+    title: str
+    sections: list[SectionData] = field(default_factory=list)
+
+
+def decode_upload(data: bytes, filename: str) -> str:
+    """Bytes of an upload -> text with `\\n` line endings, or ParseError.
+
+    We refuse non-UTF-8 input rather than guess an encoding: a wrong guess
+    would silently corrupt the evidence that offsets point into.
+    """
+    if not data.strip():
+        raise ParseError(f"{filename} is empty")
+    text = _decode(data, filename)
+    _check_not_binary(text, filename)
+    text = normalise_newlines(text)
+    if not text.strip():
+        raise ParseError(f"{filename} is empty")
+    return text
+
+
+def normalise_newlines(text: str) -> str:
+    return _LINE_BREAK_RE.sub("\n", text)
+
+
+def _decode(data: bytes, filename: str) -> str:
+    for bom, encoding in (
+        (codecs.BOM_UTF8, "utf-8"),
+        (codecs.BOM_UTF16_LE, "utf-16-le"),
+        (codecs.BOM_UTF16_BE, "utf-16-be"),
+    ):
+        if data.startswith(bom):
+            try:
+                return data[len(bom) :].decode(encoding)
+            except UnicodeDecodeError as exc:
+                raise ParseError(_not_utf8_message(filename, exc)) from exc
+    if b"\x00" in data:
+        raise ParseError(f"{filename} looks like a binary file (it has NUL bytes)")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ParseError(_not_utf8_message(filename, exc)) from exc
+
+
+def _not_utf8_message(filename: str, exc: UnicodeDecodeError) -> str:
+    return (
+        f"{filename} is not valid UTF-8 (byte {exc.object[exc.start]:#04x} at "
+        f"offset {exc.start}); save it as UTF-8 and upload it again"
+    )
+
+
+def _check_not_binary(text: str, filename: str) -> None:
+    sample = text[:65536]
+    control = sum(
+        1
+        for char in sample
+        if char not in "\t\n\r\f" and unicodedata.category(char) == "Cc"
+    )
+    if "\x00" in sample or control > MAX_CONTROL_SHARE * len(sample):
+        raise ParseError(
+            f"{filename} looks like a binary file ({control} control characters)"
+        )
+
+
+def parse(text: str, filename: str, title: str | None = None) -> Document:
+    """Parse by file extension: Markdown (.md, .markdown) or plain text (.txt)."""
+    if not text.strip():
+        raise ParseError(f"{filename} is empty")
+    suffix = PurePath(filename).suffix.lower()
+    if suffix in MARKDOWN_EXTENSIONS:
+        title = title or markdown_title(text) or title_from_filename(filename)
+        return parse_markdown(text, title)
+    if suffix in TEXT_EXTENSIONS:
+        return parse_text(text, title or title_from_filename(filename))
+    raise ParseError(
+        f"{filename}: unsupported file type {suffix or '(none)'}; "
+        "use .md, .markdown or .txt"
+    )
+
+
+def title_from_filename(filename: str) -> str:
+    stem = PurePath(filename).stem
+    words = re.sub(r"[-_]+", " ", stem).strip()
+    return (words[:1].upper() + words[1:]) if words else "Untitled"
+
+
+def markdown_title(text: str) -> str:
+    """The front matter title, else the first heading if it is a level-1 one."""
+    match = _FRONT_MATTER_RE.match(text)
+    if match:
+        found = _FRONT_MATTER_TITLE_RE.search(match.group(1))
+        if found:
+            return found.group(1).strip("\"'").strip()
+    try:
+        tokens = _parse_tokens(text)
+    except ParseError:
+        return ""
+    for index, token in enumerate(tokens):
+        if token.type == "heading_open" and token.level == 0:
+            return tokens[index + 1].content.strip() if token.tag == "h1" else ""
+    return ""
+
+
+def parse_text(text: str, title: str) -> Document:
+    """Plain text: one section whose blocks are the blank-line paragraphs."""
+    if not text.strip():
+        raise ParseError(f"{title} is empty")
+    blocks = []
+    position = 0
+    for match in [*_BLANK_LINES_RE.finditer(text), None]:
+        stop = match.start() if match else len(text)
+        span = _strip_span(text, position, stop)
+        if span:
+            blocks.append(Block("paragraph", span.start, span.end))
+        position = match.end() if match else len(text)
+    section = SectionData(
+        0, None, title, title, 0, blocks[0].start, blocks[-1].end, 0, blocks
+    )
+    return Document(title, [section])
+
+
+def parse_markdown(text: str, title: str) -> Document:
+    """CommonMark + tables -> a section tree whose offsets index `text`.
+
+    Headings nested in lists or block quotes do not open sections. YAML front
+    matter is metadata, not evidence: it belongs to no section.
+    """
+    if not text.strip():
+        raise ParseError(f"{title} is empty")
+    front = _FRONT_MATTER_RE.match(text)
+    body_start = front.end() if front else 0
+    # Blanking the front matter (newlines kept) keeps every offset valid.
+    masked = _LINE_BREAK_RE.sub("\n", text[:body_start])
+    masked = re.sub(r"[^\n]", " ", masked) + text[body_start:]
+    lines = _LineIndex(text)
+    blocks = _top_level_blocks(_parse_tokens(masked), text, lines)
+    sections = _build_sections(blocks, text, title, body_start)
+    if not sections:
+        raise ParseError(f"{title} has no content besides its front matter")
+    return Document(title, sections)
+
+
+def _parse_tokens(text: str) -> list[Token]:
+    md = MarkdownIt("commonmark", {"maxNesting": MAX_NESTING}).enable("table")
+    # We only need block structure and raw inline content: skipping inline
+    # parsing avoids its worst cases (e.g. thousands of unmatched `*`).
+    md.disable(["inline", "text_join"])
+    try:
+        return md.parse(text)
+    except RecursionError as exc:
+        raise ParseError("the document is nested too deeply to parse") from exc
+
+
+class _LineIndex:
+    """Line number -> character offset, with markdown-it's idea of a line."""
+
+    def __init__(self, text: str) -> None:
+        self.starts = [0] + [m.end() for m in _LINE_BREAK_RE.finditer(text)]
+        self.length = len(text)
+
+    def offset(self, line: int) -> int:
+        return self.starts[line] if line < len(self.starts) else self.length
+
+    def span(self, token_map: list[int]) -> Span:
+        return Span(self.offset(token_map[0]), self.offset(token_map[1]))
+
+
+def _strip_span(text: str, start: int, end: int) -> Span | None:
+    while start < end and text[start].isspace():
+        start += 1
+    while end > start and text[end - 1].isspace():
+        end -= 1
+    return Span(start, end) if start < end else None
+
+
+def _top_level_blocks(tokens: list[Token], text: str, lines: _LineIndex) -> list[Block]:
+    blocks = []
+    for index, token in enumerate(tokens):
+        kind = _TOP_LEVEL_KINDS.get(token.type)
+        if kind is None or token.level != 0 or not token.map:
+            continue
+        raw = lines.span(token.map)
+        span = _strip_span(text, raw.start, raw.end)
+        if span is None:
+            continue
+        block = Block(kind, span.start, span.end)
+        if kind == "list":
+            block.items = _list_items(tokens, index, text, lines)
+        elif kind == "table":
+            _fill_table(block, tokens, index, text, lines)
+        elif kind == "code":
+            _fill_code(block, token, text, lines)
+        elif kind == "heading":
+            block.level = int(token.tag[1:])
+            block.text = " ".join(tokens[index + 1].content.split())
+        blocks.append(block)
+    return blocks
+
+
+def _list_items(
+    tokens: list[Token], index: int, text: str, lines: _LineIndex
+) -> list[Span]:
+    items = []
+    for token in tokens[index + 1 :]:
+        if token.level == 0:
+            break
+        if token.type == "list_item_open" and token.level == 1 and token.map:
+            raw = lines.span(token.map)
+            span = _strip_span(text, raw.start, raw.end)
+            if span:
+                items.append(span)
+    return items
+
+
+def _fill_table(
+    block: Block, tokens: list[Token], index: int, text: str, lines: _LineIndex
+) -> None:
+    in_head = False
+    for token in tokens[index + 1 :]:
+        if token.type == "table_close" and token.level == 0:
+            break
+        if token.type in ("thead_open", "thead_close"):
+            in_head = token.type == "thead_open"
+        if token.type == "tr_open" and token.map:
+            row = _table_row(text, lines.span(token.map))
+            if row is None:
+                continue
+            if in_head:
+                block.header = row
+            else:
+                block.rows.append(row)
+
+
+def _table_row(text: str, raw: Span) -> TableRow | None:
+    span = _strip_span(text, raw.start, raw.end)
+    if span is None:
+        return None
+    return TableRow(span.start, span.end, _split_cells(text, span))
+
+
+def _split_cells(text: str, span: Span) -> list[TableCell]:
+    """Cells between unescaped pipes; the outer pipes are optional (GFM)."""
+    bounds = [span.start - 1]
+    position = span.start
+    while position < span.end:
+        char = text[position]
+        if char == "\\":
+            position += 2
+            continue
+        if char == "|":
+            bounds.append(position)
+        position += 1
+    bounds.append(span.end)
+    cells = []
+    for left, right in zip(bounds, bounds[1:], strict=False):
+        cell = _strip_span(text, left + 1, right)
+        if cell is not None:
+            cells.append(TableCell(text[cell.start : cell.end], cell.start, cell.end))
+        elif left + 1 != span.start and right != span.end:
+            cells.append(TableCell("", left + 1, left + 1))  # an empty inner cell
+    return cells
+
+
+def _fill_code(block: Block, token: Token, text: str, lines: _LineIndex) -> None:
+    first, last = token.map
+    if token.type == "fence":
+        block.language = token.info.strip().split(" ")[0] if token.info else ""
+        closing = text[lines.offset(last - 1) : lines.offset(last)].strip()
+        fence = token.markup
+        is_closed = (
+            last - first >= 2
+            and closing.startswith(fence)
+            and set(closing) == {fence[0]}
+        )
+        first, last = first + 1, (last - 1 if is_closed else last)
+    inner = _strip_newlines(text, lines.offset(first), lines.offset(last))
+    block.inner = inner
+
+
+def _strip_newlines(text: str, start: int, end: int) -> Span:
+    """Trim blank lines only: indentation inside code is content."""
+    while end > start and text[end - 1] in "\r\n":
+        end -= 1
+    return Span(start, end)
+
+
+def _build_sections(
+    blocks: list[Block], text: str, title: str, body_start: int
+) -> list[SectionData]:
+    headings = [block for block in blocks if block.kind == "heading"]
+    bounds = [h.start for h in headings] + [len(text)]
+    sections: list[SectionData] = []
+    preamble = _section_blocks(text, blocks, body_start, bounds[0])
+    if preamble:
+        sections.append(
+            SectionData(
+                0,
+                None,
+                title,
+                title,
+                0,
+                preamble[0].start,
+                bounds[0],
+                preamble[0].start,
+                preamble,
+            )
+        )
+    stack: list[SectionData] = []
+    for heading, end in zip(headings, bounds[1:], strict=True):
+        while stack and stack[-1].level >= heading.level:
+            stack.pop()
+        name = heading.text or "Untitled section"
+        parent = stack[-1] if stack else None
+        path = f"{parent.heading_path} > {name}" if parent else _root_path(title, name)
+        section = SectionData(
+            index=len(sections),
+            parent=parent.index if parent else None,
+            heading=name,
+            heading_path=path,
+            level=heading.level,
+            start=heading.start,
+            end=end,
+            body_start=heading.end,
+            blocks=_section_blocks(text, blocks, heading.end, end),
+        )
+        sections.append(section)
+        stack.append(section)
+    for section in sections:
+        section.end = section.blocks[-1].end if section.blocks else section.body_start
+    return sections
+
+
+def _root_path(title: str, heading: str) -> str:
+    """Every path starts with the document title, which is often the # heading."""
+    if " ".join(title.split()).casefold() == heading.casefold():
+        return heading
+    return f"{title} > {heading}"
+
+
+def _section_blocks(
+    text: str, blocks: list[Block], start: int, end: int
+) -> list[Block]:
+    """The non-heading blocks in [start, end), plus any text between them.
+
+    markdown-it emits no token for some content (link reference definitions);
+    such gaps become "text" blocks so no evidence is dropped.
+    """
+    inside = [b for b in blocks if start <= b.start < end and b.kind != "heading"]
+    result: list[Block] = []
+    position = start
+    for block in [*inside, None]:
+        gap = _strip_span(text, position, block.start if block else end)
+        if gap:
+            result.append(Block("text", gap.start, gap.end))
+        if block:
+            result.append(block)
+            position = block.end
+    return result

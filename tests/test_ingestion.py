@@ -1,0 +1,262 @@
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.db import connection
+from django.test import TestCase, TransactionTestCase
+from django.urls import reverse
+
+from kb import ingestion
+from kb.models import Collection, OverflowRejection, Section, Source
+from tests.base import DEMO_DIR, make_users, run_burst_worker
+
+RUNBOOK = DEMO_DIR / "deployment-runbook.md"
+
+
+def _store(
+    collection: Collection, name: str = "deployment-runbook.md", data=None, **kw
+):
+    data = data if data is not None else (DEMO_DIR / name).read_bytes()
+    source, _ = ingestion.store_source(collection, name, data, **kw)
+    return source
+
+
+class StoreSourceTestCase(TestCase):
+    def setUp(self):
+        self.collection = Collection.objects.create(name="Docs")
+
+    def test_it_recognises_the_same_file_uploaded_twice(self):
+        first = _store(self.collection)
+        again, outcome = ingestion.store_source(
+            self.collection, "deployment-runbook.md", RUNBOOK.read_bytes()
+        )
+        self.assertEqual(outcome, "unchanged")
+        self.assertEqual((again.pk, again.version), (first.pk, first.version))
+
+    def test_a_changed_file_becomes_a_new_version(self):
+        first = _store(self.collection)
+        again, outcome = ingestion.store_source(
+            self.collection,
+            "deployment-runbook.md",
+            RUNBOOK.read_bytes() + b"\nMore.\n",
+        )
+        self.assertEqual(outcome, "updated")
+        self.assertEqual(again.version, first.version + 1)
+
+    def test_it_refuses_path_tricks_and_other_extensions(self):
+        for name in ["../etc/passwd.md", "/abs/a.md", "notes.pdf", "a.md\x00.txt"]:
+            with self.assertRaises(ingestion.IngestionError, msg=name):
+                ingestion.store_source(self.collection, name, b"# Hi\n")
+        self.assertFalse(Source.objects.exists())
+
+
+class IngestTestCase(TestCase):
+    """Ingestion in this process: the embedder and database are the real ones."""
+
+    def setUp(self):
+        self.collection = Collection.objects.create(name="Docs")
+
+    def test_it_indexes_sections_chunks_and_vectors(self):
+        source = _store(self.collection)
+        ingestion.ingest(source.pk)
+        source.refresh_from_db()
+        self.assertEqual(source.status, Source.Status.INDEXED)
+        chunks = list(source.chunks.all())
+        self.assertTrue(chunks)
+        for chunk in chunks:
+            self.assertEqual(source.text[chunk.start : chunk.end], chunk.text)
+            self.assertEqual(len(chunk.embedding), 384)
+            self.assertLessEqual(chunk.token_count, 256)
+        self.assertEqual(source.stats["chunks"], len(chunks))
+
+    def test_it_embeds_the_heading_path_and_keeps_the_file_name_out(self):
+        source = _store(self.collection)
+        ingestion.ingest(source.pk)
+        chunk = source.chunks.exclude(section__level__lte=1).first()
+        self.assertIn(chunk.section.heading_path, chunk.embedded_text)
+        self.assertNotIn("deployment-runbook.md", chunk.embedded_text)
+        self.assertEqual(chunk.metadata["file_name"], "deployment-runbook.md")
+
+    def test_retrieve_policy_removes_a_field_from_the_embedded_text_only(self):
+        source = _store(self.collection, metadata={"author": "Priya Natarajan"})
+        self.collection.metadata_policy = {"author": "embed"}
+        self.collection.save()
+        ingestion.ingest(source.pk)
+        chunk = source.chunks.first()
+        self.assertIn("Author: Priya Natarajan", chunk.embedded_text)
+
+        self.collection.metadata_policy = {"author": "retrieve"}
+        self.collection.save()
+        ingestion.mark_queued(source)
+        ingestion.ingest(source.pk)
+        chunk = source.chunks.first()
+        self.assertNotIn("Priya", chunk.embedded_text)
+        self.assertEqual(chunk.metadata["author"], "Priya Natarajan")
+
+    def test_an_overflowing_prefix_is_rejected_and_the_old_version_stays(self):
+        source = _store(self.collection)
+        ingestion.ingest(source.pk)
+        old_chunks = list(source.chunks.values_list("pk", flat=True))
+
+        self.collection.metadata_policy = {"summary": "embed"}
+        self.collection.save()
+        source.metadata = {"summary": "word " * 400}
+        source.save()
+        ingestion.mark_queued(source)
+        with self.assertRaises(ingestion.IngestionError):
+            ingestion.ingest(source.pk)
+
+        source.refresh_from_db()
+        self.assertEqual(source.status, Source.Status.FAILED)
+        self.assertIn("the model reads 256", source.error)
+        rejection = OverflowRejection.objects.filter(source=source).first()
+        self.assertIsNotNone(rejection)
+        self.assertGreater(rejection.token_count, 256)
+        self.assertIn("metadata prefix pushed it over", rejection.reason)
+        self.assertIn("word word", rejection.text)  # the full text, not truncated
+        self.assertEqual(list(source.chunks.values_list("pk", flat=True)), old_chunks)
+
+    def test_a_superseded_job_stands_down(self):
+        source = _store(self.collection)
+        outcome = ingestion.ingest(source.pk, version=source.version - 1 or 99)
+        self.assertIn("skipped", outcome)
+        self.assertFalse(source.chunks.exists())
+
+
+class UploadFormTestCase(TestCase):
+    def setUp(self):
+        self.staff, self.editor, self.alice = make_users()
+        self.collection = Collection.objects.create(name="Docs")
+        self.client.force_login(self.staff)
+        self.url = reverse("admin:kb_source_upload")
+
+    def _post(self, *files):
+        return self.client.post(
+            self.url, {"collection": self.collection.pk, "files": list(files)}
+        )
+
+    def test_it_refuses_bad_uploads_with_the_reason(self):
+        cases = {
+            "empty.md": (b"", "empty"),
+            "tool.exe": (b"MZ\x90\x00", "only .md, .markdown, .txt"),
+            "blob.md": (b"\x00\x01\x02binary\x00", "binary"),
+            "latin.md": ("Café".encode("latin-1"), "not valid UTF-8"),
+        }
+        for name, (data, reason) in cases.items():
+            response = self._post(SimpleUploadedFile(name, data))
+            self.assertContains(response, reason, status_code=400, msg_prefix=name)
+        self.assertFalse(Source.objects.exists())
+
+    def test_it_refuses_files_over_the_size_limit(self):
+        with self.settings(KB_MAX_UPLOAD_BYTES=100):
+            response = self._post(SimpleUploadedFile("big.md", b"# Big\n" + b"a" * 200))
+        self.assertContains(response, "the limit is 100", status_code=400)
+        self.assertFalse(Source.objects.exists())
+
+    def test_one_bad_file_means_nothing_is_stored(self):
+        good = SimpleUploadedFile("good.md", b"# Good\n\nFine.\n")
+        bad = SimpleUploadedFile("bad.md", b"")
+        self._post(good, bad)
+        self.assertFalse(Source.objects.exists())
+
+    def test_non_staff_users_cannot_upload(self):
+        self.client.force_login(self.alice)
+        response = self.client.get(self.url)
+        self.assertEqual(response.status_code, 302)
+
+
+@pytest.mark.slow
+class WorkerIngestionTestCase(TransactionTestCase):
+    # TransactionTestCase: the worker is another process and sees only committed rows.
+
+    def setUp(self):
+        self.staff, _, _ = make_users()
+        self.collection = Collection.objects.create(name="Docs")
+        self.client.force_login(self.staff)
+
+    def test_an_upload_is_indexed_by_a_real_worker(self):
+        with open(RUNBOOK, "rb") as fh:
+            self.client.post(
+                reverse("admin:kb_source_upload"),
+                {"collection": self.collection.pk, "files": [fh], "author": "Ops"},
+            )
+        source = Source.objects.get()
+        self.assertEqual(source.status, Source.Status.QUEUED)
+        run_burst_worker()
+        source.refresh_from_db()
+        self.assertEqual(source.status, Source.Status.INDEXED, source.error)
+        self.assertTrue(Section.objects.filter(source=source).exists())
+        self.assertFalse(source.chunks.filter(embedding__isnull=True).exists())
+        response = self.client.get(reverse("admin:kb_source_changelist"))
+        self.assertContains(response, "Indexed")
+        self.assertContains(
+            response,
+            f'<td class="field-chunk_count">{source.chunks.count()}</td>',
+            html=True,
+        )
+
+    def test_a_killed_worker_leaves_nothing_partial_and_a_retry_succeeds(self):
+        source = _store(self.collection)
+        ingestion.ingest(source.pk)
+        old = sorted(source.chunks.values_list("pk", flat=True))
+        # A long new version, so the kill lands while it is being embedded.
+        big = "# Big\n\n" + "\n\n".join(
+            f"## Part {i}\n\n"
+            + " ".join(f"Paragraph {i} sentence {j} about deploys." for j in range(30))
+            for i in range(60)
+        )
+        source, _ = ingestion.store_source(
+            self.collection, source.file_name, big.encode()
+        )
+        from kb import jobs
+
+        jobs.enqueue_ingest(source)
+        worker = _start_worker()
+        try:
+            _wait_for(
+                lambda: (
+                    Source.objects.get(pk=source.pk).progress.get("stage")
+                    == "embedding"
+                )
+            )
+        finally:
+            os.killpg(worker.pid, signal.SIGKILL)
+            worker.wait()
+        self.assertEqual(sorted(source.chunks.values_list("pk", flat=True)), old)
+
+        jobs.enqueue_ingest(Source.objects.get(pk=source.pk))
+        run_burst_worker()
+        source.refresh_from_db()
+        self.assertEqual(source.status, Source.Status.INDEXED, source.error)
+        self.assertTrue(set(old).isdisjoint(source.chunks.values_list("pk", flat=True)))
+
+
+def _start_worker() -> subprocess.Popen:
+    env = {
+        **os.environ,
+        "KB_TESTING": "1",
+        "KB_DB_NAME": connection.settings_dict["NAME"],
+    }
+    manage = str(Path(settings.BASE_DIR) / "manage.py")
+    return subprocess.Popen(
+        [sys.executable, manage, "rqworker", "default"],
+        env=env, start_new_session=True,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+
+
+def _wait_for(predicate, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.05)
+    raise AssertionError("condition not reached")

@@ -1,0 +1,240 @@
+"""kb.parsing: offsets, the section tree and bad input (no database)."""
+
+from __future__ import annotations
+
+import codecs
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kb.parsing import ParseError, decode_upload, parse, parse_markdown
+
+NESTED_50 = "".join("  " * depth + f"- level {depth}\n" for depth in range(50))
+# Odd "words": markup characters, an over-long token run, a lead-in colon.
+SPECIAL_WORDS = [
+    "`code`",
+    "**bold**",
+    "*",
+    "|",
+    "e.g.",
+    "Finance:",
+    "-".join(["ab"] * 90),
+]
+WORDS = st.text(
+    alphabet="abcdefghijklmnopqrstuvwxyzé0123456789", min_size=1, max_size=9
+)
+WORD = WORDS | st.sampled_from(SPECIAL_WORDS)
+
+
+@st.composite
+def _sentence(draw: st.DrawFn) -> str:
+    return " ".join(draw(st.lists(WORD, min_size=1, max_size=25))) + draw(
+        st.sampled_from([".", "!", "?", ":", ""])
+    )
+
+
+@st.composite
+def _paragraph(draw: st.DrawFn) -> str:
+    sentences = draw(st.lists(_sentence(), min_size=1, max_size=30))
+    return draw(st.sampled_from([" ", "\n"])).join(sentences)
+
+
+@st.composite
+def _heading(draw: st.DrawFn) -> str:
+    level = draw(st.integers(1, 6))
+    return "#" * level + " " + " ".join(draw(st.lists(WORDS, min_size=1, max_size=5)))
+
+
+@st.composite
+def _list(draw: st.DrawFn) -> str:
+    lines, depth = [], 0
+    for _ in range(draw(st.integers(1, 12))):
+        depth = draw(st.integers(0, depth + 1))
+        lines.append("  " * depth + "- " + draw(_sentence()))
+    return "\n".join(lines)
+
+
+@st.composite
+def _table(draw: st.DrawFn) -> str:
+    columns = draw(st.integers(1, 4))
+    header = draw(st.lists(WORDS, min_size=columns, max_size=columns))
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * columns]
+    for _ in range(draw(st.integers(0, 6))):
+        # Ragged on purpose: rows with fewer or more cells than the header.
+        cells = draw(st.lists(_sentence(), min_size=0, max_size=columns + 1))
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+@st.composite
+def _code(draw: st.DrawFn) -> str:
+    language = draw(st.sampled_from(["", "python", "bash"]))
+    body = draw(st.lists(st.sampled_from(["x = 1", "    return f(x, y)", "", "# c"])))
+    closed = draw(st.booleans())
+    return "\n".join([f"```{language}", *body] + (["```"] if closed else []))
+
+
+@st.composite
+def markdown_documents(draw: st.DrawFn) -> str:
+    """Markdown with headings, paragraphs, nested lists, ragged tables, code
+    fences (some unterminated) and, sometimes, CRLF or CR line endings."""
+    blocks = st.one_of(_heading(), _paragraph(), _list(), _table(), _code())
+    parts = draw(st.lists(blocks, min_size=1, max_size=10))
+    text = "".join(
+        part + draw(st.sampled_from(["\n\n", "\n", "\n\n\n"])) for part in parts
+    )
+    if draw(st.booleans()):
+        lines = text.split("\n")
+        endings = draw(
+            st.lists(
+                st.sampled_from(["\n", "\r\n", "\r"]),
+                min_size=len(lines) - 1,
+                max_size=len(lines) - 1,
+            )
+        )
+        text = lines[0] + "".join(e + line for e, line in zip(endings, lines[1:]))
+    return text if text.strip() else "x"
+
+
+def test_it_refuses_empty_and_whitespace_uploads():
+    for data in (b"", b"  \n\r\n\t"):
+        with pytest.raises(ParseError, match="notes.md is empty"):
+            decode_upload(data, "notes.md")
+
+
+def test_it_refuses_binary_uploads():
+    with pytest.raises(ParseError, match="binary"):
+        decode_upload(b"PK\x03\x04\x00\x00abc", "archive.md")
+    with pytest.raises(ParseError, match="binary"):
+        decode_upload(b"text" + b"\x01\x02\x03\x04\x05" * 20, "odd.txt")
+
+
+def test_it_refuses_non_utf8_with_the_offset():
+    with pytest.raises(ParseError, match=r"not valid UTF-8 \(byte 0xe9 at offset 3\)"):
+        decode_upload("Caf\xe9 menu".encode("latin-1"), "menu.txt")
+
+
+def test_it_strips_the_bom_and_normalises_line_endings():
+    data = codecs.BOM_UTF8 + b"# T\r\n\r\nOne\rTwo\nThree\r\n"
+    assert decode_upload(data, "t.md") == "# T\n\nOne\nTwo\nThree\n"
+
+
+def test_it_decodes_utf16_with_a_bom():
+    data = codecs.BOM_UTF16_LE + "Héllo\r\n".encode("utf-16-le")
+    assert decode_upload(data, "t.txt") == "Héllo\n"
+
+
+def test_it_refuses_unknown_extensions_and_empty_text():
+    with pytest.raises(ParseError, match="unsupported file type .pdf"):
+        parse("hello", "report.pdf")
+    with pytest.raises(ParseError, match="empty.md is empty"):
+        parse(" \n ", "empty.md")
+
+
+def test_it_builds_the_heading_tree():
+    text = "# Deploy\n\nIntro.\n\n## Rollback\n\nDo it.\n\n### Exceptions\n\nNot if.\n"
+    doc = parse(text, "deploy.md")
+    paths = [section.heading_path for section in doc.sections]
+    assert doc.title == "Deploy"
+    assert paths == ["Deploy", "Deploy > Rollback", "Deploy > Rollback > Exceptions"]
+    assert [s.parent for s in doc.sections] == [None, 0, 1]
+    assert [s.level for s in doc.sections] == [1, 2, 3]
+    assert (
+        text[doc.sections[2].start : doc.sections[2].end] == "### Exceptions\n\nNot if."
+    )
+
+
+def test_it_puts_text_before_the_first_heading_under_the_title():
+    doc = parse_markdown("Preamble here.\n\n## Details\n\nMore.", "Guide")
+    first, second = doc.sections
+    assert (first.heading, first.level, first.parent) == ("Guide", 0, None)
+    assert second.heading_path == "Guide > Details"
+
+
+def test_it_takes_the_title_from_front_matter_and_skips_it():
+    text = '---\ntitle: "RQ: Jobs"\nlayout: docs\n---\n\nSome text.\n'
+    doc = parse(text, "jobs.md")
+    assert doc.title == "RQ: Jobs"
+    assert [text[b.start : b.end] for b in doc.sections[0].blocks] == ["Some text."]
+
+
+def test_it_splits_plain_text_on_blank_lines():
+    text = "First para\nstill first.\n\n\nSecond para.\n"
+    doc = parse(text, "office-faq.txt")
+    assert doc.title == "Office faq"
+    blocks = doc.sections[0].blocks
+    assert [text[b.start : b.end] for b in blocks] == [
+        "First para\nstill first.",
+        "Second para.",
+    ]
+
+
+def test_it_records_table_rows_with_exact_ranges():
+    text = (
+        "# T\n\n| Plan | Window |\n|---|---|\n| Free | none |\n| Team | 14 days | x |\n"
+    )
+    table = parse(text, "t.md").sections[0].blocks[0]
+    assert table.kind == "table"
+    assert [c.text for c in table.header.cells] == ["Plan", "Window"]
+    assert [text[r.start : r.end] for r in table.rows] == [
+        "| Free | none |",
+        "| Team | 14 days | x |",
+    ]
+    assert [c.text for c in table.rows[1].cells] == ["Team", "14 days", "x"]
+
+
+def test_it_keeps_the_fence_language_and_survives_an_unterminated_fence():
+    text = "# T\n\nRun:\n\n```python\nprint(1)\n# not a heading\n"
+    doc = parse(text, "t.md")
+    code = doc.sections[0].blocks[1]
+    assert (code.kind, code.language) == ("code", "python")
+    assert text[code.inner.start : code.inner.end] == "print(1)\n# not a heading"
+    assert len(doc.sections) == 1
+
+
+def test_it_keeps_deeply_nested_lists_from_swallowing_later_headings():
+    text = f"# A\n\n{NESTED_50}\n# B\n\nAfter.\n"
+    doc = parse(text, "t.md")
+    assert [s.heading for s in doc.sections] == ["A", "B"]
+    assert doc.sections[0].blocks[0].kind == "list"
+
+
+def test_it_parses_a_single_huge_line():
+    text = "word " * 10_000
+    doc = parse(text, "t.txt")
+    assert doc.sections[0].end == len(text.rstrip())
+
+
+@settings(max_examples=60, deadline=None)
+@given(markdown_documents())
+def test_it_gives_every_section_and_block_an_exact_trimmed_span(text):
+    doc = parse_markdown(text, "Generated")
+    previous_end = 0
+    for section in doc.sections:
+        assert previous_end <= section.start <= section.body_start <= section.end
+        previous_end = section.end
+        for block in section.blocks:
+            evidence = text[block.start : block.end]
+            assert evidence and evidence == evidence.strip()
+            assert section.body_start <= block.start < block.end <= section.end
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.text())
+def test_it_raises_nothing_but_parse_error_on_arbitrary_text(text):
+    for name in ("any.md", "any.txt"):
+        try:
+            parse(text, name)
+        except ParseError:
+            pass
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.binary())
+def test_it_decodes_or_refuses_arbitrary_bytes(data):
+    try:
+        text = decode_upload(data, "upload.md")
+    except ParseError:
+        return
+    assert "\r" not in text and text.strip()
