@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import secrets
-import sys
 from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
@@ -37,7 +36,7 @@ def envint(name: str, default: int) -> int:
 
 DEBUG = envbool("DEBUG", "0")
 # pytest, or a worker process started by the tests, gets its own Redis database.
-TESTING = envbool("KB_TESTING", "0") or Path(sys.argv[0]).name in ("pytest", "py.test")
+TESTING = envbool("KB_TESTING", "0") or "PYTEST_VERSION" in os.environ
 
 KB_DATA_DIR = Path(os.environ.get("KB_DATA_DIR") or BASE_DIR / "var").resolve()
 KB_DATA_DIR.mkdir(parents=True, exist_ok=True)

@@ -19,6 +19,9 @@ class Command(BaseCommand):
         parser.add_argument("--workers", type=int, default=1)
 
     def handle(self, *args, **options):
+        # Stop on Ctrl-C and on SIGTERM alike, even where SIGINT was inherited ignored.
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, _interrupt)
         manage = [sys.executable, str(settings.BASE_DIR / "manage.py")]
         procs = [
             subprocess.Popen([*manage, "rqworker", "default"])
@@ -53,3 +56,7 @@ class Command(BaseCommand):
             except subprocess.TimeoutExpired:
                 proc.kill()
         self.stdout.write("Stopped web server and workers.")
+
+
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt
