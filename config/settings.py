@@ -207,3 +207,10 @@ LOGGING = {
 if not DEBUG and not TESTING:
     SESSION_COOKIE_SECURE = envbool("SECURE_COOKIES", "0")
     CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
+
+# --- Optional LLM answerer behind an OpenAI-compatible API (kb/answering.py, issue #6)
+KB_LLM_URL = os.environ.get("KB_LLM_URL", "")
+KB_LLM_MODEL = os.environ.get("KB_LLM_MODEL", "")
+KB_LLM_API_KEY = os.environ.get("KB_LLM_API_KEY", "")
+# Token authentication for POST /api/ask: "name:token" pairs, comma-separated.
+KB_API_TOKENS = os.environ.get("KB_API_TOKENS", "")

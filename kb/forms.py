@@ -160,3 +160,29 @@ class PolicyForm(forms.Form):
 
     def rows(self) -> list[tuple[str, forms.BoundField]]:
         return [(name, self[name]) for name in self.fields]
+
+
+class AskForm(forms.Form):
+    q = forms.CharField(
+        label="Question",
+        max_length=2000,
+        widget=forms.TextInput(
+            attrs={"autofocus": True, "size": 60, "placeholder": "Ask a question"}
+        ),
+    )
+    collection = forms.ModelChoiceField(queryset=Collection.objects.none())
+
+    def __init__(self, *args: Any, user: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        visible = Collection.objects.visible_to(user).order_by("name")
+        self.fields["collection"].queryset = visible
+        if visible.count() == 1:
+            self.fields["collection"].initial = visible.first()
+
+    def clean_q(self) -> str:
+        from kb.retrieval import QuestionError, clean_question
+
+        try:
+            return clean_question(self.cleaned_data["q"])
+        except QuestionError as exc:
+            raise ValidationError(str(exc)) from None

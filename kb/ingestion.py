@@ -327,6 +327,7 @@ def _publish(source, version, prepared: Prepared, vectors, stats) -> None:
                     text=c.data.text,
                     embedded_text=c.embedded_text,
                     token_count=c.token_count,
+                    text_tokens=_plain_tokens(c.data.text),
                     is_fallback=c.data.is_fallback,
                     metadata=c.metadata,
                     embedding=vector,
@@ -360,6 +361,7 @@ def _create_sections(source: Source, document: parsing.Document) -> list[Section
                 start=s.start,
                 end=s.end,
                 body=text[s.start : s.end],
+                tokens=_plain_tokens(text[s.start : s.end]),
             )
             for i, s in enumerate(document.sections)
         ]
@@ -371,6 +373,12 @@ def _create_sections(source: Source, document: parsing.Document) -> list[Section
         [r for r in rows if r.parent_id or r.parent], ["parent"]
     )
     return rows
+
+
+def _plain_tokens(text: str) -> int:
+    return max(
+        0, embedding.count_tokens(text) - embedding.get_embedder().special_tokens
+    )
 
 
 def _record_rejections(source: Source, prepared: Prepared) -> None:

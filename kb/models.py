@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from django.conf import settings
+from django.contrib.auth.models import Group
 from django.contrib.postgres.indexes import GinIndex
 from django.contrib.postgres.search import SearchVector
 from django.db import models
@@ -10,6 +12,19 @@ from django.utils import timezone
 from pgvector.django import HnswIndex, VectorField
 
 EMBEDDING_DIM = 384
+
+
+class CollectionQuerySet(models.QuerySet):
+    def visible_to(self, user) -> CollectionQuerySet:
+        """Collections a user may ask in: staff only; group-restricted ones to members."""
+        if not (user.is_authenticated and user.is_active and user.is_staff):
+            return self.none()
+        live = self.filter(is_scratch=False)
+        if user.is_superuser:
+            return live
+        return live.filter(
+            models.Q(groups__isnull=True) | models.Q(groups__in=user.groups.all())
+        ).distinct()
 
 
 class Collection(models.Model):
@@ -51,10 +66,21 @@ class Collection(models.Model):
         default=False, help_text="Built by an evaluation; not shown to staff."
     )
     recall_floor = models.FloatField(null=True, blank=True)
+    groups = models.ManyToManyField(
+        Group,
+        blank=True,
+        related_name="collections",
+        help_text="Only these groups may ask in it; empty means all staff.",
+    )
     created = models.DateTimeField(default=timezone.now)
+
+    objects = CollectionQuerySet.as_manager()
 
     def __str__(self) -> str:
         return self.name
+
+    def is_visible_to(self, user) -> bool:
+        return Collection.objects.visible_to(user).filter(pk=self.pk).exists()
 
 
 class Source(models.Model):
@@ -119,6 +145,8 @@ class Section(models.Model):
     start = models.PositiveIntegerField()
     end = models.PositiveIntegerField()
     body = models.TextField(blank=True)
+    # Tokens of the body (no [CLS]/[SEP]); retrieval spends its context budget in these.
+    tokens = models.PositiveIntegerField(default=0)
 
     class Meta:
         ordering = ["source_id", "order"]
@@ -143,7 +171,12 @@ class Chunk(models.Model):
     end = models.PositiveIntegerField()
     text = models.TextField()
     embedded_text = models.TextField()
-    token_count = models.PositiveIntegerField()
+    token_count = models.PositiveIntegerField(
+        help_text="Tokens of the embedded text, [CLS]/[SEP] included."
+    )
+    text_tokens = models.PositiveIntegerField(
+        default=0, help_text="Tokens of the source text alone, no special tokens."
+    )
     is_fallback = models.BooleanField(default=False)
     # Metadata fields with the "retrieve" policy: returned and cited, never embedded.
     metadata = models.JSONField(default=dict, blank=True)
@@ -160,8 +193,12 @@ class Chunk(models.Model):
                 m=16,
                 ef_construction=64,
             ),
-            # Keyword matches with PostgreSQL full-text search (retrieval.keyword_hits).
-            GinIndex(SearchVector("text", config="english"), name="chunk_text_fts"),
+            # Keyword matches with PostgreSQL full-text search (retrieval.keyword_hits);
+            # the embedded text, so headings and titles match too.
+            GinIndex(
+                SearchVector("embedded_text", config="english"),
+                name="chunk_embedded_text_fts",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -270,3 +307,18 @@ class OverflowRejection(models.Model):
                 " pushed it over)"
             )
         return words
+
+
+class ApiToken(models.Model):
+    """A bearer token for POST /api/ask, acting as its user. Only a hash is kept."""
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens"
+    )
+    name = models.CharField(max_length=100)
+    key_hash = models.CharField(max_length=64, unique=True)
+    created = models.DateTimeField(default=timezone.now)
+    last_used = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.user})"

@@ -1,19 +1,115 @@
 from __future__ import annotations
 
-from django.contrib.admin.views.decorators import staff_member_required
-from django.http import HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, render
+import json
 
-from kb.models import Collection, Section
+from django.contrib.admin.views.decorators import staff_member_required
+from django.http import FileResponse, Http404, HttpRequest, HttpResponse, JsonResponse
+from django.middleware.csrf import CsrfViewMiddleware
+from django.shortcuts import get_object_or_404, render
+from django.views.decorators.cache import never_cache
+from django.views.decorators.csrf import csrf_exempt
+from django.views.decorators.http import require_POST
+
+from kb import access, answering, retrieval
+from kb.forms import AskForm
+from kb.models import Collection, Section, Source
 
 
 @staff_member_required
-def home(request: HttpRequest) -> HttpResponse:
-    collections = Collection.objects.filter(is_scratch=False).order_by("name")
-    return render(request, "kb/home.html", {"collections": collections})
+@never_cache
+def ask(request: HttpRequest) -> HttpResponse:
+    form = AskForm(request.GET or None, user=request.user)
+    context = {"form": form}
+    status = 200
+    if request.GET and form.is_valid():
+        collection = form.cleaned_data["collection"]
+        try:
+            result, reply = answering.ask(collection, form.cleaned_data["q"])
+            context.update(result=result, answer=reply, collection=collection)
+        except retrieval.QuestionError as exc:
+            form.add_error("q", str(exc))
+            status = 400
+    elif request.GET:
+        status = 400
+    return render(request, "kb/ask.html", context, status=status)
+
+
+@csrf_exempt  # token requests carry no cookie; session requests are checked below
+@require_POST
+@never_cache
+def api_ask(request: HttpRequest) -> JsonResponse:
+    user = access.token_user(request) if access.has_bearer(request) else request.user
+    if user is None or not user.is_authenticated:
+        return JsonResponse({"error": "Authentication required."}, status=401)
+    if not access.has_bearer(request) and _csrf_failure(request):
+        return JsonResponse({"error": "CSRF check failed."}, status=403)
+    try:
+        payload = json.loads(request.body or b"{}")
+    except json.JSONDecodeError:
+        return JsonResponse({"error": "The body must be JSON."}, status=400)
+    if not isinstance(payload, dict):
+        return JsonResponse({"error": "The body must be a JSON object."}, status=400)
+    collection = _collection_for(user, payload.get("collection"))
+    if collection is None:
+        return JsonResponse({"error": "No such collection for this user."}, status=404)
+    try:
+        result, reply = answering.ask(collection, str(payload.get("question") or ""))
+    except retrieval.QuestionError as exc:
+        return JsonResponse({"error": str(exc)}, status=400)
+    return JsonResponse(answering.as_json(result, reply))
+
+
+def _csrf_failure(request: HttpRequest) -> bool:
+    check = CsrfViewMiddleware(lambda r: HttpResponse())
+    return check.process_view(request, None, (), {}) is not None
+
+
+def _collection_for(user, ref) -> Collection | None:
+    visible = Collection.objects.visible_to(user)
+    if isinstance(ref, int) or (isinstance(ref, str) and ref.isdigit()):
+        return visible.filter(pk=int(ref)).first()
+    if isinstance(ref, str) and ref:
+        return visible.filter(name=ref).first()
+    return visible.first() if visible.count() == 1 else None
 
 
 @staff_member_required
 def section(request: HttpRequest, pk: int) -> HttpResponse:
-    obj = get_object_or_404(Section.objects.select_related("source"), pk=pk)
-    return render(request, "kb/section.html", {"section": obj})
+    obj = get_object_or_404(Section.objects.select_related("source__collection"), pk=pk)
+    if not obj.source.collection.is_visible_to(request.user):
+        raise Http404
+    text = obj.source.text
+    start, end = _cited_range(request, obj)
+    context = {
+        "section": obj,
+        "before": text[obj.start : start],
+        "cited": text[start:end],
+        "after": text[end : obj.end],
+        "start": start,
+        "end": end,
+    }
+    return render(request, "kb/section.html", context)
+
+
+def _cited_range(request: HttpRequest, obj: Section) -> tuple[int, int]:
+    """The highlighted range, clamped to the section; none when absent or invalid."""
+    try:
+        start = int(request.GET.get("start", ""))
+        end = int(request.GET.get("end", ""))
+    except ValueError:
+        return obj.start, obj.start
+    start, end = max(start, obj.start), min(end, obj.end)
+    return (start, end) if start < end else (obj.start, obj.start)
+
+
+@staff_member_required
+def source_file(request: HttpRequest, pk: int) -> FileResponse:
+    source = get_object_or_404(Source.objects.select_related("collection"), pk=pk)
+    if not source.collection.is_visible_to(request.user) or not source.file:
+        raise Http404
+    return FileResponse(
+        source.file.open("rb"),
+        as_attachment=False,
+        filename=source.file_name.rsplit("/", 1)[-1],
+        content_type="text/plain; charset=utf-8",
+    )

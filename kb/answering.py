@@ -1,0 +1,413 @@
+"""Retrieved passages -> an answer whose every sentence cites where it came from.
+
+The default answerer is extractive: it picks the sentences of the context that best
+answer the question and returns them in document order, each followed by a marker
+[n]. A citation resolves to a source, a heading path, chunk indexes and the exact
+character range of the cited sentences. An optional LLM answerer (an
+OpenAI-compatible HTTP API) is checked the same way: unknown markers are removed
+and an answer without citations is flagged as untrustworthy.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import re
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.conf import settings
+from django.urls import reverse
+
+from kb.retrieval import Location, Passage, Result
+
+logger = logging.getLogger(__name__)
+
+MAX_SENTENCES = 6
+MAX_ANSWER_WORDS = 170
+TOP_LOCATIONS = 3  # each of these contributes its best sentence
+LLM_TIMEOUT_S = 60
+
+_WORD_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9'_-]*")
+_SENTENCE_END_RE = re.compile(r"(?<=[.!?])[\"')\]*_]*\s+(?=[\"'(\[*_]*[A-Z0-9`])")
+_MARKER_RE = re.compile(r"\[(\d{1,3})\]")
+# Words that turn a rule into an exception: such sentences answer "when/should".
+_CAVEATS = re.compile(
+    r"\b(except|unless|instead|however|only if|only when|do not|don't|never|but)\b",
+    re.IGNORECASE,
+)
+STOPWORDS = frozenset(
+    """a an and are as at be been by can could do does for from had has have how i if
+    in is it its me my of on or our should so that the their them then there these
+    they this to was we were what when where which who why will with would you your
+    about after before into than also any all may might must not no yes get got
+    """.split()
+)
+
+
+class AnswerError(Exception):
+    """The answerer could not produce an answer (e.g. the LLM service failed)."""
+
+
+@dataclass
+class Citation:
+    n: int
+    source_id: int
+    source: str
+    file: str
+    section_id: int
+    heading_path: str
+    chunk_indexes: list[int]
+    start: int
+    end: int
+    url: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "n": self.n,
+            "source": self.source,
+            "file": self.file,
+            "heading_path": self.heading_path,
+            "chunk_indexes": self.chunk_indexes,
+            "start": self.start,
+            "end": self.end,
+            "url": self.url,
+            "section_id": self.section_id,
+            "source_id": self.source_id,
+        }
+
+
+@dataclass
+class Sentence:
+    text: str
+    start: int
+    end: int
+    passage: Passage
+    location: Location
+    score: float = 0.0
+    citation: int = 0
+
+
+@dataclass
+class Answer:
+    text: str
+    citations: list[Citation]
+    sentences: list[Sentence] = field(default_factory=list)
+    answerer: str = "extractive"
+    is_trustworthy: bool = True
+    warnings: list[str] = field(default_factory=list)
+
+    def parts(self) -> list[tuple[str, Citation | None]]:
+        """The answer as (text, citation) pieces, for templates to link markers."""
+        by_n = {c.n: c for c in self.citations}
+        pieces: list[tuple[str, Citation | None]] = []
+        last = 0
+        for match in _MARKER_RE.finditer(self.text):
+            pieces.append((self.text[last : match.start()], None))
+            pieces.append((match.group(0), by_n.get(int(match.group(1)))))
+            last = match.end()
+        pieces.append((self.text[last:], None))
+        return [(t, c) for t, c in pieces if t]
+
+
+# --- the extractive answerer ------------------------------------------------------
+
+
+def answer(result: Result) -> Answer:
+    """Answer with the configured answerer (LLM when KB_LLM_URL is set)."""
+    if settings.KB_LLM_URL:
+        return llm_answer(result)
+    return extractive_answer(result)
+
+
+def extractive_answer(result: Result) -> Answer:
+    sentences = [s for p in result.passages for s in split_sentences(p)]
+    if not sentences:
+        return Answer(
+            text="Nothing in this collection matches the question.",
+            citations=[],
+            is_trustworthy=False,
+            warnings=["No context was retrieved."],
+        )
+    _score(sentences, result.question)
+    chosen = _choose(sentences)
+    chosen.sort(key=lambda s: (s.passage.rank, s.start))
+    citations = _cite(chosen)
+    text = " ".join(f"{_one_line(s.text)} [{s.citation}]" for s in chosen)
+    return Answer(text=text, citations=citations, sentences=chosen)
+
+
+def split_sentences(passage: Passage) -> list[Sentence]:
+    """Sentences, list items, table rows and code blocks of a passage, with offsets."""
+    out: list[Sentence] = []
+    for location in passage.locations:
+        for start, end in _units(passage.source_text, location.start, location.end):
+            text = passage.source_text[start:end]
+            out.append(Sentence(text, start, end, passage, location))
+    return out
+
+
+def _units(text: str, start: int, end: int) -> list[tuple[int, int]]:
+    units: list[tuple[int, int]] = []
+    pos = start
+    in_code: int | None = None
+    for line in text[start:end].splitlines(keepends=True):
+        line_start, pos = pos, pos + len(line)
+        stripped = line.strip()
+        if stripped.startswith("```") or stripped.startswith("~~~"):
+            if in_code is None:
+                in_code = line_start
+            else:
+                units.append((in_code, line_start + len(line.rstrip())))
+                in_code = None
+            continue
+        if in_code is not None or not stripped or stripped.startswith("#"):
+            continue
+        if set(stripped) <= set("|-: "):
+            continue  # a table's separator row
+        lead = len(line) - len(line.lstrip())
+        units.extend(
+            _sentences(text, line_start + lead, line_start + len(line.rstrip()))
+        )
+    if in_code is not None:
+        units.append((in_code, end))
+    return [(s, e) for s, e in units if e > s]
+
+
+def _sentences(text: str, start: int, end: int) -> list[tuple[int, int]]:
+    spans, last = [], start
+    for match in _SENTENCE_END_RE.finditer(text, start, end):
+        spans.append((last, match.start()))
+        last = match.end()
+    spans.append((last, end))
+    return spans
+
+
+def terms(text: str) -> list[str]:
+    return [_stem(w) for w in _WORD_RE.findall(text.lower()) if w not in STOPWORDS]
+
+
+def _stem(word: str) -> str:
+    for suffix in ("ing", "ed", "es", "s"):
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            return word[: -len(suffix)]
+    return word
+
+
+def _score(sentences: list[Sentence], question: str) -> None:
+    asked = set(terms(question))
+    docs = [set(terms(s.text)) | set(terms(s.location.heading_path)) for s in sentences]
+    n = len(docs)
+    idf = {t: math.log(1 + n / (1 + sum(t in d for d in docs))) for t in asked}
+    for sentence, words in zip(sentences, docs, strict=True):
+        own = set(terms(sentence.text))
+        overlap = sum(idf[t] for t in asked & own)
+        overlap += 0.5 * sum(idf[t] for t in asked & (words - own))  # via heading
+        if overlap and _CAVEATS.search(sentence.text):
+            overlap *= 1.3
+        # Earlier (better-ranked) passages win ties.
+        sentence.score = overlap / (1 + 0.15 * (sentence.passage.rank - 1))
+
+
+def _choose(sentences: list[Sentence]) -> list[Sentence]:
+    ranked = sorted(sentences, key=lambda s: -s.score)
+    chosen: list[Sentence] = []
+    locations: list[tuple[int, int]] = []
+    for s in ranked:  # the best sentence of each of the best locations first
+        key = (s.passage.rank, s.location.start)
+        if s.score > 0 and key not in locations and len(locations) < TOP_LOCATIONS:
+            locations.append(key)
+            chosen.append(s)
+    if not chosen:
+        chosen.append(ranked[0])
+    best = chosen[0].score
+    words = sum(len(s.text.split()) for s in chosen)
+    for s in ranked:
+        if len(chosen) >= MAX_SENTENCES or s.score < 0.35 * best:
+            break
+        if s in chosen:
+            continue
+        if words + len(s.text.split()) > MAX_ANSWER_WORDS:
+            continue
+        chosen.append(s)
+        words += len(s.text.split())
+    return chosen
+
+
+def _one_line(text: str) -> str:
+    return text if text.lstrip().startswith("```") else " ".join(text.split())
+
+
+def _cite(sentences: list[Sentence]) -> list[Citation]:
+    """One citation per cited location, numbered in order of first use."""
+    citations: dict[tuple[int, int], Citation] = {}
+    for s in sentences:
+        key = (s.passage.rank, s.location.start)
+        if key not in citations:
+            citations[key] = _citation(len(citations) + 1, s)
+        cite = citations[key]
+        cite.start, cite.end = min(cite.start, s.start), max(cite.end, s.end)
+        s.citation = cite.n
+    for cite in citations.values():
+        cite.url = citation_url(cite.section_id, cite.start, cite.end)
+        cite.chunk_indexes = _chunks_covering(cite)
+    return list(citations.values())
+
+
+def _citation(n: int, s: Sentence) -> Citation:
+    return Citation(
+        n=n,
+        source_id=s.passage.source_id,
+        source=s.passage.source_title,
+        file=s.passage.file_name,
+        section_id=s.location.section_id,
+        heading_path=s.location.heading_path,
+        chunk_indexes=list(s.location.chunk_indexes),
+        start=s.start,
+        end=s.end,
+    )
+
+
+def _chunks_covering(cite: Citation) -> list[int]:
+    from kb.models import Chunk
+
+    indexes = Chunk.objects.filter(
+        section_id=cite.section_id, start__lt=cite.end, end__gt=cite.start
+    ).values_list("chunk_index", flat=True)
+    return sorted(indexes) or cite.chunk_indexes
+
+
+def citation_url(section_id: int, start: int, end: int) -> str:
+    url = reverse("kb:section", args=[section_id])
+    return f"{url}?start={start}&end={end}#cited"
+
+
+# --- the optional LLM answerer -------------------------------------------------------
+
+LLM_SYSTEM = (
+    "You answer questions from staff using only the numbered sections you are given. "
+    "After every sentence, cite the section(s) it comes from as [n]. If the sections "
+    "do not contain the answer, say so. Never cite a number you were not given."
+)
+
+
+def llm_answer(result: Result) -> Answer:
+    if not result.passages:
+        return extractive_answer(result)
+    prompt = "\n\n".join(
+        f"[{p.rank}] {p.source_title} > {p.heading_path}\n{p.text}"
+        for p in result.passages
+    )
+    text = _chat(f"Sections:\n\n{prompt}\n\nQuestion: {result.question}")
+    return check_llm_answer(text, result)
+
+
+def check_llm_answer(text: str, result: Result) -> Answer:
+    """Keep markers that refer to given sections; flag an answer without any."""
+    given = {p.rank: p for p in result.passages}
+    warnings: list[str] = []
+    unknown = sorted({int(m) for m in _MARKER_RE.findall(text)} - set(given))
+    if unknown:
+        warnings.append(f"Removed citations to sections never given: {unknown}")
+        text = _MARKER_RE.sub(
+            lambda m: m.group(0) if int(m.group(1)) in given else "", text
+        )
+    used = sorted({int(m) for m in _MARKER_RE.findall(text)})
+    if not used:
+        warnings.append("The answer cites no section: do not trust it.")
+    citations = [_passage_citation(given[n]) for n in used]
+    return Answer(
+        text=text.strip(),
+        citations=citations,
+        answerer="llm",
+        is_trustworthy=bool(used) and not unknown,
+        warnings=warnings,
+    )
+
+
+def _passage_citation(p: Passage) -> Citation:
+    loc = p.locations[0]
+    return Citation(
+        n=p.rank,
+        source_id=p.source_id,
+        source=p.source_title,
+        file=p.file_name,
+        section_id=loc.section_id,
+        heading_path=p.heading_path,
+        chunk_indexes=p.chunk_indexes,
+        start=p.start,
+        end=p.end,
+        url=citation_url(loc.section_id, p.start, p.end),
+    )
+
+
+def _chat(user: str) -> str:
+    body = json.dumps(
+        {
+            "model": settings.KB_LLM_MODEL,
+            "messages": [
+                {"role": "system", "content": LLM_SYSTEM},
+                {"role": "user", "content": user},
+            ],
+            "temperature": 0,
+        }
+    ).encode()
+    request = urllib.request.Request(
+        settings.KB_LLM_URL.rstrip("/") + "/chat/completions",
+        data=body,
+        headers={
+            "Content-Type": "application/json",
+            "Authorization": f"Bearer {settings.KB_LLM_API_KEY}",
+        },
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=LLM_TIMEOUT_S) as response:
+            payload = json.load(response)
+        return payload["choices"][0]["message"]["content"]
+    except (urllib.error.URLError, KeyError, IndexError, ValueError) as exc:
+        logger.exception("LLM answerer failed")
+        raise AnswerError(f"The LLM service failed: {exc}") from exc
+
+
+# --- both together -------------------------------------------------------------------
+
+
+def ask(collection, question: str, **options: Any) -> tuple[Result, Answer]:
+    """Retrieve, then answer; an LLM failure falls back to the extractive answer."""
+    import time
+
+    from kb import retrieval
+
+    result = retrieval.retrieve(collection, question, **options)
+    started = time.perf_counter()
+    try:
+        reply = answer(result)
+    except AnswerError as exc:
+        reply = extractive_answer(result)
+        reply.warnings.append(f"{exc}; showing the extractive answer instead.")
+    result.timings_ms["answer"] = round((time.perf_counter() - started) * 1000, 2)
+    result.timings_ms["total"] = round(
+        sum(v for k, v in result.timings_ms.items() if k != "total"), 2
+    )
+    return result, reply
+
+
+def as_json(result: Result, reply: Answer) -> dict[str, Any]:
+    """The shape of POST /api/ask and `kb_ask --json`."""
+    return {
+        "question": result.question,
+        "answer": reply.text,
+        "answerer": reply.answerer,
+        "trustworthy": reply.is_trustworthy,
+        "warnings": reply.warnings,
+        "citations": [c.as_dict() for c in reply.citations],
+        "sections": [p.as_dict() for p in result.passages],
+        "context_tokens": result.context_tokens,
+        "budget_tokens": result.budget_tokens,
+        "k": result.k,
+        "retrieval": result.mode,
+        "timings_ms": result.timings_ms,
+    }

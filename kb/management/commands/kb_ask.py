@@ -1,0 +1,48 @@
+from __future__ import annotations
+
+import json
+
+from django.core.management.base import BaseCommand, CommandError
+
+from kb import answering, retrieval
+from kb.models import Collection
+
+
+class Command(BaseCommand):
+    help = "Ask a question in a collection; --json prints what POST /api/ask returns."
+
+    def add_arguments(self, parser):
+        parser.add_argument("question")
+        parser.add_argument("--collection", required=True)
+        parser.add_argument("--json", action="store_true")
+        parser.add_argument("--k", type=int, help="Sections handed to the answer.")
+        parser.add_argument("--budget", type=int, help="Context tokens.")
+        parser.add_argument("--retrieval", choices=["vector", "keyword", "hybrid"])
+
+    def handle(self, *args, **options):
+        collection = Collection.objects.filter(name=options["collection"]).first()
+        if collection is None:
+            raise CommandError(f"No collection named {options['collection']!r}")
+        try:
+            result, reply = answering.ask(
+                collection,
+                options["question"],
+                k=options["k"],
+                budget=options["budget"],
+                mode=options["retrieval"],
+            )
+        except retrieval.QuestionError as exc:
+            raise CommandError(str(exc)) from None
+        if options["json"]:
+            payload = answering.as_json(result, reply)
+            self.stdout.write(json.dumps(payload, ensure_ascii=False, indent=2))
+            return
+        self.stdout.write(reply.text + "\n")
+        for c in reply.citations:
+            self.stdout.write(
+                f"[{c.n}] {c.source} > {c.heading_path} ({c.file} {c.start}-{c.end})"
+            )
+        self.stdout.write(
+            f"\n{result.context_tokens} of {result.budget_tokens} context tokens, "
+            f"{result.timings_ms['total']:.0f} ms"
+        )

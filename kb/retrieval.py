@@ -1,0 +1,439 @@
+"""Question -> the context handed to the answerer: search small, answer big.
+
+1. Embed the question; take the nearest chunks by cosine (pgvector) and the best
+   keyword matches (PostgreSQL full-text search), wide.
+2. Fuse both rankings with reciprocal rank fusion; apply metadata filters.
+3. Group hits by section, keeping each section's best score; take the top k.
+4. Expand each to its whole section when the token budget allows, otherwise to the
+   neighbourhood of its hits (adjacent chunks, nearest first).
+5. Merge passages of one source that overlap or touch, keeping every location.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.contrib.postgres.search import SearchQuery, SearchRank, SearchVector
+from django.db import connection, transaction
+from pgvector.django import CosineDistance
+
+from kb import embedding
+from kb.models import Chunk, Collection, Section
+
+CANDIDATES = 40  # chunks taken from each ranking before fusion
+RRF_K = 60  # reciprocal rank fusion constant (Cormack et al.)
+HNSW_EF_SEARCH = 100
+MAX_QUESTION_CHARS = 1000
+
+
+class QuestionError(ValueError):
+    """The question cannot be asked as given (empty, too long)."""
+
+
+@dataclass
+class Hit:
+    chunk_id: int
+    source_id: int
+    section_id: int
+    chunk_index: int
+    start: int
+    end: int
+    vector_rank: int | None = None
+    keyword_rank: int | None = None
+    score: float = 0.0
+
+    @property
+    def matched(self) -> str:
+        if self.vector_rank is not None and self.keyword_rank is not None:
+            return "both"
+        return "vector" if self.vector_rank is not None else "keyword"
+
+
+@dataclass
+class Location:
+    """One original place a passage stands for: exact enough to cite."""
+
+    section_id: int
+    heading_path: str
+    start: int
+    end: int
+    chunk_indexes: list[int]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "section_id": self.section_id,
+            "heading_path": self.heading_path,
+            "start": self.start,
+            "end": self.end,
+            "chunk_indexes": self.chunk_indexes,
+        }
+
+
+@dataclass
+class Passage:
+    source_id: int
+    source_title: str
+    file_name: str
+    start: int
+    end: int
+    text: str
+    score: float
+    matched: set[str]
+    locations: list[Location]
+    tokens: int = 0
+    rank: int = 0  # 1-based position in the context
+    metadata: dict[str, Any] = field(default_factory=dict)
+    source_text: str = field(default="", repr=False)
+
+    @property
+    def heading_path(self) -> str:
+        return self.locations[0].heading_path if self.locations else ""
+
+    @property
+    def chunk_indexes(self) -> list[int]:
+        return sorted({i for loc in self.locations for i in loc.chunk_indexes})
+
+    @property
+    def matched_label(self) -> str:
+        return (
+            "both"
+            if "both" in self.matched or len(self.matched) > 1
+            else (next(iter(self.matched), ""))
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "n": self.rank,
+            "source_id": self.source_id,
+            "source": self.source_title,
+            "file": self.file_name,
+            "heading_path": self.heading_path,
+            "chunk_indexes": self.chunk_indexes,
+            "start": self.start,
+            "end": self.end,
+            "score": round(self.score, 5),
+            "matched": self.matched_label,
+            "tokens": self.tokens,
+            "text": self.text,
+            "locations": [loc.as_dict() for loc in self.locations],
+            "metadata": self.metadata,
+        }
+
+
+@dataclass
+class Result:
+    question: str
+    passages: list[Passage]
+    context_tokens: int
+    budget_tokens: int
+    k: int
+    mode: str
+    timings_ms: dict[str, float]
+    hits: list[Hit] = field(default_factory=list)
+
+
+@dataclass
+class _Selected:
+    """A section chosen for the context and the chunks that brought it there."""
+
+    section: Section
+    hits: list[Hit]
+    score: float
+    chunks: list[Chunk] = field(default_factory=list)
+    ranges: list[tuple[int, int, list[int]]] = field(default_factory=list)
+
+
+def clean_question(question: str) -> str:
+    question = " ".join((question or "").split())
+    if not question:
+        raise QuestionError("Please type a question.")
+    if len(question) > MAX_QUESTION_CHARS:
+        raise QuestionError(
+            f"The question is {len(question)} characters long; the limit is "
+            f"{MAX_QUESTION_CHARS}. Ask about one thing at a time."
+        )
+    return question
+
+
+def retrieve(
+    collection: Collection,
+    question: str,
+    *,
+    k: int | None = None,
+    budget: int | None = None,
+    mode: str | None = None,
+    include_deprecated: bool = False,
+) -> Result:
+    question = clean_question(question)
+    k = k or collection.top_k
+    budget = budget or collection.context_budget
+    mode = mode or collection.retrieval_mode
+    timings: dict[str, float] = {}
+    clock = time.perf_counter()
+    chunks = Chunk.objects.filter(source__collection=collection)
+    if not include_deprecated:
+        chunks = chunks.exclude(metadata__contains={"deprecated": True})
+
+    vector_ids: list[int] = []
+    if mode in ("vector", "hybrid"):
+        vector = _embed_question(question)
+        clock = _lap(timings, "embed", clock)
+        vector_ids = _vector_ids(chunks, vector)
+        clock = _lap(timings, "vector_search", clock)
+    keyword_ids: list[int] = []
+    if mode in ("keyword", "hybrid"):
+        keyword_ids = _keyword_ids(chunks, question)
+        clock = _lap(timings, "keyword_search", clock)
+
+    hits = _fuse(vector_ids, keyword_ids)
+    selected = _select_sections(hits, k)
+    passages = _expand(selected, budget)
+    passages = _merge(passages)
+    for rank, passage in enumerate(passages, 1):
+        passage.rank = rank
+        passage.tokens = _tokens(passage.text)  # exact, after merging
+    _lap(timings, "expand", clock)
+    timings["total"] = sum(timings.values())
+    return Result(
+        question=question,
+        passages=passages,
+        context_tokens=sum(p.tokens for p in passages),
+        budget_tokens=budget,
+        k=k,
+        mode=mode,
+        timings_ms={key: round(v, 2) for key, v in timings.items()},
+        hits=hits,
+    )
+
+
+def _lap(timings: dict[str, float], name: str, since: float) -> float:
+    now = time.perf_counter()
+    timings[name] = (now - since) * 1000
+    return now
+
+
+def _embed_question(question: str):
+    embedder = embedding.get_embedder()
+    count = embedder.count_tokens(question)
+    if count > embedder.window:
+        raise QuestionError(
+            f"The question has {count} tokens; the model reads {embedder.window}."
+        )
+    return embedder.embed([question], origins=["the question"])[0]
+
+
+def _vector_ids(chunks, vector) -> list[int]:
+    # The collection filter runs after the HNSW scan; iterative scans (pgvector
+    # 0.8) keep reading the graph until enough rows pass it.
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(f"SET LOCAL hnsw.ef_search = {HNSW_EF_SEARCH}")
+        cursor.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+        ranked = chunks.filter(embedding__isnull=False).order_by(
+            CosineDistance("embedding", vector)
+        )
+        return list(ranked.values_list("id", flat=True)[:CANDIDATES])
+
+
+def _keyword_ids(chunks, question: str) -> list[int]:
+    terms = _or_query(question)
+    if not terms:
+        return []
+    query = SearchQuery(terms, search_type="raw", config="english")
+    vector = SearchVector("embedded_text", config="english")
+    ranked = (
+        chunks.annotate(document=vector)
+        .filter(document=query)
+        .annotate(rank=SearchRank(vector, query, cover_density=True))
+        .order_by("-rank", "id")
+    )
+    return list(ranked.values_list("id", flat=True)[:CANDIDATES])
+
+
+def _or_query(question: str) -> str:
+    """Any of the question's stemmed words (plain search would demand all)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT plainto_tsquery('english', %s)::text", [question])
+        anded = cursor.fetchone()[0] or ""
+    return anded.replace(" & ", " | ")
+
+
+def _fuse(vector_ids: list[int], keyword_ids: list[int]) -> list[Hit]:
+    scores: dict[int, dict[str, int]] = {}
+    for rank, chunk_id in enumerate(vector_ids, 1):
+        scores.setdefault(chunk_id, {})["vector"] = rank
+    for rank, chunk_id in enumerate(keyword_ids, 1):
+        scores.setdefault(chunk_id, {})["keyword"] = rank
+    rows = Chunk.objects.filter(id__in=scores).values(
+        "id", "source_id", "section_id", "chunk_index", "start", "end"
+    )
+    hits = []
+    for row in rows:
+        ranks = scores[row["id"]]
+        hit = Hit(
+            chunk_id=row["id"],
+            source_id=row["source_id"],
+            section_id=row["section_id"],
+            chunk_index=row["chunk_index"],
+            start=row["start"],
+            end=row["end"],
+            vector_rank=ranks.get("vector"),
+            keyword_rank=ranks.get("keyword"),
+        )
+        hit.score = sum(1 / (RRF_K + r) for r in ranks.values())
+        hits.append(hit)
+    hits.sort(key=lambda h: (-h.score, h.chunk_id))
+    return hits
+
+
+def _select_sections(hits: list[Hit], k: int) -> list[_Selected]:
+    """The k best sections by their best hit; each keeps all of its hits."""
+    by_section: dict[int, list[Hit]] = {}
+    for hit in hits:
+        by_section.setdefault(hit.section_id, []).append(hit)
+    best = sorted(by_section.items(), key=lambda kv: -kv[1][0].score)[:k]
+    sections = Section.objects.select_related("source").in_bulk(
+        [sid for sid, _ in best]
+    )
+    chunks: dict[int, list[Chunk]] = {}
+    for chunk in (
+        Chunk.objects.filter(section_id__in=sections)
+        .only(
+            "id", "section_id", "chunk_index", "start", "end", "text_tokens", "metadata"
+        )
+        .order_by("chunk_index")
+    ):
+        chunks.setdefault(chunk.section_id, []).append(chunk)
+    return [
+        _Selected(
+            sections[sid], section_hits, section_hits[0].score, chunks.get(sid, [])
+        )
+        for sid, section_hits in best
+    ]
+
+
+def _tokens(text: str) -> int:
+    """Tokens a passage adds to the context (no [CLS]/[SEP]: it is not embedded)."""
+    return max(0, embedding.count_tokens(text) - 2)
+
+
+def _expand(selected: list[_Selected], budget: int) -> list[Passage]:
+    """Each section whole if it fits the remaining budget, else its hits' neighbourhood.
+
+    Every section's best chunk is reserved first, so a long first section cannot
+    starve the others; sections whose best chunk no longer fits are dropped. The
+    rest of the budget goes to expansion in rank order.
+    """
+    kept, reserved, total = [], [], 0
+    for item in selected:
+        best = _best_chunk(item)
+        own = best.text_tokens if best else 0
+        if total + own <= budget:
+            kept.append(item)
+            reserved.append(own)
+            total += own
+    remaining = budget - total
+    passages: list[Passage] = []
+    for item, own in zip(kept, reserved, strict=True):
+        section = item.section
+        whole = section.tokens
+        if whole - own <= remaining:
+            remaining -= whole - own
+            indexes = [c.chunk_index for c in item.chunks]
+            passages.append(_passage(item, section.start, section.end, indexes, whole))
+            continue
+        start, end, indexes, used = _neighbourhood(item, own + remaining)
+        remaining -= used - own
+        passages.append(_passage(item, start, end, indexes, used))
+    return passages
+
+
+def _best_chunk(item: _Selected) -> Chunk | None:
+    return next((c for c in item.chunks if c.id == item.hits[0].chunk_id), None)
+
+
+def _hit_chunks(item: _Selected) -> list[Chunk]:
+    ids = {h.chunk_id for h in item.hits}
+    return [c for c in item.chunks if c.id in ids]
+
+
+def _slice(item: _Selected, chunk: Chunk) -> str:
+    return item.section.source.text[chunk.start : chunk.end]
+
+
+def _neighbourhood(item: _Selected, allowance: int) -> tuple[int, int, list[int], int]:
+    """Grow the span of the hit chunks by adjacent chunks, nearest first."""
+    chunks = item.chunks
+    text = item.section.source.text
+    best_id = item.hits[0].chunk_id
+    best = next((i for i, c in enumerate(chunks) if c.id == best_id), None)
+    if best is None:  # the section changed under us; take it whole
+        span = text[item.section.start : item.section.end]
+        return item.section.start, item.section.end, [], _tokens(span)
+    # One contiguous passage, grown from the best hit outwards.
+    lo = hi = best
+    used = chunks[best].text_tokens
+    grown = True
+    while grown:
+        grown = False
+        for step in (lo - 1, hi + 1):  # before, then after: nearest first
+            if 0 <= step < len(chunks) and used + chunks[step].text_tokens <= allowance:
+                used += chunks[step].text_tokens
+                lo, hi, grown = min(lo, step), max(hi, step), True
+    indexes = [c.chunk_index for c in chunks[lo : hi + 1]]
+    return chunks[lo].start, chunks[hi].end, indexes, used
+
+
+def _passage(
+    item: _Selected, start: int, end: int, indexes: list[int], tokens: int
+) -> Passage:
+    section = item.section
+    source = section.source
+    hit_chunk = next((c for c in item.chunks if c.id == item.hits[0].chunk_id), None)
+    return Passage(
+        source_id=source.pk,
+        source_title=source.title,
+        file_name=source.file_name,
+        start=start,
+        end=end,
+        text=source.text[start:end],
+        score=item.score,
+        matched={h.matched for h in item.hits},
+        locations=[Location(section.pk, section.heading_path, start, end, indexes)],
+        tokens=tokens,
+        metadata=dict(hit_chunk.metadata) if hit_chunk else {},
+        source_text=source.text,
+    )
+
+
+def _merge(passages: list[Passage]) -> list[Passage]:
+    """Join passages of one source that overlap or touch; the best rank leads."""
+    merged: list[Passage] = []
+    for passage in passages:
+        for other in merged:
+            if other.source_id == passage.source_id and _touch(other, passage):
+                _absorb(other, passage)
+                break
+        else:
+            merged.append(passage)
+    # Absorbing can make two earlier passages touch: repeat until stable.
+    if len(merged) < len(passages):
+        return _merge(merged)
+    return merged
+
+
+def _touch(a: Passage, b: Passage) -> bool:
+    """Overlapping, or separated by nothing but whitespace."""
+    if a.start <= b.end and b.start <= a.end:
+        return True
+    lo, hi = (a.end, b.start) if a.end <= b.start else (b.end, a.start)
+    return not a.source_text[lo:hi].strip()
+
+
+def _absorb(into: Passage, other: Passage) -> None:
+    into.start, into.end = min(into.start, other.start), max(into.end, other.end)
+    into.text = into.source_text[into.start : into.end]
+    into.locations = sorted(into.locations + other.locations, key=lambda loc: loc.start)
+    into.matched |= other.matched
+    into.score = max(into.score, other.score)
