@@ -1,0 +1,83 @@
+"""Benchmarks behind the README's figures: `kb_bench quality`, `kb_bench speed`."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import time
+from pathlib import Path
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from kb.benchmarks import quality
+from kb.embedding import PRECISIONS
+
+
+class Command(BaseCommand):
+    help = (
+        "Run a benchmark and print a Markdown table. `quality`: retrieval recall, "
+        "precision and IoU on the Chroma chunking evaluation (../shared/benchmarks/"
+        "chroma) for our chunker and the report's splitters; `speed`: throughput "
+        "and latency (not implemented yet). Install requirements-bench.txt first."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        benches = parser.add_subparsers(dest="bench", required=True)
+        run = benches.add_parser("quality", help="retrieval quality (issue #8)")
+        run.add_argument(
+            "--configs",
+            nargs="+",
+            choices=sorted(quality.CONFIGS),
+            default=list(quality.DEFAULT_CONFIGS),
+            metavar="NAME",
+            help="configurations to run, of: " + ", ".join(sorted(quality.CONFIGS)),
+        )
+        run.add_argument("--json", type=Path, metavar="OUT", help="also write JSON")
+        run.add_argument(
+            "--quick",
+            action="store_true",
+            help=f"one corpus ({quality.QUICK_CORPUS}) and one configuration "
+            f"({quality.QUICK_CONFIG}), for a smoke test",
+        )
+        run.add_argument("--data", type=Path, default=quality.DATA_DIR)
+        run.add_argument(
+            "--precision",
+            choices=PRECISIONS,
+            default="fp32",
+            help="embedder precision (the published figures are fp32)",
+        )
+        benches.add_parser("speed", help="throughput and latency (issue #8)")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        if options["bench"] == "speed":
+            self.stdout.write("kb_bench speed: not implemented yet")
+            return
+        self._quality(options)
+
+    def _quality(self, options: dict[str, Any]) -> None:
+        names = options["configs"]
+        corpora = quality.CORPORA
+        if options["quick"]:
+            names, corpora = [quality.QUICK_CONFIG], [quality.QUICK_CORPUS]
+        started = time.strftime("%Y-%m-%d %H:%M %Z")
+        try:
+            report = quality.run(
+                names,
+                data_dir=options["data"],
+                corpora=corpora,
+                precision=options["precision"],
+                progress=lambda line: self.stderr.write(line),
+            )
+        except quality.BenchmarkDataMissing as exc:
+            raise CommandError(str(exc)) from exc
+        self.stdout.write(
+            f"kb_bench quality, {started}, {os.cpu_count()} CPUs "
+            f"({platform.processor() or platform.machine()}), "
+            f"{report.seconds:.0f} s\n"
+        )
+        self.stdout.write(quality.markdown(report))
+        if options["json"]:
+            options["json"].write_text(json.dumps(quality.as_json(report), indent=1))
+            self.stdout.write(f"JSON written to {options['json']}")

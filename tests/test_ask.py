@@ -1,0 +1,219 @@
+from __future__ import annotations
+
+import json
+
+from django.contrib.auth.models import Group
+from django.test import TestCase, override_settings
+from django.urls import reverse
+
+from kb import access, answering, ingestion, retrieval
+from kb.demo import load_demo
+from kb.models import Collection, GoldenCase
+from tests.base import make_users
+
+ROLLBACK_RULE = "Roll back at once if the HTTP 5xx error rate stays above 2%"
+ROLLBACK_EXCEPTION = "do not roll back; roll forward with a fix instead"
+
+
+class DemoTestCase(TestCase):
+    """The demo collection, indexed once per class by the real embedder."""
+
+    @classmethod
+    def setUpTestData(cls):
+        cls.staff, cls.editor, cls.alice = make_users()
+        cls.demo = load_demo(sync=True)
+
+
+class AnswerTestCase(DemoTestCase):
+    def test_the_rollback_answer_includes_the_neighbouring_exception(self):
+        result, reply = answering.ask(self.demo, "When should I roll back a deploy?")
+        self.assertIn(ROLLBACK_RULE, reply.text)
+        self.assertIn(ROLLBACK_EXCEPTION, reply.text)
+        paths = {c.heading_path for c in reply.citations}
+        self.assertIn("Deployment runbook > Deploy > Rollback", paths)
+        self.assertIn("Deployment runbook > Deploy > Rollback exceptions", paths)
+
+    def test_every_answer_cites_and_every_citation_contains_its_sentence(self):
+        for case in GoldenCase.objects.filter(collection=self.demo):
+            result, reply = answering.ask(self.demo, case.question)
+            self.assertTrue(result.passages, case.external_id)
+            self.assertTrue(reply.citations, f"{case.external_id}: no citation")
+            by_n = {c.n: c for c in reply.citations}
+            for sentence in reply.sentences:
+                cite = by_n[sentence.citation]
+                text = self.demo.sources.get(pk=cite.source_id).text
+                self.assertTrue(0 <= cite.start < cite.end <= len(text))
+                self.assertIn(sentence.text, text[cite.start : cite.end])
+                self.assertIn(f"[{cite.n}]", reply.text)
+
+    def test_the_context_stays_within_the_budget(self):
+        for budget in (300, 800, 1200):
+            result = retrieval.retrieve(
+                self.demo, "When does the badge office close?", budget=budget
+            )
+            self.assertLessEqual(result.context_tokens, budget * 1.05)
+            self.assertTrue(result.passages)
+
+    def test_merged_passages_keep_every_original_location(self):
+        result = retrieval.retrieve(self.demo, "When should I roll back a deploy?")
+        for passage in result.passages:
+            for loc in passage.locations:
+                self.assertTrue(passage.start <= loc.start < loc.end <= passage.end)
+        starts = [(p.source_id, p.start, p.end) for p in result.passages]
+        for i, (sid, s, e) in enumerate(starts):
+            for sid2, s2, e2 in starts[i + 1 :]:
+                self.assertFalse(sid == sid2 and s < e2 and s2 < e, "overlap kept")
+
+    def test_deprecated_sources_are_filtered_out(self):
+        source = self.demo.sources.get(file_name="deployment-runbook.md")
+        source.metadata = {"deprecated": True}
+        source.save()
+        ingestion.mark_queued(source)
+        ingestion.ingest(source.pk)
+        result = retrieval.retrieve(self.demo, "When should I roll back a deploy?")
+        self.assertNotIn(source.pk, {p.source_id for p in result.passages})
+
+    def test_an_llm_answer_citing_unknown_sections_is_cleaned_and_flagged(self):
+        result = retrieval.retrieve(self.demo, "When should I roll back a deploy?")
+        reply = answering.check_llm_answer("Roll back fast [1]. Or not [9].", result)
+        self.assertNotIn("[9]", reply.text)
+        self.assertEqual([c.n for c in reply.citations], [1])
+        self.assertFalse(reply.is_trustworthy)
+
+    def test_an_llm_answer_without_citations_is_not_trustworthy(self):
+        result = retrieval.retrieve(self.demo, "When should I roll back a deploy?")
+        reply = answering.check_llm_answer("Whenever you like.", result)
+        self.assertFalse(reply.is_trustworthy)
+        self.assertTrue(reply.warnings)
+
+
+class AskPageTestCase(DemoTestCase):
+    url = reverse("kb:ask")
+
+    def _ask(self, q: str, **extra):
+        return self.client.get(self.url, {"q": q, "collection": self.demo.pk, **extra})
+
+    def test_anonymous_users_are_sent_to_login(self):
+        response = self._ask("rollback?")
+        self.assertEqual(response.status_code, 302)
+        self.assertIn(reverse("admin:login"), response["Location"])
+
+    def test_non_staff_users_are_sent_to_login(self):
+        self.client.force_login(self.alice)
+        self.assertEqual(self._ask("rollback?").status_code, 302)
+
+    def test_it_shows_the_cited_answer_and_the_sections(self):
+        self.client.force_login(self.staff)
+        response = self._ask("When should I roll back a deploy?")
+        self.assertContains(response, ROLLBACK_RULE)
+        self.assertContains(response, 'class="cite"')
+        self.assertContains(response, "context tokens used")
+        self.assertContains(response, "matched by")
+
+    def test_an_empty_or_overlong_question_gets_a_clear_message(self):
+        self.client.force_login(self.staff)
+        self.assertContains(self._ask("   "), "This field is required", status_code=400)
+        response = self._ask("why " * 400)
+        self.assertContains(response, "the limit is 1000", status_code=400)
+
+    def test_html_in_a_question_is_escaped(self):
+        self.client.force_login(self.staff)
+        response = self._ask("<script>alert(1)</script> rollback")
+        self.assertNotContains(response, "<script>alert(1)</script>")
+        self.assertContains(response, "&lt;script&gt;alert(1)&lt;/script&gt;")
+
+    def test_html_in_a_source_is_escaped(self):
+        source, _ = ingestion.store_source(
+            self.demo, "evil.md", b"# Rollback pranks\n\n<script>alert('x')</script> "
+            b"Rollback pranks are forbidden.\n",
+        )  # fmt: skip
+        ingestion.ingest(source.pk)
+        self.client.force_login(self.staff)
+        response = self._ask("Are rollback pranks forbidden?")
+        self.assertNotContains(response, "<script>alert('x')</script>")
+        self.assertContains(response, "&lt;script&gt;")
+
+    def test_a_collection_the_user_cannot_see_is_refused(self):
+        secret = Collection.objects.create(name="Secret")
+        secret.groups.add(Group.objects.create(name="legal"))
+        self.client.force_login(self.editor)
+        response = self.client.get(self.url, {"q": "x", "collection": secret.pk})
+        self.assertEqual(response.status_code, 400)
+        self.assertContains(response, "Select a valid choice", status_code=400)
+
+    def test_the_section_page_highlights_the_cited_passage(self):
+        self.client.force_login(self.staff)
+        _, reply = answering.ask(self.demo, "When should I roll back a deploy?")
+        cite = reply.citations[0]
+        response = self.client.get(cite.url)
+        text = self.demo.sources.get(pk=cite.source_id).text[cite.start : cite.end]
+        self.assertContains(response, '<mark id="cited"')
+        self.assertIn(text.split("\n")[0][:40], response.content.decode())
+
+
+class ApiAskTestCase(DemoTestCase):
+    url = reverse("kb:api-ask")
+
+    def _post(self, body, **headers):
+        data = body if isinstance(body, str) else json.dumps(body)
+        return self.client.post(
+            self.url, data, content_type="application/json", headers=headers
+        )
+
+    def test_it_answers_with_a_session(self):
+        self.client.force_login(self.staff)
+        response = self._post({"question": "How do I create a widget?", "collection": "Demo"})
+        body = response.json()
+        self.assertEqual(response.status_code, 200)
+        self.assertTrue(body["citations"])
+        self.assertLessEqual(body["context_tokens"], body["budget_tokens"] * 1.05)
+        for key in ("answer", "sections", "timings_ms"):
+            self.assertIn(key, body)
+        cite = body["citations"][0]
+        for key in ("n", "source", "file", "heading_path", "chunk_indexes", "start", "end", "url"):
+            self.assertIn(key, cite)
+
+    def test_it_answers_with_a_token(self):
+        key = access.create_token(self.staff, "tests")
+        response = self._post(
+            {"question": "When should I roll back?", "collection": self.demo.pk},
+            Authorization=f"Bearer {key}",
+        )
+        self.assertEqual(response.status_code, 200)
+
+    def test_it_refuses_anonymous_and_wrong_tokens(self):
+        self.assertEqual(self._post({"question": "x"}).status_code, 401)
+        bad = self._post({"question": "x"}, Authorization="Bearer kb_wrong")
+        self.assertEqual(bad.status_code, 401)
+
+    def test_get_is_not_allowed(self):
+        self.client.force_login(self.staff)
+        self.assertEqual(self.client.get(self.url).status_code, 405)
+
+    def test_bad_input_gets_400(self):
+        self.client.force_login(self.staff)
+        self.assertEqual(self._post("{not json").status_code, 400)
+        empty = self._post({"question": " ", "collection": "Demo"})
+        self.assertEqual(empty.status_code, 400)
+        self.assertIn("type a question", empty.json()["error"])
+
+    def test_an_invisible_collection_is_refused(self):
+        secret = Collection.objects.create(name="Secret")
+        secret.groups.add(Group.objects.create(name="legal"))
+        key = access.create_token(self.editor, "tests")
+        response = self._post(
+            {"question": "x", "collection": "Secret"}, Authorization=f"Bearer {key}"
+        )
+        self.assertEqual(response.status_code, 404)
+
+    @override_settings(KB_LLM_URL="")
+    def test_a_session_post_needs_the_csrf_token(self):
+        from django.test import Client
+
+        client = Client(enforce_csrf_checks=True)
+        client.force_login(self.staff)
+        response = client.post(
+            self.url, json.dumps({"question": "x", "collection": "Demo"}),
+            content_type="application/json",
+        )  # fmt: skip
+        self.assertEqual(response.status_code, 403)
