@@ -6,8 +6,9 @@ import json
 from typing import Any
 
 from django.db import transaction
+from django.utils import timezone
 
-from kb.models import Collection, GoldenCase
+from kb.models import Collection, EvalRun, GoldenCase
 
 KINDS = {k.value for k in GoldenCase.Kind}
 
@@ -126,3 +127,316 @@ def export_cases(collection: Collection) -> str:
         for case in collection.golden_cases.order_by("external_id")
     ]
     return "\n".join(lines) + ("\n" if lines else "")
+
+
+# --- the measure ----------------------------------------------------------------------
+# A case is a hit at k when the context handed to the answerer (the top-k sections
+# after expansion and merging) covers every required span completely; several
+# retrieved ranges of one source may cover a span jointly. A span with alternatives
+# is covered when any one of them is.
+
+Range = tuple[str, int, int]  # file, start, end
+
+
+def covered(span: dict[str, Any], ranges: list[Range]) -> bool:
+    return any(
+        _covers(one, ranges) for one in [span, *span.get("alternatives", [])]
+    )
+
+
+def _covers(span: dict[str, Any], ranges: list[Range]) -> bool:
+    pos, end = span["start"], span["end"]
+    for _, start, stop in sorted(r for r in ranges if r[0] == span["file"]):
+        if start > pos:
+            break
+        pos = max(pos, stop)
+        if pos >= end:
+            return True
+    return pos >= end
+
+
+def score_case(case: dict[str, Any], ranges_by_rank: list[list[Range]]) -> dict:
+    """Hit, partial credit and the rank at which the case first became a hit."""
+    spans = case["required_spans"]
+    every = [r for ranges in ranges_by_rank for r in ranges]
+    done = [covered(s, every) for s in spans]
+    first_hit_rank = None
+    if all(done):
+        for rank in range(1, len(ranges_by_rank) + 1):
+            top = [r for ranges in ranges_by_rank[:rank] for r in ranges]
+            if all(covered(s, top) for s in spans):
+                first_hit_rank = rank
+                break
+    return {
+        "hit": all(done),
+        "partial": sum(done) / len(spans),
+        "first_hit_rank": first_hit_rank,
+    }
+
+
+def duplicates(result) -> int:
+    """Passages in the context that repeat or overlap another one."""
+    seen: list[tuple[int, int, int]] = []
+    texts: set[str] = set()
+    count = 0
+    for p in result.passages:
+        key = " ".join(p.text.split())
+        overlap = any(
+            sid == p.source_id and s < p.end and p.start < e for sid, s, e in seen
+        )
+        if overlap or key in texts:
+            count += 1
+        seen.append((p.source_id, p.start, p.end))
+        texts.add(key)
+    return count
+
+
+def evaluate_case(collection: Collection, case: dict[str, Any], **options) -> dict:
+    from kb import retrieval
+
+    result = retrieval.retrieve(collection, case["question"], **options)
+    ranges_by_rank = [
+        [(p.file_name, loc.start, loc.end) for loc in p.locations]
+        for p in result.passages
+    ]
+    return {
+        "id": case["id"],
+        "kind": case["kind"],
+        "question": case["question"],
+        **score_case(case, ranges_by_rank),
+        "context_tokens": result.context_tokens,
+        "duplicates": duplicates(result),
+        "latency_ms": result.timings_ms.get("total", 0.0),
+        "retrieved": [
+            {
+                "file": p.file_name,
+                "start": p.start,
+                "end": p.end,
+                "heading_path": p.heading_path,
+                "tokens": p.tokens,
+                "matched": p.matched_label,
+            }
+            for p in result.passages
+        ],
+    }
+
+
+def aggregate(results: list[dict[str, Any]], k: int) -> dict[str, Any]:
+    def figures(rows: list[dict[str, Any]]) -> dict[str, Any]:
+        n = len(rows)
+        if not n:
+            return {"n": 0}
+        latencies = sorted(r["latency_ms"] for r in rows)
+        return {
+            "n": n,
+            "recall_at_k": round(sum(r["hit"] for r in rows) / n, 4),
+            "partial": round(sum(r["partial"] for r in rows) / n, 4),
+            "mrr": round(
+                sum(1 / r["first_hit_rank"] for r in rows if r["first_hit_rank"]) / n, 4
+            ),
+            "context_tokens_mean": round(sum(r["context_tokens"] for r in rows) / n, 1),
+            "duplicates_mean": round(sum(r["duplicates"] for r in rows) / n, 3),
+            "latency_p50_ms": round(_percentile(latencies, 50), 2),
+            "latency_p95_ms": round(_percentile(latencies, 95), 2),
+        }
+
+    kinds = sorted({r["kind"] for r in results})
+    return {
+        "k": k,
+        **figures(results),
+        "by_kind": {
+            kind: figures([r for r in results if r["kind"] == kind]) for kind in kinds
+        },
+    }
+
+
+def _percentile(sorted_values: list[float], pct: float) -> float:
+    if not sorted_values:
+        return 0.0
+    index = (len(sorted_values) - 1) * pct / 100
+    low = int(index)
+    high = min(low + 1, len(sorted_values) - 1)
+    return sorted_values[low] + (sorted_values[high] - sorted_values[low]) * (
+        index - low
+    )
+
+
+def evaluate(
+    collection: Collection,
+    cases: list[dict[str, Any]],
+    *,
+    k: int | None = None,
+    budget: int | None = None,
+    mode: str | None = None,
+    progress=None,
+) -> dict[str, Any]:
+    """Run every case against the collection's current index."""
+    k = k or collection.top_k
+    options = {"k": k, "budget": budget, "mode": mode}
+    results = []
+    for i, case in enumerate(cases, 1):
+        results.append(evaluate_case(collection, case, **options))
+        if progress:
+            progress(i, len(cases))
+    return {"aggregate": aggregate(results, k), "cases": results}
+
+
+def cases_of(collection: Collection) -> list[dict[str, Any]]:
+    return [
+        {
+            "id": c.external_id,
+            "question": c.question,
+            "kind": c.kind,
+            "required_spans": c.required_spans,
+        }
+        for c in collection.golden_cases.order_by("external_id")
+    ]
+
+
+# --- configurations ---------------------------------------------------------------------
+
+CONFIG_FIELDS = [
+    "chunk_strategy",
+    "chunk_tokens",
+    "chunk_overlap",
+    "top_k",
+    "context_budget",
+    "retrieval_mode",
+]
+
+
+def config_of(collection: Collection) -> dict[str, Any]:
+    """Everything that decides retrieval quality, as recorded with a run."""
+    from kb import embedding, ingestion
+
+    embedder = embedding.get_embedder()
+    return {
+        **{f: getattr(collection, f) for f in CONFIG_FIELDS},
+        "metadata_policy": ingestion.policy_for(collection).decisions,
+        "model": embedder.model_name,
+        "precision": embedder.precision,
+        "window": embedder.window,
+    }
+
+
+def scratch_copy(collection: Collection, overrides: dict[str, Any]) -> Collection:
+    """A hidden collection with the same sources and cases under other settings."""
+    from kb import ingestion
+
+    fields = {f: getattr(collection, f) for f in CONFIG_FIELDS}
+    fields.update({k: v for k, v in overrides.items() if k in CONFIG_FIELDS and v})
+    scratch = Collection.objects.create(
+        name=f"{collection.name} [scratch {timezone.now():%Y%m%d-%H%M%S-%f}]",
+        description=f"Evaluation copy of {collection.name}",
+        metadata_policy=collection.metadata_policy,
+        is_scratch=True,
+        **fields,
+    )
+    for source in collection.sources.all():
+        ingestion.store_source(
+            scratch,
+            source.file_name,
+            source.text.encode("utf-8"),
+            title=source.title,
+            metadata=source.metadata,
+        )
+    return scratch
+
+
+def index_all(collection: Collection, progress=None) -> None:
+    from kb import ingestion
+
+    sources = list(collection.sources.all())
+    for i, source in enumerate(sources, 1):
+        ingestion.ingest(source.pk)
+        if progress:
+            progress(i, len(sources))
+
+
+# --- runs (the dashboard's button) -------------------------------------------------------
+
+
+def start_run(collection: Collection, overrides: dict[str, Any] | None = None):
+    """Create a queued run; the caller enqueues `kb.jobs.run_evaluation`."""
+    return EvalRun.objects.create(
+        collection=collection,
+        config={"overrides": {k: v for k, v in (overrides or {}).items() if v}},
+    )
+
+
+def execute_run(run_id: int) -> EvalRun:
+    """Evaluate (on a scratch copy when the run overrides settings) and store it all."""
+    run = EvalRun.objects.select_related("collection").get(pk=run_id)
+    collection = run.collection
+    overrides = run.config.get("overrides", {})
+    _progress(run, status=EvalRun.Status.RUNNING, stage="starting")
+    target = collection
+    try:
+        if overrides:
+            target = scratch_copy(collection, overrides)
+            index_all(target, lambda i, n: _progress(run, stage="indexing", done=i, total=n))
+        cases = cases_of(collection)
+        outcome = evaluate(
+            target, cases, progress=lambda i, n: _progress(run, stage="evaluating", done=i, total=n)
+        )
+        run.config = {**config_of(target), "overrides": overrides,
+                      "scratch": bool(overrides), "cases": len(cases)}  # fmt: skip
+        run.aggregate = outcome["aggregate"]
+        run.cases = outcome["cases"]
+        run.status = EvalRun.Status.DONE
+        run.finished = timezone.now()
+        run.save()
+    except Exception as exc:
+        EvalRun.objects.filter(pk=run.pk).update(
+            status=EvalRun.Status.FAILED, error=f"{type(exc).__name__}: {exc}",
+            finished=timezone.now(),
+        )  # fmt: skip
+        raise
+    finally:
+        if target is not collection:
+            target.delete()
+    return run
+
+
+def _progress(run: EvalRun, status: str | None = None, **progress: Any) -> None:
+    fields: dict[str, Any] = {"progress": progress}
+    if status:
+        fields["status"] = status
+    EvalRun.objects.filter(pk=run.pk).update(**fields)
+
+
+def changed_cases(before: EvalRun, after: EvalRun) -> list[dict[str, Any]]:
+    """Cases whose outcome differs between two runs."""
+    old = {c["id"]: c for c in before.cases}
+    changes = []
+    for case in after.cases:
+        prev = old.get(case["id"])
+        if prev is not None and prev["hit"] != case["hit"]:
+            changes.append(
+                {"id": case["id"], "question": case["question"], "kind": case["kind"],
+                 "before": prev["hit"], "after": case["hit"]}
+            )  # fmt: skip
+    return changes
+
+
+def raise_floor(collection: Collection, run: EvalRun) -> bool:
+    """Set the recall floor from a run; it is only ever raised."""
+    recall = run.aggregate.get("recall_at_k")
+    if recall is None or (
+        collection.recall_floor is not None and recall <= collection.recall_floor
+    ):
+        return False
+    collection.recall_floor = recall
+    collection.floor_run = run
+    collection.save(update_fields=["recall_floor", "floor_run"])
+    return True
+
+
+def regressions(run: EvalRun) -> list[dict[str, Any]]:
+    """Below the floor: the cases that the floor's run answered and this one misses."""
+    collection = run.collection
+    floor = collection.recall_floor
+    recall = run.aggregate.get("recall_at_k")
+    if floor is None or recall is None or recall >= floor or not collection.floor_run:
+        return []
+    return [c for c in changed_cases(collection.floor_run, run) if not c["after"]]

@@ -38,3 +38,11 @@ def check_worker() -> dict:
         "vendor": connection.vendor,
         "pgvector": row[0] if row else None,
     }
+
+
+def run_evaluation(run_id: int) -> dict:
+    """Evaluate a collection's golden cases; the run row holds progress and results."""
+    from kb import evaluation
+
+    run = evaluation.execute_run(run_id)
+    return run.aggregate

@@ -65,7 +65,12 @@ class Collection(models.Model):
     is_scratch = models.BooleanField(
         default=False, help_text="Built by an evaluation; not shown to staff."
     )
-    recall_floor = models.FloatField(null=True, blank=True)
+    recall_floor = models.FloatField(
+        null=True, blank=True, help_text="Set from a run; only ever raised."
+    )
+    floor_run = models.ForeignKey(
+        "EvalRun", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     groups = models.ManyToManyField(
         Group,
         blank=True,

@@ -188,9 +188,11 @@ def retrieve(
         clock = _lap(timings, "keyword_search", clock)
 
     hits = _fuse(vector_ids, keyword_ids)
-    selected = _select_sections(hits, k)
-    passages = _expand(selected, budget)
-    passages = _merge(passages)
+    if collection.chunk_strategy == Collection.Strategy.FIXED:
+        # The baseline as commonly built: the top-k chunks as they are, no expansion.
+        passages = _merge(_chunk_passages(hits[:k]))
+    else:
+        passages = _merge(_expand(_select_sections(hits, k), budget))
     for rank, passage in enumerate(passages, 1):
         passage.rank = rank
         passage.tokens = _tokens(passage.text)  # exact, after merging
@@ -405,6 +407,35 @@ def _passage(
         metadata=dict(hit_chunk.metadata) if hit_chunk else {},
         source_text=source.text,
     )
+
+
+def _chunk_passages(hits: list[Hit]) -> list[Passage]:
+    chunks = Chunk.objects.select_related("source", "section").in_bulk(
+        [h.chunk_id for h in hits]
+    )
+    passages = []
+    for hit in hits:
+        chunk = chunks[hit.chunk_id]
+        location = Location(
+            chunk.section_id, chunk.section.heading_path, chunk.start, chunk.end,
+            [chunk.chunk_index],
+        )  # fmt: skip
+        passages.append(
+            Passage(
+                source_id=chunk.source_id,
+                source_title=chunk.source.title,
+                file_name=chunk.source.file_name,
+                start=chunk.start,
+                end=chunk.end,
+                text=chunk.text,
+                score=hit.score,
+                matched={hit.matched},
+                locations=[location],
+                metadata=dict(chunk.metadata),
+                source_text=chunk.source.text,
+            )
+        )
+    return passages
 
 
 def _merge(passages: list[Passage]) -> list[Passage]:

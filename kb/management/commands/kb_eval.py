@@ -1,0 +1,98 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from django.core.management.base import BaseCommand, CommandError
+from django.utils import timezone
+
+from kb import evaluation, ingestion
+from kb.management.commands.kb_ingest import _files
+from kb.models import Collection
+
+
+class Command(BaseCommand):
+    help = (
+        "Ingest a corpus folder into a scratch collection with the given settings, run "
+        "golden cases against it and print recall@k and the other aggregates."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument("--cases", type=Path, required=True, help="JSON Lines file.")
+        parser.add_argument("--corpus", type=Path, required=True, help="Folder.")
+        parser.add_argument("--strategy", choices=["structure", "fixed"])
+        parser.add_argument("--max-tokens", type=int, help="Chunk budget in tokens.")
+        parser.add_argument("--overlap", type=int)
+        parser.add_argument("--k", type=int, help="Sections handed to the answerer.")
+        parser.add_argument("--budget", type=int, help="Context tokens.")
+        parser.add_argument("--retrieval", choices=["vector", "keyword", "hybrid"])
+        parser.add_argument("--json", type=Path, dest="json_out", help="Write here.")
+        parser.add_argument("--keep", action="store_true", help="Keep the collection.")
+
+    def handle(self, *args, **options):
+        if not options["corpus"].is_dir():
+            raise CommandError(f"{options['corpus']} is not a folder")
+        try:
+            cases = evaluation.parse_cases(options["cases"].read_text("utf-8"))
+        except (OSError, evaluation.GoldenImportError) as exc:
+            raise CommandError(str(exc)) from None
+        collection = self._scratch(options)
+        try:
+            self._ingest(collection, options["corpus"])
+            evaluation.check_spans(collection, cases)
+            outcome = evaluation.evaluate(collection, cases)
+            config = evaluation.config_of(collection)
+        except evaluation.GoldenImportError as exc:
+            raise CommandError(str(exc)) from None
+        finally:
+            if not options["keep"]:
+                collection.delete()
+        self._print(outcome["aggregate"], config)
+        if options["json_out"]:
+            payload = {"config": {**config, "corpus": str(options["corpus"]),
+                                  "cases_file": str(options["cases"])}, **outcome}  # fmt: skip
+            options["json_out"].write_text(json.dumps(payload, indent=2) + "\n")
+            self.stdout.write(f"Wrote {options['json_out']}")
+
+    def _scratch(self, options) -> Collection:
+        defaults = Collection()
+        settings = {
+            "chunk_strategy": options["strategy"] or defaults.chunk_strategy,
+            "chunk_tokens": options["max_tokens"] or defaults.chunk_tokens,
+            "chunk_overlap": options["overlap"] or 0,
+            "top_k": options["k"] or defaults.top_k,
+            "context_budget": options["budget"] or defaults.context_budget,
+            "retrieval_mode": options["retrieval"] or defaults.retrieval_mode,
+        }
+        return Collection.objects.create(
+            name=f"kb_eval {timezone.now():%Y%m%d-%H%M%S-%f}", is_scratch=True, **settings
+        )
+
+    def _ingest(self, collection: Collection, corpus: Path) -> None:
+        files = list(_files([corpus]))
+        for root, path in files:
+            source, _ = ingestion.store_source(
+                collection, path.relative_to(root).as_posix(), path.read_bytes()
+            )
+            ingestion.ingest(source.pk)
+        self.stdout.write(f"Indexed {len(files)} files into a scratch collection.")
+
+    def _print(self, agg: dict, config: dict) -> None:
+        self.stdout.write(
+            f"Config: {config['chunk_strategy']} {config['chunk_tokens']} tokens, "
+            f"overlap {config['chunk_overlap']}, k={config['top_k']}, budget "
+            f"{config['context_budget']}, {config['retrieval_mode']} retrieval"
+        )
+        self.stdout.write(
+            f"recall@{agg['k']} {agg['recall_at_k']:.3f}  partial {agg['partial']:.3f}  "
+            f"MRR {agg['mrr']:.3f}  context tokens {agg['context_tokens_mean']:.0f}  "
+            f"duplicates {agg['duplicates_mean']:.2f}  latency p50 "
+            f"{agg['latency_p50_ms']:.1f} ms p95 {agg['latency_p95_ms']:.1f} ms  "
+            f"(n={agg['n']})"
+        )
+        for kind, figures in agg["by_kind"].items():
+            self.stdout.write(
+                f"  {kind:<11} n={figures['n']:<3} recall {figures['recall_at_k']:.3f}  "
+                f"partial {figures['partial']:.3f}  tokens "
+                f"{figures['context_tokens_mean']:.0f}"
+            )

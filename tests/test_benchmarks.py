@@ -1,0 +1,151 @@
+"""The benchmark's metric code on hand-made ranges, and its data loader."""
+
+from __future__ import annotations
+
+import importlib.util
+import unittest
+from io import StringIO
+
+import numpy as np
+from django.core.management import call_command
+from django.test import SimpleTestCase
+
+from kb.benchmarks import metrics, quality, splitters
+from kb.benchmarks.metrics import Located
+from tests.base import SHARED, SHARED_MISSING
+
+CHROMA = SHARED / "benchmarks" / "chroma"
+HAS_TIKTOKEN = all(
+    importlib.util.find_spec(name) for name in ("tiktoken", "bpe_openai")
+)
+NO_TIKTOKEN = "tiktoken and bpe-openai come from requirements-bench.txt"
+
+
+class RangesTestCase(SimpleTestCase):
+    def test_it_merges_overlapping_and_touching_ranges(self):
+        merged = metrics.union([(20, 30), (0, 10), (10, 12), (25, 40), (50, 51)])
+        self.assertEqual(merged, [(0, 12), (20, 40), (50, 51)])
+
+    def test_it_counts_shared_characters_once(self):
+        self.assertEqual(metrics.measure([(0, 10), (5, 15), (20, 22)]), 17)
+
+    def test_it_counts_an_end_point_as_touching(self):
+        self.assertTrue(metrics.touches((0, 10), (10, 20)))
+        self.assertFalse(metrics.touches((0, 9), (10, 20)))
+
+
+class RetrievalScoresTestCase(SimpleTestCase):
+    def test_it_scores_a_partial_hit(self):
+        # Excerpts 0-10 and 20-30; one chunk 5-25 covers 5 + 5 of their 20 chars.
+        scores = metrics.retrieval_scores(
+            "a", [(0, 10), (20, 30)], [Located("a", 5, 25)]
+        )
+        self.assertAlmostEqual(scores.recall, 10 / 20)
+        self.assertAlmostEqual(scores.precision, 10 / 20)
+        # IoU: 10 / (20 retrieved + 10 missed)
+        self.assertAlmostEqual(scores.iou, 10 / 30)
+
+    def test_it_counts_overlapping_and_foreign_chunks_in_full(self):
+        retrieved = [Located("a", 0, 15), Located("a", 12, 30), Located("b", 0, 100)]
+        scores = metrics.retrieval_scores("a", [(10, 20)], retrieved)
+        self.assertEqual(scores.recall, 1.0)
+        # 15 + 18 + 100 retrieved characters, 10 of them evidence.
+        self.assertAlmostEqual(scores.precision, 10 / 133)
+        self.assertAlmostEqual(scores.iou, 10 / 133)
+
+    def test_it_ignores_the_same_range_in_another_corpus(self):
+        scores = metrics.retrieval_scores("a", [(0, 10)], [Located("b", 0, 10)])
+        self.assertEqual((scores.recall, scores.precision, scores.iou), (0, 0, 0))
+
+
+class PrecisionOmegaTestCase(SimpleTestCase):
+    def test_it_merges_every_touching_chunk(self):
+        # 0-10 only touches the excerpt at 10, and still counts (as the original).
+        chunks = [(0, 10), (10, 15), (15, 40), (50, 60)]
+        self.assertAlmostEqual(metrics.precision_omega([(10, 20)], chunks), 10 / 40)
+
+    def test_it_adds_uncovered_excerpt_characters(self):
+        # 5 chars covered; denominator 15 chunk + 15 uncovered excerpt chars.
+        omega = metrics.precision_omega([(10, 20), (100, 110)], [(0, 15)])
+        self.assertAlmostEqual(omega, 5 / 30)
+
+    def test_it_is_zero_without_a_touching_chunk(self):
+        self.assertEqual(metrics.precision_omega([(10, 20)], [(30, 40)]), 0.0)
+
+
+class StatisticsTestCase(SimpleTestCase):
+    def test_it_reports_the_population_sd(self):
+        self.assertEqual(metrics.summary([0.0, 1.0]), (0.5, 0.5))
+
+    def test_it_finds_no_difference_between_equal_runs(self):
+        diff = metrics.paired_bootstrap([0.2, 0.9, 0.4], [0.2, 0.9, 0.4])
+        self.assertEqual((diff.mean, diff.low, diff.high), (0.0, 0.0, 0.0))
+        self.assertTrue(diff.within_noise)
+
+    def test_it_finds_a_constant_paired_gain(self):
+        diff = metrics.paired_bootstrap([0.5, 1.0, 0.3], [0.4, 0.9, 0.2], samples=500)
+        self.assertAlmostEqual(diff.low, 0.1)
+        self.assertAlmostEqual(diff.high, 0.1)
+        self.assertFalse(diff.within_noise)
+
+    def test_it_takes_the_nearest_vectors_best_first(self):
+        vectors = np.array([[1.0, 0.0], [0.0, 1.0], [0.6, 0.8]])
+        top = quality.nearest(np.array([[0.0, 1.0]]), vectors, k=2)
+        self.assertEqual(top.tolist(), [[1, 2]])
+
+
+class PlacementTestCase(SimpleTestCase):
+    def test_it_places_a_chunk_at_its_first_occurrence_without_the_dot(self):
+        text = "one two. one two."
+        self.assertEqual(splitters.first_occurrence(text, "one two."), (0, 7))
+        self.assertIsNone(splitters.first_occurrence(text, "three"))
+
+    def test_it_finds_repeated_chunks_in_order(self):
+        text = "ab ab ab"
+        self.assertEqual(splitters.locate_in_order(text, ["ab"] * 3, False), [0, 3, 6])
+
+
+@unittest.skipUnless(HAS_TIKTOKEN, NO_TIKTOKEN)
+class TokenTextTestCase(SimpleTestCase):
+    def test_it_loads_cl100k_offline(self):
+        self.assertEqual(splitters.cl100k().encode("hello world"), [15339, 1917])
+
+    def test_it_gives_true_ranges_to_overlapping_windows(self):
+        text = "Alpha beta gamma delta epsilon zeta eta theta iota kappa."
+        encoding = splitters.cl100k()
+        ids = encoding.encode(text)
+        chunks = splitters.token_text_chunks("c", text, 4, 2)
+        for index, chunk in enumerate(chunks):
+            self.assertEqual(
+                chunk.text, encoding.decode(ids[2 * index : 2 * index + 4])
+            )
+            self.assertEqual(text[chunk.start : chunk.end], chunk.text)
+        self.assertEqual(chunks[-1].end, len(text))
+
+    def test_it_widens_a_window_that_cuts_a_character(self):
+        text = "a\U0001f600"  # the emoji's four UTF-8 bytes span several tokens
+        chunks = splitters.token_text_chunks("c", text, 1, 0)
+        self.assertGreater(len(chunks), 2)
+        for chunk in chunks[1:]:
+            self.assertEqual((chunk.start, chunk.end), (1, 2))
+
+
+class BenchmarkDataTestCase(SimpleTestCase):
+    @unittest.skipUnless(CHROMA.is_dir(), SHARED_MISSING)
+    def test_it_loads_the_chroma_benchmark(self):
+        benchmark = quality.load_benchmark(CHROMA)
+        self.assertEqual(len(benchmark.questions), 472)
+        self.assertEqual(sorted(benchmark.corpora), sorted(quality.CORPORA))
+        excerpts = sum(len(q.references) for q in benchmark.questions)
+        self.assertEqual(excerpts, 790)
+
+    def test_it_refuses_a_missing_folder(self):
+        with self.assertRaises(quality.BenchmarkDataMissing):
+            quality.load_benchmark(SHARED / "no-such-benchmark")
+
+
+class BenchCommandTestCase(SimpleTestCase):
+    def test_it_says_speed_is_not_there_yet(self):
+        out = StringIO()
+        call_command("kb_bench", "speed", stdout=out)
+        self.assertIn("not implemented yet", out.getvalue())

@@ -1,0 +1,78 @@
+"""End to end in headless Chromium: log in, ask, follow a citation (issue 6)."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import pytest
+from django.contrib.auth import get_user_model
+from playwright.sync_api import Page, expect, sync_playwright
+
+from kb.demo import load_demo
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--headless",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+    "--disable-sync",
+]
+QUESTION = "When should I roll back a deploy?"
+
+
+def _squash(text: str) -> str:
+    return re.sub(r"\s+", " ", text).strip()
+
+
+@pytest.fixture
+def page(monkeypatch):
+    if not CHROMIUM.exists():
+        reason = f"{CHROMIUM} is missing (.ci/run installs Debian's chromium package)"
+        if os.environ.get("CI"):
+            pytest.fail(reason, pytrace=False)
+        pytest.skip(reason)
+    # Playwright's sync API runs an event loop in this thread; the ORM calls made
+    # here (and the database teardown) are still plain synchronous code.
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        page = browser.new_page()
+        page.set_default_timeout(15_000)
+        yield page
+        browser.close()
+
+
+# live_server runs in another thread with its own connection, so it only sees
+# committed rows: hence transactional_db rather than the usual TestCase rollback.
+# transactional_db comes first so the session's test database outlives the server.
+@pytest.mark.slow
+def test_it_asks_and_follows_a_citation(transactional_db, live_server, page: Page):
+    get_user_model().objects.create_superuser("staff", "s@example.invalid", "pw-1")
+    demo = load_demo(sync=True)
+
+    page.goto(f"{live_server.url}/admin/login/?next=/")
+    page.fill("#id_username", "staff")
+    page.fill("#id_password", "pw-1")
+    page.click("input[type=submit]")
+    page.wait_for_url(f"{live_server.url}/")
+
+    page.fill("#id_q", QUESTION)
+    page.select_option("#id_collection", str(demo.pk))
+    page.click("form[role=search] button[type=submit]")
+    cite = page.locator("#answer a.cite").first
+    expect(cite).to_be_visible()
+
+    # The answer reads "sentence [1] sentence [2]": the text before a marker is
+    # the sentence it cites.
+    sentence = cite.evaluate("a => a.previousSibling.textContent")
+    assert _squash(sentence), "no sentence before the first citation"
+    cite.click()
+    page.wait_for_url(re.compile(r"/kb/sections/\d+/\?start=\d+&end=\d+#cited$"))
+    mark = page.locator("mark#cited")
+    expect(mark).to_be_visible()
+    assert _squash(sentence) in _squash(mark.inner_text())
