@@ -5,15 +5,15 @@ from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.db.models import Count
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404, redirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
 from django.views.decorators.http import require_POST
 
-from kb import charts, ingestion, jobs, permissions
-from kb.forms import PolicyForm, SourceChangeForm, SourceUploadForm
+from kb import charts, dashboard, evaluation, ingestion, jobs, permissions
+from kb.forms import EvalRunForm, PolicyForm, SourceChangeForm, SourceUploadForm
 from kb.models import (
     Chunk,
     Collection,
@@ -446,3 +446,59 @@ class GoldenCaseAdmin(admin.ModelAdmin):
 class EvalRunAdmin(admin.ModelAdmin):
     list_display = ["__str__", "status", "recall", "created", "finished"]
     list_filter = ["status", "collection"]
+    readonly_fields = ["collection", "status", "config", "aggregate", "progress",
+                       "error", "created", "finished"]  # fmt: skip
+    exclude = ["cases"]
+    change_list_template = "admin/kb/evalrun/change_list.html"
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def get_urls(self):
+        own = [
+            path("dashboard/", self.admin_site.admin_view(self.dashboard_view),
+                 name="kb_evalrun_dashboard"),
+            path("dashboard/run/", self.admin_site.admin_view(require_POST(self.run_view)),
+                 name="kb_evalrun_run"),
+            path("<int:pk>/floor/", self.admin_site.admin_view(require_POST(self.floor_view)),
+                 name="kb_evalrun_floor"),
+        ]  # fmt: skip
+        return own + super().get_urls()
+
+    def dashboard_view(self, request: HttpRequest) -> HttpResponse:
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        context = {
+            **self.admin_site.each_context(request),
+            **dashboard.context(request.GET),
+            "title": "Retrieval evaluation",
+            "opts": self.model._meta,
+            "can_run": permissions.can_change_policy(request.user),
+        }
+        return TemplateResponse(request, "admin/kb/evalrun/dashboard.html", context)
+
+    def run_view(self, request: HttpRequest) -> HttpResponse:
+        if not permissions.can_change_policy(request.user):
+            raise PermissionDenied
+        form = EvalRunForm(request.POST)
+        if not form.is_valid():
+            messages.error(request, f"Not started: {form.errors.as_text()}")
+            return redirect("admin:kb_evalrun_dashboard")
+        collection = form.cleaned_data["collection"]
+        with transaction.atomic():
+            run = evaluation.start_run(collection, form.overrides())
+            jobs.enqueue_evaluation(run)
+        messages.success(request, f"Evaluation run {run.pk} of {collection} queued.")
+        url = reverse("admin:kb_evalrun_dashboard") + f"?collection={collection.pk}"
+        return HttpResponseRedirect(url)
+
+    def floor_view(self, request: HttpRequest, pk: int) -> HttpResponse:
+        if not permissions.can_change_policy(request.user):
+            raise PermissionDenied
+        run = get_object_or_404(EvalRun.objects.select_related("collection"), pk=pk)
+        if evaluation.raise_floor(run.collection, run):
+            messages.success(request, f"Recall floor raised to {run.recall:.3f}.")
+        else:
+            messages.warning(request, "The floor is only ever raised; left as it was.")
+        url = reverse("admin:kb_evalrun_dashboard") + f"?collection={run.collection_id}"
+        return HttpResponseRedirect(url)

@@ -24,10 +24,18 @@ def histogram_svg(
     bar_w = width / len(counts)
     bars = format_html_join(
         "",
-        '<rect x="{:.1f}" y="{:.1f}" width="{:.1f}" height="{:.1f}" fill="#4a7fb5">'
+        '<rect x="{}" y="{}" width="{}" height="{}" fill="#4a7fb5">'
         "<title>{}-{} tokens: {}</title></rect>",
         (
-            (i * bar_w, height - h, bar_w - 1, h, i * step, (i + 1) * step - 1, c)
+            (
+                _f(i * bar_w),
+                _f(height - h),
+                _f(bar_w - 1),
+                _f(h),
+                i * step,
+                (i + 1) * step - 1,
+                c,
+            )
             for i, c in enumerate(counts)
             for h in [c / peak * (height - 12)]
         ),
@@ -36,10 +44,10 @@ def histogram_svg(
     return format_html(
         '<svg role="img" aria-label="Histogram of chunk token lengths" width="{}" '
         'height="{}" viewBox="0 0 {} {}" style="background:#fafafa">{}'
-        '<line x1="{:.1f}" x2="{:.1f}" y1="0" y2="{}" stroke="#c62828"/>'
-        '<text x="{:.1f}" y="10" font-size="10" fill="#c62828">window {}</text></svg>',
+        '<line x1="{}" x2="{}" y1="0" y2="{}" stroke="#c62828"/>'
+        '<text x="{}" y="10" font-size="10" fill="#c62828">window {}</text></svg>',
         width, height + 2, width, height + 2, bars,
-        x_limit, x_limit, height, max(0, x_limit - 60), limit,
+        _f(x_limit), _f(x_limit), height, _f(max(0, x_limit - 60)), limit,
     )  # fmt: skip
 
 
@@ -73,11 +81,15 @@ def line_chart_svg(points: list[float], width: int = 320, height: int = 80) -> s
     path = " ".join(f"{x:.1f},{y:.1f}" for x, y in zip(xs, ys))
     dots = format_html_join(
         "",
-        '<circle cx="{:.1f}" cy="{:.1f}" r="3" fill="#4a7fb5"><title>{:.3f}</title></circle>',
-        zip(xs, ys, points),
+        '<circle cx="{}" cy="{}" r="3" fill="#4a7fb5"><title>{}</title></circle>',
+        ((_f(x), _f(y), f"{p:.3f}") for x, y, p in zip(xs, ys, points)),
     )
     return format_html(
         '<svg role="img" aria-label="Recall over time" width="{}" height="{}">'
         '<polyline fill="none" stroke="#4a7fb5" stroke-width="2" points="{}"/>{}</svg>',
         width, height, path, dots,
     )  # fmt: skip
+
+
+def _f(value: float) -> str:
+    return f"{value:.1f}"

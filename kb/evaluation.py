@@ -139,9 +139,7 @@ Range = tuple[str, int, int]  # file, start, end
 
 
 def covered(span: dict[str, Any], ranges: list[Range]) -> bool:
-    return any(
-        _covers(one, ranges) for one in [span, *span.get("alternatives", [])]
-    )
+    return any(_covers(one, ranges) for one in [span, *span.get("alternatives", [])])
 
 
 def _covers(span: dict[str, Any], ranges: list[Range]) -> bool:
@@ -374,10 +372,14 @@ def execute_run(run_id: int) -> EvalRun:
     try:
         if overrides:
             target = scratch_copy(collection, overrides)
-            index_all(target, lambda i, n: _progress(run, stage="indexing", done=i, total=n))
+            index_all(
+                target, lambda i, n: _progress(run, stage="indexing", done=i, total=n)
+            )
         cases = cases_of(collection)
         outcome = evaluate(
-            target, cases, progress=lambda i, n: _progress(run, stage="evaluating", done=i, total=n)
+            target,
+            cases,
+            progress=lambda i, n: _progress(run, stage="evaluating", done=i, total=n),
         )
         run.config = {**config_of(target), "overrides": overrides,
                       "scratch": bool(overrides), "cases": len(cases)}  # fmt: skip

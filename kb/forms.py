@@ -186,3 +186,42 @@ class AskForm(forms.Form):
             return clean_question(self.cleaned_data["q"])
         except QuestionError as exc:
             raise ValidationError(str(exc)) from None
+
+
+class EvalRunForm(forms.Form):
+    """The dashboard's button: evaluate now, optionally under other settings."""
+
+    collection = forms.ModelChoiceField(
+        queryset=Collection.objects.filter(is_scratch=False), widget=forms.HiddenInput
+    )
+    chunk_strategy = forms.ChoiceField(
+        required=False,
+        choices=[("", "(as configured)"), *Collection.Strategy.choices],
+        label="Strategy",
+    )
+    chunk_tokens = forms.IntegerField(
+        required=False, min_value=16, max_value=2000, label="Chunk tokens"
+    )
+    chunk_overlap = forms.IntegerField(
+        required=False, min_value=0, max_value=500, label="Overlap"
+    )
+    top_k = forms.IntegerField(required=False, min_value=1, max_value=50, label="k")
+    context_budget = forms.IntegerField(
+        required=False, min_value=50, max_value=20000, label="Context budget"
+    )
+    retrieval_mode = forms.ChoiceField(
+        required=False,
+        choices=[("", "(as configured)"), *Collection.Retrieval.choices],
+        label="Retrieval",
+    )
+
+    def overrides(self) -> dict[str, Any]:
+        """Settings that differ from the collection's own (they need a scratch copy)."""
+        collection = self.cleaned_data["collection"]
+        return {
+            name: value
+            for name, value in self.cleaned_data.items()
+            if name != "collection"
+            and value not in (None, "")
+            and value != getattr(collection, name)
+        }

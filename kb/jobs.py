@@ -46,3 +46,7 @@ def run_evaluation(run_id: int) -> dict:
 
     run = evaluation.execute_run(run_id)
     return run.aggregate
+
+
+def enqueue_evaluation(run):
+    return django_rq.enqueue(run_evaluation, run.pk, job_timeout=3600)

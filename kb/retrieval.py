@@ -189,8 +189,9 @@ def retrieve(
 
     hits = _fuse(vector_ids, keyword_ids)
     if collection.chunk_strategy == Collection.Strategy.FIXED:
-        # The baseline as commonly built: the top-k chunks as they are, no expansion.
-        passages = _merge(_chunk_passages(hits[:k]))
+        # The baseline as commonly built: the top-k chunks as they are, no expansion,
+        # held to the same context budget (the first chunk always goes in).
+        passages = _merge(_within_budget(_chunk_passages(hits[:k]), budget))
     else:
         passages = _merge(_expand(_select_sections(hits, k), budget))
     for rank, passage in enumerate(passages, 1):
@@ -436,6 +437,17 @@ def _chunk_passages(hits: list[Hit]) -> list[Passage]:
             )
         )
     return passages
+
+
+def _within_budget(passages: list[Passage], budget: int) -> list[Passage]:
+    kept, used = [], 0
+    for passage in passages:
+        tokens = _tokens(passage.text)
+        if kept and used + tokens > budget:
+            break
+        kept.append(passage)
+        used += tokens
+    return kept
 
 
 def _merge(passages: list[Passage]) -> list[Passage]:

@@ -162,7 +162,9 @@ class ApiAskTestCase(DemoTestCase):
 
     def test_it_answers_with_a_session(self):
         self.client.force_login(self.staff)
-        response = self._post({"question": "How do I create a widget?", "collection": "Demo"})
+        response = self._post(
+            {"question": "How do I create a widget?", "collection": "Demo"}
+        )
         body = response.json()
         self.assertEqual(response.status_code, 200)
         self.assertTrue(body["citations"])
@@ -170,7 +172,16 @@ class ApiAskTestCase(DemoTestCase):
         for key in ("answer", "sections", "timings_ms"):
             self.assertIn(key, body)
         cite = body["citations"][0]
-        for key in ("n", "source", "file", "heading_path", "chunk_indexes", "start", "end", "url"):
+        for key in (
+            "n",
+            "source",
+            "file",
+            "heading_path",
+            "chunk_indexes",
+            "start",
+            "end",
+            "url",
+        ):
             self.assertIn(key, cite)
 
     def test_it_answers_with_a_token(self):

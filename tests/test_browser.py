@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.db import connections
 from playwright.sync_api import Page, expect, sync_playwright
 
 from kb.demo import load_demo
@@ -45,6 +46,9 @@ def page(monkeypatch):
         page.set_default_timeout(15_000)
         yield page
         browser.close()
+        # Connections opened in here belong to Playwright's context (asgiref locals
+        # follow contextvars); close them, or the test database can't be dropped.
+        connections.close_all()
 
 
 # live_server runs in another thread with its own connection, so it only sees

@@ -18,7 +18,9 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser):
-        parser.add_argument("--cases", type=Path, required=True, help="JSON Lines file.")
+        parser.add_argument(
+            "--cases", type=Path, required=True, help="JSON Lines file."
+        )
         parser.add_argument("--corpus", type=Path, required=True, help="Folder.")
         parser.add_argument("--strategy", choices=["structure", "fixed"])
         parser.add_argument("--max-tokens", type=int, help="Chunk budget in tokens.")
@@ -65,7 +67,9 @@ class Command(BaseCommand):
             "retrieval_mode": options["retrieval"] or defaults.retrieval_mode,
         }
         return Collection.objects.create(
-            name=f"kb_eval {timezone.now():%Y%m%d-%H%M%S-%f}", is_scratch=True, **settings
+            name=f"kb_eval {timezone.now():%Y%m%d-%H%M%S-%f}",
+            is_scratch=True,
+            **settings,
         )
 
     def _ingest(self, collection: Collection, corpus: Path) -> None:

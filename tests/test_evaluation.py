@@ -1,0 +1,121 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+from django.test import SimpleTestCase, TestCase, TransactionTestCase
+from django.urls import reverse
+
+from kb import evaluation
+from kb.demo import GOLDEN_FILE, load_demo
+from kb.models import Collection, EvalRun
+from tests.base import make_users, run_burst_worker
+
+FLOOR_FILE = Path(settings.BASE_DIR) / "evals" / "demo-floor.json"
+
+
+def _span(file="a.md", start=0, end=10, **extra):
+    return {"file": file, "start": start, "end": end, "text": "x", **extra}
+
+
+class MeasureTestCase(SimpleTestCase):
+    def test_a_span_is_covered_jointly_by_ranges_of_one_source(self):
+        self.assertTrue(evaluation.covered(_span(), [("a.md", 0, 4), ("a.md", 4, 12)]))
+        self.assertFalse(evaluation.covered(_span(), [("a.md", 0, 4), ("a.md", 5, 12)]))
+        self.assertFalse(evaluation.covered(_span(), [("b.md", 0, 20)]))
+
+    def test_an_alternative_span_is_equally_acceptable(self):
+        span = _span(alternatives=[_span("b.md", 5, 9)])
+        self.assertTrue(evaluation.covered(span, [("b.md", 0, 20)]))
+
+    def test_a_hit_needs_every_span_and_partial_credit_counts_them(self):
+        case = {"required_spans": [_span(), _span(start=50, end=60)]}
+        half = evaluation.score_case(case, [[("a.md", 0, 20)]])
+        self.assertEqual((half["hit"], half["partial"]), (False, 0.5))
+        full = evaluation.score_case(case, [[("a.md", 0, 20)], [("a.md", 45, 70)]])
+        self.assertEqual((full["hit"], full["first_hit_rank"]), (True, 2))
+
+    def test_aggregates_report_recall_mrr_and_kinds(self):
+        rows = [
+            {"kind": "table", "hit": True, "partial": 1.0, "first_hit_rank": 2,
+             "context_tokens": 100, "duplicates": 0, "latency_ms": 10.0},
+            {"kind": "tail", "hit": False, "partial": 0.5, "first_hit_rank": None,
+             "context_tokens": 300, "duplicates": 1, "latency_ms": 30.0},
+        ]  # fmt: skip
+        agg = evaluation.aggregate(rows, k=5)
+        self.assertEqual(agg["recall_at_k"], 0.5)
+        self.assertEqual(agg["mrr"], 0.25)
+        self.assertEqual(agg["context_tokens_mean"], 200)
+        self.assertEqual(agg["by_kind"]["table"]["recall_at_k"], 1.0)
+
+
+class GoldenImportTestCase(TestCase):
+    def setUp(self):
+        self.demo = load_demo(sync=True)
+
+    def test_a_span_whose_text_does_not_match_is_an_error_naming_the_case(self):
+        line = json.dumps({"id": "bad-one", "question": "q?", "kind": "table",
+                           "required_spans": [_span("refund-policy.md", 0, 5)]})  # fmt: skip
+        with self.assertRaisesMessage(evaluation.GoldenImportError, "bad-one"):
+            evaluation.import_cases(self.demo, line)
+
+    def test_unknown_keys_are_ignored_and_export_round_trips(self):
+        exported = evaluation.export_cases(self.demo)
+        first = json.loads(exported.splitlines()[0])
+        first["reviewer"] = "someone"
+        report = evaluation.import_cases(self.demo, json.dumps(first))
+        self.assertEqual(report["unchanged"], 1)
+
+    def test_the_demo_set_meets_its_floor_and_beats_the_fixed_baseline(self):
+        cases = evaluation.parse_cases(GOLDEN_FILE.read_text("utf-8"))
+        floor = json.loads(FLOOR_FILE.read_text())["recall_at_k"]
+        default = evaluation.evaluate(self.demo, cases)["aggregate"]
+        self.assertGreaterEqual(default["recall_at_k"], floor)
+
+        baseline = evaluation.scratch_copy(
+            self.demo, {"chunk_strategy": "fixed", "chunk_tokens": 800}
+        )
+        evaluation.index_all(baseline)
+        fixed = evaluation.evaluate(baseline, cases)["aggregate"]
+        self.assertLess(fixed["recall_at_k"], default["recall_at_k"])
+
+
+@pytest.mark.slow
+class DashboardTestCase(TransactionTestCase):
+    # TransactionTestCase: the worker is another process and sees only committed rows.
+
+    def test_the_button_runs_an_evaluation_in_a_worker_and_shows_it(self):
+        staff, _, _ = make_users()
+        demo = load_demo(sync=True)
+        self.client.force_login(staff)
+        response = self.client.post(
+            reverse("admin:kb_evalrun_run"), {"collection": demo.pk}
+        )
+        self.assertEqual(response.status_code, 302)
+        run = EvalRun.objects.get()
+        self.assertEqual(run.status, EvalRun.Status.QUEUED)
+        run_burst_worker()
+        run.refresh_from_db()
+        self.assertEqual(run.status, EvalRun.Status.DONE, run.error)
+        page = self.client.get(
+            reverse("admin:kb_evalrun_dashboard"), {"collection": demo.pk}
+        )
+        self.assertContains(page, f"Run #{run.pk}: recall@5")
+        self.assertContains(page, "Failed cases")
+
+    def test_the_floor_is_only_ever_raised(self):
+        staff, _, _ = make_users()
+        collection = Collection.objects.create(name="C")
+        high = EvalRun.objects.create(collection=collection, status="done",
+                                      aggregate={"recall_at_k": 0.9})  # fmt: skip
+        low = EvalRun.objects.create(collection=collection, status="done",
+                                     aggregate={"recall_at_k": 0.5})  # fmt: skip
+        self.client.force_login(staff)
+        self.client.post(reverse("admin:kb_evalrun_floor", args=[high.pk]))
+        self.client.post(reverse("admin:kb_evalrun_floor", args=[low.pk]))
+        collection.refresh_from_db()
+        self.assertEqual(collection.recall_floor, 0.9)
+        page = self.client.get(reverse("admin:kb_evalrun_dashboard"))
+        self.assertContains(page, "below floor")
