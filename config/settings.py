@@ -130,6 +130,9 @@ else:
 # A worker started by the tests must use the test database (tests/base.py).
 if os.environ.get("KB_DB_NAME"):
     DATABASES["default"]["NAME"] = os.environ["KB_DB_NAME"]
+# Two test runs at once (say, two checkouts) need a test database each.
+if os.environ.get("KB_TEST_DB_NAME"):
+    DATABASES["default"]["TEST"] = {"NAME": os.environ["KB_TEST_DB_NAME"]}
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

@@ -412,7 +412,7 @@ class OverflowRejectionAdmin(admin.ModelAdmin):
         "reason_text",
         "section_link",
     ]
-    list_filter = ["source__collection", "source"]
+    list_filter = ["source__collection", ("source", admin.RelatedOnlyFieldListFilter)]
     list_select_related = ["source"]
     readonly_fields = ["source", "heading_path", "chunk_index", "token_count",
                        "content_tokens", "window", "reason_text", "text"]  # fmt: skip

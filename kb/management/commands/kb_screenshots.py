@@ -73,7 +73,8 @@ class Command(BaseCommand):
             self.stdout.write("Recording an overflow rejection...")
             _record_rejection()
 
-    def _shoot(self, base_url: str, username: str, password: str, outdir: Path):
+    def _shoot(self, base_url: str, username: str, password: str, outdir: Path) -> None:
+        # Imported here: playwright is a dev requirement, other commands don't need it.
         from playwright.sync_api import sync_playwright
 
         with sync_playwright() as pw:
