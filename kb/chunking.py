@@ -142,12 +142,15 @@ def chunk_document(
     overlap: int = DEFAULT_OVERLAP,
     strategy: str = "structure",
     prefix_tokens: int = 0,
+    section_prefix_tokens: dict[int, int] | None = None,
 ) -> ChunkResult:
     """Chunks of `doc`, whose offsets index `text` (the text it was parsed from).
 
     The budget is `max_tokens - prefix_tokens` tokens of count_tokens(embed_text)
     (specials included): the caller clamps max_tokens to the usable window and
-    reserves `prefix_tokens` for a metadata prefix. Overlap is in tokens.
+    reserves `prefix_tokens` for a metadata prefix. `section_prefix_tokens` maps a
+    section index to its own prefix cost, so one long heading path shrinks only
+    its own section's chunks. Overlap is in tokens.
     """
     if strategy not in STRATEGIES:
         raise ValueError(f"strategy must be one of {STRATEGIES}, not {strategy!r}")
@@ -163,10 +166,17 @@ def chunk_document(
     if strategy == "fixed":
         placed = _fixed_drafts(doc, text, tokens, budget, overlap)
     else:
+        own = section_prefix_tokens or {}
         placed = [
             (section, draft)
             for section in doc.sections
-            for draft in _section_drafts(section, text, tokens, budget, overlap)
+            for draft in _section_drafts(
+                section,
+                text,
+                tokens,
+                max(MIN_BUDGET, max_tokens - own.get(section.index, prefix_tokens)),
+                overlap,
+            )
         ]
     chunks = [
         _chunk(index, section, draft, text, tokens)

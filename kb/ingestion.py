@@ -96,11 +96,11 @@ def store_source(
 
 
 def _title_from(text: str, file_name: str) -> str:
-    for line in text.splitlines()[:20]:
-        if line.startswith("# "):
-            return line[2:].strip()
-    stem = PurePosixPath(file_name).stem
-    return stem.replace("-", " ").replace("_", " ").strip().capitalize() or file_name
+    """Front matter title, else a leading level-1 heading, else the file name."""
+    if PurePosixPath(file_name).suffix.lower() in (".md", ".markdown"):
+        if title := parsing.markdown_title(text):
+            return title
+    return parsing.title_from_filename(file_name)
 
 
 def mark_queued(source: Source) -> None:
@@ -165,17 +165,20 @@ def prepare(source: Source, collection: Collection, policy: Policy) -> Prepared:
             total_chunks=total,
         )
 
-    # Room for the metadata prefix: the longest one this document will get.
-    prefix_cost = max(
-        (_prefix_tokens(policy.prefix(values(s.heading_path, 0, 0, 0)))
-         for s in document.sections),
-        default=0,
-    )  # fmt: skip
+    # Room for each section's metadata prefix (its heading path differs).
+    prefix_cost = {
+        s.index: _prefix_tokens(policy.prefix(values(s.heading_path, s.index, 0, 0)))
+        for s in document.sections
+    }
     if collection.chunk_strategy == Collection.Strategy.FIXED:
         max_tokens = collection.chunk_tokens  # may exceed the window: evaluation only
+        per_section = None
     else:
-        budget = min(collection.chunk_tokens, embedder.window)
-        max_tokens = max(MIN_CONTENT_TOKENS, budget - prefix_cost)
+        max_tokens = min(collection.chunk_tokens, embedder.window)
+        per_section = {
+            i: min(cost, max_tokens - MIN_CONTENT_TOKENS)
+            for i, cost in prefix_cost.items()
+        }
     result = chunking.chunk_document(
         document,
         source.text,
@@ -183,6 +186,7 @@ def prepare(source: Source, collection: Collection, policy: Policy) -> Prepared:
         max_tokens=max_tokens,
         overlap=collection.chunk_overlap,
         strategy=collection.chunk_strategy,
+        section_prefix_tokens=per_section,
     )
     chunked = time.perf_counter()
     total = len(result.chunks)

@@ -34,6 +34,7 @@ BUILTIN_FIELDS: dict[str, tuple[str, str]] = {
 # Source-level fields editors fill in (title and file name have their own columns).
 SOURCE_FIELDS = ["url", "author", "tags", "version", "deprecated"]
 FREE_FIELD_DEFAULT = RETRIEVE
+HEADING_CHARS = 80  # per heading in an embedded heading path
 
 
 @dataclass(frozen=True)
@@ -68,7 +69,7 @@ class Policy:
             ):
                 continue  # the heading path already starts with the title
             if field == "heading_path":
-                lines.append(str(value))
+                lines.append(_short_path(str(value)))
             else:
                 lines.append(f"{label(field)}: {_format(value)}")
         return "\n".join(lines) + "\n\n" if lines else ""
@@ -80,6 +81,19 @@ class Policy:
             for k, v in values.items()
             if self.of(k) in (EMBED, RETRIEVE) and not _is_empty(v)
         }
+
+
+def _short_path(path: str) -> str:
+    """A heading path for the prefix, each heading cut to HEADING_CHARS.
+
+    A "heading" can be a long line (a paragraph underlined with === is a setext
+    heading); only the prefix is shortened, never the chunk's own text.
+    """
+    parts = [
+        p if len(p) <= HEADING_CHARS else p[: HEADING_CHARS - 1].rstrip() + "…"
+        for p in path.split(" > ")
+    ]
+    return " > ".join(parts)
 
 
 def label(field: str) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.contrib.auth.models import Group
 from django.contrib.postgres.indexes import GinIndex
-from django.contrib.postgres.search import SearchVector
+from django.contrib.postgres.search import SearchVector, SearchVectorField
 from django.db import models
 from django.urls import reverse
 from django.utils import timezone
@@ -186,6 +186,12 @@ class Chunk(models.Model):
     # Metadata fields with the "retrieve" policy: returned and cited, never embedded.
     metadata = models.JSONField(default=dict, blank=True)
     embedding = VectorField(dimensions=EMBEDDING_DIM, null=True, blank=True)
+    # Stored so keyword ranking reads it instead of re-parsing every matching row.
+    search_vector = models.GeneratedField(
+        expression=SearchVector("embedded_text", config="english"),
+        output_field=SearchVectorField(),
+        db_persist=True,
+    )
 
     class Meta:
         ordering = ["source_id", "chunk_index"]
@@ -200,10 +206,7 @@ class Chunk(models.Model):
             ),
             # Keyword matches with PostgreSQL full-text search (retrieval.keyword_hits);
             # the embedded text, so headings and titles match too.
-            GinIndex(
-                SearchVector("embedded_text", config="english"),
-                name="chunk_embedded_text_fts",
-            ),
+            GinIndex(fields=["search_vector"], name="chunk_search_vector_gin"),
         ]
 
     def __str__(self) -> str:

@@ -15,16 +15,19 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.contrib.postgres.search import SearchQuery, SearchRank, SearchVector
+from django.contrib.postgres.search import SearchQuery, SearchRank
 from django.db import connection, transaction
 from pgvector.django import CosineDistance
 
 from kb import embedding
 from kb.models import Chunk, Collection, Section
 
-CANDIDATES = 40  # chunks taken from each ranking before fusion
+CANDIDATES = 80  # chunks taken from each ranking before fusion
 RRF_K = 60  # reciprocal rank fusion constant (Cormack et al.)
+# Keyword ranks count less than vector ranks (chosen by evaluation, see issue #7).
+KEYWORD_WEIGHT = 0.3
 HNSW_EF_SEARCH = 100
+SEEDS = 2  # hits a long section grows from (chosen by evaluation, issue #7)
 MAX_QUESTION_CHARS = 1000
 
 
@@ -244,11 +247,9 @@ def _keyword_ids(chunks, question: str) -> list[int]:
     if not terms:
         return []
     query = SearchQuery(terms, search_type="raw", config="english")
-    vector = SearchVector("embedded_text", config="english")
     ranked = (
-        chunks.annotate(document=vector)
-        .filter(document=query)
-        .annotate(rank=SearchRank(vector, query, cover_density=True))
+        chunks.filter(search_vector=query)
+        .annotate(rank=SearchRank("search_vector", query, cover_density=True))
         .order_by("-rank", "id")
     )
     return list(ranked.values_list("id", flat=True)[:CANDIDATES])
@@ -284,7 +285,10 @@ def _fuse(vector_ids: list[int], keyword_ids: list[int]) -> list[Hit]:
             vector_rank=ranks.get("vector"),
             keyword_rank=ranks.get("keyword"),
         )
-        hit.score = sum(1 / (RRF_K + r) for r in ranks.values())
+        hit.score = sum(
+            (KEYWORD_WEIGHT if kind == "keyword" else 1.0) / (RRF_K + r)
+            for kind, r in ranks.items()
+        )
         hits.append(hit)
     hits.sort(key=lambda h: (-h.score, h.chunk_id))
     return hits
@@ -295,6 +299,7 @@ def _select_sections(hits: list[Hit], k: int) -> list[_Selected]:
     by_section: dict[int, list[Hit]] = {}
     for hit in hits:
         by_section.setdefault(hit.section_id, []).append(hit)
+    # A section ranks by its best hit: summing hits favoured long tables (issue #7).
     best = sorted(by_section.items(), key=lambda kv: -kv[1][0].score)[:k]
     sections = Section.objects.select_related("source").in_bulk(
         [sid for sid, _ in best]
@@ -346,9 +351,10 @@ def _expand(selected: list[_Selected], budget: int) -> list[Passage]:
             indexes = [c.chunk_index for c in item.chunks]
             passages.append(_passage(item, section.start, section.end, indexes, whole))
             continue
-        start, end, indexes, used = _neighbourhood(item, own + remaining)
+        regions, used = _neighbourhoods(item, own + remaining)
         remaining -= used - own
-        passages.append(_passage(item, start, end, indexes, used))
+        for start, end, indexes in regions:
+            passages.append(_passage(item, start, end, indexes, 0))
     return passages
 
 
@@ -365,27 +371,47 @@ def _slice(item: _Selected, chunk: Chunk) -> str:
     return item.section.source.text[chunk.start : chunk.end]
 
 
-def _neighbourhood(item: _Selected, allowance: int) -> tuple[int, int, list[int], int]:
-    """Grow the span of the hit chunks by adjacent chunks, nearest first."""
+def _neighbourhoods(
+    item: _Selected, allowance: int
+) -> tuple[list[tuple[int, int, list[int]]], int]:
+    """Regions of a long section around its best hits, within `allowance` tokens.
+
+    The section's best SEEDS hit chunks go in first (best first, while they fit);
+    then the region around the best one grows by adjacent chunks, nearest first,
+    then the region around the next one, and so on.
+    """
     chunks = item.chunks
-    text = item.section.source.text
-    best_id = item.hits[0].chunk_id
-    best = next((i for i, c in enumerate(chunks) if c.id == best_id), None)
-    if best is None:  # the section changed under us; take it whole
-        span = text[item.section.start : item.section.end]
-        return item.section.start, item.section.end, [], _tokens(span)
-    # One contiguous passage, grown from the best hit outwards.
-    lo = hi = best
-    used = chunks[best].text_tokens
-    grown = True
-    while grown:
-        grown = False
-        for step in (lo - 1, hi + 1):  # before, then after: nearest first
-            if 0 <= step < len(chunks) and used + chunks[step].text_tokens <= allowance:
-                used += chunks[step].text_tokens
-                lo, hi, grown = min(lo, step), max(hi, step), True
-    indexes = [c.chunk_index for c in chunks[lo : hi + 1]]
-    return chunks[lo].start, chunks[hi].end, indexes, used
+    position = {c.id: i for i, c in enumerate(chunks)}
+    seeds = [position[h.chunk_id] for h in item.hits if h.chunk_id in position]
+    seeds = seeds[:SEEDS] or [0]
+    taken: set[int] = set()
+    used = 0
+    for i in seeds:
+        if not taken or used + chunks[i].text_tokens <= allowance:
+            taken.add(i)
+            used += chunks[i].text_tokens
+    for seed in [i for i in seeds if i in taken]:
+        lo = hi = seed
+        while True:
+            options = [j for j in (lo - 1, hi + 1) if 0 <= j < len(chunks)]
+            options = [j for j in options if j in taken or
+                       used + chunks[j].text_tokens <= allowance]  # fmt: skip
+            if not options:
+                break
+            j = options[0]
+            if j not in taken:
+                taken.add(j)
+                used += chunks[j].text_tokens
+            lo, hi = min(lo, j), max(hi, j)
+    regions: list[tuple[int, int, list[int]]] = []
+    for i in sorted(taken):
+        c = chunks[i]
+        if regions and i - 1 in taken:
+            start, _, indexes = regions[-1]
+            regions[-1] = (start, c.end, [*indexes, c.chunk_index])
+        else:
+            regions.append((c.start, c.end, [c.chunk_index]))
+    return regions, used
 
 
 def _passage(

@@ -168,31 +168,31 @@ def chunk_all(config: Config, benchmark: Benchmark, embedder: Embedder) -> Chunk
     chunks: list[splitters.BenchChunk] = []
     over = 0
     for corpus, text in benchmark.corpora.items():
-        if config.kind.startswith("kb-"):
-            strategy = config.kind[3:]
-            found, found_over = splitters.kb_chunks(
-                corpus, text, strategy, config.size, config.overlap, config.prefix
-            )
-            over += found_over
-        elif config.kind == "recursive":
-            found = splitters.recursive_chunks(
-                corpus, text, config.size, config.overlap
-            )
-        else:
-            found = splitters.token_text_chunks(
-                corpus, text, config.size, config.overlap
-            )
+        found, found_over = _split(config, corpus, text)
         chunks += found
+        over += found_over
     if not config.kind.startswith("kb-"):
         over = sum(count > embedder.window for count in minilm_tokens(chunks, embedder))
-    first = []
-    unplaced = 0
+    first, unplaced = [], 0
     for chunk in chunks:
         placed = splitters.first_occurrence(benchmark.corpora[chunk.corpus], chunk.text)
         unplaced += placed is None
         start, end = placed or (chunk.start, chunk.end)
         first.append(Located(chunk.corpus, start, end))
     return Chunked(chunks, first, over, unplaced)
+
+
+def _split(
+    config: Config, corpus: str, text: str
+) -> tuple[list[splitters.BenchChunk], int]:
+    """One corpus's chunks and, for ours, the count over the window."""
+    if config.kind.startswith("kb-"):
+        return splitters.kb_chunks(
+            corpus, text, config.kind[3:], config.size, config.overlap, config.prefix
+        )
+    if config.kind == "recursive":
+        return splitters.recursive_chunks(corpus, text, config.size, config.overlap), 0
+    return splitters.token_text_chunks(corpus, text, config.size, config.overlap), 0
 
 
 def minilm_tokens(chunks: list[splitters.BenchChunk], embedder: Embedder) -> list[int]:
@@ -256,7 +256,7 @@ class ConfigResult:
     mean_minilm: float
     mean_cl100k: float
     over_window: int
-    moved: int  # chunks whose first occurrence is not their true place
+    moved: int  # chunks whose text first occurs before their true place
     unplaced: int
     seconds: float
     scores: dict[str, dict[str, list[float]]] = field(default_factory=dict)
@@ -289,7 +289,7 @@ def run_config(
             len(ids) for ids in encoding.encode_ordinary_batch([c.text for c in chunks])
         ),
         over_window=chunked.over_window,
-        moved=sum(a != b for a, b in zip(true, chunked.first)),
+        moved=sum(a.start != b.start for a, b in zip(true, chunked.first)),
         unplaced=chunked.unplaced,
         seconds=time.perf_counter() - started,
         scores={

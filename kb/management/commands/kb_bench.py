@@ -32,7 +32,8 @@ class Command(BaseCommand):
             choices=sorted(quality.CONFIGS),
             default=list(quality.DEFAULT_CONFIGS),
             metavar="NAME",
-            help="configurations to run, of: " + ", ".join(sorted(quality.CONFIGS)),
+            help="configurations to run (default: the six of docs/benchmarks.md), "
+            "of: " + ", ".join(sorted(quality.CONFIGS)),
         )
         run.add_argument("--json", type=Path, metavar="OUT", help="also write JSON")
         run.add_argument(
@@ -41,7 +42,12 @@ class Command(BaseCommand):
             help=f"one corpus ({quality.QUICK_CORPUS}) and one configuration "
             f"({quality.QUICK_CONFIG}), for a smoke test",
         )
-        run.add_argument("--data", type=Path, default=quality.DATA_DIR)
+        run.add_argument(
+            "--data",
+            type=Path,
+            default=quality.DATA_DIR,
+            help="the benchmark folder (default: %(default)s)",
+        )
         run.add_argument(
             "--precision",
             choices=PRECISIONS,
@@ -72,6 +78,10 @@ class Command(BaseCommand):
             )
         except quality.BenchmarkDataMissing as exc:
             raise CommandError(str(exc)) from exc
+        except ModuleNotFoundError as exc:
+            raise CommandError(
+                f"{exc.name} is missing: pip install -r requirements-bench.txt"
+            ) from exc
         self.stdout.write(
             f"kb_bench quality, {started}, {os.cpu_count()} CPUs "
             f"({platform.processor() or platform.machine()}), "
