@@ -9,11 +9,18 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404, redirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 from django.views.decorators.http import require_POST
 
 from kb import charts, dashboard, evaluation, ingestion, jobs, permissions
-from kb.forms import EvalRunForm, PolicyForm, SourceChangeForm, SourceUploadForm
+from kb.forms import (
+    EvalRunForm,
+    GoldenCaseForm,
+    GoldenImportForm,
+    PolicyForm,
+    SourceChangeForm,
+    SourceUploadForm,
+)
 from kb.models import (
     Chunk,
     Collection,
@@ -437,9 +444,104 @@ class OverflowRejectionAdmin(admin.ModelAdmin):
 
 @admin.register(GoldenCase)
 class GoldenCaseAdmin(admin.ModelAdmin):
-    list_display = ["external_id", "question", "kind", "collection"]
+    form = GoldenCaseForm
+    list_display = ["external_id", "question", "kind", "collection", "span_count"]
     list_filter = ["kind", "collection"]
+    list_select_related = ["collection"]
     search_fields = ["question", "external_id"]
+    readonly_fields = ["spans_in_context", "span_picker"]
+    actions = ["export_jsonl"]
+    change_list_template = "admin/kb/goldencase/change_list.html"
+
+    class Media:
+        js = ["kb/span_picker.js"]
+
+    @admin.display(description="Spans")
+    def span_count(self, obj: GoldenCase) -> int:
+        return len(obj.required_spans)
+
+    @admin.display(description="Spans in context")
+    def spans_in_context(self, obj: GoldenCase) -> str:
+        if not obj.pk:
+            return "-"
+        texts = dict(obj.collection.sources.values_list("file_name", "text"))
+        rows = []
+        for span in obj.required_spans:
+            text = texts.get(span["file"], "")
+            s, e = span["start"], span["end"]
+            rows.append(format_html(
+                "<p><strong>{}</strong> [{}:{}]<br><span style='white-space:pre-wrap'>"
+                "…{}<mark>{}</mark>{}…</span></p>",
+                span["file"], s, e, text[max(0, s - 120):s], text[s:e], text[e:e + 120],
+            ))  # fmt: skip
+        return format_html_join("", "{}", ((r,) for r in rows))
+
+    @admin.display(description="Pick a span")
+    def span_picker(self, obj: GoldenCase) -> str:
+        if not obj.pk:
+            return "Save the case first, then pick spans from its collection's sources."
+        sources = obj.collection.sources.order_by("file_name")
+        options = format_html_join(
+            "",
+            '<option value="{}">{}</option>',
+            ((s.file_name, s.file_name) for s in sources),
+        )
+        texts = format_html_join(
+            "",
+            '<pre class="kb-span-source" data-file="{}" hidden '
+            'style="white-space:pre-wrap;max-height:24rem;overflow:auto;'
+            'background:#f7f7f7;padding:.5rem">{}</pre>',
+            ((s.file_name, s.text) for s in sources),
+        )
+        return format_html(
+            '<div id="kb-span-picker"><label>Source <select id="kb-span-file">'
+            "<option value=''>choose…</option>{}</select></label> "
+            '<button type="button" id="kb-span-add" class="button">Add selected text '
+            "as a span</button> <span id='kb-span-status' class='help'></span>{}</div>",
+            options,
+            texts,
+        )
+
+    @admin.action(description="Export selected cases as JSON Lines")
+    def export_jsonl(self, request: HttpRequest, queryset) -> HttpResponse:
+        lines = [
+            evaluation.case_line(case) for case in queryset.order_by("external_id")
+        ]
+        response = HttpResponse("".join(lines), content_type="application/x-ndjson")
+        response["Content-Disposition"] = 'attachment; filename="golden.jsonl"'
+        return response
+
+    def get_urls(self):
+        own = [
+            path("import/", self.admin_site.admin_view(self.import_view),
+                 name="kb_goldencase_import"),
+        ]  # fmt: skip
+        return own + super().get_urls()
+
+    def import_view(self, request: HttpRequest) -> HttpResponse:
+        if not self.has_add_permission(request):
+            raise PermissionDenied
+        form = GoldenImportForm(request.POST or None, request.FILES or None)
+        if request.method == "POST" and form.is_valid():
+            try:
+                report = evaluation.import_cases(
+                    form.cleaned_data["collection"], form.cleaned_data["file"]
+                )
+            except evaluation.GoldenImportError as exc:
+                form.add_error("file", str(exc))
+            else:
+                messages.success(request, f"Imported golden cases: {report}")
+                return redirect("admin:kb_goldencase_changelist")
+        context = {
+            **self.admin_site.each_context(request),
+            "title": "Import golden cases",
+            "form": form,
+            "opts": self.model._meta,
+        }
+        status = 400 if request.method == "POST" else 200
+        return TemplateResponse(
+            request, "admin/kb/goldencase/import.html", context, status=status
+        )
 
 
 @admin.register(EvalRun)

@@ -113,20 +113,21 @@ def import_cases(collection: Collection, jsonl: str) -> dict[str, int]:
     return report
 
 
+def case_line(case: GoldenCase) -> str:
+    """One case in the JSON Lines format, newline included."""
+    record = {
+        "id": case.external_id,
+        "question": case.question,
+        "kind": case.kind,
+        "required_spans": case.required_spans,
+    }
+    return json.dumps(record, ensure_ascii=False) + "\n"
+
+
 def export_cases(collection: Collection) -> str:
-    lines = [
-        json.dumps(
-            {
-                "id": case.external_id,
-                "question": case.question,
-                "kind": case.kind,
-                "required_spans": case.required_spans,
-            },
-            ensure_ascii=False,
-        )
-        for case in collection.golden_cases.order_by("external_id")
-    ]
-    return "\n".join(lines) + ("\n" if lines else "")
+    return "".join(
+        case_line(case) for case in collection.golden_cases.order_by("external_id")
+    )
 
 
 # --- the measure ----------------------------------------------------------------------

@@ -10,7 +10,7 @@ from django.core.exceptions import ValidationError
 from django.template.defaultfilters import filesizeformat
 
 from kb import ingestion, metadata, parsing
-from kb.models import Collection, Source
+from kb.models import Collection, GoldenCase, Source
 
 
 class MultipleFileInput(forms.ClearableFileInput):
@@ -225,3 +225,48 @@ class EvalRunForm(forms.Form):
             and value not in (None, "")
             and value != getattr(collection, name)
         }
+
+
+class GoldenCaseForm(forms.ModelForm):
+    """Spans as JSON, checked against the sources' text on save."""
+
+    class Meta:
+        model = GoldenCase
+        fields = ["collection", "external_id", "question", "kind", "required_spans"]
+        widgets = {"required_spans": forms.Textarea(attrs={"rows": 8, "cols": 90})}
+
+    def clean(self) -> dict[str, Any]:
+        from kb import evaluation
+
+        data = super().clean()
+        collection = data.get("collection")
+        if collection is None or "required_spans" not in data:
+            return data
+        raw = {
+            "id": data.get("external_id") or "new case",
+            "question": data.get("question") or "?",
+            "kind": data.get("kind"),
+            "required_spans": data["required_spans"],
+        }
+        try:
+            case = evaluation._case(raw, 1)
+            evaluation.check_spans(collection, [case])
+        except evaluation.GoldenImportError as exc:
+            self.add_error("required_spans", str(exc))
+            return data
+        data["required_spans"] = case["required_spans"]
+        return data
+
+
+class GoldenImportForm(forms.Form):
+    collection = forms.ModelChoiceField(
+        queryset=Collection.objects.filter(is_scratch=False)
+    )
+    file = forms.FileField(help_text="JSON Lines: one case per line.")
+
+    def clean_file(self) -> str:
+        data = self.cleaned_data["file"].read()
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise ValidationError("The file is not UTF-8 text.") from None

@@ -14,7 +14,7 @@ from django.db import connection
 from django.test import TestCase, TransactionTestCase
 from django.urls import reverse
 
-from kb import ingestion
+from kb import ingestion, retrieval
 from kb.models import Collection, OverflowRejection, Section, Source
 from tests.base import DEMO_DIR, make_users, run_burst_worker
 
@@ -100,6 +100,8 @@ class IngestTestCase(TestCase):
         chunk = source.chunks.first()
         self.assertNotIn("Priya", chunk.embedded_text)
         self.assertEqual(chunk.metadata["author"], "Priya Natarajan")
+        result = retrieval.retrieve(self.collection, "When should I roll back?")
+        self.assertEqual(result.passages[0].metadata["author"], "Priya Natarajan")
 
     def test_an_overflowing_prefix_is_rejected_and_the_old_version_stays(self):
         source = _store(self.collection)

@@ -1,0 +1,142 @@
+from __future__ import annotations
+
+import json
+
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.test import TestCase
+from django.urls import reverse
+from django.utils.html import escape
+
+from kb import ingestion, permissions
+from kb.demo import load_demo
+from kb.models import Chunk, GoldenCase, Source
+from tests.base import make_users
+
+
+class AdminPagesTestCase(TestCase):
+    @classmethod
+    def setUpTestData(cls):
+        cls.staff, cls.editor, cls.alice = make_users()
+        permissions.ensure_groups()
+        cls.editor.groups.add(
+            permissions.Group.objects.get(name=permissions.CONTENT_EDITOR)
+        )
+        cls.demo = load_demo(sync=True)
+        cls.runbook = cls.demo.sources.get(file_name="deployment-runbook.md")
+
+    def setUp(self):
+        self.client.force_login(self.staff)
+
+    def test_the_source_page_shows_statistics_and_a_histogram(self):
+        url = reverse("admin:kb_source_change", args=[self.runbook.pk])
+        response = self.client.get(url)
+        self.assertContains(response, "Median tokens")
+        self.assertContains(response, "<svg", html=False)
+        self.assertContains(response, "Re-index")
+
+    def test_the_source_list_shows_status_and_counts(self):
+        response = self.client.get(reverse("admin:kb_source_changelist"))
+        self.assertContains(response, "Indexed")
+        self.assertContains(response, "field-chunk_count")
+
+    def test_a_chunk_page_shows_the_embedded_string_beside_the_source(self):
+        chunk = Chunk.objects.filter(source=self.runbook).last()
+        response = self.client.get(reverse("admin:kb_chunk_change", args=[chunk.pk]))
+        self.assertContains(response, "Exactly what was embedded")
+        self.assertContains(response, escape(chunk.section.heading_path))
+
+    def test_changing_the_policy_marks_the_index_stale_and_offers_a_reindex(self):
+        url = reverse("admin:kb_collection_policy", args=[self.demo.pk])
+        form = self.client.get(url).context["form"]
+        data = {name: field.initial for name, field in form.fields.items()}
+        data["title"] = "retrieve"
+        self.client.post(url, data)
+        self.demo.refresh_from_db()
+        self.assertTrue(self.demo.is_index_stale)
+        self.assertEqual(self.demo.metadata_policy["title"], "retrieve")
+        self.assertContains(self.client.get(url), "Re-index all")
+
+    def test_content_editors_cannot_change_policies(self):
+        self.client.force_login(self.editor)
+        url = reverse("admin:kb_collection_policy", args=[self.demo.pk])
+        self.assertEqual(self.client.get(url).status_code, 403)
+        upload = self.client.get(reverse("admin:kb_source_upload"))
+        self.assertEqual(upload.status_code, 200)
+
+    def test_the_rejection_list_says_why_in_words(self):
+        self.demo.metadata_policy = {"summary": "embed"}
+        self.demo.save()
+        source, _ = ingestion.store_source(
+            self.demo, "long.md", b"# Long\n\nShort text.\n",
+            metadata={"summary": "very " * 300},
+        )  # fmt: skip
+        with self.assertRaises(ingestion.IngestionError):
+            ingestion.ingest(source.pk)
+        response = self.client.get(reverse("admin:kb_overflowrejection_changelist"))
+        self.assertContains(response, "the model reads 256")
+        self.assertContains(response, "the metadata prefix pushed it over")
+
+
+class GoldenAdminTestCase(TestCase):
+    @classmethod
+    def setUpTestData(cls):
+        cls.staff, _, _ = make_users()
+        cls.demo = load_demo(sync=True)
+
+    def setUp(self):
+        self.client.force_login(self.staff)
+
+    def _case(self, **span):
+        text = self.demo.sources.get(file_name="glossary.md").text
+        start = text.index("Seat")
+        spec = {"file": "glossary.md", "start": start, "end": start + 4, "text": "Seat"}
+        return {**spec, **span}
+
+    def test_a_case_with_a_span_that_does_not_match_is_refused(self):
+        response = self.client.post(
+            reverse("admin:kb_goldencase_add"),
+            {"collection": self.demo.pk, "external_id": "new", "question": "What is a seat?",
+             "kind": "definition", "required_spans": json.dumps([self._case(text="Chair")])},
+        )  # fmt: skip
+        self.assertContains(response, "does not match")
+        self.assertFalse(GoldenCase.objects.filter(external_id="new").exists())
+
+    def test_a_case_shows_its_spans_in_context_and_a_picker(self):
+        case = GoldenCase.objects.create(
+            collection=self.demo, external_id="seat", question="What is a seat?",
+            kind="definition", required_spans=[self._case()],
+        )  # fmt: skip
+        response = self.client.get(
+            reverse("admin:kb_goldencase_change", args=[case.pk])
+        )
+        self.assertContains(response, "<mark>Seat</mark>", html=True)
+        self.assertContains(response, 'id="kb-span-picker"')
+        self.assertContains(response, "span_picker.js")
+
+    def test_import_and_export_round_trip(self):
+        exported = self.client.post(
+            reverse("admin:kb_goldencase_changelist"),
+            {"action": "export_jsonl", "_selected_action": list(
+                GoldenCase.objects.values_list("pk", flat=True))},
+        )  # fmt: skip
+        lines = exported.content.decode().splitlines()
+        self.assertEqual(len(lines), GoldenCase.objects.count())
+        GoldenCase.objects.all().delete()
+        upload = SimpleUploadedFile("golden.jsonl", "\n".join(lines).encode())
+        self.client.post(
+            reverse("admin:kb_goldencase_import"),
+            {"collection": self.demo.pk, "file": upload},
+        )
+        self.assertEqual(GoldenCase.objects.count(), len(lines))
+
+    def test_a_bad_import_names_the_case_and_imports_nothing(self):
+        bad = json.dumps({"id": "broken", "question": "q", "required_spans": [
+            self._case(text="nope")]})  # fmt: skip
+        response = self.client.post(
+            reverse("admin:kb_goldencase_import"),
+            {"collection": self.demo.pk,
+             "file": SimpleUploadedFile("g.jsonl", bad.encode())},
+        )  # fmt: skip
+        self.assertContains(response, "broken", status_code=400)
+        self.assertFalse(GoldenCase.objects.filter(external_id="broken").exists())
+        self.assertTrue(Source.objects.exists())
