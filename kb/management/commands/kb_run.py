@@ -6,6 +6,7 @@ import sys
 import time
 
 from django.conf import settings
+from django.core.management import call_command
 from django.core.management.base import BaseCommand
 
 
@@ -22,6 +23,7 @@ class Command(BaseCommand):
         # Stop on Ctrl-C and on SIGTERM alike, even where SIGINT was inherited ignored.
         for signum in (signal.SIGINT, signal.SIGTERM):
             signal.signal(signum, _interrupt)
+        call_command("kb_embedder", stdout=self.stdout)  # model, window, budget
         manage = [sys.executable, str(settings.BASE_DIR / "manage.py")]
         procs = [
             subprocess.Popen([*manage, "rqworker", "default"])

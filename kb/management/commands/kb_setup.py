@@ -30,11 +30,23 @@ class Command(BaseCommand):
         for name in permissions.ensure_groups():
             self.stdout.write(f"Group ready: {name}")
         self._ensure_admin()
+        self._ensure_model()
         if not options["no_demo"]:
             from kb.demo import load_demo
 
             load_demo(sync=options["sync"], stdout=self.stdout)
         self.stdout.write(self.style.SUCCESS("Setup complete."))
+
+    def _ensure_model(self) -> None:
+        """Build (or find) the ONNX graph now, not in the first job."""
+        from kb import embedding
+
+        embedder = embedding.get_embedder()
+        embedder.embed(["warm-up"])
+        self.stdout.write(
+            f"Embedder ready: {embedder.model_name} ({embedder.precision}), window "
+            f"{embedder.window} tokens, usable chunk budget {embedder.usable_window}."
+        )
 
     def _ensure_admin(self) -> None:
         User = get_user_model()
