@@ -340,6 +340,7 @@ def _publish(source, version, prepared: Prepared, vectors, stats) -> None:
             ],
             batch_size=500,
         )
+        _set_section_vectors(sections, prepared, vectors)
         current.rejections.all().delete()
         Source.objects.filter(pk=current.pk).update(
             status=Source.Status.INDEXED,
@@ -377,6 +378,22 @@ def _create_sections(source: Source, document: parsing.Document) -> list[Section
         [r for r in rows if r.parent_id or r.parent], ["parent"]
     )
     return rows
+
+
+def _set_section_vectors(sections: list[Section], prepared: Prepared, vectors) -> None:
+    import numpy as np
+
+    members: dict[int, list[int]] = {}
+    for i, c in enumerate(prepared.chunks):
+        members.setdefault(c.data.section_index, []).append(i)
+    changed = []
+    for index, rows in members.items():
+        mean = np.asarray(vectors)[rows].mean(axis=0)
+        norm = float(np.linalg.norm(mean))
+        if norm > 0:
+            sections[index].embedding = mean / norm
+            changed.append(sections[index])
+    Section.objects.bulk_update(changed, ["embedding"], batch_size=500)
 
 
 def _plain_tokens(text: str) -> int:

@@ -152,9 +152,21 @@ class Section(models.Model):
     body = models.TextField(blank=True)
     # Tokens of the body (no [CLS]/[SEP]); retrieval spends its context budget in these.
     tokens = models.PositiveIntegerField(default=0)
+    # The normalised mean of its chunks' vectors: what the section is about.
+    embedding = VectorField(dimensions=EMBEDDING_DIM, null=True, blank=True)
 
     class Meta:
         ordering = ["source_id", "order"]
+        indexes = [
+            # Nearest sections by cosine distance (retrieval._section_ranks).
+            HnswIndex(
+                name="section_embedding_hnsw",
+                fields=["embedding"],
+                opclasses=["vector_cosine_ops"],
+                m=16,
+                ef_construction=64,
+            ),
+        ]
 
     def __str__(self) -> str:
         return self.heading_path or self.heading or f"section {self.order}"

@@ -17,6 +17,7 @@ from typing import Any
 
 from django.contrib.postgres.search import SearchQuery, SearchRank
 from django.db import connection, transaction
+from django.db.models import Q
 from pgvector.django import CosineDistance
 
 from kb import embedding
@@ -26,6 +27,8 @@ CANDIDATES = 80  # chunks taken from each ranking before fusion
 RRF_K = 60  # reciprocal rank fusion constant (Cormack et al.)
 # Keyword ranks count less than vector ranks (chosen by evaluation, see issue #7).
 KEYWORD_WEIGHT = 0.3
+SECTION_WEIGHT = 1.0  # weight of the section-centroid ranking in the fusion
+PRECEDING_CONTEXT = True  # the section before a whole chosen one, if budget is left
 HNSW_EF_SEARCH = 100
 SEEDS = 2  # hits a long section grows from (chosen by evaluation, issue #7)
 MAX_QUESTION_CHARS = 1000
@@ -190,7 +193,11 @@ def retrieve(
         keyword_ids = _keyword_ids(chunks, question)
         clock = _lap(timings, "keyword_search", clock)
 
-    hits = _fuse(vector_ids, keyword_ids)
+    section_ranks: dict[int, int] = {}
+    if mode in ("vector", "hybrid"):
+        section_ranks = _section_ranks(collection, vector, include_deprecated)
+        clock = _lap(timings, "section_search", clock)
+    hits = _fuse(vector_ids, keyword_ids, section_ranks)
     if collection.chunk_strategy == Collection.Strategy.FIXED:
         # The baseline as commonly built: the top-k chunks as they are, no expansion,
         # held to the same context budget (the first chunk always goes in).
@@ -249,7 +256,9 @@ def _keyword_ids(chunks, question: str) -> list[int]:
     query = SearchQuery(terms, search_type="raw", config="english")
     ranked = (
         chunks.filter(search_vector=query)
-        .annotate(rank=SearchRank("search_vector", query, cover_density=True))
+        .annotate(
+            rank=SearchRank("search_vector", query, cover_density=True, normalization=1)
+        )
         .order_by("-rank", "id")
     )
     return list(ranked.values_list("id", flat=True)[:CANDIDATES])
@@ -263,7 +272,31 @@ def _or_query(question: str) -> str:
     return anded.replace(" & ", " | ")
 
 
-def _fuse(vector_ids: list[int], keyword_ids: list[int]) -> list[Hit]:
+def _section_ranks(
+    collection: Collection, vector, include_deprecated: bool
+) -> dict[int, int]:
+    """Sections by the cosine of their centroid (mean of their chunk vectors)."""
+    sections = Section.objects.filter(
+        source__collection=collection, embedding__isnull=False
+    )
+    if not include_deprecated:
+        sections = sections.exclude(source__metadata__contains={"deprecated": True})
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(f"SET LOCAL hnsw.ef_search = {HNSW_EF_SEARCH}")
+        cursor.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+        ranked = sections.order_by(CosineDistance("embedding", vector))
+        ids = list(ranked.values_list("id", flat=True)[:CANDIDATES])
+    return {section_id: rank for rank, section_id in enumerate(ids, 1)}
+
+
+def _fuse(
+    vector_ids: list[int], keyword_ids: list[int], section_ranks: dict[int, int]
+) -> list[Hit]:
+    """Reciprocal rank fusion of chunk ranks, plus the rank of the chunk's section.
+
+    The section term lifts chunks of sections that are about the question as a
+    whole, though no single chunk of theirs ranks high (issue #7's measurements).
+    """
     scores: dict[int, dict[str, int]] = {}
     for rank, chunk_id in enumerate(vector_ids, 1):
         scores.setdefault(chunk_id, {})["vector"] = rank
@@ -289,6 +322,8 @@ def _fuse(vector_ids: list[int], keyword_ids: list[int]) -> list[Hit]:
             (KEYWORD_WEIGHT if kind == "keyword" else 1.0) / (RRF_K + r)
             for kind, r in ranks.items()
         )
+        if row["section_id"] in section_ranks:
+            hit.score += SECTION_WEIGHT / (RRF_K + section_ranks[row["section_id"]])
         hits.append(hit)
     hits.sort(key=lambda h: (-h.score, h.chunk_id))
     return hits
@@ -355,7 +390,48 @@ def _expand(selected: list[_Selected], budget: int) -> list[Passage]:
         remaining -= used - own
         for start, end, indexes in regions:
             passages.append(_passage(item, start, end, indexes, 0))
+    if PRECEDING_CONTEXT:
+        starts = {(p.source_id, p.start) for p in passages}
+        whole = [i for i in kept if (i.section.source_id, i.section.start) in starts]
+        passages += _preceding_sections(whole, remaining)
     return passages
+
+
+def _preceding_sections(kept: list[_Selected], remaining: int) -> list[Passage]:
+    """With budget left, the section just before each chosen one, whole.
+
+    A rule is usually stated before its exceptions and details: a hit in "Paging
+    exceptions" or "Rollback exceptions" needs the rule above it. The passage
+    merges with the chosen one (both whole, they touch), so k is unchanged.
+    """
+    chosen = {item.section.pk for item in kept}
+    wanted = [(item.section.source_id, item.section.order - 1) for item in kept]
+    lookup = Q()
+    for source_id, order in wanted:
+        lookup |= Q(source_id=source_id, order=order)
+    if not wanted:
+        return []
+    before = {
+        (s.source_id, s.order): s
+        for s in Section.objects.filter(lookup).select_related("source")
+    }
+    added = []
+    for item, key in zip(kept, wanted, strict=True):
+        section = before.get(key)
+        if section is None or section.pk in chosen or not section.tokens:
+            continue
+        if section.tokens > remaining:
+            continue
+        remaining -= section.tokens
+        chosen.add(section.pk)
+        context = _Selected(section, item.hits[:1], item.score * 0.5)
+        indexes = list(
+            Chunk.objects.filter(section=section).values_list("chunk_index", flat=True)
+        )
+        passage = _passage(context, section.start, section.end, indexes, section.tokens)
+        passage.matched = {"context"}
+        added.append(passage)
+    return added
 
 
 def _best_chunk(item: _Selected) -> Chunk | None:
