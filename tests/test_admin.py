@@ -93,10 +93,11 @@ class GoldenAdminTestCase(TestCase):
         return {**spec, **span}
 
     def test_a_case_with_a_span_that_does_not_match_is_refused(self):
+        spans = json.dumps([self._case(text="Chair")])
         response = self.client.post(
             reverse("admin:kb_goldencase_add"),
-            {"collection": self.demo.pk, "external_id": "new", "question": "What is a seat?",
-             "kind": "definition", "required_spans": json.dumps([self._case(text="Chair")])},
+            {"collection": self.demo.pk, "external_id": "new", "kind": "definition",
+             "question": "What is a seat?", "required_spans": spans},
         )  # fmt: skip
         self.assertContains(response, "does not match")
         self.assertFalse(GoldenCase.objects.filter(external_id="new").exists())

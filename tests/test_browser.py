@@ -12,18 +12,9 @@ from django.db import connections
 from playwright.sync_api import Page, expect, sync_playwright
 
 from kb.demo import load_demo
+from kb.management.commands.kb_screenshots import CHROMIUM_ARGS, QUESTION
 
 CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--headless",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--no-first-run",
-    "--disable-sync",
-]
-QUESTION = "When should I roll back a deploy?"
 
 
 def _squash(text: str) -> str:

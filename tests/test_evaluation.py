@@ -56,8 +56,8 @@ class GoldenImportTestCase(TestCase):
         self.demo = load_demo(sync=True)
 
     def test_a_span_whose_text_does_not_match_is_an_error_naming_the_case(self):
-        line = json.dumps({"id": "bad-one", "question": "q?", "kind": "table",
-                           "required_spans": [_span("refund-policy.md", 0, 5)]})  # fmt: skip
+        spans = [_span("refund-policy.md", 0, 5)]
+        line = json.dumps({"id": "bad-one", "question": "q?", "required_spans": spans})
         with self.assertRaisesMessage(evaluation.GoldenImportError, "bad-one"):
             evaluation.import_cases(self.demo, line)
 

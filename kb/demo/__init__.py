@@ -15,7 +15,7 @@ DESCRIPTION = "Larkspur Labs handbook: runbooks, policies and the API reference.
 
 
 def load_demo(*, sync: bool = False, stdout: TextIO | None = None) -> Collection:
-    """Create the demo collection, store its files, index them, import its golden set."""
+    """Create the demo collection, store and index its files, import its cases."""
     collection, _ = Collection.objects.get_or_create(
         name=COLLECTION, defaults={"description": DESCRIPTION}
     )

@@ -11,7 +11,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from kb.benchmarks import quality
+from kb.benchmarks import quality, speed
 from kb.embedding import PRECISIONS
 
 
@@ -20,7 +20,8 @@ class Command(BaseCommand):
         "Run a benchmark and print a Markdown table. `quality`: retrieval recall, "
         "precision and IoU on the Chroma chunking evaluation (../shared/benchmarks/"
         "chroma) for our chunker and the report's splitters; `speed`: throughput "
-        "and latency (not implemented yet). Install requirements-bench.txt first."
+        "and latency of chunking, embedding, ingestion and retrieval against peers, "
+        "in scratch `bench-...` collections. Install requirements-bench.txt first."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -54,13 +55,42 @@ class Command(BaseCommand):
             default="fp32",
             help="embedder precision (the published figures are fp32)",
         )
-        benches.add_parser("speed", help="throughput and latency (issue #8)")
+        fast = benches.add_parser("speed", help="throughput and latency (issue #8)")
+        fast.add_argument("--json", type=Path, metavar="OUT", help="also write JSON")
+        fast.add_argument(
+            "--quick",
+            action="store_true",
+            help=f"{speed.QUICK_BYTES // 1000} kB corpus and small sets, for a smoke "
+            "test",
+        )
+        fast.add_argument(
+            "--keep",
+            action="store_true",
+            help="keep the bench-... collections instead of deleting them",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         if options["bench"] == "speed":
-            self.stdout.write("kb_bench speed: not implemented yet")
-            return
-        self._quality(options)
+            self._speed(options)
+        else:
+            self._quality(options)
+
+    def _speed(self, options: dict[str, Any]) -> None:
+        try:
+            report = speed.run(
+                options["quick"],
+                options["keep"],
+                progress=lambda line: self.stderr.write(line),
+            )
+        except ModuleNotFoundError as exc:
+            raise CommandError(
+                f"{exc.name} is missing: pip install -r requirements-bench.txt"
+            ) from exc
+        self.stdout.write(f"kb_bench speed, {report.started}\n")
+        self.stdout.write(speed.markdown(report))
+        if options["json"]:
+            options["json"].write_text(json.dumps(speed.as_json(report), indent=1))
+            self.stdout.write(f"JSON written to {options['json']}")
 
     def _quality(self, options: dict[str, Any]) -> None:
         names = options["configs"]

@@ -51,8 +51,11 @@ class Command(BaseCommand):
                 collection.delete()
         self._print(outcome["aggregate"], config)
         if options["json_out"]:
-            payload = {"config": {**config, "corpus": str(options["corpus"]),
-                                  "cases_file": str(options["cases"])}, **outcome}  # fmt: skip
+            where = {
+                "corpus": str(options["corpus"]),
+                "cases_file": str(options["cases"]),
+            }
+            payload = {"config": {**config, **where}, **outcome}
             options["json_out"].write_text(json.dumps(payload, indent=2) + "\n")
             self.stdout.write(f"Wrote {options['json_out']}")
 
@@ -88,7 +91,8 @@ class Command(BaseCommand):
             f"{config['context_budget']}, {config['retrieval_mode']} retrieval"
         )
         self.stdout.write(
-            f"recall@{agg['k']} {agg['recall_at_k']:.3f}  partial {agg['partial']:.3f}  "
+            f"recall@{agg['k']} {agg['recall_at_k']:.3f}  "
+            f"partial {agg['partial']:.3f}  "
             f"MRR {agg['mrr']:.3f}  context tokens {agg['context_tokens_mean']:.0f}  "
             f"duplicates {agg['duplicates_mean']:.2f}  latency p50 "
             f"{agg['latency_p50_ms']:.1f} ms p95 {agg['latency_p95_ms']:.1f} ms  "
@@ -96,7 +100,8 @@ class Command(BaseCommand):
         )
         for kind, figures in agg["by_kind"].items():
             self.stdout.write(
-                f"  {kind:<11} n={figures['n']:<3} recall {figures['recall_at_k']:.3f}  "
+                f"  {kind:<11} n={figures['n']:<3} "
+                f"recall {figures['recall_at_k']:.3f}  "
                 f"partial {figures['partial']:.3f}  tokens "
                 f"{figures['context_tokens_mean']:.0f}"
             )

@@ -1,0 +1,447 @@
+"""Throughput and latency (issue #8): `kb_bench speed`.
+
+One run, on one corpus of Markdown and prose built by `synthesize`:
+1. parse + chunk MB/s and the share of chunks over the embedding window for our
+   chunker, LangChain's RecursiveCharacterTextSplitter.from_huggingface_tokenizer
+   and Chonkie's RecursiveChunker, at the same budgets in the same MiniLM
+   tokenizer, on the same text, in this process;
+2. embedding chunks/s at about 120 and 250 tokens: our fp32 and int8 embedders
+   and, when torch is installed, sentence-transformers (same texts, batch 16);
+3. ingestion end to end with one and with two RQ workers (`scale`);
+4. retrieval and answer latency at 10,000 and 100,000 chunks (`scale`).
+
+The peers are imported only here, from requirements-bench.txt; torch is an
+optional extra (`pip install torch==2.13.0`), its rows are left out without it.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import platform
+import re
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from django.conf import settings
+
+from kb import chunking, parsing
+from kb.embedding import Embedder, get_embedder
+
+SHARED = Path(settings.BASE_DIR).parent / "shared"
+# (folder, pattern): the Chroma corpora, then the app's sample corpora.
+SOURCES = ((SHARED / "benchmarks" / "chroma", "*.md"), (SHARED / "corpora", "**/*.md"))
+CORPUS_BYTES = 5_000_000
+QUICK_BYTES = 300_000
+BUDGETS = (200, 250, 256)  # 256 is MiniLM's whole window, the peers' natural size
+EMBED_LENGTHS = (120, 250)
+EMBED_TEXTS = 256
+QUICK_EMBED_TEXTS = 32
+EMBED_BATCH = 16
+_DIGIT_RE = re.compile(r"[0-9]")
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class Doc:
+    name: str  # a relative .md path, as an upload would carry it
+    text: str
+
+    @property
+    def size(self) -> int:
+        return len(self.text.encode("utf-8"))
+
+
+# --- the corpus ---------------------------------------------------------------
+
+
+def load_documents(sources: Sequence[tuple[Path, str]] = SOURCES) -> list[Doc]:
+    """Every Markdown file of the shared corpora except their READMEs."""
+    docs = []
+    for folder, pattern in sources:
+        for path in sorted(Path(folder).glob(pattern)):
+            if path.name.lower() != "readme.md":
+                name = f"{folder.name}/{path.relative_to(folder)}"
+                docs.append(Doc(name, path.read_text(encoding="utf-8")))
+    return docs
+
+
+def synthesize(docs: Sequence[Doc], target_bytes: int) -> list[Doc]:
+    """`docs` repeated until `target_bytes`, each copy slightly varied.
+
+    Copy n shifts every digit by n (mod 10) and lives under `copy-n/`: no two
+    documents are identical, while structure and length stay the same. A
+    document that would overshoot the target by more than 5 % is skipped.
+    """
+    out: list[Doc] = []
+    total = copy = 0
+    while total < target_bytes:
+        added = False
+        for doc in docs:
+            if total >= target_bytes:
+                break
+            if out and total + doc.size > target_bytes * 1.05:
+                continue
+            out.append(_variant(doc, copy))
+            total += doc.size
+            added = True
+        if not added:
+            break
+        copy += 1
+    return out
+
+
+def _variant(doc: Doc, copy: int) -> Doc:
+    if copy == 0:
+        return doc
+    text = _DIGIT_RE.sub(lambda m: str((int(m.group()) + copy) % 10), doc.text)
+    return Doc(f"copy-{copy}/{doc.name}", text)
+
+
+def megabytes(docs: Sequence[Doc]) -> float:
+    return sum(doc.size for doc in docs) / 1e6
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The q-th percentile (0-100), linear between closest ranks (numpy's default)."""
+    if not values:
+        return math.nan
+    ordered = sorted(values)
+    position = (len(ordered) - 1) * q / 100
+    low = math.floor(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+# --- 1. parse + chunk ---------------------------------------------------------
+
+
+@dataclass
+class ChunkRow:
+    chunker: str
+    budget: int
+    seconds: float
+    mb_per_s: float
+    chunks: int
+    over_window: int  # chunks of more than `window` MiniLM tokens, specials included
+    mean_tokens: float
+    max_tokens: int
+
+    @property
+    def over_share(self) -> float:
+        return self.over_window / self.chunks if self.chunks else 0.0
+
+
+Splitter = Callable[[Doc], list[str]]
+
+
+def _ours(embedder: Embedder, budget: int) -> Splitter:
+    def split(doc: Doc) -> list[str]:
+        document = parsing.parse(doc.text, doc.name)
+        result = chunking.chunk_document(
+            document, doc.text, count_tokens=embedder.count_tokens, max_tokens=budget
+        )
+        return [chunk.embed_text for chunk in result.chunks]
+
+    return split
+
+
+def _langchain(embedder: Embedder, budget: int) -> Splitter:
+    import transformers
+    from langchain_text_splitters import RecursiveCharacterTextSplitter
+
+    transformers.logging.set_verbosity_error()  # "longer than 512": only counting
+    tokenizer = transformers.AutoTokenizer.from_pretrained(
+        str(embedder.source.directory)
+    )
+    splitter = RecursiveCharacterTextSplitter.from_huggingface_tokenizer(
+        tokenizer, chunk_size=budget, chunk_overlap=0
+    )
+    return lambda doc: splitter.split_text(doc.text)
+
+
+def _chonkie(embedder: Embedder, budget: int) -> Splitter:
+    from chonkie import RecursiveChunker
+
+    # Our tokenizers.Tokenizer: the same vocabulary, truncation switched off.
+    chunker = RecursiveChunker(tokenizer=embedder.tokenizer, chunk_size=budget)
+    return lambda doc: [chunk.text for chunk in chunker.chunk(doc.text)]
+
+
+CHUNKERS: dict[str, Callable[[Embedder, int], Splitter]] = {
+    "kb structure": _ours,
+    "LangChain recursive (HF tokenizer)": _langchain,
+    "Chonkie recursive": _chonkie,
+}
+
+
+def chunk_speed(
+    docs: Sequence[Doc], embedder: Embedder, budgets: Sequence[int], progress: Progress
+) -> list[ChunkRow]:
+    """Time each chunker over all of `docs`; count tokens afterwards, untimed."""
+    rows = []
+    size = megabytes(docs)
+    for name, factory in CHUNKERS.items():
+        for budget in budgets:
+            split = factory(embedder, budget)
+            started = time.perf_counter()
+            texts = [text for doc in docs for text in split(doc)]
+            seconds = time.perf_counter() - started
+            counts = [len(e.ids) for e in embedder.tokenizer.encode_batch(texts)]
+            row = ChunkRow(
+                name,
+                budget,
+                seconds,
+                size / seconds,
+                len(texts),
+                sum(count > embedder.window for count in counts),
+                float(np.mean(counts)),
+                max(counts),
+            )
+            progress(f"chunk: {name} {budget}: {row.mb_per_s:.2f} MB/s")
+            rows.append(row)
+    return rows
+
+
+# --- 2. embedding -------------------------------------------------------------
+
+
+@dataclass
+class EmbedRow:
+    engine: str
+    tokens: int  # target length, specials included
+    mean_tokens: float
+    texts: int
+    seconds: float
+    per_s: float
+    vs_st: float | None = None
+
+
+@dataclass
+class EmbedReport:
+    rows: list[EmbedRow]
+    int8_min_cosine: float
+    st_min_cosine: float | None  # sentence-transformers vs our fp32
+    st_version: str | None
+    threads: int
+
+
+def token_windows(embedder: Embedder, text: str, tokens: int, count: int) -> list[str]:
+    """Up to `count` consecutive slices of `text` of about `tokens` tokens each
+    (specials included); a slice may start inside a word, so a recount can
+    differ by a token or two."""
+    encoding = embedder.tokenizer.encode(text, add_special_tokens=False)
+    step = tokens - embedder.special_tokens
+    windows = []
+    for first in range(0, len(encoding.ids) - step, step):
+        start = encoding.offsets[first][0]
+        end = encoding.offsets[first + step - 1][1]
+        windows.append(text[start:end])
+        if len(windows) == count:
+            break
+    return windows
+
+
+def embed_speed(docs: Sequence[Doc], count: int, progress: Progress) -> EmbedReport:
+    fp32, int8 = get_embedder("fp32"), get_embedder("int8")
+    text = "\n\n".join(doc.text for doc in docs)[: count * max(EMBED_LENGTHS) * 8]
+    engines: dict[str, Callable[[list[str]], np.ndarray]] = {
+        "kb fp32 (onnxruntime)": lambda t: fp32.embed(t, batch_size=EMBED_BATCH),
+        "kb int8 (onnxruntime)": lambda t: int8.embed(t, batch_size=EMBED_BATCH),
+    }
+    st_version = _sentence_transformers(fp32, engines)
+    rows: list[EmbedRow] = []
+    vectors: dict[tuple[str, int], np.ndarray] = {}
+    for tokens in EMBED_LENGTHS:
+        texts = token_windows(fp32, text, tokens, count)
+        mean = float(np.mean([fp32.count_tokens(t) for t in texts]))
+        for name, embed in engines.items():
+            embed(texts[:EMBED_BATCH])  # warm up: session, threads, allocator
+            started = time.perf_counter()
+            vectors[name, tokens] = embed(texts)
+            seconds = time.perf_counter() - started
+            rows.append(
+                EmbedRow(name, tokens, mean, len(texts), seconds, len(texts) / seconds)
+            )
+            progress(f"embed: {name} ~{tokens} tokens: {rows[-1].per_s:.1f}/s")
+    _ratios(rows)
+    return EmbedReport(
+        rows,
+        _min_cosine(vectors, "kb int8 (onnxruntime)"),
+        _min_cosine(vectors, ST_ENGINE) if st_version else None,
+        st_version,
+        fp32.threads,
+    )
+
+
+ST_ENGINE = "sentence-transformers fp32 (torch)"
+
+
+def _sentence_transformers(
+    fp32: Embedder, engines: dict[str, Callable[[list[str]], np.ndarray]]
+) -> str | None:
+    """Add sentence-transformers to `engines` when torch is installed."""
+    try:
+        import sentence_transformers
+        import torch
+    except ImportError:
+        return None
+    torch.set_num_threads(fp32.threads)
+    model = sentence_transformers.SentenceTransformer(
+        str(fp32.source.directory), device="cpu"
+    )
+    engines[ST_ENGINE] = lambda texts: model.encode(
+        texts, batch_size=EMBED_BATCH, normalize_embeddings=True
+    )
+    versions = sentence_transformers.__version__, torch.__version__
+    return "sentence-transformers {}, torch {}".format(*versions)
+
+
+def _ratios(rows: list[EmbedRow]) -> None:
+    reference = {row.tokens: row.per_s for row in rows if row.engine == ST_ENGINE}
+    for row in rows:
+        if row.tokens in reference:
+            row.vs_st = row.per_s / reference[row.tokens]
+
+
+def _min_cosine(vectors: dict[tuple[str, int], np.ndarray], engine: str) -> float:
+    """The lowest cosine between `engine`'s vector and our fp32 one, all texts."""
+    lowest = 1.0
+    for tokens in EMBED_LENGTHS:
+        base = vectors["kb fp32 (onnxruntime)", tokens]
+        lowest = min(lowest, float((vectors[engine, tokens] * base).sum(axis=1).min()))
+    return lowest
+
+
+# --- the run ------------------------------------------------------------------
+
+
+@dataclass
+class Report:
+    started: str
+    machine: dict[str, Any]
+    corpus: dict[str, Any]
+    chunking: list[ChunkRow]
+    embedding: EmbedReport
+    scale: Any  # scale.ScaleReport
+    seconds: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+
+def machine() -> dict[str, Any]:
+    import psutil
+
+    return {
+        "cpus": os.cpu_count(),
+        "cpu": _cpu_model(),
+        "ram_gb": round(psutil.virtual_memory().total / 2**30, 1),
+        "python": platform.python_version(),
+        "load_average_at_start": [round(v, 2) for v in os.getloadavg()],
+    }
+
+
+def _cpu_model() -> str:
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.is_file():
+        for line in cpuinfo.read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or platform.machine()
+
+
+def run(quick: bool, keep: bool, progress: Progress) -> Report:
+    from kb.benchmarks import scale
+
+    began = time.perf_counter()
+    started = time.strftime("%Y-%m-%d %H:%M %Z")
+    base = load_documents()
+    docs = synthesize(base, QUICK_BYTES if quick else CORPUS_BYTES)
+    corpus = {
+        "documents": len(docs),
+        "distinct_files": len(base),
+        "mb": round(megabytes(docs), 3),
+        "base_mb": round(megabytes(base), 3),
+    }
+    progress(f"corpus: {corpus['documents']} documents, {corpus['mb']} MB")
+    embedder = get_embedder("fp32")
+    chunk_rows = chunk_speed(docs, embedder, BUDGETS, progress)
+    embed_report = embed_speed(
+        docs, QUICK_EMBED_TEXTS if quick else EMBED_TEXTS, progress
+    )
+    scale_report = scale.run(base, docs, quick=quick, keep=keep, progress=progress)
+    report = Report(started, machine(), corpus, chunk_rows, embed_report, scale_report)
+    report.seconds = time.perf_counter() - began
+    return report
+
+
+# --- output -------------------------------------------------------------------
+
+
+def markdown(report: Report) -> str:
+    from kb.benchmarks import scale
+
+    parts = [
+        _corpus_line(report),
+        _chunk_table(report.chunking),
+        _embed_table(report.embedding),
+        scale.markdown(report.scale),
+    ]
+    return "\n\n".join(parts) + "\n"
+
+
+def _corpus_line(report: Report) -> str:
+    c, m = report.corpus, report.machine
+    return (
+        f"Corpus: {c['documents']} documents, {c['mb']} MB ({c['distinct_files']} "
+        f"files, {c['base_mb']} MB, repeated with digits shifted). Machine: "
+        f"{m['cpus']} CPUs ({m['cpu']}), {m['ram_gb']} GB RAM, load average at "
+        f"start {m['load_average_at_start'][0]}. Run: {report.seconds:.0f} s."
+    )
+
+
+def _chunk_table(rows: list[ChunkRow]) -> str:
+    lines = [
+        "| chunker | budget | MB/s | chunks | mean tokens | max tokens "
+        "| over 256 tokens |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r.chunker} | {r.budget} | {r.mb_per_s:.2f} | {r.chunks} "
+            f"| {r.mean_tokens:.0f} | {r.max_tokens} "
+            f"| {r.over_window} ({100 * r.over_share:.1f} %) |"
+        )
+    return "\n".join(lines)
+
+
+def _embed_table(report: EmbedReport) -> str:
+    lines = [
+        f"Batch {EMBED_BATCH}, {report.threads} threads. "
+        f"{report.st_version or 'sentence-transformers: torch not installed'}.",
+        "",
+        "| engine | tokens | texts | chunks/s | vs sentence-transformers |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for r in report.rows:
+        ratio = f"{r.vs_st:.2f}×" if r.vs_st is not None else "–"
+        lines.append(
+            f"| {r.engine} | {r.mean_tokens:.0f} | {r.texts} | {r.per_s:.1f} "
+            f"| {ratio} |"
+        )
+    lines.append("")
+    lines.append(f"int8 vs fp32: minimum cosine {report.int8_min_cosine:.4f}.")
+    if report.st_min_cosine is not None:
+        lines[-1] += (
+            f" sentence-transformers vs our fp32: minimum cosine "
+            f"{report.st_min_cosine:.6f}."
+        )
+    return "\n".join(lines)
+
+
+def as_json(report: Report) -> dict[str, Any]:
+    return asdict(report)
