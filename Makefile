@@ -26,3 +26,7 @@ test: services
 
 stop-services:
 	$(PY) -m config.services stop
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check kb config tests
+	$(VENV)/bin/ruff format --check kb config tests
