@@ -150,6 +150,9 @@ RQ_QUEUES = {
     "default": {"URL": REDIS_URL, "DB": REDIS_DB, "DEFAULT_TIMEOUT": RQ_TIMEOUT},
 }
 RQ_SHOW_ADMIN_LINK = True
+# Jobs run in the worker process itself: a forked work horse per job would load the
+# embedding model again for every job (issue #8's ingestion benchmark).
+RQ = {"WORKER_CLASS": "rq.worker.SimpleWorker"}
 
 # --- Auth, i18n, static and uploaded files
 AUTH_PASSWORD_VALIDATORS = [

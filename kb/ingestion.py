@@ -28,6 +28,7 @@ logger = logging.getLogger(__name__)
 
 ALLOWED_EXTENSIONS = (".md", ".markdown", ".txt")
 EMBED_BATCH = 32  # chunks per progress update
+TITLE_CHARS = 300  # Source.title's length; a longer first heading is cut here
 MIN_CONTENT_TOKENS = 48  # never shrink a chunk budget below this for a prefix
 
 
@@ -77,7 +78,7 @@ def store_source(
     digest = content_hash(text)
     source = Source.objects.filter(collection=collection, file_name=file_name).first()
     metadata = dict(metadata or {})
-    title = title or _title_from(text, file_name)
+    title = (title or _title_from(text, file_name))[:TITLE_CHARS]
     if source and source.content_hash == digest and source.metadata == metadata:
         if source.title == title or not title:
             return source, "unchanged"
@@ -97,10 +98,11 @@ def store_source(
 
 def _title_from(text: str, file_name: str) -> str:
     """Front matter title, else a leading level-1 heading, else the file name."""
+    title = ""
     if PurePosixPath(file_name).suffix.lower() in (".md", ".markdown"):
-        if title := parsing.markdown_title(text):
-            return title
-    return parsing.title_from_filename(file_name)
+        title = parsing.markdown_title(text)
+    title = " ".join((title or parsing.title_from_filename(file_name)).split())
+    return title if len(title) <= TITLE_CHARS else title[: TITLE_CHARS - 1] + "…"
 
 
 def mark_queued(source: Source) -> None:

@@ -143,7 +143,8 @@ class Section(models.Model):
     parent = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.CASCADE, related_name="children"
     )
-    heading = models.CharField(max_length=500, blank=True)
+    # A text: a setext "heading" can be a whole underlined paragraph.
+    heading = models.TextField(blank=True)
     heading_path = models.TextField(blank=True)
     level = models.PositiveSmallIntegerField(default=0)
     order = models.PositiveIntegerField()

@@ -17,7 +17,7 @@ from typing import Any
 
 from django.contrib.postgres.search import SearchQuery, SearchRank
 from django.db import connection, transaction
-from django.db.models import Q
+from django.db.models import F, Q
 from pgvector.django import CosineDistance
 
 from kb import embedding
@@ -27,6 +27,9 @@ CANDIDATES = 80  # chunks taken from each ranking before fusion
 RRF_K = 60  # reciprocal rank fusion constant (Cormack et al.)
 # Keyword ranks count less than vector ranks (chosen by evaluation, see issue #7).
 KEYWORD_WEIGHT = 0.3
+KEYWORD_MIN_ALL = 10  # fewer all-words matches than this: add any-word matches
+MAX_WHOLE_SECTION_TOKENS = 4000  # longer sections load only a window of chunks
+WINDOW_CHUNKS = 40  # chunks loaded around a hit of a section too long to take whole
 SECTION_WEIGHT = 1.0  # weight of the section-centroid ranking in the fusion
 PRECEDING_CONTEXT = True  # the section before a whole chosen one, if budget is left
 HNSW_EF_SEARCH = 100
@@ -250,26 +253,36 @@ def _vector_ids(chunks, vector) -> list[int]:
 
 
 def _keyword_ids(chunks, question: str) -> list[int]:
-    terms = _or_query(question)
-    if not terms:
+    """Chunks with all of the question's words, topped up with chunks with any.
+
+    Ranking reads the stored tsvector (F(): a plain name would be re-parsed from
+    text). The any-word query matches a large share of a big collection, so it
+    only runs when the all-words query found too few.
+    """
+    all_words = _and_query(question)
+    if not all_words:
         return []
+    ids = _ranked_ids(chunks, all_words, CANDIDATES)
+    if len(ids) < KEYWORD_MIN_ALL:
+        more = _ranked_ids(chunks, all_words.replace(" & ", " | "), CANDIDATES)
+        ids += [i for i in more if i not in set(ids)][: CANDIDATES - len(ids)]
+    return ids
+
+
+def _ranked_ids(chunks, terms: str, limit: int) -> list[int]:
     query = SearchQuery(terms, search_type="raw", config="english")
     ranked = (
         chunks.filter(search_vector=query)
-        .annotate(
-            rank=SearchRank("search_vector", query, cover_density=True, normalization=1)
-        )
+        .annotate(rank=SearchRank(F("search_vector"), query, normalization=1))
         .order_by("-rank", "id")
     )
-    return list(ranked.values_list("id", flat=True)[:CANDIDATES])
+    return list(ranked.values_list("id", flat=True)[:limit])
 
 
-def _or_query(question: str) -> str:
-    """Any of the question's stemmed words (plain search would demand all)."""
+def _and_query(question: str) -> str:
     with connection.cursor() as cursor:
         cursor.execute("SELECT plainto_tsquery('english', %s)::text", [question])
-        anded = cursor.fetchone()[0] or ""
-    return anded.replace(" & ", " | ")
+        return cursor.fetchone()[0] or ""
 
 
 def _section_ranks(
@@ -341,7 +354,7 @@ def _select_sections(hits: list[Hit], k: int) -> list[_Selected]:
     )
     chunks: dict[int, list[Chunk]] = {}
     for chunk in (
-        Chunk.objects.filter(section_id__in=sections)
+        Chunk.objects.filter(_chunk_windows(best, sections))
         .only(
             "id", "section_id", "chunk_index", "start", "end", "text_tokens", "metadata"
         )
@@ -354,6 +367,27 @@ def _select_sections(hits: list[Hit], k: int) -> list[_Selected]:
         )
         for sid, section_hits in best
     ]
+
+
+def _chunk_windows(best: list[tuple[int, list[Hit]]], sections: dict) -> Q:
+    """All chunks of a section that fits the budget, else a window around its best hit.
+
+    Sections of unstructured text can hold hundreds of chunks; no context budget
+    reaches further than WINDOW_CHUNKS from the hit it grows from.
+    """
+    lookup = Q(pk__in=[])
+    for section_id, hits in best:
+        section = sections.get(section_id)
+        if section is None:
+            continue
+        own = Q(section_id=section_id)
+        if section.tokens > MAX_WHOLE_SECTION_TOKENS:
+            centre = hits[0].chunk_index
+            own &= Q(
+                chunk_index__range=(centre - WINDOW_CHUNKS, centre + WINDOW_CHUNKS)
+            )
+        lookup |= own
+    return lookup
 
 
 def _tokens(text: str) -> int:

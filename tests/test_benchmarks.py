@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import importlib.util
 import unittest
-from io import StringIO
 
 import numpy as np
-from django.core.management import call_command
 from django.test import SimpleTestCase
 
-from kb.benchmarks import metrics, quality, splitters
+from kb.benchmarks import metrics, quality, speed, splitters
 from kb.benchmarks.metrics import Located
 from tests.base import SHARED, SHARED_MISSING
 
@@ -144,8 +142,23 @@ class BenchmarkDataTestCase(SimpleTestCase):
             quality.load_benchmark(SHARED / "no-such-benchmark")
 
 
-class BenchCommandTestCase(SimpleTestCase):
-    def test_it_says_speed_is_not_there_yet(self):
-        out = StringIO()
-        call_command("kb_bench", "speed", stdout=out)
-        self.assertIn("not implemented yet", out.getvalue())
+class SpeedHelpersTestCase(SimpleTestCase):
+    def test_it_interpolates_percentiles_as_numpy_does(self):
+        values = [5.0, 1.0, 3.0, 2.0, 4.0, 10.0]
+        for q in (0, 50, 95, 100):
+            self.assertAlmostEqual(
+                speed.percentile(values, q), float(np.percentile(values, q))
+            )
+
+    def test_it_repeats_documents_with_shifted_digits(self):
+        docs = [speed.Doc("a.md", "# A 19\n\ntext"), speed.Doc("b.md", "b 0")]
+        corpus = speed.synthesize(docs, 40)
+        self.assertEqual([d.name for d in corpus[:3]], ["a.md", "b.md", "copy-1/a.md"])
+        self.assertEqual(corpus[2].text, "# A 20\n\ntext")
+        self.assertGreaterEqual(speed.megabytes(corpus) * 1e6, 40)
+        self.assertEqual(len({d.text for d in corpus}), len(corpus))
+
+    def test_it_skips_a_document_that_overshoots_the_target(self):
+        docs = [speed.Doc("small.md", "x" * 10), speed.Doc("big.md", "y" * 100)]
+        corpus = speed.synthesize(docs, 30)
+        self.assertEqual({d.text for d in corpus}, {"x" * 10})

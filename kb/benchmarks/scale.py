@@ -43,6 +43,7 @@ INGEST_BYTES = 500_000
 QUICK_INGEST_BYTES = 40_000
 REAL_CHUNKS = 10_000
 QUICK_REAL_CHUNKS = 600
+REAL_SOURCE_BYTES = 20_000_000  # more than 10,000 chunks need
 COPIES = 10  # the synthetic set: the real set ten times
 QUICK_COPIES = 3
 QUESTIONS = 50
@@ -126,8 +127,10 @@ def run(
             ingest_with_workers(ingest_docs, n, f"{tag}-ingest-{n}w", created, progress)
             for n in (1, 2)
         ]
+        # The corpus, continued with further copies until the target is met.
+        real_docs = [*corpus, *synthesize(base, REAL_SOURCE_BYTES)[len(corpus) :]]
         real, real_s = build_real(
-            corpus,
+            real_docs,
             QUICK_REAL_CHUNKS if quick else REAL_CHUNKS,
             tag,
             created,
