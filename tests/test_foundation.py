@@ -4,6 +4,7 @@ import os
 
 import django_rq
 import pytest
+from django.core.management import call_command
 from django.db import connection
 from django.test import TestCase, TransactionTestCase
 from django.urls import reverse
@@ -33,6 +34,12 @@ class DatabaseTestCase(TestCase):
         query = [0.9 if j == 0 else (0.1 if j == 5 else 0.0) for j in range(384)]
         ranked = Chunk.objects.order_by(CosineDistance("embedding", query))
         self.assertEqual(list(ranked), [near, far])
+
+
+class MigrationsTestCase(TestCase):
+    def test_the_models_have_no_unmigrated_changes(self):
+        # makemigrations --check exits non-zero when a migration is missing.
+        call_command("makemigrations", "kb", "--check", "--dry-run", verbosity=0)
 
 
 class AdminTestCase(TestCase):
