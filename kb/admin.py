@@ -45,17 +45,7 @@ def _reindex(sources) -> int:
 
 @admin.register(Collection)
 class CollectionAdmin(admin.ModelAdmin):
-    list_display = [
-        "name",
-        "chunk_strategy",
-        "chunk_tokens",
-        "chunk_overlap",
-        "top_k",
-        "context_budget",
-        "retrieval_mode",
-        "source_count",
-        "index_state",
-    ]
+    list_display = ["name", *Collection.CONFIG_FIELDS, "source_count", "index_state"]
     list_filter = ["is_scratch", "chunk_strategy"]
     search_fields = ["name", "description"]
     readonly_fields = ["is_index_stale", "policy_link"]

@@ -27,11 +27,12 @@ def parse_cases(jsonl: str) -> list[dict[str, Any]]:
             raw = json.loads(line)
         except json.JSONDecodeError as exc:
             raise GoldenImportError(f"line {lineno}: not JSON ({exc.msg})") from None
-        cases.append(_case(raw, lineno))
+        cases.append(parse_case(raw, lineno))
     return cases
 
 
-def _case(raw: Any, lineno: int) -> dict[str, Any]:
+def parse_case(raw: Any, lineno: int) -> dict[str, Any]:
+    """One golden case from its decoded JSON, or GoldenImportError naming it."""
     if not isinstance(raw, dict):
         raise GoldenImportError(f"line {lineno}: expected a JSON object")
     case_id = str(raw.get("id") or f"line-{lineno}")
@@ -294,14 +295,7 @@ def cases_of(collection: Collection) -> list[dict[str, Any]]:
 
 # --- configurations ----------------------------------------------------------
 
-CONFIG_FIELDS = [
-    "chunk_strategy",
-    "chunk_tokens",
-    "chunk_overlap",
-    "top_k",
-    "context_budget",
-    "retrieval_mode",
-]
+CONFIG_FIELDS = Collection.CONFIG_FIELDS
 
 
 def config_of(collection: Collection) -> dict[str, Any]:

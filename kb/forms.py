@@ -249,7 +249,7 @@ class GoldenCaseForm(forms.ModelForm):
             "required_spans": data["required_spans"],
         }
         try:
-            case = evaluation._case(raw, 1)
+            case = evaluation.parse_case(raw, 1)
             evaluation.check_spans(collection, [case])
         except evaluation.GoldenImportError as exc:
             self.add_error("required_spans", str(exc))

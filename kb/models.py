@@ -79,6 +79,16 @@ class Collection(models.Model):
     )
     created = models.DateTimeField(default=timezone.now)
 
+    # The settings that decide retrieval quality: recorded with every evaluation run.
+    CONFIG_FIELDS = [
+        "chunk_strategy",
+        "chunk_tokens",
+        "chunk_overlap",
+        "top_k",
+        "context_budget",
+        "retrieval_mode",
+    ]
+
     objects = CollectionQuerySet.as_manager()
 
     def __str__(self) -> str:

@@ -472,15 +472,6 @@ def _best_chunk(item: _Selected) -> Chunk | None:
     return next((c for c in item.chunks if c.id == item.hits[0].chunk_id), None)
 
 
-def _hit_chunks(item: _Selected) -> list[Chunk]:
-    ids = {h.chunk_id for h in item.hits}
-    return [c for c in item.chunks if c.id in ids]
-
-
-def _slice(item: _Selected, chunk: Chunk) -> str:
-    return item.section.source.text[chunk.start : chunk.end]
-
-
 def _neighbourhoods(
     item: _Selected, allowance: int
 ) -> tuple[list[tuple[int, int, list[int]]], int]:
