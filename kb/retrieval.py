@@ -33,7 +33,10 @@ WINDOW_CHUNKS = 40  # chunks loaded around a hit of a section too long to take w
 SECTION_WEIGHT = 1.0  # weight of the section-centroid ranking in the fusion
 PRECEDING_CONTEXT = True  # the section before a whole chosen one, if budget is left
 HNSW_EF_SEARCH = 100
-SEEDS = 2  # hits a long section grows from (chosen by evaluation, issue #7)
+HIT_CHUNKS = 4  # hit chunks per section taken before expansion (issue #7)
+# The collection's best keyword match is taken with its section's best chunk.
+KEYWORD_SEED = 1
+SIBLINGS = 3  # of the k sections, at most this many under one parent heading
 MAX_QUESTION_CHARS = 1000
 
 
@@ -348,7 +351,8 @@ def _select_sections(hits: list[Hit], k: int) -> list[_Selected]:
     for hit in hits:
         by_section.setdefault(hit.section_id, []).append(hit)
     # A section ranks by its best hit: summing hits favoured long tables (issue #7).
-    best = sorted(by_section.items(), key=lambda kv: -kv[1][0].score)[:k]
+    best = sorted(by_section.items(), key=lambda kv: -kv[1][0].score)
+    best = _diverse(best, k)[:k]
     sections = Section.objects.select_related("source").in_bulk(
         [sid for sid, _ in best]
     )
@@ -367,6 +371,33 @@ def _select_sections(hits: list[Hit], k: int) -> list[_Selected]:
         )
         for sid, section_hits in best
     ]
+
+
+def _diverse(
+    ranked: list[tuple[int, list[Hit]]], k: int
+) -> list[tuple[int, list[Hit]]]:
+    """At most SIBLINGS of the top k sections under one parent heading.
+
+    Sibling sections ("Vision", "Dental", "Medical Insurance") are alike and rank
+    together; a question about two things lost its second part behind them
+    (issue #7). Sections past the cap move behind the others, not out.
+    """
+    pool = ranked[: k * 4]
+    paths = dict(
+        Section.objects.filter(pk__in=[sid for sid, _ in pool]).values_list(
+            "id", "heading_path"
+        )
+    )
+    seen: dict[str, int] = {}
+    first, later = [], []
+    for sid, hits in pool:
+        path = paths.get(sid, "")
+        parent = path.rsplit(" > ", 1)[0] if " > " in path else None
+        if parent is not None:
+            seen[parent] = seen.get(parent, 0) + 1
+        crowded = parent is not None and seen[parent] > SIBLINGS
+        (later if crowded else first).append((sid, hits))
+    return first + later + ranked[k * 4 :]
 
 
 def _chunk_windows(best: list[tuple[int, list[Hit]]], sections: dict) -> Q:
@@ -396,37 +427,53 @@ def _tokens(text: str) -> int:
 
 
 def _expand(selected: list[_Selected], budget: int) -> list[Passage]:
-    """Each section whole if it fits the remaining budget, else its hits' neighbourhood.
+    """Hits first, then their sections: whole if they fit, else around the hits.
 
-    Every section's best chunk is reserved first, so a long first section cannot
-    starve the others; sections whose best chunk no longer fits are dropped. The
-    rest of the budget goes to expansion in rank order.
+    1. Every section's best chunk is reserved, in rank order, so a long first
+       section cannot starve the others; a section whose best chunk no longer fits
+       is dropped.
+    2. The sections' other hit chunks go in next, best score first across all
+       sections (at most HIT_CHUNKS per section, plus the collection's best keyword
+       match): in a long table or list the row that answers is often a strong hit
+       far from the section's best one.
+    3. The rest of the budget expands in rank order: a section whole when the rest
+       of it fits, else the regions around its taken chunks grow by adjacent chunks,
+       nearest first.
     """
-    kept, reserved, total = [], [], 0
+    kept: list[tuple[_Selected, dict[int, int]]] = []  # item, chunk position -> tokens
+    total = 0
     for item in selected:
-        best = _best_chunk(item)
-        own = best.text_tokens if best else 0
+        position = {c.id: i for i, c in enumerate(item.chunks)}
+        best = position.get(item.hits[0].chunk_id)
+        own = item.chunks[best].text_tokens if best is not None else 0
         if total + own <= budget:
-            kept.append(item)
-            reserved.append(own)
+            kept.append((item, {best: own} if best is not None else {}))
             total += own
+    for _, order, i in sorted(_further_hits(kept)):
+        item, taken = kept[order]
+        tokens = item.chunks[i].text_tokens
+        if i not in taken and total + tokens <= budget:
+            taken[i] = tokens
+            total += tokens
     remaining = budget - total
     passages: list[Passage] = []
-    for item, own in zip(kept, reserved, strict=True):
+    for item, taken in kept:
         section = item.section
-        whole = section.tokens
-        if whole - own <= remaining:
-            remaining -= whole - own
+        rest = section.tokens - sum(taken.values())
+        fits = rest <= remaining and section.tokens <= MAX_WHOLE_SECTION_TOKENS
+        if item.chunks and fits:
+            remaining -= max(rest, 0)
             indexes = [c.chunk_index for c in item.chunks]
-            passages.append(_passage(item, section.start, section.end, indexes, whole))
+            passages.append(
+                _passage(item, section.start, section.end, indexes, section.tokens)
+            )
             continue
-        regions, used = _neighbourhoods(item, own + remaining)
-        remaining -= used - own
-        for start, end, indexes in regions:
+        remaining -= _grow(item.chunks, taken, remaining)
+        for start, end, indexes in _regions(item.chunks, taken):
             passages.append(_passage(item, start, end, indexes, 0))
     if PRECEDING_CONTEXT:
         starts = {(p.source_id, p.start) for p in passages}
-        whole = [i for i in kept if (i.section.source_id, i.section.start) in starts]
+        whole = [i for i, _ in kept if (i.section.source_id, i.section.start) in starts]
         passages += _preceding_sections(whole, remaining)
     return passages
 
@@ -468,30 +515,30 @@ def _preceding_sections(kept: list[_Selected], remaining: int) -> list[Passage]:
     return added
 
 
-def _best_chunk(item: _Selected) -> Chunk | None:
-    return next((c for c in item.chunks if c.id == item.hits[0].chunk_id), None)
+def _further_hits(
+    kept: list[tuple[_Selected, dict[int, int]]],
+) -> list[tuple[float, int, int]]:
+    """(-score, section order, chunk position) of hits worth a seat before expansion."""
+    further = []
+    for order, (item, _) in enumerate(kept):
+        position = {c.id: i for i, c in enumerate(item.chunks)}
+        ranked = [h for h in item.hits if h.chunk_id in position]
+        for hit in ranked[1:HIT_CHUNKS]:
+            further.append((-hit.score, order, position[hit.chunk_id]))
+        for hit in ranked:
+            if hit.keyword_rank is not None and hit.keyword_rank <= KEYWORD_SEED:
+                further.append((-item.score, order, position[hit.chunk_id]))
+    return further
 
 
-def _neighbourhoods(
-    item: _Selected, allowance: int
-) -> tuple[list[tuple[int, int, list[int]]], int]:
-    """Regions of a long section around its best hits, within `allowance` tokens.
+def _grow(chunks: list[Chunk], taken: dict[int, int], allowance: int) -> int:
+    """Add chunks next to taken ones, nearest first, within `allowance` tokens.
 
-    The section's best SEEDS hit chunks go in first (best first, while they fit);
-    then the region around the best one grows by adjacent chunks, nearest first,
-    then the region around the next one, and so on.
+    Regions grow in the order their chunks were taken (best hit first), each until
+    neither neighbour fits. Returns the tokens added.
     """
-    chunks = item.chunks
-    position = {c.id: i for i, c in enumerate(chunks)}
-    seeds = [position[h.chunk_id] for h in item.hits if h.chunk_id in position]
-    seeds = seeds[:SEEDS] or [0]
-    taken: set[int] = set()
     used = 0
-    for i in seeds:
-        if not taken or used + chunks[i].text_tokens <= allowance:
-            taken.add(i)
-            used += chunks[i].text_tokens
-    for seed in [i for i in seeds if i in taken]:
+    for seed in list(taken):
         lo = hi = seed
         while True:
             options = [j for j in (lo - 1, hi + 1) if 0 <= j < len(chunks)]
@@ -501,9 +548,16 @@ def _neighbourhoods(
                 break
             j = options[0]
             if j not in taken:
-                taken.add(j)
-                used += chunks[j].text_tokens
+                taken[j] = chunks[j].text_tokens
+                used += taken[j]
             lo, hi = min(lo, j), max(hi, j)
+    return used
+
+
+def _regions(
+    chunks: list[Chunk], taken: dict[int, int]
+) -> list[tuple[int, int, list[int]]]:
+    """Runs of adjacent taken chunks as (start, end, chunk indexes)."""
     regions: list[tuple[int, int, list[int]]] = []
     for i in sorted(taken):
         c = chunks[i]
@@ -512,7 +566,7 @@ def _neighbourhoods(
             regions[-1] = (start, c.end, [*indexes, c.chunk_index])
         else:
             regions.append((c.start, c.end, [c.chunk_index]))
-    return regions, used
+    return regions
 
 
 def _passage(
