@@ -14,6 +14,7 @@ import json
 import logging
 import os
 import random
+import re
 import threading
 import time
 from dataclasses import dataclass
@@ -119,6 +120,9 @@ class Embedder:
         self.tokenizer.no_truncation()
         self.tokenizer.no_padding()
         self.special_tokens = len(self.tokenizer.encode("").ids)
+        self._word_counts: dict[str, int] | None = (
+            {} if _counts_add_up(self._raw_tokenizer_config) else None
+        )
         self.window, self.window_source = self._resolve_window(window)
         self.usable_window = self.window - self.special_tokens
         self._check_window()
@@ -215,8 +219,42 @@ class Embedder:
     # --- tokens ----------------------------------------------------------
 
     def count_tokens(self, text: str) -> int:
-        """Tokens the model would read, [CLS] and [SEP] included."""
-        return len(self.tokenizer.encode(text).ids)
+        """Tokens the model would read, [CLS] and [SEP] included.
+
+        With a BERT tokenizer no token spans a space, tab or line break, and
+        nothing before WordPiece looks across one: the count of a text is the sum
+        of its words' counts. Each distinct word is tokenized once and remembered
+        (a chunker counts every text several times); other tokenizers encode the
+        whole text.
+        """
+        counts = self._word_counts
+        if counts is None:
+            return len(self.tokenizer.encode(text).ids)
+        words = _words(text)
+        try:
+            return self.special_tokens + sum(map(counts.__getitem__, words))
+        except KeyError:
+            pass
+        if len(counts) > MAX_REMEMBERED_WORDS:
+            counts.clear()
+        new = list({word for word in words if word not in counts})
+        encoded = self.tokenizer.encode_batch(new, add_special_tokens=False)
+        counts.update(zip(new, (len(e.ids) for e in encoded), strict=True))
+        return self.special_tokens + sum(map(counts.__getitem__, words))
+
+    @property
+    def counts_by_word(self) -> bool:
+        """Whether count_tokens sums remembered word counts (see count_tokens).
+
+        Then counting a whole document first tokenizes all its new words in one
+        batch, and counting its parts afterwards is only lookups.
+        """
+        return self._word_counts is not None
+
+    def forget_words(self) -> None:
+        """Drop remembered word counts (benchmarks start each run cold)."""
+        if self._word_counts is not None:
+            self._word_counts.clear()
 
     def _encode_checked(
         self, texts: list[str], origins: list[str] | None
@@ -391,6 +429,41 @@ def _mean_pool(hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:
 
 _embedders: dict[str, Embedder] = {}
 _embedders_lock = threading.Lock()
+
+
+MAX_REMEMBERED_WORDS = 500_000
+_WORDS_RE = re.compile(r"[^ \t\n\r]+")
+# Characters str.split() treats as whitespace that the tokenizer may not (it drops
+# control characters, joining the words around them): split those texts by hand.
+_ODD_SPACE_RE = re.compile(
+    "[\x0b\x0c\x1c-\x1f\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]"
+)
+
+
+def _words(text: str) -> list[str]:
+    """The runs of text between spaces, tabs and line breaks."""
+    if _ODD_SPACE_RE.search(text):
+        return _WORDS_RE.findall(text)
+    return text.split()
+
+
+def _counts_add_up(config: dict) -> bool:
+    """True when a text's token count is the sum of its space-separated words'.
+
+    BertNormalizer works per character, BertPreTokenizer splits at whitespace
+    and punctuation, WordPiece works per pre-token, and special tokens that do
+    not absorb spaces match inside one word. Checked against whole-text encoding
+    by tests/test_embedding.py.
+    """
+    return (
+        (config.get("normalizer") or {}).get("type") == "BertNormalizer"
+        and (config.get("pre_tokenizer") or {}).get("type") == "BertPreTokenizer"
+        and (config.get("model") or {}).get("type") == "WordPiece"
+        and not any(
+            token.get("lstrip") or token.get("rstrip") or token.get("single_word")
+            for token in config.get("added_tokens") or []
+        )
+    )
 
 
 def get_embedder(precision: str | None = None) -> Embedder:

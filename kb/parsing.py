@@ -187,8 +187,7 @@ def parse(text: str, filename: str, title: str | None = None) -> Document:
         raise ParseError(f"{filename} is empty")
     suffix = PurePath(filename).suffix.lower()
     if suffix in MARKDOWN_EXTENSIONS:
-        title = title or markdown_title(text) or title_from_filename(filename)
-        return parse_markdown(text, title)
+        return parse_markdown(text, title, fallback_title=title_from_filename(filename))
     if suffix in TEXT_EXTENSIONS:
         return parse_text(text, title or title_from_filename(filename))
     raise ParseError(
@@ -205,15 +204,30 @@ def title_from_filename(filename: str) -> str:
 
 def markdown_title(text: str) -> str:
     """The front matter title, else the first heading if it is a level-1 one."""
-    match = _FRONT_MATTER_RE.match(text)
-    if match:
-        found = _FRONT_MATTER_TITLE_RE.search(match.group(1))
-        if found:
-            return found.group(1).strip("\"'").strip()
+    front, masked, _ = _mask_front_matter(text)
+    if front:
+        return front
     try:
-        tokens = _parse_tokens(text)
+        return _first_h1(_parse_tokens(masked))
     except ParseError:
         return ""
+
+
+def _mask_front_matter(text: str) -> tuple[str, str, int]:
+    """(front matter title or "", text with the front matter blanked, its end).
+
+    Blanking (newlines kept) keeps every offset valid.
+    """
+    match = _FRONT_MATTER_RE.match(text)
+    if not match:
+        return "", text, 0
+    found = _FRONT_MATTER_TITLE_RE.search(match.group(1))
+    title = found.group(1).strip("\"'").strip() if found else ""
+    masked = re.sub(r"[^\n]", " ", _LINE_BREAK_RE.sub("\n", text[: match.end()]))
+    return title, masked + text[match.end() :], match.end()
+
+
+def _first_h1(tokens: list[Token]) -> str:
     for index, token in enumerate(tokens):
         if token.type == "heading_open" and token.level == 0:
             return tokens[index + 1].content.strip() if token.tag == "h1" else ""
@@ -238,21 +252,21 @@ def parse_text(text: str, title: str) -> Document:
     return Document(title, [section])
 
 
-def parse_markdown(text: str, title: str) -> Document:
+def parse_markdown(
+    text: str, title: str | None = None, fallback_title: str = "Untitled"
+) -> Document:
     """CommonMark + tables -> a section tree whose offsets index `text`.
 
     Headings nested in lists or block quotes do not open sections. YAML front
-    matter is metadata, not evidence: it belongs to no section.
+    matter is metadata, not evidence: it belongs to no section. Without `title`,
+    the front matter's title, else a first level-1 heading, else `fallback_title`.
     """
     if not text.strip():
-        raise ParseError(f"{title} is empty")
-    front = _FRONT_MATTER_RE.match(text)
-    body_start = front.end() if front else 0
-    # Blanking the front matter (newlines kept) keeps every offset valid.
-    masked = _LINE_BREAK_RE.sub("\n", text[:body_start])
-    masked = re.sub(r"[^\n]", " ", masked) + text[body_start:]
-    lines = _LineIndex(text)
-    blocks = _top_level_blocks(_parse_tokens(masked), text, lines)
+        raise ParseError(f"{title or fallback_title} is empty")
+    front, masked, body_start = _mask_front_matter(text)
+    tokens = _parse_tokens(masked)
+    title = title or front or _first_h1(tokens) or fallback_title
+    blocks = _top_level_blocks(tokens, text, _LineIndex(text))
     sections = _build_sections(blocks, text, title, body_start)
     if not sections:
         raise ParseError(f"{title} has no content besides its front matter")

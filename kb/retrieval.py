@@ -154,7 +154,7 @@ class _Selected:
     hits: list[Hit]
     score: float
     chunks: list[Chunk] = field(default_factory=list)
-    ranges: list[tuple[int, int, list[int]]] = field(default_factory=list)
+    region_tokens: dict[tuple[int, int], int] = field(default_factory=dict)
 
 
 def clean_question(question: str) -> str:
@@ -353,8 +353,10 @@ def _select_sections(hits: list[Hit], k: int) -> list[_Selected]:
     # A section ranks by its best hit: summing hits favoured long tables (issue #7).
     best = sorted(by_section.items(), key=lambda kv: -kv[1][0].score)
     best = _diverse(best, k)[:k]
-    sections = Section.objects.select_related("source").in_bulk(
-        [sid for sid, _ in best]
+    sections = (
+        Section.objects.select_related("source")
+        .defer("embedding")
+        .in_bulk([sid for sid, _ in best])
     )
     chunks: dict[int, list[Chunk]] = {}
     for chunk in (
@@ -440,26 +442,29 @@ def _expand(selected: list[_Selected], budget: int) -> list[Passage]:
        of it fits, else the regions around its taken chunks grow by adjacent chunks,
        nearest first.
     """
-    kept: list[tuple[_Selected, dict[int, int]]] = []  # item, chunk position -> tokens
+    kept: list[tuple[_Selected, dict[int, None]]] = []  # item, taken positions
     total = 0
     for item in selected:
         position = {c.id: i for i, c in enumerate(item.chunks)}
         best = position.get(item.hits[0].chunk_id)
-        own = item.chunks[best].text_tokens if best is not None else 0
-        if total + own <= budget:
-            kept.append((item, {best: own} if best is not None else {}))
-            total += own
+        taken = dict.fromkeys([] if best is None else [best])
+        cost = _cost(item, taken)
+        if total + cost <= budget:
+            kept.append((item, taken))
+            total += cost
     for _, order, i in sorted(_further_hits(kept)):
         item, taken = kept[order]
-        tokens = item.chunks[i].text_tokens
-        if i not in taken and total + tokens <= budget:
-            taken[i] = tokens
-            total += tokens
+        if i in taken:
+            continue
+        added = _cost(item, {**taken, i: None}) - _cost(item, taken)
+        if total + added <= budget:
+            taken[i] = None
+            total += added
     remaining = budget - total
     passages: list[Passage] = []
     for item, taken in kept:
         section = item.section
-        rest = section.tokens - sum(taken.values())
+        rest = section.tokens - _cost(item, taken)
         fits = rest <= remaining and section.tokens <= MAX_WHOLE_SECTION_TOKENS
         if item.chunks and fits:
             remaining -= max(rest, 0)
@@ -468,7 +473,7 @@ def _expand(selected: list[_Selected], budget: int) -> list[Passage]:
                 _passage(item, section.start, section.end, indexes, section.tokens)
             )
             continue
-        remaining -= _grow(item.chunks, taken, remaining)
+        remaining -= _grow(item, taken, remaining)
         for start, end, indexes in _regions(item.chunks, taken):
             passages.append(_passage(item, start, end, indexes, 0))
     if PRECEDING_CONTEXT:
@@ -494,7 +499,9 @@ def _preceding_sections(kept: list[_Selected], remaining: int) -> list[Passage]:
         return []
     before = {
         (s.source_id, s.order): s
-        for s in Section.objects.filter(lookup).select_related("source")
+        for s in Section.objects.filter(lookup)
+        .select_related("source")
+        .defer("embedding")
     }
     added = []
     for item, key in zip(kept, wanted, strict=True):
@@ -531,31 +538,50 @@ def _further_hits(
     return further
 
 
-def _grow(chunks: list[Chunk], taken: dict[int, int], allowance: int) -> int:
+def _grow(item: _Selected, taken: dict[int, None], allowance: int) -> int:
     """Add chunks next to taken ones, nearest first, within `allowance` tokens.
 
     Regions grow in the order their chunks were taken (best hit first), each until
     neither neighbour fits. Returns the tokens added.
     """
-    used = 0
+    chunks = item.chunks
+    start = used = _cost(item, taken)
     for seed in list(taken):
         lo = hi = seed
         while True:
-            options = [j for j in (lo - 1, hi + 1) if 0 <= j < len(chunks)]
-            options = [j for j in options if j in taken or
-                       used + chunks[j].text_tokens <= allowance]  # fmt: skip
-            if not options:
+            grown = None
+            for j in (lo - 1, hi + 1):
+                if 0 <= j < len(chunks):
+                    cost = used if j in taken else _cost(item, {**taken, j: None})
+                    if cost - start <= allowance:
+                        grown = (j, cost)
+                        break
+            if grown is None:
                 break
-            j = options[0]
-            if j not in taken:
-                taken[j] = chunks[j].text_tokens
-                used += taken[j]
+            j, used = grown
+            taken[j] = None
             lo, hi = min(lo, j), max(hi, j)
-    return used
+    return used - start
+
+
+def _cost(item: _Selected, taken: dict[int, None]) -> int:
+    """Exact context tokens of the regions `taken` makes of a section's chunks.
+
+    A region's text includes what lies between its chunks (a table's header and
+    separator lines, a code fence), so it costs more than the chunks' sum.
+    """
+    text = item.section.source.text
+    known = item.region_tokens
+    total = 0
+    for a, b, _ in _regions(item.chunks, taken):
+        if (a, b) not in known:
+            known[a, b] = _tokens(text[a:b])
+        total += known[a, b]
+    return total
 
 
 def _regions(
-    chunks: list[Chunk], taken: dict[int, int]
+    chunks: list[Chunk], taken: dict[int, None]
 ) -> list[tuple[int, int, list[int]]]:
     """Runs of adjacent taken chunks as (start, end, chunk indexes)."""
     regions: list[tuple[int, int, list[int]]] = []

@@ -16,6 +16,9 @@ import numpy as np
 from django.conf import settings
 from django.core.management import call_command
 from django.test import SimpleTestCase
+from hypothesis import example, given
+from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
 
 from kb.embedding import (
     Embedder,
@@ -130,6 +133,39 @@ class WindowTestCase(SimpleTestCase):
         info = self.embedder.describe()
         self.assertEqual(info["tokenizer_truncation"], 128)
         self.assertTrue(any("128" in warning for warning in info["warnings"]))
+
+
+CORPORA = Path(settings.BASE_DIR).parent / "shared/corpora"
+# Whitespace, control and format characters, accents, CJK, and literal special tokens:
+# everything that decides where the tokenizer splits.
+AWKWARD = st.sampled_from(
+    list(" \t\n\r\x0b\x0c\x1c\x1f\x85\xa0\u2003\u2028\u200b\ufeff\x00\ufffd")
+    + ["[CLS]", "[SEP]", "[MASK]", "##", "é", "e\u0301", "日本", "😀", "x" * 120]
+)
+
+
+class TokenCountTestCase(SimpleTestCase):
+    """count_tokens sums remembered word counts: it must equal whole-text encoding."""
+
+    def _encoded(self, text: str) -> int:
+        return len(get_embedder().tokenizer.encode(text).ids)
+
+    @hypothesis_settings(max_examples=300, deadline=None)
+    @given(st.lists(st.one_of(st.text(max_size=12), AWKWARD), max_size=30))
+    @example(["a\x0bb", " ", "c\x1cd"])  # dropped control characters join words
+    @example(["[CLS]x", "\xa0", "y[SEP]"])
+    def test_it_counts_like_the_tokenizer(self, parts: list[str]) -> None:
+        text = "".join(parts)
+        self.assertEqual(count_tokens(text), self._encoded(text))
+
+    def test_it_counts_the_shared_corpora_like_the_tokenizer(self) -> None:
+        if not CORPORA.is_dir():
+            self.skipTest(f"{CORPORA} is absent (the shared checkout is not next to main)")
+        for path in sorted(CORPORA.rglob("*.md")):
+            text = path.read_text(encoding="utf-8")
+            for piece in (text, text[: len(text) // 3], text[len(text) // 3 :]):
+                with self.subTest(path=path.name):
+                    self.assertEqual(count_tokens(piece), self._encoded(piece))
 
 
 class BatchingTestCase(SimpleTestCase):
