@@ -143,10 +143,12 @@ def extractive_answer(result: Result) -> Answer:
 def split_sentences(passage: Passage) -> list[Sentence]:
     """Sentences, list items, table rows and code blocks of a passage, with offsets."""
     out: list[Sentence] = []
+    base = passage.start  # passage.text is the source text from here
     for location in passage.locations:
-        for start, end in _units(passage.source_text, location.start, location.end):
-            text = passage.source_text[start:end]
-            out.append(Sentence(text, start, end, passage, location))
+        units = _units(passage.text, location.start - base, location.end - base)
+        for start, end in units:
+            text = passage.text[start:end]
+            out.append(Sentence(text, base + start, base + end, passage, location))
     return out
 
 

@@ -337,13 +337,14 @@ def scratch_copy(collection: Collection, overrides: dict[str, Any]) -> Collectio
 
 
 def index_all(collection: Collection, progress=None) -> None:
-    from kb import ingestion
+    from kb import ingestion, keywords
 
     sources = list(collection.sources.all())
     for i, source in enumerate(sources, 1):
         ingestion.ingest(source.pk)
         if progress:
             progress(i, len(sources))
+    keywords.count_terms(collection)
 
 
 # --- runs (the dashboard's button) -------------------------------------------

@@ -327,6 +327,7 @@ def _publish(source, version, prepared: Prepared, vectors, stats) -> None:
         Chunk.objects.filter(source=current).delete()
         Section.objects.filter(source=current).delete()
         sections = _create_sections(current, prepared.document)
+        leads = _leads(current.text, [c.data for c in prepared.chunks])
         Chunk.objects.bulk_create(
             [
                 Chunk(
@@ -337,6 +338,7 @@ def _publish(source, version, prepared: Prepared, vectors, stats) -> None:
                     start=c.data.start,
                     end=c.data.end,
                     text=c.data.text,
+                    lead=lead,
                     embedded_text=c.embedded_text,
                     token_count=c.token_count,
                     text_tokens=_plain_tokens(c.data.text),
@@ -344,7 +346,7 @@ def _publish(source, version, prepared: Prepared, vectors, stats) -> None:
                     metadata=c.metadata,
                     embedding=vector,
                 )
-                for c, vector in zip(prepared.chunks, vectors, strict=True)
+                for c, vector, lead in zip(prepared.chunks, vectors, leads, strict=True)
             ],
             batch_size=500,
         )
@@ -361,8 +363,19 @@ def _publish(source, version, prepared: Prepared, vectors, stats) -> None:
         )  # fmt: skip
 
 
+def _leads(text: str, chunks) -> list[str]:
+    """For each chunk, the text between the previous chunk's end and its start."""
+    leads, end = [], 0
+    for chunk in chunks:
+        leads.append(text[end : chunk.start] if chunk.start > end else "")
+        end = max(end, chunk.end)
+    return leads
+
+
 def _create_sections(source: Source, document: parsing.Document) -> list[Section]:
     text = source.text
+    # Bodies tile the document: each runs to the next section's start.
+    ends = [s.start for s in document.sections[1:]] + [len(text)]
     rows = Section.objects.bulk_create(
         [
             Section(
@@ -373,7 +386,7 @@ def _create_sections(source: Source, document: parsing.Document) -> list[Section
                 order=i,
                 start=s.start,
                 end=s.end,
-                body=text[s.start : s.end],
+                body=text[s.start : ends[i]],
                 tokens=_plain_tokens(text[s.start : s.end]),
             )
             for i, s in enumerate(document.sections)

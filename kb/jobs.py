@@ -7,16 +7,43 @@ import os
 
 import django_rq
 from django.db import connection
+from rq.job import JobStatus
 
-from kb import ingestion
-from kb.models import Source
+from kb import ingestion, keywords
+from kb.models import Collection, Source
 
 logger = logging.getLogger(__name__)
+_WAITING = {JobStatus.QUEUED, JobStatus.DEFERRED, JobStatus.SCHEDULED}
 
 
 def ingest_source(source_id: int, version: int) -> str:
-    """Index one version of a source (failures are recorded on it and re-raised)."""
-    return ingestion.ingest(source_id, version)
+    """Index one version of a source (failures are recorded on it and re-raised);
+    then have the collection's keyword statistics recounted."""
+    outcome = ingestion.ingest(source_id, version)
+    collection_id = (
+        Source.objects.filter(pk=source_id)
+        .values_list("collection_id", flat=True)
+        .first()
+    )
+    if collection_id is not None:
+        enqueue_count_terms(collection_id)
+    return outcome
+
+
+def count_terms(collection_id: int) -> int:
+    """Recount a collection's keyword statistics (kb.keywords.count_terms)."""
+    collection = Collection.objects.filter(pk=collection_id).first()
+    return keywords.count_terms(collection) if collection else 0
+
+
+def enqueue_count_terms(collection_id: int):
+    """Queue a recount unless one is already waiting: a batch of uploads gets one."""
+    queue = django_rq.get_queue()
+    job_id = f"kb-count-terms-{collection_id}"
+    waiting = queue.fetch_job(job_id)
+    if waiting is not None and waiting.get_status() in _WAITING:
+        return waiting
+    return queue.enqueue(count_terms, collection_id, job_id=job_id)
 
 
 def enqueue_ingest(source: Source):

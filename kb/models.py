@@ -78,6 +78,10 @@ class Collection(models.Model):
         help_text="Only these groups may ask in it; empty means all staff.",
     )
     created = models.DateTimeField(default=timezone.now)
+    # When the keyword statistics (Term rows) were last counted, and over how many
+    # chunks; see kb/keywords.py.
+    terms_counted = models.DateTimeField(null=True, blank=True)
+    terms_chunks = models.PositiveIntegerField(default=0)
 
     # The settings that decide retrieval quality: recorded with every evaluation run.
     CONFIG_FIELDS = [
@@ -160,8 +164,11 @@ class Section(models.Model):
     order = models.PositiveIntegerField()
     start = models.PositiveIntegerField()
     end = models.PositiveIntegerField()
+    # source.text[start:next section's start]: the evidence and what follows it up
+    # to the next heading (blank lines, link definitions). Bodies tile the document,
+    # so retrieval reads sections without loading whole sources.
     body = models.TextField(blank=True)
-    # Tokens of the body (no [CLS]/[SEP]); retrieval spends its context budget in these.
+    # Tokens of text[start:end] (no [CLS]/[SEP]); retrieval spends its budget in these.
     tokens = models.PositiveIntegerField(default=0)
     # The normalised mean of its chunks' vectors: what the section is about.
     embedding = VectorField(dimensions=EMBEDDING_DIM, null=True, blank=True)
@@ -198,6 +205,10 @@ class Chunk(models.Model):
     start = models.PositiveIntegerField()
     end = models.PositiveIntegerField()
     text = models.TextField()
+    # source.text between the previous chunk's end and this chunk's start ("" when
+    # they touch or overlap): leads and texts tile the document, so retrieval can
+    # cite a stretch of a long section without loading the section (issue #8).
+    lead = models.TextField(blank=True, default="")
     embedded_text = models.TextField()
     token_count = models.PositiveIntegerField(
         help_text="Tokens of the embedded text, [CLS]/[SEP] included."
@@ -299,6 +310,31 @@ class EvalRun(models.Model):
     @property
     def recall(self) -> float | None:
         return self.aggregate.get("recall_at_k")
+
+
+class Term(models.Model):
+    """How many of a collection's chunks hold a stemmed word (kb/keywords.py).
+
+    Counted after ingestion, so it can lag behind the index; retrieval uses it only
+    to leave words that match too many chunks out of the any-word query.
+    """
+
+    collection = models.ForeignKey(
+        Collection, on_delete=models.CASCADE, related_name="terms"
+    )
+    lexeme = models.TextField()
+    chunks = models.PositiveIntegerField()
+
+    class Meta:
+        constraints = [
+            # keywords.frequencies: the question's words of one collection.
+            models.UniqueConstraint(
+                fields=["collection", "lexeme"], name="term_collection_lexeme"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.lexeme} ({self.chunks})"
 
 
 class OverflowRejection(models.Model):

@@ -11,25 +11,25 @@
 
 from __future__ import annotations
 
+import bisect
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.contrib.postgres.search import SearchQuery, SearchRank
 from django.db import connection, transaction
-from django.db.models import F, Q
+from django.db.models import Q
 from pgvector.django import CosineDistance
 
-from kb import embedding
+from kb import embedding, keywords
 from kb.models import Chunk, Collection, Section
 
 CANDIDATES = 80  # chunks taken from each ranking before fusion
 RRF_K = 60  # reciprocal rank fusion constant (Cormack et al.)
 # Keyword ranks count less than vector ranks (chosen by evaluation, see issue #7).
 KEYWORD_WEIGHT = 0.3
-KEYWORD_MIN_ALL = 10  # fewer all-words matches than this: add any-word matches
 MAX_WHOLE_SECTION_TOKENS = 4000  # longer sections load only a window of chunks
-WINDOW_CHUNKS = 40  # chunks loaded around a hit of a section too long to take whole
+WINDOW_CHUNKS = 8  # chunks loaded around a hit of a section too long to take whole
 SECTION_WEIGHT = 1.0  # weight of the section-centroid ranking in the fusion
 PRECEDING_CONTEXT = True  # the section before a whole chosen one, if budget is left
 HNSW_EF_SEARCH = 100
@@ -83,6 +83,36 @@ class Location:
         }
 
 
+class TextWindow:
+    """The parts of a source's text retrieval read, sliced by offsets into the whole.
+
+    Built from section bodies, which tile the document: a source can be one long
+    document, and loading all of it for a few sections cost more than the search
+    (issue #8). Slicing outside the loaded parts raises IndexError.
+    """
+
+    def __init__(self, parts: Iterable[tuple[int, str]] = ()) -> None:
+        self.parts: list[tuple[int, str]] = []
+        for start, text in sorted(parts):
+            if self.parts:
+                last_start, last = self.parts[-1]
+                if start <= last_start + len(last):
+                    tail = text[last_start + len(last) - start :]
+                    self.parts[-1] = (last_start, last + tail)
+                    continue
+            self.parts.append((start, text))
+        self._starts = [start for start, _ in self.parts]
+
+    def __getitem__(self, key: slice) -> str:
+        lo, hi = key.start, key.stop
+        i = bisect.bisect_right(self._starts, lo) - 1
+        if i >= 0:
+            start, text = self.parts[i]
+            if hi <= start + len(text):
+                return text[lo - start : hi - start]
+        raise IndexError(f"{lo}:{hi} of the source was not loaded")
+
+
 @dataclass
 class Passage:
     source_id: int
@@ -97,7 +127,7 @@ class Passage:
     tokens: int = 0
     rank: int = 0  # 1-based position in the context
     metadata: dict[str, Any] = field(default_factory=dict)
-    source_text: str = field(default="", repr=False)
+    source_text: TextWindow = field(default_factory=TextWindow, repr=False)
 
     @property
     def heading_path(self) -> str:
@@ -154,6 +184,9 @@ class _Selected:
     hits: list[Hit]
     score: float
     chunks: list[Chunk] = field(default_factory=list)
+    text: TextWindow = field(default_factory=TextWindow)  # the loaded source text
+    before: Section | None = None  # the section just before it in the source
+    metadata: dict[str, Any] = field(default_factory=dict)  # of its best hit
     region_tokens: dict[tuple[int, int], int] = field(default_factory=dict)
 
 
@@ -196,7 +229,7 @@ def retrieve(
         clock = _lap(timings, "vector_search", clock)
     keyword_ids: list[int] = []
     if mode in ("keyword", "hybrid"):
-        keyword_ids = _keyword_ids(chunks, question)
+        keyword_ids = keywords.search(chunks, collection, question, CANDIDATES)
         clock = _lap(timings, "keyword_search", clock)
 
     section_ranks: dict[int, int] = {}
@@ -253,39 +286,6 @@ def _vector_ids(chunks, vector) -> list[int]:
             CosineDistance("embedding", vector)
         )
         return list(ranked.values_list("id", flat=True)[:CANDIDATES])
-
-
-def _keyword_ids(chunks, question: str) -> list[int]:
-    """Chunks with all of the question's words, topped up with chunks with any.
-
-    Ranking reads the stored tsvector (F(): a plain name would be re-parsed from
-    text). The any-word query matches a large share of a big collection, so it
-    only runs when the all-words query found too few.
-    """
-    all_words = _and_query(question)
-    if not all_words:
-        return []
-    ids = _ranked_ids(chunks, all_words, CANDIDATES)
-    if len(ids) < KEYWORD_MIN_ALL:
-        more = _ranked_ids(chunks, all_words.replace(" & ", " | "), CANDIDATES)
-        ids += [i for i in more if i not in set(ids)][: CANDIDATES - len(ids)]
-    return ids
-
-
-def _ranked_ids(chunks, terms: str, limit: int) -> list[int]:
-    query = SearchQuery(terms, search_type="raw", config="english")
-    ranked = (
-        chunks.filter(search_vector=query)
-        .annotate(rank=SearchRank(F("search_vector"), query, normalization=1))
-        .order_by("-rank", "id")
-    )
-    return list(ranked.values_list("id", flat=True)[:limit])
-
-
-def _and_query(question: str) -> str:
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT plainto_tsquery('english', %s)::text", [question])
-        return cursor.fetchone()[0] or ""
 
 
 def _section_ranks(
@@ -346,33 +346,88 @@ def _fuse(
 
 
 def _select_sections(hits: list[Hit], k: int) -> list[_Selected]:
-    """The k best sections by their best hit; each keeps all of its hits."""
+    """The k best sections by their best hit; each keeps all of its hits.
+
+    Reads no whole source: a section that can be taken whole brings its body, a
+    longer one the chunks (and the text between them) around its best hits.
+    """
     by_section: dict[int, list[Hit]] = {}
     for hit in hits:
         by_section.setdefault(hit.section_id, []).append(hit)
     # A section ranks by its best hit: summing hits favoured long tables (issue #7).
     best = sorted(by_section.items(), key=lambda kv: -kv[1][0].score)
     best = _diverse(best, k)[:k]
-    sections = (
-        Section.objects.select_related("source")
-        .defer("embedding")
-        .in_bulk([sid for sid, _ in best])
+    sections = _sections(Q(pk__in=[sid for sid, _ in best]))
+    before: dict[tuple[int, int], Section] = {}
+    if PRECEDING_CONTEXT and sections:
+        lookup = Q()
+        for section in sections.values():
+            lookup |= Q(source_id=section.source_id, order=section.order - 1)
+        before = {(s.source_id, s.order): s for s in _sections(lookup).values()}
+    small = [s for s in [*sections.values(), *before.values()] if not _long(s)]
+    bodies = dict(
+        Section.objects.filter(pk__in=[s.pk for s in small]).values_list("id", "body")
     )
+    parts: dict[int, list[tuple[int, str]]] = {}
+    for section in small:
+        parts.setdefault(section.source_id, []).append(
+            (section.start, bodies[section.pk])
+        )
     chunks: dict[int, list[Chunk]] = {}
     for chunk in (
         Chunk.objects.filter(_chunk_windows(best, sections))
         .only(
-            "id", "section_id", "chunk_index", "start", "end", "text_tokens", "metadata"
-        )
+            "id",
+            "section_id",
+            "source_id",
+            "chunk_index",
+            "start",
+            "end",
+            "text_tokens",
+            "text",
+            "lead",
+        )  # fmt: skip
         .order_by("chunk_index")
     ):
         chunks.setdefault(chunk.section_id, []).append(chunk)
+        if _long(sections[chunk.section_id]):
+            parts.setdefault(chunk.source_id, []).append(
+                (chunk.start - len(chunk.lead), chunk.lead + chunk.text)
+            )
+    texts = {source_id: TextWindow(found) for source_id, found in parts.items()}
+    metadata = dict(
+        Chunk.objects.filter(pk__in=[h[0].chunk_id for _, h in best]).values_list(
+            "id", "metadata"
+        )
+    )
     return [
         _Selected(
-            sections[sid], section_hits, section_hits[0].score, chunks.get(sid, [])
+            section,
+            section_hits,
+            section_hits[0].score,
+            chunks.get(sid, []),
+            texts.get(section.source_id, TextWindow()),
+            before.get((section.source_id, section.order - 1)),
+            metadata.get(section_hits[0].chunk_id) or {},
         )
         for sid, section_hits in best
+        if (section := sections.get(sid)) is not None
     ]
+
+
+def _long(section: Section) -> bool:
+    """Too long to load whole: retrieval reads a window of its chunks."""
+    return section.tokens > MAX_WHOLE_SECTION_TOKENS
+
+
+def _sections(lookup: Q) -> dict[int, Section]:
+    """Sections with their sources, leaving out vectors and texts."""
+    return (
+        Section.objects.filter(lookup)
+        .select_related("source")
+        .defer("embedding", "body", "source__text", "source__stats")
+        .in_bulk()
+    )
 
 
 def _diverse(
@@ -403,10 +458,10 @@ def _diverse(
 
 
 def _chunk_windows(best: list[tuple[int, list[Hit]]], sections: dict) -> Q:
-    """All chunks of a section that fits the budget, else a window around its best hit.
+    """All chunks of a section that fits the budget, else windows around its hits.
 
     Sections of unstructured text can hold hundreds of chunks; no context budget
-    reaches further than WINDOW_CHUNKS from the hit it grows from.
+    reaches further than WINDOW_CHUNKS from a hit that gets a seat (_further_hits).
     """
     lookup = Q(pk__in=[])
     for section_id, hits in best:
@@ -414,11 +469,19 @@ def _chunk_windows(best: list[tuple[int, list[Hit]]], sections: dict) -> Q:
         if section is None:
             continue
         own = Q(section_id=section_id)
-        if section.tokens > MAX_WHOLE_SECTION_TOKENS:
-            centre = hits[0].chunk_index
-            own &= Q(
-                chunk_index__range=(centre - WINDOW_CHUNKS, centre + WINDOW_CHUNKS)
-            )
+        if _long(section):
+            seeds = {h.chunk_index for h in hits[:HIT_CHUNKS]}
+            seeds |= {
+                h.chunk_index
+                for h in hits
+                if h.keyword_rank is not None and h.keyword_rank <= KEYWORD_SEED
+            }
+            near = Q(pk__in=[])
+            for centre in seeds:
+                near |= Q(
+                    chunk_index__range=(centre - WINDOW_CHUNKS, centre + WINDOW_CHUNKS)
+                )
+            own &= near
         lookup |= own
     return lookup
 
@@ -465,7 +528,7 @@ def _expand(selected: list[_Selected], budget: int) -> list[Passage]:
     for item, taken in kept:
         section = item.section
         rest = section.tokens - _cost(item, taken)
-        fits = rest <= remaining and section.tokens <= MAX_WHOLE_SECTION_TOKENS
+        fits = rest <= remaining and not _long(section)
         if item.chunks and fits:
             remaining -= max(rest, 0)
             indexes = [c.chunk_index for c in item.chunks]
@@ -491,28 +554,16 @@ def _preceding_sections(kept: list[_Selected], remaining: int) -> list[Passage]:
     merges with the chosen one (both whole, they touch), so k is unchanged.
     """
     chosen = {item.section.pk for item in kept}
-    wanted = [(item.section.source_id, item.section.order - 1) for item in kept]
-    lookup = Q()
-    for source_id, order in wanted:
-        lookup |= Q(source_id=source_id, order=order)
-    if not wanted:
-        return []
-    before = {
-        (s.source_id, s.order): s
-        for s in Section.objects.filter(lookup)
-        .select_related("source")
-        .defer("embedding")
-    }
     added = []
-    for item, key in zip(kept, wanted, strict=True):
-        section = before.get(key)
+    for item in kept:
+        section = item.before
         if section is None or section.pk in chosen or not section.tokens:
             continue
-        if section.tokens > remaining:
+        if section.tokens > remaining or _long(section):
             continue
         remaining -= section.tokens
         chosen.add(section.pk)
-        context = _Selected(section, item.hits[:1], item.score * 0.5)
+        context = _Selected(section, item.hits[:1], item.score * 0.5, text=item.text)
         indexes = list(
             Chunk.objects.filter(section=section).values_list("chunk_index", flat=True)
         )
@@ -570,7 +621,7 @@ def _cost(item: _Selected, taken: dict[int, None]) -> int:
     A region's text includes what lies between its chunks (a table's header and
     separator lines, a code fence), so it costs more than the chunks' sum.
     """
-    text = item.section.source.text
+    text = item.text
     known = item.region_tokens
     total = 0
     for a, b, _ in _regions(item.chunks, taken):
@@ -600,27 +651,41 @@ def _passage(
 ) -> Passage:
     section = item.section
     source = section.source
-    hit_chunk = next((c for c in item.chunks if c.id == item.hits[0].chunk_id), None)
     return Passage(
         source_id=source.pk,
         source_title=source.title,
         file_name=source.file_name,
         start=start,
         end=end,
-        text=source.text[start:end],
+        text=item.text[start:end],
         score=item.score,
         matched={h.matched for h in item.hits},
         locations=[Location(section.pk, section.heading_path, start, end, indexes)],
         tokens=tokens,
-        metadata=dict(hit_chunk.metadata) if hit_chunk else {},
-        source_text=source.text,
+        metadata=dict(item.metadata),
+        source_text=item.text,
     )
 
 
 def _chunk_passages(hits: list[Hit]) -> list[Passage]:
-    chunks = Chunk.objects.select_related("source", "section").in_bulk(
-        [h.chunk_id for h in hits]
+    chunks = (
+        Chunk.objects.select_related("source", "section")
+        .defer(
+            "embedding",
+            "source__text",
+            "source__stats",
+            "section__embedding",
+            "section__body",
+        )  # fmt: skip
+        .in_bulk([h.chunk_id for h in hits])
     )
+    # A fixed-size chunk can reach across sections: its own text and lead cover it.
+    parts: dict[int, list[tuple[int, str]]] = {}
+    for chunk in chunks.values():
+        parts.setdefault(chunk.source_id, []).append(
+            (chunk.start - len(chunk.lead), chunk.lead + chunk.text)
+        )
+    texts = {source_id: TextWindow(found) for source_id, found in parts.items()}
     passages = []
     for hit in hits:
         chunk = chunks[hit.chunk_id]
@@ -640,7 +705,7 @@ def _chunk_passages(hits: list[Hit]) -> list[Passage]:
                 matched={hit.matched},
                 locations=[location],
                 metadata=dict(chunk.metadata),
-                source_text=chunk.source.text,
+                source_text=texts[chunk.source_id],
             )
         )
     return passages
@@ -678,7 +743,10 @@ def _touch(a: Passage, b: Passage) -> bool:
     if a.start <= b.end and b.start <= a.end:
         return True
     lo, hi = (a.end, b.start) if a.end <= b.start else (b.end, a.start)
-    return not a.source_text[lo:hi].strip()
+    try:
+        return not a.source_text[lo:hi].strip()
+    except IndexError:  # not loaded: another section lies between them
+        return False
 
 
 def _absorb(into: Passage, other: Passage) -> None:

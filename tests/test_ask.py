@@ -47,12 +47,19 @@ class AnswerTestCase(DemoTestCase):
                 self.assertIn(f"[{cite.n}]", reply.text)
 
     def test_the_context_stays_within_the_budget(self):
+        questions = GoldenCase.objects.filter(collection=self.demo)
         for budget in (300, 800, 1200):
-            result = retrieval.retrieve(
-                self.demo, "When does the badge office close?", budget=budget
-            )
-            self.assertLessEqual(result.context_tokens, budget * 1.05)
-            self.assertTrue(result.passages)
+            for question in questions.values_list("question", flat=True):
+                result = retrieval.retrieve(self.demo, question, budget=budget)
+                self.assertLessEqual(result.context_tokens, budget, question)
+                self.assertTrue(result.passages)
+
+    def test_every_passage_is_the_source_text_at_its_range(self):
+        texts = dict(self.demo.sources.values_list("pk", "text"))
+        for case in GoldenCase.objects.filter(collection=self.demo):
+            for passage in retrieval.retrieve(self.demo, case.question).passages:
+                text = texts[passage.source_id]
+                self.assertEqual(passage.text, text[passage.start : passage.end])
 
     def test_merged_passages_keep_every_original_location(self):
         result = retrieval.retrieve(self.demo, "When should I roll back a deploy?")
@@ -228,3 +235,32 @@ class ApiAskTestCase(DemoTestCase):
             content_type="application/json",
         )  # fmt: skip
         self.assertEqual(response.status_code, 403)
+
+
+class LongSectionTestCase(TestCase):
+    """A section far over the whole-section limit: retrieval reads a window of it."""
+
+    FACT = "The spare key for the server room hangs in the blue cabinet by the door."
+
+    @classmethod
+    def setUpTestData(cls):
+        entries = [
+            f"Entry {i}: the shift handed {i * 3} tickets to the night team and "
+            f"closed {i % 7} incidents before the {i % 5 + 1} o'clock review."
+            for i in range(260)
+        ]
+        entries[170] = cls.FACT
+        cls.text = "# Shift log\n\n" + "\n\n".join(entries) + "\n"
+        cls.collection = Collection.objects.create(name="Log")
+        source, _ = ingestion.store_source(cls.collection, "log.md", cls.text.encode())
+        ingestion.ingest(source.pk)
+
+    def test_it_cites_the_right_text_from_the_middle_of_the_section(self):
+        section = self.collection.sources.get().sections.get()
+        self.assertGreater(section.tokens, retrieval.MAX_WHOLE_SECTION_TOKENS)
+        result = retrieval.retrieve(self.collection, "Where is the server room key?")
+        self.assertLessEqual(result.context_tokens, result.budget_tokens)
+        found = [p for p in result.passages if self.FACT in p.text]
+        self.assertTrue(found, [p.text[:80] for p in result.passages])
+        for passage in result.passages:
+            self.assertEqual(passage.text, self.text[passage.start : passage.end])

@@ -160,7 +160,7 @@ class TokenCountTestCase(SimpleTestCase):
 
     def test_it_counts_the_shared_corpora_like_the_tokenizer(self) -> None:
         if not CORPORA.is_dir():
-            self.skipTest(f"{CORPORA} is absent (the shared checkout is not next to main)")
+            self.skipTest(f"{CORPORA} is absent (no shared checkout beside main)")
         for path in sorted(CORPORA.rglob("*.md")):
             text = path.read_text(encoding="utf-8")
             for piece in (text, text[: len(text) // 3], text[len(text) // 3 :]):

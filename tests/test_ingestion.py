@@ -77,6 +77,17 @@ class IngestTestCase(TestCase):
             self.assertLessEqual(chunk.token_count, 256)
         self.assertEqual(source.stats["chunks"], len(chunks))
 
+    def test_section_bodies_and_chunk_leads_tile_the_document(self):
+        # Retrieval cites from these instead of loading whole sources.
+        source = _store(self.collection)
+        ingestion.ingest(source.pk)
+        sections = list(source.sections.order_by("order"))
+        first = sections[0].start
+        self.assertEqual("".join(s.body for s in sections), source.text[first:])
+        chunks = list(source.chunks.order_by("chunk_index"))
+        tiled = "".join(c.lead + c.text for c in chunks)
+        self.assertEqual(tiled, source.text[: chunks[-1].end])
+
     def test_it_embeds_the_heading_path_and_keeps_the_file_name_out(self):
         source = _store(self.collection)
         ingestion.ingest(source.pk)
@@ -197,6 +208,10 @@ class WorkerIngestionTestCase(TransactionTestCase):
         self.assertEqual(source.status, Source.Status.INDEXED, source.error)
         self.assertTrue(Section.objects.filter(source=source).exists())
         self.assertFalse(source.chunks.filter(embedding__isnull=True).exists())
+        # The job after ingestion counted the collection's keywords.
+        self.collection.refresh_from_db()
+        self.assertEqual(self.collection.terms_chunks, source.chunks.count())
+        self.assertTrue(self.collection.terms.filter(lexeme="rollback").exists())
         response = self.client.get(reverse("admin:kb_source_changelist"))
         self.assertContains(response, "Indexed")
         self.assertContains(

@@ -34,7 +34,7 @@ from django.db import DataError, connection, transaction
 from django.db.models import Count
 from pgvector.django import CosineDistance
 
-from kb import answering, embedding, ingestion, jobs, parsing, retrieval
+from kb import answering, embedding, ingestion, jobs, keywords, parsing, retrieval
 from kb.benchmarks import quality
 from kb.benchmarks.speed import Doc, megabytes, percentile, synthesize
 from kb.models import Chunk, Collection, Source
@@ -330,6 +330,7 @@ def build_real(
             continue
         total += len(texts)
         progress(f"real set: {total} chunks")
+    keywords.count_terms(collection)  # what the job after ingestion does
     return collection, time.perf_counter() - started
 
 
@@ -344,22 +345,25 @@ SELECT %(target)s, title, '', %(prefix)s || file_name, text, content_hash,
     now(), now()
 FROM kb_source WHERE collection_id = %(origin)s
 """
-_COPY_SECTIONS = """
+_COPY_SECTIONS = f"""
 INSERT INTO kb_section (source_id, heading, heading_path, level, "order", start,
-    "end", body, tokens)
+    "end", body, tokens, embedding)
 SELECT ns.id, s.heading, s.heading_path, s.level, s."order", s.start, s."end",
-    s.body, s.tokens
+    s.body, s.tokens,
+    CASE WHEN %(copy)s = 0 OR s.embedding IS NULL THEN s.embedding
+         ELSE l2_normalize(s.embedding + n.v) END
 FROM kb_section s
 JOIN kb_source os ON os.id = s.source_id
 JOIN kb_source ns ON ns.collection_id = %(target)s
     AND ns.file_name = %(prefix)s || os.file_name
+JOIN bench_noise n ON n.i = (s.id * 17 + %(copy)s * 7919) %% {NOISE_VECTORS}
 WHERE os.collection_id = %(origin)s
 """
 _COPY_CHUNKS = f"""
 INSERT INTO kb_chunk (source_id, section_id, chunk_index, kind, start, "end", text,
-    embedded_text, token_count, text_tokens, is_fallback, metadata, embedding)
+    lead, embedded_text, token_count, text_tokens, is_fallback, metadata, embedding)
 SELECT ns.id, nsec.id, c.chunk_index, c.kind, c.start, c."end", c.text,
-    c.embedded_text, c.token_count, c.text_tokens, c.is_fallback, c.metadata,
+    c.lead, c.embedded_text, c.token_count, c.text_tokens, c.is_fallback, c.metadata,
     CASE WHEN %(copy)s = 0 THEN c.embedding
          ELSE l2_normalize(c.embedding + n.v) END
 FROM kb_chunk c
@@ -407,6 +411,7 @@ def build_synthetic(
             progress(f"synthetic set: copy {copy + 1} of {copies}")
         cursor.execute("DROP TABLE bench_noise")
         cursor.execute("ANALYZE kb_source, kb_section, kb_chunk")
+    keywords.count_terms(collection)
     return collection, time.perf_counter() - started
 
 

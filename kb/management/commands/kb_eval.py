@@ -6,7 +6,7 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
-from kb import evaluation, ingestion
+from kb import evaluation, ingestion, keywords
 from kb.management.commands.kb_ingest import _files
 from kb.models import Collection
 
@@ -82,6 +82,7 @@ class Command(BaseCommand):
                 collection, path.relative_to(root).as_posix(), path.read_bytes()
             )
             ingestion.ingest(source.pk)
+        keywords.count_terms(collection)
         self.stdout.write(f"Indexed {len(files)} files into a scratch collection.")
 
     def _print(self, agg: dict, config: dict) -> None:

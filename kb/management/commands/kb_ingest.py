@@ -5,7 +5,7 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
-from kb import ingestion, jobs, parsing
+from kb import ingestion, jobs, keywords, parsing
 from kb.models import Collection
 
 
@@ -35,6 +35,8 @@ class Command(BaseCommand):
         for root, path in files:
             name = path.relative_to(root).as_posix() if root != path else path.name
             failed += not self._one(collection, name, path, options["sync"])
+        if options["sync"]:
+            keywords.count_terms(collection)
         total = len(files)
         summary = f"{total - failed} of {total} file(s) stored and indexed or queued."
         if failed:

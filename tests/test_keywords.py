@@ -1,0 +1,70 @@
+"""Keyword search and its per-collection word counts (real database and embedder)."""
+
+from __future__ import annotations
+
+from unittest import mock
+
+from django.test import TestCase
+
+from kb import ingestion, keywords, retrieval
+from kb.models import Chunk, Collection
+
+# Twelve notes that all mention the job queue; one mentions the zebra migration.
+NOTES = {
+    f"note-{i:02d}.md": f"# Note {i}\n\nThe job queue handled batch {i} calmly.\n"
+    for i in range(12)
+}
+NOTES["zebra.md"] = "# Zebra\n\nThe job queue paused for the zebra migration.\n"
+
+
+class KeywordSearchTestCase(TestCase):
+    @classmethod
+    def setUpTestData(cls):
+        cls.collection = Collection.objects.create(name="Notes")
+        for name, text in NOTES.items():
+            source, _ = ingestion.store_source(cls.collection, name, text.encode())
+            ingestion.ingest(source.pk)
+
+    def _chunks(self):
+        return Chunk.objects.filter(source__collection=self.collection)
+
+    def _files(self, ids: list[int]) -> set[str]:
+        return set(
+            Chunk.objects.filter(pk__in=ids).values_list("source__file_name", flat=True)
+        )
+
+    def test_it_counts_the_chunks_holding_each_word(self):
+        total = keywords.count_terms(self.collection)
+        self.assertEqual(total, len(NOTES))
+        counts = dict(self.collection.terms.values_list("lexeme", "chunks"))
+        self.assertEqual(counts["queue"], len(NOTES))
+        self.assertEqual(counts["zebra"], 1)
+        self.collection.refresh_from_db()
+        self.assertIsNotNone(self.collection.terms_counted)
+
+    def test_chunks_with_all_the_words_come_first(self):
+        ids = keywords.search(self._chunks(), self.collection, "zebra queue", 80)
+        self.assertEqual(self._files(ids[:1]), {"zebra.md"})
+
+    def test_without_counts_any_word_brings_matches(self):
+        # "unicorn" is nowhere, so no chunk holds all words: any word counts.
+        ids = keywords.search(self._chunks(), self.collection, "job unicorn", 80)
+        self.assertEqual(len(ids), len(NOTES))
+
+    def test_common_words_are_left_out_when_they_would_match_too_many(self):
+        keywords.count_terms(self.collection)
+        self.collection.refresh_from_db()
+        question = "zebra job unicorn"  # no chunk holds all three
+        with mock.patch.object(keywords, "MAX_ANY_ROWS", 5):
+            ids = keywords.search(self._chunks(), self.collection, question, 80)
+        self.assertEqual(self._files(ids), {"zebra.md"})
+        # With room for them, the common words bring every note.
+        ids = keywords.search(self._chunks(), self.collection, question, 80)
+        self.assertEqual(len(ids), len(NOTES))
+
+    def test_hybrid_retrieval_uses_the_counts(self):
+        keywords.count_terms(self.collection)
+        self.collection.refresh_from_db()
+        question = "zebra job unicorn"
+        result = retrieval.retrieve(self.collection, question, mode="keyword")
+        self.assertEqual(result.passages[0].file_name, "zebra.md")
