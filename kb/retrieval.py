@@ -15,7 +15,7 @@ import bisect
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.db import connection, transaction
 from django.db.models import Q
@@ -176,6 +176,20 @@ class Result:
     hits: list[Hit] = field(default_factory=list)
 
 
+class ChunkRow(NamedTuple):
+    """The columns of a chunk that expansion and citation read."""
+
+    id: int
+    section_id: int
+    source_id: int
+    chunk_index: int
+    start: int
+    end: int
+    text_tokens: int
+    text: str
+    lead: str
+
+
 @dataclass
 class _Selected:
     """A section chosen for the context and the chunks that brought it there."""
@@ -183,7 +197,7 @@ class _Selected:
     section: Section
     hits: list[Hit]
     score: float
-    chunks: list[Chunk] = field(default_factory=list)
+    chunks: list[ChunkRow] = field(default_factory=list)
     text: TextWindow = field(default_factory=TextWindow)  # the loaded source text
     before: Section | None = None  # the section just before it in the source
     metadata: dict[str, Any] = field(default_factory=dict)  # of its best hit
@@ -373,21 +387,11 @@ def _select_sections(hits: list[Hit], k: int) -> list[_Selected]:
         parts.setdefault(section.source_id, []).append(
             (section.start, bodies[section.pk])
         )
-    chunks: dict[int, list[Chunk]] = {}
+    chunks: dict[int, list[ChunkRow]] = {}
     for chunk in (
         Chunk.objects.filter(_chunk_windows(best, sections))
-        .only(
-            "id",
-            "section_id",
-            "source_id",
-            "chunk_index",
-            "start",
-            "end",
-            "text_tokens",
-            "text",
-            "lead",
-        )  # fmt: skip
         .order_by("chunk_index")
+        .values_list(*ChunkRow._fields, named=True)
     ):
         chunks.setdefault(chunk.section_id, []).append(chunk)
         if _long(sections[chunk.section_id]):
@@ -468,21 +472,21 @@ def _chunk_windows(best: list[tuple[int, list[Hit]]], sections: dict) -> Q:
         section = sections.get(section_id)
         if section is None:
             continue
-        own = Q(section_id=section_id)
-        if _long(section):
-            seeds = {h.chunk_index for h in hits[:HIT_CHUNKS]}
-            seeds |= {
-                h.chunk_index
-                for h in hits
-                if h.keyword_rank is not None and h.keyword_rank <= KEYWORD_SEED
-            }
-            near = Q(pk__in=[])
-            for centre in seeds:
-                near |= Q(
-                    chunk_index__range=(centre - WINDOW_CHUNKS, centre + WINDOW_CHUNKS)
-                )
-            own &= near
-        lookup |= own
+        if not _long(section):
+            lookup |= Q(section_id=section_id)
+            continue
+        seeds = {h.chunk_index for h in hits[:HIT_CHUNKS]}
+        seeds |= {
+            h.chunk_index
+            for h in hits
+            if h.keyword_rank is not None and h.keyword_rank <= KEYWORD_SEED
+        }
+        near = {
+            i
+            for centre in seeds
+            for i in range(centre - WINDOW_CHUNKS, centre + WINDOW_CHUNKS + 1)
+        }
+        lookup |= Q(section_id=section_id, chunk_index__in=sorted(near))
     return lookup
 
 
@@ -632,7 +636,7 @@ def _cost(item: _Selected, taken: dict[int, None]) -> int:
 
 
 def _regions(
-    chunks: list[Chunk], taken: dict[int, None]
+    chunks: list[ChunkRow], taken: dict[int, None]
 ) -> list[tuple[int, int, list[int]]]:
     """Runs of adjacent taken chunks as (start, end, chunk indexes)."""
     regions: list[tuple[int, int, list[int]]] = []
