@@ -89,8 +89,9 @@ def count_terms(collection: Collection) -> int:
             [collection.pk, chunks],
         )
         total = Chunk.objects.filter(source__collection=collection).count()
-        locked.update(terms_counted=timezone.now(), terms_chunks=total)
-    collection.terms_chunks = total
+        counted = timezone.now()
+        locked.update(terms_counted=counted, terms_chunks=total)
+    collection.terms_counted, collection.terms_chunks = counted, total
     return total
 
 

@@ -52,8 +52,7 @@ class KeywordSearchTestCase(TestCase):
         self.assertEqual(len(ids), len(NOTES))
 
     def test_common_words_are_left_out_when_they_would_match_too_many(self):
-        keywords.count_terms(self.collection)
-        self.collection.refresh_from_db()
+        keywords.count_terms(self.collection)  # updates this instance too
         question = "zebra job unicorn"  # no chunk holds all three
         with mock.patch.object(keywords, "MAX_ANY_ROWS", 5):
             ids = keywords.search(self._chunks(), self.collection, question, 80)
