@@ -55,6 +55,7 @@ class Hit:
     vector_rank: int | None = None
     keyword_rank: int | None = None
     score: float = 0.0
+    heading_path: str = ""
 
     @property
     def matched(self) -> str:
@@ -333,8 +334,9 @@ def _fuse(
     for rank, chunk_id in enumerate(keyword_ids, 1):
         scores.setdefault(chunk_id, {})["keyword"] = rank
     rows = Chunk.objects.filter(id__in=scores).values(
-        "id", "source_id", "section_id", "chunk_index", "start", "end"
-    )
+        "id", "source_id", "section_id", "chunk_index", "start", "end",
+        "section__heading_path",
+    )  # fmt: skip
     hits = []
     for row in rows:
         ranks = scores[row["id"]]
@@ -347,6 +349,7 @@ def _fuse(
             end=row["end"],
             vector_rank=ranks.get("vector"),
             keyword_rank=ranks.get("keyword"),
+            heading_path=row["section__heading_path"],
         )
         hit.score = sum(
             (KEYWORD_WEIGHT if kind == "keyword" else 1.0) / (RRF_K + r)
@@ -444,15 +447,10 @@ def _diverse(
     (issue #7). Sections past the cap move behind the others, not out.
     """
     pool = ranked[: k * 4]
-    paths = dict(
-        Section.objects.filter(pk__in=[sid for sid, _ in pool]).values_list(
-            "id", "heading_path"
-        )
-    )
     seen: dict[str, int] = {}
     first, later = [], []
     for sid, hits in pool:
-        path = paths.get(sid, "")
+        path = hits[0].heading_path
         parent = path.rsplit(" > ", 1)[0] if " > " in path else None
         if parent is not None:
             seen[parent] = seen.get(parent, 0) + 1
