@@ -604,7 +604,7 @@ def _grow(item: _Selected, taken: dict[int, None], allowance: int) -> int:
         while True:
             grown = None
             for j in (lo - 1, hi + 1):
-                if 0 <= j < len(chunks):
+                if _next_to(chunks, j, lo if j < lo else hi):
                     cost = used if j in taken else _cost(item, {**taken, j: None})
                     if cost - start <= allowance:
                         grown = (j, cost)
@@ -615,6 +615,16 @@ def _grow(item: _Selected, taken: dict[int, None], allowance: int) -> int:
             taken[j] = None
             lo, hi = min(lo, j), max(hi, j)
     return used - start
+
+
+def _next_to(chunks: list[ChunkRow], j: int, i: int) -> bool:
+    """Whether loaded chunk j exists and directly neighbours loaded chunk i.
+
+    Loaded chunks of a long section come in windows with gaps between them.
+    """
+    return (
+        0 <= j < len(chunks) and abs(chunks[j].chunk_index - chunks[i].chunk_index) == 1
+    )
 
 
 def _cost(item: _Selected, taken: dict[int, None]) -> int:
@@ -640,7 +650,7 @@ def _regions(
     regions: list[tuple[int, int, list[int]]] = []
     for i in sorted(taken):
         c = chunks[i]
-        if regions and i - 1 in taken:
+        if regions and i - 1 in taken and _next_to(chunks, i - 1, i):
             start, _, indexes = regions[-1]
             regions[-1] = (start, c.end, [*indexes, c.chunk_index])
         else:

@@ -241,6 +241,7 @@ class LongSectionTestCase(TestCase):
     """A section far over the whole-section limit: retrieval reads a window of it."""
 
     FACT = "The spare key for the server room hangs in the blue cabinet by the door."
+    OTHER = "The office goldfish is fed by Priya every Monday and Thursday morning."
 
     @classmethod
     def setUpTestData(cls):
@@ -250,6 +251,7 @@ class LongSectionTestCase(TestCase):
             for i in range(260)
         ]
         entries[170] = cls.FACT
+        entries[20] = cls.OTHER
         cls.text = "# Shift log\n\n" + "\n\n".join(entries) + "\n"
         cls.collection = Collection.objects.create(name="Log")
         source, _ = ingestion.store_source(cls.collection, "log.md", cls.text.encode())
@@ -262,5 +264,16 @@ class LongSectionTestCase(TestCase):
         self.assertLessEqual(result.context_tokens, result.budget_tokens)
         found = [p for p in result.passages if self.FACT in p.text]
         self.assertTrue(found, [p.text[:80] for p in result.passages])
+        for passage in result.passages:
+            self.assertEqual(passage.text, self.text[passage.start : passage.end])
+
+    def test_distant_hits_of_one_section_stay_separate_passages(self):
+        # Two windows of one section, with chunks between them that were never
+        # loaded: a large budget grows both to their edges without joining them.
+        question = "Where is the server room key, and who feeds the goldfish?"
+        result = retrieval.retrieve(self.collection, question, budget=6000)
+        texts = [p.text for p in result.passages]
+        self.assertTrue(any(self.FACT in t for t in texts))
+        self.assertTrue(any(self.OTHER in t for t in texts))
         for passage in result.passages:
             self.assertEqual(passage.text, self.text[passage.start : passage.end])

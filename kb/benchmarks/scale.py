@@ -119,6 +119,8 @@ def run(
     tag = f"bench-{time.strftime('%Y%m%d-%H%M%S')}"
     created: list[Collection] = []
     skipped: list[str] = []
+    progress("vacuuming kb_chunk, kb_section, kb_source")
+    vacuum()
     try:
         others = other_workers()
         ingest_docs = synthesize(base, QUICK_INGEST_BYTES if quick else INGEST_BYTES)
@@ -164,6 +166,7 @@ def run(
             progress(f"deleting {len(created)} bench collections")
             for collection in created:
                 delete_collection(collection)
+            vacuum()
     report.notes += [f"not ingestible, skipped: {line}" for line in skipped]
     if keep:
         report.notes.append("kept: " + ", ".join(c.name for c in created))
@@ -528,6 +531,15 @@ def delete_collection(collection: Collection) -> None:
         source.file.delete(save=False)
     Chunk.objects.filter(source__collection=collection).delete()
     collection.delete()
+
+
+def vacuum() -> None:
+    """Clear dead rows: deleted bench sets otherwise stay in the HNSW graph, and a
+    later run's vectors (the same texts) find them first and skip them one by one
+    (vector search at 10,000 chunks measured 36 ms p50 instead of 4)."""
+    with connection.cursor() as cursor:
+        for table in ("kb_chunk", "kb_section", "kb_source"):
+            cursor.execute(f"VACUUM (ANALYZE) {table}")
 
 
 # --- output -------------------------------------------------------------------
