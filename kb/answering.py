@@ -65,6 +65,13 @@ class Citation:
     end: int
     url: str = ""
 
+    @property
+    def label(self) -> str:
+        """Source › heading path, without the title twice (paths start with it)."""
+        if self.heading_path.split(" > ")[0] == self.source:
+            return self.heading_path.replace(" > ", " › ")
+        return f"{self.source} › {self.heading_path.replace(' > ', ' › ')}"
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "n": self.n,

@@ -135,6 +135,14 @@ class Passage:
         return self.locations[0].heading_path if self.locations else ""
 
     @property
+    def label(self) -> str:
+        """Source › heading path, without the title twice (paths start with it)."""
+        path = self.heading_path.replace(" > ", " › ")
+        if self.heading_path.split(" > ")[0] == self.source_title:
+            return path
+        return f"{self.source_title} › {path}"
+
+    @property
     def chunk_indexes(self) -> list[int]:
         return sorted({i for loc in self.locations for i in loc.chunk_indexes})
 

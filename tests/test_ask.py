@@ -116,6 +116,9 @@ class AskPageTestCase(DemoTestCase):
         self.assertContains(response, 'class="cite"')
         self.assertContains(response, "context tokens used")
         self.assertContains(response, "matched by")
+        # Heading paths start with the document title: it is not shown twice.
+        self.assertContains(response, "Deployment runbook › Deploy › Rollback")
+        self.assertNotContains(response, "Deployment runbook › Deployment runbook")
 
     def test_an_empty_or_overlong_question_gets_a_clear_message(self):
         self.client.force_login(self.staff)

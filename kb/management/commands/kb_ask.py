@@ -39,9 +39,7 @@ class Command(BaseCommand):
             return
         self.stdout.write(reply.text + "\n")
         for c in reply.citations:
-            self.stdout.write(
-                f"[{c.n}] {c.source} > {c.heading_path} ({c.file} {c.start}-{c.end})"
-            )
+            self.stdout.write(f"[{c.n}] {c.label} ({c.file} {c.start}-{c.end})")
         self.stdout.write(
             f"\n{result.context_tokens} of {result.budget_tokens} context tokens, "
             f"{result.timings_ms['total']:.0f} ms"
