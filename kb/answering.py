@@ -22,7 +22,7 @@ from typing import Any
 from django.conf import settings
 from django.urls import reverse
 
-from kb.retrieval import Location, Passage, Result
+from kb.retrieval import Location, Passage, Result, heading_label
 
 logger = logging.getLogger(__name__)
 
@@ -67,10 +67,7 @@ class Citation:
 
     @property
     def label(self) -> str:
-        """Source › heading path, without the title twice (paths start with it)."""
-        if self.heading_path.split(" > ")[0] == self.source:
-            return self.heading_path.replace(" > ", " › ")
-        return f"{self.source} › {self.heading_path.replace(' > ', ' › ')}"
+        return heading_label(self.source, self.heading_path)
 
     def as_dict(self) -> dict[str, Any]:
         return {

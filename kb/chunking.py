@@ -163,8 +163,9 @@ def chunk_document(
         raise ParseError(f"{doc.title} is empty")
     overlap = min(overlap, budget // 2)
     tokens = _Counter(count_tokens)
-    if getattr(getattr(count_tokens, "__self__", None), "counts_by_word", False):
-        count_tokens(text)  # one batch for the document's new words
+    # The whole document first: a counter that remembers words (the embedder's)
+    # tokenizes all of them in one batch; its parts are then lookups.
+    tokens(text)
     if strategy == "fixed":
         placed = _fixed_drafts(doc, text, tokens, budget, overlap)
     else:

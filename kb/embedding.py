@@ -242,15 +242,6 @@ class Embedder:
         counts.update(zip(new, (len(e.ids) for e in encoded), strict=True))
         return self.special_tokens + sum(map(counts.__getitem__, words))
 
-    @property
-    def counts_by_word(self) -> bool:
-        """Whether count_tokens sums remembered word counts (see count_tokens).
-
-        Then counting a whole document first tokenizes all its new words in one
-        batch, and counting its parts afterwards is only lookups.
-        """
-        return self._word_counts is not None
-
     def forget_words(self) -> None:
         """Drop remembered word counts (benchmarks start each run cold)."""
         if self._word_counts is not None:

@@ -32,22 +32,31 @@ MAX_ANY_ROWS = 1000  # chunks the any-word query may rank (by the Term counts)
 _LEXEME_RE = re.compile(r"'((?:[^']|'')*)'")
 
 
-def search(chunks: QuerySet[Chunk], collection: Collection, question: str, limit: int):
+def search(
+    chunks: QuerySet[Chunk],
+    collection: Collection,
+    question: str,
+    limit: int,
+    max_any_rows: int = MAX_ANY_ROWS,
+) -> list[int]:
     """Ids of the best `limit` chunks of `chunks` for the question's words."""
     all_words = _all_words(question)
     if not all_words:
         return []
     ids = _ranked(chunks, all_words, limit)
     if len(ids) < MIN_ALL:
-        words = affordable(collection, all_words.split(" & "))
+        words = affordable(collection, all_words.split(" & "), max_any_rows)
         seen = set(ids)
         more = _ranked(chunks, " | ".join(words), limit)
         ids += [i for i in more if i not in seen][: limit - len(ids)]
     return ids
 
 
-def affordable(collection: Collection, words: list[str]) -> list[str]:
-    """The words (tsquery operands) the any-word query can afford, rarest first."""
+def affordable(
+    collection: Collection, words: list[str], max_rows: int = MAX_ANY_ROWS
+) -> list[str]:
+    """The words (tsquery operands) the any-word query can afford, rarest first:
+    together they match at most `max_rows` chunks (the rarest always goes in)."""
     if not collection.terms_counted or len(words) < 2:
         return words
     lexemes = {word: _lexemes(word) for word in words}
@@ -63,7 +72,7 @@ def affordable(collection: Collection, words: list[str]) -> list[str]:
 
     kept, total = [], 0
     for word in sorted(words, key=matches):
-        if kept and total + matches(word) > MAX_ANY_ROWS:
+        if kept and total + matches(word) > max_rows:
             break
         kept.append(word)
         total += matches(word)

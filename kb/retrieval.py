@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from django.db import connection, transaction
-from django.db.models import Q
+from django.db.models import Case, Q, TextField, Value, When
 from pgvector.django import CosineDistance
 
 from kb import embedding, keywords
@@ -114,6 +114,14 @@ class TextWindow:
         raise IndexError(f"{lo}:{hi} of the source was not loaded")
 
 
+def heading_label(source_title: str, heading_path: str) -> str:
+    """Source › heading path, without the title twice (paths start with it)."""
+    path = heading_path.replace(" > ", " › ")
+    if heading_path.split(" > ")[0] == source_title:
+        return path
+    return f"{source_title} › {path}"
+
+
 @dataclass
 class Passage:
     source_id: int
@@ -136,11 +144,7 @@ class Passage:
 
     @property
     def label(self) -> str:
-        """Source › heading path, without the title twice (paths start with it)."""
-        path = self.heading_path.replace(" > ", " › ")
-        if self.heading_path.split(" > ")[0] == self.source_title:
-            return path
-        return f"{self.source_title} › {path}"
+        return heading_label(self.source_title, self.heading_path)
 
     @property
     def chunk_indexes(self) -> list[int]:
@@ -389,15 +393,12 @@ def _select_sections(hits: list[Hit], k: int) -> list[_Selected]:
         for section in sections.values():
             lookup |= Q(source_id=section.source_id, order=section.order - 1)
         before = {(s.source_id, s.order): s for s in _sections(lookup).values()}
-    small = [s for s in [*sections.values(), *before.values()] if not _long(s)]
-    bodies = dict(
-        Section.objects.filter(pk__in=[s.pk for s in small]).values_list("id", "body")
-    )
     parts: dict[int, list[tuple[int, str]]] = {}
-    for section in small:
-        parts.setdefault(section.source_id, []).append(
-            (section.start, bodies[section.pk])
-        )
+    for section in [*sections.values(), *before.values()]:
+        if not _long(section):
+            parts.setdefault(section.source_id, []).append(
+                (section.start, section.short_body)
+            )
     chunks: dict[int, list[ChunkRow]] = {}
     for chunk in (
         Chunk.objects.filter(_chunk_windows(best, sections))
@@ -406,9 +407,7 @@ def _select_sections(hits: list[Hit], k: int) -> list[_Selected]:
     ):
         chunks.setdefault(chunk.section_id, []).append(chunk)
         if _long(sections[chunk.section_id]):
-            parts.setdefault(chunk.source_id, []).append(
-                (chunk.start - len(chunk.lead), chunk.lead + chunk.text)
-            )
+            parts.setdefault(chunk.source_id, []).append(_with_lead(chunk))
     texts = {source_id: TextWindow(found) for source_id, found in parts.items()}
     metadata = dict(
         Chunk.objects.filter(pk__in=[h[0].chunk_id for _, h in best]).values_list(
@@ -430,17 +429,29 @@ def _select_sections(hits: list[Hit], k: int) -> list[_Selected]:
     ]
 
 
+def _with_lead(chunk) -> tuple[int, str]:
+    """(start, text) of a chunk with the text between it and its predecessor."""
+    return chunk.start - len(chunk.lead), chunk.lead + chunk.text
+
+
 def _long(section: Section) -> bool:
     """Too long to load whole: retrieval reads a window of its chunks."""
     return section.tokens > MAX_WHOLE_SECTION_TOKENS
 
 
 def _sections(lookup: Q) -> dict[int, Section]:
-    """Sections with their sources, leaving out vectors and texts."""
+    """Sections with their sources, leaving out vectors and texts; `short_body` is
+    the body of a section short enough to be read whole, else empty."""
+    short = Case(
+        When(tokens__lte=MAX_WHOLE_SECTION_TOKENS, then="body"),
+        default=Value(""),
+        output_field=TextField(),
+    )
     return (
         Section.objects.filter(lookup)
         .select_related("source")
         .defer("embedding", "body", "source__text", "source__stats")
+        .annotate(short_body=short)
         .in_bulk()
     )
 
@@ -702,9 +713,7 @@ def _chunk_passages(hits: list[Hit]) -> list[Passage]:
     # A fixed-size chunk can reach across sections: its own text and lead cover it.
     parts: dict[int, list[tuple[int, str]]] = {}
     for chunk in chunks.values():
-        parts.setdefault(chunk.source_id, []).append(
-            (chunk.start - len(chunk.lead), chunk.lead + chunk.text)
-        )
+        parts.setdefault(chunk.source_id, []).append(_with_lead(chunk))
     texts = {source_id: TextWindow(found) for source_id, found in parts.items()}
     passages = []
     for hit in hits:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from unittest import mock
-
 from django.test import TestCase
 
 from kb import ingestion, keywords, retrieval
@@ -54,8 +52,9 @@ class KeywordSearchTestCase(TestCase):
     def test_common_words_are_left_out_when_they_would_match_too_many(self):
         keywords.count_terms(self.collection)  # updates this instance too
         question = "zebra job unicorn"  # no chunk holds all three
-        with mock.patch.object(keywords, "MAX_ANY_ROWS", 5):
-            ids = keywords.search(self._chunks(), self.collection, question, 80)
+        ids = keywords.search(
+            self._chunks(), self.collection, question, 80, max_any_rows=5
+        )
         self.assertEqual(self._files(ids), {"zebra.md"})
         # With room for them, the common words bring every note.
         ids = keywords.search(self._chunks(), self.collection, question, 80)
