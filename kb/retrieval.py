@@ -12,17 +12,18 @@
 from __future__ import annotations
 
 import bisect
+import json
 import time
 from collections.abc import Iterable
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from django.db import connection, transaction
-from django.db.models import Case, Q, TextField, Value, When
-from pgvector.django import CosineDistance
+from pgvector import Vector
 
 from kb import embedding, keywords
-from kb.models import Chunk, Collection, Section
+from kb.models import Chunk, Collection
 
 CANDIDATES = 80  # chunks taken from each ranking before fusion
 RRF_K = 60  # reciprocal rank fusion constant (Cormack et al.)
@@ -189,6 +190,21 @@ class Result:
     hits: list[Hit] = field(default_factory=list)
 
 
+class SectionRow(NamedTuple):
+    """The columns of a section (and its source) that expansion and citation read."""
+
+    id: int
+    source_id: int
+    source_title: str
+    file_name: str
+    heading_path: str
+    order: int
+    start: int
+    end: int
+    tokens: int
+    body: str  # "" for a section too long to read whole (_long)
+
+
 class ChunkRow(NamedTuple):
     """The columns of a chunk that expansion and citation read."""
 
@@ -207,12 +223,12 @@ class ChunkRow(NamedTuple):
 class _Selected:
     """A section chosen for the context and the chunks that brought it there."""
 
-    section: Section
+    section: SectionRow
     hits: list[Hit]
     score: float
     chunks: list[ChunkRow] = field(default_factory=list)
     text: TextWindow = field(default_factory=TextWindow)  # the loaded source text
-    before: Section | None = None  # the section just before it in the source
+    before: SectionRow | None = None  # the section just before it in the source
     metadata: dict[str, Any] = field(default_factory=dict)  # of its best hit
     region_tokens: dict[tuple[int, int], int] = field(default_factory=dict)
 
@@ -244,25 +260,25 @@ def retrieve(
     mode = mode or collection.retrieval_mode
     timings: dict[str, float] = {}
     clock = time.perf_counter()
-    chunks = Chunk.objects.filter(source__collection=collection)
-    if not include_deprecated:
-        chunks = chunks.exclude(metadata__contains={"deprecated": True})
 
     vector_ids: list[int] = []
+    section_ranks: dict[int, int] = {}
     if mode in ("vector", "hybrid"):
         vector = _embed_question(question)
         clock = _lap(timings, "embed", clock)
-        vector_ids = _vector_ids(chunks, vector)
-        clock = _lap(timings, "vector_search", clock)
+        with _hnsw_scan():
+            vector_ids = _vector_ids(collection, vector, include_deprecated)
+            clock = _lap(timings, "vector_search", clock)
+            section_ranks = _section_ranks(collection, vector, include_deprecated)
+            clock = _lap(timings, "section_search", clock)
     keyword_ids: list[int] = []
     if mode in ("keyword", "hybrid"):
+        chunks = Chunk.objects.filter(source__collection=collection)
+        if not include_deprecated:
+            chunks = chunks.exclude(metadata__contains={"deprecated": True})
         keyword_ids = keywords.search(chunks, collection, question, CANDIDATES)
         clock = _lap(timings, "keyword_search", clock)
 
-    section_ranks: dict[int, int] = {}
-    if mode in ("vector", "hybrid"):
-        section_ranks = _section_ranks(collection, vector, include_deprecated)
-        clock = _lap(timings, "section_search", clock)
     hits = _fuse(vector_ids, keyword_ids, section_ranks)
     if collection.chunk_strategy == Collection.Strategy.FIXED:
         # The baseline as commonly built: the top-k chunks as they are, no expansion,
@@ -303,33 +319,64 @@ def _embed_question(question: str):
     return embedder.embed([question], origins=["the question"])[0]
 
 
-def _vector_ids(chunks, vector) -> list[int]:
-    # The collection filter runs after the HNSW scan; iterative scans (pgvector
-    # 0.8) keep reading the graph until enough rows pass it.
+# Hot path (issue #8): plain SQL, as ORM query building cost more than the queries.
+_NEAREST_CHUNKS = """
+SELECT c.id FROM kb_chunk c JOIN kb_source s ON s.id = c.source_id
+WHERE s.collection_id = %(collection)s AND c.embedding IS NOT NULL {current}
+ORDER BY c.embedding <=> %(vector)s::vector LIMIT %(limit)s
+"""
+_NEAREST_SECTIONS = """
+SELECT t.id FROM kb_section t JOIN kb_source s ON s.id = t.source_id
+WHERE s.collection_id = %(collection)s AND t.embedding IS NOT NULL {current}
+ORDER BY t.embedding <=> %(vector)s::vector LIMIT %(limit)s
+"""
+_NOT_DEPRECATED = """AND NOT {table}.metadata @> '{{"deprecated": true}}'"""
+
+
+@contextmanager
+def _hnsw_scan():
+    """A transaction whose vector searches keep reading the HNSW graph until
+    enough rows pass the collection filter (pgvector 0.8 iterative scans)."""
     with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute(f"SET LOCAL hnsw.ef_search = {HNSW_EF_SEARCH}")
-        cursor.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
-        ranked = chunks.filter(embedding__isnull=False).order_by(
-            CosineDistance("embedding", vector)
+        cursor.execute(
+            "SELECT set_config('hnsw.ef_search', %s, true), "
+            "set_config('hnsw.iterative_scan', 'relaxed_order', true)",
+            [str(HNSW_EF_SEARCH)],
         )
-        return list(ranked.values_list("id", flat=True)[:CANDIDATES])
+        yield
+
+
+def _nearest(sql: str, table: str, collection, vector, include_deprecated) -> list:
+    current = "" if include_deprecated else _NOT_DEPRECATED.format(table=table)
+    params = {
+        "collection": collection.pk,
+        "vector": Vector._to_db(vector),
+        "limit": CANDIDATES,
+    }
+    with connection.cursor() as cursor:
+        cursor.execute(sql.format(current=current), params)
+        return [row[0] for row in cursor.fetchall()]
+
+
+def _vector_ids(collection: Collection, vector, include_deprecated: bool) -> list[int]:
+    """The chunks nearest to the question vector by cosine, best first."""
+    return _nearest(_NEAREST_CHUNKS, "c", collection, vector, include_deprecated)
 
 
 def _section_ranks(
     collection: Collection, vector, include_deprecated: bool
 ) -> dict[int, int]:
     """Sections by the cosine of their centroid (mean of their chunk vectors)."""
-    sections = Section.objects.filter(
-        source__collection=collection, embedding__isnull=False
-    )
-    if not include_deprecated:
-        sections = sections.exclude(source__metadata__contains={"deprecated": True})
-    with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute(f"SET LOCAL hnsw.ef_search = {HNSW_EF_SEARCH}")
-        cursor.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
-        ranked = sections.order_by(CosineDistance("embedding", vector))
-        ids = list(ranked.values_list("id", flat=True)[:CANDIDATES])
+    ids = _nearest(_NEAREST_SECTIONS, "s", collection, vector, include_deprecated)
     return {section_id: rank for rank, section_id in enumerate(ids, 1)}
+
+
+_HIT_ROWS = """
+SELECT c.id, c.source_id, c.section_id, c.chunk_index, c.start, c."end",
+       t.heading_path
+FROM kb_chunk c JOIN kb_section t ON t.id = c.section_id
+WHERE c.id = ANY(%s)
+"""
 
 
 def _fuse(
@@ -345,33 +392,63 @@ def _fuse(
         scores.setdefault(chunk_id, {})["vector"] = rank
     for rank, chunk_id in enumerate(keyword_ids, 1):
         scores.setdefault(chunk_id, {})["keyword"] = rank
-    rows = Chunk.objects.filter(id__in=scores).values(
-        "id", "source_id", "section_id", "chunk_index", "start", "end",
-        "section__heading_path",
-    )  # fmt: skip
+    with connection.cursor() as cursor:
+        cursor.execute(_HIT_ROWS, [list(scores)])
+        rows = cursor.fetchall()
     hits = []
-    for row in rows:
-        ranks = scores[row["id"]]
+    for chunk_id, source_id, section_id, index, start, end, path in rows:
+        ranks = scores[chunk_id]
         hit = Hit(
-            chunk_id=row["id"],
-            source_id=row["source_id"],
-            section_id=row["section_id"],
-            chunk_index=row["chunk_index"],
-            start=row["start"],
-            end=row["end"],
+            chunk_id=chunk_id,
+            source_id=source_id,
+            section_id=section_id,
+            chunk_index=index,
+            start=start,
+            end=end,
             vector_rank=ranks.get("vector"),
             keyword_rank=ranks.get("keyword"),
-            heading_path=row["section__heading_path"],
+            heading_path=path,
         )
         hit.score = sum(
             (KEYWORD_WEIGHT if kind == "keyword" else 1.0) / (RRF_K + r)
             for kind, r in ranks.items()
         )
-        if row["section_id"] in section_ranks:
-            hit.score += SECTION_WEIGHT / (RRF_K + section_ranks[row["section_id"]])
+        if section_id in section_ranks:
+            hit.score += SECTION_WEIGHT / (RRF_K + section_ranks[section_id])
         hits.append(hit)
     hits.sort(key=lambda h: (-h.score, h.chunk_id))
     return hits
+
+
+_SECTION_COLUMNS = """
+t.id, t.source_id, s.title, s.file_name, t.heading_path, t."order", t.start, t."end",
+t.tokens, CASE WHEN t.tokens <= %(whole)s THEN t.body ELSE '' END
+"""
+# The chosen sections, then the one before each (UNION ALL: each half uses an index).
+_SECTIONS = f"""
+SELECT {_SECTION_COLUMNS}, true FROM kb_section t JOIN kb_source s ON s.id = t.source_id
+WHERE t.id = ANY(%(ids)s)
+UNION ALL
+SELECT {_SECTION_COLUMNS}, false FROM kb_section chosen
+JOIN kb_section t ON t.source_id = chosen.source_id AND t."order" = chosen."order" - 1
+JOIN kb_source s ON s.id = t.source_id
+WHERE chosen.id = ANY(%(ids)s) AND %(before)s
+"""
+_CHUNK_COLUMNS = """
+c.id, c.section_id, c.source_id, c.chunk_index, c.start, c."end", c.text_tokens,
+c.text, c.lead, CASE WHEN c.id = ANY(%(best)s) THEN c.metadata::text END
+"""
+# Every chunk of a section read whole, windows of chunks of a long one; the
+# metadata of each section's best hit.
+_CHUNKS = f"""
+SELECT {_CHUNK_COLUMNS} FROM kb_chunk c WHERE c.section_id = ANY(%(whole)s)
+UNION ALL
+SELECT {_CHUNK_COLUMNS} FROM kb_chunk c
+JOIN unnest(%(window_sections)s::bigint[], %(window_starts)s::int[],
+            %(window_ends)s::int[]) AS w(section_id, first, last)
+    ON c.section_id = w.section_id AND c.chunk_index BETWEEN w.first AND w.last
+ORDER BY chunk_index
+"""
 
 
 def _select_sections(hits: list[Hit], k: int) -> list[_Selected]:
@@ -386,34 +463,23 @@ def _select_sections(hits: list[Hit], k: int) -> list[_Selected]:
     # A section ranks by its best hit: summing hits favoured long tables (issue #7).
     best = sorted(by_section.items(), key=lambda kv: -kv[1][0].score)
     best = _diverse(best, k)[:k]
-    sections = _sections(Q(pk__in=[sid for sid, _ in best]))
-    before: dict[tuple[int, int], Section] = {}
-    if PRECEDING_CONTEXT and sections:
-        lookup = Q()
-        for section in sections.values():
-            lookup |= Q(source_id=section.source_id, order=section.order - 1)
-        before = {(s.source_id, s.order): s for s in _sections(lookup).values()}
+    sections, before = _sections([sid for sid, _ in best])
     parts: dict[int, list[tuple[int, str]]] = {}
     for section in [*sections.values(), *before.values()]:
         if not _long(section):
             parts.setdefault(section.source_id, []).append(
-                (section.start, section.short_body)
+                (section.start, section.body)
             )
     chunks: dict[int, list[ChunkRow]] = {}
-    for chunk in (
-        Chunk.objects.filter(_chunk_windows(best, sections))
-        .order_by("chunk_index")
-        .values_list(*ChunkRow._fields, named=True)
-    ):
+    metadata: dict[int, dict[str, Any]] = {}
+    for *columns, found in _chunk_rows(best, sections):
+        chunk = ChunkRow(*columns)
         chunks.setdefault(chunk.section_id, []).append(chunk)
+        if found is not None:
+            metadata[chunk.id] = json.loads(found)
         if _long(sections[chunk.section_id]):
             parts.setdefault(chunk.source_id, []).append(_with_lead(chunk))
     texts = {source_id: TextWindow(found) for source_id, found in parts.items()}
-    metadata = dict(
-        Chunk.objects.filter(pk__in=[h[0].chunk_id for _, h in best]).values_list(
-            "id", "metadata"
-        )
-    )
     return [
         _Selected(
             section,
@@ -434,26 +500,73 @@ def _with_lead(chunk) -> tuple[int, str]:
     return chunk.start - len(chunk.lead), chunk.lead + chunk.text
 
 
-def _long(section: Section) -> bool:
+def _long(section: SectionRow) -> bool:
     """Too long to load whole: retrieval reads a window of its chunks."""
     return section.tokens > MAX_WHOLE_SECTION_TOKENS
 
 
-def _sections(lookup: Q) -> dict[int, Section]:
-    """Sections with their sources, leaving out vectors and texts; `short_body` is
-    the body of a section short enough to be read whole, else empty."""
-    short = Case(
-        When(tokens__lte=MAX_WHOLE_SECTION_TOKENS, then="body"),
-        default=Value(""),
-        output_field=TextField(),
-    )
-    return (
-        Section.objects.filter(lookup)
-        .select_related("source")
-        .defer("embedding", "body", "source__text", "source__stats")
-        .annotate(short_body=short)
-        .in_bulk()
-    )
+def _sections(
+    ids: list[int],
+) -> tuple[dict[int, SectionRow], dict[tuple[int, int], SectionRow]]:
+    """The sections by id, and (with PRECEDING_CONTEXT) the section before each by
+    (source id, order); bodies only of sections short enough to read whole."""
+    params = {
+        "ids": ids,
+        "whole": MAX_WHOLE_SECTION_TOKENS,
+        "before": PRECEDING_CONTEXT,
+    }
+    with connection.cursor() as cursor:
+        cursor.execute(_SECTIONS, params)
+        rows = cursor.fetchall()
+    sections: dict[int, SectionRow] = {}
+    before: dict[tuple[int, int], SectionRow] = {}
+    for *columns, chosen in rows:
+        row = SectionRow(*columns)
+        if chosen:
+            sections[row.id] = row
+        else:
+            before[row.source_id, row.order] = row
+    return sections, before
+
+
+def _chunk_rows(best: list[tuple[int, list[Hit]]], sections: dict) -> list[tuple]:
+    """All chunks of a section that fits the budget, else windows around its hits.
+
+    Sections of unstructured text can hold hundreds of chunks; no context budget
+    reaches further than WINDOW_CHUNKS from a hit that gets a seat (_further_hits).
+    """
+    whole: list[int] = []
+    windows: list[tuple[int, int, int]] = []  # section id, first and last index
+    for section_id, hits in best:
+        section = sections.get(section_id)
+        if section is None:
+            continue
+        if not _long(section):
+            whole.append(section_id)
+            continue
+        seeds = {h.chunk_index for h in hits[:HIT_CHUNKS]}
+        seeds |= {
+            h.chunk_index
+            for h in hits
+            if h.keyword_rank is not None and h.keyword_rank <= KEYWORD_SEED
+        }
+        near = {
+            i
+            for centre in seeds
+            for i in range(centre - WINDOW_CHUNKS, centre + WINDOW_CHUNKS + 1)
+        }
+        for first, last in _runs(sorted(near)):
+            windows.append((section_id, first, last))
+    params = {
+        "best": [h[0].chunk_id for _, h in best],
+        "whole": whole,
+        "window_sections": [w[0] for w in windows],
+        "window_starts": [w[1] for w in windows],
+        "window_ends": [w[2] for w in windows],
+    }
+    with connection.cursor() as cursor:
+        cursor.execute(_CHUNKS, params)
+        return cursor.fetchall()
 
 
 def _diverse(
@@ -478,33 +591,15 @@ def _diverse(
     return first + later + ranked[k * 4 :]
 
 
-def _chunk_windows(best: list[tuple[int, list[Hit]]], sections: dict) -> Q:
-    """All chunks of a section that fits the budget, else windows around its hits.
-
-    Sections of unstructured text can hold hundreds of chunks; no context budget
-    reaches further than WINDOW_CHUNKS from a hit that gets a seat (_further_hits).
-    """
-    lookup = Q(pk__in=[])
-    for section_id, hits in best:
-        section = sections.get(section_id)
-        if section is None:
-            continue
-        if not _long(section):
-            lookup |= Q(section_id=section_id)
-            continue
-        seeds = {h.chunk_index for h in hits[:HIT_CHUNKS]}
-        seeds |= {
-            h.chunk_index
-            for h in hits
-            if h.keyword_rank is not None and h.keyword_rank <= KEYWORD_SEED
-        }
-        near = {
-            i
-            for centre in seeds
-            for i in range(centre - WINDOW_CHUNKS, centre + WINDOW_CHUNKS + 1)
-        }
-        lookup |= Q(section_id=section_id, chunk_index__in=sorted(near))
-    return lookup
+def _runs(indexes: list[int]) -> list[tuple[int, int]]:
+    """Sorted integers as (first, last) runs of consecutive ones."""
+    runs: list[tuple[int, int]] = []
+    for i in indexes:
+        if runs and runs[-1][1] == i - 1:
+            runs[-1] = (runs[-1][0], i)
+        else:
+            runs.append((i, i))
+    return runs
 
 
 def _tokens(text: str) -> int:
@@ -574,19 +669,21 @@ def _preceding_sections(kept: list[_Selected], remaining: int) -> list[Passage]:
     exceptions" or "Rollback exceptions" needs the rule above it. The passage
     merges with the chosen one (both whole, they touch), so k is unchanged.
     """
-    chosen = {item.section.pk for item in kept}
+    chosen = {item.section.id for item in kept}
     added = []
     for item in kept:
         section = item.before
-        if section is None or section.pk in chosen or not section.tokens:
+        if section is None or section.id in chosen or not section.tokens:
             continue
         if section.tokens > remaining or _long(section):
             continue
         remaining -= section.tokens
-        chosen.add(section.pk)
+        chosen.add(section.id)
         context = _Selected(section, item.hits[:1], item.score * 0.5, text=item.text)
         indexes = list(
-            Chunk.objects.filter(section=section).values_list("chunk_index", flat=True)
+            Chunk.objects.filter(section_id=section.id).values_list(
+                "chunk_index", flat=True
+            )
         )
         passage = _passage(context, section.start, section.end, indexes, section.tokens)
         passage.matched = {"context"}
@@ -681,17 +778,16 @@ def _passage(
     item: _Selected, start: int, end: int, indexes: list[int], tokens: int
 ) -> Passage:
     section = item.section
-    source = section.source
     return Passage(
-        source_id=source.pk,
-        source_title=source.title,
-        file_name=source.file_name,
+        source_id=section.source_id,
+        source_title=section.source_title,
+        file_name=section.file_name,
         start=start,
         end=end,
         text=item.text[start:end],
         score=item.score,
         matched={h.matched for h in item.hits},
-        locations=[Location(section.pk, section.heading_path, start, end, indexes)],
+        locations=[Location(section.id, section.heading_path, start, end, indexes)],
         tokens=tokens,
         metadata=dict(item.metadata),
         source_text=item.text,
