@@ -16,11 +16,11 @@ behind the index; they only decide which words to leave out.
 
 from __future__ import annotations
 
+import functools
+import json
 import re
 
-from django.contrib.postgres.search import SearchQuery, SearchRank
 from django.db import connection, transaction
-from django.db.models import F, QuerySet
 from django.utils import timezone
 
 from kb.models import Chunk, Collection, Term
@@ -33,39 +33,47 @@ _LEXEME_RE = re.compile(r"'((?:[^']|'')*)'")
 
 
 def search(
-    chunks: QuerySet[Chunk],
     collection: Collection,
     question: str,
     limit: int,
+    *,
+    include_deprecated: bool = False,
     max_any_rows: int = MAX_ANY_ROWS,
 ) -> list[int]:
-    """Ids of the best `limit` chunks of `chunks` for the question's words."""
-    all_words = _all_words(question)
+    """Ids of the collection's best `limit` chunks for the question's words."""
+    all_words, counts = _words(collection, question)
     if not all_words:
         return []
-    ids = _ranked(chunks, all_words, limit)
+    ranked = functools.partial(_ranked, collection, include_deprecated, limit=limit)
+    ids = ranked(all_words)
     if len(ids) < MIN_ALL:
-        words = affordable(collection, all_words.split(" & "), max_any_rows)
+        words = affordable(collection, all_words.split(" & "), max_any_rows, counts)
         seen = set(ids)
-        more = _ranked(chunks, " | ".join(words), limit)
+        more = ranked(" | ".join(words))
         ids += [i for i in more if i not in seen][: limit - len(ids)]
     return ids
 
 
 def affordable(
-    collection: Collection, words: list[str], max_rows: int = MAX_ANY_ROWS
+    collection: Collection,
+    words: list[str],
+    max_rows: int = MAX_ANY_ROWS,
+    counts: dict[str, int] | None = None,
 ) -> list[str]:
     """The words (tsquery operands) the any-word query can afford, rarest first:
-    together they match at most `max_rows` chunks (the rarest always goes in)."""
+    together they match at most `max_rows` chunks (the rarest always goes in).
+
+    `counts`: chunks per lexeme, as _words() read them with the question."""
     if not collection.terms_counted or len(words) < 2:
         return words
     lexemes = {word: _lexemes(word) for word in words}
-    counts = dict(
-        Term.objects.filter(
-            collection=collection,
-            lexeme__in={lexeme for found in lexemes.values() for lexeme in found},
-        ).values_list("lexeme", "chunks")
-    )
+    if counts is None:
+        counts = dict(
+            Term.objects.filter(
+                collection=collection,
+                lexeme__in={lexeme for found in lexemes.values() for lexeme in found},
+            ).values_list("lexeme", "chunks")
+        )
 
     def matches(word: str) -> int:  # a phrase matches at most its rarest word
         return min((counts.get(lexeme, 0) for lexeme in lexemes[word]), default=0)
@@ -104,22 +112,55 @@ def count_terms(collection: Collection) -> int:
     return total
 
 
-def _all_words(question: str) -> str:
+# The question as an all-words tsquery, with the Term counts of its words when the
+# collection has them: one round trip (issue #8's latency).
+_WORDS = """
+SELECT plainto_tsquery(%(config)s, %(question)s)::text,
+       CASE WHEN %(counted)s THEN (
+           SELECT coalesce(json_object_agg(lexeme, chunks), '{}')::text FROM kb_term
+           WHERE collection_id = %(collection)s AND lexeme = ANY(
+               tsvector_to_array(to_tsvector(%(config)s, %(question)s))))
+       END
+"""
+_RANKED = """
+SELECT c.id FROM kb_chunk c JOIN kb_source s ON s.id = c.source_id
+WHERE s.collection_id = %(collection)s {current}
+  AND c.search_vector @@ to_tsquery(%(config)s, %(terms)s)
+ORDER BY ts_rank(c.search_vector, to_tsquery(%(config)s, %(terms)s), 1) DESC, c.id
+LIMIT %(limit)s
+"""
+_CURRENT = """AND NOT c.metadata @> '{"deprecated": true}'"""
+
+
+def _words(collection: Collection, question: str) -> tuple[str, dict[str, int] | None]:
+    params = {
+        "config": CONFIG,
+        "question": question,
+        "counted": collection.terms_counted is not None,
+        "collection": collection.pk,
+    }
     with connection.cursor() as cursor:
-        cursor.execute("SELECT plainto_tsquery(%s, %s)::text", [CONFIG, question])
-        return cursor.fetchone()[0] or ""
+        cursor.execute(_WORDS, params)
+        words, counts = cursor.fetchone()
+    return words or "", None if counts is None else json.loads(counts)
 
 
 def _lexemes(word: str) -> list[str]:
     return [found.replace("''", "'") for found in _LEXEME_RE.findall(word)]
 
 
-def _ranked(chunks: QuerySet[Chunk], terms: str, limit: int) -> list[int]:
-    # F(): rank the stored tsvector; a plain name would be re-parsed from text.
-    query = SearchQuery(terms, search_type="raw", config=CONFIG)
-    ranked = (
-        chunks.filter(search_vector=query)
-        .annotate(rank=SearchRank(F("search_vector"), query, normalization=1))
-        .order_by("-rank", "id")
-    )
-    return list(ranked.values_list("id", flat=True)[:limit])
+def _ranked(
+    collection: Collection, include_deprecated: bool, terms: str, limit: int
+) -> list[int]:
+    """Chunks matching the tsquery text `terms`, by ts_rank with length
+    normalisation (of the stored tsvector), best first."""
+    sql = _RANKED.format(current="" if include_deprecated else _CURRENT)
+    params = {
+        "collection": collection.pk,
+        "config": CONFIG,
+        "terms": terms,
+        "limit": limit,
+    }
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return [row[0] for row in cursor.fetchall()]

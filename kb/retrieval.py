@@ -273,10 +273,9 @@ def retrieve(
             clock = _lap(timings, "section_search", clock)
     keyword_ids: list[int] = []
     if mode in ("keyword", "hybrid"):
-        chunks = Chunk.objects.filter(source__collection=collection)
-        if not include_deprecated:
-            chunks = chunks.exclude(metadata__contains={"deprecated": True})
-        keyword_ids = keywords.search(chunks, collection, question, CANDIDATES)
+        keyword_ids = keywords.search(
+            collection, question, CANDIDATES, include_deprecated=include_deprecated
+        )
         clock = _lap(timings, "keyword_search", clock)
 
     hits = _fuse(vector_ids, keyword_ids, section_ranks)

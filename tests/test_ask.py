@@ -77,8 +77,15 @@ class AnswerTestCase(DemoTestCase):
         source.save()
         ingestion.mark_queued(source)
         ingestion.ingest(source.pk)
-        result = retrieval.retrieve(self.demo, "When should I roll back a deploy?")
-        self.assertNotIn(source.pk, {p.source_id for p in result.passages})
+        question = "When should I roll back a deploy?"
+        for mode in ("vector", "keyword", "hybrid"):
+            result = retrieval.retrieve(self.demo, question, mode=mode)
+            self.assertTrue(result.passages, mode)
+            self.assertNotIn(source.pk, {p.source_id for p in result.passages}, mode)
+            with_old = retrieval.retrieve(
+                self.demo, question, mode=mode, include_deprecated=True
+            )
+            self.assertIn(source.pk, {p.source_id for p in with_old.passages}, mode)
 
     def test_an_llm_answer_citing_unknown_sections_is_cleaned_and_flagged(self):
         result = retrieval.retrieve(self.demo, "When should I roll back a deploy?")

@@ -23,9 +23,6 @@ class KeywordSearchTestCase(TestCase):
             source, _ = ingestion.store_source(cls.collection, name, text.encode())
             ingestion.ingest(source.pk)
 
-    def _chunks(self):
-        return Chunk.objects.filter(source__collection=self.collection)
-
     def _files(self, ids: list[int]) -> set[str]:
         return set(
             Chunk.objects.filter(pk__in=ids).values_list("source__file_name", flat=True)
@@ -41,23 +38,21 @@ class KeywordSearchTestCase(TestCase):
         self.assertIsNotNone(self.collection.terms_counted)
 
     def test_chunks_with_all_the_words_come_first(self):
-        ids = keywords.search(self._chunks(), self.collection, "zebra queue", 80)
+        ids = keywords.search(self.collection, "zebra queue", 80)
         self.assertEqual(self._files(ids[:1]), {"zebra.md"})
 
     def test_without_counts_any_word_brings_matches(self):
         # "unicorn" is nowhere, so no chunk holds all words: any word counts.
-        ids = keywords.search(self._chunks(), self.collection, "job unicorn", 80)
+        ids = keywords.search(self.collection, "job unicorn", 80)
         self.assertEqual(len(ids), len(NOTES))
 
     def test_common_words_are_left_out_when_they_would_match_too_many(self):
         keywords.count_terms(self.collection)  # updates this instance too
         question = "zebra job unicorn"  # no chunk holds all three
-        ids = keywords.search(
-            self._chunks(), self.collection, question, 80, max_any_rows=5
-        )
+        ids = keywords.search(self.collection, question, 80, max_any_rows=5)
         self.assertEqual(self._files(ids), {"zebra.md"})
         # With room for them, the common words bring every note.
-        ids = keywords.search(self._chunks(), self.collection, question, 80)
+        ids = keywords.search(self.collection, question, 80)
         self.assertEqual(len(ids), len(NOTES))
 
     def test_hybrid_retrieval_uses_the_counts(self):
