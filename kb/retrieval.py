@@ -266,7 +266,7 @@ def retrieve(
     if mode in ("vector", "hybrid"):
         vector = _embed_question(question)
         clock = _lap(timings, "embed", clock)
-        with _hnsw_scan():
+        with hnsw_scan():
             vector_ids = _vector_ids(collection, vector, include_deprecated)
             clock = _lap(timings, "vector_search", clock)
             section_ranks = _section_ranks(collection, vector, include_deprecated)
@@ -333,7 +333,7 @@ _NOT_DEPRECATED = """AND NOT {table}.metadata @> '{{"deprecated": true}}'"""
 
 
 @contextmanager
-def _hnsw_scan():
+def hnsw_scan():
     """A transaction whose vector searches keep reading the HNSW graph until
     enough rows pass the collection filter (pgvector 0.8 iterative scans)."""
     with transaction.atomic(), connection.cursor() as cursor:
@@ -345,28 +345,37 @@ def _hnsw_scan():
         yield
 
 
-def _nearest(sql: str, table: str, collection, vector, include_deprecated) -> list:
+def nearest_query(
+    collection: Collection, vector, include_deprecated: bool = False, sections=False
+) -> tuple[str, dict[str, Any]]:
+    """The SQL and parameters of the nearest-chunks (or -sections) search, to run
+    inside hnsw_scan(); the benchmark EXPLAINs the very same statement."""
+    sql, table = (_NEAREST_SECTIONS, "s") if sections else (_NEAREST_CHUNKS, "c")
     current = "" if include_deprecated else _NOT_DEPRECATED.format(table=table)
     params = {
         "collection": collection.pk,
         "vector": Vector._to_db(vector),
         "limit": CANDIDATES,
     }
+    return sql.format(current=current), params
+
+
+def _nearest(*query_args, **query_options) -> list[int]:
     with connection.cursor() as cursor:
-        cursor.execute(sql.format(current=current), params)
+        cursor.execute(*nearest_query(*query_args, **query_options))
         return [row[0] for row in cursor.fetchall()]
 
 
 def _vector_ids(collection: Collection, vector, include_deprecated: bool) -> list[int]:
     """The chunks nearest to the question vector by cosine, best first."""
-    return _nearest(_NEAREST_CHUNKS, "c", collection, vector, include_deprecated)
+    return _nearest(collection, vector, include_deprecated)
 
 
 def _section_ranks(
     collection: Collection, vector, include_deprecated: bool
 ) -> dict[int, int]:
     """Sections by the cosine of their centroid (mean of their chunk vectors)."""
-    ids = _nearest(_NEAREST_SECTIONS, "s", collection, vector, include_deprecated)
+    ids = _nearest(collection, vector, include_deprecated, sections=True)
     return {section_id: rank for rank, section_id in enumerate(ids, 1)}
 
 

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+from unittest.mock import patch
 
 import django_rq
 import pytest
@@ -10,6 +11,7 @@ from django.test import TestCase, TransactionTestCase
 from django.urls import reverse
 from pgvector.django import CosineDistance
 
+from config import services
 from kb.models import Chunk
 from tests.base import make_tree, make_users, run_burst_worker
 
@@ -24,6 +26,24 @@ class DatabaseTestCase(TestCase):
         with connection.cursor() as cursor:
             cursor.execute("SELECT extversion FROM pg_extension WHERE extname='vector'")
             self.assertIsNotNone(cursor.fetchone())
+
+    @pytest.mark.skipif(
+        bool(os.environ.get("DATABASE_URL")), reason="the server is not embedded"
+    )
+    def test_the_embedded_server_caches_what_the_indexes_need(self):
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT pg_size_bytes(current_setting('shared_buffers')), "
+                "pg_size_bytes(%s)",
+                [services.shared_buffers()],
+            )
+            current, wanted = cursor.fetchone()
+        self.assertEqual(current, wanted)
+        self.assertGreaterEqual(current, 128 * 2**20)
+
+    def test_the_cache_size_can_be_set(self):
+        with patch.dict(os.environ, {"KB_PG_SHARED_BUFFERS": "256MB"}):
+            self.assertEqual(services.shared_buffers(), "256MB")
 
     def test_it_finds_the_nearest_vector_by_cosine(self):
         near = make_tree(_unit(0))

@@ -1,0 +1,75 @@
+"""The golden sets in evals/ hold exactly the evidence they claim (issue #7).
+
+kb_eval refuses a case whose span text differs from its source, so a broken line
+would only show when someone runs the benchmark; these checks catch it at once.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from unittest import TestCase, skipUnless
+
+from django.conf import settings
+
+from kb import evaluation
+from tests.base import SHARED, SHARED_MISSING
+
+EVALS = Path(settings.BASE_DIR) / "evals"
+# Each set and the corpus folder (in ../shared/corpora) its spans point into.
+SETS = {
+    "handbook.jsonl": "handbook",
+    "handbook-holdout.jsonl": "handbook",
+    "rq-docs.jsonl": "rq-docs",
+    "rq-docs-holdout.jsonl": "rq-docs",
+}
+
+
+def _read(path: Path) -> str:
+    with path.open(encoding="utf-8", newline="") as handle:
+        return handle.read()
+
+
+@skipUnless((SHARED / "corpora").is_dir(), SHARED_MISSING)
+class GoldenFilesTestCase(TestCase):
+    def test_every_set_in_evals_is_checked(self):
+        self.assertEqual({p.name for p in EVALS.glob("*.jsonl")}, set(SETS))
+
+    def test_each_span_is_its_file_slice_and_occurs_once(self):
+        for name, corpus in SETS.items():
+            cases = evaluation.parse_cases(_read(EVALS / name))
+            for case in cases:
+                for span in case["required_spans"]:
+                    with self.subTest(set=name, case=case["id"], file=span["file"]):
+                        text = _read(SHARED / "corpora" / corpus / span["file"])
+                        self.assertEqual(
+                            text[span["start"] : span["end"]], span["text"]
+                        )
+                        self.assertEqual(text.count(span["text"]), 1)
+
+    def test_ids_are_unique_and_every_kind_is_known(self):
+        for name in SETS:
+            raw = [json.loads(line) for line in _read(EVALS / name).splitlines()]
+            ids = [case["id"] for case in raw]
+            self.assertEqual(len(ids), len(set(ids)), name)
+            self.assertLessEqual(
+                {case["kind"] for case in raw}, set(evaluation.KINDS), name
+            )
+
+    def test_held_out_spans_overlap_no_tuning_span(self):
+        for corpus in ("handbook", "rq-docs"):
+            tuned = self._spans(f"{corpus}.jsonl")
+            for file, start, end in self._spans(f"{corpus}-holdout.jsonl"):
+                for other, lo, hi in tuned:
+                    self.assertFalse(
+                        file == other and start < hi and lo < end,
+                        f"{corpus}-holdout {file}:{start}-{end} overlaps {lo}-{hi}",
+                    )
+
+    def _spans(self, name: str) -> list[tuple[str, int, int]]:
+        cases = evaluation.parse_cases(_read(EVALS / name))
+        return [
+            (s["file"], s["start"], s["end"])
+            for case in cases
+            for s in case["required_spans"]
+        ]
