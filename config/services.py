@@ -59,8 +59,8 @@ def ensure_postgres(data_dir: Path) -> dict[str, str]:
         running = PostmasterInfo.read_from_pgdata(pgdata)
         cold = running is None or not running.is_running()
         fresh = not (pgdata / "PG_VERSION").exists()
-        if not fresh:
-            write_settings(pgdata)  # read when the server next starts
+        if cold and not fresh:
+            write_settings(pgdata)  # the server reads it as it starts
         try:
             # cleanup_mode=None: the default ("stop") would stop the shared server
             # when *this* process exits, even if it only reused it.
@@ -101,7 +101,9 @@ def write_settings(pgdata: Path, cache: bool = True) -> None:
     Nothing changes in a running server: a new size applies at its next start
     (`python -m config.services stop`, then any command).
     """
-    lines = ["# Written by config/services.py at every start; edits are lost.\n"]
+    lines = [
+        "# Written by config/services.py as it starts the server; edits are lost.\n"
+    ]
     if cache:
         size = shared_buffers()
         if not _SIZE_RE.fullmatch(size):

@@ -23,6 +23,7 @@ import re
 from django.db import connection, transaction
 from django.utils import timezone
 
+from kb import metadata
 from kb.models import Chunk, Collection, Term
 
 CONFIG = "english"
@@ -47,7 +48,7 @@ def search(
     ranked = functools.partial(_ranked, collection, include_deprecated, limit=limit)
     ids = ranked(all_words)
     if len(ids) < MIN_ALL:
-        words = affordable(collection, all_words.split(" & "), max_any_rows, counts)
+        words = affordable(all_words.split(" & "), counts, max_any_rows)
         seen = set(ids)
         more = ranked(" | ".join(words))
         ids += [i for i in more if i not in seen][: limit - len(ids)]
@@ -55,25 +56,16 @@ def search(
 
 
 def affordable(
-    collection: Collection,
-    words: list[str],
-    max_rows: int = MAX_ANY_ROWS,
-    counts: dict[str, int] | None = None,
+    words: list[str], counts: dict[str, int] | None, max_rows: int = MAX_ANY_ROWS
 ) -> list[str]:
     """The words (tsquery operands) the any-word query can afford, rarest first:
     together they match at most `max_rows` chunks (the rarest always goes in).
 
-    `counts`: chunks per lexeme, as _words() read them with the question."""
-    if not collection.terms_counted or len(words) < 2:
+    `counts`: chunks per lexeme of the question, as _words() read them; None when
+    the collection's words were never counted."""
+    if counts is None or len(words) < 2:
         return words
     lexemes = {word: _lexemes(word) for word in words}
-    if counts is None:
-        counts = dict(
-            Term.objects.filter(
-                collection=collection,
-                lexeme__in={lexeme for found in lexemes.values() for lexeme in found},
-            ).values_list("lexeme", "chunks")
-        )
 
     def matches(word: str) -> int:  # a phrase matches at most its rarest word
         return min((counts.get(lexeme, 0) for lexeme in lexemes[word]), default=0)
@@ -129,7 +121,6 @@ WHERE s.collection_id = %(collection)s {current}
 ORDER BY ts_rank(c.search_vector, to_tsquery(%(config)s, %(terms)s), 1) DESC, c.id
 LIMIT %(limit)s
 """
-_CURRENT = """AND NOT c.metadata @> '{"deprecated": true}'"""
 
 
 def _words(collection: Collection, question: str) -> tuple[str, dict[str, int] | None]:
@@ -154,7 +145,8 @@ def _ranked(
 ) -> list[int]:
     """Chunks matching the tsquery text `terms`, by ts_rank with length
     normalisation (of the stored tsvector), best first."""
-    sql = _RANKED.format(current="" if include_deprecated else _CURRENT)
+    current = "" if include_deprecated else f"AND {metadata.current_sql('c')}"
+    sql = _RANKED.format(current=current)
     params = {
         "collection": collection.pk,
         "config": CONFIG,

@@ -37,6 +37,11 @@ FREE_FIELD_DEFAULT = RETRIEVE
 HEADING_CHARS = 80  # per heading in an embedded heading path
 
 
+def current_sql(alias: str) -> str:
+    """SQL condition on `alias`.metadata: not marked deprecated."""
+    return f"""NOT {alias}.metadata @> '{{"deprecated": true}}'"""
+
+
 @dataclass(frozen=True)
 class Policy:
     """The effective policy of a collection: every known field has a decision."""

@@ -14,6 +14,21 @@ from pgvector.django import HnswIndex, VectorField
 EMBEDDING_DIM = 384
 
 
+HNSW_M = 16
+HNSW_EF_CONSTRUCTION = 64
+
+
+def cosine_hnsw(name: str) -> HnswIndex:
+    """An HNSW index for nearest-by-cosine searches over `embedding`."""
+    return HnswIndex(
+        name=name,
+        fields=["embedding"],
+        opclasses=["vector_cosine_ops"],
+        m=HNSW_M,
+        ef_construction=HNSW_EF_CONSTRUCTION,
+    )
+
+
 class CollectionQuerySet(models.QuerySet):
     def visible_to(self, user) -> CollectionQuerySet:
         """Collections a user may ask in (staff only; restricted ones: their groups)."""
@@ -177,13 +192,7 @@ class Section(models.Model):
         ordering = ["source_id", "order"]
         indexes = [
             # Nearest sections by cosine distance (retrieval._section_ranks).
-            HnswIndex(
-                name="section_embedding_hnsw",
-                fields=["embedding"],
-                opclasses=["vector_cosine_ops"],
-                m=16,
-                ef_construction=64,
-            ),
+            cosine_hnsw("section_embedding_hnsw"),
         ]
 
     def __str__(self) -> str:
@@ -230,14 +239,8 @@ class Chunk(models.Model):
     class Meta:
         ordering = ["source_id", "chunk_index"]
         indexes = [
-            # Nearest chunks by cosine distance (retrieval.vector_hits).
-            HnswIndex(
-                name="chunk_embedding_hnsw",
-                fields=["embedding"],
-                opclasses=["vector_cosine_ops"],
-                m=16,
-                ef_construction=64,
-            ),
+            # Nearest chunks by cosine distance (retrieval._vector_ids).
+            cosine_hnsw("chunk_embedding_hnsw"),
             # Keyword matches with PostgreSQL full-text search (kb.keywords); the
             # embedded text, so headings and titles match too. No pending list
             # (fastupdate): every search read the entries an ingestion left there

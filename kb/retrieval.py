@@ -22,7 +22,7 @@ from typing import Any, NamedTuple
 from django.db import connection, transaction
 from pgvector import Vector
 
-from kb import embedding, keywords
+from kb import embedding, keywords, metadata
 from kb.models import Chunk, Collection
 
 CANDIDATES = 80  # chunks taken from each ranking before fusion
@@ -329,7 +329,6 @@ SELECT t.id FROM kb_section t JOIN kb_source s ON s.id = t.source_id
 WHERE s.collection_id = %(collection)s AND t.embedding IS NOT NULL {current}
 ORDER BY t.embedding <=> %(vector)s::vector LIMIT %(limit)s
 """
-_NOT_DEPRECATED = """AND NOT {table}.metadata @> '{{"deprecated": true}}'"""
 
 
 @contextmanager
@@ -351,7 +350,7 @@ def nearest_query(
     """The SQL and parameters of the nearest-chunks (or -sections) search, to run
     inside hnsw_scan(); the benchmark EXPLAINs the very same statement."""
     sql, table = (_NEAREST_SECTIONS, "s") if sections else (_NEAREST_CHUNKS, "c")
-    current = "" if include_deprecated else _NOT_DEPRECATED.format(table=table)
+    current = "" if include_deprecated else f"AND {metadata.current_sql(table)}"
     params = {
         "collection": collection.pk,
         "vector": Vector._to_db(vector),
@@ -360,9 +359,12 @@ def nearest_query(
     return sql.format(current=current), params
 
 
-def _nearest(*query_args, **query_options) -> list[int]:
+def _nearest(
+    collection: Collection, vector, include_deprecated: bool, sections: bool = False
+) -> list[int]:
+    query = nearest_query(collection, vector, include_deprecated, sections)
     with connection.cursor() as cursor:
-        cursor.execute(*nearest_query(*query_args, **query_options))
+        cursor.execute(*query)
         return [row[0] for row in cursor.fetchall()]
 
 

@@ -36,7 +36,7 @@ from django.db.models import Count
 from kb import answering, embedding, ingestion, jobs, keywords, parsing, retrieval
 from kb.benchmarks import quality
 from kb.benchmarks.speed import Doc, megabytes, percentile, synthesize
-from kb.models import Chunk, Collection, Source
+from kb.models import HNSW_EF_CONSTRUCTION, HNSW_M, Chunk, Collection, Source
 
 INGEST_BYTES = 500_000
 QUICK_INGEST_BYTES = 40_000
@@ -335,8 +335,7 @@ def build_real(
     # Fresh planner statistics, as autovacuum gathers them after this many new
     # rows: with the counts of a near-empty table (the vacuum at the start), the
     # planner sorted all 10,000 chunks instead of using the HNSW index (33 ms).
-    with connection.cursor() as cursor:
-        cursor.execute("ANALYZE kb_source, kb_section, kb_chunk")
+    analyze()
     return collection, time.perf_counter() - started
 
 
@@ -416,7 +415,7 @@ def build_synthetic(
                     cursor.execute(statement, params)
             progress(f"synthetic set: copy {copy + 1} of {copies}")
         cursor.execute("DROP TABLE bench_noise")
-        cursor.execute("ANALYZE kb_source, kb_section, kb_chunk")
+    analyze()
     keywords.count_terms(collection)
     return collection, time.perf_counter() - started
 
@@ -445,7 +444,8 @@ def hnsw_build(collection: Collection, progress: Progress) -> tuple[float, float
                 started = time.perf_counter()
                 cursor.execute(
                     f"CREATE INDEX {table}_idx ON {table} USING hnsw "
-                    "(embedding vector_cosine_ops) WITH (m = 16, ef_construction = 64)"
+                    f"(embedding vector_cosine_ops) WITH (m = {HNSW_M}, "
+                    f"ef_construction = {HNSW_EF_CONSTRUCTION})"
                 )
                 seconds = time.perf_counter() - started
                 cursor.execute(f"SELECT pg_relation_size('{table}_idx')")
@@ -527,6 +527,12 @@ def delete_collection(collection: Collection) -> None:
         source.file.delete(save=False)
     Chunk.objects.filter(source__collection=collection).delete()
     collection.delete()
+
+
+def analyze() -> None:
+    """Fresh planner statistics for the tables retrieval reads."""
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE kb_source, kb_section, kb_chunk")
 
 
 def vacuum() -> None:
