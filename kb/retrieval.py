@@ -217,6 +217,7 @@ class ChunkRow(NamedTuple):
     text_tokens: int
     text: str
     lead: str
+    kind: str
 
 
 @dataclass
@@ -446,7 +447,7 @@ WHERE chosen.id = ANY(%(ids)s) AND %(before)s
 """
 _CHUNK_COLUMNS = """
 c.id, c.section_id, c.source_id, c.chunk_index, c.start, c."end", c.text_tokens,
-c.text, c.lead, CASE WHEN c.id = ANY(%(best)s) THEN c.metadata::text END
+c.text, c.lead, c.kind, CASE WHEN c.id = ANY(%(best)s) THEN c.metadata::text END
 """
 # Every chunk of a section read whole, windows of chunks of a long one; the
 # metadata of each section's best hit.
@@ -772,16 +773,51 @@ def _cost(item: _Selected, taken: dict[int, None]) -> int:
 def _regions(
     chunks: list[ChunkRow], taken: dict[int, None]
 ) -> list[tuple[int, int, list[int]]]:
-    """Runs of adjacent taken chunks as (start, end, chunk indexes)."""
+    """Runs of adjacent taken chunks as (start, end, chunk indexes).
+
+    Table rows come with their table's header line (the column names), which is in
+    no chunk's range, as a region of its own before the first run of the table. The
+    delimiter line is left out: a run of dashes costs a token per dash.
+    """
     regions: list[tuple[int, int, list[int]]] = []
+    headers: set[int] = set()
     for i in sorted(taken):
         c = chunks[i]
         if regions and i - 1 in taken and _next_to(chunks, i - 1, i):
             start, _, indexes = regions[-1]
             regions[-1] = (start, c.end, [*indexes, c.chunk_index])
-        else:
-            regions.append((c.start, c.end, [c.chunk_index]))
+            continue
+        header = _table_header(chunks, i)
+        if header is not None and header[0] not in headers:
+            headers.add(header[0])
+            regions.append((*header, []))
+        regions.append((c.start, c.end, [c.chunk_index]))
     return regions
+
+
+def _table_header(chunks: list[ChunkRow], i: int) -> tuple[int, int] | None:
+    """(start, end) of the header line of the table holding loaded chunk i, when it
+    is a table row and its table's first row is loaded too."""
+    if chunks[i].kind != "table_row":
+        return None
+    j = i
+    while not chunks[j].lead.strip():
+        if (
+            j == 0
+            or chunks[j - 1].kind != "table_row"
+            or not _next_to(chunks, j - 1, j)
+        ):
+            return None  # the first row is not loaded: no header to show
+        j -= 1
+    lines = chunks[j].lead.rstrip("\n").split("\n")
+    table = 0  # the table's lines at the end of the first row's lead
+    while table < len(lines) and lines[-1 - table].lstrip().startswith("|"):
+        table += 1
+    if table < 2:  # a header line and a delimiter line
+        return None
+    header = lines[-table]
+    start = chunks[j].start - len(chunks[j].lead) + chunks[j].lead.rindex(header)
+    return start, start + len(header)
 
 
 def _passage(

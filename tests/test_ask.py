@@ -287,3 +287,38 @@ class LongSectionTestCase(TestCase):
         self.assertTrue(any(self.OTHER in t for t in texts))
         for passage in result.passages:
             self.assertEqual(passage.text, self.text[passage.start : passage.end])
+
+
+class TableRowsTestCase(TestCase):
+    """Rows of a table too long to take whole come with the table's header line."""
+
+    HEADER = "| Office | City | Wi-Fi network | Door code |"
+
+    @classmethod
+    def setUpTestData(cls):
+        rows = [
+            f"| Office {i} | {city} | guest-{i} | {4000 + i * 7} |"
+            for i, city in enumerate(["Lisbon", "Oslo", "Quito", "Perth"] * 20)
+        ]
+        cls.text = (
+            "# Offices\n\nEvery office, its network and its door code.\n\n"
+            f"{cls.HEADER}\n| --- | --- | --- | --- |\n" + "\n".join(rows) + "\n"
+        )
+        cls.collection = Collection.objects.create(name="Offices")
+        source, _ = ingestion.store_source(
+            cls.collection, "offices.md", cls.text.encode()
+        )
+        ingestion.ingest(source.pk)
+
+    def test_a_row_far_down_the_table_comes_with_the_column_names(self):
+        result = retrieval.retrieve(
+            self.collection, "What is the door code of Office 57?", budget=200
+        )
+        self.assertLessEqual(result.context_tokens, result.budget_tokens)
+        texts = [p.text for p in result.passages]
+        row = next(i for i, t in enumerate(texts) if "| Office 57 |" in t)
+        self.assertIn(self.HEADER, texts[:row])
+        self.assertEqual(sum(t.count(self.HEADER) for t in texts), 1)
+        self.assertNotIn("| --- |", "".join(texts))  # a dash is a token each
+        for passage in result.passages:
+            self.assertEqual(passage.text, self.text[passage.start : passage.end])

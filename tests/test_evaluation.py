@@ -49,6 +49,29 @@ class MeasureTestCase(SimpleTestCase):
         self.assertEqual(agg["mrr"], 0.25)
         self.assertEqual(agg["context_tokens_mean"], 200)
         self.assertEqual(agg["by_kind"]["table"]["recall_at_k"], 1.0)
+        self.assertEqual(agg["recall_ci95"], [0.0945, 0.9055])
+
+    def test_the_interval_narrows_with_more_cases(self):
+        low, high = evaluation.wilson(27, 30)
+        self.assertAlmostEqual(low, 0.7438, places=3)
+        self.assertAlmostEqual(high, 0.9654, places=3)
+        low, high = evaluation.wilson(270, 300)
+        self.assertGreater(low, 0.86)
+        self.assertLess(high, 0.93)
+        self.assertEqual(evaluation.wilson(30, 30)[1], 1.0)
+
+    def test_a_comparison_is_called_better_only_beyond_chance(self):
+        def changed(gained, lost):
+            return [{"after": True}] * gained + [{"after": False}] * lost
+
+        five = evaluation.paired_difference(changed(5, 0))
+        self.assertEqual((five["verdict"], five["p"]), ("within noise", 0.0625))
+        six = evaluation.paired_difference(changed(6, 0))
+        self.assertEqual((six["verdict"], six["p"]), ("better", 0.0312))
+        self.assertEqual(
+            evaluation.paired_difference(changed(1, 8))["verdict"], "worse"
+        )
+        self.assertEqual(evaluation.paired_difference([])["p"], 1.0)
 
 
 class GoldenImportTestCase(TestCase):
@@ -119,3 +142,30 @@ class DashboardTestCase(TransactionTestCase):
         self.assertEqual(collection.recall_floor, 0.9)
         page = self.client.get(reverse("admin:kb_evalrun_dashboard"))
         self.assertContains(page, "below floor")
+
+
+class ComparisonTestCase(TestCase):
+    def _run(self, collection, hits):
+        cases = [
+            {"id": f"c{i}", "question": f"Question {i}?", "kind": "tail", "hit": hit}
+            for i, hit in enumerate(hits)
+        ]
+        recall = sum(hits) / len(hits)
+        return EvalRun.objects.create(
+            collection=collection, status="done", cases=cases,
+            aggregate={"k": 5, "n": len(hits), "recall_at_k": recall},
+        )  # fmt: skip
+
+    def test_two_runs_side_by_side_say_whether_the_difference_is_noise(self):
+        staff, _, _ = make_users()
+        collection = Collection.objects.create(name="C")
+        a = self._run(collection, [False] * 6 + [True] * 4)
+        b = self._run(collection, [True] * 6 + [True] * 3 + [False])
+        self.client.force_login(staff)
+        url = reverse("admin:kb_evalrun_dashboard")
+        page = self.client.get(url, {"collection": collection.pk, "a": a.pk, "b": b.pk})
+        self.assertContains(page, "Cases that changed outcome (7)")
+        self.assertContains(page, "B answers 6 cases A missed and misses 1 A answered")
+        self.assertContains(page, "within noise")
+        page = self.client.get(url, {"collection": collection.pk, "a": b.pk, "b": a.pk})
+        self.assertContains(page, "B answers 1 case A missed and misses 6 A answered")

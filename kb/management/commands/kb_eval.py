@@ -92,7 +92,8 @@ class Command(BaseCommand):
             f"{config['context_budget']}, {config['retrieval_mode']} retrieval"
         )
         self.stdout.write(
-            f"recall@{agg['k']} {agg['recall_at_k']:.3f}  "
+            f"recall@{agg['k']} {agg['recall_at_k']:.3f} "
+            f"(95% CI {agg['recall_ci95'][0]:.2f}-{agg['recall_ci95'][1]:.2f})  "
             f"partial {agg['partial']:.3f}  "
             f"MRR {agg['mrr']:.3f}  context tokens {agg['context_tokens_mean']:.0f}  "
             f"duplicates {agg['duplicates_mean']:.2f}  latency p50 "
