@@ -192,19 +192,32 @@ def duplicates(result) -> int:
     return count
 
 
+def ranked_ranges(passages) -> list[list[Range]]:
+    """Each result's cited ranges, best first. A table's header line is not a
+    result of its own: it counts with the rows that follow it."""
+    ranked: list[list[Range]] = []
+    header: list[Range] = []
+    for p in passages:
+        ranges = [(p.file_name, loc.start, loc.end) for loc in p.locations]
+        if p.matched == {"header"}:
+            header += ranges
+            continue
+        ranked.append(header + ranges)
+        header = []
+    if header:
+        ranked.append(header)
+    return ranked
+
+
 def evaluate_case(collection: Collection, case: dict[str, Any], **options) -> dict:
     from kb import retrieval
 
     result = retrieval.retrieve(collection, case["question"], **options)
-    ranges_by_rank = [
-        [(p.file_name, loc.start, loc.end) for loc in p.locations]
-        for p in result.passages
-    ]
     return {
         "id": case["id"],
         "kind": case["kind"],
         "question": case["question"],
-        **score_case(case, ranges_by_rank),
+        **score_case(case, ranked_ranges(result.passages)),
         "context_tokens": result.context_tokens,
         "duplicates": duplicates(result),
         "latency_ms": result.timings_ms.get("total", 0.0),

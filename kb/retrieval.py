@@ -665,7 +665,10 @@ def _expand(selected: list[_Selected], budget: int) -> list[Passage]:
             continue
         remaining -= _grow(item, taken, remaining)
         for start, end, indexes in _regions(item.chunks, taken):
-            passages.append(_passage(item, start, end, indexes, 0))
+            passage = _passage(item, start, end, indexes, 0)
+            if not indexes:  # a table's header line, for the rows after it
+                passage.matched = {"header"}
+            passages.append(passage)
     if PRECEDING_CONTEXT:
         starts = {(p.source_id, p.start) for p in passages}
         whole = [i for i, _ in kept if (i.section.source_id, i.section.start) in starts]

@@ -6,7 +6,7 @@ from django.contrib.auth.models import Group
 from django.test import TestCase, override_settings
 from django.urls import reverse
 
-from kb import access, answering, ingestion, retrieval
+from kb import access, answering, evaluation, ingestion, retrieval
 from kb.demo import load_demo
 from kb.models import Collection, GoldenCase
 from tests.base import make_users
@@ -320,5 +320,17 @@ class TableRowsTestCase(TestCase):
         self.assertIn(self.HEADER, texts[:row])
         self.assertEqual(sum(t.count(self.HEADER) for t in texts), 1)
         self.assertNotIn("| --- |", "".join(texts))  # a dash is a token each
+        at = texts.index(self.HEADER)
+        header = result.passages[at]
+        self.assertEqual(header.matched_label, "header")
+        # Not a result of its own when evaluated: it counts with the rows after it.
+        ranked = evaluation.ranked_ranges(result.passages)
+        self.assertEqual(len(ranked), len(texts) - 1)
+        following = result.passages[at + 1].locations[0]
+        self.assertEqual(
+            ranked[at][:2],
+            [("offices.md", header.start, header.end),
+             ("offices.md", following.start, following.end)],
+        )  # fmt: skip
         for passage in result.passages:
             self.assertEqual(passage.text, self.text[passage.start : passage.end])
