@@ -450,14 +450,22 @@ def _progress(run: EvalRun, status: str | None = None, **progress: Any) -> None:
 
 def changed_cases(before: EvalRun, after: EvalRun) -> list[dict[str, Any]]:
     """Cases whose outcome differs between two runs."""
-    old = {c["id"]: c for c in before.cases}
+    return changed_between(before.cases, after.cases)
+
+
+def changed_between(
+    before: list[dict[str, Any]], after: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """Cases (by id, in both lists) whose hit differs: `after` True is a gain."""
+    old = {c["id"]: c for c in before}
     changes = []
-    for case in after.cases:
+    for case in after:
         prev = old.get(case["id"])
         if prev is not None and prev["hit"] != case["hit"]:
             changes.append(
-                {"id": case["id"], "question": case["question"], "kind": case["kind"],
-                 "before": prev["hit"], "after": case["hit"]}
+                {"id": case["id"], "question": case.get("question", ""),
+                 "kind": case.get("kind", ""), "before": prev["hit"],
+                 "after": case["hit"]}
             )  # fmt: skip
     return changes
 

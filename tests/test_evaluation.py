@@ -1,15 +1,18 @@
 from __future__ import annotations
 
 import json
+import tempfile
+from io import StringIO
 from pathlib import Path
 
 import pytest
 from django.conf import settings
+from django.core.management import CommandError, call_command
 from django.test import SimpleTestCase, TestCase, TransactionTestCase
 from django.urls import reverse
 
 from kb import evaluation
-from kb.demo import GOLDEN_FILE, load_demo
+from kb.demo import CONTENT_DIR, GOLDEN_FILE, load_demo
 from kb.models import Collection, EvalRun
 from tests.base import make_users, run_burst_worker
 
@@ -169,3 +172,66 @@ class ComparisonTestCase(TestCase):
         self.assertContains(page, "within noise")
         page = self.client.get(url, {"collection": collection.pk, "a": b.pk, "b": a.pk})
         self.assertContains(page, "B answers 1 case A missed and misses 6 A answered")
+
+
+class KbEvalCommandTestCase(TestCase):
+    """The shell interface benchmarks and CI drive: options and JSON as in #7."""
+
+    def setUp(self):
+        self.folder = Path(self.enterContext(tempfile.TemporaryDirectory()))
+
+    def _eval(self, *args: str) -> str:
+        out = StringIO()
+        call_command(
+            "kb_eval", "--cases", str(GOLDEN_FILE), "--corpus", str(CONTENT_DIR),
+            *args, stdout=out,
+        )  # fmt: skip
+        return out.getvalue()
+
+    def test_it_writes_the_issue_json_and_compares_with_a_baseline(self):
+        default = self.folder / "default.json"
+        printed = self._eval("--json", str(default))
+        self.assertIn("recall@5", printed)
+        self.assertIn("95% CI", printed)
+        report = json.loads(default.read_text())
+        self.assertEqual(report["config"]["chunk_strategy"], "structure")
+        aggregate = report["aggregate"]
+        for key in ["k", "recall_at_k", "partial", "mrr", "context_tokens_mean",
+                    "duplicates_mean", "latency_p50_ms", "latency_p95_ms",
+                    "by_kind", "recall_ci95"]:  # fmt: skip
+            self.assertIn(key, aggregate)
+        self.assertEqual(aggregate["k"], 5)
+        self.assertEqual(set(aggregate["by_kind"]["table"]), set(aggregate) - {
+            "k", "by_kind"})  # fmt: skip
+        case = report["cases"][0]
+        for key in ["id", "hit", "partial", "first_hit_rank", "retrieved"]:
+            self.assertIn(key, case)
+        self.assertLessEqual(
+            {"file", "start", "end", "heading_path"}, set(case["retrieved"][0])
+        )
+        # The scratch collection is gone; nothing of the run stays in the database.
+        self.assertFalse(Collection.objects.exists())
+
+        fixed = self.folder / "fixed.json"
+        printed = self._eval(
+            "--strategy", "fixed", "--max-tokens", "800", "--baseline", str(default),
+            "--json", str(fixed),
+        )  # fmt: skip
+        compared = json.loads(fixed.read_text())["baseline"]
+        before = {c["id"]: c["hit"] for c in report["cases"]}
+        after = {c["id"]: c["hit"] for c in json.loads(fixed.read_text())["cases"]}
+        gained = sorted(i for i in after if after[i] and not before[i])
+        lost = sorted(i for i in after if before[i] and not after[i])
+        self.assertEqual(sorted(compared["gained_ids"]), gained)
+        self.assertEqual(sorted(compared["lost_ids"]), lost)
+        self.assertIn(f"Against {default}", printed)
+        self.assertIn(compared["verdict"], printed)
+        for case_id in lost:
+            self.assertIn(f"now missed: {case_id}", printed)
+
+    def test_a_file_that_is_not_a_baseline_is_refused_before_any_work(self):
+        bad = self.folder / "bad.json"
+        bad.write_text('{"aggregate": {}}')
+        with self.assertRaisesMessage(CommandError, "not a kb_eval --json file"):
+            self._eval("--baseline", str(bad))
+        self.assertFalse(Collection.objects.exists())

@@ -30,6 +30,12 @@ class Command(BaseCommand):
         parser.add_argument("--retrieval", choices=["vector", "keyword", "hybrid"])
         parser.add_argument("--json", type=Path, dest="json_out", help="Write here.")
         parser.add_argument("--keep", action="store_true", help="Keep the collection.")
+        parser.add_argument(
+            "--baseline",
+            type=Path,
+            help="A --json file of an earlier run: list the cases that changed "
+            "outcome and say whether the difference is beyond chance.",
+        )
 
     def handle(self, *args, **options):
         if not options["corpus"].is_dir():
@@ -38,6 +44,7 @@ class Command(BaseCommand):
             cases = evaluation.parse_cases(options["cases"].read_text("utf-8"))
         except (OSError, evaluation.GoldenImportError) as exc:
             raise CommandError(str(exc)) from None
+        baseline = options["baseline"] and _read_baseline(options["baseline"])
         collection = self._scratch(options)
         try:
             self._ingest(collection, options["corpus"])
@@ -50,6 +57,10 @@ class Command(BaseCommand):
             if not options["keep"]:
                 collection.delete()
         self._print(outcome["aggregate"], config)
+        if baseline:
+            outcome["baseline"] = self._compare(
+                baseline, outcome, config, options["baseline"]
+            )
         if options["json_out"]:
             where = {
                 "corpus": str(options["corpus"]),
@@ -58,6 +69,38 @@ class Command(BaseCommand):
             payload = {"config": {**config, **where}, **outcome}
             options["json_out"].write_text(json.dumps(payload, indent=2) + "\n")
             self.stdout.write(f"Wrote {options['json_out']}")
+
+    def _compare(self, baseline: dict, outcome: dict, config: dict, path: Path) -> dict:
+        before, after = baseline["aggregate"], outcome["aggregate"]
+        changed = evaluation.changed_between(baseline["cases"], outcome["cases"])
+        difference = evaluation.paired_difference(changed)
+        self.stdout.write(
+            f"Against {path}: recall@{after['k']} {before.get('recall_at_k', 0):.3f}"
+            f" -> {after['recall_at_k']:.3f}; {difference['gained']} case(s) now "
+            f"answered, {difference['lost']} now missed: {difference['verdict']} "
+            f"(exact McNemar test, p = {difference['p']})"
+        )
+        for case in changed:
+            state = "now answered" if case["after"] else "now missed"
+            self.stdout.write(f"  {state}: {case['id']} ({case['kind']})")
+        ids = {c["id"] for c in baseline["cases"]}
+        unmatched = sum(c["id"] not in ids for c in outcome["cases"])
+        budgets = (
+            baseline.get("config", {}).get("context_budget"),
+            config["context_budget"],
+        )
+        if before.get("k") != after["k"] or budgets[0] != budgets[1] or unmatched:
+            self.stdout.write(
+                f"  Not like for like: k {before.get('k')} vs {after['k']}, context "
+                f"budget {budgets[0]} vs {budgets[1]}, {unmatched} case(s) missing "
+                "from the baseline."
+            )
+        return {
+            "file": str(path),
+            **difference,
+            "gained_ids": [c["id"] for c in changed if c["after"]],
+            "lost_ids": [c["id"] for c in changed if not c["after"]],
+        }
 
     def _scratch(self, options) -> Collection:
         defaults = Collection()
@@ -107,3 +150,22 @@ class Command(BaseCommand):
                 f"partial {figures['partial']:.3f}  tokens "
                 f"{figures['context_tokens_mean']:.0f}"
             )
+
+
+def _read_baseline(path: Path) -> dict:
+    """An earlier --json output, checked before any ingestion starts."""
+    try:
+        data = json.loads(path.read_text("utf-8"))
+    except (OSError, ValueError) as exc:
+        raise CommandError(f"--baseline {path}: {exc}") from None
+    if not (
+        isinstance(data, dict)
+        and isinstance(data.get("aggregate"), dict)
+        and isinstance(data.get("cases"), list)
+        and all(isinstance(c, dict) and "id" in c and "hit" in c for c in data["cases"])
+    ):
+        raise CommandError(
+            f"--baseline {path} is not a kb_eval --json file (it needs "
+            '"aggregate" and "cases" with an "id" and "hit" each)'
+        )
+    return data
