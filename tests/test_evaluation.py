@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 from django.core.management import CommandError, call_command
+from django.template.defaultfilters import floatformat
 from django.test import SimpleTestCase, TestCase, TransactionTestCase
 from django.urls import reverse
 
@@ -130,6 +131,8 @@ class DashboardTestCase(TransactionTestCase):
         )
         self.assertContains(page, f"Run #{run.pk}: recall@5")
         self.assertContains(page, "Failed cases")
+        low, high = (floatformat(x, 2) for x in run.aggregate["recall_ci95"])
+        self.assertContains(page, f"({low}–{high})")
 
     def test_the_floor_is_only_ever_raised(self):
         staff, _, _ = make_users()
