@@ -137,7 +137,10 @@ def extractive_answer(result: Result) -> Answer:
             warnings=["No context was retrieved."],
         )
     _score(sentences, result.question)
-    chosen = _choose(sentences)
+    headers = [s for s in sentences if s.passage.matched == {"header"}]
+    rows = [s for s in sentences if s.passage.matched != {"header"}]
+    chosen = _choose(rows or sentences)
+    chosen += _headers_of(chosen, headers)
     chosen.sort(key=lambda s: (s.passage.rank, s.start))
     citations = _cite(chosen)
     text = " ".join(f"{_one_line(s.text)} [{s.citation}]" for s in chosen)
@@ -241,6 +244,27 @@ def _choose(sentences: list[Sentence]) -> list[Sentence]:
         chosen.append(s)
         words += len(s.text.split())
     return chosen
+
+
+def _headers_of(chosen: list[Sentence], headers: list[Sentence]) -> list[Sentence]:
+    """The header line (column names) of each table a chosen row comes from.
+
+    Header lines of long tables are passages of their own (retrieval._regions):
+    not an answer by themselves, but a row's cells mean nothing without them.
+    """
+    added: list[Sentence] = []
+    for s in chosen:
+        if not s.text.lstrip().startswith("|"):
+            continue
+        above = [
+            h
+            for h in headers
+            if h.location.section_id == s.location.section_id and h.end <= s.start
+        ]
+        header = max(above, key=lambda h: h.end, default=None)
+        if header is not None and header not in added:
+            added.append(header)
+    return added
 
 
 def _one_line(text: str) -> str:

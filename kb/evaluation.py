@@ -181,6 +181,8 @@ def duplicates(result) -> int:
     texts: set[str] = set()
     count = 0
     for p in result.passages:
+        if p.matched == {"header"}:
+            continue  # tables' header lines: alike by design, tiny, not repeats
         key = " ".join(p.text.split())
         overlap = any(
             sid == p.source_id and s < p.end and p.start < e for sid, s, e in seen

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import bisect
 import json
+import re
 import time
 from collections.abc import Iterable
 from contextlib import contextmanager
@@ -153,11 +154,17 @@ class Passage:
 
     @property
     def matched_label(self) -> str:
+        # A table's header line merged into a passage says nothing of how it matched.
+        matched = self.matched - {"header"} or self.matched
         return (
             "both"
-            if "both" in self.matched or len(self.matched) > 1
-            else (next(iter(self.matched), ""))
+            if "both" in matched or len(matched) > 1
+            else (next(iter(matched), ""))
         )
+
+    @property
+    def sections_merged(self) -> int:
+        return len({loc.section_id for loc in self.locations})
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -232,6 +239,8 @@ class _Selected:
     before: SectionRow | None = None  # the section just before it in the source
     metadata: dict[str, Any] = field(default_factory=dict)  # of its best hit
     region_tokens: dict[tuple[int, int], int] = field(default_factory=dict)
+    # chunk position -> (start, end) of the header line of the table it is a row of
+    headers: dict[int, tuple[int, int]] = field(default_factory=dict)
 
 
 def clean_question(question: str) -> str:
@@ -490,6 +499,10 @@ def _select_sections(hits: list[Hit], k: int) -> list[_Selected]:
             metadata[chunk.id] = json.loads(found)
         if _long(sections[chunk.section_id]):
             parts.setdefault(chunk.source_id, []).append(_with_lead(chunk))
+    first_rows = _first_rows(chunks, sections)
+    for row in first_rows.values():  # their leads hold the header lines
+        lead = (row.start - len(row.lead), row.lead)
+        parts.setdefault(row.source_id, []).append(lead)
     texts = {source_id: TextWindow(found) for source_id, found in parts.items()}
     return [
         _Selected(
@@ -500,10 +513,55 @@ def _select_sections(hits: list[Hit], k: int) -> list[_Selected]:
             texts.get(section.source_id, TextWindow()),
             before.get((section.source_id, section.order - 1)),
             metadata.get(section_hits[0].chunk_id) or {},
+            headers=_table_headers(chunks.get(sid, []), first_rows),
         )
         for sid, section_hits in best
         if (section := sections.get(sid)) is not None
     ]
+
+
+# For windows of long sections that start mid-table: the table's first row (the
+# nearest earlier chunk that is not a row continuing a table), if it is a row.
+_FIRST_ROWS = """
+SELECT w.section_id, w.chunk_index, f.source_id, f.start, f.lead
+FROM unnest(%(sections)s::bigint[], %(indexes)s::int[]) AS w(section_id, chunk_index)
+CROSS JOIN LATERAL (
+    SELECT c.kind, c.source_id, c.start, c.lead FROM kb_chunk c
+    WHERE c.section_id = w.section_id AND c.chunk_index < w.chunk_index
+      AND (c.kind <> 'table_row' OR btrim(c.lead, E' \\t\\n') <> '')
+    ORDER BY c.chunk_index DESC LIMIT 1
+) f
+WHERE f.kind = 'table_row'
+"""
+
+
+class FirstRow(NamedTuple):
+    source_id: int
+    start: int
+    lead: str
+
+
+def _first_rows(
+    chunks: dict[int, list[ChunkRow]], sections: dict[int, SectionRow]
+) -> dict[tuple[int, int], FirstRow]:
+    """The first rows of the tables that windows of long sections start inside,
+    by (section id, chunk index) of the window's first chunk: their leads hold
+    the header lines (_table_headers)."""
+    starts = [
+        (c.section_id, c.chunk_index)
+        for section_id, loaded in chunks.items()
+        if _long(sections[section_id])
+        for i, c in enumerate(loaded)
+        if c.kind == "table_row"
+        and not c.lead.strip()
+        and not (i and _next_to(loaded, i - 1, i))
+    ]
+    if not starts:
+        return {}
+    params = {"sections": [s for s, _ in starts], "indexes": [i for _, i in starts]}
+    with connection.cursor() as cursor:
+        cursor.execute(_FIRST_ROWS, params)
+        return {(s, i): FirstRow(*rest) for s, i, *rest in cursor.fetchall()}
 
 
 def _with_lead(chunk) -> tuple[int, str]:
@@ -664,7 +722,7 @@ def _expand(selected: list[_Selected], budget: int) -> list[Passage]:
             )
             continue
         remaining -= _grow(item, taken, remaining)
-        for start, end, indexes in _regions(item.chunks, taken):
+        for start, end, indexes in _regions(item.chunks, taken, item.headers):
             passage = _passage(item, start, end, indexes, 0)
             if not indexes:  # a table's header line, for the rows after it
                 passage.matched = {"header"}
@@ -766,7 +824,7 @@ def _cost(item: _Selected, taken: dict[int, None]) -> int:
     text = item.text
     known = item.region_tokens
     total = 0
-    for a, b, _ in _regions(item.chunks, taken):
+    for a, b, _ in _regions(item.chunks, taken, item.headers):
         if (a, b) not in known:
             known[a, b] = _tokens(text[a:b])
         total += known[a, b]
@@ -774,53 +832,74 @@ def _cost(item: _Selected, taken: dict[int, None]) -> int:
 
 
 def _regions(
-    chunks: list[ChunkRow], taken: dict[int, None]
+    chunks: list[ChunkRow],
+    taken: dict[int, None],
+    headers: dict[int, tuple[int, int]] | None = None,
 ) -> list[tuple[int, int, list[int]]]:
     """Runs of adjacent taken chunks as (start, end, chunk indexes).
 
-    Table rows come with their table's header line (the column names), which is in
-    no chunk's range, as a region of its own before the first run of the table. The
-    delimiter line is left out: a run of dashes costs a token per dash.
+    A run that starts at a table row comes after its table's header line (the
+    column names, in no chunk's range), as a region of its own with no chunk
+    indexes, unless an earlier region already holds it. The delimiter line is left
+    out: a run of dashes costs a token per dash.
     """
     regions: list[tuple[int, int, list[int]]] = []
-    headers: set[int] = set()
     for i in sorted(taken):
         c = chunks[i]
         if regions and i - 1 in taken and _next_to(chunks, i - 1, i):
             start, _, indexes = regions[-1]
             regions[-1] = (start, c.end, [*indexes, c.chunk_index])
             continue
-        header = _table_header(chunks, i)
-        if header is not None and header[0] not in headers:
-            headers.add(header[0])
+        header = (headers or {}).get(i)
+        if header and not any(a <= header[0] < b for a, b, _ in regions):
             regions.append((*header, []))
         regions.append((c.start, c.end, [c.chunk_index]))
     return regions
 
 
-def _table_header(chunks: list[ChunkRow], i: int) -> tuple[int, int] | None:
-    """(start, end) of the header line of the table holding loaded chunk i, when it
-    is a table row and its table's first row is loaded too."""
-    if chunks[i].kind != "table_row":
+_DELIMITER_RE = re.compile(r"\|?\s*:?-+:?\s*(\|\s*:?-+:?\s*)*\|?")
+
+
+def _header_line(lead: str, lead_start: int) -> tuple[int, int] | None:
+    """(start, end) of the header line in the text before a table's first row:
+    the line above its delimiter line (`| --- | :-: |`, `---|---`)."""
+    lines = lead.rstrip().split("\n")
+    if len(lines) < 2 or not lines[-2].strip():
         return None
-    j = i
-    while not chunks[j].lead.strip():
-        if (
-            j == 0
-            or chunks[j - 1].kind != "table_row"
-            or not _next_to(chunks, j - 1, j)
+    if not _DELIMITER_RE.fullmatch(lines[-1].strip()):
+        return None
+    header = lines[-2]
+    offset = lead_start + sum(len(line) + 1 for line in lines[:-2])
+    start = offset + len(header) - len(header.lstrip())
+    return start, offset + len(header.rstrip())
+
+
+def _table_headers(
+    chunks: list[ChunkRow], first_rows: dict[tuple[int, int], FirstRow]
+) -> dict[int, tuple[int, int]]:
+    """Chunk position -> header line of its table, for every loaded table row.
+
+    A table's first row holds the header and delimiter lines in its lead; the
+    rows after it (and the parts of a split row) have only whitespace there. A
+    window of a long section can start mid-table: `first_rows` has the first row
+    of that table, by (section id, chunk index) of the window's first row.
+    """
+    headers: dict[int, tuple[int, int]] = {}
+    current: tuple[int, int] | None = None
+    for i, c in enumerate(chunks):
+        if c.kind != "table_row":
+            current = None
+            continue
+        if c.lead.strip():
+            current = _header_line(c.lead, c.start - len(c.lead))
+        elif not (
+            i and chunks[i - 1].kind == "table_row" and _next_to(chunks, i - 1, i)
         ):
-            return None  # the first row is not loaded: no header to show
-        j -= 1
-    lines = chunks[j].lead.rstrip("\n").split("\n")
-    table = 0  # the table's lines at the end of the first row's lead
-    while table < len(lines) and lines[-1 - table].lstrip().startswith("|"):
-        table += 1
-    if table < 2:  # a header line and a delimiter line
-        return None
-    header = lines[-table]
-    start = chunks[j].start - len(chunks[j].lead) + chunks[j].lead.rindex(header)
-    return start, start + len(header)
+            first = first_rows.get((c.section_id, c.chunk_index))
+            current = first and _header_line(first.lead, first.start - len(first.lead))
+        if current:
+            headers[i] = current
+    return headers
 
 
 def _passage(

@@ -3,7 +3,7 @@ from __future__ import annotations
 import json
 
 from django.contrib.auth.models import Group
-from django.test import TestCase, override_settings
+from django.test import SimpleTestCase, TestCase, override_settings
 from django.urls import reverse
 
 from kb import access, answering, evaluation, ingestion, retrieval
@@ -289,38 +289,53 @@ class LongSectionTestCase(TestCase):
             self.assertEqual(passage.text, self.text[passage.start : passage.end])
 
 
+def _ingest_text(name: str, file_name: str, text: str) -> Collection:
+    collection = Collection.objects.create(name=name)
+    source, _ = ingestion.store_source(collection, file_name, text.encode())
+    ingestion.ingest(source.pk)
+    return collection
+
+
+def _offices(count: int, indent: str = "", pipes: bool = True) -> tuple[str, str]:
+    """A table of offices (its header line, the document)."""
+    cities = ["Lisbon", "Oslo", "Quito", "Perth"]
+    cells = [["Office", "City", "Wi-Fi network", "Door code"], ["---"] * 4] + [
+        [f"Office {i}", cities[i % 4], f"guest-{i}", str(4000 + i * 7)]
+        for i in range(count)
+    ]
+    lines = [
+        indent + (f"| {' | '.join(row)} |" if pipes else " | ".join(row))
+        for row in cells
+    ]
+    text = "# Offices\n\nEvery office, its network and its door code.\n\n"
+    return lines[0].strip(), text + "\n".join(lines) + "\n"
+
+
 class TableRowsTestCase(TestCase):
     """Rows of a table too long to take whole come with the table's header line."""
 
-    HEADER = "| Office | City | Wi-Fi network | Door code |"
+    QUESTION = "What is the door code of Office 57?"
 
     @classmethod
     def setUpTestData(cls):
-        rows = [
-            f"| Office {i} | {city} | guest-{i} | {4000 + i * 7} |"
-            for i, city in enumerate(["Lisbon", "Oslo", "Quito", "Perth"] * 20)
-        ]
-        cls.text = (
-            "# Offices\n\nEvery office, its network and its door code.\n\n"
-            f"{cls.HEADER}\n| --- | --- | --- | --- |\n" + "\n".join(rows) + "\n"
-        )
-        cls.collection = Collection.objects.create(name="Offices")
-        source, _ = ingestion.store_source(
-            cls.collection, "offices.md", cls.text.encode()
-        )
-        ingestion.ingest(source.pk)
+        cls.header, cls.text = _offices(80)
+        cls.collection = _ingest_text("Offices", "offices.md", cls.text)
+
+    def _context(self, collection, text, header, budget=200):
+        result = retrieval.retrieve(collection, self.QUESTION, budget=budget)
+        self.assertLessEqual(result.context_tokens, result.budget_tokens)
+        for passage in result.passages:
+            self.assertEqual(passage.text, text[passage.start : passage.end])
+        texts = [p.text for p in result.passages]
+        row = next(i for i, t in enumerate(texts) if "Office 57 |" in t)
+        self.assertIn(header, [t.strip() for t in texts[:row]])
+        self.assertEqual(sum(t.count(header) for t in texts), 1)
+        self.assertNotIn("---", "".join(texts))  # a dash is a token each
+        return result, texts
 
     def test_a_row_far_down_the_table_comes_with_the_column_names(self):
-        result = retrieval.retrieve(
-            self.collection, "What is the door code of Office 57?", budget=200
-        )
-        self.assertLessEqual(result.context_tokens, result.budget_tokens)
-        texts = [p.text for p in result.passages]
-        row = next(i for i, t in enumerate(texts) if "| Office 57 |" in t)
-        self.assertIn(self.HEADER, texts[:row])
-        self.assertEqual(sum(t.count(self.HEADER) for t in texts), 1)
-        self.assertNotIn("| --- |", "".join(texts))  # a dash is a token each
-        at = texts.index(self.HEADER)
+        result, texts = self._context(self.collection, self.text, self.header)
+        at = texts.index(self.header)
         header = result.passages[at]
         self.assertEqual(header.matched_label, "header")
         # Not a result of its own when evaluated: it counts with the rows after it.
@@ -332,5 +347,49 @@ class TableRowsTestCase(TestCase):
             [("offices.md", header.start, header.end),
              ("offices.md", following.start, following.end)],
         )  # fmt: skip
-        for passage in result.passages:
-            self.assertEqual(passage.text, self.text[passage.start : passage.end])
+
+    def test_the_answer_shows_a_row_under_its_column_names(self):
+        result, _ = self._context(self.collection, self.text, self.header)
+        answer = answering.extractive_answer(result)
+        self.assertIn("| Office 57 |", answer.text)
+        self.assertLess(answer.text.index(self.header), answer.text.index("Office 57"))
+        # A header line is there for a row under it, never on its own.
+        said = answer.sentences
+        for i, sentence in enumerate(said):
+            if sentence.passage.matched == {"header"}:
+                row = said[i + 1]
+                self.assertTrue(row.text.startswith("|"), row.text)
+                self.assertEqual(row.location.section_id, sentence.location.section_id)
+        self.assertTrue(
+            all(c.start < c.end for c in answer.citations), answer.citations
+        )
+
+    def test_a_window_deep_in_a_long_table_finds_the_header_above_it(self):
+        header, text = _offices(300)
+        collection = _ingest_text("Long offices", "long.md", text)
+        section = collection.sources.get().sections.get(heading_path="Offices")
+        self.assertGreater(section.tokens, retrieval.MAX_WHOLE_SECTION_TOKENS)
+        self._context(collection, text, header)
+
+    def test_indented_and_pipe_less_tables_find_their_header(self):
+        for indent, pipes in [("  ", True), ("", False)]:
+            with self.subTest(indent=indent, pipes=pipes):
+                header, text = _offices(80, indent, pipes)
+                name = f"Offices {len(indent)} {pipes}"
+                self._context(_ingest_text(name, "o.md", text), text, header)
+
+
+class RegionsTestCase(SimpleTestCase):
+    def test_a_header_a_run_already_holds_is_not_counted_again(self):
+        def chunk(index, start, end, kind="table_row"):
+            return retrieval.ChunkRow(
+                index, 1, 1, index, start, end, 5, "x" * (end - start), "", kind
+            )
+
+        chunks = [chunk(0, 0, 40, "text"), chunk(1, 60, 80), chunk(2, 81, 100),
+                  chunk(3, 101, 120)]  # fmt: skip
+        headers = {1: (42, 50), 2: (42, 50), 3: (42, 50)}
+        regions = retrieval._regions(chunks, dict.fromkeys([0, 1, 3]), headers)
+        self.assertEqual(regions, [(0, 80, [0, 1]), (101, 120, [3])])
+        regions = retrieval._regions(chunks, dict.fromkeys([3]), headers)
+        self.assertEqual(regions, [(42, 50, []), (101, 120, [3])])

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 from django.core.management import CommandError, call_command
+from django.db.models.signals import post_save
 from django.template.defaultfilters import floatformat
 from django.test import SimpleTestCase, TestCase, TransactionTestCase
 from django.urls import reverse
@@ -235,6 +236,23 @@ class KbEvalCommandTestCase(TestCase):
     def test_a_file_that_is_not_a_baseline_is_refused_before_any_work(self):
         bad = self.folder / "bad.json"
         bad.write_text('{"aggregate": {}}')
+        created = []
+
+        def record(sender, instance, **kwargs):
+            created.append(instance.name)
+
+        post_save.connect(record, sender=Collection)
+        self.addCleanup(post_save.disconnect, record, sender=Collection)
         with self.assertRaisesMessage(CommandError, "not a kb_eval --json file"):
             self._eval("--baseline", str(bad))
-        self.assertFalse(Collection.objects.exists())
+        self.assertEqual(created, [])  # no scratch collection was even made
+
+    def test_a_baseline_on_other_cases_is_flagged_as_not_like_for_like(self):
+        earlier = self.folder / "earlier.json"
+        self._eval("--json", str(earlier))
+        report = json.loads(earlier.read_text())
+        report["cases"] = report["cases"][:5]
+        earlier.write_text(json.dumps(report))
+        printed = self._eval("--baseline", str(earlier))
+        total = len(evaluation.parse_cases(GOLDEN_FILE.read_text("utf-8")))
+        self.assertIn(f"{total - 5} case(s) not in the baseline", printed)
