@@ -100,4 +100,7 @@ def _comparison(runs: list[EvalRun], a: str | None, b: str | None) -> dict | Non
         "rows": [(k, before.aggregate.get(k), after.aggregate.get(k)) for k in keys],
         "changed": changed,
         "difference": evaluation.paired_difference(changed),
+        "unlike": evaluation.unlike(
+            before.cases, after.cases, before.config, after.config
+        ),
     }

@@ -281,6 +281,29 @@ def wilson(hits: int, n: int, z: float = 1.96) -> tuple[float, float]:
     return max(0.0, (centre - spread) / scale), min(1.0, (centre + spread) / scale)
 
 
+def unlike(
+    before: list[dict[str, Any]],
+    after: list[dict[str, Any]],
+    before_config: dict[str, Any],
+    after_config: dict[str, Any],
+) -> list[str]:
+    """Why two runs do not compare like for like (empty when they do): recall is
+    only comparable on the same cases, k and context budget."""
+    reasons = []
+    for key, name in [("top_k", "k"), ("context_budget", "context budget")]:
+        old, new = before_config.get(key), after_config.get(key)
+        if old != new:  # "?": a run recorded without it
+            reasons.append(f"{name} {'?' if old is None else old} vs "
+                           f"{'?' if new is None else new}")  # fmt: skip
+    old_ids = {c["id"] for c in before}
+    new_ids = {c["id"] for c in after}
+    if new_ids - old_ids:
+        reasons.append(f"{len(new_ids - old_ids)} case(s) only in the later run")
+    if old_ids - new_ids:
+        reasons.append(f"{len(old_ids - new_ids)} case(s) only in the earlier run")
+    return reasons
+
+
 def paired_difference(changed: list[dict[str, Any]]) -> dict[str, Any]:
     """Whether B answers more cases than A beyond chance, from the cases that
     changed outcome (exact McNemar test: under no difference, each changed case

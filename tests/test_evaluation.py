@@ -176,6 +176,19 @@ class ComparisonTestCase(TestCase):
         self.assertContains(page, "within noise")
         page = self.client.get(url, {"collection": collection.pk, "a": b.pk, "b": a.pk})
         self.assertContains(page, "B answers 1 case A missed and misses 6 A answered")
+        self.assertNotContains(page, "not like for like")
+
+        other = self._run(collection, [True] * 8)  # two cases fewer
+        other.config = {"top_k": 8, "context_budget": 1200}
+        other.save()
+        page = self.client.get(
+            url, {"collection": collection.pk, "a": a.pk, "b": other.pk}
+        )
+        self.assertContains(
+            page,
+            "not like for like here (k ? vs 8; context budget ? vs 1200; "
+            "2 case(s) only in the earlier run)",
+        )
 
 
 class KbEvalCommandTestCase(TestCase):
@@ -255,4 +268,4 @@ class KbEvalCommandTestCase(TestCase):
         earlier.write_text(json.dumps(report))
         printed = self._eval("--baseline", str(earlier))
         total = len(evaluation.parse_cases(GOLDEN_FILE.read_text("utf-8")))
-        self.assertIn(f"{total - 5} case(s) not in the baseline", printed)
+        self.assertIn(f"{total - 5} case(s) only in the later run", printed)

@@ -83,23 +83,17 @@ class Command(BaseCommand):
         for case in changed:
             state = "now answered" if case["after"] else "now missed"
             self.stdout.write(f"  {state}: {case['id']} ({case['kind']})")
-        old = {c["id"] for c in baseline["cases"]}
-        new = {c["id"] for c in outcome["cases"]}
-        budgets = (
-            baseline.get("config", {}).get("context_budget"),
-            config["context_budget"],
+        reasons = evaluation.unlike(
+            baseline["cases"], outcome["cases"], baseline.get("config", {}), config
         )
-        if before.get("k") != after["k"] or budgets[0] != budgets[1] or old != new:
-            self.stdout.write(
-                f"  Not like for like: k {before.get('k')} vs {after['k']}, context "
-                f"budget {budgets[0]} vs {budgets[1]}; {len(new - old)} case(s) not "
-                f"in the baseline, {len(old - new)} of the baseline's not run now."
-            )
+        if reasons:
+            self.stdout.write(f"  Not like for like: {'; '.join(reasons)}.")
         return {
             "file": str(path),
             **difference,
             "gained_ids": [c["id"] for c in changed if c["after"]],
             "lost_ids": [c["id"] for c in changed if not c["after"]],
+            "unlike": reasons,
         }
 
     def _scratch(self, options) -> Collection:
