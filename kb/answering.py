@@ -137,8 +137,8 @@ def extractive_answer(result: Result) -> Answer:
             warnings=["No context was retrieved."],
         )
     _score(sentences, result.question)
-    headers = [s for s in sentences if s.passage.matched == {"header"}]
-    rows = [s for s in sentences if s.passage.matched != {"header"}]
+    headers = [s for s in sentences if s.passage.is_header]
+    rows = [s for s in sentences if not s.passage.is_header]
     chosen = _choose(rows or sentences)
     chosen += _headers_of(chosen, headers)
     chosen.sort(key=lambda s: (s.passage.rank, s.start))

@@ -89,7 +89,6 @@ def _comparison(runs: list[EvalRun], a: str | None, b: str | None) -> dict | Non
     before, after = _run(runs, a), _run(runs, b)
     if not (before and after):
         return None
-    changed = evaluation.changed_cases(before, after)
     keys = ["recall_at_k", "partial", "mrr", "context_tokens_mean",
             "duplicates_mean", "latency_p50_ms", "latency_p95_ms"]  # fmt: skip
     return {
@@ -98,9 +97,5 @@ def _comparison(runs: list[EvalRun], a: str | None, b: str | None) -> dict | Non
         "a_summary": _config_summary(before.config),
         "b_summary": _config_summary(after.config),
         "rows": [(k, before.aggregate.get(k), after.aggregate.get(k)) for k in keys],
-        "changed": changed,
-        "difference": evaluation.paired_difference(changed),
-        "unlike": evaluation.unlike(
-            before.cases, after.cases, before.config, after.config
-        ),
+        **evaluation.compare(before.cases, after.cases, before.config, after.config),
     }

@@ -181,7 +181,7 @@ def duplicates(result) -> int:
     texts: set[str] = set()
     count = 0
     for p in result.passages:
-        if p.matched == {"header"}:
+        if p.is_header:
             continue  # tables' header lines: alike by design, tiny, not repeats
         key = " ".join(p.text.split())
         overlap = any(
@@ -201,7 +201,7 @@ def ranked_ranges(passages) -> list[list[Range]]:
     header: list[Range] = []
     for p in passages:
         ranges = [(p.file_name, loc.start, loc.end) for loc in p.locations]
-        if p.matched == {"header"}:
+        if p.is_header:
             header += ranges
             continue
         ranked.append(header + ranges)
@@ -471,6 +471,22 @@ def _progress(run: EvalRun, status: str | None = None, **progress: Any) -> None:
     if status:
         fields["status"] = status
     EvalRun.objects.filter(pk=run.pk).update(**fields)
+
+
+def compare(
+    before: list[dict[str, Any]],
+    after: list[dict[str, Any]],
+    before_config: dict[str, Any],
+    after_config: dict[str, Any],
+) -> dict[str, Any]:
+    """Two runs' cases side by side: which changed outcome, whether the
+    difference is beyond chance, and why they may not compare like for like."""
+    changed = changed_between(before, after)
+    return {
+        "changed": changed,
+        "difference": paired_difference(changed),
+        "unlike": unlike(before, after, before_config, after_config),
+    }
 
 
 def changed_cases(before: EvalRun, after: EvalRun) -> list[dict[str, Any]]:

@@ -163,6 +163,11 @@ class Passage:
         )
 
     @property
+    def is_header(self) -> bool:
+        """Only a table's header line, for the rows after it (_regions)."""
+        return self.matched == {"header"}
+
+    @property
     def sections_merged(self) -> int:
         return len({loc.section_id for loc in self.locations})
 
@@ -501,8 +506,7 @@ def _select_sections(hits: list[Hit], k: int) -> list[_Selected]:
             parts.setdefault(chunk.source_id, []).append(_with_lead(chunk))
     first_rows = _first_rows(chunks, sections)
     for row in first_rows.values():  # their leads hold the header lines
-        lead = (row.start - len(row.lead), row.lead)
-        parts.setdefault(row.source_id, []).append(lead)
+        parts.setdefault(row.source_id, []).append((_lead_start(row), row.lead))
     texts = {source_id: TextWindow(found) for source_id, found in parts.items()}
     return [
         _Selected(
@@ -552,9 +556,7 @@ def _first_rows(
         for section_id, loaded in chunks.items()
         if _long(sections[section_id])
         for i, c in enumerate(loaded)
-        if c.kind == "table_row"
-        and not c.lead.strip()
-        and not (i and _next_to(loaded, i - 1, i))
+        if _mid_table_start(loaded, i)
     ]
     if not starts:
         return {}
@@ -566,7 +568,12 @@ def _first_rows(
 
 def _with_lead(chunk) -> tuple[int, str]:
     """(start, text) of a chunk with the text between it and its predecessor."""
-    return chunk.start - len(chunk.lead), chunk.lead + chunk.text
+    return _lead_start(chunk), chunk.lead + chunk.text
+
+
+def _lead_start(chunk) -> int:
+    """Where the text between a chunk and its predecessor (its lead) starts."""
+    return chunk.start - len(chunk.lead)
 
 
 def _long(section: SectionRow) -> bool:
@@ -742,7 +749,7 @@ def _preceding_sections(kept: list[_Selected], remaining: int) -> list[Passage]:
     merges with the chosen one (both whole, they touch), so k is unchanged.
     """
     chosen = {item.section.id for item in kept}
-    added = []
+    taken: list[tuple[_Selected, SectionRow]] = []
     for item in kept:
         section = item.before
         if section is None or section.id in chosen or not section.tokens:
@@ -751,16 +758,31 @@ def _preceding_sections(kept: list[_Selected], remaining: int) -> list[Passage]:
             continue
         remaining -= section.tokens
         chosen.add(section.id)
+        taken.append((item, section))
+    indexes = _chunk_indexes([section.id for _, section in taken])
+    added = []
+    for item, section in taken:
         context = _Selected(section, item.hits[:1], item.score * 0.5, text=item.text)
-        indexes = list(
-            Chunk.objects.filter(section_id=section.id).values_list(
-                "chunk_index", flat=True
-            )
-        )
-        passage = _passage(context, section.start, section.end, indexes, section.tokens)
+        passage = _passage(
+            context, section.start, section.end, indexes.get(section.id, []),
+            section.tokens,
+        )  # fmt: skip
         passage.matched = {"context"}
         added.append(passage)
     return added
+
+
+def _chunk_indexes(section_ids: list[int]) -> dict[int, list[int]]:
+    """Each section's chunk indexes, in one query."""
+    if not section_ids:
+        return {}
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT section_id, array_agg(chunk_index ORDER BY chunk_index) "
+            "FROM kb_chunk WHERE section_id = ANY(%s) GROUP BY section_id",
+            [section_ids],
+        )
+        return dict(cursor.fetchall())
 
 
 def _further_hits(
@@ -874,6 +896,14 @@ def _header_line(lead: str, lead_start: int) -> tuple[int, int] | None:
     return start, offset + len(header.rstrip())
 
 
+def _mid_table_start(chunks: list[ChunkRow], i: int) -> bool:
+    """Loaded chunk i continues a table whose rows before it were not loaded."""
+    c = chunks[i]
+    if c.kind != "table_row" or c.lead.strip():
+        return False
+    return not (i and chunks[i - 1].kind == "table_row" and _next_to(chunks, i - 1, i))
+
+
 def _table_headers(
     chunks: list[ChunkRow], first_rows: dict[tuple[int, int], FirstRow]
 ) -> dict[int, tuple[int, int]]:
@@ -891,12 +921,10 @@ def _table_headers(
             current = None
             continue
         if c.lead.strip():
-            current = _header_line(c.lead, c.start - len(c.lead))
-        elif not (
-            i and chunks[i - 1].kind == "table_row" and _next_to(chunks, i - 1, i)
-        ):
+            current = _header_line(c.lead, _lead_start(c))
+        elif _mid_table_start(chunks, i):
             first = first_rows.get((c.section_id, c.chunk_index))
-            current = first and _header_line(first.lead, first.start - len(first.lead))
+            current = first and _header_line(first.lead, _lead_start(first))
         if current:
             headers[i] = current
     return headers

@@ -6,7 +6,7 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
-from kb import evaluation, ingestion, keywords
+from kb import evaluation, ingestion
 from kb.management.commands.kb_ingest import _files
 from kb.models import Collection
 
@@ -72,8 +72,10 @@ class Command(BaseCommand):
 
     def _compare(self, baseline: dict, outcome: dict, config: dict, path: Path) -> dict:
         before, after = baseline["aggregate"], outcome["aggregate"]
-        changed = evaluation.changed_between(baseline["cases"], outcome["cases"])
-        difference = evaluation.paired_difference(changed)
+        found = evaluation.compare(
+            baseline["cases"], outcome["cases"], baseline.get("config", {}), config
+        )
+        changed, difference = found["changed"], found["difference"]
         self.stdout.write(
             f"Against {path}: recall@{after['k']} {before.get('recall_at_k', 0):.3f}"
             f" -> {after['recall_at_k']:.3f}; {difference['gained']} case(s) now "
@@ -83,17 +85,14 @@ class Command(BaseCommand):
         for case in changed:
             state = "now answered" if case["after"] else "now missed"
             self.stdout.write(f"  {state}: {case['id']} ({case['kind']})")
-        reasons = evaluation.unlike(
-            baseline["cases"], outcome["cases"], baseline.get("config", {}), config
-        )
-        if reasons:
-            self.stdout.write(f"  Not like for like: {'; '.join(reasons)}.")
+        if found["unlike"]:
+            self.stdout.write(f"  Not like for like: {'; '.join(found['unlike'])}.")
         return {
             "file": str(path),
             **difference,
             "gained_ids": [c["id"] for c in changed if c["after"]],
             "lost_ids": [c["id"] for c in changed if not c["after"]],
-            "unlike": reasons,
+            "unlike": found["unlike"],
         }
 
     def _scratch(self, options) -> Collection:
@@ -115,11 +114,10 @@ class Command(BaseCommand):
     def _ingest(self, collection: Collection, corpus: Path) -> None:
         files = list(_files([corpus]))
         for root, path in files:
-            source, _ = ingestion.store_source(
+            ingestion.store_source(
                 collection, path.relative_to(root).as_posix(), path.read_bytes()
             )
-            ingestion.ingest(source.pk)
-        keywords.count_terms(collection)
+        evaluation.index_all(collection)
         self.stdout.write(f"Indexed {len(files)} files into a scratch collection.")
 
     def _print(self, agg: dict, config: dict) -> None:
