@@ -34,6 +34,16 @@ def envint(name: str, default: int) -> int:
         raise ImproperlyConfigured(f"{name} must be an integer, not {value!r}")
 
 
+def envfloat(name: str, default: float) -> float:
+    value = os.environ.get(name, "")
+    if value == "":
+        return default
+    try:
+        return float(value)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name} must be a number, not {value!r}")
+
+
 DEBUG = envbool("DEBUG", "0")
 # pytest, or a worker process started by the tests, gets its own Redis database.
 TESTING = envbool("KB_TESTING", "0") or "PYTEST_VERSION" in os.environ
@@ -194,6 +204,10 @@ if KB_EMBED_PRECISION not in ("fp32", "int8"):
     raise ImproperlyConfigured("KB_EMBED_PRECISION must be fp32 or int8")
 KB_EMBED_BATCH = envint("KB_EMBED_BATCH", 16)
 KB_EMBED_THREADS = envint("KB_EMBED_THREADS", 0)  # 0 = one per CPU core
+# Below this cosine similarity between the question and the nearest chunk, the
+# collection is taken to say nothing about the question: no answer is composed
+# (kb/answering.py). Calibrated for all-MiniLM-L6-v2 on evals/unanswerable/; 0 = off.
+KB_MIN_SIMILARITY = envfloat("KB_MIN_SIMILARITY", 0.30)
 
 LOGGING = {
     "version": 1,

@@ -121,10 +121,39 @@ class Answer:
 
 
 def answer(result: Result) -> Answer:
-    """Answer with the configured answerer (LLM when KB_LLM_URL is set)."""
+    """Answer with the configured answerer (LLM when KB_LLM_URL is set), unless the
+    collection comes nowhere near the question (off_topic)."""
+    if (refusal := off_topic(result)) is not None:
+        return refusal
     if settings.KB_LLM_URL:
         return llm_answer(result)
     return extractive_answer(result)
+
+
+def off_topic(result: Result) -> Answer | None:
+    """No answer when even the nearest chunk is far from the question.
+
+    Sentences picked from passages that are not about the question read like an
+    answer and are not one. The threshold (settings.KB_MIN_SIMILARITY) is set
+    below every answerable golden question of the three evaluation corpora, so it
+    catches questions from elsewhere (general knowledge, other products), not the
+    near misses a collection is silent on: those still need a reader.
+    """
+    floor = settings.KB_MIN_SIMILARITY
+    similarity = result.top_similarity
+    if not floor or similarity is None or similarity >= floor or not result.passages:
+        return None
+    return Answer(
+        text="This collection does not seem to cover the question.",
+        citations=[],
+        answerer="none",
+        is_trustworthy=False,
+        warnings=[
+            f"The nearest passage has a cosine similarity of only {similarity:.2f} "
+            f"to the question; an answer needs {floor:.2f}. The closest sections "
+            "are listed for you to check."
+        ],
+    )
 
 
 def extractive_answer(result: Result) -> Answer:
@@ -437,6 +466,9 @@ def as_json(result: Result, reply: Answer) -> dict[str, Any]:
         "sections": [p.as_dict() for p in result.passages],
         "context_tokens": result.context_tokens,
         "budget_tokens": result.budget_tokens,
+        "top_similarity": (
+            None if result.top_similarity is None else round(result.top_similarity, 4)
+        ),
         "k": result.k,
         "retrieval": result.mode,
         "timings_ms": result.timings_ms,

@@ -212,7 +212,7 @@ def ranked_ranges(passages) -> list[list[Range]]:
 
 
 def evaluate_case(collection: Collection, case: dict[str, Any], **options) -> dict:
-    from kb import retrieval
+    from kb import answering, retrieval
 
     result = retrieval.retrieve(collection, case["question"], **options)
     return {
@@ -220,6 +220,9 @@ def evaluate_case(collection: Collection, case: dict[str, Any], **options) -> di
         "kind": case["kind"],
         "question": case["question"],
         **score_case(case, ranked_ranges(result.passages)),
+        # The answerer would decline it as off-topic (answering.off_topic).
+        "declined": answering.off_topic(result) is not None,
+        "top_similarity": _similarity(result),
         "context_tokens": result.context_tokens,
         "duplicates": duplicates(result),
         "latency_ms": result.timings_ms.get("total", 0.0),
@@ -256,6 +259,7 @@ def aggregate(results: list[dict[str, Any]], k: int) -> dict[str, Any]:
             "duplicates_mean": round(sum(r["duplicates"] for r in rows) / n, 3),
             "latency_p50_ms": round(_percentile(latencies, 50), 2),
             "latency_p95_ms": round(_percentile(latencies, 95), 2),
+            "declined": sum(bool(r.get("declined")) for r in rows),
         }
 
     kinds = sorted({r["kind"] for r in results})
@@ -265,6 +269,62 @@ def aggregate(results: list[dict[str, Any]], k: int) -> dict[str, Any]:
         "by_kind": {
             kind: figures([r for r in results if r["kind"] == kind]) for kind in kinds
         },
+    }
+
+
+def _similarity(result) -> float | None:
+    found = result.top_similarity
+    return None if found is None else round(found, 4)
+
+
+def parse_questions(jsonl: str) -> list[dict[str, str]]:
+    """Questions the corpus does not answer, one JSON object per line with "id" and
+    "question" (other keys are ignored): the answerer should decline them."""
+    questions, seen = [], set()
+    for lineno, line in enumerate(jsonl.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            raw = json.loads(line)
+        except ValueError as exc:
+            raise GoldenImportError(f"line {lineno}: not JSON ({exc})") from None
+        if not isinstance(raw, dict) or not all(
+            isinstance(raw.get(key), str) and raw[key].strip()
+            for key in ("id", "question")
+        ):
+            raise GoldenImportError(f'line {lineno}: needs "id" and "question" text')
+        if raw["id"] in seen:
+            raise GoldenImportError(f"line {lineno}: duplicate id {raw['id']!r}")
+        seen.add(raw["id"])
+        questions.append({"id": raw["id"], "question": raw["question"]})
+    if not questions:
+        raise GoldenImportError("no questions in the file")
+    return questions
+
+
+def evaluate_unanswerable(
+    collection: Collection, questions: list[dict[str, str]], **options
+) -> dict[str, Any]:
+    """How many questions the collection does not answer are declined, not
+    answered from unrelated passages (answering.off_topic)."""
+    from kb import answering, retrieval
+
+    rows = []
+    for question in questions:
+        result = retrieval.retrieve(collection, question["question"], **options)
+        rows.append(
+            {
+                **question,
+                "declined": answering.off_topic(result) is not None,
+                "top_similarity": _similarity(result),
+            }
+        )
+    declined = sum(r["declined"] for r in rows)
+    return {
+        "n": len(rows),
+        "declined": declined,
+        "declined_share": round(declined / len(rows), 4) if rows else 0.0,
+        "questions": rows,
     }
 
 

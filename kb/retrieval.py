@@ -200,6 +200,9 @@ class Result:
     mode: str
     timings_ms: dict[str, float]
     hits: list[Hit] = field(default_factory=list)
+    # Cosine similarity of the nearest chunk to the question (None without vector
+    # search): how close the collection comes to the question at all.
+    top_similarity: float | None = None
 
 
 class SectionRow(NamedTuple):
@@ -277,12 +280,13 @@ def retrieve(
     clock = time.perf_counter()
 
     vector_ids: list[int] = []
+    similarity: float | None = None
     section_ranks: dict[int, int] = {}
     if mode in ("vector", "hybrid"):
         vector = _embed_question(question)
         clock = _lap(timings, "embed", clock)
         with hnsw_scan():
-            vector_ids = _vector_ids(collection, vector, include_deprecated)
+            vector_ids, similarity = _vector_ids(collection, vector, include_deprecated)
             clock = _lap(timings, "vector_search", clock)
             section_ranks = _section_ranks(collection, vector, include_deprecated)
             clock = _lap(timings, "section_search", clock)
@@ -314,6 +318,7 @@ def retrieve(
         mode=mode,
         timings_ms={key: round(v, 2) for key, v in timings.items()},
         hits=hits,
+        top_similarity=similarity,
     )
 
 
@@ -335,7 +340,8 @@ def _embed_question(question: str):
 
 # Hot path (issue #8): plain SQL, as ORM query building cost more than the queries.
 _NEAREST_CHUNKS = """
-SELECT c.id FROM kb_chunk c JOIN kb_source s ON s.id = c.source_id
+SELECT c.id, c.embedding <=> %(vector)s::vector
+FROM kb_chunk c JOIN kb_source s ON s.id = c.source_id
 WHERE s.collection_id = %(collection)s AND c.embedding IS NOT NULL {current}
 ORDER BY c.embedding <=> %(vector)s::vector LIMIT %(limit)s
 """
@@ -376,24 +382,28 @@ def nearest_query(
 
 def _nearest(
     collection: Collection, vector, include_deprecated: bool, sections: bool = False
-) -> list[int]:
+) -> list[tuple]:
     query = nearest_query(collection, vector, include_deprecated, sections)
     with connection.cursor() as cursor:
         cursor.execute(*query)
-        return [row[0] for row in cursor.fetchall()]
+        return cursor.fetchall()
 
 
-def _vector_ids(collection: Collection, vector, include_deprecated: bool) -> list[int]:
-    """The chunks nearest to the question vector by cosine, best first."""
-    return _nearest(collection, vector, include_deprecated)
+def _vector_ids(
+    collection: Collection, vector, include_deprecated: bool
+) -> tuple[list[int], float | None]:
+    """The chunks nearest to the question vector by cosine, best first, and the
+    cosine similarity of the nearest (None when the collection has no vectors)."""
+    rows = _nearest(collection, vector, include_deprecated)
+    return [row[0] for row in rows], (1.0 - rows[0][1] if rows else None)
 
 
 def _section_ranks(
     collection: Collection, vector, include_deprecated: bool
 ) -> dict[int, int]:
     """Sections by the cosine of their centroid (mean of their chunk vectors)."""
-    ids = _nearest(collection, vector, include_deprecated, sections=True)
-    return {section_id: rank for rank, section_id in enumerate(ids, 1)}
+    rows = _nearest(collection, vector, include_deprecated, sections=True)
+    return {row[0]: rank for rank, row in enumerate(rows, 1)}
 
 
 _HIT_ROWS = """

@@ -101,6 +101,59 @@ class AnswerTestCase(DemoTestCase):
         self.assertTrue(reply.warnings)
 
 
+FOREIGN = ["What is the capital of Australia?", "What's a good recipe for sourdough?"]
+
+
+class OffTopicTestCase(DemoTestCase):
+    """A question the collection says nothing about gets no made-up answer."""
+
+    def test_questions_from_elsewhere_are_declined_with_the_closest_sections(self):
+        for question in FOREIGN:
+            result, reply = answering.ask(self.demo, question)
+            self.assertEqual(reply.answerer, "none", question)
+            self.assertEqual(reply.citations, [])
+            self.assertFalse(reply.is_trustworthy)
+            self.assertIn("cosine similarity", reply.warnings[0])
+            self.assertTrue(result.passages, "the closest sections are still shown")
+
+    def test_no_golden_question_is_declined(self):
+        for case in GoldenCase.objects.filter(collection=self.demo):
+            result, reply = answering.ask(self.demo, case.question)
+            self.assertNotEqual(reply.answerer, "none", case.external_id)
+            self.assertGreater(result.top_similarity, 0.3, case.external_id)
+
+    @override_settings(KB_MIN_SIMILARITY=0)
+    def test_the_check_can_be_turned_off(self):
+        result, reply = answering.ask(self.demo, FOREIGN[0])
+        self.assertEqual(reply.answerer, "extractive")
+        self.assertTrue(reply.citations)
+
+    def test_keyword_retrieval_has_no_similarity_to_judge_by(self):
+        result = retrieval.retrieve(self.demo, "widget", mode="keyword")
+        self.assertIsNone(result.top_similarity)
+        self.assertIsNone(answering.off_topic(result))
+
+    def test_the_page_and_the_api_say_so(self):
+        staff = self.staff
+        self.client.force_login(staff)
+        page = self.client.get(
+            reverse("kb:ask"), {"q": FOREIGN[0], "collection": self.demo.pk}
+        )
+        self.assertContains(page, "does not seem to cover the question")
+        self.assertContains(page, "Closest sections")
+        self.assertNotContains(page, 'class="cite"')
+        self.assertNotContains(page, "not backed by citations")
+        body = self.client.post(
+            reverse("kb:api-ask"),
+            {"question": FOREIGN[0], "collection": "Demo"},
+            content_type="application/json",
+        ).json()
+        self.assertEqual((body["answerer"], body["trustworthy"]), ("none", False))
+        self.assertEqual(body["citations"], [])
+        self.assertLess(body["top_similarity"], 0.3)
+        self.assertTrue(body["sections"])
+
+
 class AskPageTestCase(DemoTestCase):
     url = reverse("kb:ask")
 

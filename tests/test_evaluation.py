@@ -207,7 +207,12 @@ class KbEvalCommandTestCase(TestCase):
 
     def test_it_writes_the_issue_json_and_compares_with_a_baseline(self):
         default = self.folder / "default.json"
-        printed = self._eval("--json", str(default))
+        foreign = self.folder / "foreign.jsonl"
+        foreign.write_text(
+            '{"id": "f1", "question": "What is the capital of Australia?"}\n'
+            '{"id": "f2", "question": "How do I center a div in CSS?"}\n'
+        )
+        printed = self._eval("--json", str(default), "--unanswerable", str(foreign))
         self.assertIn("recall@5", printed)
         self.assertIn("95% CI", printed)
         report = json.loads(default.read_text())
@@ -226,6 +231,10 @@ class KbEvalCommandTestCase(TestCase):
         self.assertLessEqual(
             {"file", "start", "end", "heading_path"}, set(case["retrieved"][0])
         )
+        # Questions from elsewhere are declined; the demo's own cases are not.
+        self.assertEqual(report["unanswerable"]["declined"], 2)
+        self.assertIn("Unanswerable questions declined: 2 of 2", printed)
+        self.assertEqual(aggregate["declined"], 0)
         # The scratch collection is gone; nothing of the run stays in the database.
         self.assertFalse(Collection.objects.exists())
 
@@ -245,6 +254,14 @@ class KbEvalCommandTestCase(TestCase):
         self.assertIn(compared["verdict"], printed)
         for case_id in lost:
             self.assertIn(f"now missed: {case_id}", printed)
+
+    def test_a_bad_unanswerable_file_is_refused_before_any_work(self):
+        bad = self.folder / "bad.jsonl"
+        bad.write_text('{"id": "x"}\n')
+        message = 'line 1: needs "id" and "question"'
+        with self.assertRaisesMessage(CommandError, message):
+            self._eval("--unanswerable", str(bad))
+        self.assertFalse(Collection.objects.exists())
 
     def test_a_file_that_is_not_a_baseline_is_refused_before_any_work(self):
         bad = self.folder / "bad.json"

@@ -38,6 +38,11 @@ class Command(BaseCommand):
             self.stdout.write(json.dumps(payload, ensure_ascii=False, indent=2))
             return
         self.stdout.write(reply.text + "\n")
+        for warning in reply.warnings:
+            self.stdout.write(self.style.WARNING(warning))
+        if not reply.citations:  # nothing cited: the closest sections, to check
+            for p in result.passages:
+                self.stdout.write(f"- {p.label} ({p.file_name} {p.start}-{p.end})")
         for c in reply.citations:
             self.stdout.write(f"[{c.n}] {c.label} ({c.file} {c.start}-{c.end})")
         self.stdout.write(

@@ -36,6 +36,12 @@ class Command(BaseCommand):
             help="A --json file of an earlier run: list the cases that changed "
             "outcome and say whether the difference is beyond chance.",
         )
+        parser.add_argument(
+            "--unanswerable",
+            type=Path,
+            help='JSON Lines of questions the corpus does not answer ({"id", '
+            '"question"}): count those the answerer declines as off-topic.',
+        )
 
     def handle(self, *args, **options):
         if not options["corpus"].is_dir():
@@ -44,12 +50,22 @@ class Command(BaseCommand):
             cases = evaluation.parse_cases(options["cases"].read_text("utf-8"))
         except (OSError, evaluation.GoldenImportError) as exc:
             raise CommandError(str(exc)) from None
+        unanswerable = None
+        if path := options["unanswerable"]:
+            try:
+                unanswerable = evaluation.parse_questions(path.read_text("utf-8"))
+            except (OSError, evaluation.GoldenImportError) as exc:
+                raise CommandError(f"--unanswerable {path}: {exc}") from None
         baseline = options["baseline"] and _read_baseline(options["baseline"])
         collection = self._scratch(options)
         try:
             self._ingest(collection, options["corpus"])
             evaluation.check_spans(collection, cases)
             outcome = evaluation.evaluate(collection, cases)
+            if unanswerable:
+                outcome["unanswerable"] = evaluation.evaluate_unanswerable(
+                    collection, unanswerable
+                )
             config = evaluation.config_of(collection)
         except evaluation.GoldenImportError as exc:
             raise CommandError(str(exc)) from None
@@ -57,6 +73,8 @@ class Command(BaseCommand):
             if not options["keep"]:
                 collection.delete()
         self._print(outcome["aggregate"], config)
+        if unanswerable:
+            self._print_unanswerable(outcome["unanswerable"], outcome["aggregate"])
         if baseline:
             outcome["baseline"] = self._compare(
                 baseline, outcome, config, options["baseline"]
@@ -142,6 +160,13 @@ class Command(BaseCommand):
                 f"partial {figures['partial']:.3f}  tokens "
                 f"{figures['context_tokens_mean']:.0f}"
             )
+
+    def _print_unanswerable(self, found: dict, agg: dict) -> None:
+        self.stdout.write(
+            f"Unanswerable questions declined: {found['declined']} of {found['n']} "
+            f"({found['declined_share']:.0%}); answerable cases declined: "
+            f"{agg['declined']} of {agg['n']}"
+        )
 
 
 def _read_baseline(path: Path) -> dict:
