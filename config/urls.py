@@ -1,14 +1,31 @@
-from django.conf import settings
 from django.contrib import admin
+from django.contrib.auth.views import redirect_to_login
+from django.core.exceptions import PermissionDenied
 from django.urls import include, path
+from django_rq import urls as rq_urls
 
+
+def _superusers_only(view):
+    """django-rq's pages let any staff member empty queues and delete jobs; here
+    only superusers may (content editors would strand sources as "Queued")."""
+
+    def guarded(request, *args, **kwargs):
+        if not request.user.is_authenticated:
+            return redirect_to_login(request.get_full_path(), "admin:login")
+        if not (request.user.is_active and request.user.is_superuser):
+            raise PermissionDenied("Only superusers may manage the job queues.")
+        return view(request, *args, **kwargs)
+
+    return guarded
+
+
+rq_patterns = rq_urls.get_api_urlpatterns() + rq_urls.get_admin_urlpatterns(
+    view_wrapper=_superusers_only
+)
+# Uploaded files are not served from MEDIA_URL, even with DEBUG: a source's file
+# is only reachable through kb:source-file, which checks the collection's groups.
 urlpatterns = [
-    path("admin/rq/", include("django_rq.urls")),
+    path("admin/rq/", include((rq_patterns, "django_rq"))),
     path("admin/", admin.site.urls),
     path("", include("kb.urls")),
 ]
-
-if settings.DEBUG:
-    from django.conf.urls.static import static
-
-    urlpatterns += static(settings.MEDIA_URL, document_root=settings.MEDIA_ROOT)

@@ -14,6 +14,7 @@ from django.views.decorators.http import require_POST
 
 from kb import charts, dashboard, evaluation, ingestion, jobs, permissions
 from kb.forms import (
+    CollectionForm,
     EvalRunForm,
     GoldenCaseForm,
     GoldenImportForm,
@@ -34,6 +35,27 @@ from kb.models import (
 ACTIVE = [Source.Status.QUEUED, Source.Status.INDEXING]
 
 
+class CollectionScoped:
+    """Admin lists and pages of a model only show the rows of collections the user
+    may see (permissions.collections_for): group limits hold in the admin too."""
+
+    collection_path = "collection"
+
+    def get_queryset(self, request):
+        allowed = permissions.collections_for(request.user).values("pk")
+        return (
+            super()
+            .get_queryset(request)
+            .filter(**{f"{self.collection_path}__in": allowed})
+        )
+
+    def formfield_for_foreignkey(self, db_field, request, **kwargs):
+        if db_field.name == "collection":
+            allowed = permissions.collections_for(request.user)
+            kwargs["queryset"] = allowed.filter(is_scratch=False)
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)
+
+
 def _reindex(sources) -> int:
     count = 0
     for source in sources:
@@ -44,11 +66,17 @@ def _reindex(sources) -> int:
 
 
 @admin.register(Collection)
-class CollectionAdmin(admin.ModelAdmin):
+class CollectionAdmin(CollectionScoped, admin.ModelAdmin):
+    collection_path = "pk"
+    form = CollectionForm
     list_display = ["name", *Collection.CONFIG_FIELDS, "source_count", "index_state"]
     list_filter = ["is_scratch", "chunk_strategy"]
     search_fields = ["name", "description"]
-    readonly_fields = ["is_index_stale", "policy_link"]
+    # Set by evaluation runs and jobs, not by hand: a floor is only ever raised
+    # (from a run, on the dashboard), and a scratch copy is made by a run.
+    readonly_fields = ["is_index_stale", "policy_link", "is_scratch", "recall_floor",
+                       "floor_run", "terms_counted", "terms_chunks",
+                       "created"]  # fmt: skip
     exclude = ["metadata_policy"]
 
     def get_queryset(self, request):
@@ -94,7 +122,7 @@ class CollectionAdmin(admin.ModelAdmin):
         return own + super().get_urls()
 
     def policy_view(self, request: HttpRequest, pk: int) -> HttpResponse:
-        collection = get_object_or_404(Collection, pk=pk)
+        collection = get_object_or_404(self.get_queryset(request), pk=pk)
         if not permissions.can_change_policy(request.user):
             raise PermissionDenied
         policy = ingestion.policy_for(collection)
@@ -121,7 +149,7 @@ class CollectionAdmin(admin.ModelAdmin):
         return TemplateResponse(request, "admin/kb/collection/policy.html", context)
 
     def reindex_view(self, request: HttpRequest, pk: int) -> HttpResponse:
-        collection = get_object_or_404(Collection, pk=pk)
+        collection = get_object_or_404(self.get_queryset(request), pk=pk)
         if not permissions.can_change_policy(request.user):
             raise PermissionDenied
         with transaction.atomic():
@@ -154,7 +182,7 @@ class EmbeddingFilter(admin.SimpleListFilter):
 
 
 @admin.register(Source)
-class SourceAdmin(admin.ModelAdmin):
+class SourceAdmin(CollectionScoped, admin.ModelAdmin):
     form = SourceChangeForm
     list_display = [
         "title",
@@ -166,14 +194,14 @@ class SourceAdmin(admin.ModelAdmin):
         "chunk_count",
         "indexed",
     ]
-    list_filter = ["status", "collection"]
+    list_filter = ["status", ("collection", admin.RelatedOnlyFieldListFilter)]
     list_select_related = ["collection"]
     search_fields = ["title", "file_name"]
     actions = ["reindex"]
     readonly_fields = [
         "collection",
         "file_name",
-        "file",
+        "file_link",
         "content_hash",
         "status_badge",
         "error",
@@ -183,11 +211,11 @@ class SourceAdmin(admin.ModelAdmin):
         "rejection_link",
     ]
     fieldsets = [
-        (None, {"fields": ["collection", "title", "file_name", "file"]}),
+        (None, {"fields": ["collection", "title", "file_name", "file_link"]}),
         ("Index", {"fields": ["status_badge", "progress_display", "error",
                               "rejection_link", "indexed", "content_hash"]}),
         ("Statistics", {"fields": ["statistics"]}),
-        ("Metadata", {"fields": ["author", "tags", "url", "version", "deprecated",
+        ("Metadata", {"fields": ["author", "tags", "url", "doc_version", "deprecated",
                                  "extra"]}),
         ("Text", {"classes": ["collapse"], "fields": ["text"]}),
     ]  # fmt: skip
@@ -202,6 +230,17 @@ class SourceAdmin(admin.ModelAdmin):
                 n_sections=Count("sections", distinct=True),
                 n_chunks=Count("chunks", distinct=True),
             )
+        )
+
+    @admin.display(description="Uploaded file")
+    def file_link(self, obj: Source) -> str:
+        if not obj.file:
+            return "-"
+        url = reverse("kb:source-file", args=[obj.pk])
+        return format_html(
+            '<a href="{}">Download as uploaded</a> <span class="help">The text '
+            "below is what gets indexed; it may have been edited since.</span>",
+            url,
         )
 
     @admin.display(description="Sections", ordering="n_sections")
@@ -313,7 +352,7 @@ class SourceAdmin(admin.ModelAdmin):
         return outcomes
 
     def reindex_one(self, request: HttpRequest, pk: int) -> HttpResponse:
-        source = get_object_or_404(Source, pk=pk)
+        source = get_object_or_404(self.get_queryset(request), pk=pk)
         if not self.has_change_permission(request, source):
             raise PermissionDenied
         with transaction.atomic():
@@ -339,11 +378,12 @@ class SourceAdmin(admin.ModelAdmin):
             messages.info(request, "Changes saved; the source is queued for indexing.")
 
     def changelist_view(self, request, extra_context=None):
-        extra_context = {
-            **(extra_context or {}),
-            "auto_refresh": Source.objects.filter(status__in=ACTIVE).exists(),
-        }
-        return super().changelist_view(request, extra_context)
+        response = super().changelist_view(request, extra_context)
+        listed = getattr(response, "context_data", {}).get("cl")
+        if listed is not None:  # refresh while a source of this (filtered) list works
+            active = listed.queryset.filter(status__in=ACTIVE).exists()
+            response.context_data["auto_refresh"] = active
+        return response
 
     def change_view(self, request, object_id, form_url="", extra_context=None):
         source = self.get_object(request, object_id)
@@ -355,18 +395,25 @@ class SourceAdmin(admin.ModelAdmin):
 
 
 @admin.register(Section)
-class SectionAdmin(admin.ModelAdmin):
+class SectionAdmin(CollectionScoped, admin.ModelAdmin):
+    collection_path = "source__collection"
     list_display = ["heading_path", "source", "level", "order", "start", "end"]
-    list_filter = ["source__collection"]
+    list_filter = [("source__collection", admin.RelatedOnlyFieldListFilter)]
     list_select_related = ["source"]
     search_fields = ["heading_path"]
     raw_id_fields = ["source", "parent"]
 
 
 @admin.register(Chunk)
-class ChunkAdmin(admin.ModelAdmin):
+class ChunkAdmin(CollectionScoped, admin.ModelAdmin):
+    collection_path = "source__collection"
     list_display = ["__str__", "heading", "kind", "token_count", "start", "end"]
-    list_filter = ["kind", EmbeddingFilter, "is_fallback", "source__collection"]
+    list_filter = [
+        "kind",
+        EmbeddingFilter,
+        "is_fallback",
+        ("source__collection", admin.RelatedOnlyFieldListFilter),
+    ]
     list_select_related = ["source", "section"]
     raw_id_fields = ["source", "section"]
     search_fields = ["text"]
@@ -382,6 +429,8 @@ class ChunkAdmin(admin.ModelAdmin):
 
     @admin.display(description="Embedded text | source text")
     def side_by_side(self, obj: Chunk) -> str:
+        # As indexed (the section's body): the source may have been edited since.
+        base = obj.section.start
         return format_html(
             '<div style="display:flex;gap:1rem">'
             '<div style="flex:1"><h4>Exactly what was embedded ({} tokens)</h4>'
@@ -392,7 +441,7 @@ class ChunkAdmin(admin.ModelAdmin):
             obj.embedded_text,
             obj.start,
             obj.end,
-            obj.source.text[obj.start : obj.end],
+            obj.section.body[obj.start - base : obj.end - base],
         )
 
     def has_add_permission(self, request) -> bool:
@@ -403,7 +452,8 @@ class ChunkAdmin(admin.ModelAdmin):
 
 
 @admin.register(OverflowRejection)
-class OverflowRejectionAdmin(admin.ModelAdmin):
+class OverflowRejectionAdmin(CollectionScoped, admin.ModelAdmin):
+    collection_path = "source__collection"
     list_display = [
         "source",
         "chunk_index",
@@ -411,7 +461,8 @@ class OverflowRejectionAdmin(admin.ModelAdmin):
         "reason_text",
         "section_link",
     ]
-    list_filter = ["source__collection", ("source", admin.RelatedOnlyFieldListFilter)]
+    list_filter = [("source__collection", admin.RelatedOnlyFieldListFilter),
+                   ("source", admin.RelatedOnlyFieldListFilter)]  # fmt: skip
     list_select_related = ["source"]
     readonly_fields = ["source", "heading_path", "chunk_index", "token_count",
                        "content_tokens", "window", "reason_text", "text"]  # fmt: skip

@@ -33,7 +33,11 @@ class MetadataFieldsMixin(forms.Form):
     author = forms.CharField(required=False, max_length=200)
     tags = forms.CharField(required=False, help_text="Comma-separated.")
     url = forms.URLField(required=False, label="URL", assume_scheme="https")
-    version = forms.CharField(required=False, max_length=50)
+    # Not "version": the source form is a ModelForm of Source, whose own `version`
+    # is the index's edit counter.
+    doc_version = forms.CharField(
+        required=False, max_length=50, label="Version", help_text="E.g. 2.0-beta."
+    )
     deprecated = forms.BooleanField(required=False)
     extra = forms.CharField(
         required=False,
@@ -63,7 +67,7 @@ class MetadataFieldsMixin(forms.Form):
             "author": data.get("author", ""),
             "tags": tags,
             "url": data.get("url", ""),
-            "version": data.get("version", ""),
+            "version": data.get("doc_version", ""),
             "deprecated": bool(data.get("deprecated")),
             **data.get("extra", {}),
         }
@@ -76,7 +80,7 @@ class MetadataFieldsMixin(forms.Form):
             "author": meta.get("author", ""),
             "tags": ", ".join(meta.get("tags", [])),
             "url": meta.get("url", ""),
-            "version": meta.get("version", ""),
+            "doc_version": meta.get("version", ""),
             "deprecated": bool(meta.get("deprecated")),
             "extra": "\n".join(f"{k}={v}" for k, v in extra.items()),
         }
@@ -123,6 +127,55 @@ class SourceUploadForm(MetadataFieldsMixin):
         data = super().clean()
         if data.get("title") and len(data.get("files") or []) > 1:
             self.add_error("title", "A title applies to a single file only.")
+        return data
+
+
+class CollectionForm(forms.ModelForm):
+    """A collection's settings, refused when no index or answer could be built."""
+
+    MAX_TOP_K = 50
+    MIN_CONTEXT = 50
+
+    class Meta:
+        model = Collection
+        fields = "__all__"
+
+    def clean_chunk_tokens(self) -> int:
+        from kb import chunking, embedding
+
+        value = self.cleaned_data["chunk_tokens"]
+        usable = embedding.get_embedder().usable_window
+        if not chunking.MIN_BUDGET <= value <= usable:
+            raise ValidationError(
+                f"Chunks need {chunking.MIN_BUDGET} to {usable} tokens: the model "
+                f"reads {usable} besides [CLS] and [SEP], and nothing past that "
+                "reaches the vector."
+            )
+        return value
+
+    def clean_top_k(self) -> int:
+        value = self.cleaned_data["top_k"]
+        if not 1 <= value <= self.MAX_TOP_K:
+            raise ValidationError(f"Take 1 to {self.MAX_TOP_K} sections.")
+        return value
+
+    def clean_context_budget(self) -> int:
+        value = self.cleaned_data["context_budget"]
+        if value < self.MIN_CONTEXT:
+            raise ValidationError(
+                f"A context of under {self.MIN_CONTEXT} tokens holds no answer."
+            )
+        return value
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        tokens, overlap = data.get("chunk_tokens"), data.get("chunk_overlap")
+        if tokens and overlap is not None and overlap * 2 > tokens:
+            self.add_error(
+                "chunk_overlap",
+                f"An overlap of {overlap} tokens is over half of a {tokens}-token "
+                "chunk: most of the index would be repeats.",
+            )
         return data
 
 

@@ -91,8 +91,11 @@ def store_source(
     if not created:
         source.version += 1
     source.status = Source.Status.QUEUED
+    previous = source.file.name
     source.file.save(PurePosixPath(file_name).name, ContentFile(data), save=False)
     source.save()
+    if previous and previous != source.file.name:
+        source.forget_file(previous)  # the upload this version replaces
     return source, "created" if created else "updated"
 
 

@@ -6,7 +6,9 @@ from django.conf import settings
 from django.contrib.auth.models import Group
 from django.contrib.postgres.indexes import GinIndex
 from django.contrib.postgres.search import SearchVector, SearchVectorField
-from django.db import models
+from django.db import models, transaction
+from django.db.models.signals import post_delete
+from django.dispatch import receiver
 from django.urls import reverse
 from django.utils import timezone
 from pgvector.django import HnswIndex, VectorField
@@ -161,6 +163,19 @@ class Source(models.Model):
 
     def __str__(self) -> str:
         return self.title
+
+    def forget_file(self, name: str | None) -> None:
+        """Delete a stored upload (this source's old one, or its current one when
+        the source is deleted), once the change commits."""
+        if name:
+            storage = self.file.storage
+            transaction.on_commit(lambda: storage.delete(name))
+
+
+@receiver(post_delete, sender=Source)
+def _delete_upload(sender, instance: Source, **kwargs) -> None:
+    """A deleted source's upload goes with it (admin, bulk or collection delete)."""
+    instance.forget_file(instance.file.name)
 
 
 class Section(models.Model):

@@ -78,15 +78,18 @@ def section(request: HttpRequest, pk: int) -> HttpResponse:
     obj = get_object_or_404(Section.objects.select_related("source__collection"), pk=pk)
     if not obj.source.collection.is_visible_to(request.user):
         raise Http404
-    text = obj.source.text
+    # The section as it was indexed: citations carry offsets of that text, and the
+    # source may have been edited since (a re-index queued, or failed).
+    body, base = obj.body, obj.start
     start, end = _cited_range(request, obj)
     context = {
         "section": obj,
-        "before": text[obj.start : start],
-        "cited": text[start:end],
-        "after": text[end : obj.end],
+        "before": body[: start - base],
+        "cited": body[start - base : end - base],
+        "after": body[end - base : obj.end - base],
         "start": start,
         "end": end,
+        "edited_since": obj.source.text[base : base + len(body)] != body,
     }
     return render(request, "kb/section.html", context)
 

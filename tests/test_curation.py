@@ -1,0 +1,210 @@
+"""Curating in the admin: editing sources, their files, collection settings, and
+who may see or touch what."""
+
+from __future__ import annotations
+
+from django.contrib.auth.models import Group
+from django.test import TestCase
+from django.urls import reverse
+
+from kb import answering, ingestion, permissions
+from kb.demo import load_demo
+from kb.models import Collection, Source
+from tests.base import make_users
+
+
+class SourceEditingTestCase(TestCase):
+    @classmethod
+    def setUpTestData(cls):
+        cls.staff, cls.editor, _ = make_users()
+        cls.demo = load_demo(sync=True)
+
+    def setUp(self):
+        self.client.force_login(self.staff)
+        self.source = self.demo.sources.get(file_name="deployment-runbook.md")
+        self.url = reverse("admin:kb_source_change", args=[self.source.pk])
+
+    def _save(self, **fields):
+        empty = dict.fromkeys(["author", "tags", "url", "doc_version", "extra"], "")
+        data = {"title": self.source.title, "text": self.source.text, **empty}
+        data.update(fields)
+        return self.client.post(self.url, data)
+
+    def test_the_document_version_is_metadata_not_the_edit_counter(self):
+        counter = self.source.version
+        form = self.client.get(self.url).context["adminform"].form
+        self.assertEqual(form.initial["doc_version"], "")
+        self.assertEqual(self._save(doc_version="2.0-beta").status_code, 302)
+        self.source.refresh_from_db()
+        self.assertEqual(self.source.metadata["version"], "2.0-beta")
+        self.assertEqual(self.source.version, counter + 1)
+        form = self.client.get(self.url).context["adminform"].form
+        self.assertEqual(form.initial["doc_version"], "2.0-beta")
+        # Clearing it is an edit like any other.
+        self.assertEqual(self._save(doc_version="").status_code, 302)
+        self.source.refresh_from_db()
+        self.assertNotIn("version", self.source.metadata)
+        self.assertEqual(self.source.version, counter + 2)
+
+    def test_a_citation_opens_the_text_as_indexed_after_an_edit(self):
+        result, reply = answering.ask(self.demo, "When should I roll back a deploy?")
+        cite = reply.citations[0]
+        indexed = self.source.text
+        cited = indexed[cite.start : cite.end]
+        # An edit that is saved but not indexed yet (queued, or failed).
+        Source.objects.filter(pk=self.source.pk).update(text="Preface. " * 20 + indexed)
+        response = self.client.get(cite.url)
+        self.assertEqual(response.context["cited"], cited)
+        self.assertContains(response, "edited since this section was indexed")
+        chunk = self.source.chunks.order_by("chunk_index").last()
+        page = self.client.get(reverse("admin:kb_chunk_change", args=[chunk.pk]))
+        self.assertContains(page, indexed[chunk.start : chunk.end][:40])
+
+    def test_the_uploaded_file_is_offered_only_through_the_checked_view(self):
+        response = self.client.get(self.url)
+        self.assertContains(response, reverse("kb:source-file", args=[self.source.pk]))
+        self.assertNotContains(response, "/media/")
+        self.assertEqual(
+            self.client.get("/media/" + self.source.file.name).status_code, 404
+        )
+
+
+class UploadFilesTestCase(TestCase):
+    def setUp(self):
+        self.collection = Collection.objects.create(name="Files")
+
+    def _stored(self, source: Source) -> bool:
+        return bool(source.file.name) and source.file.storage.exists(source.file.name)
+
+    def test_a_new_version_replaces_the_old_upload(self):
+        first, _ = ingestion.store_source(self.collection, "a.md", b"# A\n\nOne.\n")
+        old = first.file.name
+        with self.captureOnCommitCallbacks(execute=True):
+            second, outcome = ingestion.store_source(
+                self.collection, "a.md", b"# A\n\nTwo.\n"
+            )
+        self.assertEqual(outcome, "updated")
+        self.assertTrue(self._stored(second))
+        self.assertFalse(first.file.storage.exists(old))
+
+    def test_deleting_a_source_or_its_collection_deletes_the_uploads(self):
+        a, _ = ingestion.store_source(self.collection, "a.md", b"# A\n\nOne.\n")
+        b, _ = ingestion.store_source(self.collection, "b.md", b"# B\n\nTwo.\n")
+        names = [a.file.name, b.file.name]
+        with self.captureOnCommitCallbacks(execute=True):
+            a.delete()
+        self.assertFalse(a.file.storage.exists(names[0]))
+        self.assertTrue(b.file.storage.exists(names[1]))
+        with self.captureOnCommitCallbacks(execute=True):
+            self.collection.delete()
+        self.assertFalse(b.file.storage.exists(names[1]))
+
+
+class CollectionSettingsTestCase(TestCase):
+    def setUp(self):
+        self.staff, _, _ = make_users()
+        self.client.force_login(self.staff)
+
+    def _add(self, **fields):
+        data = {"name": "New", "description": "", "chunk_strategy": "structure",
+                "chunk_tokens": 200, "chunk_overlap": 0, "top_k": 5,
+                "context_budget": 1200, "retrieval_mode": "hybrid"}  # fmt: skip
+        data.update(fields)
+        return self.client.post(reverse("admin:kb_collection_add"), data)
+
+    def test_settings_no_index_could_be_built_with_are_refused(self):
+        refusals = {
+            "chunk_tokens": (5, "Chunks need 16 to 254 tokens"),
+            "top_k": (0, "Take 1 to 50 sections"),
+            "context_budget": (0, "holds no answer"),
+            "chunk_overlap": (150, "over half of a 200-token chunk"),
+        }
+        for field, (value, message) in refusals.items():
+            response = self._add(**{field: value})
+            self.assertContains(response, message, msg_prefix=field)
+        self.assertFalse(Collection.objects.exists())
+        self.assertEqual(self._add().status_code, 302)
+
+    def test_the_floor_and_scratch_flag_are_not_set_by_hand(self):
+        response = self._add(recall_floor=0.1, is_scratch="on")
+        self.assertEqual(response.status_code, 302)
+        created = Collection.objects.get(name="New")
+        self.assertIsNone(created.recall_floor)
+        self.assertFalse(created.is_scratch)
+
+
+class GroupLimitsInTheAdminTestCase(TestCase):
+    """A collection limited to a group is hidden from other editors in the admin,
+    as on the ask page."""
+
+    @classmethod
+    def setUpTestData(cls):
+        cls.staff, cls.editor, _ = make_users()
+        permissions.ensure_groups()
+        cls.editor.groups.add(Group.objects.get(name=permissions.CONTENT_EDITOR))
+        cls.secret = Collection.objects.create(name="Salaries")
+        cls.secret.groups.add(Group.objects.create(name="payroll"))
+        cls.open = Collection.objects.create(name="Handbook")
+        cls.hidden, _ = ingestion.store_source(cls.secret, "pay.md", b"# Pay\n\nX.\n")
+        cls.shown, _ = ingestion.store_source(cls.open, "leave.md", b"# Leave\n\nY.\n")
+        for source in (cls.hidden, cls.shown):
+            ingestion.ingest(source.pk)
+
+    def setUp(self):
+        self.client.force_login(self.editor)
+
+    def test_lists_pages_and_forms_leave_the_collection_out(self):
+        sources = self.client.get(reverse("admin:kb_source_changelist"))
+        self.assertContains(sources, "leave.md")
+        self.assertNotContains(sources, "pay.md")
+        self.assertNotContains(sources, "Salaries")
+        change = reverse("admin:kb_source_change", args=[self.hidden.pk])
+        self.assertNotEqual(self.client.get(change).status_code, 200)
+        reindex = reverse("admin:kb_source_reindex", args=[self.hidden.pk])
+        self.assertEqual(self.client.post(reindex).status_code, 404)
+        sections = self.client.get(reverse("admin:kb_section_changelist"))
+        self.assertNotContains(sections, "Pay")
+        chunks = self.client.get(reverse("admin:kb_chunk_changelist"))
+        self.assertNotContains(chunks, "pay.md")
+
+    def test_a_member_of_the_group_sees_it(self):
+        self.editor.groups.add(Group.objects.get(name="payroll"))
+        sources = self.client.get(reverse("admin:kb_source_changelist"))
+        self.assertContains(sources, "pay.md")
+
+
+class JobQueuePagesTestCase(TestCase):
+    def setUp(self):
+        self.staff, self.editor, _ = make_users()
+
+    def test_only_superusers_may_empty_a_queue(self):
+        url = reverse("django_rq:clear", args=[0])
+        self.client.force_login(self.editor)
+        self.assertEqual(self.client.get(url).status_code, 403)
+        self.assertEqual(self.client.get(reverse("django_rq:home")).status_code, 403)
+        self.client.force_login(self.staff)
+        self.assertEqual(self.client.get(reverse("django_rq:home")).status_code, 200)
+        self.client.logout()
+        self.assertEqual(self.client.get(url).status_code, 302)
+
+
+class AutoRefreshTestCase(TestCase):
+    def setUp(self):
+        self.staff, _, _ = make_users()
+        self.client.force_login(self.staff)
+        self.busy = Collection.objects.create(name="Busy")
+        self.idle = Collection.objects.create(name="Idle")
+        self.queued, _ = ingestion.store_source(self.busy, "q.md", b"# Q\n\nQ.\n")
+        ingestion.store_source(self.idle, "i.md", b"# I\n\nI.\n")
+        Source.objects.filter(collection=self.idle).update(status=Source.Status.INDEXED)
+
+    def test_pages_refresh_only_while_what_they_show_is_indexing(self):
+        changelist = reverse("admin:kb_source_changelist")
+        self.assertContains(self.client.get(changelist), "refreshes itself")
+        idle = self.client.get(changelist, {"collection__id__exact": self.idle.pk})
+        self.assertNotContains(idle, "refreshes itself")
+        change = reverse("admin:kb_source_change", args=[self.queued.pk])
+        page = self.client.get(change)
+        self.assertContains(page, "refreshes itself")
+        # The reload waits for a user who has not started typing or selecting.
+        self.assertContains(page, "paused while you edit")
