@@ -180,6 +180,18 @@ class UploadFormTestCase(TestCase):
         self._post(good, bad)
         self.assertFalse(Source.objects.exists())
 
+    def test_the_messages_show_file_names_as_they_are(self):
+        response = self.client.post(
+            self.url,
+            {
+                "collection": self.collection.pk,
+                "files": [SimpleUploadedFile("index.md", b"# Docs\n\nHello.\n")],
+            },
+            follow=True,
+        )
+        self.assertContains(response, "index.md: created, queued for indexing")
+        self.assertNotContains(response, "Index.md")
+
     def test_non_staff_users_cannot_upload(self):
         self.client.force_login(self.alice)
         response = self.client.get(self.url)
