@@ -180,6 +180,32 @@ class UploadFormTestCase(TestCase):
         self._post(good, bad)
         self.assertFalse(Source.objects.exists())
 
+    def test_it_asks_for_a_file_when_none_is_chosen(self):
+        response = self._post()
+        self.assertContains(response, "Choose at least one file", status_code=400)
+
+    def test_every_refusal_in_a_batch_names_its_file(self):
+        response = self._post(
+            SimpleUploadedFile("good.md", b"# Good\n\nFine.\n"),
+            SimpleUploadedFile("empty.md", b""),
+            SimpleUploadedFile("latin.md", "Caf\u00e9".encode("latin-1")),
+        )
+        errors = response.context["form"].errors["files"]
+        self.assertEqual(len(errors), 2, errors)
+        self.assertIn("empty.md", errors[0])
+        self.assertIn("latin.md", errors[1])
+
+    def test_files_with_the_same_name_are_refused_together(self):
+        response = self._post(
+            SimpleUploadedFile("index.md", b"# Docs\n\nOne.\n"),
+            SimpleUploadedFile("index.md", b"# Patterns\n\nTwo.\n"),
+            SimpleUploadedFile("faq.md", b"# FAQ\n\nThree.\n"),
+        )
+        self.assertContains(response, "index.md", status_code=400)
+        self.assertContains(response, "separate collections", status_code=400)
+        self.assertNotContains(response, "faq.md", status_code=400)
+        self.assertFalse(Source.objects.exists())
+
     def test_the_messages_show_file_names_as_they_are(self):
         response = self.client.post(
             self.url,
