@@ -117,7 +117,7 @@ class SourceUploadForm(MetadataFieldsMixin):
                         f"{filesizeformat(limit)}"
                     )
                 data = upload.read()
-                parsing.decode_upload(data, name)
+                ingestion.check_upload(name, data)
             except (ingestion.IngestionError, parsing.ParseError) as exc:
                 errors.append(str(exc))
                 continue

@@ -14,7 +14,7 @@ from django.db import connection
 from django.test import TestCase, TransactionTestCase
 from django.urls import reverse
 
-from kb import ingestion, retrieval
+from kb import ingestion, parsing, retrieval
 from kb.models import Collection, OverflowRejection, Section, Source
 from tests.base import DEMO_DIR, make_users, run_burst_worker
 
@@ -55,6 +55,14 @@ class StoreSourceTestCase(TestCase):
         for name in ["../etc/passwd.md", "/abs/a.md", "notes.pdf", "a.md\x00.txt"]:
             with self.assertRaises(ingestion.IngestionError, msg=name):
                 ingestion.store_source(self.collection, name, b"# Hi\n")
+        self.assertFalse(Source.objects.exists())
+
+    def test_it_refuses_what_the_worker_could_not_parse(self):
+        data = b"---\ntitle: Only front matter\n---\n"
+        with self.assertRaisesMessage(
+            parsing.ParseError, "notes.md has no content besides its front matter"
+        ):
+            ingestion.store_source(self.collection, "notes.md", data)
         self.assertFalse(Source.objects.exists())
 
 
@@ -204,6 +212,16 @@ class UploadFormTestCase(TestCase):
         self.assertContains(response, "index.md", status_code=400)
         self.assertContains(response, "separate collections", status_code=400)
         self.assertNotContains(response, "faq.md", status_code=400)
+        self.assertFalse(Source.objects.exists())
+
+    def test_a_markdown_file_of_only_front_matter_is_refused(self):
+        data = b"---\ntitle: Only front matter\ntags: [x]\n---\n\n"
+        response = self._post(SimpleUploadedFile("front.md", data))
+        self.assertContains(
+            response,
+            "front.md has no content besides its front matter",
+            status_code=400,
+        )
         self.assertFalse(Source.objects.exists())
 
     def test_the_messages_show_file_names_as_they_are(self):
