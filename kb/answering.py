@@ -34,6 +34,9 @@ LLM_TIMEOUT_S = 60
 _WORD_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9'_-]*")
 _SENTENCE_END_RE = re.compile(r"(?<=[.!?])[\"')\]*_]*\s+(?=[\"'(\[*_]*[A-Z0-9`])")
 _MARKER_RE = re.compile(r"\[(\d{1,3})\]")
+# A list item's marker ("1.", "2)", "a.", "-", "*", "+"): never a sentence of its own.
+_LIST_MARKER_RE = re.compile(r"(?:[-*+]|\d{1,9}[.)]|[A-Za-z][.)])(?=\s|$)")
+_WORD_CHAR_RE = re.compile(r"\w")
 # Words that turn a rule into an exception: such sentences answer "when/should".
 _CAVEATS = re.compile(
     r"\b(except|unless|instead|however|only if|only when|do not|don't|never|but)\b",
@@ -212,12 +215,20 @@ def _units(text: str, start: int, end: int) -> list[tuple[int, int]]:
         )
     if in_code is not None:
         units.append((in_code, end))
-    return [(s, e) for s, e in units if e > s]
+    return [(s, e) for s, e in units if e > s and _has_words(text, s, e)]
+
+
+def _has_words(text: str, start: int, end: int) -> bool:
+    """Words besides a list marker: "1." or "..." alone answers nothing."""
+    marker = _LIST_MARKER_RE.match(text, start, end)
+    return bool(_WORD_CHAR_RE.search(text, marker.end() if marker else start, end))
 
 
 def _sentences(text: str, start: int, end: int) -> list[tuple[int, int]]:
     spans, last = [], start
     for match in _SENTENCE_END_RE.finditer(text, start, end):
+        if _LIST_MARKER_RE.fullmatch(text, last, match.start()):
+            continue  # "1. Announce…": the marker stays with its item's text
         spans.append((last, match.start()))
         last = match.end()
     spans.append((last, end))

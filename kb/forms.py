@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 from django import forms
@@ -19,12 +20,15 @@ class MultipleFileInput(forms.ClearableFileInput):
 
 class MultipleFileField(forms.FileField):
     widget = MultipleFileInput
+    default_error_messages = {"required": "Choose at least one file."}
 
     def clean(self, data: Any, initial: Any = None) -> list:
         single = super().clean
-        if isinstance(data, (list, tuple)):
-            return [single(d, initial) for d in data]
-        return [single(data, initial)] if data else []
+        files = list(data) if isinstance(data, (list, tuple)) else [data]
+        files = [f for f in files if f]
+        if not files and self.required:  # an empty list is no file either
+            raise ValidationError(self.error_messages["required"], code="required")
+        return [single(f, initial) for f in files]
 
 
 class MetadataFieldsMixin(forms.Form):
@@ -92,6 +96,7 @@ class SourceUploadForm(MetadataFieldsMixin):
     )
     files = MultipleFileField(
         help_text="One or several .md, .markdown or .txt files.",
+        allow_empty_file=True,  # refused in clean_files, which names the file
     )
     title = forms.CharField(
         required=False,
@@ -103,9 +108,11 @@ class SourceUploadForm(MetadataFieldsMixin):
 
     def clean_files(self) -> list[tuple[str, bytes]]:
         """Read and check every file; nothing is stored unless all are fine."""
+        uploads = self.cleaned_data["files"]
+        _refuse_same_names(uploads)
         limit = settings.KB_MAX_UPLOAD_BYTES
         cleaned, errors = [], []
-        for upload in self.cleaned_data["files"]:
+        for upload in uploads:
             try:
                 name = ingestion.clean_file_name(upload.name)
                 if upload.size > limit:
@@ -114,7 +121,7 @@ class SourceUploadForm(MetadataFieldsMixin):
                         f"{filesizeformat(limit)}"
                     )
                 data = upload.read()
-                parsing.decode_upload(data, name)
+                ingestion.check_upload(name, data)
             except (ingestion.IngestionError, parsing.ParseError) as exc:
                 errors.append(str(exc))
                 continue
@@ -177,6 +184,17 @@ class CollectionForm(forms.ModelForm):
                 "chunk: most of the index would be repeats.",
             )
         return data
+
+
+def _refuse_same_names(uploads: list) -> None:
+    """Uploads arrive by base name (Django drops folders): two index.md, one source."""
+    counts = Counter(upload.name for upload in uploads)
+    same = [f"{name} ({n} files)" for name, n in sorted(counts.items()) if n > 1]
+    if same:
+        raise ValidationError(
+            f"{', '.join(same)}: files of the same name would replace each other; "
+            "rename them or upload them into separate collections"
+        )
 
 
 class SourceChangeForm(MetadataFieldsMixin, forms.ModelForm):

@@ -56,6 +56,23 @@ def clean_file_name(name: str) -> str:
     return str(path).lstrip("./") if str(path).startswith("./") else str(path)
 
 
+def check_upload(file_name: str, data: bytes) -> tuple[str, str]:
+    """The clean file name and text of an upload the worker can parse.
+
+    Raises IngestionError or parsing.ParseError naming the file, so that a file
+    holding only front matter is refused now rather than failing in the worker.
+    """
+    file_name = clean_file_name(file_name)
+    text = parsing.decode_upload(data, file_name)
+    try:
+        parsing.parse(text, file_name, title=file_name)  # titled to name the file
+    except parsing.ParseError as exc:
+        if file_name in str(exc):
+            raise
+        raise parsing.ParseError(f"{file_name}: {exc}") from exc
+    return file_name, text
+
+
 def content_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
@@ -73,8 +90,7 @@ def store_source(
     "unchanged" means the same content (and metadata) was stored already: no new
     version, no job. Raises IngestionError or parsing.ParseError for bad input.
     """
-    file_name = clean_file_name(file_name)
-    text = parsing.decode_upload(data, file_name)
+    file_name, text = check_upload(file_name, data)
     digest = content_hash(text)
     source = Source.objects.filter(collection=collection, file_name=file_name).first()
     metadata = dict(metadata or {})

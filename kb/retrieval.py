@@ -255,6 +255,10 @@ def clean_question(question: str) -> str:
     question = " ".join((question or "").split())
     if not question:
         raise QuestionError("Please type a question.")
+    if "\x00" in question:  # PostgreSQL text cannot hold it
+        raise QuestionError(
+            "The question contains a NUL character (\\x00); remove it and ask again."
+        )
     if len(question) > MAX_QUESTION_CHARS:
         raise QuestionError(
             f"The question is {len(question)} characters long; the limit is "

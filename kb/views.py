@@ -34,6 +34,10 @@ def ask(request: HttpRequest) -> HttpResponse:
     return render(request, "kb/ask.html", context, status=status)
 
 
+class BadRequest(ValueError):
+    """The API request cannot be answered as sent; the message says why."""
+
+
 @csrf_exempt  # token requests carry no cookie; session requests are checked below
 @require_POST
 @never_cache
@@ -43,17 +47,20 @@ def api_ask(request: HttpRequest) -> JsonResponse:
         return JsonResponse({"error": "Authentication required."}, status=401)
     if not access.has_bearer(request) and _csrf_failure(request):
         return JsonResponse({"error": "CSRF check failed."}, status=403)
+    if not user.is_staff:  # as on the ask page, which sends them to the login
+        return JsonResponse({"error": "Only staff users may ask."}, status=403)
     try:
-        payload = json.loads(request.body or b"{}")
-    except json.JSONDecodeError:
-        return JsonResponse({"error": "The body must be JSON."}, status=400)
-    if not isinstance(payload, dict):
-        return JsonResponse({"error": "The body must be a JSON object."}, status=400)
-    collection = _collection_for(user, payload.get("collection"))
+        payload = _json_object(request.body)
+        question = payload.get("question", "")
+        if not isinstance(question, str):
+            raise BadRequest('"question" must be a string.')
+        collection = _collection_for(user, payload.get("collection"))
+    except BadRequest as exc:
+        return JsonResponse({"error": str(exc)}, status=400)
     if collection is None:
         return JsonResponse({"error": "No such collection for this user."}, status=404)
     try:
-        result, reply = answering.ask(collection, str(payload.get("question") or ""))
+        result, reply = answering.ask(collection, question)
     except retrieval.QuestionError as exc:
         return JsonResponse({"error": str(exc)}, status=400)
     return JsonResponse(answering.as_json(result, reply))
@@ -64,13 +71,37 @@ def _csrf_failure(request: HttpRequest) -> bool:
     return check.process_view(request, None, (), {}) is not None
 
 
+def _json_object(body: bytes) -> dict:
+    try:
+        payload = json.loads(body or b"{}")
+    except UnicodeDecodeError:
+        raise BadRequest("The body must be UTF-8 encoded JSON.") from None
+    except json.JSONDecodeError:
+        raise BadRequest("The body must be JSON.") from None
+    if not isinstance(payload, dict):
+        raise BadRequest("The body must be a JSON object.")
+    return payload
+
+
 def _collection_for(user, ref) -> Collection | None:
+    """The visible collection `ref` names by id or name; None if there is none.
+
+    Without `ref`, the user's only collection (as on the ask page), else BadRequest.
+    """
     visible = Collection.objects.visible_to(user)
-    if isinstance(ref, int) or (isinstance(ref, str) and ref.isdigit()):
+    if ref is None or ref == "":
+        if visible.count() == 1:
+            return visible.first()
+        raise BadRequest('"collection" is required: a collection name or id.')
+    if isinstance(ref, int) and not isinstance(ref, bool):
+        return visible.filter(pk=ref).first()
+    if not isinstance(ref, str):
+        raise BadRequest('"collection" must be a collection name or id.')
+    if ref.isascii() and ref.isdigit():
         return visible.filter(pk=int(ref)).first()
-    if isinstance(ref, str) and ref:
-        return visible.filter(name=ref).first()
-    return visible.first() if visible.count() == 1 else None
+    if "\x00" in ref:  # PostgreSQL cannot compare it, and no name holds one
+        return None
+    return visible.filter(name=ref).first()
 
 
 @staff_member_required

@@ -100,8 +100,49 @@ class AnswerTestCase(DemoTestCase):
         self.assertFalse(reply.is_trustworthy)
         self.assertTrue(reply.warnings)
 
+    def test_a_numbered_step_is_never_answered_by_its_marker_alone(self):
+        _, reply = answering.ask(self.demo, "rollback' OR 1=1 --")
+        self.assertTrue(reply.sentences)
+        for sentence in reply.sentences:
+            self.assertRegex(sentence.text, r"[A-Za-z]{2}", sentence)
+
 
 FOREIGN = ["What is the capital of Australia?", "What's a good recipe for sourdough?"]
+
+
+class SentenceSplitTestCase(SimpleTestCase):
+    def _split(self, text: str) -> list[str]:
+        location = retrieval.Location(1, "Steps", 0, len(text), [0])
+        passage = retrieval.Passage(
+            1, "Runbook", "runbook.md", 0, len(text), text, 1.0, {"vector"}, [location]
+        )
+        return [s.text for s in answering.split_sentences(passage)]
+
+    def test_list_markers_stay_with_their_item(self):
+        text = (
+            "1. Announce the deploy. Then wait.\n"
+            "2) Run the plan.\n"
+            "a. Start the canary.\n"
+            "- Watch the dashboard.\n"
+            "* Promote it.\n"
+            "  10. Post the build number.\n"
+        )
+        self.assertEqual(
+            self._split(text),
+            [
+                "1. Announce the deploy.",
+                "Then wait.",
+                "2) Run the plan.",
+                "a. Start the canary.",
+                "- Watch the dashboard.",
+                "* Promote it.",
+                "10. Post the build number.",
+            ],
+        )
+
+    def test_a_unit_without_words_is_no_sentence(self):
+        text = "1.\n- \n...\nRoll back. 2. Then tell the channel.\n"
+        self.assertEqual(self._split(text), ["Roll back.", "2. Then tell the channel."])
 
 
 class OffTopicTestCase(DemoTestCase):
@@ -185,6 +226,13 @@ class AskPageTestCase(DemoTestCase):
         self.assertContains(self._ask("   "), "This field is required", status_code=400)
         response = self._ask("why " * 400)
         self.assertContains(response, "the limit is 1000", status_code=400)
+
+    def test_a_nul_character_in_the_question_gets_a_clear_message(self):
+        self.client.force_login(self.staff)
+        response = self._ask("roll\x00back")
+        self.assertContains(
+            response, "Null characters are not allowed", status_code=400
+        )
 
     def test_html_in_a_question_is_escaped(self):
         self.client.force_login(self.staff)
@@ -286,6 +334,62 @@ class ApiAskTestCase(DemoTestCase):
             {"question": "x", "collection": "Secret"}, Authorization=f"Bearer {key}"
         )
         self.assertEqual(response.status_code, 404)
+
+    def test_a_nul_character_in_the_question_gets_400(self):
+        self.client.force_login(self.staff)
+        response = self._post({"question": "roll\x00back", "collection": "Demo"})
+        self.assertEqual(response.status_code, 400)
+        self.assertIn("NUL character", response.json()["error"])
+
+    def test_a_body_that_is_not_utf8_gets_400(self):
+        self.client.force_login(self.staff)
+        response = self.client.post(
+            self.url, b'{"question": "caf\xe9", "collection": "Demo"}',
+            content_type="application/json",
+        )  # fmt: skip
+        self.assertEqual(response.status_code, 400)
+        self.assertIn("UTF-8", response.json()["error"])
+
+    def test_a_question_that_is_not_a_string_gets_400(self):
+        self.client.force_login(self.staff)
+        for question in (["a"], 123, {"q": "rollback"}, True):
+            response = self._post({"question": question, "collection": "Demo"})
+            self.assertEqual(response.status_code, 400, question)
+            self.assertIn('"question" must be a string', response.json()["error"])
+
+    def test_the_collection_is_an_integer_id_or_a_name(self):
+        self.client.force_login(self.staff)
+        ask = "When should I roll back?"
+        for ref in (self.demo.pk, str(self.demo.pk), "Demo"):
+            self.assertEqual(
+                self._post({"question": ask, "collection": ref}).status_code, 200, ref
+            )
+        for ref in (True, 1.0, [self.demo.pk], {"id": self.demo.pk}):
+            response = self._post({"question": ask, "collection": ref})
+            self.assertEqual(response.status_code, 400, ref)
+            self.assertIn("collection name or id", response.json()["error"])
+        # Only ASCII digits make an id: "١" (Arabic-Indic one) is a name, and unknown.
+        arabic_id = "".join(chr(0x0660 + int(d)) for d in str(self.demo.pk))
+        for ref in (arabic_id, "De\x00mo"):
+            self.assertEqual(
+                self._post({"question": ask, "collection": ref}).status_code, 404, ref
+            )
+
+    def test_the_only_collection_is_the_default_else_it_is_required(self):
+        self.client.force_login(self.staff)
+        self.assertEqual(self._post({"question": "rollback?"}).status_code, 200)
+        Collection.objects.create(name="Other")
+        response = self._post({"question": "rollback?"})
+        self.assertEqual(response.status_code, 400)
+        self.assertIn('"collection" is required', response.json()["error"])
+
+    def test_a_token_of_a_non_staff_user_is_forbidden(self):
+        key = access.create_token(self.alice, "tests")
+        response = self._post(
+            {"question": "x", "collection": "Demo"}, Authorization=f"Bearer {key}"
+        )
+        self.assertEqual(response.status_code, 403)
+        self.assertIn("Only staff", response.json()["error"])
 
     @override_settings(KB_LLM_URL="")
     def test_a_session_post_needs_the_csrf_token(self):

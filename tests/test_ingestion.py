@@ -14,7 +14,7 @@ from django.db import connection
 from django.test import TestCase, TransactionTestCase
 from django.urls import reverse
 
-from kb import ingestion, retrieval
+from kb import ingestion, parsing, retrieval
 from kb.models import Collection, OverflowRejection, Section, Source
 from tests.base import DEMO_DIR, make_users, run_burst_worker
 
@@ -55,6 +55,14 @@ class StoreSourceTestCase(TestCase):
         for name in ["../etc/passwd.md", "/abs/a.md", "notes.pdf", "a.md\x00.txt"]:
             with self.assertRaises(ingestion.IngestionError, msg=name):
                 ingestion.store_source(self.collection, name, b"# Hi\n")
+        self.assertFalse(Source.objects.exists())
+
+    def test_it_refuses_what_the_worker_could_not_parse(self):
+        data = b"---\ntitle: Only front matter\n---\n"
+        with self.assertRaisesMessage(
+            parsing.ParseError, "notes.md has no content besides its front matter"
+        ):
+            ingestion.store_source(self.collection, "notes.md", data)
         self.assertFalse(Source.objects.exists())
 
 
@@ -179,6 +187,54 @@ class UploadFormTestCase(TestCase):
         bad = SimpleUploadedFile("bad.md", b"")
         self._post(good, bad)
         self.assertFalse(Source.objects.exists())
+
+    def test_it_asks_for_a_file_when_none_is_chosen(self):
+        response = self._post()
+        self.assertContains(response, "Choose at least one file", status_code=400)
+
+    def test_every_refusal_in_a_batch_names_its_file(self):
+        response = self._post(
+            SimpleUploadedFile("good.md", b"# Good\n\nFine.\n"),
+            SimpleUploadedFile("empty.md", b""),
+            SimpleUploadedFile("latin.md", "Caf\u00e9".encode("latin-1")),
+        )
+        errors = response.context["form"].errors["files"]
+        self.assertEqual(len(errors), 2, errors)
+        self.assertIn("empty.md", errors[0])
+        self.assertIn("latin.md", errors[1])
+
+    def test_files_with_the_same_name_are_refused_together(self):
+        response = self._post(
+            SimpleUploadedFile("index.md", b"# Docs\n\nOne.\n"),
+            SimpleUploadedFile("index.md", b"# Patterns\n\nTwo.\n"),
+            SimpleUploadedFile("faq.md", b"# FAQ\n\nThree.\n"),
+        )
+        self.assertContains(response, "index.md", status_code=400)
+        self.assertContains(response, "separate collections", status_code=400)
+        self.assertNotContains(response, "faq.md", status_code=400)
+        self.assertFalse(Source.objects.exists())
+
+    def test_a_markdown_file_of_only_front_matter_is_refused(self):
+        data = b"---\ntitle: Only front matter\ntags: [x]\n---\n\n"
+        response = self._post(SimpleUploadedFile("front.md", data))
+        self.assertContains(
+            response,
+            "front.md has no content besides its front matter",
+            status_code=400,
+        )
+        self.assertFalse(Source.objects.exists())
+
+    def test_the_messages_show_file_names_as_they_are(self):
+        response = self.client.post(
+            self.url,
+            {
+                "collection": self.collection.pk,
+                "files": [SimpleUploadedFile("index.md", b"# Docs\n\nHello.\n")],
+            },
+            follow=True,
+        )
+        self.assertContains(response, "index.md: created, queued for indexing")
+        self.assertNotContains(response, "Index.md")
 
     def test_non_staff_users_cannot_upload(self):
         self.client.force_login(self.alice)
