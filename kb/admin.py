@@ -315,6 +315,8 @@ class SourceAdmin(CollectionScoped, admin.ModelAdmin):
         if not self.has_add_permission(request):
             raise PermissionDenied
         form = SourceUploadForm(request.POST or None, request.FILES or None)
+        allowed = permissions.collections_for(request.user).filter(is_scratch=False)
+        form.fields["collection"].queryset = allowed
         if request.method == "POST" and form.is_valid():
             outcomes = self._store_uploads(form)
             for name, outcome in outcomes:

@@ -21,6 +21,16 @@ MARKDOWN_EXTENSIONS = (".md", ".markdown")
 TEXT_EXTENSIONS = (".txt",)
 # Above this share of control characters a file is treated as binary.
 MAX_CONTROL_SHARE = 0.01
+# The tokenizer reads a run of letters and digits longer than 100 characters as one
+# [UNK]: counted as one token, it would still fill the answerer's context.
+MAX_WORD_CHARS = 1000
+MIN_BASE64_LINES = 10  # wrapped base64 (an embedded file) becomes noise chunks
+MAX_DATA_URI_CHARS = 1000
+_LONG_WORD_RE = re.compile(rf"[^\W_]{{{MAX_WORD_CHARS + 1},}}")
+_BASE64_LINE_RE = re.compile(r"[ \t>]*[A-Za-z0-9+/]{40,}={0,2}[ \t]*")
+_DATA_URI_RE = re.compile(
+    rf"data:[\w.+-]+/[\w.+-]+;base64,[A-Za-z0-9+/=\s]{{{MAX_DATA_URI_CHARS},}}"
+)
 # markdown-it's default (20) silently swallows the rest of the document into
 # a list nested deeper than ~10 levels; 128 handles 60 levels and still
 # bounds recursion.
@@ -135,6 +145,7 @@ def decode_upload(data: bytes, filename: str) -> str:
     text = normalise_newlines(text)
     if not text.strip():
         raise ParseError(f"{filename} is empty")
+    _check_no_blobs(text, filename)
     return text
 
 
@@ -178,6 +189,35 @@ def _check_not_binary(text: str, filename: str) -> None:
     if "\x00" in sample or control > MAX_CONTROL_SHARE * len(sample):
         raise ParseError(
             f"{filename} looks like a binary file ({control} control characters)"
+        )
+
+
+def _check_no_blobs(text: str, filename: str) -> None:
+    """Refuse embedded files (base64, data: URIs) and endless words: they are no
+    text to search, and would become noise chunks or one [UNK] of any length."""
+
+    def line(offset: int) -> int:
+        return text.count("\n", 0, offset) + 1
+
+    if found := _DATA_URI_RE.search(text):
+        raise ParseError(
+            f"{filename} line {line(found.start())} embeds a file as a data: URI "
+            f"({len(found.group()):,} characters); link to the file instead"
+        )
+    run = 0
+    for number, row in enumerate(text.split("\n"), 1):
+        run = run + 1 if _BASE64_LINE_RE.fullmatch(row) else 0
+        if run == MIN_BASE64_LINES:
+            raise ParseError(
+                f"{filename} line {number - run + 1} starts {run}+ lines of base64 "
+                "data (an embedded file?); remove them or link to the file instead"
+            )
+    if found := _LONG_WORD_RE.search(text):
+        raise ParseError(
+            f"{filename} line {line(found.start())} has a word of "
+            f"{len(found.group()):,} letters and digits; the model reads a word of "
+            "over 100 as one unknown token, so nothing of it can be found. Remove "
+            "it or break it up"
         )
 
 

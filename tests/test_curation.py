@@ -4,6 +4,7 @@ who may see or touch what."""
 from __future__ import annotations
 
 from django.contrib.auth.models import Group
+from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import TestCase
 from django.urls import reverse
 
@@ -166,6 +167,18 @@ class GroupLimitsInTheAdminTestCase(TestCase):
         self.assertNotContains(sections, "Pay")
         chunks = self.client.get(reverse("admin:kb_chunk_changelist"))
         self.assertNotContains(chunks, "pay.md")
+
+    def test_an_upload_into_it_is_refused(self):
+        upload = self.client.get(reverse("admin:kb_source_upload"))
+        self.assertContains(upload, "Handbook")
+        self.assertNotContains(upload, "Salaries")
+        response = self.client.post(
+            reverse("admin:kb_source_upload"),
+            {"collection": self.secret.pk,
+             "files": [SimpleUploadedFile("new.md", b"# New\n\nZ.\n")]},
+        )  # fmt: skip
+        self.assertContains(response, "Select a valid choice", status_code=400)
+        self.assertFalse(self.secret.sources.filter(file_name="new.md").exists())
 
     def test_a_member_of_the_group_sees_it(self):
         self.editor.groups.add(Group.objects.get(name="payroll"))

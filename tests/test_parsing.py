@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import codecs
 
 import pytest
@@ -108,6 +109,21 @@ def test_it_refuses_binary_uploads():
         decode_upload(b"PK\x03\x04\x00\x00abc", "archive.md")
     with pytest.raises(ParseError, match="binary"):
         decode_upload(b"text" + b"\x01\x02\x03\x04\x05" * 20, "odd.txt")
+
+
+def test_it_refuses_embedded_files_and_endless_words_with_the_line():
+    blob = base64.b64encode(bytes(range(256)) * 8).decode()
+    image = f"# Logo\n\n![logo](data:image/png;base64,{blob})\n"
+    with pytest.raises(ParseError, match="logo.md line 3 embeds a file as a data: URI"):
+        decode_upload(image.encode(), "logo.md")
+    wrapped = "# Key\n\nIntro.\n\n" + base64.encodebytes(bytes(2000)).decode()
+    with pytest.raises(ParseError, match="key.md line 5 starts 10\\+ lines of base64"):
+        decode_upload(wrapped.encode(), "key.md")
+    with pytest.raises(ParseError, match="line 2 has a word of 5,000 letters"):
+        decode_upload(b"Intro\n" + b"a" * 5000, "run.txt")
+    # Hashes, long URLs and the like are words the tokenizer splits or can skip.
+    fine = "sha512 " + "ab" * 64 + "\nhttps://example.com/" + "a/" * 300 + "\n"
+    assert decode_upload(fine.encode(), "fine.txt") == fine
 
 
 def test_it_refuses_non_utf8_with_the_offset():
