@@ -272,6 +272,8 @@ class SourceAdmin(CollectionScoped, admin.ModelAdmin):
         p = obj.progress or {}
         if obj.status not in ACTIVE:
             return "-"
+        if jobs.stranded([obj]):
+            return "its job was lost (queue emptied or restarted): re-index it"
         if p.get("stage") == "embedding":
             done, total = p.get("chunks_embedded", 0), p.get("chunks_total", "?")
             return f"embedding {done} of {total}"
@@ -383,15 +385,23 @@ class SourceAdmin(CollectionScoped, admin.ModelAdmin):
         response = super().changelist_view(request, extra_context)
         listed = getattr(response, "context_data", {}).get("cl")
         if listed is not None:  # refresh while a source of this (filtered) list works
-            active = listed.queryset.filter(status__in=ACTIVE).exists()
-            response.context_data["auto_refresh"] = active
+            active = list(listed.queryset.filter(status__in=ACTIVE))
+            lost = jobs.stranded(active)
+            response.context_data["auto_refresh"] = len(active) > len(lost)
+            if lost:
+                messages.warning(
+                    request,
+                    f"{len(lost)} queued source(s) have no job any more (the queue "
+                    "was emptied or restarted): select them and re-index.",
+                )
         return response
 
     def change_view(self, request, object_id, form_url="", extra_context=None):
         source = self.get_object(request, object_id)
+        working = bool(source and source.status in ACTIVE)
         extra_context = {
             **(extra_context or {}),
-            "auto_refresh": bool(source and source.status in ACTIVE),
+            "auto_refresh": working and not jobs.stranded([source]),
         }
         return super().change_view(request, object_id, form_url, extra_context)
 

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import logging
 import os
+from datetime import timedelta
 
 import django_rq
 from django.db import connection
+from django.utils import timezone
 from rq.job import JobStatus
 
 from kb import ingestion, keywords
@@ -14,6 +16,11 @@ from kb.models import Collection, Source
 
 logger = logging.getLogger(__name__)
 _WAITING = {JobStatus.QUEUED, JobStatus.DEFERRED, JobStatus.SCHEDULED}
+_ALIVE = _WAITING | {JobStatus.STARTED}
+# A source queued this long ago whose job is gone was lost (queue emptied, or a
+# Redis without persistence restarted); younger ones may not be enqueued yet, as
+# jobs go to Redis when the transaction commits.
+STRANDED_AFTER = timedelta(seconds=60)
 
 
 def ingest_source(source_id: int, version: int) -> str:
@@ -49,9 +56,40 @@ def enqueue_count_terms(collection_id: int):
 def enqueue_ingest(source: Source):
     """Queue the source's current version; runs after the surrounding transaction."""
     Source.objects.filter(pk=source.pk).update(
-        status=Source.Status.QUEUED, progress={"stage": "queued"}
+        status=Source.Status.QUEUED,
+        progress={"stage": "queued"},
+        updated=timezone.now(),
     )
-    return django_rq.enqueue(ingest_source, source.pk, source.version)
+    return django_rq.enqueue(
+        ingest_source, source.pk, source.version, job_id=ingest_job_id(source)
+    )
+
+
+def ingest_job_id(source: Source) -> str:
+    return f"kb-ingest-{source.pk}-v{source.version}"
+
+
+def stranded(sources) -> list[Source]:
+    """Sources shown as queued whose ingestion job no longer exists or has died."""
+    before = timezone.now() - STRANDED_AFTER
+    queue = django_rq.get_queue()
+    found = []
+    for source in sources:
+        if source.status != Source.Status.QUEUED or source.updated > before:
+            continue
+        job = queue.fetch_job(ingest_job_id(source))
+        if job is None or job.get_status(refresh=False) not in _ALIVE:
+            found.append(source)
+    return found
+
+
+def requeue_stranded() -> int:
+    """Queue again every source whose job was lost; returns how many."""
+    lost = stranded(Source.objects.filter(status=Source.Status.QUEUED))
+    for source in lost:
+        ingestion.mark_queued(source)  # a new version: a late old job stands down
+        enqueue_ingest(source)
+    return len(lost)
 
 
 def check_worker() -> dict:

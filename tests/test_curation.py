@@ -3,12 +3,14 @@ who may see or touch what."""
 
 from __future__ import annotations
 
+import django_rq
 from django.contrib.auth.models import Group
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import TestCase
 from django.urls import reverse
+from django.utils import timezone
 
-from kb import answering, ingestion, permissions
+from kb import answering, ingestion, jobs, permissions
 from kb.demo import load_demo
 from kb.models import Collection, Source
 from tests.base import make_users
@@ -199,6 +201,41 @@ class JobQueuePagesTestCase(TestCase):
         self.assertEqual(self.client.get(reverse("django_rq:home")).status_code, 200)
         self.client.logout()
         self.assertEqual(self.client.get(url).status_code, 302)
+
+
+class LostJobsTestCase(TestCase):
+    """A source whose job vanished (queue emptied, Redis restarted) says so, stops
+    the page refreshing forever, and is queued again by kb_run."""
+
+    def setUp(self):
+        self.staff, _, _ = make_users()
+        self.client.force_login(self.staff)
+        collection = Collection.objects.create(name="Lost")
+        self.source, _ = ingestion.store_source(collection, "a.md", b"# A\n\nA.\n")
+        with self.captureOnCommitCallbacks(execute=True):  # jobs go on commit
+            jobs.enqueue_ingest(self.source)
+        Source.objects.filter(pk=self.source.pk).update(
+            updated=timezone.now() - jobs.STRANDED_AFTER * 2
+        )
+        self.source.refresh_from_db()
+
+    def tearDown(self):
+        django_rq.get_queue().empty()
+
+    def test_a_source_whose_job_is_gone_is_flagged_and_requeued(self):
+        self.assertEqual(jobs.stranded([self.source]), [])  # its job still waits
+        django_rq.get_queue().empty()
+        self.assertEqual(jobs.stranded([self.source]), [self.source])
+        page = self.client.get(reverse("admin:kb_source_changelist"))
+        self.assertContains(page, "have no job any more")
+        self.assertContains(page, "its job was lost")
+        self.assertNotContains(page, "refreshes itself")
+        with self.captureOnCommitCallbacks(execute=True):
+            self.assertEqual(jobs.requeue_stranded(), 1)
+        self.source.refresh_from_db()
+        job = django_rq.get_queue().fetch_job(jobs.ingest_job_id(self.source))
+        self.assertEqual(job.args, (self.source.pk, self.source.version))
+        self.assertEqual(jobs.requeue_stranded(), 0)
 
 
 class AutoRefreshTestCase(TestCase):

@@ -9,6 +9,8 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand
 
+from kb import jobs
+
 
 class Command(BaseCommand):
     help = (
@@ -24,6 +26,11 @@ class Command(BaseCommand):
         for signum in (signal.SIGINT, signal.SIGTERM):
             signal.signal(signum, _interrupt)
         call_command("kb_embedder", stdout=self.stdout)  # model, window, budget
+        if lost := jobs.requeue_stranded():
+            self.stdout.write(
+                f"Queued {lost} source(s) again: their jobs were lost (the queue "
+                "was emptied, or its server restarted without them)."
+            )
         manage = [sys.executable, str(settings.BASE_DIR / "manage.py")]
         procs = [
             subprocess.Popen([*manage, "rqworker", "default"])
