@@ -515,14 +515,13 @@ class GoldenCaseAdmin(admin.ModelAdmin):
             raise PermissionDenied
         form = GoldenImportForm(request.POST or None, request.FILES or None)
         if request.method == "POST" and form.is_valid():
+            collection = form.cleaned_data["collection"]
             try:
-                report = evaluation.import_cases(
-                    form.cleaned_data["collection"], form.cleaned_data["file"]
-                )
+                report = evaluation.import_cases(collection, form.cleaned_data["file"])
             except evaluation.GoldenImportError as exc:
                 form.add_error("file", str(exc))
             else:
-                messages.success(request, f"Imported golden cases: {report}")
+                messages.success(request, evaluation.import_summary(collection, report))
                 return redirect("admin:kb_goldencase_changelist")
         context = {
             **self.admin_site.each_context(request),

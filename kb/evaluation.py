@@ -11,7 +11,8 @@ from django.utils import timezone
 
 from kb.models import Collection, EvalRun, GoldenCase
 
-KINDS = {k.value for k in GoldenCase.Kind}
+KINDS = [k.value for k in GoldenCase.Kind]
+MAX_ID_CHARS = GoldenCase._meta.get_field("external_id").max_length
 
 
 class GoldenImportError(ValueError):
@@ -19,57 +20,98 @@ class GoldenImportError(ValueError):
 
 
 def parse_cases(jsonl: str) -> list[dict[str, Any]]:
-    """Read JSON Lines golden cases; unknown keys are ignored."""
-    cases = []
-    for lineno, line in enumerate(jsonl.splitlines(), 1):
+    """Read JSON Lines golden cases; unknown keys are ignored, a leading byte order
+    mark too. Each case keeps its "line" so later refusals can name it."""
+    cases: list[dict[str, Any]] = []
+    first_line: dict[str, int] = {}
+    for lineno, line in enumerate(jsonl.removeprefix("\ufeff").splitlines(), 1):
         if not line.strip():
             continue
         try:
             raw = json.loads(line)
         except json.JSONDecodeError as exc:
             raise GoldenImportError(f"line {lineno}: not JSON ({exc.msg})") from None
-        cases.append(parse_case(raw, lineno))
+        case = parse_case(raw, lineno)
+        if case["id"] in first_line:
+            raise GoldenImportError(
+                f"{_where(case)}: line {first_line[case['id']]} has the same id; "
+                "each case needs its own"
+            )
+        first_line[case["id"]] = lineno
+        cases.append(case)
     return cases
 
 
-def parse_case(raw: Any, lineno: int) -> dict[str, Any]:
+def parse_case(raw: Any, lineno: int | None = None) -> dict[str, Any]:
     """One golden case from its decoded JSON, or GoldenImportError naming it."""
+    from kb import retrieval
+
     if not isinstance(raw, dict):
         raise GoldenImportError(f"line {lineno}: expected a JSON object")
-    case_id = str(raw.get("id") or f"line-{lineno}")
+    case = {"id": str(raw.get("id") or f"line-{lineno}"), "line": lineno}
+    if len(case["id"]) > MAX_ID_CHARS:
+        raise GoldenImportError(
+            f"{_where(case)}: the id is {len(case['id'])} characters long; "
+            f"the limit is {MAX_ID_CHARS}"
+        )
     question = raw.get("question")
-    spans = raw.get("required_spans")
     if not isinstance(question, str) or not question.strip():
-        raise GoldenImportError(f"case {case_id}: 'question' is missing")
-    if not isinstance(spans, list) or not spans:
-        raise GoldenImportError(f"case {case_id}: 'required_spans' must be a list")
+        raise GoldenImportError(f"{_where(case)}: 'question' is missing")
+    try:  # the ask path's own check: a run would fail on this question otherwise
+        retrieval.check_question(question)
+    except retrieval.QuestionError as exc:
+        raise GoldenImportError(f"{_where(case)}: {exc}") from None
     kind = raw.get("kind") or GoldenCase.Kind.FREE
+    if kind not in KINDS:
+        raise GoldenImportError(
+            f"{_where(case)}: unknown kind {kind!r}; the kinds are {', '.join(KINDS)}"
+        )
+    spans = raw.get("required_spans")
+    if not isinstance(spans, list) or not spans:
+        raise GoldenImportError(f"{_where(case)}: 'required_spans' must be a list")
     return {
-        "id": case_id,
+        **case,
         "question": question.strip(),
-        "kind": kind if kind in KINDS else GoldenCase.Kind.FREE,
-        "required_spans": [_span(s, case_id) for s in spans],
+        "kind": str(kind),
+        "required_spans": [_span(s, _where(case)) for s in spans],
     }
 
 
-def _span(raw: Any, case_id: str) -> dict[str, Any]:
-    try:
-        span = {
-            "file": str(raw["file"]),
-            "start": int(raw["start"]),
-            "end": int(raw["end"]),
-            "text": str(raw["text"]),
-        }
-    except (KeyError, TypeError, ValueError):
-        raise GoldenImportError(
-            f"case {case_id}: each span needs file, start, end and text"
-        ) from None
+def _where(case: dict[str, Any]) -> str:
+    """How a refusal names a case: its line (when read from a file) and id."""
+    shown = case["id"] if len(case["id"]) <= 40 else case["id"][:40] + "…"
+    line = case.get("line")
+    return f"line {line}, case {shown}" if line else f"case {shown}"
+
+
+def _span(raw: Any, where: str) -> dict[str, Any]:
+    if not isinstance(raw, dict) or not all(
+        isinstance(raw.get(key), str) and raw[key] for key in ("file", "text")
+    ):
+        raise GoldenImportError(f"{where}: each span needs file, start, end and text")
+    span = {
+        "file": raw["file"],
+        "start": _offset(raw, "start", where),
+        "end": _offset(raw, "end", where),
+        "text": raw["text"],
+    }
     if not 0 <= span["start"] < span["end"]:
-        raise GoldenImportError(f"case {case_id}: span {span['start']}-{span['end']}")
+        raise GoldenImportError(f"{where}: span {span['start']}-{span['end']}")
     alternatives = raw.get("alternatives") or []
     if alternatives:
-        span["alternatives"] = [_span(a, case_id) for a in alternatives]
+        span["alternatives"] = [_span(a, where) for a in alternatives]
     return span
+
+
+def _offset(raw: dict[str, Any], key: str, where: str) -> int:
+    value = raw.get(key)
+    # JSON true is a Python int, and 2827.7 would be truncated: neither is an offset.
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise GoldenImportError(
+            f"{where}: span {key} must be a whole number of characters, "
+            f"not {json.dumps(value)}"
+        )
+    return value
 
 
 def check_spans(collection: Collection, cases: list[dict[str, Any]]) -> None:
@@ -81,11 +123,11 @@ def check_spans(collection: Collection, cases: list[dict[str, Any]]) -> None:
                 text = texts.get(one["file"])
                 if text is None:
                     raise GoldenImportError(
-                        f"case {case['id']}: no source {one['file']!r} in {collection}"
+                        f"{_where(case)}: no source {one['file']!r} in {collection}"
                     )
                 if text[one["start"] : one["end"]] != one["text"]:
                     raise GoldenImportError(
-                        f"case {case['id']}: {one['file']}[{one['start']}:{one['end']}]"
+                        f"{_where(case)}: {one['file']}[{one['start']}:{one['end']}]"
                         " does not match the span's text"
                     )
 
@@ -113,6 +155,16 @@ def import_cases(collection: Collection, jsonl: str) -> dict[str, int]:
             else:
                 report["unchanged"] += 1
     return report
+
+
+def import_summary(collection: Collection, report: dict[str, int]) -> str:
+    """What import_cases did, as a sentence."""
+    total = sum(report.values())
+    return (
+        f"Imported {total} golden case{'' if total == 1 else 's'} into {collection}: "
+        f"{report['created']} created, {report['updated']} updated, "
+        f"{report['unchanged']} unchanged."
+    )
 
 
 def case_line(case: GoldenCase) -> str:

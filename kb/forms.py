@@ -235,6 +235,15 @@ class GoldenCaseForm(forms.ModelForm):
         fields = ["collection", "external_id", "question", "kind", "required_spans"]
         widgets = {"required_spans": forms.Textarea(attrs={"rows": 8, "cols": 90})}
 
+    def clean_question(self) -> str:
+        from kb.retrieval import QuestionError, check_question
+
+        try:  # a run would fail on a question the ask path refuses
+            check_question(self.cleaned_data["question"])
+        except QuestionError as exc:
+            raise ValidationError(str(exc)) from None
+        return self.cleaned_data["question"].strip()
+
     def clean(self) -> dict[str, Any]:
         from kb import evaluation
 
@@ -249,7 +258,7 @@ class GoldenCaseForm(forms.ModelForm):
             "required_spans": data["required_spans"],
         }
         try:
-            case = evaluation.parse_case(raw, 1)
+            case = evaluation.parse_case(raw)
             evaluation.check_spans(collection, [case])
         except evaluation.GoldenImportError as exc:
             self.add_error("required_spans", str(exc))
@@ -266,7 +275,7 @@ class GoldenImportForm(forms.Form):
 
     def clean_file(self) -> str:
         data = self.cleaned_data["file"].read()
-        try:
-            return data.decode("utf-8")
+        try:  # utf-8-sig: Windows editors start UTF-8 files with a byte order mark
+            return data.decode("utf-8-sig")
         except UnicodeDecodeError:
             raise ValidationError("The file is not UTF-8 text.") from None

@@ -7,7 +7,7 @@ from django.test import TestCase
 from django.urls import reverse
 from django.utils.html import escape
 
-from kb import ingestion, permissions
+from kb import evaluation, ingestion, permissions
 from kb.demo import load_demo
 from kb.models import Chunk, GoldenCase, Source
 from tests.base import make_users
@@ -141,3 +141,27 @@ class GoldenAdminTestCase(TestCase):
         self.assertContains(response, "broken", status_code=400)
         self.assertFalse(GoldenCase.objects.filter(external_id="broken").exists())
         self.assertTrue(Source.objects.exists())
+
+    def test_an_import_says_what_it_did_in_a_sentence_and_accepts_a_bom(self):
+        case = GoldenCase.objects.filter(collection=self.demo).first()
+        upload = SimpleUploadedFile(
+            "golden.jsonl", "\ufeff".encode() + evaluation.case_line(case).encode()
+        )
+        response = self.client.post(
+            reverse("admin:kb_goldencase_import"),
+            {"collection": self.demo.pk, "file": upload}, follow=True,
+        )  # fmt: skip
+        self.assertContains(
+            response, "Imported 1 golden case into Demo: 0 created, 0 updated, "
+            "1 unchanged."
+        )  # fmt: skip
+
+    def test_an_id_too_long_for_the_database_is_refused_not_a_server_error(self):
+        line = json.dumps({"id": "x" * 150, "question": "What is a seat?",
+                           "required_spans": [self._case()]})  # fmt: skip
+        response = self.client.post(
+            reverse("admin:kb_goldencase_import"),
+            {"collection": self.demo.pk,
+             "file": SimpleUploadedFile("g.jsonl", line.encode())},
+        )  # fmt: skip
+        self.assertContains(response, "the limit is 100", status_code=400)

@@ -79,6 +79,51 @@ class MeasureTestCase(SimpleTestCase):
         self.assertEqual(evaluation.paired_difference([])["p"], 1.0)
 
 
+def _line(**fields) -> str:
+    case = {"id": "c1", "question": "What is a seat?", "kind": "definition",
+            "required_spans": [_span("glossary.md", 0, 4)], **fields}  # fmt: skip
+    return json.dumps(case)
+
+
+class GoldenParseTestCase(SimpleTestCase):
+    """What a golden file must hold; each refusal names the line and the case."""
+
+    def assertRefused(self, jsonl: str, *words: str):
+        with self.assertRaises(evaluation.GoldenImportError) as caught:
+            evaluation.parse_cases(jsonl)
+        for word in words:
+            self.assertIn(word, str(caught.exception))
+
+    def test_a_question_the_ask_path_would_refuse_is_refused(self):
+        self.assertRefused(_line(question="why " * 5000), "line 1", "c1",
+                           "the limit is 1000")  # fmt: skip
+        many_tokens = "@ " * 400  # 800 characters, a token each
+        self.assertRefused(_line(question=many_tokens), "c1", "the model reads 256")
+
+    def test_an_id_longer_than_the_column_is_refused(self):
+        self.assertRefused(_line(id="x" * 101), "line 1", "xxxx", "the limit is 100")
+
+    def test_an_unknown_kind_is_refused_with_the_known_ones(self):
+        self.assertRefused(_line(kind="tabel"), "line 1", "c1", "'tabel'",
+                           "definition, procedure", "tail, free")  # fmt: skip
+        no_kind = json.loads(_line())
+        del no_kind["kind"]
+        self.assertEqual(evaluation.parse_cases(json.dumps(no_kind))[0]["kind"], "free")
+
+    def test_a_repeated_id_is_refused_with_both_lines(self):
+        self.assertRefused(_line() + "\n\n" + _line(), "line 3", "c1", "line 1")
+
+    def test_offsets_must_be_whole_numbers(self):
+        for bad in [2827.7, 3.0, True, "4", None]:
+            with self.subTest(bad=bad):
+                span = _span("glossary.md", 0, bad)
+                self.assertRefused(_line(required_spans=[span]), "line 1", "c1",
+                                   "whole number")  # fmt: skip
+
+    def test_a_byte_order_mark_is_accepted(self):
+        self.assertEqual(len(evaluation.parse_cases("\ufeff" + _line())), 1)
+
+
 class GoldenImportTestCase(TestCase):
     def setUp(self):
         self.demo = load_demo(sync=True)
