@@ -5,7 +5,12 @@ from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.db.models import Count
-from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http import (
+    HttpRequest,
+    HttpResponse,
+    HttpResponseRedirect,
+    JsonResponse,
+)
 from django.shortcuts import get_object_or_404, redirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
@@ -470,28 +475,19 @@ class GoldenCaseAdmin(admin.ModelAdmin):
 
     @admin.display(description="Pick a span")
     def span_picker(self, obj: GoldenCase) -> str:
-        if not obj.pk:
-            return "Save the case first, then pick spans from its collection's sources."
-        sources = obj.collection.sources.order_by("file_name")
-        options = format_html_join(
-            "",
-            '<option value="{}">{}</option>',
-            ((s.file_name, s.file_name) for s in sources),
-        )
-        texts = format_html_join(
-            "",
-            '<pre class="kb-span-source" data-file="{}" hidden '
-            'style="white-space:pre-wrap;max-height:24rem;overflow:auto;'
-            'background:#f7f7f7;padding:.5rem">{}</pre>',
-            ((s.file_name, s.text) for s in sources),
-        )
+        # The sources' texts come as JSON and go into a <pre> as text, not HTML:
+        # HTML parsing drops a newline right after <pre>, which shifted every
+        # offset in a source starting with one.
         return format_html(
-            '<div id="kb-span-picker"><label>Source <select id="kb-span-file">'
-            "<option value=''>choose…</option>{}</select></label> "
-            '<button type="button" id="kb-span-add" class="button">Add selected text '
-            "as a span</button> <span id='kb-span-status' class='help'></span>{}</div>",
-            options,
-            texts,
+            '<div id="kb-span-picker" data-sources-url="{}"><label>Source '
+            '<select id="kb-span-file"><option value="">choose…</option></select>'
+            '</label> <button type="button" id="kb-span-add" class="button">Add '
+            "selected text as a span</button> <span id='kb-span-status' "
+            "class='help'>Choose the case's collection first.</span>"
+            '<pre class="kb-span-source" hidden style="white-space:pre-wrap;'
+            'max-height:24rem;overflow:auto;background:#f7f7f7;padding:.5rem">'
+            "</pre></div>",
+            reverse("admin:kb_goldencase_sources"),
         )
 
     @admin.action(description="Export selected cases as JSON Lines")
@@ -507,8 +503,22 @@ class GoldenCaseAdmin(admin.ModelAdmin):
         own = [
             path("import/", self.admin_site.admin_view(self.import_view),
                  name="kb_goldencase_import"),
+            path("sources/", self.admin_site.admin_view(self.sources_view),
+                 name="kb_goldencase_sources"),
         ]  # fmt: skip
         return own + super().get_urls()
+
+    def sources_view(self, request: HttpRequest) -> JsonResponse:
+        """The span picker's texts: every source of one collection, as stored."""
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        ref = request.GET.get("collection", "")
+        visible = Collection.objects.visible_to(request.user)
+        collection = get_object_or_404(visible, pk=int(ref) if ref.isdigit() else 0)
+        sources = collection.sources.order_by("file_name").values("file_name", "text")
+        return JsonResponse(
+            {"sources": [{"file": s["file_name"], "text": s["text"]} for s in sources]}
+        )
 
     def import_view(self, request: HttpRequest) -> HttpResponse:
         if not self.has_add_permission(request):

@@ -234,6 +234,10 @@ class GoldenCaseForm(forms.ModelForm):
         model = GoldenCase
         fields = ["collection", "external_id", "question", "kind", "required_spans"]
         widgets = {"required_spans": forms.Textarea(attrs={"rows": 8, "cols": 90})}
+        help_texts = {
+            "required_spans": "Fill it with the span picker below (choose the "
+            "collection, a source, select the evidence, add it), or write the JSON."
+        }
 
     def clean_question(self) -> str:
         from kb.retrieval import QuestionError, check_question

@@ -2,6 +2,8 @@ from __future__ import annotations
 
 import json
 
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group, Permission
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import TestCase
 from django.urls import reverse
@@ -9,7 +11,7 @@ from django.utils.html import escape
 
 from kb import evaluation, ingestion, permissions
 from kb.demo import load_demo
-from kb.models import Chunk, GoldenCase, Source
+from kb.models import Chunk, Collection, GoldenCase, Source
 from tests.base import make_users
 
 
@@ -113,6 +115,33 @@ class GoldenAdminTestCase(TestCase):
         self.assertContains(response, "<mark>Seat</mark>", html=True)
         self.assertContains(response, 'id="kb-span-picker"')
         self.assertContains(response, "span_picker.js")
+
+    def test_the_add_page_offers_the_picker_and_it_reads_the_texts_as_stored(self):
+        add = self.client.get(reverse("admin:kb_goldencase_add"))
+        self.assertContains(add, 'id="kb-span-picker"')
+        self.assertNotContains(add, "Save the case first")
+        self.demo.sources.filter(file_name="glossary.md").update(text="\nA seat.\n")
+        url = reverse("admin:kb_goldencase_sources")
+        found = self.client.get(url, {"collection": self.demo.pk}).json()["sources"]
+        self.assertIn({"file": "glossary.md", "text": "\nA seat.\n"}, found)
+        self.assertEqual(self.client.get(url, {"collection": "x"}).status_code, 404)
+
+    def test_the_picker_shows_no_collection_the_user_may_not_ask_in(self):
+        editor = get_user_model().objects.get(username="editor")  # staff
+        alice = get_user_model().objects.get(username="alice")  # not staff
+        restricted = Collection.objects.create(name="Secret")
+        restricted.groups.add(Group.objects.create(name="Legal"))
+        url = reverse("admin:kb_goldencase_sources")
+        self.client.force_login(alice)
+        self.assertEqual(self.client.get(url, {"collection": 1}).status_code, 302)
+        editor.user_permissions.add(Permission.objects.get(codename="view_goldencase"))
+        self.client.force_login(editor)
+        self.assertEqual(
+            self.client.get(url, {"collection": restricted.pk}).status_code, 404
+        )
+        self.assertEqual(
+            self.client.get(url, {"collection": self.demo.pk}).status_code, 200
+        )
 
     def test_import_and_export_round_trip(self):
         exported = self.client.post(
