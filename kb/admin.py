@@ -439,11 +439,24 @@ class OverflowRejectionAdmin(admin.ModelAdmin):
         return False
 
 
+class StaleSpansFilter(admin.SimpleListFilter):
+    title = "spans"
+    parameter_name = "spans"
+
+    def lookups(self, request, model_admin):
+        return [("stale", "No longer matching their source")]
+
+    def queryset(self, request, queryset):
+        if self.value() == "stale":
+            return queryset.filter(pk__in=[c["pk"] for c in evaluation.stale_cases()])
+        return queryset
+
+
 @admin.register(GoldenCase)
 class GoldenCaseAdmin(admin.ModelAdmin):
     form = GoldenCaseForm
     list_display = ["external_id", "question", "kind", "collection", "span_count"]
-    list_filter = ["kind", "collection"]
+    list_filter = ["kind", "collection", StaleSpansFilter]
     list_select_related = ["collection"]
     search_fields = ["question", "external_id"]
     readonly_fields = ["spans_in_context", "span_picker"]
@@ -461,16 +474,19 @@ class GoldenCaseAdmin(admin.ModelAdmin):
     def spans_in_context(self, obj: GoldenCase) -> str:
         if not obj.pk:
             return "-"
-        texts = dict(obj.collection.sources.values_list("file_name", "text"))
+        sources = {s.file_name: s for s in obj.collection.sources.all()}
         rows = []
         for span in obj.required_spans:
-            text = texts.get(span["file"], "")
+            source = sources.get(span["file"])
+            text = source.text if source else ""
             s, e = span["start"], span["end"]
             rows.append(format_html(
                 "<p><strong>{}</strong> [{}:{}]<br><span style='white-space:pre-wrap'>"
                 "…{}<mark>{}</mark>{}…</span></p>",
                 span["file"], s, e, text[max(0, s - 120):s], text[s:e], text[e:e + 120],
             ))  # fmt: skip
+            if problem := evaluation.span_problem(span, source):
+                rows.append(format_html('<p class="errornote">{}</p>', problem))
         return format_html_join("", "{}", ((r,) for r in rows))
 
     @admin.display(description="Pick a span")
@@ -489,6 +505,10 @@ class GoldenCaseAdmin(admin.ModelAdmin):
             "</pre></div>",
             reverse("admin:kb_goldencase_sources"),
         )
+
+    def changelist_view(self, request, extra_context=None):
+        extra_context = {**(extra_context or {}), "stale": evaluation.stale_cases()}
+        return super().changelist_view(request, extra_context)
 
     @admin.action(description="Export selected cases as JSON Lines")
     def export_jsonl(self, request: HttpRequest, queryset) -> HttpResponse:

@@ -36,6 +36,7 @@ def context(params: QueryDict) -> dict[str, Any]:
             [r.recall for r in reversed(done) if r.recall is not None]
         ),
         "comparison": _comparison(runs, params.get("a"), params.get("b")),
+        "stale": evaluation.stale_cases(collection),
     }
 
 
@@ -75,8 +76,11 @@ def _config_summary(config: dict[str, Any]) -> str:
 
 
 def _details(run: EvalRun, floor: float | None) -> dict[str, Any]:
+    left_out = run.config.get("stale_cases", [])
     return {
         "run": run,
+        "left_out": left_out,
+        "total": run.config.get("cases", 0) + len(left_out),
         "summary": _config_summary(run.config),
         "by_kind": sorted(run.aggregate.get("by_kind", {}).items()),
         "failed": [c for c in run.cases if not c["hit"]],

@@ -9,7 +9,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from kb.models import Collection, EvalRun, GoldenCase
+from kb.models import Collection, EvalRun, GoldenCase, Source
 
 KINDS = [k.value for k in GoldenCase.Kind]
 MAX_ID_CHARS = GoldenCase._meta.get_field("external_id").max_length
@@ -155,6 +155,117 @@ def import_cases(collection: Collection, jsonl: str) -> dict[str, int]:
             else:
                 report["unchanged"] += 1
     return report
+
+
+# --- spans against their sources' current text ---------------------------------
+# Spans name their source by file name, not by a foreign key: cases travel between
+# installations as JSON Lines. When a source's new text is indexed, each span whose
+# text no longer sits at its offsets but occurs exactly once is moved there
+# (reanchor_spans); the rest are stale: listed with the reason, and left out of runs
+# (a stale span cannot be covered, so counting it as a miss would blame retrieval).
+
+
+def reanchor_spans(source: Source) -> dict[str, int]:
+    """Move the golden spans in `source` to where their text now stands when it
+    occurs exactly once in it; count the spans moved and those left stale."""
+    moved = stale = 0
+    for case in GoldenCase.objects.filter(collection_id=source.collection_id):
+        changed = False
+        for one in _every_span(case.required_spans):
+            if one["file"] != source.file_name or _matches(one, source.text):
+                continue
+            at = _only_place(source.text, one["text"])
+            if at is None:
+                stale += 1
+                continue
+            one["start"], one["end"] = at, at + len(one["text"])
+            moved += 1
+            changed = True
+        if changed:
+            GoldenCase.objects.filter(pk=case.pk).update(
+                required_spans=case.required_spans
+            )
+    return {"moved": moved, "stale": stale}
+
+
+def stale_cases(collection: Collection | None = None) -> list[dict[str, Any]]:
+    """The cases (of every live collection when None) with spans that no longer
+    match their source, each with the reason per span:
+    [{"id", "pk", "question", "problems": [str]}]."""
+    if collection is None:
+        live = Collection.objects.filter(is_scratch=False, golden_cases__isnull=False)
+        return [c for one in live.distinct().order_by("name") for c in stale_cases(one)]
+    cases = list(collection.golden_cases.order_by("external_id"))
+    files = {one["file"] for c in cases for one in _every_span(c.required_spans)}
+    sources = {
+        s.file_name: s
+        for s in collection.sources.filter(file_name__in=files).only(
+            "file_name", "text", "version", "indexed_version"
+        )
+    }
+    found = []
+    for case in cases:
+        problems = [
+            span_problem(one, sources.get(one["file"]))
+            for one in _every_span(case.required_spans)
+        ]
+        if any(problems):
+            found.append(
+                {"id": case.external_id, "pk": case.pk, "question": case.question,
+                 "problems": [p for p in problems if p]}
+            )  # fmt: skip
+    return found
+
+
+def cases_using(sources) -> list[GoldenCase]:
+    """Golden cases with a span in any of these sources (by collection and file)."""
+    files: dict[int, set[str]] = {}
+    for source in sources:
+        files.setdefault(source.collection_id, set()).add(source.file_name)
+    return [
+        case
+        for case in GoldenCase.objects.filter(collection_id__in=files).order_by(
+            "external_id"
+        )
+        if any(
+            one["file"] in files[case.collection_id]
+            for one in _every_span(case.required_spans)
+        )
+    ]
+
+
+def _every_span(spans: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [one for span in spans for one in [span, *span.get("alternatives", [])]]
+
+
+def _matches(span: dict[str, Any], text: str) -> bool:
+    return text[span["start"] : span["end"]] == span["text"]
+
+
+def _only_place(text: str, part: str) -> int | None:
+    first = text.find(part)
+    if first < 0 or text.find(part, first + 1) >= 0:
+        return None
+    return first
+
+
+def span_problem(span: dict[str, Any], source: Source | None) -> str:
+    """Why a span no longer matches its source ("" when it does)."""
+    where = f"{span['file']}[{span['start']}:{span['end']}]"
+    if source is None:
+        return f"{where}: {span['file']} is gone from the collection"
+    if _matches(span, source.text):
+        return ""
+    count = source.text.count(span["text"])
+    if count == 0:
+        why = f"its text is no longer in {span['file']}"
+    elif count > 1:
+        why = f"its text now occurs {count} times in {span['file']}: pick one"
+    else:
+        why = "its text moved"
+    if source.indexed_version != source.version:
+        why += "; the source's new text is not indexed yet (spans move when it is)"
+    return f"{where}: {why}"
 
 
 def import_summary(collection: Collection, report: dict[str, int]) -> str:
@@ -553,14 +664,19 @@ def execute_run(run_id: int) -> EvalRun:
             index_all(
                 target, lambda i, n: _progress(run, stage="indexing", done=i, total=n)
             )
-        cases = cases_of(collection)
+        # Stale spans cannot be covered: such cases are reported, not scored.
+        stale = [{k: c[k] for k in ("id", "question", "problems")}
+                 for c in stale_cases(collection)]  # fmt: skip
+        left_out = {c["id"] for c in stale}
+        cases = [c for c in cases_of(collection) if c["id"] not in left_out]
         outcome = evaluate(
             target,
             cases,
             progress=lambda i, n: _progress(run, stage="evaluating", done=i, total=n),
         )
         run.config = {**config_of(target), "overrides": overrides,
-                      "scratch": bool(overrides), "cases": len(cases)}  # fmt: skip
+                      "scratch": bool(overrides), "cases": len(cases),
+                      "stale_cases": stale}  # fmt: skip
         run.aggregate = outcome["aggregate"]
         run.cases = outcome["cases"]
         run.status = EvalRun.Status.DONE

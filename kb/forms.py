@@ -236,7 +236,10 @@ class GoldenCaseForm(forms.ModelForm):
         widgets = {"required_spans": forms.Textarea(attrs={"rows": 8, "cols": 90})}
         help_texts = {
             "required_spans": "Fill it with the span picker below (choose the "
-            "collection, a source, select the evidence, add it), or write the JSON."
+            "collection, a source, select the evidence, add it), or write the JSON. "
+            "When a source's text changes, each span whose text still occurs "
+            "exactly once in it moves to its new offsets as the new text is "
+            "indexed; any other is flagged as no longer matching its source."
         }
 
     def clean_question(self) -> str:

@@ -20,7 +20,7 @@ from django.core.files.base import ContentFile
 from django.db import connection, transaction
 from django.utils import timezone
 
-from kb import chunking, embedding, parsing
+from kb import chunking, embedding, evaluation, parsing
 from kb.metadata import Policy, chunk_values
 from kb.models import Chunk, Collection, OverflowRejection, Section, Source
 
@@ -351,6 +351,11 @@ def _publish(source, version, prepared: Prepared, vectors, stats) -> None:
             batch_size=500,
         )
         _set_section_vectors(sections, prepared, vectors)
+        # With the new text searchable, golden spans follow it (or are flagged).
+        spans = evaluation.reanchor_spans(current)
+        if spans["moved"] or spans["stale"]:
+            logger.info("%s: golden spans moved %d, stale %d", current.file_name,
+                        spans["moved"], spans["stale"])  # fmt: skip
         current.rejections.all().delete()
         Source.objects.filter(pk=current.pk).update(
             status=Source.Status.INDEXED,

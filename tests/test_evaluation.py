@@ -13,9 +13,9 @@ from django.template.defaultfilters import floatformat
 from django.test import SimpleTestCase, TestCase, TransactionTestCase
 from django.urls import reverse
 
-from kb import evaluation
+from kb import evaluation, ingestion
 from kb.demo import CONTENT_DIR, GOLDEN_FILE, load_demo
-from kb.models import Collection, EvalRun
+from kb.models import Collection, EvalRun, GoldenCase, Source
 from tests.base import make_users, run_burst_worker
 
 FLOOR_FILE = Path(settings.BASE_DIR) / "evals" / "demo-floor.json"
@@ -331,3 +331,80 @@ class KbEvalCommandTestCase(TestCase):
         printed = self._eval("--baseline", str(earlier))
         total = len(evaluation.parse_cases(GOLDEN_FILE.read_text("utf-8")))
         self.assertIn(f"{total - 5} case(s) only in the later run", printed)
+
+
+class StaleSpansTestCase(TestCase):
+    """Golden spans after their source's text is edited or the source deleted."""
+
+    @classmethod
+    def setUpTestData(cls):
+        cls.staff, _, _ = make_users()
+        cls.demo = load_demo(sync=True)
+        cls.runbook = cls.demo.sources.get(file_name="deployment-runbook.md")
+
+    def setUp(self):
+        self.client.force_login(self.staff)
+
+    def _edit(self, text: str) -> None:
+        """What the source form does: a new version of the text, then indexing."""
+        source = Source.objects.get(pk=self.runbook.pk)
+        source.text = text
+        source.version += 1
+        source.save()
+        ingestion.ingest(source.pk)
+
+    def _friday_spans(self) -> list[dict]:
+        return GoldenCase.objects.get(external_id="friday-deploy").required_spans
+
+    def test_spans_whose_text_is_still_there_once_move_with_it(self):
+        self._edit(self.runbook.text.replace("\n\n", "\n\nA new opening line.\n\n", 1))
+        span = self._friday_spans()[0]
+        text = Source.objects.get(pk=self.runbook.pk).text
+        self.assertEqual(text[span["start"] : span["end"]], span["text"])
+        self.assertEqual(evaluation.stale_cases(self.demo), [])
+        # Export, then import again: nothing to refuse, nothing changed.
+        report = evaluation.import_cases(self.demo, evaluation.export_cases(self.demo))
+        self.assertEqual(report["unchanged"], GoldenCase.objects.count())
+
+    def test_a_span_whose_text_went_is_flagged_and_left_out_of_runs(self):
+        sentence = self._friday_spans()[0]["text"]
+        self._edit(self.runbook.text.replace(sentence, "Deploys are never frozen."))
+        [stale] = evaluation.stale_cases(self.demo)
+        self.assertEqual(stale["id"], "friday-deploy")
+        self.assertIn("no longer in deployment-runbook.md", stale["problems"][0])
+
+        run = evaluation.start_run(self.demo)
+        evaluation.execute_run(run.pk)
+        run.refresh_from_db()
+        total = GoldenCase.objects.count()
+        self.assertEqual(run.aggregate["n"], total - 1)  # not counted as a miss
+        self.assertNotIn("friday-deploy", [c["id"] for c in run.cases])
+        self.assertEqual(
+            [c["id"] for c in run.config["stale_cases"]], ["friday-deploy"]
+        )
+
+        flag = "1 case has spans that no longer match their source"
+        page = self.client.get(reverse("admin:kb_evalrun_dashboard"))
+        self.assertContains(page, flag)
+        self.assertContains(page, f"1 of {total} cases left out")
+        cases = self.client.get(reverse("admin:kb_goldencase_changelist"))
+        self.assertContains(cases, flag)
+        self.assertContains(cases, "friday-deploy")
+        case = GoldenCase.objects.get(external_id="friday-deploy")
+        page = self.client.get(reverse("admin:kb_goldencase_change", args=[case.pk]))
+        self.assertContains(page, "its text is no longer in deployment-runbook.md")
+
+    def test_deleting_a_source_warns_of_the_golden_cases_using_it(self):
+        url = reverse("admin:kb_source_delete", args=[self.runbook.pk])
+        page = self.client.get(url)
+        self.assertContains(page, "golden cases use this source")
+        self.assertContains(page, "friday-deploy")
+        several = self.client.post(
+            reverse("admin:kb_source_changelist"),
+            {"action": "delete_selected", "_selected_action": [self.runbook.pk]},
+        )
+        self.assertContains(several, "golden cases use these sources")
+        self.client.post(url, {"post": "yes"})
+        problems = {c["id"]: c["problems"] for c in evaluation.stale_cases(self.demo)}
+        self.assertIn("friday-deploy", problems)
+        self.assertIn("deployment-runbook.md is gone", problems["friday-deploy"][0])
