@@ -65,7 +65,7 @@ class CollectionAdmin(admin.ModelAdmin):
 
     @admin.display(description="Index")
     def index_state(self, obj: Collection) -> str:
-        return "stale: re-index" if obj.is_index_stale else "up to date"
+        return ingestion.index_state(obj)
 
     @admin.display(description="Metadata policy")
     def policy_link(self, obj: Collection) -> str:
@@ -622,7 +622,11 @@ class EvalRunAdmin(admin.ModelAdmin):
         if not permissions.can_change_policy(request.user):
             raise PermissionDenied
         run = get_object_or_404(EvalRun.objects.select_related("collection"), pk=pk)
-        if evaluation.raise_floor(run.collection, run):
+        if evaluation.is_experiment(run):
+            messages.warning(
+                request, "Only a run of the live configuration sets the floor."
+            )
+        elif evaluation.raise_floor(run.collection, run):
             messages.success(request, f"Recall floor raised to {run.recall:.3f}.")
         else:
             messages.warning(request, "The floor is only ever raised; left as it was.")

@@ -591,18 +591,33 @@ def cases_of(collection: Collection) -> list[dict[str, Any]]:
 CONFIG_FIELDS = Collection.CONFIG_FIELDS
 
 
+# A run's overrides of these apply to the live index (evaluate's options); the
+# others (ingestion.INDEX_FIELDS) need an index of their own, on a scratch copy.
+RETRIEVAL_OPTIONS = {"top_k": "k", "context_budget": "budget", "retrieval_mode": "mode"}
+
+
 def config_of(collection: Collection) -> dict[str, Any]:
-    """Everything that decides retrieval quality, as recorded with a run."""
+    """Everything that decides retrieval quality, as recorded with a run: the
+    chunking its index was actually built with (values listed when its sources
+    differ), and how that index differs from the settings."""
     from kb import embedding, ingestion
 
     embedder = embedding.get_embedder()
+    built = ingestion.index_config(collection)
     return {
         **{f: getattr(collection, f) for f in CONFIG_FIELDS},
+        **{f: built[f] for f in ingestion.INDEX_FIELDS if f in built},
         "metadata_policy": ingestion.policy_for(collection).decisions,
         "model": embedder.model_name,
         "precision": embedder.precision,
         "window": embedder.window,
+        "index_out_of_date": ingestion.index_differences(collection),
     }
+
+
+def is_experiment(run: EvalRun) -> bool:
+    """A run under other settings than the live ones: not what staff get."""
+    return bool(run.config.get("overrides") or run.config.get("scratch"))
 
 
 def scratch_copy(collection: Collection, overrides: dict[str, Any]) -> Collection:
@@ -652,15 +667,20 @@ def start_run(collection: Collection, overrides: dict[str, Any] | None = None):
 
 
 def execute_run(run_id: int) -> EvalRun:
-    """Evaluate (on a scratch copy when the run overrides settings) and store it all."""
+    """Evaluate and store it all: k, budget and mode overrides on the live index,
+    chunking overrides on a scratch copy indexed for the run."""
+    from kb import ingestion
+
     run = EvalRun.objects.select_related("collection").get(pk=run_id)
     collection = run.collection
     overrides = run.config.get("overrides", {})
+    rebuild = {k: v for k, v in overrides.items() if k in ingestion.INDEX_FIELDS}
+    retrieval = {k: v for k, v in overrides.items() if k in RETRIEVAL_OPTIONS}
     _progress(run, status=EvalRun.Status.RUNNING, stage="starting")
     target = collection
     try:
-        if overrides:
-            target = scratch_copy(collection, overrides)
+        if rebuild:
+            target = scratch_copy(collection, rebuild)
             index_all(
                 target, lambda i, n: _progress(run, stage="indexing", done=i, total=n)
             )
@@ -672,10 +692,11 @@ def execute_run(run_id: int) -> EvalRun:
         outcome = evaluate(
             target,
             cases,
+            **{RETRIEVAL_OPTIONS[k]: v for k, v in retrieval.items()},
             progress=lambda i, n: _progress(run, stage="evaluating", done=i, total=n),
         )
-        run.config = {**config_of(target), "overrides": overrides,
-                      "scratch": bool(overrides), "cases": len(cases),
+        run.config = {**config_of(target), **retrieval, "overrides": overrides,
+                      "scratch": bool(rebuild), "cases": len(cases),
                       "stale_cases": stale}  # fmt: skip
         run.aggregate = outcome["aggregate"]
         run.cases = outcome["cases"]
@@ -740,8 +761,11 @@ def changed_between(
 
 
 def raise_floor(collection: Collection, run: EvalRun) -> bool:
-    """Set the recall floor from a run; it is only ever raised."""
+    """Set the recall floor from a finished run of the live configuration; it is
+    only ever raised."""
     recall = run.aggregate.get("recall_at_k")
+    if run.status != EvalRun.Status.DONE or is_experiment(run):
+        return False
     if recall is None or (
         collection.recall_floor is not None and recall <= collection.recall_floor
     ):
@@ -757,6 +781,8 @@ def regressions(run: EvalRun) -> list[dict[str, Any]]:
     collection = run.collection
     floor = collection.recall_floor
     recall = run.aggregate.get("recall_at_k")
-    if floor is None or recall is None or recall >= floor or not collection.floor_run:
+    if is_experiment(run) or not collection.floor_run:
+        return []  # an experiment is no regression of the live configuration
+    if floor is None or recall is None or recall >= floor:
         return []
     return [c for c in changed_cases(collection.floor_run, run) if not c["after"]]

@@ -408,3 +408,99 @@ class StaleSpansTestCase(TestCase):
         problems = {c["id"]: c["problems"] for c in evaluation.stale_cases(self.demo)}
         self.assertIn("friday-deploy", problems)
         self.assertIn("deployment-runbook.md is gone", problems["friday-deploy"][0])
+
+
+class LiveConfigurationTestCase(TestCase):
+    """Runs say what they measured: the index as built, or an experiment."""
+
+    @classmethod
+    def setUpTestData(cls):
+        cls.staff, _, _ = make_users()
+        cls.demo = load_demo(sync=True)
+
+    def setUp(self):
+        self.client.force_login(self.staff)
+
+    def _run(self, overrides=None) -> EvalRun:
+        run = evaluation.start_run(self.demo, overrides)
+        return evaluation.execute_run(run.pk)
+
+    def test_new_chunk_settings_leave_the_index_out_of_date_until_reindexed(self):
+        Collection.objects.filter(pk=self.demo.pk).update(chunk_tokens=120)
+        listed = self.client.get(reverse("admin:kb_collection_changelist"))
+        self.assertContains(listed, "out of date")
+        self.assertContains(
+            listed, "chunk_tokens 200 in the index, 120 in the settings"
+        )
+        page = self.client.get(
+            reverse("admin:kb_collection_change", args=[self.demo.pk])
+        )
+        self.assertContains(
+            page, reverse("admin:kb_collection_reindex", args=[self.demo.pk])
+        )
+
+        run = self._run()
+        self.assertEqual(run.config["chunk_tokens"], 200)  # what was measured
+        dashboard = self.client.get(reverse("admin:kb_evalrun_dashboard"))
+        self.assertContains(dashboard, "structure 200 tok")
+        self.assertContains(dashboard, "index out of date")
+
+        evaluation.index_all(Collection.objects.get(pk=self.demo.pk))
+        listed = self.client.get(reverse("admin:kb_collection_changelist"))
+        self.assertContains(listed, "up to date")
+        self.assertEqual(self._run().config["chunk_tokens"], 120)
+
+    def test_k_budget_and_mode_are_tried_on_the_live_index_without_a_copy(self):
+        made = []
+
+        def record(sender, instance, created, **kwargs):
+            if created:
+                made.append(instance.name)
+
+        post_save.connect(record, sender=Collection)
+        self.addCleanup(post_save.disconnect, record, sender=Collection)
+        run = self._run({"top_k": 3, "context_budget": 600, "retrieval_mode": "vector"})
+        self.assertEqual(made, [])  # no scratch copy
+        self.assertEqual(run.status, EvalRun.Status.DONE)
+        self.assertEqual(run.aggregate["k"], 3)
+        self.assertLessEqual(run.aggregate["context_tokens_mean"], 600)
+        config = run.config
+        self.assertEqual((config["top_k"], config["context_budget"]), (3, 600))
+        self.assertEqual(config["retrieval_mode"], "vector")
+        self.assertFalse(config["scratch"])
+
+    def test_the_headline_and_the_floor_are_about_the_live_configuration(self):
+        live = EvalRun.objects.create(
+            collection=self.demo, status="done", config={"overrides": {}},
+            aggregate={"k": 5, "recall_at_k": 0.8},
+        )  # fmt: skip
+        experiment = EvalRun.objects.create(
+            collection=self.demo, status="done", aggregate={"k": 5, "recall_at_k": 0.9},
+            config={"overrides": {"chunk_tokens": 120}, "scratch": True},
+        )  # fmt: skip
+        url = reverse("admin:kb_evalrun_dashboard")
+        page = self.client.get(url)
+        self.assertContains(page, f"Run #{live.pk}: recall@5 0.800")
+        self.assertContains(page, "<title>0.800</title>", html=False)
+        self.assertNotContains(page, "<title>0.900</title>", html=False)  # chart
+        self.assertContains(page, "experiment")
+        self.assertContains(page, f'form="floor-{live.pk}"')
+        self.assertNotContains(page, f'form="floor-{experiment.pk}"')
+
+        self.client.post(reverse("admin:kb_evalrun_floor", args=[experiment.pk]))
+        self.assertIsNone(Collection.objects.get(pk=self.demo.pk).recall_floor)
+        self.client.post(reverse("admin:kb_evalrun_floor", args=[live.pk]))
+        self.assertEqual(Collection.objects.get(pk=self.demo.pk).recall_floor, 0.8)
+
+    def test_a_failed_run_or_a_run_with_itself_is_not_compared(self):
+        done = EvalRun.objects.create(collection=self.demo, status="done",
+                                      aggregate={"recall_at_k": 0.8})  # fmt: skip
+        failed = EvalRun.objects.create(collection=self.demo, status="failed",
+                                        error="QuestionError: too long")  # fmt: skip
+        url = reverse("admin:kb_evalrun_dashboard")
+        page = self.client.get(url, {"a": done.pk, "b": failed.pk})
+        self.assertContains(page, f"Run #{failed.pk} failed: only finished runs")
+        self.assertNotContains(page, "within noise")
+        page = self.client.get(url, {"a": done.pk, "b": done.pk})
+        self.assertContains(page, "Choose two different runs")
+        self.assertNotContains(page, "within noise")
