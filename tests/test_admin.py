@@ -104,6 +104,15 @@ class GoldenAdminTestCase(TestCase):
         self.assertContains(response, "does not match")
         self.assertFalse(GoldenCase.objects.filter(external_id="new").exists())
 
+    def test_a_case_whose_question_could_not_be_asked_is_refused(self):
+        response = self.client.post(
+            reverse("admin:kb_goldencase_add"),
+            {"collection": self.demo.pk, "external_id": "long", "kind": "definition",
+             "question": "why " * 5000, "required_spans": json.dumps([self._case()])},
+        )  # fmt: skip
+        self.assertContains(response, "the limit is 1000")
+        self.assertFalse(GoldenCase.objects.filter(external_id="long").exists())
+
     def test_a_case_shows_its_spans_in_context_and_a_picker(self):
         case = GoldenCase.objects.create(
             collection=self.demo, external_id="seat", question="What is a seat?",
