@@ -5,7 +5,12 @@ from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.db.models import Count
-from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http import (
+    HttpRequest,
+    HttpResponse,
+    HttpResponseRedirect,
+    JsonResponse,
+)
 from django.shortcuts import get_object_or_404, redirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
@@ -88,7 +93,7 @@ class CollectionAdmin(CollectionScoped, admin.ModelAdmin):
 
     @admin.display(description="Index")
     def index_state(self, obj: Collection) -> str:
-        return "stale: re-index" if obj.is_index_stale else "up to date"
+        return ingestion.index_state(obj)
 
     @admin.display(description="Metadata policy")
     def policy_link(self, obj: Collection) -> str:
@@ -497,11 +502,24 @@ class OverflowRejectionAdmin(CollectionScoped, admin.ModelAdmin):
         return False
 
 
+class StaleSpansFilter(admin.SimpleListFilter):
+    title = "spans"
+    parameter_name = "spans"
+
+    def lookups(self, request, model_admin):
+        return [("stale", "No longer matching their source")]
+
+    def queryset(self, request, queryset):
+        if self.value() == "stale":
+            return queryset.filter(pk__in=[c["pk"] for c in evaluation.stale_cases()])
+        return queryset
+
+
 @admin.register(GoldenCase)
 class GoldenCaseAdmin(admin.ModelAdmin):
     form = GoldenCaseForm
     list_display = ["external_id", "question", "kind", "collection", "span_count"]
-    list_filter = ["kind", "collection"]
+    list_filter = ["kind", "collection", StaleSpansFilter]
     list_select_related = ["collection"]
     search_fields = ["question", "external_id"]
     readonly_fields = ["spans_in_context", "span_picker"]
@@ -519,43 +537,41 @@ class GoldenCaseAdmin(admin.ModelAdmin):
     def spans_in_context(self, obj: GoldenCase) -> str:
         if not obj.pk:
             return "-"
-        texts = dict(obj.collection.sources.values_list("file_name", "text"))
+        sources = {s.file_name: s for s in obj.collection.sources.all()}
         rows = []
         for span in obj.required_spans:
-            text = texts.get(span["file"], "")
+            source = sources.get(span["file"])
+            text = source.text if source else ""
             s, e = span["start"], span["end"]
             rows.append(format_html(
                 "<p><strong>{}</strong> [{}:{}]<br><span style='white-space:pre-wrap'>"
                 "…{}<mark>{}</mark>{}…</span></p>",
                 span["file"], s, e, text[max(0, s - 120):s], text[s:e], text[e:e + 120],
             ))  # fmt: skip
+            if problem := evaluation.span_problem(span, source):
+                rows.append(format_html('<p class="errornote">{}</p>', problem))
         return format_html_join("", "{}", ((r,) for r in rows))
 
     @admin.display(description="Pick a span")
     def span_picker(self, obj: GoldenCase) -> str:
-        if not obj.pk:
-            return "Save the case first, then pick spans from its collection's sources."
-        sources = obj.collection.sources.order_by("file_name")
-        options = format_html_join(
-            "",
-            '<option value="{}">{}</option>',
-            ((s.file_name, s.file_name) for s in sources),
-        )
-        texts = format_html_join(
-            "",
-            '<pre class="kb-span-source" data-file="{}" hidden '
-            'style="white-space:pre-wrap;max-height:24rem;overflow:auto;'
-            'background:#f7f7f7;padding:.5rem">{}</pre>',
-            ((s.file_name, s.text) for s in sources),
-        )
+        # The sources' texts come as JSON and go into a <pre> as text, not HTML:
+        # HTML parsing drops a newline right after <pre>, which shifted every
+        # offset in a source starting with one.
         return format_html(
-            '<div id="kb-span-picker"><label>Source <select id="kb-span-file">'
-            "<option value=''>choose…</option>{}</select></label> "
-            '<button type="button" id="kb-span-add" class="button">Add selected text '
-            "as a span</button> <span id='kb-span-status' class='help'></span>{}</div>",
-            options,
-            texts,
+            '<div id="kb-span-picker" data-sources-url="{}"><label>Source '
+            '<select id="kb-span-file"><option value="">choose…</option></select>'
+            '</label> <button type="button" id="kb-span-add" class="button">Add '
+            "selected text as a span</button> <span id='kb-span-status' "
+            "class='help'>Choose the case's collection first.</span>"
+            '<pre class="kb-span-source" hidden style="white-space:pre-wrap;'
+            'max-height:24rem;overflow:auto;background:#f7f7f7;padding:.5rem">'
+            "</pre></div>",
+            reverse("admin:kb_goldencase_sources"),
         )
+
+    def changelist_view(self, request, extra_context=None):
+        extra_context = {**(extra_context or {}), "stale": evaluation.stale_cases()}
+        return super().changelist_view(request, extra_context)
 
     @admin.action(description="Export selected cases as JSON Lines")
     def export_jsonl(self, request: HttpRequest, queryset) -> HttpResponse:
@@ -570,22 +586,35 @@ class GoldenCaseAdmin(admin.ModelAdmin):
         own = [
             path("import/", self.admin_site.admin_view(self.import_view),
                  name="kb_goldencase_import"),
+            path("sources/", self.admin_site.admin_view(self.sources_view),
+                 name="kb_goldencase_sources"),
         ]  # fmt: skip
         return own + super().get_urls()
+
+    def sources_view(self, request: HttpRequest) -> JsonResponse:
+        """The span picker's texts: every source of one collection, as stored."""
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        ref = request.GET.get("collection", "")
+        visible = Collection.objects.visible_to(request.user)
+        collection = get_object_or_404(visible, pk=int(ref) if ref.isdigit() else 0)
+        sources = collection.sources.order_by("file_name").values("file_name", "text")
+        return JsonResponse(
+            {"sources": [{"file": s["file_name"], "text": s["text"]} for s in sources]}
+        )
 
     def import_view(self, request: HttpRequest) -> HttpResponse:
         if not self.has_add_permission(request):
             raise PermissionDenied
         form = GoldenImportForm(request.POST or None, request.FILES or None)
         if request.method == "POST" and form.is_valid():
+            collection = form.cleaned_data["collection"]
             try:
-                report = evaluation.import_cases(
-                    form.cleaned_data["collection"], form.cleaned_data["file"]
-                )
+                report = evaluation.import_cases(collection, form.cleaned_data["file"])
             except evaluation.GoldenImportError as exc:
                 form.add_error("file", str(exc))
             else:
-                messages.success(request, f"Imported golden cases: {report}")
+                messages.success(request, evaluation.import_summary(collection, report))
                 return redirect("admin:kb_goldencase_changelist")
         context = {
             **self.admin_site.each_context(request),
@@ -656,7 +685,11 @@ class EvalRunAdmin(admin.ModelAdmin):
         if not permissions.can_change_policy(request.user):
             raise PermissionDenied
         run = get_object_or_404(EvalRun.objects.select_related("collection"), pk=pk)
-        if evaluation.raise_floor(run.collection, run):
+        if evaluation.is_experiment(run):
+            messages.warning(
+                request, "Only a run of the live configuration sets the floor."
+            )
+        elif evaluation.raise_floor(run.collection, run):
             messages.success(request, f"Recall floor raised to {run.recall:.3f}.")
         else:
             messages.warning(request, "The floor is only ever raised; left as it was.")

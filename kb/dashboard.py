@@ -22,8 +22,11 @@ def context(params: QueryDict) -> dict[str, Any]:
     runs = list(
         EvalRun.objects.filter(collection=collection).order_by("-created")[:RUNS_SHOWN]
     )
-    done = [r for r in runs if r.status == EvalRun.Status.DONE]
-    latest = _run(runs, params.get("run")) or (done[0] if done else None)
+    # The headline, the chart and the floor are about the live configuration (what
+    # staff get); runs under other settings are experiments beside it.
+    live = [r for r in runs if r.status == EvalRun.Status.DONE
+            and not evaluation.is_experiment(r)]  # fmt: skip
+    latest = _run(runs, params.get("run")) or (live[0] if live else None)
     floor = collection.recall_floor
     return {
         "collections": collections,
@@ -33,9 +36,10 @@ def context(params: QueryDict) -> dict[str, Any]:
         "auto_refresh": any(r.status in ACTIVE for r in runs),
         "latest": latest and _details(latest, floor),
         "chart": charts.line_chart_svg(
-            [r.recall for r in reversed(done) if r.recall is not None]
+            [r.recall for r in reversed(live) if r.recall is not None]
         ),
         "comparison": _comparison(runs, params.get("a"), params.get("b")),
+        "stale": evaluation.stale_cases(collection),
     }
 
 
@@ -54,41 +58,73 @@ def _initial(collection: Collection) -> dict[str, Any]:
 
 
 def _row(run: EvalRun, floor: float | None) -> dict[str, Any]:
-    recall = run.recall
     return {
         "run": run,
-        "below_floor": floor is not None and recall is not None and recall < floor,
+        "experiment": evaluation.is_experiment(run),
+        "below_floor": _below(run, floor),
         "summary": _config_summary(run.config),
     }
 
 
+def _below(run: EvalRun, floor: float | None) -> bool:
+    """Under the floor: a live run only (an experiment is no regression)."""
+    recall = run.recall
+    if floor is None or recall is None or evaluation.is_experiment(run):
+        return False
+    return recall < floor
+
+
 def _config_summary(config: dict[str, Any]) -> str:
+    overrides = config.get("overrides") or {}
     if "chunk_strategy" not in config:
-        overrides = config.get("overrides") or {}
         return ", ".join(f"{k}={v}" for k, v in overrides.items()) or "as configured"
     text = (
-        f"{config['chunk_strategy']} {config['chunk_tokens']} tok, overlap "
-        f"{config['chunk_overlap']}, k={config['top_k']}, budget "
+        f"{config['chunk_strategy']} {_value(config['chunk_tokens'])} tok, overlap "
+        f"{_value(config['chunk_overlap'])}, k={config['top_k']}, budget "
         f"{config['context_budget']}, {config['retrieval_mode']}"
     )
-    return text + (" (scratch copy)" if config.get("scratch") else "")
+    if config.get("scratch"):
+        text += " (scratch copy)"
+    if overrides:
+        text = "experiment: " + text
+    if config.get("index_out_of_date"):
+        text += f"; index out of date: {'; '.join(config['index_out_of_date'])}"
+    return text
+
+
+def _value(value: Any) -> str:
+    """A recorded index setting: sources built under several show them all."""
+    return "/".join(map(str, value)) if isinstance(value, list) else str(value)
 
 
 def _details(run: EvalRun, floor: float | None) -> dict[str, Any]:
+    left_out = run.config.get("stale_cases", [])
     return {
         "run": run,
+        "experiment": evaluation.is_experiment(run),
+        "left_out": left_out,
+        "total": run.config.get("cases", 0) + len(left_out),
         "summary": _config_summary(run.config),
         "by_kind": sorted(run.aggregate.get("by_kind", {}).items()),
         "failed": [c for c in run.cases if not c["hit"]],
-        "below_floor": floor is not None and (run.recall or 0) < floor,
+        "below_floor": _below(run, floor),
         "regressions": evaluation.regressions(run),
     }
 
 
 def _comparison(runs: list[EvalRun], a: str | None, b: str | None) -> dict | None:
+    if not (a or b):
+        return None
     before, after = _run(runs, a), _run(runs, b)
     if not (before and after):
-        return None
+        return {"error": "Choose one of the runs below as A and another as B."}
+    if before == after:
+        return {"error": "Choose two different runs: a run compared with itself "
+                         "says nothing."}  # fmt: skip
+    for run in (before, after):
+        if run.status != EvalRun.Status.DONE:
+            return {"error": f"Run #{run.pk} {_status_words(run)}: only finished "
+                             "runs compare."}  # fmt: skip
     keys = ["recall_at_k", "partial", "mrr", "context_tokens_mean",
             "duplicates_mean", "latency_p50_ms", "latency_p95_ms"]  # fmt: skip
     return {
@@ -99,3 +135,9 @@ def _comparison(runs: list[EvalRun], a: str | None, b: str | None) -> dict | Non
         "rows": [(k, before.aggregate.get(k), after.aggregate.get(k)) for k in keys],
         **evaluation.compare(before.cases, after.cases, before.config, after.config),
     }
+
+
+def _status_words(run: EvalRun) -> str:
+    if run.status == EvalRun.Status.FAILED:
+        return "failed"
+    return f"is {run.get_status_display().lower()}"

@@ -9,9 +9,10 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from kb.models import Collection, EvalRun, GoldenCase
+from kb.models import Collection, EvalRun, GoldenCase, Source
 
-KINDS = {k.value for k in GoldenCase.Kind}
+KINDS = [k.value for k in GoldenCase.Kind]
+MAX_ID_CHARS = GoldenCase._meta.get_field("external_id").max_length
 
 
 class GoldenImportError(ValueError):
@@ -19,57 +20,98 @@ class GoldenImportError(ValueError):
 
 
 def parse_cases(jsonl: str) -> list[dict[str, Any]]:
-    """Read JSON Lines golden cases; unknown keys are ignored."""
-    cases = []
-    for lineno, line in enumerate(jsonl.splitlines(), 1):
+    """Read JSON Lines golden cases; unknown keys are ignored, a leading byte order
+    mark too. Each case keeps its "line" so later refusals can name it."""
+    cases: list[dict[str, Any]] = []
+    first_line: dict[str, int] = {}
+    for lineno, line in enumerate(jsonl.removeprefix("\ufeff").splitlines(), 1):
         if not line.strip():
             continue
         try:
             raw = json.loads(line)
         except json.JSONDecodeError as exc:
             raise GoldenImportError(f"line {lineno}: not JSON ({exc.msg})") from None
-        cases.append(parse_case(raw, lineno))
+        case = parse_case(raw, lineno)
+        if case["id"] in first_line:
+            raise GoldenImportError(
+                f"{_where(case)}: line {first_line[case['id']]} has the same id; "
+                "each case needs its own"
+            )
+        first_line[case["id"]] = lineno
+        cases.append(case)
     return cases
 
 
-def parse_case(raw: Any, lineno: int) -> dict[str, Any]:
+def parse_case(raw: Any, lineno: int | None = None) -> dict[str, Any]:
     """One golden case from its decoded JSON, or GoldenImportError naming it."""
+    from kb import retrieval
+
     if not isinstance(raw, dict):
         raise GoldenImportError(f"line {lineno}: expected a JSON object")
-    case_id = str(raw.get("id") or f"line-{lineno}")
+    case = {"id": str(raw.get("id") or f"line-{lineno}"), "line": lineno}
+    if len(case["id"]) > MAX_ID_CHARS:
+        raise GoldenImportError(
+            f"{_where(case)}: the id is {len(case['id'])} characters long; "
+            f"the limit is {MAX_ID_CHARS}"
+        )
     question = raw.get("question")
-    spans = raw.get("required_spans")
     if not isinstance(question, str) or not question.strip():
-        raise GoldenImportError(f"case {case_id}: 'question' is missing")
-    if not isinstance(spans, list) or not spans:
-        raise GoldenImportError(f"case {case_id}: 'required_spans' must be a list")
+        raise GoldenImportError(f"{_where(case)}: 'question' is missing")
+    try:  # the ask path's own check: a run would fail on this question otherwise
+        retrieval.check_question(question)
+    except retrieval.QuestionError as exc:
+        raise GoldenImportError(f"{_where(case)}: {exc}") from None
     kind = raw.get("kind") or GoldenCase.Kind.FREE
+    if kind not in KINDS:
+        raise GoldenImportError(
+            f"{_where(case)}: unknown kind {kind!r}; the kinds are {', '.join(KINDS)}"
+        )
+    spans = raw.get("required_spans")
+    if not isinstance(spans, list) or not spans:
+        raise GoldenImportError(f"{_where(case)}: 'required_spans' must be a list")
     return {
-        "id": case_id,
+        **case,
         "question": question.strip(),
-        "kind": kind if kind in KINDS else GoldenCase.Kind.FREE,
-        "required_spans": [_span(s, case_id) for s in spans],
+        "kind": str(kind),
+        "required_spans": [_span(s, _where(case)) for s in spans],
     }
 
 
-def _span(raw: Any, case_id: str) -> dict[str, Any]:
-    try:
-        span = {
-            "file": str(raw["file"]),
-            "start": int(raw["start"]),
-            "end": int(raw["end"]),
-            "text": str(raw["text"]),
-        }
-    except (KeyError, TypeError, ValueError):
-        raise GoldenImportError(
-            f"case {case_id}: each span needs file, start, end and text"
-        ) from None
+def _where(case: dict[str, Any]) -> str:
+    """How a refusal names a case: its line (when read from a file) and id."""
+    shown = case["id"] if len(case["id"]) <= 40 else case["id"][:40] + "…"
+    line = case.get("line")
+    return f"line {line}, case {shown}" if line else f"case {shown}"
+
+
+def _span(raw: Any, where: str) -> dict[str, Any]:
+    if not isinstance(raw, dict) or not all(
+        isinstance(raw.get(key), str) and raw[key] for key in ("file", "text")
+    ):
+        raise GoldenImportError(f"{where}: each span needs file, start, end and text")
+    span = {
+        "file": raw["file"],
+        "start": _offset(raw, "start", where),
+        "end": _offset(raw, "end", where),
+        "text": raw["text"],
+    }
     if not 0 <= span["start"] < span["end"]:
-        raise GoldenImportError(f"case {case_id}: span {span['start']}-{span['end']}")
+        raise GoldenImportError(f"{where}: span {span['start']}-{span['end']}")
     alternatives = raw.get("alternatives") or []
     if alternatives:
-        span["alternatives"] = [_span(a, case_id) for a in alternatives]
+        span["alternatives"] = [_span(a, where) for a in alternatives]
     return span
+
+
+def _offset(raw: dict[str, Any], key: str, where: str) -> int:
+    value = raw.get(key)
+    # JSON true is a Python int, and 2827.7 would be truncated: neither is an offset.
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise GoldenImportError(
+            f"{where}: span {key} must be a whole number of characters, "
+            f"not {json.dumps(value)}"
+        )
+    return value
 
 
 def check_spans(collection: Collection, cases: list[dict[str, Any]]) -> None:
@@ -81,11 +123,11 @@ def check_spans(collection: Collection, cases: list[dict[str, Any]]) -> None:
                 text = texts.get(one["file"])
                 if text is None:
                     raise GoldenImportError(
-                        f"case {case['id']}: no source {one['file']!r} in {collection}"
+                        f"{_where(case)}: no source {one['file']!r} in {collection}"
                     )
                 if text[one["start"] : one["end"]] != one["text"]:
                     raise GoldenImportError(
-                        f"case {case['id']}: {one['file']}[{one['start']}:{one['end']}]"
+                        f"{_where(case)}: {one['file']}[{one['start']}:{one['end']}]"
                         " does not match the span's text"
                     )
 
@@ -113,6 +155,127 @@ def import_cases(collection: Collection, jsonl: str) -> dict[str, int]:
             else:
                 report["unchanged"] += 1
     return report
+
+
+# --- spans against their sources' current text ---------------------------------
+# Spans name their source by file name, not by a foreign key: cases travel between
+# installations as JSON Lines. When a source's new text is indexed, each span whose
+# text no longer sits at its offsets but occurs exactly once is moved there
+# (reanchor_spans); the rest are stale: listed with the reason, and left out of runs
+# (a stale span cannot be covered, so counting it as a miss would blame retrieval).
+
+
+def reanchor_spans(source: Source) -> dict[str, int]:
+    """Move the golden spans in `source` to where their text now stands when it
+    occurs exactly once in it; count the spans moved and those left stale."""
+    moved = stale = 0
+    for case in GoldenCase.objects.filter(collection_id=source.collection_id):
+        changed = False
+        for one in _every_span(case.required_spans):
+            if one["file"] != source.file_name or _matches(one, source.text):
+                continue
+            at = _only_place(source.text, one["text"])
+            if at is None:
+                stale += 1
+                continue
+            one["start"], one["end"] = at, at + len(one["text"])
+            moved += 1
+            changed = True
+        if changed:
+            GoldenCase.objects.filter(pk=case.pk).update(
+                required_spans=case.required_spans
+            )
+    return {"moved": moved, "stale": stale}
+
+
+def stale_cases(collection: Collection | None = None) -> list[dict[str, Any]]:
+    """The cases (of every live collection when None) with spans that no longer
+    match their source, each with the reason per span:
+    [{"id", "pk", "question", "problems": [str]}]."""
+    if collection is None:
+        live = Collection.objects.filter(is_scratch=False, golden_cases__isnull=False)
+        return [c for one in live.distinct().order_by("name") for c in stale_cases(one)]
+    cases = list(collection.golden_cases.order_by("external_id"))
+    files = {one["file"] for c in cases for one in _every_span(c.required_spans)}
+    sources = {
+        s.file_name: s
+        for s in collection.sources.filter(file_name__in=files).only(
+            "file_name", "text", "version", "indexed_version"
+        )
+    }
+    found = []
+    for case in cases:
+        problems = [
+            span_problem(one, sources.get(one["file"]))
+            for one in _every_span(case.required_spans)
+        ]
+        if any(problems):
+            found.append(
+                {"id": case.external_id, "pk": case.pk, "question": case.question,
+                 "problems": [p for p in problems if p]}
+            )  # fmt: skip
+    return found
+
+
+def cases_using(sources) -> list[GoldenCase]:
+    """Golden cases with a span in any of these sources (by collection and file)."""
+    files: dict[int, set[str]] = {}
+    for source in sources:
+        files.setdefault(source.collection_id, set()).add(source.file_name)
+    return [
+        case
+        for case in GoldenCase.objects.filter(collection_id__in=files).order_by(
+            "external_id"
+        )
+        if any(
+            one["file"] in files[case.collection_id]
+            for one in _every_span(case.required_spans)
+        )
+    ]
+
+
+def _every_span(spans: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [one for span in spans for one in [span, *span.get("alternatives", [])]]
+
+
+def _matches(span: dict[str, Any], text: str) -> bool:
+    return text[span["start"] : span["end"]] == span["text"]
+
+
+def _only_place(text: str, part: str) -> int | None:
+    first = text.find(part)
+    if first < 0 or text.find(part, first + 1) >= 0:
+        return None
+    return first
+
+
+def span_problem(span: dict[str, Any], source: Source | None) -> str:
+    """Why a span no longer matches its source ("" when it does)."""
+    where = f"{span['file']}[{span['start']}:{span['end']}]"
+    if source is None:
+        return f"{where}: {span['file']} is gone from the collection"
+    if _matches(span, source.text):
+        return ""
+    count = source.text.count(span["text"])
+    if count == 0:
+        why = f"its text is no longer in {span['file']}"
+    elif count > 1:
+        why = f"its text now occurs {count} times in {span['file']}: pick one"
+    else:
+        why = "its text moved"
+    if source.indexed_version != source.version:
+        why += "; the source's new text is not indexed yet (spans move when it is)"
+    return f"{where}: {why}"
+
+
+def import_summary(collection: Collection, report: dict[str, int]) -> str:
+    """What import_cases did, as a sentence."""
+    total = sum(report.values())
+    return (
+        f"Imported {total} golden case{'' if total == 1 else 's'} into {collection}: "
+        f"{report['created']} created, {report['updated']} updated, "
+        f"{report['unchanged']} unchanged."
+    )
 
 
 def case_line(case: GoldenCase) -> str:
@@ -428,18 +591,33 @@ def cases_of(collection: Collection) -> list[dict[str, Any]]:
 CONFIG_FIELDS = Collection.CONFIG_FIELDS
 
 
+# A run's overrides of these apply to the live index (evaluate's options); the
+# others (ingestion.INDEX_FIELDS) need an index of their own, on a scratch copy.
+RETRIEVAL_OPTIONS = {"top_k": "k", "context_budget": "budget", "retrieval_mode": "mode"}
+
+
 def config_of(collection: Collection) -> dict[str, Any]:
-    """Everything that decides retrieval quality, as recorded with a run."""
+    """Everything that decides retrieval quality, as recorded with a run: the
+    chunking its index was actually built with (values listed when its sources
+    differ), and how that index differs from the settings."""
     from kb import embedding, ingestion
 
     embedder = embedding.get_embedder()
+    built = ingestion.index_config(collection)
     return {
         **{f: getattr(collection, f) for f in CONFIG_FIELDS},
+        **{f: built[f] for f in ingestion.INDEX_FIELDS if f in built},
         "metadata_policy": ingestion.policy_for(collection).decisions,
         "model": embedder.model_name,
         "precision": embedder.precision,
         "window": embedder.window,
+        "index_out_of_date": ingestion.index_differences(collection),
     }
+
+
+def is_experiment(run: EvalRun) -> bool:
+    """A run under other settings than the live ones: not what staff get."""
+    return bool(run.config.get("overrides") or run.config.get("scratch"))
 
 
 def scratch_copy(collection: Collection, overrides: dict[str, Any]) -> Collection:
@@ -489,26 +667,37 @@ def start_run(collection: Collection, overrides: dict[str, Any] | None = None):
 
 
 def execute_run(run_id: int) -> EvalRun:
-    """Evaluate (on a scratch copy when the run overrides settings) and store it all."""
+    """Evaluate and store it all: k, budget and mode overrides on the live index,
+    chunking overrides on a scratch copy indexed for the run."""
+    from kb import ingestion
+
     run = EvalRun.objects.select_related("collection").get(pk=run_id)
     collection = run.collection
     overrides = run.config.get("overrides", {})
+    rebuild = {k: v for k, v in overrides.items() if k in ingestion.INDEX_FIELDS}
+    retrieval = {k: v for k, v in overrides.items() if k in RETRIEVAL_OPTIONS}
     _progress(run, status=EvalRun.Status.RUNNING, stage="starting")
     target = collection
     try:
-        if overrides:
-            target = scratch_copy(collection, overrides)
+        if rebuild:
+            target = scratch_copy(collection, rebuild)
             index_all(
                 target, lambda i, n: _progress(run, stage="indexing", done=i, total=n)
             )
-        cases = cases_of(collection)
+        # Stale spans cannot be covered: such cases are reported, not scored.
+        stale = [{k: c[k] for k in ("id", "question", "problems")}
+                 for c in stale_cases(collection)]  # fmt: skip
+        left_out = {c["id"] for c in stale}
+        cases = [c for c in cases_of(collection) if c["id"] not in left_out]
         outcome = evaluate(
             target,
             cases,
+            **{RETRIEVAL_OPTIONS[k]: v for k, v in retrieval.items()},
             progress=lambda i, n: _progress(run, stage="evaluating", done=i, total=n),
         )
-        run.config = {**config_of(target), "overrides": overrides,
-                      "scratch": bool(overrides), "cases": len(cases)}  # fmt: skip
+        run.config = {**config_of(target), **retrieval, "overrides": overrides,
+                      "scratch": bool(rebuild), "cases": len(cases),
+                      "stale_cases": stale}  # fmt: skip
         run.aggregate = outcome["aggregate"]
         run.cases = outcome["cases"]
         run.status = EvalRun.Status.DONE
@@ -572,8 +761,11 @@ def changed_between(
 
 
 def raise_floor(collection: Collection, run: EvalRun) -> bool:
-    """Set the recall floor from a run; it is only ever raised."""
+    """Set the recall floor from a finished run of the live configuration; it is
+    only ever raised."""
     recall = run.aggregate.get("recall_at_k")
+    if run.status != EvalRun.Status.DONE or is_experiment(run):
+        return False
     if recall is None or (
         collection.recall_floor is not None and recall <= collection.recall_floor
     ):
@@ -589,6 +781,8 @@ def regressions(run: EvalRun) -> list[dict[str, Any]]:
     collection = run.collection
     floor = collection.recall_floor
     recall = run.aggregate.get("recall_at_k")
-    if floor is None or recall is None or recall >= floor or not collection.floor_run:
+    if is_experiment(run) or not collection.floor_run:
+        return []  # an experiment is no regression of the live configuration
+    if floor is None or recall is None or recall >= floor:
         return []
     return [c for c in changed_cases(collection.floor_run, run) if not c["after"]]

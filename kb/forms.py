@@ -305,6 +305,22 @@ class GoldenCaseForm(forms.ModelForm):
         model = GoldenCase
         fields = ["collection", "external_id", "question", "kind", "required_spans"]
         widgets = {"required_spans": forms.Textarea(attrs={"rows": 8, "cols": 90})}
+        help_texts = {
+            "required_spans": "Fill it with the span picker below (choose the "
+            "collection, a source, select the evidence, add it), or write the JSON. "
+            "When a source's text changes, each span whose text still occurs "
+            "exactly once in it moves to its new offsets as the new text is "
+            "indexed; any other is flagged as no longer matching its source."
+        }
+
+    def clean_question(self) -> str:
+        from kb.retrieval import QuestionError, check_question
+
+        try:  # a run would fail on a question the ask path refuses
+            check_question(self.cleaned_data["question"])
+        except QuestionError as exc:
+            raise ValidationError(str(exc)) from None
+        return self.cleaned_data["question"].strip()
 
     def clean(self) -> dict[str, Any]:
         from kb import evaluation
@@ -320,7 +336,7 @@ class GoldenCaseForm(forms.ModelForm):
             "required_spans": data["required_spans"],
         }
         try:
-            case = evaluation.parse_case(raw, 1)
+            case = evaluation.parse_case(raw)
             evaluation.check_spans(collection, [case])
         except evaluation.GoldenImportError as exc:
             self.add_error("required_spans", str(exc))
@@ -337,7 +353,7 @@ class GoldenImportForm(forms.Form):
 
     def clean_file(self) -> str:
         data = self.cleaned_data["file"].read()
-        try:
-            return data.decode("utf-8")
+        try:  # utf-8-sig: Windows editors start UTF-8 files with a byte order mark
+            return data.decode("utf-8-sig")
         except UnicodeDecodeError:
             raise ValidationError("The file is not UTF-8 text.") from None

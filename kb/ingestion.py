@@ -20,7 +20,7 @@ from django.core.files.base import ContentFile
 from django.db import connection, transaction
 from django.utils import timezone
 
-from kb import chunking, embedding, parsing
+from kb import chunking, embedding, evaluation, parsing
 from kb.metadata import Policy, chunk_values
 from kb.models import Chunk, Collection, OverflowRejection, Section, Source
 
@@ -245,6 +245,70 @@ def _prefix_tokens(prefix: str) -> int:
     return embedding.count_tokens(prefix) - embedding.get_embedder().special_tokens
 
 
+# --- what the index was built with ------------------------------------------------
+# Each source's stats record the settings its published index was built with, so
+# that a changed chunk budget shows as an out-of-date index (and a run records what
+# it measured) instead of passing for the index it would take.
+
+INDEX_FIELDS = ["chunk_strategy", "chunk_tokens", "chunk_overlap"]
+
+
+def build_config(collection: Collection) -> dict[str, Any]:
+    """The settings an index built now would have (the metadata policy apart:
+    Collection.is_index_stale follows that)."""
+    embedder = embedding.get_embedder()
+    return {
+        **{f: getattr(collection, f) for f in INDEX_FIELDS},
+        "model": embedder.model_name,
+        "precision": embedder.precision,
+        "window": embedder.window,
+    }
+
+
+def index_config(collection: Collection) -> dict[str, Any]:
+    """What the collection's published index was built with: per setting its value,
+    or the sorted values when sources differ (a re-index half done); settings no
+    source recorded are missing."""
+    built = _built_configs(collection)
+    values: dict[str, set] = {}
+    for config in filter(None, built):
+        for key, value in config.items():
+            values.setdefault(key, set()).add(value)
+    return {
+        key: found.pop() if len(found) == 1 else sorted(found, key=str)
+        for key, found in values.items()
+    }
+
+
+def index_differences(collection: Collection) -> list[str]:
+    """How the collection's index differs from its settings (empty: up to date)."""
+    built = _built_configs(collection)
+    reasons = []
+    for key, wanted in build_config(collection).items():
+        other = sorted({c[key] for c in built if c and c.get(key) != wanted}, key=str)
+        if other:
+            shown = "/".join(str(v) for v in other)
+            reasons.append(f"{key} {shown} in the index, {wanted} in the settings")
+    if unknown := sum(1 for c in built if not c):
+        reasons.append(f"{unknown} source(s) indexed before settings were recorded")
+    if collection.is_index_stale:
+        reasons.append("built under another metadata policy")
+    return reasons
+
+
+def index_state(collection: Collection) -> str:
+    """The index against the settings, in words (the collection admin shows it)."""
+    reasons = index_differences(collection)
+    if not reasons:
+        return "up to date"
+    return f"out of date ({'; '.join(reasons)}): re-index"
+
+
+def _built_configs(collection: Collection) -> list[dict[str, Any] | None]:
+    indexed = collection.sources.filter(indexed_version__isnull=False)
+    return list(indexed.values_list("stats__config", flat=True))
+
+
 # --- the job ---------------------------------------------------------------------
 
 
@@ -287,7 +351,7 @@ def _ingest(source: Source, version: int, started: float) -> str:
         )
     vectors = _embed(source, prepared)
     duration = time.perf_counter() - started
-    stats = _stats(prepared, duration)
+    stats = {**_stats(prepared, duration), "config": build_config(collection)}
     _publish(source, version, prepared, vectors, stats)
     return f"indexed {source.file_name}: {len(prepared.chunks)} chunks"
 
@@ -370,6 +434,11 @@ def _publish(source, version, prepared: Prepared, vectors, stats) -> None:
             batch_size=500,
         )
         _set_section_vectors(sections, prepared, vectors)
+        # With the new text searchable, golden spans follow it (or are flagged).
+        spans = evaluation.reanchor_spans(current)
+        if spans["moved"] or spans["stale"]:
+            logger.info("%s: golden spans moved %d, stale %d", current.file_name,
+                        spans["moved"], spans["stale"])  # fmt: skip
         current.rejections.all().delete()
         Source.objects.filter(pk=current.pk).update(
             status=Source.Status.INDEXED,

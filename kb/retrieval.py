@@ -332,14 +332,26 @@ def _lap(timings: dict[str, float], name: str, since: float) -> float:
     return now
 
 
-def _embed_question(question: str):
+def check_question(question: str) -> str:
+    """The question as asked, or QuestionError for one the ask path refuses:
+    empty, too long, or over the model's window (golden cases are checked so)."""
+    question = clean_question(question)
+    _check_window(question)
+    return question
+
+
+def _check_window(question: str) -> None:
     embedder = embedding.get_embedder()
     count = embedder.count_tokens(question)
     if count > embedder.window:
         raise QuestionError(
             f"The question has {count} tokens; the model reads {embedder.window}."
         )
-    return embedder.embed([question], origins=["the question"])[0]
+
+
+def _embed_question(question: str):
+    _check_window(question)
+    return embedding.get_embedder().embed([question], origins=["the question"])[0]
 
 
 # Hot path (issue #8): plain SQL, as ORM query building cost more than the queries.

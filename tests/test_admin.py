@@ -2,14 +2,16 @@ from __future__ import annotations
 
 import json
 
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group, Permission
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import TestCase
 from django.urls import reverse
 from django.utils.html import escape
 
-from kb import ingestion, permissions
+from kb import evaluation, ingestion, permissions
 from kb.demo import load_demo
-from kb.models import Chunk, GoldenCase, Source
+from kb.models import Chunk, Collection, GoldenCase, Source
 from tests.base import make_users
 
 
@@ -102,6 +104,15 @@ class GoldenAdminTestCase(TestCase):
         self.assertContains(response, "does not match")
         self.assertFalse(GoldenCase.objects.filter(external_id="new").exists())
 
+    def test_a_case_whose_question_could_not_be_asked_is_refused(self):
+        response = self.client.post(
+            reverse("admin:kb_goldencase_add"),
+            {"collection": self.demo.pk, "external_id": "long", "kind": "definition",
+             "question": "why " * 5000, "required_spans": json.dumps([self._case()])},
+        )  # fmt: skip
+        self.assertContains(response, "the limit is 1000")
+        self.assertFalse(GoldenCase.objects.filter(external_id="long").exists())
+
     def test_a_case_shows_its_spans_in_context_and_a_picker(self):
         case = GoldenCase.objects.create(
             collection=self.demo, external_id="seat", question="What is a seat?",
@@ -113,6 +124,33 @@ class GoldenAdminTestCase(TestCase):
         self.assertContains(response, "<mark>Seat</mark>", html=True)
         self.assertContains(response, 'id="kb-span-picker"')
         self.assertContains(response, "span_picker.js")
+
+    def test_the_add_page_offers_the_picker_and_it_reads_the_texts_as_stored(self):
+        add = self.client.get(reverse("admin:kb_goldencase_add"))
+        self.assertContains(add, 'id="kb-span-picker"')
+        self.assertNotContains(add, "Save the case first")
+        self.demo.sources.filter(file_name="glossary.md").update(text="\nA seat.\n")
+        url = reverse("admin:kb_goldencase_sources")
+        found = self.client.get(url, {"collection": self.demo.pk}).json()["sources"]
+        self.assertIn({"file": "glossary.md", "text": "\nA seat.\n"}, found)
+        self.assertEqual(self.client.get(url, {"collection": "x"}).status_code, 404)
+
+    def test_the_picker_shows_no_collection_the_user_may_not_ask_in(self):
+        editor = get_user_model().objects.get(username="editor")  # staff
+        alice = get_user_model().objects.get(username="alice")  # not staff
+        restricted = Collection.objects.create(name="Secret")
+        restricted.groups.add(Group.objects.create(name="Legal"))
+        url = reverse("admin:kb_goldencase_sources")
+        self.client.force_login(alice)
+        self.assertEqual(self.client.get(url, {"collection": 1}).status_code, 302)
+        editor.user_permissions.add(Permission.objects.get(codename="view_goldencase"))
+        self.client.force_login(editor)
+        self.assertEqual(
+            self.client.get(url, {"collection": restricted.pk}).status_code, 404
+        )
+        self.assertEqual(
+            self.client.get(url, {"collection": self.demo.pk}).status_code, 200
+        )
 
     def test_import_and_export_round_trip(self):
         exported = self.client.post(
@@ -141,3 +179,27 @@ class GoldenAdminTestCase(TestCase):
         self.assertContains(response, "broken", status_code=400)
         self.assertFalse(GoldenCase.objects.filter(external_id="broken").exists())
         self.assertTrue(Source.objects.exists())
+
+    def test_an_import_says_what_it_did_in_a_sentence_and_accepts_a_bom(self):
+        case = GoldenCase.objects.filter(collection=self.demo).first()
+        upload = SimpleUploadedFile(
+            "golden.jsonl", "\ufeff".encode() + evaluation.case_line(case).encode()
+        )
+        response = self.client.post(
+            reverse("admin:kb_goldencase_import"),
+            {"collection": self.demo.pk, "file": upload}, follow=True,
+        )  # fmt: skip
+        self.assertContains(
+            response, "Imported 1 golden case into Demo: 0 created, 0 updated, "
+            "1 unchanged."
+        )  # fmt: skip
+
+    def test_an_id_too_long_for_the_database_is_refused_not_a_server_error(self):
+        line = json.dumps({"id": "x" * 150, "question": "What is a seat?",
+                           "required_spans": [self._case()]})  # fmt: skip
+        response = self.client.post(
+            reverse("admin:kb_goldencase_import"),
+            {"collection": self.demo.pk,
+             "file": SimpleUploadedFile("g.jsonl", line.encode())},
+        )  # fmt: skip
+        self.assertContains(response, "the limit is 100", status_code=400)

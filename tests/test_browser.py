@@ -13,6 +13,7 @@ from playwright.sync_api import Page, expect, sync_playwright
 
 from kb.demo import load_demo
 from kb.management.commands.kb_screenshots import CHROMIUM_ARGS, QUESTION
+from kb.models import Collection, GoldenCase, Source
 
 CHROMIUM = Path("/usr/bin/chromium")
 
@@ -71,3 +72,45 @@ def test_it_asks_and_follows_a_citation(transactional_db, live_server, page: Pag
     mark = page.locator("mark#cited")
     expect(mark).to_be_visible()
     assert _squash(sentence) in _squash(mark.inner_text())
+
+
+@pytest.mark.slow
+def test_a_golden_case_is_created_by_selecting_text(
+    transactional_db, live_server, page: Page
+):
+    get_user_model().objects.create_superuser("staff", "s@example.invalid", "pw-1")
+    collection = Collection.objects.create(name="Animals")
+    # A leading newline: HTML drops the first newline after <pre>, which once put
+    # every picked span one character early.
+    text = "\n# Animals\n\nFoxes.\n\nThe quick brown fox jumps over the lazy dog.\n"
+    Source.objects.create(
+        collection=collection, title="Animals", file_name="animals.md", text=text
+    )
+
+    page.goto(f"{live_server.url}/admin/login/?next=/admin/kb/goldencase/add/")
+    page.fill("#id_username", "staff")
+    page.fill("#id_password", "pw-1")
+    page.click("input[type=submit]")
+    page.select_option("#id_collection", str(collection.pk))
+    page.select_option("#kb-span-file", "animals.md")
+    page.locator(".kb-span-source").evaluate(
+        """pre => {
+          const node = pre.firstChild, at = node.data.indexOf("quick brown fox");
+          const range = document.createRange();
+          range.setStart(node, at);
+          range.setEnd(node, at + "quick brown fox".length);
+          getSelection().removeAllRanges();
+          getSelection().addRange(range);
+        }"""
+    )
+    page.click("#kb-span-add")
+    page.fill("#id_external_id", "fox")
+    page.fill("#id_question", "What jumps over the lazy dog?")
+    page.select_option("#id_kind", "definition")
+    page.click("input[name=_save]")
+    page.wait_for_url(f"{live_server.url}/admin/kb/goldencase/")
+
+    start = text.index("quick brown fox")
+    case = GoldenCase.objects.get(external_id="fox")
+    span = {"file": "animals.md", "start": start, "end": start + 15}
+    assert case.required_spans == [{**span, "text": "quick brown fox"}]

@@ -13,9 +13,9 @@ from django.template.defaultfilters import floatformat
 from django.test import SimpleTestCase, TestCase, TransactionTestCase
 from django.urls import reverse
 
-from kb import evaluation
+from kb import evaluation, ingestion
 from kb.demo import CONTENT_DIR, GOLDEN_FILE, load_demo
-from kb.models import Collection, EvalRun
+from kb.models import Collection, EvalRun, GoldenCase, Source
 from tests.base import make_users, run_burst_worker
 
 FLOOR_FILE = Path(settings.BASE_DIR) / "evals" / "demo-floor.json"
@@ -77,6 +77,51 @@ class MeasureTestCase(SimpleTestCase):
             evaluation.paired_difference(changed(1, 8))["verdict"], "worse"
         )
         self.assertEqual(evaluation.paired_difference([])["p"], 1.0)
+
+
+def _line(**fields) -> str:
+    case = {"id": "c1", "question": "What is a seat?", "kind": "definition",
+            "required_spans": [_span("glossary.md", 0, 4)], **fields}  # fmt: skip
+    return json.dumps(case)
+
+
+class GoldenParseTestCase(SimpleTestCase):
+    """What a golden file must hold; each refusal names the line and the case."""
+
+    def assertRefused(self, jsonl: str, *words: str):
+        with self.assertRaises(evaluation.GoldenImportError) as caught:
+            evaluation.parse_cases(jsonl)
+        for word in words:
+            self.assertIn(word, str(caught.exception))
+
+    def test_a_question_the_ask_path_would_refuse_is_refused(self):
+        self.assertRefused(_line(question="why " * 5000), "line 1", "c1",
+                           "the limit is 1000")  # fmt: skip
+        many_tokens = "@ " * 400  # 800 characters, a token each
+        self.assertRefused(_line(question=many_tokens), "c1", "the model reads 256")
+
+    def test_an_id_longer_than_the_column_is_refused(self):
+        self.assertRefused(_line(id="x" * 101), "line 1", "xxxx", "the limit is 100")
+
+    def test_an_unknown_kind_is_refused_with_the_known_ones(self):
+        self.assertRefused(_line(kind="tabel"), "line 1", "c1", "'tabel'",
+                           "definition, procedure", "tail, free")  # fmt: skip
+        no_kind = json.loads(_line())
+        del no_kind["kind"]
+        self.assertEqual(evaluation.parse_cases(json.dumps(no_kind))[0]["kind"], "free")
+
+    def test_a_repeated_id_is_refused_with_both_lines(self):
+        self.assertRefused(_line() + "\n\n" + _line(), "line 3", "c1", "line 1")
+
+    def test_offsets_must_be_whole_numbers(self):
+        for bad in [2827.7, 3.0, True, "4", None]:
+            with self.subTest(bad=bad):
+                span = _span("glossary.md", 0, bad)
+                self.assertRefused(_line(required_spans=[span]), "line 1", "c1",
+                                   "whole number")  # fmt: skip
+
+    def test_a_byte_order_mark_is_accepted(self):
+        self.assertEqual(len(evaluation.parse_cases("\ufeff" + _line())), 1)
 
 
 class GoldenImportTestCase(TestCase):
@@ -286,3 +331,176 @@ class KbEvalCommandTestCase(TestCase):
         printed = self._eval("--baseline", str(earlier))
         total = len(evaluation.parse_cases(GOLDEN_FILE.read_text("utf-8")))
         self.assertIn(f"{total - 5} case(s) only in the later run", printed)
+
+
+class StaleSpansTestCase(TestCase):
+    """Golden spans after their source's text is edited or the source deleted."""
+
+    @classmethod
+    def setUpTestData(cls):
+        cls.staff, _, _ = make_users()
+        cls.demo = load_demo(sync=True)
+        cls.runbook = cls.demo.sources.get(file_name="deployment-runbook.md")
+
+    def setUp(self):
+        self.client.force_login(self.staff)
+
+    def _edit(self, text: str) -> None:
+        """What the source form does: a new version of the text, then indexing."""
+        source = Source.objects.get(pk=self.runbook.pk)
+        source.text = text
+        source.version += 1
+        source.save()
+        ingestion.ingest(source.pk)
+
+    def _friday_spans(self) -> list[dict]:
+        return GoldenCase.objects.get(external_id="friday-deploy").required_spans
+
+    def test_spans_whose_text_is_still_there_once_move_with_it(self):
+        self._edit(self.runbook.text.replace("\n\n", "\n\nA new opening line.\n\n", 1))
+        span = self._friday_spans()[0]
+        text = Source.objects.get(pk=self.runbook.pk).text
+        self.assertEqual(text[span["start"] : span["end"]], span["text"])
+        self.assertEqual(evaluation.stale_cases(self.demo), [])
+        # Export, then import again: nothing to refuse, nothing changed.
+        report = evaluation.import_cases(self.demo, evaluation.export_cases(self.demo))
+        self.assertEqual(report["unchanged"], GoldenCase.objects.count())
+
+    def test_a_span_whose_text_went_is_flagged_and_left_out_of_runs(self):
+        sentence = self._friday_spans()[0]["text"]
+        self._edit(self.runbook.text.replace(sentence, "Deploys are never frozen."))
+        [stale] = evaluation.stale_cases(self.demo)
+        self.assertEqual(stale["id"], "friday-deploy")
+        self.assertIn("no longer in deployment-runbook.md", stale["problems"][0])
+
+        run = evaluation.start_run(self.demo)
+        evaluation.execute_run(run.pk)
+        run.refresh_from_db()
+        total = GoldenCase.objects.count()
+        self.assertEqual(run.aggregate["n"], total - 1)  # not counted as a miss
+        self.assertNotIn("friday-deploy", [c["id"] for c in run.cases])
+        self.assertEqual(
+            [c["id"] for c in run.config["stale_cases"]], ["friday-deploy"]
+        )
+
+        flag = "1 case has spans that no longer match their source"
+        page = self.client.get(reverse("admin:kb_evalrun_dashboard"))
+        self.assertContains(page, flag)
+        self.assertContains(page, f"1 of {total} cases left out")
+        cases = self.client.get(reverse("admin:kb_goldencase_changelist"))
+        self.assertContains(cases, flag)
+        self.assertContains(cases, "friday-deploy")
+        case = GoldenCase.objects.get(external_id="friday-deploy")
+        page = self.client.get(reverse("admin:kb_goldencase_change", args=[case.pk]))
+        self.assertContains(page, "its text is no longer in deployment-runbook.md")
+
+    def test_deleting_a_source_warns_of_the_golden_cases_using_it(self):
+        url = reverse("admin:kb_source_delete", args=[self.runbook.pk])
+        page = self.client.get(url)
+        self.assertContains(page, "golden cases use this source")
+        self.assertContains(page, "friday-deploy")
+        several = self.client.post(
+            reverse("admin:kb_source_changelist"),
+            {"action": "delete_selected", "_selected_action": [self.runbook.pk]},
+        )
+        self.assertContains(several, "golden cases use these sources")
+        self.client.post(url, {"post": "yes"})
+        problems = {c["id"]: c["problems"] for c in evaluation.stale_cases(self.demo)}
+        self.assertIn("friday-deploy", problems)
+        self.assertIn("deployment-runbook.md is gone", problems["friday-deploy"][0])
+
+
+class LiveConfigurationTestCase(TestCase):
+    """Runs say what they measured: the index as built, or an experiment."""
+
+    @classmethod
+    def setUpTestData(cls):
+        cls.staff, _, _ = make_users()
+        cls.demo = load_demo(sync=True)
+
+    def setUp(self):
+        self.client.force_login(self.staff)
+
+    def _run(self, overrides=None) -> EvalRun:
+        run = evaluation.start_run(self.demo, overrides)
+        return evaluation.execute_run(run.pk)
+
+    def test_new_chunk_settings_leave_the_index_out_of_date_until_reindexed(self):
+        Collection.objects.filter(pk=self.demo.pk).update(chunk_tokens=120)
+        listed = self.client.get(reverse("admin:kb_collection_changelist"))
+        self.assertContains(listed, "out of date")
+        self.assertContains(
+            listed, "chunk_tokens 200 in the index, 120 in the settings"
+        )
+        page = self.client.get(
+            reverse("admin:kb_collection_change", args=[self.demo.pk])
+        )
+        self.assertContains(
+            page, reverse("admin:kb_collection_reindex", args=[self.demo.pk])
+        )
+
+        run = self._run()
+        self.assertEqual(run.config["chunk_tokens"], 200)  # what was measured
+        dashboard = self.client.get(reverse("admin:kb_evalrun_dashboard"))
+        self.assertContains(dashboard, "structure 200 tok")
+        self.assertContains(dashboard, "index out of date")
+
+        evaluation.index_all(Collection.objects.get(pk=self.demo.pk))
+        listed = self.client.get(reverse("admin:kb_collection_changelist"))
+        self.assertContains(listed, "up to date")
+        self.assertEqual(self._run().config["chunk_tokens"], 120)
+
+    def test_k_budget_and_mode_are_tried_on_the_live_index_without_a_copy(self):
+        made = []
+
+        def record(sender, instance, created, **kwargs):
+            if created:
+                made.append(instance.name)
+
+        post_save.connect(record, sender=Collection)
+        self.addCleanup(post_save.disconnect, record, sender=Collection)
+        run = self._run({"top_k": 3, "context_budget": 600, "retrieval_mode": "vector"})
+        self.assertEqual(made, [])  # no scratch copy
+        self.assertEqual(run.status, EvalRun.Status.DONE)
+        self.assertEqual(run.aggregate["k"], 3)
+        self.assertLessEqual(run.aggregate["context_tokens_mean"], 600)
+        config = run.config
+        self.assertEqual((config["top_k"], config["context_budget"]), (3, 600))
+        self.assertEqual(config["retrieval_mode"], "vector")
+        self.assertFalse(config["scratch"])
+
+    def test_the_headline_and_the_floor_are_about_the_live_configuration(self):
+        live = EvalRun.objects.create(
+            collection=self.demo, status="done", config={"overrides": {}},
+            aggregate={"k": 5, "recall_at_k": 0.8},
+        )  # fmt: skip
+        experiment = EvalRun.objects.create(
+            collection=self.demo, status="done", aggregate={"k": 5, "recall_at_k": 0.9},
+            config={"overrides": {"chunk_tokens": 120}, "scratch": True},
+        )  # fmt: skip
+        url = reverse("admin:kb_evalrun_dashboard")
+        page = self.client.get(url)
+        self.assertContains(page, f"Run #{live.pk}: recall@5 0.800")
+        self.assertContains(page, "<title>0.800</title>", html=False)
+        self.assertNotContains(page, "<title>0.900</title>", html=False)  # chart
+        self.assertContains(page, "experiment")
+        self.assertContains(page, f'form="floor-{live.pk}"')
+        self.assertNotContains(page, f'form="floor-{experiment.pk}"')
+
+        self.client.post(reverse("admin:kb_evalrun_floor", args=[experiment.pk]))
+        self.assertIsNone(Collection.objects.get(pk=self.demo.pk).recall_floor)
+        self.client.post(reverse("admin:kb_evalrun_floor", args=[live.pk]))
+        self.assertEqual(Collection.objects.get(pk=self.demo.pk).recall_floor, 0.8)
+
+    def test_a_failed_run_or_a_run_with_itself_is_not_compared(self):
+        done = EvalRun.objects.create(collection=self.demo, status="done",
+                                      aggregate={"recall_at_k": 0.8})  # fmt: skip
+        failed = EvalRun.objects.create(collection=self.demo, status="failed",
+                                        error="QuestionError: too long")  # fmt: skip
+        url = reverse("admin:kb_evalrun_dashboard")
+        page = self.client.get(url, {"a": done.pk, "b": failed.pk})
+        self.assertContains(page, f"Run #{failed.pk} failed: only finished runs")
+        self.assertNotContains(page, "within noise")
+        page = self.client.get(url, {"a": done.pk, "b": done.pk})
+        self.assertContains(page, "Choose two different runs")
+        self.assertNotContains(page, "within noise")

@@ -34,5 +34,5 @@ def load_demo(*, sync: bool = False, stdout: TextIO | None = None) -> Collection
 
     report = evaluation.import_cases(collection, GOLDEN_FILE.read_text("utf-8"))
     if stdout:
-        stdout.write(f"Demo golden cases: {report}")
+        stdout.write(evaluation.import_summary(collection, report))
     return collection

@@ -1,6 +1,9 @@
-// Golden case admin: select text in a source, get a span with exact offsets.
-// Offsets are UTF-16 positions in the <pre>'s text, which is the source text;
-// Python counts code points, so astral characters (emoji) are corrected for.
+// Golden case admin: choose a source of the case's collection, select text in it,
+// get a span with exact offsets, on the add page as on the change page.
+// The texts arrive as JSON and are set as the <pre>'s text (never parsed as HTML,
+// which drops a leading newline), so offsets in it are offsets in the source.
+// They are UTF-16 positions; Python counts code points, so astral characters
+// (emoji) are corrected for.
 (function () {
   "use strict";
 
@@ -24,21 +27,56 @@
   }
 
   document.addEventListener("DOMContentLoaded", function () {
+    const picker = document.getElementById("kb-span-picker");
+    const collection = document.getElementById("id_collection");
     const select = document.getElementById("kb-span-file");
     const button = document.getElementById("kb-span-add");
     const status = document.getElementById("kb-span-status");
+    const pre = picker && picker.querySelector(".kb-span-source");
     const field = document.getElementById("id_required_spans");
-    if (!select || !button || !field) return;
+    if (!picker || !collection || !field) return;
+    let texts = {};
+
+    function loadSources() {
+      texts = {};
+      select.length = 1;
+      pre.hidden = true;
+      if (!collection.value) {
+        status.textContent = "Choose the case's collection first.";
+        return;
+      }
+      status.textContent = "Loading the collection's sources…";
+      const url = picker.dataset.sourcesUrl + "?collection=" + encodeURIComponent(collection.value);
+      fetch(url, { credentials: "same-origin" })
+        .then(function (response) {
+          if (!response.ok) throw new Error(response.status + " " + response.statusText);
+          return response.json();
+        })
+        .then(function (data) {
+          data.sources.forEach(function (source) {
+            texts[source.file] = source.text;
+            select.add(new Option(source.file, source.file));
+          });
+          status.textContent = data.sources.length
+            ? "Choose a source, select the evidence in it, then add it."
+            : "This collection has no sources yet.";
+        })
+        .catch(function (error) {
+          status.textContent = "Could not load the sources (" + error.message + ").";
+        });
+    }
+
+    collection.addEventListener("change", loadSources);
+    loadSources();
 
     select.addEventListener("change", function () {
-      document.querySelectorAll(".kb-span-source").forEach(function (pre) {
-        pre.hidden = pre.dataset.file !== select.value;
-      });
+      const known = Object.prototype.hasOwnProperty.call(texts, select.value);
+      pre.textContent = known ? texts[select.value] : "";
+      pre.hidden = !known;
     });
 
     button.addEventListener("click", function () {
-      const pre = document.querySelector('.kb-span-source[data-file="' + CSS.escape(select.value) + '"]');
-      const span = pre && selectionOffsets(pre);
+      const span = !pre.hidden && selectionOffsets(pre);
       if (!span) {
         status.textContent = "Choose a source and select text in it first.";
         return;

@@ -1,0 +1,23 @@
+"""Template tags for admin pages that Django's own views render."""
+
+from __future__ import annotations
+
+from django import template
+
+from kb import evaluation, ingestion
+from kb.models import Collection, GoldenCase, Source
+
+register = template.Library()
+
+
+@register.simple_tag
+def golden_cases_using(sources) -> list[GoldenCase]:
+    """The golden cases with spans in a source (or in any of several): the admin's
+    delete confirmation cannot list them itself, as spans name files, not rows."""
+    return evaluation.cases_using([sources] if isinstance(sources, Source) else sources)
+
+
+@register.simple_tag
+def index_differences(collection: Collection) -> list[str]:
+    """How the collection's index differs from its settings (empty: up to date)."""
+    return ingestion.index_differences(collection)
