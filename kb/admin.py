@@ -516,10 +516,11 @@ class StaleSpansFilter(admin.SimpleListFilter):
 
 
 @admin.register(GoldenCase)
-class GoldenCaseAdmin(admin.ModelAdmin):
+class GoldenCaseAdmin(CollectionScoped, admin.ModelAdmin):
     form = GoldenCaseForm
     list_display = ["external_id", "question", "kind", "collection", "span_count"]
-    list_filter = ["kind", "collection", StaleSpansFilter]
+    list_filter = ["kind", ("collection", admin.RelatedOnlyFieldListFilter),
+                   StaleSpansFilter]  # fmt: skip
     list_select_related = ["collection"]
     search_fields = ["question", "external_id"]
     readonly_fields = ["spans_in_context", "span_picker"]
@@ -596,7 +597,7 @@ class GoldenCaseAdmin(admin.ModelAdmin):
         if not self.has_view_permission(request):
             raise PermissionDenied
         ref = request.GET.get("collection", "")
-        visible = Collection.objects.visible_to(request.user)
+        visible = permissions.collections_for(request.user)
         collection = get_object_or_404(visible, pk=int(ref) if ref.isdigit() else 0)
         sources = collection.sources.order_by("file_name").values("file_name", "text")
         return JsonResponse(
@@ -607,6 +608,8 @@ class GoldenCaseAdmin(admin.ModelAdmin):
         if not self.has_add_permission(request):
             raise PermissionDenied
         form = GoldenImportForm(request.POST or None, request.FILES or None)
+        allowed = permissions.collections_for(request.user).filter(is_scratch=False)
+        form.fields["collection"].queryset = allowed
         if request.method == "POST" and form.is_valid():
             collection = form.cleaned_data["collection"]
             try:
@@ -629,9 +632,9 @@ class GoldenCaseAdmin(admin.ModelAdmin):
 
 
 @admin.register(EvalRun)
-class EvalRunAdmin(admin.ModelAdmin):
+class EvalRunAdmin(CollectionScoped, admin.ModelAdmin):
     list_display = ["__str__", "status", "recall", "created", "finished"]
-    list_filter = ["status", "collection"]
+    list_filter = ["status", ("collection", admin.RelatedOnlyFieldListFilter)]
     readonly_fields = ["collection", "status", "config", "aggregate", "progress",
                        "error", "created", "finished"]  # fmt: skip
     exclude = ["cases"]
@@ -659,7 +662,7 @@ class EvalRunAdmin(admin.ModelAdmin):
             raise PermissionDenied
         context = {
             **self.admin_site.each_context(request),
-            **dashboard.context(request.GET),
+            **dashboard.context(request.GET, request.user),
             "title": "Retrieval evaluation",
             "opts": self.model._meta,
             "can_run": permissions.can_change_policy(request.user),
@@ -670,6 +673,8 @@ class EvalRunAdmin(admin.ModelAdmin):
         if not permissions.can_change_policy(request.user):
             raise PermissionDenied
         form = EvalRunForm(request.POST)
+        allowed = permissions.collections_for(request.user).filter(is_scratch=False)
+        form.fields["collection"].queryset = allowed
         if not form.is_valid():
             messages.error(request, f"Not started: {form.errors.as_text()}")
             return redirect("admin:kb_evalrun_dashboard")
@@ -684,7 +689,7 @@ class EvalRunAdmin(admin.ModelAdmin):
     def floor_view(self, request: HttpRequest, pk: int) -> HttpResponse:
         if not permissions.can_change_policy(request.user):
             raise PermissionDenied
-        run = get_object_or_404(EvalRun.objects.select_related("collection"), pk=pk)
+        run = get_object_or_404(self.get_queryset(request), pk=pk)
         if evaluation.is_experiment(run):
             messages.warning(
                 request, "Only a run of the live configuration sets the floor."

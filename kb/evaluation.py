@@ -633,6 +633,7 @@ def scratch_copy(collection: Collection, overrides: dict[str, Any]) -> Collectio
         is_scratch=True,
         **fields,
     )
+    scratch.groups.set(collection.groups.all())  # its text is as restricted
     for source in collection.sources.all():
         ingestion.store_source(
             scratch,

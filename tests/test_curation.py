@@ -10,9 +10,9 @@ from django.test import TestCase
 from django.urls import reverse
 from django.utils import timezone
 
-from kb import answering, ingestion, jobs, permissions
+from kb import answering, evaluation, ingestion, jobs, permissions
 from kb.demo import load_demo
-from kb.models import Collection, Source
+from kb.models import Collection, GoldenCase, Source
 from tests.base import make_users
 
 
@@ -181,6 +181,23 @@ class GroupLimitsInTheAdminTestCase(TestCase):
         )  # fmt: skip
         self.assertContains(response, "Select a valid choice", status_code=400)
         self.assertFalse(self.secret.sources.filter(file_name="new.md").exists())
+
+    def test_its_cases_runs_and_dashboard_are_hidden_too(self):
+        GoldenCase.objects.create(
+            collection=self.secret, external_id="pay-day", question="When is payday?",
+            kind="definition", required_spans=[],
+        )  # fmt: skip
+        cases = self.client.get(reverse("admin:kb_goldencase_changelist"))
+        self.assertNotContains(cases, "pay-day")
+        dashboard = reverse("admin:kb_evalrun_dashboard")
+        page = self.client.get(dashboard, {"collection": self.secret.pk})
+        self.assertNotContains(page, "Salaries")
+        sources = reverse("admin:kb_goldencase_sources")
+        self.assertEqual(
+            self.client.get(sources, {"collection": self.secret.pk}).status_code, 404
+        )
+        copy = evaluation.scratch_copy(self.secret, {"chunk_tokens": 120})
+        self.assertEqual(list(copy.groups.all()), list(self.secret.groups.all()))
 
     def test_a_member_of_the_group_sees_it(self):
         self.editor.groups.add(Group.objects.get(name="payroll"))
