@@ -248,7 +248,12 @@ class AskForm(forms.Form):
         visible = Collection.objects.visible_to(user).order_by("name")
         self.fields["collection"].queryset = visible
         if visible.count() == 1:
-            self.fields["collection"].initial = visible.first()
+            only = visible.first()
+            self.fields["collection"].initial = only
+            # A question linked or typed without one asks the only collection.
+            if self.is_bound and not self.data.get("collection"):
+                self.data = self.data.copy()
+                self.data["collection"] = str(only.pk)
 
     def clean_q(self) -> str:
         from kb.retrieval import QuestionError, clean_question

@@ -221,6 +221,11 @@ class AskPageTestCase(DemoTestCase):
         self.assertContains(response, "Deployment runbook › Deploy › Rollback")
         self.assertNotContains(response, "Deployment runbook › Deployment runbook")
 
+    def test_with_one_collection_a_question_alone_asks_it(self):
+        self.client.force_login(self.staff)
+        response = self.client.get(self.url, {"q": "When should I roll back a deploy?"})
+        self.assertContains(response, ROLLBACK_RULE)
+
     def test_an_empty_or_overlong_question_gets_a_clear_message(self):
         self.client.force_login(self.staff)
         self.assertContains(self._ask("   "), "This field is required", status_code=400)
