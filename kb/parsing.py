@@ -26,7 +26,8 @@ MAX_CONTROL_SHARE = 0.01
 MAX_WORD_CHARS = 1000
 MIN_BASE64_LINES = 10  # wrapped base64 (an embedded file) becomes noise chunks
 MAX_DATA_URI_CHARS = 1000
-_LONG_WORD_RE = re.compile(rf"[^\W_]{{{MAX_WORD_CHARS + 1},}}")
+# ASCII only: CJK text has no spaces, and the tokenizer reads each ideograph alone.
+_LONG_WORD_RE = re.compile(rf"[A-Za-z0-9]{{{MAX_WORD_CHARS + 1},}}")
 _BASE64_LINE_RE = re.compile(r"[ \t>]*[A-Za-z0-9+/]{40,}={0,2}[ \t]*")
 _DATA_URI_RE = re.compile(
     rf"data:[\w.+-]+/[\w.+-]+;base64,[A-Za-z0-9+/=\s]{{{MAX_DATA_URI_CHARS},}}"

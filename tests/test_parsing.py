@@ -123,6 +123,7 @@ def test_it_refuses_embedded_files_and_endless_words_with_the_line():
         decode_upload(b"Intro\n" + b"a" * 5000, "run.txt")
     # Hashes, long URLs and the like are words the tokenizer splits or can skip.
     fine = "sha512 " + "ab" * 64 + "\nhttps://example.com/" + "a/" * 300 + "\n"
+    fine += "任务队列中的每个作业都由工作进程执行" * 100 + "\n"  # no spaces in Chinese
     assert decode_upload(fine.encode(), "fine.txt") == fine
 
 
