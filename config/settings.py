@@ -159,7 +159,9 @@ RQ_TIMEOUT = envint("KB_JOB_TIMEOUT", 1800)
 RQ_QUEUES = {
     "default": {"URL": REDIS_URL, "DB": REDIS_DB, "DEFAULT_TIMEOUT": RQ_TIMEOUT},
 }
-RQ_SHOW_ADMIN_LINK = True
+# django-rq's own admin entry serves the queue pages again to any staff member;
+# they live only under /admin/rq/, for superusers (config/urls.py).
+RQ_SHOW_ADMIN_LINK = False
 # Jobs run in the worker process itself: a forked work horse per job would load the
 # embedding model again for every job (issue #8's ingestion benchmark).
 RQ = {"WORKER_CLASS": "rq.worker.SimpleWorker"}

@@ -19,9 +19,13 @@ def _superusers_only(view):
     return guarded
 
 
-rq_patterns = rq_urls.get_api_urlpatterns() + rq_urls.get_admin_urlpatterns(
-    view_wrapper=_superusers_only
-)
+# Its JSON statistics too (they name the Redis server): no API token is configured.
+rq_patterns = [
+    *rq_urls.get_api_urlpatterns(),
+    *rq_urls.get_admin_urlpatterns(),
+]
+for _pattern in rq_patterns:
+    _pattern.callback = _superusers_only(_pattern.callback)
 # Uploaded files are not served from MEDIA_URL, even with DEBUG: a source's file
 # is only reachable through kb:source-file, which checks the collection's groups.
 urlpatterns = [

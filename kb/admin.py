@@ -277,8 +277,8 @@ class SourceAdmin(CollectionScoped, admin.ModelAdmin):
         p = obj.progress or {}
         if obj.status not in ACTIVE:
             return "-"
-        if jobs.stranded([obj]):
-            return "its job was lost (queue emptied or restarted): re-index it"
+        if getattr(obj, "job_lost", False):
+            return "its job was lost: re-index it"
         if p.get("stage") == "embedding":
             done, total = p.get("chunks_embedded", 0), p.get("chunks_total", "?")
             return f"embedding {done} of {total}"
@@ -386,29 +386,44 @@ class SourceAdmin(CollectionScoped, admin.ModelAdmin):
             jobs.enqueue_ingest(obj)
             messages.info(request, "Changes saved; the source is queued for indexing.")
 
+    def get_changelist_instance(self, request):
+        listed = super().get_changelist_instance(request)
+        _mark_lost_jobs(listed.result_list)
+        return listed
+
+    def get_object(self, request, object_id, from_field=None):
+        source = super().get_object(request, object_id, from_field)
+        if source is not None:
+            _mark_lost_jobs([source])
+        return source
+
     def changelist_view(self, request, extra_context=None):
         response = super().changelist_view(request, extra_context)
         listed = getattr(response, "context_data", {}).get("cl")
-        if listed is not None:  # refresh while a source of this (filtered) list works
-            active = list(listed.queryset.filter(status__in=ACTIVE))
-            lost = jobs.stranded(active)
+        if listed is not None:  # refresh while a source shown is being indexed
+            active = [s for s in listed.result_list if s.status in ACTIVE]
+            lost = [s for s in active if s.job_lost]
             response.context_data["auto_refresh"] = len(active) > len(lost)
             if lost:
                 messages.warning(
                     request,
-                    f"{len(lost)} queued source(s) have no job any more (the queue "
-                    "was emptied or restarted): select them and re-index.",
+                    f"{len(lost)} source(s) have no working job any more (the queue "
+                    "was emptied or restarted, or a worker died): select them and "
+                    "re-index.",
                 )
         return response
 
     def change_view(self, request, object_id, form_url="", extra_context=None):
         source = self.get_object(request, object_id)
-        working = bool(source and source.status in ACTIVE)
-        extra_context = {
-            **(extra_context or {}),
-            "auto_refresh": working and not jobs.stranded([source]),
-        }
+        working = bool(source and source.status in ACTIVE and not source.job_lost)
+        extra_context = {**(extra_context or {}), "auto_refresh": working}
         return super().change_view(request, object_id, form_url, extra_context)
+
+
+def _mark_lost_jobs(sources) -> None:
+    lost = {source.pk for source in jobs.stranded(sources)}
+    for source in sources:
+        source.job_lost = source.pk in lost
 
 
 @admin.register(Section)
@@ -419,6 +434,14 @@ class SectionAdmin(CollectionScoped, admin.ModelAdmin):
     list_select_related = ["source"]
     search_fields = ["heading_path"]
     raw_id_fields = ["source", "parent"]
+    exclude = ["embedding"]
+
+    # Sections are what ingestion made of a source: edit the source, not them.
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
 
 
 @admin.register(Chunk)
@@ -511,7 +534,9 @@ class StaleSpansFilter(admin.SimpleListFilter):
 
     def queryset(self, request, queryset):
         if self.value() == "stale":
-            return queryset.filter(pk__in=[c["pk"] for c in evaluation.stale_cases()])
+            among = permissions.collections_for(request.user)
+            stale = evaluation.stale_cases(among=among)
+            return queryset.filter(pk__in=[c["pk"] for c in stale])
         return queryset
 
 
@@ -571,7 +596,9 @@ class GoldenCaseAdmin(CollectionScoped, admin.ModelAdmin):
         )
 
     def changelist_view(self, request, extra_context=None):
-        extra_context = {**(extra_context or {}), "stale": evaluation.stale_cases()}
+        among = permissions.collections_for(request.user)
+        stale = evaluation.stale_cases(among=among)
+        extra_context = {**(extra_context or {}), "stale": stale}
         return super().changelist_view(request, extra_context)
 
     @admin.action(description="Export selected cases as JSON Lines")

@@ -47,9 +47,9 @@ def context(params: QueryDict, user) -> dict[str, Any]:
 
 
 def _pick(collections, ref: str | None) -> Collection | None:
-    if ref and ref.isdigit():
-        return collections.filter(pk=int(ref)).first()
-    return collections.first()
+    """The asked-for collection, else (none, or one not shown to the user) the first."""
+    found = collections.filter(pk=int(ref)).first() if ref and ref.isdigit() else None
+    return found or collections.first()
 
 
 def _run(runs: list[EvalRun], ref: str | None) -> EvalRun | None:

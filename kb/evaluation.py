@@ -169,7 +169,12 @@ def reanchor_spans(source: Source) -> dict[str, int]:
     """Move the golden spans in `source` to where their text now stands when it
     occurs exactly once in it; count the spans moved and those left stale."""
     moved = stale = 0
-    for case in GoldenCase.objects.filter(collection_id=source.collection_id):
+    # Locked: two sources of one collection published at once would otherwise each
+    # write back the list the other had not moved yet.
+    cases = GoldenCase.objects.select_for_update().filter(
+        collection_id=source.collection_id
+    )
+    for case in cases.order_by("pk"):
         changed = False
         for one in _every_span(case.required_spans):
             if one["file"] != source.file_name or _matches(one, source.text):
@@ -188,12 +193,16 @@ def reanchor_spans(source: Source) -> dict[str, int]:
     return {"moved": moved, "stale": stale}
 
 
-def stale_cases(collection: Collection | None = None) -> list[dict[str, Any]]:
-    """The cases (of every live collection when None) with spans that no longer
-    match their source, each with the reason per span:
-    [{"id", "pk", "question", "problems": [str]}]."""
+def stale_cases(
+    collection: Collection | None = None, among=None
+) -> list[dict[str, Any]]:
+    """The cases (of every live collection when None, or of the collections in the
+    queryset `among`) with spans that no longer match their source, each with the
+    reason per span: [{"id", "pk", "question", "problems": [str]}]."""
     if collection is None:
-        live = Collection.objects.filter(is_scratch=False, golden_cases__isnull=False)
+        live = (among if among is not None else Collection.objects).filter(
+            is_scratch=False, golden_cases__isnull=False
+        )
         return [c for one in live.distinct().order_by("name") for c in stale_cases(one)]
     cases = list(collection.golden_cases.order_by("external_id"))
     files = {one["file"] for c in cases for one in _every_span(c.required_spans)}

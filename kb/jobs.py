@@ -9,7 +9,8 @@ from datetime import timedelta
 import django_rq
 from django.db import connection
 from django.utils import timezone
-from rq.job import JobStatus
+from redis.exceptions import RedisError
+from rq.job import Job, JobStatus
 
 from kb import ingestion, keywords
 from kb.models import Collection, Source
@@ -70,22 +71,41 @@ def ingest_job_id(source: Source) -> str:
 
 
 def stranded(sources) -> list[Source]:
-    """Sources shown as queued whose ingestion job no longer exists or has died."""
+    """Sources shown as queued or indexing whose ingestion job no longer exists or
+    has died (one Redis round trip; none found when Redis cannot be reached).
+    Evaluation copies are indexed in the run's own process, without jobs."""
     before = timezone.now() - STRANDED_AFTER
+    waiting = [
+        source
+        for source in sources
+        if source.status in (Source.Status.QUEUED, Source.Status.INDEXING)
+        and source.updated <= before
+        and not source.collection.is_scratch
+    ]
+    if not waiting:
+        return []
     queue = django_rq.get_queue()
-    found = []
-    for source in sources:
-        if source.status != Source.Status.QUEUED or source.updated > before:
-            continue
-        job = queue.fetch_job(ingest_job_id(source))
-        if job is None or job.get_status(refresh=False) not in _ALIVE:
-            found.append(source)
-    return found
+    try:
+        found = Job.fetch_many(
+            [ingest_job_id(s) for s in waiting], connection=queue.connection
+        )
+        statuses = [job and job.get_status(refresh=False) for job in found]
+    except RedisError:
+        logger.warning("Redis unreachable: lost ingestion jobs not checked")
+        return []
+    return [
+        s for s, status in zip(waiting, statuses, strict=True) if status not in _ALIVE
+    ]
 
 
 def requeue_stranded() -> int:
     """Queue again every source whose job was lost; returns how many."""
-    lost = stranded(Source.objects.filter(status=Source.Status.QUEUED))
+    active = [Source.Status.QUEUED, Source.Status.INDEXING]
+    lost = stranded(
+        Source.objects.filter(
+            status__in=active, collection__is_scratch=False
+        ).select_related("collection")
+    )
     for source in lost:
         ingestion.mark_queued(source)  # a new version: a late old job stands down
         enqueue_ingest(source)

@@ -29,6 +29,7 @@ MAX_DATA_URI_CHARS = 1000
 # ASCII only: CJK text has no spaces, and the tokenizer reads each ideograph alone.
 _LONG_WORD_RE = re.compile(rf"[A-Za-z0-9]{{{MAX_WORD_CHARS + 1},}}")
 _BASE64_LINE_RE = re.compile(r"[ \t>]*[A-Za-z0-9+/]{40,}={0,2}[ \t]*")
+_HEX_RE = re.compile(r"[0-9A-Fa-f]+")
 _DATA_URI_RE = re.compile(
     rf"data:[\w.+-]+/[\w.+-]+;base64,[A-Za-z0-9+/=\s]{{{MAX_DATA_URI_CHARS},}}"
 )
@@ -205,9 +206,15 @@ def _check_no_blobs(text: str, filename: str) -> None:
             f"{filename} line {line(found.start())} embeds a file as a data: URI "
             f"({len(found.group()):,} characters); link to the file instead"
         )
-    run = 0
+    run, width = 0, 0
     for number, row in enumerate(text.split("\n"), 1):
-        run = run + 1 if _BASE64_LINE_RE.fullmatch(row) else 0
+        # Encoders wrap at one width; lists of hashes are hex, paths vary in length.
+        data = row.strip(" \t>")
+        if not _BASE64_LINE_RE.fullmatch(row) or _HEX_RE.fullmatch(data):
+            run = 0
+            continue
+        run = run + 1 if len(data) == width else 1
+        width = len(data)
         if run == MIN_BASE64_LINES:
             raise ParseError(
                 f"{filename} line {number - run + 1} starts {run}+ lines of base64 "

@@ -156,6 +156,15 @@ class GroupLimitsInTheAdminTestCase(TestCase):
     def setUp(self):
         self.client.force_login(self.editor)
 
+    def test_sections_are_not_edited_in_the_admin(self):
+        self.client.force_login(self.staff)
+        section = self.shown.sections.first()
+        url = reverse("admin:kb_section_change", args=[section.pk])
+        response = self.client.post(url, {"source": self.hidden.pk, "heading": "x"})
+        self.assertEqual(response.status_code, 403)
+        section.refresh_from_db()
+        self.assertEqual(section.source_id, self.shown.pk)
+
     def test_lists_pages_and_forms_leave_the_collection_out(self):
         sources = self.client.get(reverse("admin:kb_source_changelist"))
         self.assertContains(sources, "leave.md")
@@ -183,12 +192,18 @@ class GroupLimitsInTheAdminTestCase(TestCase):
         self.assertFalse(self.secret.sources.filter(file_name="new.md").exists())
 
     def test_its_cases_runs_and_dashboard_are_hidden_too(self):
+        stale = {"file": "pay.md", "start": 0, "end": 5, "text": "Payday"}
         GoldenCase.objects.create(
             collection=self.secret, external_id="pay-day", question="When is payday?",
-            kind="definition", required_spans=[],
+            kind="definition", required_spans=[stale],
         )  # fmt: skip
         cases = self.client.get(reverse("admin:kb_goldencase_changelist"))
         self.assertNotContains(cases, "pay-day")
+        self.assertNotContains(cases, "When is payday?")  # nor in the stale banner
+        self.client.force_login(self.staff)
+        cases = self.client.get(reverse("admin:kb_goldencase_changelist"))
+        self.assertContains(cases, "When is payday?")  # it is stale, and shown
+        self.client.force_login(self.editor)
         dashboard = reverse("admin:kb_evalrun_dashboard")
         page = self.client.get(dashboard, {"collection": self.secret.pk})
         self.assertNotContains(page, "Salaries")
@@ -216,6 +231,11 @@ class JobQueuePagesTestCase(TestCase):
         self.assertEqual(self.client.get(reverse("django_rq:home")).status_code, 403)
         self.client.force_login(self.staff)
         self.assertEqual(self.client.get(reverse("django_rq:home")).status_code, 200)
+        # Nor through django-rq's own admin entry, nor its JSON statistics.
+        self.client.force_login(self.editor)
+        self.assertEqual(self.client.get("/admin/django_rq/").status_code, 404)
+        stats = self.client.get(reverse("django_rq:home_json"))
+        self.assertEqual(stats.status_code, 403)
         self.client.logout()
         self.assertEqual(self.client.get(url).status_code, 302)
 
@@ -244,7 +264,7 @@ class LostJobsTestCase(TestCase):
         django_rq.get_queue().empty()
         self.assertEqual(jobs.stranded([self.source]), [self.source])
         page = self.client.get(reverse("admin:kb_source_changelist"))
-        self.assertContains(page, "have no job any more")
+        self.assertContains(page, "have no working job any more")
         self.assertContains(page, "its job was lost")
         self.assertNotContains(page, "refreshes itself")
         with self.captureOnCommitCallbacks(execute=True):
@@ -253,6 +273,16 @@ class LostJobsTestCase(TestCase):
         job = django_rq.get_queue().fetch_job(jobs.ingest_job_id(self.source))
         self.assertEqual(job.args, (self.source.pk, self.source.version))
         self.assertEqual(jobs.requeue_stranded(), 0)
+
+    def test_a_dead_indexing_job_counts_and_evaluation_copies_do_not(self):
+        django_rq.get_queue().empty()
+        Source.objects.filter(pk=self.source.pk).update(status=Source.Status.INDEXING)
+        self.source.refresh_from_db()
+        self.assertEqual(jobs.stranded([self.source]), [self.source])
+        # A run's scratch copy is indexed in the run's process, without jobs.
+        Collection.objects.filter(pk=self.source.collection_id).update(is_scratch=True)
+        self.source = Source.objects.select_related("collection").get(pk=self.source.pk)
+        self.assertEqual(jobs.stranded([self.source]), [])
 
 
 class AutoRefreshTestCase(TestCase):
@@ -275,3 +305,4 @@ class AutoRefreshTestCase(TestCase):
         self.assertContains(page, "refreshes itself")
         # The reload waits for a user who has not started typing or selecting.
         self.assertContains(page, "paused while you edit")
+        self.assertContains(page, "stopped: you changed a field")

@@ -116,7 +116,7 @@ def test_it_refuses_embedded_files_and_endless_words_with_the_line():
     image = f"# Logo\n\n![logo](data:image/png;base64,{blob})\n"
     with pytest.raises(ParseError, match="logo.md line 3 embeds a file as a data: URI"):
         decode_upload(image.encode(), "logo.md")
-    wrapped = "# Key\n\nIntro.\n\n" + base64.encodebytes(bytes(2000)).decode()
+    wrapped = "# Key\n\nIntro.\n\n" + base64.encodebytes(bytes(range(256)) * 8).decode()
     with pytest.raises(ParseError, match="key.md line 5 starts 10\\+ lines of base64"):
         decode_upload(wrapped.encode(), "key.md")
     with pytest.raises(ParseError, match="line 2 has a word of 5,000 letters"):
@@ -124,6 +124,10 @@ def test_it_refuses_embedded_files_and_endless_words_with_the_line():
     # Hashes, long URLs and the like are words the tokenizer splits or can skip.
     fine = "sha512 " + "ab" * 64 + "\nhttps://example.com/" + "a/" * 300 + "\n"
     fine += "任务队列中的每个作业都由工作进程执行" * 100 + "\n"  # no spaces in Chinese
+    fine += "```\n" + "".join(f"{i:040x}\n" for i in range(12)) + "```\n"  # SHAs
+    fine += "".join(
+        f"src/main/java/com/example/{'Part' * (i + 1)}{i}\n" for i in range(12)
+    )
     assert decode_upload(fine.encode(), "fine.txt") == fine
 
 

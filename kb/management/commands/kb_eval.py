@@ -162,6 +162,12 @@ class Command(BaseCommand):
             )
 
     def _print_unanswerable(self, found: dict, agg: dict) -> None:
+        if all(q["top_similarity"] is None for q in found["questions"]):
+            self.stdout.write(
+                "Unanswerable questions: not applicable; keyword retrieval has no "
+                "similarity to decline by."
+            )
+            return
         self.stdout.write(
             f"Unanswerable questions declined: {found['declined']} of {found['n']} "
             f"({found['declined_share']:.0%}); answerable cases declined: "
