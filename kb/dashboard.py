@@ -128,16 +128,37 @@ def _comparison(runs: list[EvalRun], a: str | None, b: str | None) -> dict | Non
         if run.status != EvalRun.Status.DONE:
             return {"error": f"Run #{run.pk} {_status_words(run)}: only finished "
                              "runs compare."}  # fmt: skip
-    keys = ["recall_at_k", "partial", "mrr", "context_tokens_mean",
-            "duplicates_mean", "latency_p50_ms", "latency_p95_ms"]  # fmt: skip
     return {
         "a": before,
         "b": after,
         "a_summary": _config_summary(before.config),
         "b_summary": _config_summary(after.config),
-        "rows": [(k, before.aggregate.get(k), after.aggregate.get(k)) for k in keys],
+        "rows": [
+            (
+                label,
+                _figure(before.aggregate.get(key), digits),
+                _figure(after.aggregate.get(key), digits),
+            )
+            for key, label, digits in COMPARED
+        ],  # fmt: skip
         **evaluation.compare(before.cases, after.cases, before.config, after.config),
     }
+
+
+# The figures set side by side: aggregate key, label, decimals.
+COMPARED = [
+    ("recall_at_k", "recall@k", 3),
+    ("partial", "partial coverage", 3),
+    ("mrr", "MRR", 3),
+    ("context_tokens_mean", "context tokens (mean)", 0),
+    ("duplicates_mean", "duplicate passages (mean)", 2),
+    ("latency_p50_ms", "latency p50 (ms)", 1),
+    ("latency_p95_ms", "latency p95 (ms)", 1),
+]
+
+
+def _figure(value: Any, digits: int) -> str:
+    return "–" if value is None else f"{value:,.{digits}f}"
 
 
 def _status_words(run: EvalRun) -> str:

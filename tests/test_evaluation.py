@@ -219,6 +219,9 @@ class ComparisonTestCase(TestCase):
         self.assertContains(page, "Cases that changed outcome (7)")
         self.assertContains(page, "B answers 6 cases A missed and misses 1 A answered")
         self.assertContains(page, "within noise")
+        # Figures side by side are named and rounded for people, not keys.
+        self.assertContains(page, "<th>recall@k</th><td>0.400</td><td>0.900</td>")
+        self.assertNotContains(page, "context_tokens_mean")
         page = self.client.get(url, {"collection": collection.pk, "a": b.pk, "b": a.pk})
         self.assertContains(page, "B answers 1 case A missed and misses 6 A answered")
         self.assertNotContains(page, "not like for like")
