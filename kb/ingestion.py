@@ -293,6 +293,13 @@ def index_differences(collection: Collection) -> list[str]:
         reasons.append(f"{unknown} source(s) indexed before settings were recorded")
     if collection.is_index_stale:
         reasons.append("built under another metadata policy")
+    failed = collection.sources.filter(status=Source.Status.FAILED)
+    if count := failed.count():
+        still = failed.filter(indexed_version__isnull=False).count()
+        reasons.append(
+            f"{count} source(s) failed their last indexing"
+            + (f", {still} searched in their previous version" if still else "")
+        )
     return reasons
 
 

@@ -428,6 +428,16 @@ class LiveConfigurationTestCase(TestCase):
         run = evaluation.start_run(self.demo, overrides)
         return evaluation.execute_run(run.pk)
 
+    def test_a_failed_indexing_leaves_the_index_out_of_date(self):
+        source = self.demo.sources.first()
+        Source.objects.filter(pk=source.pk).update(status=Source.Status.FAILED)
+        listed = self.client.get(reverse("admin:kb_collection_changelist"))
+        self.assertContains(
+            listed,
+            "1 source(s) failed their last indexing, 1 searched in their previous "
+            "version",
+        )
+
     def test_new_chunk_settings_leave_the_index_out_of_date_until_reindexed(self):
         Collection.objects.filter(pk=self.demo.pk).update(chunk_tokens=120)
         listed = self.client.get(reverse("admin:kb_collection_changelist"))
