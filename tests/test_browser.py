@@ -114,3 +114,31 @@ def test_a_golden_case_is_created_by_selecting_text(
     case = GoldenCase.objects.get(external_id="fox")
     span = {"file": "animals.md", "start": start, "end": start + 15}
     assert case.required_spans == [{**span, "text": "quick brown fox"}]
+
+
+@pytest.mark.slow
+def test_auto_refresh_never_throws_away_what_an_editor_types(
+    transactional_db, live_server, page: Page
+):
+    get_user_model().objects.create_superuser("staff", "s@example.invalid", "pw-1")
+    collection = Collection.objects.create(name="Busy")
+    source = Source.objects.create(
+        collection=collection, title="Busy", file_name="busy.md",
+        text="# Busy\n\nText.\n", status=Source.Status.QUEUED,
+    )  # fmt: skip
+    url = f"{live_server.url}/admin/kb/source/{source.pk}/change/"
+    page.goto(f"{live_server.url}/admin/login/?next={url}")
+    page.fill("#id_username", "staff")
+    page.fill("#id_password", "pw-1")
+    page.click("input[type=submit]")
+    page.wait_for_url(url)
+    expect(page.locator("#kb-refresh-note")).to_contain_text("refreshes itself")
+
+    # Untouched, the page reloads itself while the source is being indexed.
+    page.evaluate("window.kbMarker = 1")
+    page.wait_for_function("window.kbMarker === undefined", timeout=10_000)
+
+    page.fill("#id_author", "Ada")
+    page.wait_for_timeout(4_000)  # past the refresh interval
+    assert page.input_value("#id_author") == "Ada"
+    expect(page.locator("#kb-refresh-note")).to_contain_text("stopped")
