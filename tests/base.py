@@ -10,7 +10,9 @@ from pathlib import Path
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import connection
+from django.test import TestCase
 
+from kb.demo import load_demo
 from kb.models import Chunk, Collection, Section, Source
 
 SHARED = Path(settings.BASE_DIR).parent / "shared"
@@ -31,6 +33,22 @@ def make_users():
     )
     alice = User.objects.create_user("alice", "alice@example.invalid", "pw-alice-1")
     return staff, editor, alice
+
+
+class DemoTestCase(TestCase):
+    """The three actors and the demo collection, indexed once per class by the
+    real embedder; the staff superuser is logged in unless `log_in` is False."""
+
+    log_in = True
+
+    @classmethod
+    def setUpTestData(cls):
+        cls.staff, cls.editor, cls.alice = make_users()
+        cls.demo = load_demo(sync=True)
+
+    def setUp(self):
+        if self.log_in:
+            self.client.force_login(self.staff)
 
 
 def make_tree(vector: list[float] | None = None) -> Chunk:

@@ -12,7 +12,7 @@ from django.utils.html import escape
 from kb import evaluation, ingestion, permissions
 from kb.demo import load_demo
 from kb.models import Chunk, Collection, GoldenCase, Source
-from tests.base import make_users
+from tests.base import DemoTestCase, make_users
 
 
 class AdminPagesTestCase(TestCase):
@@ -79,15 +79,7 @@ class AdminPagesTestCase(TestCase):
         self.assertContains(response, "the metadata prefix pushed it over")
 
 
-class GoldenAdminTestCase(TestCase):
-    @classmethod
-    def setUpTestData(cls):
-        cls.staff, _, _ = make_users()
-        cls.demo = load_demo(sync=True)
-
-    def setUp(self):
-        self.client.force_login(self.staff)
-
+class GoldenAdminTestCase(DemoTestCase):
     def _case(self, **span):
         text = self.demo.sources.get(file_name="glossary.md").text
         start = text.index("Seat")

@@ -7,21 +7,15 @@ from django.test import SimpleTestCase, TestCase, override_settings
 from django.urls import reverse
 
 from kb import access, answering, evaluation, ingestion, retrieval
-from kb.demo import load_demo
 from kb.models import Collection, GoldenCase
-from tests.base import make_users
+from tests import base
 
 ROLLBACK_RULE = "Roll back at once if the HTTP 5xx error rate stays above 2%"
 ROLLBACK_EXCEPTION = "do not roll back; roll forward with a fix instead"
 
 
-class DemoTestCase(TestCase):
-    """The demo collection, indexed once per class by the real embedder."""
-
-    @classmethod
-    def setUpTestData(cls):
-        cls.staff, cls.editor, cls.alice = make_users()
-        cls.demo = load_demo(sync=True)
+class DemoTestCase(base.DemoTestCase):
+    log_in = False  # the tests here say who asks
 
 
 class AnswerTestCase(DemoTestCase):

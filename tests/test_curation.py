@@ -11,19 +11,13 @@ from django.urls import reverse
 from django.utils import timezone
 
 from kb import answering, evaluation, ingestion, jobs, permissions
-from kb.demo import load_demo
 from kb.models import Collection, GoldenCase, Source
-from tests.base import make_users
+from tests.base import DemoTestCase, make_users
 
 
-class SourceEditingTestCase(TestCase):
-    @classmethod
-    def setUpTestData(cls):
-        cls.staff, cls.editor, _ = make_users()
-        cls.demo = load_demo(sync=True)
-
+class SourceEditingTestCase(DemoTestCase):
     def setUp(self):
-        self.client.force_login(self.staff)
+        super().setUp()
         self.source = self.demo.sources.get(file_name="deployment-runbook.md")
         self.url = reverse("admin:kb_source_change", args=[self.source.pk])
 

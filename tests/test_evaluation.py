@@ -16,7 +16,7 @@ from django.urls import reverse
 from kb import evaluation, ingestion
 from kb.demo import CONTENT_DIR, GOLDEN_FILE, load_demo
 from kb.models import Collection, EvalRun, GoldenCase, Source
-from tests.base import make_users, run_burst_worker
+from tests.base import DemoTestCase, make_users, run_burst_worker
 
 FLOOR_FILE = Path(settings.BASE_DIR) / "evals" / "demo-floor.json"
 
@@ -336,17 +336,13 @@ class KbEvalCommandTestCase(TestCase):
         self.assertIn(f"{total - 5} case(s) only in the later run", printed)
 
 
-class StaleSpansTestCase(TestCase):
+class StaleSpansTestCase(DemoTestCase):
     """Golden spans after their source's text is edited or the source deleted."""
 
     @classmethod
     def setUpTestData(cls):
-        cls.staff, _, _ = make_users()
-        cls.demo = load_demo(sync=True)
+        super().setUpTestData()
         cls.runbook = cls.demo.sources.get(file_name="deployment-runbook.md")
-
-    def setUp(self):
-        self.client.force_login(self.staff)
 
     def _edit(self, text: str) -> None:
         """What the source form does: a new version of the text, then indexing."""
@@ -413,16 +409,8 @@ class StaleSpansTestCase(TestCase):
         self.assertIn("deployment-runbook.md is gone", problems["friday-deploy"][0])
 
 
-class LiveConfigurationTestCase(TestCase):
+class LiveConfigurationTestCase(DemoTestCase):
     """Runs say what they measured: the index as built, or an experiment."""
-
-    @classmethod
-    def setUpTestData(cls):
-        cls.staff, _, _ = make_users()
-        cls.demo = load_demo(sync=True)
-
-    def setUp(self):
-        self.client.force_login(self.staff)
 
     def _run(self, overrides=None) -> EvalRun:
         run = evaluation.start_run(self.demo, overrides)
