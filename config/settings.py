@@ -24,24 +24,22 @@ def envbool(name: str, default: str) -> bool:
     raise ImproperlyConfigured(f"{name} must be true or false, not {value!r}")
 
 
-def envint(name: str, default: int) -> int:
+def _envnumber(name: str, default, cast, what: str):
     value = os.environ.get(name, "")
     if value == "":
         return default
     try:
-        return int(value)
+        return cast(value)
     except ValueError:
-        raise ImproperlyConfigured(f"{name} must be an integer, not {value!r}")
+        raise ImproperlyConfigured(f"{name} must be {what}, not {value!r}")
+
+
+def envint(name: str, default: int) -> int:
+    return _envnumber(name, default, int, "an integer")
 
 
 def envfloat(name: str, default: float) -> float:
-    value = os.environ.get(name, "")
-    if value == "":
-        return default
-    try:
-        return float(value)
-    except ValueError:
-        raise ImproperlyConfigured(f"{name} must be a number, not {value!r}")
+    return _envnumber(name, default, float, "a number")
 
 
 DEBUG = envbool("DEBUG", "0")
