@@ -42,12 +42,12 @@ ACTIVE = [Source.Status.QUEUED, Source.Status.INDEXING]
 
 class CollectionScoped:
     """Admin lists and pages of a model only show the rows of collections the user
-    may see (permissions.collections_for): group limits hold in the admin too."""
+    may see (CollectionQuerySet.open_to): group limits hold in the admin too."""
 
     collection_path = "collection"
 
     def get_queryset(self, request):
-        allowed = permissions.collections_for(request.user).values("pk")
+        allowed = Collection.objects.open_to(request.user).values("pk")
         return (
             super()
             .get_queryset(request)
@@ -56,8 +56,7 @@ class CollectionScoped:
 
     def formfield_for_foreignkey(self, db_field, request, **kwargs):
         if db_field.name == "collection":
-            allowed = permissions.collections_for(request.user)
-            kwargs["queryset"] = allowed.filter(is_scratch=False)
+            kwargs["queryset"] = Collection.objects.visible_to(request.user)
         return super().formfield_for_foreignkey(db_field, request, **kwargs)
 
 
@@ -322,7 +321,7 @@ class SourceAdmin(CollectionScoped, admin.ModelAdmin):
         if not self.has_add_permission(request):
             raise PermissionDenied
         form = SourceUploadForm(request.POST or None, request.FILES or None)
-        allowed = permissions.collections_for(request.user).filter(is_scratch=False)
+        allowed = Collection.objects.visible_to(request.user)
         form.fields["collection"].queryset = allowed
         if request.method == "POST" and form.is_valid():
             outcomes = self._store_uploads(form)
@@ -534,7 +533,7 @@ class StaleSpansFilter(admin.SimpleListFilter):
 
     def queryset(self, request, queryset):
         if self.value() == "stale":
-            among = permissions.collections_for(request.user)
+            among = Collection.objects.open_to(request.user)
             stale = evaluation.stale_cases(among=among)
             return queryset.filter(pk__in=[c["pk"] for c in stale])
         return queryset
@@ -596,7 +595,7 @@ class GoldenCaseAdmin(CollectionScoped, admin.ModelAdmin):
         )
 
     def changelist_view(self, request, extra_context=None):
-        among = permissions.collections_for(request.user)
+        among = Collection.objects.open_to(request.user)
         stale = evaluation.stale_cases(among=among)
         extra_context = {**(extra_context or {}), "stale": stale}
         return super().changelist_view(request, extra_context)
@@ -624,7 +623,7 @@ class GoldenCaseAdmin(CollectionScoped, admin.ModelAdmin):
         if not self.has_view_permission(request):
             raise PermissionDenied
         ref = request.GET.get("collection", "")
-        visible = permissions.collections_for(request.user)
+        visible = Collection.objects.open_to(request.user)
         collection = get_object_or_404(visible, pk=int(ref) if ref.isdigit() else 0)
         sources = collection.sources.order_by("file_name").values("file_name", "text")
         return JsonResponse(
@@ -635,7 +634,7 @@ class GoldenCaseAdmin(CollectionScoped, admin.ModelAdmin):
         if not self.has_add_permission(request):
             raise PermissionDenied
         form = GoldenImportForm(request.POST or None, request.FILES or None)
-        allowed = permissions.collections_for(request.user).filter(is_scratch=False)
+        allowed = Collection.objects.visible_to(request.user)
         form.fields["collection"].queryset = allowed
         if request.method == "POST" and form.is_valid():
             collection = form.cleaned_data["collection"]
@@ -700,7 +699,7 @@ class EvalRunAdmin(CollectionScoped, admin.ModelAdmin):
         if not permissions.can_change_policy(request.user):
             raise PermissionDenied
         form = EvalRunForm(request.POST)
-        allowed = permissions.collections_for(request.user).filter(is_scratch=False)
+        allowed = Collection.objects.visible_to(request.user)
         form.fields["collection"].queryset = allowed
         if not form.is_valid():
             messages.error(request, f"Not started: {form.errors.as_text()}")

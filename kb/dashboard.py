@@ -6,7 +6,7 @@ from typing import Any
 
 from django.http import QueryDict
 
-from kb import charts, evaluation, permissions
+from kb import charts, evaluation
 from kb.forms import EvalRunForm
 from kb.models import Collection, EvalRun
 
@@ -17,7 +17,7 @@ ACTIVE = [EvalRun.Status.QUEUED, EvalRun.Status.RUNNING]
 def context(params: QueryDict, user) -> dict[str, Any]:
     """The dashboard of one of the collections the user may see (a group-limited
     collection's cases and runs quote its text)."""
-    collections = permissions.collections_for(user).filter(is_scratch=False)
+    collections = Collection.objects.visible_to(user)
     collections = collections.order_by("name")
     collection = _pick(collections, params.get("collection"))
     if collection is None:

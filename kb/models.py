@@ -32,16 +32,21 @@ def cosine_hnsw(name: str) -> HnswIndex:
 
 
 class CollectionQuerySet(models.QuerySet):
-    def visible_to(self, user) -> CollectionQuerySet:
-        """Collections a user may ask in (staff only; restricted ones: their groups)."""
+    def open_to(self, user) -> CollectionQuerySet:
+        """Collections a user may see, in the admin too (staff only; restricted
+        ones: their groups; superusers: all). Evaluation copies carry their
+        collection's groups."""
         if not (user.is_authenticated and user.is_active and user.is_staff):
             return self.none()
-        live = self.filter(is_scratch=False)
         if user.is_superuser:
-            return live
-        return live.filter(
+            return self.all()
+        return self.filter(
             models.Q(groups__isnull=True) | models.Q(groups__in=user.groups.all())
         ).distinct()
+
+    def visible_to(self, user) -> CollectionQuerySet:
+        """Collections a user may ask in (and pick in forms): open, not scratch."""
+        return self.filter(is_scratch=False).open_to(user)
 
 
 class Collection(models.Model):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from django.contrib.auth.models import Group, Permission
-from django.db.models import Q, QuerySet
 
 CONTENT_EDITOR = "content editor"
 ADMIN = "admin"
@@ -51,18 +50,3 @@ def ensure_groups() -> list[str]:
 
 def can_change_policy(user) -> bool:
     return user.is_superuser or user.groups.filter(name=ADMIN).exists()
-
-
-def collections_for(user) -> QuerySet:
-    """The collections a user may see and manage in the admin: a collection limited
-    to groups is limited there too, not only on the ask page (superusers see all).
-    Evaluation copies (is_scratch) carry their collection's groups."""
-    from kb.models import Collection
-
-    if not (user.is_authenticated and user.is_active and user.is_staff):
-        return Collection.objects.none()
-    if user.is_superuser:
-        return Collection.objects.all()
-    return Collection.objects.filter(
-        Q(groups__isnull=True) | Q(groups__in=user.groups.all())
-    ).distinct()
