@@ -412,11 +412,11 @@ class SourceAdmin(CollectionScoped, admin.ModelAdmin):
                 )
         return response
 
-    def change_view(self, request, object_id, form_url="", extra_context=None):
-        source = self.get_object(request, object_id)
-        working = bool(source and source.status in ACTIVE and not source.job_lost)
-        extra_context = {**(extra_context or {}), "auto_refresh": working}
-        return super().change_view(request, object_id, form_url, extra_context)
+    def render_change_form(self, request, context, *args, obj=None, **kwargs):
+        # obj comes from get_object, which marked whether its job was lost.
+        working = bool(obj and obj.status in ACTIVE and not obj.job_lost)
+        context["auto_refresh"] = working
+        return super().render_change_form(request, context, *args, obj=obj, **kwargs)
 
 
 def _mark_lost_jobs(sources) -> None:
