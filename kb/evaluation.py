@@ -22,7 +22,13 @@ class GoldenImportError(ValueError):
 def parse_cases(jsonl: str) -> list[dict[str, Any]]:
     """Read JSON Lines golden cases; unknown keys are ignored, a leading byte order
     mark too. Each case keeps its "line" so later refusals can name it."""
-    cases: list[dict[str, Any]] = []
+    return _json_lines(jsonl, parse_case)
+
+
+def _json_lines(jsonl: str, parse) -> list[dict[str, Any]]:
+    """Each non-blank line's object through `parse(raw, lineno)` (which returns a
+    dict with an "id"), refusing lines that are not JSON and repeated ids."""
+    items: list[dict[str, Any]] = []
     first_line: dict[str, int] = {}
     for lineno, line in enumerate(jsonl.removeprefix("\ufeff").splitlines(), 1):
         if not line.strip():
@@ -31,15 +37,15 @@ def parse_cases(jsonl: str) -> list[dict[str, Any]]:
             raw = json.loads(line)
         except json.JSONDecodeError as exc:
             raise GoldenImportError(f"line {lineno}: not JSON ({exc.msg})") from None
-        case = parse_case(raw, lineno)
-        if case["id"] in first_line:
+        item = parse(raw, lineno)
+        if item["id"] in first_line:
             raise GoldenImportError(
-                f"{_where(case)}: line {first_line[case['id']]} has the same id; "
-                "each case needs its own"
+                f"{_where({**item, 'line': lineno})}: line {first_line[item['id']]} "
+                "has the same id; each case needs its own"
             )
-        first_line[case["id"]] = lineno
-        cases.append(case)
-    return cases
+        first_line[item["id"]] = lineno
+        items.append(item)
+    return items
 
 
 def parse_case(raw: Any, lineno: int | None = None) -> dict[str, Any]:
@@ -452,26 +458,18 @@ def _similarity(result) -> float | None:
 def parse_questions(jsonl: str) -> list[dict[str, str]]:
     """Questions the corpus does not answer, one JSON object per line with "id" and
     "question" (other keys are ignored): the answerer should decline them."""
-    questions, seen = [], set()
-    for lineno, line in enumerate(jsonl.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            raw = json.loads(line)
-        except ValueError as exc:
-            raise GoldenImportError(f"line {lineno}: not JSON ({exc})") from None
-        if not isinstance(raw, dict) or not all(
-            isinstance(raw.get(key), str) and raw[key].strip()
-            for key in ("id", "question")
-        ):
-            raise GoldenImportError(f'line {lineno}: needs "id" and "question" text')
-        if raw["id"] in seen:
-            raise GoldenImportError(f"line {lineno}: duplicate id {raw['id']!r}")
-        seen.add(raw["id"])
-        questions.append({"id": raw["id"], "question": raw["question"]})
+    questions = _json_lines(jsonl, _question)
     if not questions:
         raise GoldenImportError("no questions in the file")
     return questions
+
+
+def _question(raw: Any, lineno: int) -> dict[str, str]:
+    if not isinstance(raw, dict) or not all(
+        isinstance(raw.get(key), str) and raw[key].strip() for key in ("id", "question")
+    ):
+        raise GoldenImportError(f'line {lineno}: needs "id" and "question" text')
+    return {"id": raw["id"], "question": raw["question"]}
 
 
 def evaluate_unanswerable(
