@@ -343,11 +343,10 @@ class SourceAdmin(CollectionScoped, admin.ModelAdmin):
     def _store_uploads(self, form: SourceUploadForm) -> list[tuple[str, str]]:
         outcomes = []
         with transaction.atomic():
-            for name, data in form.cleaned_data["files"]:
-                source, outcome = ingestion.store_source(
+            for upload in form.cleaned_data["files"]:  # read and parsed by the form
+                source, outcome = ingestion.store_checked(
                     form.cleaned_data["collection"],
-                    name,
-                    data,
+                    upload,
                     title=form.cleaned_data.get("title", ""),
                     metadata=form.metadata_value(),
                 )
@@ -356,7 +355,7 @@ class SourceAdmin(CollectionScoped, admin.ModelAdmin):
                 else:
                     jobs.enqueue_ingest(source)
                     outcome = f"{outcome}, queued for indexing"
-                outcomes.append((name, outcome))
+                outcomes.append((upload.file_name, outcome))
         return outcomes
 
     def reindex_one(self, request: HttpRequest, pk: int) -> HttpResponse:

@@ -106,7 +106,7 @@ class SourceUploadForm(MetadataFieldsMixin):
 
     field_order = ["collection", "files", "title"]
 
-    def clean_files(self) -> list[tuple[str, bytes]]:
+    def clean_files(self) -> list[ingestion.Upload]:
         """Read and check every file; nothing is stored unless all are fine."""
         uploads = self.cleaned_data["files"]
         _refuse_same_names(uploads)
@@ -120,12 +120,9 @@ class SourceUploadForm(MetadataFieldsMixin):
                         f"{name} is {filesizeformat(upload.size)}; the limit is "
                         f"{filesizeformat(limit)}"
                     )
-                data = upload.read()
-                ingestion.check_upload(name, data)
+                cleaned.append(ingestion.check_upload(name, upload.read()))
             except (ingestion.IngestionError, parsing.ParseError) as exc:
                 errors.append(str(exc))
-                continue
-            cleaned.append((name, data))
         if errors:
             raise ValidationError(errors)
         return cleaned

@@ -14,7 +14,7 @@ import statistics
 import time
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.core.files.base import ContentFile
 from django.db import connection, transaction
@@ -56,7 +56,15 @@ def clean_file_name(name: str) -> str:
     return str(path).lstrip("./") if str(path).startswith("./") else str(path)
 
 
-def check_upload(file_name: str, data: bytes) -> tuple[str, str]:
+class Upload(NamedTuple):
+    """An upload that passed check_upload: its clean name, bytes and text."""
+
+    file_name: str
+    data: bytes
+    text: str
+
+
+def check_upload(file_name: str, data: bytes) -> Upload:
     """The clean file name and text of an upload the worker can parse.
 
     Raises IngestionError or parsing.ParseError naming the file, so that a file
@@ -70,7 +78,7 @@ def check_upload(file_name: str, data: bytes) -> tuple[str, str]:
         if file_name in str(exc):
             raise
         raise parsing.ParseError(f"{file_name}: {exc}") from exc
-    return file_name, text
+    return Upload(file_name, data, text)
 
 
 def content_hash(text: str) -> str:
@@ -90,7 +98,19 @@ def store_source(
     "unchanged" means the same content (and metadata) was stored already: no new
     version, no job. Raises IngestionError or parsing.ParseError for bad input.
     """
-    file_name, text = check_upload(file_name, data)
+    upload = check_upload(file_name, data)
+    return store_checked(collection, upload, title=title, metadata=metadata)
+
+
+def store_checked(
+    collection: Collection,
+    upload: Upload,
+    *,
+    title: str = "",
+    metadata: dict[str, Any] | None = None,
+) -> tuple[Source, str]:
+    """store_source for an upload check_upload has already read and parsed."""
+    file_name, data, text = upload
     digest = content_hash(text)
     source = Source.objects.filter(collection=collection, file_name=file_name).first()
     metadata = dict(metadata or {})
