@@ -234,5 +234,4 @@ if not DEBUG and not TESTING:
 KB_LLM_URL = os.environ.get("KB_LLM_URL", "")
 KB_LLM_MODEL = os.environ.get("KB_LLM_MODEL", "")
 KB_LLM_API_KEY = os.environ.get("KB_LLM_API_KEY", "")
-# Token authentication for POST /api/ask: "name:token" pairs, comma-separated.
-KB_API_TOKENS = os.environ.get("KB_API_TOKENS", "")
+# Tokens for POST /api/ask are rows (kb.ApiToken), made with `manage.py kb_token`.

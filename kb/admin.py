@@ -28,6 +28,7 @@ from kb.forms import (
     SourceUploadForm,
 )
 from kb.models import (
+    ApiToken,
     Chunk,
     Collection,
     EvalRun,
@@ -725,3 +726,44 @@ class EvalRunAdmin(CollectionScoped, admin.ModelAdmin):
             messages.warning(request, "The floor is only ever raised; left as it was.")
         url = reverse("admin:kb_evalrun_dashboard") + f"?collection={run.collection_id}"
         return HttpResponseRedirect(url)
+
+
+@admin.register(ApiToken)
+class ApiTokenAdmin(admin.ModelAdmin):
+    """Superusers only. Tokens are made by `kb_token USERNAME`, which prints the
+    secret once; only its hash is stored, so no page can show it."""
+
+    list_display = ["name", "user", "created", "last_used", "expires", "revoked",
+                    "state"]  # fmt: skip
+    list_filter = ["revoked", "expires"]
+    list_select_related = ["user"]
+    search_fields = ["name", "user__username"]
+    fields = ["name", "user", "created", "last_used", "expires", "revoked", "state"]
+    readonly_fields = ["user", "created", "last_used", "revoked", "state"]
+    actions = ["revoke"]
+
+    @admin.display(description="State")
+    def state(self, obj: ApiToken) -> str:
+        return obj.state()
+
+    @admin.action(description="Revoke selected tokens")
+    def revoke(self, request: HttpRequest, queryset) -> None:
+        from kb import access
+
+        count = access.revoke(queryset)
+        self.message_user(request, f"Revoked {count} token(s).")
+
+    def has_module_permission(self, request) -> bool:
+        return request.user.is_active and request.user.is_superuser
+
+    def has_view_permission(self, request, obj=None) -> bool:
+        return request.user.is_active and request.user.is_superuser
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return request.user.is_active and request.user.is_superuser
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return request.user.is_active and request.user.is_superuser
+
+    def has_add_permission(self, request) -> bool:
+        return False

@@ -10,11 +10,13 @@ and an answer without citations is flagged as untrustworthy.
 
 from __future__ import annotations
 
+import http.client
+import ipaddress
 import json
 import logging
 import math
 import re
-import urllib.error
+import urllib.parse
 import urllib.request
 from dataclasses import dataclass, field
 from typing import Any
@@ -52,7 +54,13 @@ STOPWORDS = frozenset(
 
 
 class AnswerError(Exception):
-    """The answerer could not produce an answer (e.g. the LLM service failed)."""
+    """The answerer could not produce an answer (e.g. the LLM service failed).
+
+    Its message is shown to askers: say what happened, never the raw error.
+    """
+
+
+SERVICE_UNAVAILABLE = "The answer service is unavailable"
 
 
 @dataclass
@@ -414,6 +422,43 @@ def _passage_citation(p: Passage) -> Citation:
     )
 
 
+class _NoRedirects(urllib.request.HTTPRedirectHandler):
+    """A 3xx is an error: following it would send the API key to another host."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        return None  # urllib then raises HTTPError for the 3xx
+
+
+_OPENER = urllib.request.build_opener(_NoRedirects)
+
+
+def llm_url_problem(url: str) -> str | None:
+    """Why KB_LLM_URL may not be used, or None: the API key and the question
+    travel in clear over http, so only a loopback host may go without TLS."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        host = parts.hostname or ""
+    except ValueError:
+        return f"KB_LLM_URL {url!r} is not a URL."
+    if parts.scheme == "https" and host:
+        return None
+    if parts.scheme == "http" and _is_loopback(host):
+        return None
+    return (
+        f"KB_LLM_URL must be an https:// URL (http:// only for a loopback host), "
+        f"not {url!r}."
+    )
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 def _chat(user: str) -> str:
     body = json.dumps(
         {
@@ -433,13 +478,28 @@ def _chat(user: str) -> str:
             "Authorization": f"Bearer {settings.KB_LLM_API_KEY}",
         },
     )
+    if problem := llm_url_problem(settings.KB_LLM_URL):
+        logger.error("LLM answerer not called: %s", problem)
+        raise AnswerError(SERVICE_UNAVAILABLE)
     try:
-        with urllib.request.urlopen(request, timeout=LLM_TIMEOUT_S) as response:
+        with _OPENER.open(request, timeout=LLM_TIMEOUT_S) as response:
             payload = json.load(response)
-        return payload["choices"][0]["message"]["content"]
-    except (urllib.error.URLError, KeyError, IndexError, ValueError) as exc:
-        logger.exception("LLM answerer failed")
-        raise AnswerError(f"The LLM service failed: {exc}") from exc
+        content = payload["choices"][0]["message"]["content"]
+        if not isinstance(content, str):
+            raise TypeError(f"the content is {type(content).__name__}, not text")
+        return content
+    except (
+        OSError,  # URLError, HTTPError (a 3xx included), timeouts, resets
+        http.client.HTTPException,
+        KeyError,
+        IndexError,
+        TypeError,
+        ValueError,
+        RecursionError,
+    ):
+        # The detail (host, status, error text) is for the operator's log only.
+        logger.exception("LLM answerer failed at %s", settings.KB_LLM_URL)
+        raise AnswerError(SERVICE_UNAVAILABLE) from None
 
 
 # --- both together -------------------------------------------------------------------
@@ -457,7 +517,7 @@ def ask(collection, question: str, **options: Any) -> tuple[Result, Answer]:
         reply = answer(result)
     except AnswerError as exc:
         reply = extractive_answer(result)
-        reply.warnings.append(f"{exc}; showing the extractive answer instead.")
+        reply.warnings.append(f"{exc}; showing the retrieved passages instead.")
     result.timings_ms["answer"] = round((time.perf_counter() - started) * 1000, 2)
     result.timings_ms["total"] = round(
         sum(v for k, v in result.timings_ms.items() if k != "total"), 2

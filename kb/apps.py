@@ -1,7 +1,25 @@
 from django.apps import AppConfig
+from django.conf import settings
+from django.core import checks
 
 
 class KbConfig(AppConfig):
     name = "kb"
     verbose_name = "Knowledge base"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from kb import access  # noqa: F401  (its signals revoke tokens)
+
+        checks.register(check_llm_url)
+
+
+def check_llm_url(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
+    """The LLM answerer gets the API key and the questions: TLS unless loopback."""
+    from kb.answering import llm_url_problem
+
+    if not settings.KB_LLM_URL:
+        return []
+    if problem := llm_url_problem(settings.KB_LLM_URL):
+        return [checks.Error(problem, id="kb.E001")]
+    return []

@@ -414,7 +414,26 @@ class ApiToken(models.Model):
     name = models.CharField(max_length=100)
     key_hash = models.CharField(max_length=64, unique=True)
     created = models.DateTimeField(default=timezone.now)
+    # Written at most once a minute (kb/access.py), not on every request.
     last_used = models.DateTimeField(null=True, blank=True)
+    expires = models.DateTimeField(null=True, blank=True)
+    revoked = models.DateTimeField(null=True, blank=True)
+    # A digest of the user's password hash when the token was made: a password
+    # change invalidates the token (kb/access.py), as it ends sessions.
+    password_stamp = models.CharField(max_length=64, blank=True)
 
     def __str__(self) -> str:
         return f"{self.name} ({self.user})"
+
+    def state(self, now=None) -> str:
+        """Why the token no longer works, or "active"."""
+        from kb import access
+
+        now = now or timezone.now()
+        if self.revoked:
+            return "revoked"
+        if self.expires and self.expires <= now:
+            return "expired"
+        if self.password_stamp != access.password_stamp(self.user):
+            return "password changed"
+        return "active"
