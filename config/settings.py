@@ -92,6 +92,8 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    "kb.middleware.ApiErrorsMiddleware",
+    "kb.middleware.RequestLimitsMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -191,6 +193,18 @@ STORAGES = {
 STATICFILES_DIRS = [BASE_DIR / "static"]
 WHITENOISE_USE_FINDERS = True
 KB_MAX_UPLOAD_BYTES = envint("KB_MAX_UPLOAD_BYTES", 10 * 1024 * 1024)
+# --- Request caps (issue #15), checked on Content-Length before anything reads a
+# body (kb/middleware.py): a whole upload request, by default five files at the
+# per-file limit; the API takes at most 64 KB.
+KB_MAX_UPLOAD_REQUEST_BYTES = envint(
+    "KB_MAX_UPLOAD_REQUEST_BYTES", 5 * KB_MAX_UPLOAD_BYTES
+)
+# Form fields besides files: a source's text edit holds up to KB_MAX_UPLOAD_BYTES,
+# three times that once non-ASCII text is URL-encoded.
+DATA_UPLOAD_MAX_MEMORY_SIZE = 3 * KB_MAX_UPLOAD_BYTES + 1024 * 1024
+FILE_UPLOAD_MAX_MEMORY_SIZE = 2_621_440  # larger uploads spool to a temporary file
+DATA_UPLOAD_MAX_NUMBER_FILES = 100  # files per upload request
+KB_MAX_GOLDEN_BYTES = envint("KB_MAX_GOLDEN_BYTES", 2 * 1024 * 1024)
 
 # --- Embedder (kb/embedding.py, issue #3)
 # A directory with model.onnx + tokenizer.json; empty means: build the ONNX graph

@@ -8,6 +8,7 @@ from django.db.models import Count
 from django.http import (
     HttpRequest,
     HttpResponse,
+    HttpResponseBadRequest,
     HttpResponseRedirect,
     JsonResponse,
 )
@@ -26,6 +27,7 @@ from kb.forms import (
     PolicyForm,
     SourceChangeForm,
     SourceUploadForm,
+    parse_id,
 )
 from kb.models import (
     ApiToken,
@@ -622,9 +624,14 @@ class GoldenCaseAdmin(CollectionScoped, admin.ModelAdmin):
         """The span picker's texts: every source of one collection, as stored."""
         if not self.has_view_permission(request):
             raise PermissionDenied
-        ref = request.GET.get("collection", "")
+        pk = parse_id(request.GET.get("collection", ""))
+        if pk is None:
+            return JsonResponse(
+                {"error": "collection must be a collection id (digits 0-9)."},
+                status=400,
+            )
         visible = Collection.objects.open_to(request.user)
-        collection = get_object_or_404(visible, pk=int(ref) if ref.isdigit() else 0)
+        collection = get_object_or_404(visible, pk=pk)
         sources = collection.sources.order_by("file_name").values("file_name", "text")
         return JsonResponse(
             {"sources": [{"file": s["file_name"], "text": s["text"]} for s in sources]}
@@ -686,9 +693,13 @@ class EvalRunAdmin(CollectionScoped, admin.ModelAdmin):
     def dashboard_view(self, request: HttpRequest) -> HttpResponse:
         if not self.has_view_permission(request):
             raise PermissionDenied
+        try:
+            shown = dashboard.context(request.GET, request.user)
+        except dashboard.BadParameter as exc:
+            return HttpResponseBadRequest(str(exc), content_type="text/plain")
         context = {
             **self.admin_site.each_context(request),
-            **dashboard.context(request.GET, request.user),
+            **shown,
             "title": "Retrieval evaluation",
             "opts": self.model._meta,
             "can_run": permissions.can_change_policy(request.user),

@@ -7,7 +7,7 @@ from typing import Any
 from django.http import QueryDict
 
 from kb import charts, evaluation
-from kb.forms import EvalRunForm
+from kb.forms import EvalRunForm, parse_id
 from kb.models import Collection, EvalRun
 
 RUNS_SHOWN = 20
@@ -46,10 +46,19 @@ def context(params: QueryDict, user) -> dict[str, Any]:
     }
 
 
+class BadParameter(ValueError):
+    """A query parameter that cannot mean anything; the message says why."""
+
+
 def _pick(collections, ref: str | None) -> Collection | None:
     """The asked-for collection, else (none, or one not shown to the user) the first."""
-    found = collections.filter(pk=int(ref)).first() if ref and ref.isdigit() else None
-    return found or collections.first()
+    if not ref:
+        return collections.first()
+    if (pk := parse_id(ref)) is None:
+        raise BadParameter(
+            f"collection must be a collection id (digits 0-9), not {ref[:20]!r}"
+        )
+    return collections.filter(pk=pk).first() or collections.first()
 
 
 def _run(runs: list[EvalRun], ref: str | None) -> EvalRun | None:

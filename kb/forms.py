@@ -13,6 +13,27 @@ from django.template.defaultfilters import filesizeformat
 from kb import ingestion, metadata, parsing
 from kb.models import Collection, GoldenCase, Source
 
+# An id read from a query string or JSON: ASCII digits, within PostgreSQL's bigint
+# (int() takes "²" and "١" and refuses over 4,300 digits).
+MAX_ID_DIGITS = 18
+
+
+def parse_id(value: object) -> int | None:
+    """The id `value` spells, or None when it is not one."""
+    if isinstance(value, str) and value.isascii() and value.isdigit():
+        if len(value) <= MAX_ID_DIGITS:
+            return int(value)
+    return None
+
+
+def is_utf8(text: str) -> bool:
+    """False for a lone surrogate ("\\ud800" in JSON): PostgreSQL cannot store it."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
 
 class MultipleFileInput(forms.ClearableFileInput):
     allow_multiple_selected = True
@@ -354,7 +375,13 @@ class GoldenImportForm(forms.Form):
     file = forms.FileField(help_text="JSON Lines: one case per line.")
 
     def clean_file(self) -> str:
-        data = self.cleaned_data["file"].read()
+        upload, limit = self.cleaned_data["file"], settings.KB_MAX_GOLDEN_BYTES
+        if upload.size > limit:  # refused before reading it
+            raise ValidationError(
+                f"The file is {filesizeformat(upload.size)}; golden cases are "
+                f"limited to {filesizeformat(limit)} (KB_MAX_GOLDEN_BYTES)."
+            )
+        data = upload.read()
         try:  # utf-8-sig: Windows editors start UTF-8 files with a byte order mark
             return data.decode("utf-8-sig")
         except UnicodeDecodeError:

@@ -251,6 +251,9 @@ class _Selected:
     headers: dict[int, tuple[int, int]] = field(default_factory=dict)
 
 
+_SURROGATE_RE = re.compile("[\\ud800-\\udfff]")
+
+
 def clean_question(question: str) -> str:
     question = " ".join((question or "").split())
     if not question:
@@ -258,6 +261,11 @@ def clean_question(question: str) -> str:
     if "\x00" in question:  # PostgreSQL text cannot hold it
         raise QuestionError(
             "The question contains a NUL character (\\x00); remove it and ask again."
+        )
+    if _SURROGATE_RE.search(question):  # from JSON's "\ud800": no UTF-8 for it
+        raise QuestionError(
+            "The question contains a lone surrogate (such as \\ud800), which is "
+            "no character; remove it and ask again."
         )
     if len(question) > MAX_QUESTION_CHARS:
         raise QuestionError(

@@ -11,7 +11,7 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
 from kb import access, answering, retrieval
-from kb.forms import AskForm
+from kb.forms import AskForm, is_utf8, parse_id
 from kb.models import Collection, Section, Source
 
 
@@ -78,6 +78,10 @@ def _json_object(body: bytes) -> dict:
         raise BadRequest("The body must be UTF-8 encoded JSON.") from None
     except json.JSONDecodeError:
         raise BadRequest("The body must be JSON.") from None
+    except RecursionError:
+        raise BadRequest("The body is nested too deeply.") from None
+    except ValueError:  # an integer of over 4,300 digits
+        raise BadRequest("The body holds a number too long to read.") from None
     if not isinstance(payload, dict):
         raise BadRequest("The body must be a JSON object.")
     return payload
@@ -97,8 +101,12 @@ def _collection_for(user, ref) -> Collection | None:
         return visible.filter(pk=ref).first()
     if not isinstance(ref, str):
         raise BadRequest('"collection" must be a collection name or id.')
+    if (pk := parse_id(ref)) is not None:
+        return visible.filter(pk=pk).first()
     if ref.isascii() and ref.isdigit():
-        return visible.filter(pk=int(ref)).first()
+        raise BadRequest('"collection" is no collection id: too many digits.')
+    if not is_utf8(ref):
+        raise BadRequest('"collection" holds a lone surrogate (such as \\ud800).')
     if "\x00" in ref:  # PostgreSQL cannot compare it, and no name holds one
         return None
     return visible.filter(name=ref).first()

@@ -1,0 +1,108 @@
+"""Request guards: body size caps before anything reads a body, and JSON answers
+for every failure under /api/ (issue #15)."""
+
+from __future__ import annotations
+
+import logging
+
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
+from django.db import InterfaceError, OperationalError
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.template.defaultfilters import filesizeformat
+
+logger = logging.getLogger(__name__)
+
+API_PREFIX = "/api/"
+# A question is at most 2,000 characters (retrieval.MAX_QUESTION_CHARS): even
+# written as \uXXXX escapes it is 12 KB of JSON.
+API_MAX_BODY_BYTES = 64 * 1024
+RETRY_AFTER_S = 30
+
+
+def is_api(request: HttpRequest) -> bool:
+    return request.path_info.startswith(API_PREFIX)
+
+
+class RequestLimitsMiddleware:
+    """413 for a body announced (Content-Length) over its cap, before CSRF or a
+    form reads it: KB_MAX_UPLOAD_REQUEST_BYTES for any request, 64 KB on the API.
+    Django's DATA_UPLOAD_MAX_* settings then bound what a body may hold."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        try:
+            length = int(request.META.get("CONTENT_LENGTH") or 0)
+        except ValueError:
+            length = 0  # Django reads no body it cannot measure
+        api = is_api(request)
+        limit = API_MAX_BODY_BYTES if api else settings.KB_MAX_UPLOAD_REQUEST_BYTES
+        if length > limit:
+            message = (
+                f"The request is {filesizeformat(length)}; the limit is "
+                f"{filesizeformat(limit)}."
+            )
+            if not api:
+                message += (
+                    " Upload fewer files at a time (KB_MAX_UPLOAD_REQUEST_BYTES)."
+                )
+                return HttpResponse(message, status=413, content_type="text/plain")
+            return JsonResponse({"error": message}, status=413)
+        return self.get_response(request)
+
+
+class ApiErrorsMiddleware:
+    """Under /api/, every failure is JSON {"error": ...}: a view's exception, a
+    404 from the URL resolver, a 405 from require_POST, an HTML 500, and a
+    database outage (503 with Retry-After instead of a 500)."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        response = self.get_response(request)
+        if is_api(request) and response.status_code >= 400 and not _is_json(response):
+            return _as_json(response)
+        return response
+
+    def process_exception(self, request: HttpRequest, exc: Exception):
+        if not is_api(request):
+            return None
+        if isinstance(exc, (OperationalError, InterfaceError)):
+            logger.error("Database unavailable for %s", request.path, exc_info=exc)
+            response = JsonResponse(
+                {"error": "The database is unavailable; try again shortly."},
+                status=503,
+            )
+            response["Retry-After"] = str(RETRY_AFTER_S)
+            return response
+        if isinstance(exc, RequestDataTooBig):
+            return JsonResponse({"error": f"The body is too large: {exc}"}, status=413)
+        return None  # Django answers (and logs) it; __call__ turns it into JSON
+
+
+def _is_json(response: HttpResponse) -> bool:
+    return response.get("Content-Type", "").startswith("application/json")
+
+
+_MESSAGES = {
+    400: "Bad request.",
+    403: "Forbidden.",
+    404: "Not found.",
+    413: "The request is too large.",
+    500: "Internal error; it has been logged.",
+}
+
+
+def _as_json(response: HttpResponse) -> JsonResponse:
+    status = response.status_code
+    message = _MESSAGES.get(status, f"{response.reason_phrase}.")
+    if status == 405:
+        message = f"Method not allowed; use {response.get('Allow', 'POST')}."
+    converted = JsonResponse({"error": message}, status=status)
+    for header in ("Allow", "Retry-After"):
+        if header in response:
+            converted[header] = response[header]
+    return converted

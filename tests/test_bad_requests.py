@@ -1,0 +1,221 @@
+"""Bad input gets a 4xx naming the problem (JSON under /api/), never a 500; bodies
+over their caps are refused before they are read (issue #15, items 7, 10, 17)."""
+
+from __future__ import annotations
+
+import json
+
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.db import connection
+from django.test import TestCase, TransactionTestCase
+from django.urls import reverse
+
+from kb import access
+from kb.forms import AskForm
+from kb.models import Collection, GoldenCase, Source
+from tests.base import make_users
+
+API = reverse("kb:api-ask")
+HUGE_ID = "1" * 5000  # int() refuses over 4,300 digits; bigint holds 19
+
+
+class ApiInputTestCase(TestCase):
+    @classmethod
+    def setUpTestData(cls):
+        cls.staff, cls.editor, cls.alice = make_users()
+        cls.collection = Collection.objects.create(name="Tests")
+
+    def setUp(self):
+        self.client.force_login(self.staff)
+
+    def _post(self, body: str):
+        return self.client.post(API, body, content_type="application/json")
+
+    def _assert_json_error(self, response, status: int, words: str):
+        self.assertEqual(response.status_code, status)
+        self.assertEqual(response["Content-Type"], "application/json")
+        self.assertIn(words, response.json()["error"])
+
+    def test_a_lone_surrogate_in_the_question_gets_400(self):
+        response = self._post('{"question": "roll\\ud800back", "collection": "Tests"}')
+        self._assert_json_error(response, 400, "lone surrogate")
+
+    def test_a_lone_surrogate_in_the_collection_gets_400(self):
+        response = self._post('{"question": "rollback?", "collection": "T\\udfffs"}')
+        self._assert_json_error(response, 400, "lone surrogate")
+
+    def test_deeply_nested_json_gets_400(self):
+        nested = "[" * 5000 + "]" * 5000  # 10 KB, past Python's recursion limit
+        response = self._post('{"question": "x", "collection": ' + nested + "}")
+        self._assert_json_error(response, 400, "nested too deeply")
+
+    def test_a_5000_digit_collection_id_gets_400(self):
+        as_number = self._post('{"question": "x", "collection": ' + HUGE_ID + "}")
+        self._assert_json_error(as_number, 400, "number too long")
+        as_text = self._post(json.dumps({"question": "x", "collection": HUGE_ID}))
+        self._assert_json_error(as_text, 400, "too many digits")
+        beyond_bigint = self._post('{"question": "x", "collection": ' + "9" * 30 + "}")
+        self._assert_json_error(beyond_bigint, 404, "No such collection")
+
+    def test_get_gets_a_json_405(self):
+        response = self.client.get(API)
+        self._assert_json_error(response, 405, "use POST")
+        self.assertEqual(response["Allow"], "POST")
+
+    def test_an_unknown_api_url_gets_a_json_404(self):
+        self._assert_json_error(self.client.get("/api/nothing"), 404, "Not found")
+
+    def test_a_body_over_64_kb_gets_a_json_413_unread(self):
+        response = self.client.post(
+            API, "{}", content_type="application/json", CONTENT_LENGTH="70000"
+        )
+        self._assert_json_error(response, 413, "the limit is 64.0")
+
+    def test_a_token_request_fails_as_json_too(self):
+        key = access.create_token(self.staff, "t")
+        self.client.logout()
+        response = self.client.get(API, headers={"Authorization": f"Bearer {key}"})
+        self._assert_json_error(response, 405, "use POST")
+
+
+class AskPageInputTestCase(TestCase):
+    @classmethod
+    def setUpTestData(cls):
+        cls.staff, cls.editor, cls.alice = make_users()
+        cls.collection = Collection.objects.create(name="Tests")
+
+    def test_a_lone_surrogate_is_refused_with_a_reason(self):
+        form = AskForm({"q": "roll\ud800back"}, user=self.staff)
+        self.assertFalse(form.is_valid())
+        self.assertIn("lone surrogate", form.errors["q"][0])
+
+    def test_utf8_of_a_surrogate_in_the_query_string_is_no_500(self):
+        # %ED%A0%80 is \ud800 as (invalid) UTF-8: Django decodes it to U+FFFD.
+        self.client.force_login(self.staff)
+        response = self.client.get(
+            reverse("kb:ask"),
+            QUERY_STRING=f"q=%ED%A0%80&collection={self.collection.pk}",
+        )
+        self.assertIn(response.status_code, (200, 400))
+
+
+class CollectionParameterTestCase(TestCase):
+    @classmethod
+    def setUpTestData(cls):
+        cls.staff, cls.editor, cls.alice = make_users()
+        cls.collection = Collection.objects.create(name="Tests")
+        Source.objects.create(
+            collection=cls.collection, title="A", file_name="a.md",
+            text="# A\n\nalpha\n", content_hash="x",
+        )  # fmt: skip
+
+    def setUp(self):
+        self.client.force_login(self.staff)
+
+    def test_the_span_picker_sources_refuse_a_malformed_id(self):
+        url = reverse("admin:kb_goldencase_sources")
+        for ref in ("²", "١", HUGE_ID, "-1", ""):
+            response = self.client.get(url, {"collection": ref})
+            self.assertEqual(response.status_code, 400, ref)
+            self.assertIn("collection id", response.json()["error"])
+        response = self.client.get(url, {"collection": self.collection.pk})
+        self.assertEqual(response.json()["sources"][0]["file"], "a.md")
+
+    def test_the_dashboard_refuses_a_malformed_id(self):
+        url = reverse("admin:kb_evalrun_dashboard")
+        for ref in ("²", HUGE_ID):
+            response = self.client.get(url, {"collection": ref})
+            self.assertEqual(response.status_code, 400, ref[:5])
+            self.assertContains(response, "collection id", status_code=400)
+        self.assertEqual(
+            self.client.get(url, {"collection": "9" * 30}).status_code, 400
+        )
+        ok = self.client.get(url, {"collection": self.collection.pk})
+        self.assertEqual(ok.status_code, 200)
+
+
+class SizeCapTestCase(TestCase):
+    @classmethod
+    def setUpTestData(cls):
+        cls.staff, cls.editor, cls.alice = make_users()
+        cls.collection = Collection.objects.create(name="Tests")
+
+    def setUp(self):
+        self.client.force_login(self.staff)
+
+    def test_a_golden_file_over_the_cap_is_refused_with_the_limit(self):
+        line = json.dumps({"id": "c1", "question": "Where?", "required_spans": []})
+        upload = SimpleUploadedFile("golden.jsonl", (line + "\n").encode() * 20)
+        with self.settings(KB_MAX_GOLDEN_BYTES=1000):
+            response = self.client.post(
+                reverse("admin:kb_goldencase_import"),
+                {"collection": self.collection.pk, "file": upload},
+            )
+        self.assertContains(response, "KB_MAX_GOLDEN_BYTES", status_code=400)
+        self.assertContains(response, "limited to 1000", status_code=400)
+        self.assertFalse(GoldenCase.objects.exists())
+
+    def test_an_upload_request_over_the_cap_is_refused_unread(self):
+        upload = SimpleUploadedFile("a.md", b"# A\n\nalpha\n")
+        with self.settings(KB_MAX_UPLOAD_REQUEST_BYTES=50 * 1024 * 1024):
+            response = self.client.post(
+                reverse("admin:kb_source_upload"),
+                {"collection": self.collection.pk, "files": [upload]},
+                CONTENT_LENGTH=str(60 * 1024 * 1024),
+            )
+        self.assertEqual(response.status_code, 413)
+        self.assertIn("KB_MAX_UPLOAD_REQUEST_BYTES", response.content.decode())
+        self.assertFalse(Source.objects.exists())
+
+    def test_an_upload_under_the_cap_is_stored(self):
+        upload = SimpleUploadedFile("a.md", b"# A\n\nalpha\n")
+        response = self.client.post(
+            reverse("admin:kb_source_upload"),
+            {"collection": self.collection.pk, "files": [upload]},
+        )
+        self.assertEqual(response.status_code, 302)
+        self.assertTrue(Source.objects.filter(file_name="a.md").exists())
+
+
+class DatabaseOutageTestCase(TransactionTestCase):
+    """A real outage of the request's connection: a second connection terminates
+    its backend, as a PostgreSQL restart does. TransactionTestCase: the killed
+    connection cannot be inside the test case's transaction."""
+
+    def setUp(self):
+        self.staff, _, _ = make_users()
+        self.key = access.create_token(self.staff, "t")
+        self.addCleanup(connection.close)  # the next test reconnects
+
+    def _kill_this_connection(self):
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_backend_pid()")
+            pid = cursor.fetchone()[0]
+        other = connection.copy()
+        try:
+            with other.cursor() as cursor:
+                cursor.execute("SELECT pg_terminate_backend(%s)", [pid])
+        finally:
+            other.close()
+
+    def test_the_api_answers_503_json_with_retry_after(self):
+        self._kill_this_connection()
+        with self.assertLogs("kb.middleware", "ERROR"):
+            response = self.client.post(
+                API,
+                json.dumps({"question": "When should I roll back?"}),
+                content_type="application/json",
+                headers={"Authorization": f"Bearer {self.key}"},
+            )
+        self.assertEqual(response.status_code, 503)
+        self.assertIn("database is unavailable", response.json()["error"])
+        self.assertEqual(response["Retry-After"], "30")
+        # and once more on the closed connection ("connection already closed")
+        with self.assertLogs("kb.middleware", "ERROR"):
+            again = self.client.post(
+                API,
+                "{}",
+                content_type="application/json",
+                headers={"Authorization": f"Bearer {self.key}"},
+            )
+        self.assertEqual(again.status_code, 503)
