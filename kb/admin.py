@@ -104,6 +104,14 @@ class CollectionAdmin(CollectionScoped, admin.ModelAdmin):
         url = reverse("admin:kb_collection_policy", args=[obj.pk])
         return format_html('<a href="{}">Edit the metadata policy</a>', url)
 
+    def get_readonly_fields(self, request, obj=None):
+        # Groups lift or set a collection's limit, and the widget lists every
+        # group: superusers only (issue #15).
+        fields = super().get_readonly_fields(request, obj)
+        if request.user.is_superuser:
+            return fields
+        return [*fields, "groups"]
+
     def has_change_permission(self, request, obj=None) -> bool:
         return permissions.can_change_policy(request.user)
 

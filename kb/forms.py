@@ -164,6 +164,11 @@ class CollectionForm(forms.ModelForm):
     class Meta:
         model = Collection
         fields = "__all__"
+        # The same words whether or not the editor may see the collection that
+        # holds the name: the refusal names no collection and says nothing of it.
+        error_messages = {
+            "name": {"unique": "This name cannot be used; choose another."}
+        }
 
     def clean_chunk_tokens(self) -> int:
         from kb import chunking, embedding

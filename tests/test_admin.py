@@ -125,7 +125,7 @@ class GoldenAdminTestCase(DemoTestCase):
         url = reverse("admin:kb_goldencase_sources")
         found = self.client.get(url, {"collection": self.demo.pk}).json()["sources"]
         self.assertIn({"file": "glossary.md", "text": "\nA seat.\n"}, found)
-        self.assertEqual(self.client.get(url, {"collection": "x"}).status_code, 404)
+        self.assertEqual(self.client.get(url, {"collection": "x"}).status_code, 400)
 
     def test_the_picker_shows_no_collection_the_user_may_not_ask_in(self):
         editor = get_user_model().objects.get(username="editor")  # staff
