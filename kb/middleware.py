@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 
 from django.conf import settings
-from django.core.exceptions import RequestDataTooBig
+from django.core.exceptions import RequestDataTooBig, TooManyFilesSent
 from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.template.defaultfilters import filesizeformat
@@ -18,6 +18,7 @@ API_PREFIX = "/api/"
 # written as \uXXXX escapes it is 12 KB of JSON.
 API_MAX_BODY_BYTES = 64 * 1024
 RETRY_AFTER_S = 30
+FORM_TYPES = ("multipart/form-data", "application/x-www-form-urlencoded")
 
 
 def is_api(request: HttpRequest) -> bool:
@@ -51,6 +52,29 @@ class RequestLimitsMiddleware:
                 return HttpResponse(message, status=413, content_type="text/plain")
             return JsonResponse({"error": message}, status=413)
         return self.get_response(request)
+
+    def process_view(self, request: HttpRequest, view, args, kwargs):
+        """A form body past Django's DATA_UPLOAD_MAX_* answered with the reason
+        (CsrfViewMiddleware, next, would read it and answer a bare 400)."""
+        if request.method != "POST" or request.content_type not in FORM_TYPES:
+            return None
+        try:
+            request.POST  # noqa: B018 (parses the body, files spooled to disk)
+        except TooManyFilesSent:
+            return HttpResponse(
+                f"The request holds more than {settings.DATA_UPLOAD_MAX_NUMBER_FILES}"
+                " files; upload fewer at a time.",
+                status=400,
+                content_type="text/plain",
+            )
+        except RequestDataTooBig:
+            limit = filesizeformat(settings.DATA_UPLOAD_MAX_MEMORY_SIZE)
+            return HttpResponse(
+                f"The form's fields besides files hold over {limit}.",
+                status=413,
+                content_type="text/plain",
+            )
+        return None
 
 
 class ApiErrorsMiddleware:

@@ -167,6 +167,16 @@ class SizeCapTestCase(TestCase):
         self.assertIn("KB_MAX_UPLOAD_REQUEST_BYTES", response.content.decode())
         self.assertFalse(Source.objects.exists())
 
+    def test_over_100_files_are_refused_with_the_reason(self):
+        files = [SimpleUploadedFile(f"f{i}.md", b"# A\n\nx\n") for i in range(101)]
+        response = self.client.post(
+            reverse("admin:kb_source_upload"),
+            {"collection": self.collection.pk, "files": files},
+        )
+        self.assertEqual(response.status_code, 400)
+        self.assertIn("more than 100 files", response.content.decode())
+        self.assertFalse(Source.objects.exists())
+
     def test_an_upload_under_the_cap_is_stored(self):
         upload = SimpleUploadedFile("a.md", b"# A\n\nalpha\n")
         response = self.client.post(
