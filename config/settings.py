@@ -61,7 +61,8 @@ def _secret_key() -> str:
         raise ImproperlyConfigured("SECRET_KEY must be set when DEBUG is off")
     # Development only: a random key kept in KB_DATA_DIR; sessions survive restarts.
     path = KB_DATA_DIR / "secret_key"
-    write_private(path, secrets.token_urlsafe(50))  # 0600 from the start; kept
+    if not path.exists():
+        write_private(path, secrets.token_urlsafe(50))  # 0600 from the start
     return path.read_text().strip()
 
 
