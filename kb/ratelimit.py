@@ -24,8 +24,6 @@ from redis.exceptions import RedisError
 logger = logging.getLogger(__name__)
 
 PREFIX = "kb:ratelimit:"
-
-
 _clients: dict[str, Redis] = {}
 
 
@@ -38,10 +36,10 @@ def _redis() -> Redis:
     return _clients[config]
 
 
-def _key(*parts: str) -> str:
+def _key(kind: str, who: str) -> str:
     # Hashed: user names and tokens are never stored, and keys stay short.
-    digest = hashlib.sha256("\x00".join(parts[1:]).encode()).hexdigest()[:32]
-    return f"{PREFIX}{parts[0]}:{digest}"
+    digest = hashlib.sha256(who.encode(errors="surrogatepass")).hexdigest()
+    return f"{PREFIX}{kind}:{digest[:32]}"
 
 
 def client_ip(request: HttpRequest) -> str:
