@@ -94,6 +94,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "kb.security.ContentSecurityPolicyMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "kb.middleware.ApiErrorsMiddleware",
     "kb.middleware.RequestLimitsMiddleware",
@@ -246,9 +247,46 @@ LOGGING = {
     },
 }
 
-if not DEBUG and not TESTING:
-    SESSION_COOKIE_SECURE = envbool("SECURE_COOKIES", "0")
-    CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
+# --- HTTPS and browser protections (issue #15): with DEBUG off, the site is served
+# over TLS only (directly, or behind a TLS proxy: KB_PROXY_SSL_HEADER), and
+# `manage.py check --deploy` is clean. KB_INSECURE_HTTP=1 is the explicit opt-out
+# for a plain-HTTP lab setup (check --deploy then warns, as it should).
+KB_INSECURE_HTTP = envbool("KB_INSECURE_HTTP", "0")
+_TLS_ONLY = not (DEBUG or TESTING or KB_INSECURE_HTTP)
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = _TLS_ONLY
+SECURE_SSL_REDIRECT = _TLS_ONLY
+SECURE_HSTS_SECONDS = envint("KB_HSTS_SECONDS", 31536000) if _TLS_ONLY else 0
+# kb runs on a host of its own (kb.example.com): its subdomains, if any, are its
+# own too. Preloading commits the whole registered domain, so it is left to the
+# operator (hstspreload.org), and check --deploy's reminder about it silenced.
+SECURE_HSTS_INCLUDE_SUBDOMAINS = True
+SILENCED_SYSTEM_CHECKS = ["security.W021"]
+if _header := os.environ.get("KB_PROXY_SSL_HEADER", "").strip():
+    # Only behind a proxy that sets this header itself, whatever the client sent.
+    _meta = "HTTP_" + _header.upper().replace("-", "_")
+    SECURE_PROXY_SSL_HEADER = (_meta, "https")
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+X_FRAME_OPTIONS = "DENY"
+# Sent on every response by kb.security.ContentSecurityPolicyMiddleware: no inline
+# scripts or styles anywhere (templates load static/kb/*.js and *.css).
+KB_CONTENT_SECURITY_POLICY = (
+    "default-src 'self'; object-src 'none'; base-uri 'self'; "
+    "form-action 'self'; frame-ancestors 'none'"
+)
+
+# --- Rate limits, counted in Redis (kb/ratelimit.py, issue #15)
+# A user name is locked for KB_LOGIN_LOCKOUT_SECONDS after KB_LOGIN_MAX_FAILURES
+# failed logins within that time, an address after KB_LOGIN_MAX_FAILURES_PER_IP
+# (higher: an office behind one address shares it); 0 = no limit.
+KB_LOGIN_MAX_FAILURES = envint("KB_LOGIN_MAX_FAILURES", 5)
+KB_LOGIN_MAX_FAILURES_PER_IP = envint("KB_LOGIN_MAX_FAILURES_PER_IP", 20)
+KB_LOGIN_LOCKOUT_SECONDS = envint("KB_LOGIN_LOCKOUT_SECONDS", 15 * 60)
+# Questions per minute per user and per API token, page and API alike; 0 = off.
+KB_ASK_PER_MINUTE = envint("KB_ASK_PER_MINUTE", 30)
+# Reverse proxies in front that append the client to X-Forwarded-For; 0 = trust
+# only REMOTE_ADDR (a client can write any X-Forwarded-For it likes).
+KB_TRUSTED_PROXIES = envint("KB_TRUSTED_PROXIES", 0)
 
 # --- Optional LLM answerer behind an OpenAI-compatible API (kb/answering.py, issue #6)
 KB_LLM_URL = os.environ.get("KB_LLM_URL", "")

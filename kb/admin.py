@@ -24,6 +24,7 @@ from kb.forms import (
     EvalRunForm,
     GoldenCaseForm,
     GoldenImportForm,
+    LoginForm,
     PolicyForm,
     SourceChangeForm,
     SourceUploadForm,
@@ -41,6 +42,8 @@ from kb.models import (
 )
 
 ACTIVE = [Source.Status.QUEUED, Source.Status.INDEXING]
+# Failed logins lock a user name and an address out for a while (kb/ratelimit.py).
+admin.site.login_form = LoginForm
 
 
 class CollectionScoped:
@@ -269,14 +272,14 @@ class SourceAdmin(CollectionScoped, admin.ModelAdmin):
     @admin.display(description="Status", ordering="status")
     def status_badge(self, obj: Source) -> str:
         colour = {
-            Source.Status.INDEXED: "#2e7d32",
-            Source.Status.FAILED: "#c62828",
-        }.get(obj.status, "#8a6d00")
+            Source.Status.INDEXED: "kb-status-indexed",
+            Source.Status.FAILED: "kb-status-failed",
+        }.get(obj.status, "kb-status")
         note = ""
         if obj.status == Source.Status.FAILED and obj.indexed_version:
             note = " (previous version still searchable)"
         return format_html(
-            '<strong style="color:{}">{}</strong>{}',
+            '<strong class="{}">{}</strong>{}',
             colour,
             obj.get_status_display(),
             note,
@@ -481,11 +484,11 @@ class ChunkAdmin(CollectionScoped, admin.ModelAdmin):
         # As indexed (the section's body): the source may have been edited since.
         base = obj.section.start
         return format_html(
-            '<div style="display:flex;gap:1rem">'
-            '<div style="flex:1"><h4>Exactly what was embedded ({} tokens)</h4>'
-            '<pre style="white-space:pre-wrap">{}</pre></div>'
-            '<div style="flex:1"><h4>Source text [{}:{}]</h4>'
-            '<pre style="white-space:pre-wrap">{}</pre></div></div>',
+            '<div class="kb-side-by-side">'
+            "<div><h4>Exactly what was embedded ({} tokens)</h4>"
+            '<pre class="kb-text">{}</pre></div>'
+            "<div><h4>Source text [{}:{}]</h4>"
+            '<pre class="kb-text">{}</pre></div></div>',
             obj.token_count,
             obj.embedded_text,
             obj.start,
@@ -579,7 +582,7 @@ class GoldenCaseAdmin(CollectionScoped, admin.ModelAdmin):
             text = source.text if source else ""
             s, e = span["start"], span["end"]
             rows.append(format_html(
-                "<p><strong>{}</strong> [{}:{}]<br><span style='white-space:pre-wrap'>"
+                "<p><strong>{}</strong> [{}:{}]<br><span class='kb-pre-wrap'>"
                 "…{}<mark>{}</mark>{}…</span></p>",
                 span["file"], s, e, text[max(0, s - 120):s], text[s:e], text[e:e + 120],
             ))  # fmt: skip
@@ -598,9 +601,7 @@ class GoldenCaseAdmin(CollectionScoped, admin.ModelAdmin):
             '</label> <button type="button" id="kb-span-add" class="button">Add '
             "selected text as a span</button> <span id='kb-span-status' "
             "class='help'>Choose the case's collection first.</span>"
-            '<pre class="kb-span-source" hidden style="white-space:pre-wrap;'
-            'max-height:24rem;overflow:auto;background:#f7f7f7;padding:.5rem">'
-            "</pre></div>",
+            '<pre class="kb-span-source" hidden></pre></div>',
             reverse("admin:kb_goldencase_sources"),
         )
 

@@ -9,7 +9,10 @@ class KbConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from kb import access  # noqa: F401  (its signals revoke tokens)
+        from kb import (
+            access,  # noqa: F401  (its signals revoke tokens)
+            ratelimit,  # noqa: F401  (its receivers count failed logins)
+        )
 
         checks.register(check_llm_url)
 

@@ -43,7 +43,8 @@ def histogram_svg(
     x_limit = limit / (step * len(counts)) * width
     return format_html(
         '<svg role="img" aria-label="Histogram of chunk token lengths" width="{}" '
-        'height="{}" viewBox="0 0 {} {}" style="background:#fafafa">{}'
+        'height="{}" viewBox="0 0 {} {}">'
+        '<rect width="100%" height="100%" fill="#fafafa"/>{}'
         '<line x1="{}" x2="{}" y1="0" y2="{}" stroke="#c62828"/>'
         '<text x="{}" y="10" font-size="10" fill="#c62828">window {}</text></svg>',
         width, height + 2, width, height + 2, bars,

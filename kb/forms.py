@@ -7,10 +7,11 @@ from typing import Any
 
 from django import forms
 from django.conf import settings
+from django.contrib.admin.forms import AdminAuthenticationForm
 from django.core.exceptions import ValidationError
 from django.template.defaultfilters import filesizeformat
 
-from kb import ingestion, metadata, parsing
+from kb import ingestion, metadata, parsing, ratelimit
 from kb.models import Collection, GoldenCase, Source
 
 # An id read from a query string or JSON: ASCII digits, within PostgreSQL's bigint
@@ -254,6 +255,19 @@ class PolicyForm(forms.Form):
 
     def rows(self) -> list[tuple[str, forms.BoundField]]:
         return [(name, self[name]) for name in self.fields]
+
+
+class LoginForm(AdminAuthenticationForm):
+    """The admin's login, refused while its user name or address is locked out
+    (kb/ratelimit.py), before the password is hashed: locked attempts cost no CPU
+    and the right password is refused too."""
+
+    def clean(self) -> dict[str, Any]:
+        username = self.cleaned_data.get("username")
+        if username is not None:
+            if wait := ratelimit.login_locked_for(username, self.request):
+                raise ValidationError(ratelimit.login_message(wait), code="locked")
+        return super().clean()
 
 
 class AskForm(forms.Form):

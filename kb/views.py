@@ -10,7 +10,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
-from kb import access, answering, retrieval
+from kb import access, answering, ratelimit, retrieval
 from kb.forms import AskForm, is_utf8, parse_id
 from kb.models import Collection, Section, Source
 
@@ -21,6 +21,11 @@ def ask(request: HttpRequest) -> HttpResponse:
     form = AskForm(request.GET or None, user=request.user)
     context = {"form": form}
     status = 200
+    if request.GET and (wait := ratelimit.question_wait(request.user, request)):
+        context["limited"] = ratelimit.question_message(wait)
+        response = render(request, "kb/ask.html", context, status=429)
+        response["Retry-After"] = str(wait)
+        return response
     if request.GET and form.is_valid():
         collection = form.cleaned_data["collection"]
         try:
@@ -49,6 +54,9 @@ def api_ask(request: HttpRequest) -> JsonResponse:
         return JsonResponse({"error": "CSRF check failed."}, status=403)
     if not user.is_staff:  # as on the ask page, which sends them to the login
         return JsonResponse({"error": "Only staff users may ask."}, status=403)
+    if wait := ratelimit.question_wait(user, request):
+        error = {"error": ratelimit.question_message(wait)}
+        return JsonResponse(error, status=429, headers={"Retry-After": str(wait)})
     try:
         payload = _json_object(request.body)
         question = payload.get("question", "")
@@ -113,6 +121,7 @@ def _collection_for(user, ref) -> Collection | None:
 
 
 @staff_member_required
+@never_cache  # source text: never kept in a browser's or a proxy's cache
 def section(request: HttpRequest, pk: int) -> HttpResponse:
     obj = get_object_or_404(Section.objects.select_related("source__collection"), pk=pk)
     if not obj.source.collection.is_visible_to(request.user):
@@ -145,6 +154,7 @@ def _cited_range(request: HttpRequest, obj: Section) -> tuple[int, int]:
 
 
 @staff_member_required
+@never_cache
 def source_file(request: HttpRequest, pk: int) -> FileResponse:
     source = get_object_or_404(Source.objects.select_related("collection"), pk=pk)
     if not source.collection.is_visible_to(request.user) or not source.file:
