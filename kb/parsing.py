@@ -11,10 +11,12 @@ from __future__ import annotations
 import codecs
 import re
 import unicodedata
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import PurePath
 
 from markdown_it import MarkdownIt
+from markdown_it.rules_block import StateBlock
 from markdown_it.token import Token
 
 MARKDOWN_EXTENSIONS = (".md", ".markdown")
@@ -33,10 +35,14 @@ _HEX_RE = re.compile(r"[0-9A-Fa-f]+")
 _DATA_URI_RE = re.compile(
     rf"data:[\w.+-]+/[\w.+-]+;base64,[A-Za-z0-9+/=\s]{{{MAX_DATA_URI_CHARS},}}"
 )
-# markdown-it's default (20) silently swallows the rest of the document into
-# a list nested deeper than ~10 levels; 128 handles 60 levels and still
-# bounds recursion.
+# markdown-it skips the rest of the document once its maxNesting is reached
+# inside a list (its default, 20, at ~10 levels). Containers (lists, quotes)
+# stop opening at this token level instead: deeper lines are read as text of
+# the deepest item, later headings are kept, and recursion stays bounded.
 MAX_NESTING = 128
+# Room above MAX_NESTING for the blocks inside the deepest container (a table
+# takes four levels), so markdown-it's own limit is never reached.
+_NESTING_ROOM = 16
 
 _LINE_BREAK_RE = re.compile(r"\r\n?|\n")
 _FRONT_MATTER_RE = re.compile(
@@ -322,7 +328,11 @@ def parse_markdown(
 
 
 def _parse_tokens(text: str) -> list[Token]:
-    md = MarkdownIt("commonmark", {"maxNesting": MAX_NESTING}).enable("table")
+    md = MarkdownIt("commonmark", {"maxNesting": MAX_NESTING + _NESTING_ROOM})
+    md.enable("table")
+    for rule in md.block.ruler.__rules__:
+        if rule.name in ("list", "blockquote"):
+            md.block.ruler.at(rule.name, _shallow(rule.fn), {"alt": rule.alt})
     # We only need block structure and raw inline content: skipping inline
     # parsing avoids its worst cases (e.g. thousands of unmatched `*`).
     md.disable(["inline", "text_join"])
@@ -330,6 +340,15 @@ def _parse_tokens(text: str) -> list[Token]:
         return md.parse(text)
     except RecursionError as exc:
         raise ParseError("the document is nested too deeply to parse") from exc
+
+
+def _shallow(rule: Callable[..., bool]) -> Callable[..., bool]:
+    """A container rule that opens nothing at MAX_NESTING or deeper."""
+
+    def shallow_rule(state: StateBlock, start: int, end: int, silent: bool) -> bool:
+        return state.level < MAX_NESTING and rule(state, start, end, silent)
+
+    return shallow_rule
 
 
 class _LineIndex:
@@ -382,7 +401,7 @@ def _list_items(
     tokens: list[Token], index: int, text: str, lines: _LineIndex
 ) -> list[Span]:
     items = []
-    for token in tokens[index + 1 :]:
+    for token in _following(tokens, index):
         if token.level == 0:
             break
         if token.type == "list_item_open" and token.level == 1 and token.map:
@@ -393,11 +412,18 @@ def _list_items(
     return items
 
 
+def _following(tokens: list[Token], index: int) -> Iterator[Token]:
+    """The tokens after `index`, without copying (or skipping over) the list's
+    head: a document of many lists or tables is read once, not once per block."""
+    for position in range(index + 1, len(tokens)):
+        yield tokens[position]
+
+
 def _fill_table(
     block: Block, tokens: list[Token], index: int, text: str, lines: _LineIndex
 ) -> None:
     in_head = False
-    for token in tokens[index + 1 :]:
+    for token in _following(tokens, index):
         if token.type == "table_close" and token.level == 0:
             break
         if token.type in ("thead_open", "thead_close"):
@@ -468,10 +494,19 @@ def _strip_newlines(text: str, start: int, end: int) -> Span:
 def _build_sections(
     blocks: list[Block], text: str, title: str, body_start: int
 ) -> list[SectionData]:
-    headings = [block for block in blocks if block.kind == "heading"]
+    """One pass over the blocks (which come in document order): each heading
+    closes the section before it and opens its own."""
+    headings: list[Block] = []
+    owned: list[list[Block]] = [[]]  # the preamble's blocks, then each heading's
+    for block in blocks:
+        if block.kind == "heading":
+            headings.append(block)
+            owned.append([])
+        elif headings or block.start >= body_start:
+            owned[-1].append(block)
     bounds = [h.start for h in headings] + [len(text)]
     sections: list[SectionData] = []
-    preamble = _section_blocks(text, blocks, body_start, bounds[0])
+    preamble = _section_blocks(text, owned[0], body_start, bounds[0])
     if preamble:
         sections.append(
             SectionData(
@@ -487,7 +522,7 @@ def _build_sections(
             )
         )
     stack: list[SectionData] = []
-    for heading, end in zip(headings, bounds[1:], strict=True):
+    for heading, inside, end in zip(headings, owned[1:], bounds[1:], strict=True):
         while stack and stack[-1].level >= heading.level:
             stack.pop()
         name = heading.text or "Untitled section"
@@ -502,7 +537,7 @@ def _build_sections(
             start=heading.start,
             end=end,
             body_start=heading.end,
-            blocks=_section_blocks(text, blocks, heading.end, end),
+            blocks=_section_blocks(text, inside, heading.end, end),
         )
         sections.append(section)
         stack.append(section)
@@ -519,14 +554,14 @@ def _root_path(title: str, heading: str) -> str:
 
 
 def _section_blocks(
-    text: str, blocks: list[Block], start: int, end: int
+    text: str, inside: list[Block], start: int, end: int
 ) -> list[Block]:
-    """The non-heading blocks in [start, end), plus any text between them.
+    """`inside` (a section's non-heading blocks, all within [start, end)), plus
+    any text between them.
 
     markdown-it emits no token for some content (link reference definitions);
     such gaps become "text" blocks so no evidence is dropped.
     """
-    inside = [b for b in blocks if start <= b.start < end and b.kind != "heading"]
     result: list[Block] = []
     position = start
     for block in [*inside, None]:
