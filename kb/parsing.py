@@ -175,6 +175,7 @@ _BOMS = (
 # NULs at odd (or even) offsets, and at most the stray share at the others.
 _UTF16_NUL_SHARE = 0.3
 _UTF16_STRAY_SHARE = 0.05
+_UTF16_MIN_BYTES = 32  # fewer tell nothing
 # The binary check's share is also taken over the file's head: a binary header
 # followed by a long text tail is still binary.
 _BINARY_SAMPLE = 65536
@@ -216,7 +217,9 @@ def _looks_utf16(data: bytes) -> bool:
     """Latin text in UTF-16 has NULs in every other byte (the odd or the even
     ones) and hardly any in the others; binary files and UTF-32 have both."""
     head = data[:_BINARY_SAMPLE]
-    half = max(1, len(head) // 2)
+    if len(head) < _UTF16_MIN_BYTES:
+        return False
+    half = len(head) // 2
     few, many = sorted((head[0::2].count(0), head[1::2].count(0)))
     return many >= _UTF16_NUL_SHARE * half and few <= _UTF16_STRAY_SHARE * half
 
