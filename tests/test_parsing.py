@@ -218,7 +218,7 @@ def test_it_decodes_utf32_with_a_bom_and_names_the_encoding_it_could_not_read():
         decode_upload(lone_surrogate, "t.md")
     assert "UTF-8 (" not in str(error.value)
     with pytest.raises(ParseError, match="t.md looks like UTF-16 without a byte order"):
-        decode_upload("# Title\n\nText.\n".encode("utf-16-le"), "t.md")
+        decode_upload("# Title\n\nSome text.\n".encode("utf-16-le"), "t.md")
 
 
 def test_it_refuses_a_nul_or_control_characters_anywhere_in_the_text():
