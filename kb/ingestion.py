@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import re
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -30,6 +31,7 @@ ALLOWED_EXTENSIONS = (".md", ".markdown", ".txt")
 EMBED_BATCH = 32  # chunks per progress update
 TITLE_CHARS = 300  # Source.title's length; a longer first heading is cut here
 MIN_CONTENT_TOKENS = 48  # never shrink a chunk budget below this for a prefix
+_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
 class IngestionError(Exception):
@@ -49,11 +51,46 @@ def clean_file_name(name: str) -> str:
     path = PurePosixPath(raw)
     if not raw or path.is_absolute() or ".." in path.parts or "\x00" in raw:
         raise IngestionError(f"File name {name!r} is not allowed")
+    _check_name_characters(name)
     if path.suffix.lower() not in ALLOWED_EXTENSIONS:
         raise IngestionError(
             f"{path.name}: only {', '.join(ALLOWED_EXTENSIONS)} files are accepted"
         )
     return str(path).lstrip("./") if str(path).startswith("./") else str(path)
+
+
+def shown_name(name: str) -> str:
+    """`name` safe to print and store in a message: the bytes of a file system
+    name that are not UTF-8 (surrogate-escaped by Python) and control characters
+    written as \\xNN."""
+    try:
+        raw = name.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:  # a lone surrogate that came as text
+        raw = name.encode("utf-8", "backslashreplace")
+    text = raw.decode("utf-8", "backslashreplace")
+    return _CONTROL_RE.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
+def _check_name_characters(name: str) -> None:
+    """Refuse names that are not UTF-8 text: they cannot be stored or shown.
+
+    A name from the file system keeps its undecodable bytes as surrogates; an
+    uploaded one has them replaced by U+FFFD when the request is parsed.
+    """
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        bad = True
+    else:
+        bad = "\ufffd" in name
+    if bad:
+        raise IngestionError(
+            f"File name '{shown_name(name)}' is not valid UTF-8; rename the file"
+        )
+    if _CONTROL_RE.search(name):
+        raise IngestionError(
+            f"File name '{shown_name(name)}' has control characters; rename the file"
+        )
 
 
 class Upload(NamedTuple):

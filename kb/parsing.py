@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import codecs
 import re
-import unicodedata
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import PurePath
 
 from markdown_it import MarkdownIt
+from markdown_it.rules_block import StateBlock
 from markdown_it.token import Token
 
 MARKDOWN_EXTENSIONS = (".md", ".markdown")
@@ -27,16 +28,23 @@ MAX_WORD_CHARS = 1000
 MIN_BASE64_LINES = 10  # wrapped base64 (an embedded file) becomes noise chunks
 MAX_DATA_URI_CHARS = 1000
 # ASCII only: CJK text has no spaces, and the tokenizer reads each ideograph alone.
-_LONG_WORD_RE = re.compile(rf"[A-Za-z0-9]{{{MAX_WORD_CHARS + 1},}}")
+# Anchored at a word's start: unanchored, the search rescans every shorter run
+# from each of its letters (quadratic in the run, 9 s on 10 MB of 1,000-letter
+# words).
+_LONG_WORD_RE = re.compile(rf"(?<![A-Za-z0-9])[A-Za-z0-9]{{{MAX_WORD_CHARS + 1},}}")
 _BASE64_LINE_RE = re.compile(r"[ \t>]*[A-Za-z0-9+/]{40,}={0,2}[ \t]*")
 _HEX_RE = re.compile(r"[0-9A-Fa-f]+")
 _DATA_URI_RE = re.compile(
     rf"data:[\w.+-]+/[\w.+-]+;base64,[A-Za-z0-9+/=\s]{{{MAX_DATA_URI_CHARS},}}"
 )
-# markdown-it's default (20) silently swallows the rest of the document into
-# a list nested deeper than ~10 levels; 128 handles 60 levels and still
-# bounds recursion.
+# markdown-it skips the rest of the document once its maxNesting is reached
+# inside a list (its default, 20, at ~10 levels). Containers (lists, quotes)
+# stop opening at this token level instead: deeper lines are read as text of
+# the deepest item, later headings are kept, and recursion stays bounded.
 MAX_NESTING = 128
+# Room above MAX_NESTING for the blocks inside the deepest container (a table
+# takes four levels), so markdown-it's own limit is never reached.
+_NESTING_ROOM = 16
 
 _LINE_BREAK_RE = re.compile(r"\r\n?|\n")
 _FRONT_MATTER_RE = re.compile(
@@ -155,43 +163,81 @@ def normalise_newlines(text: str) -> str:
     return _LINE_BREAK_RE.sub("\n", text)
 
 
+# Longest first: a UTF-32 LE mark begins with the UTF-16 LE one.
+_BOMS = (
+    (codecs.BOM_UTF32_LE, "utf-32-le", "UTF-32"),
+    (codecs.BOM_UTF32_BE, "utf-32-be", "UTF-32"),
+    (codecs.BOM_UTF8, "utf-8", "UTF-8"),
+    (codecs.BOM_UTF16_LE, "utf-16-le", "UTF-16"),
+    (codecs.BOM_UTF16_BE, "utf-16-be", "UTF-16"),
+)
+# UTF-16 without a byte order mark, told from binary: at least this share of
+# NULs at odd (or even) offsets, and at most the stray share at the others.
+_UTF16_NUL_SHARE = 0.3
+_UTF16_STRAY_SHARE = 0.05
+_UTF16_MIN_BYTES = 32  # fewer tell nothing
+# The binary check's share is also taken over the file's head: a binary header
+# followed by a long text tail is still binary.
+_BINARY_SAMPLE = 65536
+_CONTROL_RE = re.compile(r"[\x00-\x08\x0b\x0e-\x1f\x7f-\x9f]")
+
+
 def _decode(data: bytes, filename: str) -> str:
-    for bom, encoding in (
-        (codecs.BOM_UTF8, "utf-8"),
-        (codecs.BOM_UTF16_LE, "utf-16-le"),
-        (codecs.BOM_UTF16_BE, "utf-16-be"),
-    ):
+    for bom, encoding, name in _BOMS:
         if data.startswith(bom):
             try:
                 return data[len(bom) :].decode(encoding)
             except UnicodeDecodeError as exc:
-                raise ParseError(_not_utf8_message(filename, exc)) from exc
+                raise ParseError(_not_decodable(filename, name, exc, len(bom))) from exc
     if b"\x00" in data:
+        if _looks_utf16(data):
+            raise ParseError(
+                f"{filename} looks like UTF-16 without a byte order mark; save it "
+                "as UTF-8 and upload it again"
+            )
         raise ParseError(f"{filename} looks like a binary file (it has NUL bytes)")
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise ParseError(_not_utf8_message(filename, exc)) from exc
+        raise ParseError(_not_decodable(filename, "UTF-8", exc)) from exc
 
 
-def _not_utf8_message(filename: str, exc: UnicodeDecodeError) -> str:
+def _not_decodable(
+    filename: str, encoding: str, exc: UnicodeDecodeError, skipped: int = 0
+) -> str:
+    """The message for bytes that are not `encoding`; `skipped`: the BOM's length
+    (the offset counts from the start of the file)."""
     return (
-        f"{filename} is not valid UTF-8 (byte {exc.object[exc.start]:#04x} at "
-        f"offset {exc.start}); save it as UTF-8 and upload it again"
+        f"{filename} is not valid {encoding} (byte {exc.object[exc.start]:#04x} at "
+        f"offset {exc.start + skipped}); save it as UTF-8 and upload it again"
     )
+
+
+def _looks_utf16(data: bytes) -> bool:
+    """Latin text in UTF-16 has NULs in every other byte (the odd or the even
+    ones) and hardly any in the others; binary files and UTF-32 have both."""
+    head = data[:_BINARY_SAMPLE]
+    if len(head) < _UTF16_MIN_BYTES:
+        return False
+    half = len(head) // 2
+    few, many = sorted((head[0::2].count(0), head[1::2].count(0)))
+    return many >= _UTF16_NUL_SHARE * half and few <= _UTF16_STRAY_SHARE * half
 
 
 def _check_not_binary(text: str, filename: str) -> None:
-    sample = text[:65536]
-    control = sum(
-        1
-        for char in sample
-        if char not in "\t\n\r\f" and unicodedata.category(char) == "Cc"
-    )
-    if "\x00" in sample or control > MAX_CONTROL_SHARE * len(sample):
+    """No NUL anywhere (PostgreSQL cannot store one), and few control characters
+    in the whole text and in its head."""
+    if (nul := text.find("\x00")) != -1:
         raise ParseError(
-            f"{filename} looks like a binary file ({control} control characters)"
+            f"{filename} line {text.count(chr(10), 0, nul) + 1} has a NUL "
+            "character: it looks like a binary file"
         )
+    for sample in (text[:_BINARY_SAMPLE], text):
+        control = len(_CONTROL_RE.findall(sample))
+        if control > MAX_CONTROL_SHARE * len(sample):
+            raise ParseError(
+                f"{filename} looks like a binary file ({control} control characters)"
+            )
 
 
 def _check_no_blobs(text: str, filename: str) -> None:
@@ -322,7 +368,11 @@ def parse_markdown(
 
 
 def _parse_tokens(text: str) -> list[Token]:
-    md = MarkdownIt("commonmark", {"maxNesting": MAX_NESTING}).enable("table")
+    md = MarkdownIt("commonmark", {"maxNesting": MAX_NESTING + _NESTING_ROOM})
+    md.enable("table")
+    for rule in md.block.ruler.__rules__:
+        if rule.name in ("list", "blockquote"):
+            md.block.ruler.at(rule.name, _shallow(rule.fn), {"alt": rule.alt})
     # We only need block structure and raw inline content: skipping inline
     # parsing avoids its worst cases (e.g. thousands of unmatched `*`).
     md.disable(["inline", "text_join"])
@@ -330,6 +380,15 @@ def _parse_tokens(text: str) -> list[Token]:
         return md.parse(text)
     except RecursionError as exc:
         raise ParseError("the document is nested too deeply to parse") from exc
+
+
+def _shallow(rule: Callable[..., bool]) -> Callable[..., bool]:
+    """A container rule that opens nothing at MAX_NESTING or deeper."""
+
+    def shallow_rule(state: StateBlock, start: int, end: int, silent: bool) -> bool:
+        return state.level < MAX_NESTING and rule(state, start, end, silent)
+
+    return shallow_rule
 
 
 class _LineIndex:
@@ -382,7 +441,7 @@ def _list_items(
     tokens: list[Token], index: int, text: str, lines: _LineIndex
 ) -> list[Span]:
     items = []
-    for token in tokens[index + 1 :]:
+    for token in _following(tokens, index):
         if token.level == 0:
             break
         if token.type == "list_item_open" and token.level == 1 and token.map:
@@ -393,11 +452,18 @@ def _list_items(
     return items
 
 
+def _following(tokens: list[Token], index: int) -> Iterator[Token]:
+    """The tokens after `index`, without copying (or skipping over) the list's
+    head: a document of many lists or tables is read once, not once per block."""
+    for position in range(index + 1, len(tokens)):
+        yield tokens[position]
+
+
 def _fill_table(
     block: Block, tokens: list[Token], index: int, text: str, lines: _LineIndex
 ) -> None:
     in_head = False
-    for token in tokens[index + 1 :]:
+    for token in _following(tokens, index):
         if token.type == "table_close" and token.level == 0:
             break
         if token.type in ("thead_open", "thead_close"):
@@ -468,10 +534,19 @@ def _strip_newlines(text: str, start: int, end: int) -> Span:
 def _build_sections(
     blocks: list[Block], text: str, title: str, body_start: int
 ) -> list[SectionData]:
-    headings = [block for block in blocks if block.kind == "heading"]
+    """One pass over the blocks (which come in document order): each heading
+    closes the section before it and opens its own."""
+    headings: list[Block] = []
+    owned: list[list[Block]] = [[]]  # the preamble's blocks, then each heading's
+    for block in blocks:
+        if block.kind == "heading":
+            headings.append(block)
+            owned.append([])
+        elif headings or block.start >= body_start:
+            owned[-1].append(block)
     bounds = [h.start for h in headings] + [len(text)]
     sections: list[SectionData] = []
-    preamble = _section_blocks(text, blocks, body_start, bounds[0])
+    preamble = _section_blocks(text, owned[0], body_start, bounds[0])
     if preamble:
         sections.append(
             SectionData(
@@ -487,7 +562,7 @@ def _build_sections(
             )
         )
     stack: list[SectionData] = []
-    for heading, end in zip(headings, bounds[1:], strict=True):
+    for heading, inside, end in zip(headings, owned[1:], bounds[1:], strict=True):
         while stack and stack[-1].level >= heading.level:
             stack.pop()
         name = heading.text or "Untitled section"
@@ -502,7 +577,7 @@ def _build_sections(
             start=heading.start,
             end=end,
             body_start=heading.end,
-            blocks=_section_blocks(text, blocks, heading.end, end),
+            blocks=_section_blocks(text, inside, heading.end, end),
         )
         sections.append(section)
         stack.append(section)
@@ -519,14 +594,14 @@ def _root_path(title: str, heading: str) -> str:
 
 
 def _section_blocks(
-    text: str, blocks: list[Block], start: int, end: int
+    text: str, inside: list[Block], start: int, end: int
 ) -> list[Block]:
-    """The non-heading blocks in [start, end), plus any text between them.
+    """`inside` (a section's non-heading blocks, all within [start, end)), plus
+    any text between them.
 
     markdown-it emits no token for some content (link reference definitions);
     such gaps become "text" blocks so no evidence is dropped.
     """
-    inside = [b for b in blocks if start <= b.start < end and b.kind != "heading"]
     result: list[Block] = []
     position = start
     for block in [*inside, None]:

@@ -10,6 +10,7 @@ from django.test import SimpleTestCase
 
 from kb.benchmarks import metrics, quality, speed, splitters
 from kb.benchmarks.metrics import Located
+from kb.embedding import get_embedder
 from tests.base import SHARED, SHARED_MISSING
 
 CHROMA = SHARED / "benchmarks" / "chroma"
@@ -157,6 +158,12 @@ class SpeedHelpersTestCase(SimpleTestCase):
         self.assertEqual(corpus[2].text, "# A 20\n\ntext")
         self.assertGreaterEqual(speed.megabytes(corpus) * 1e6, 40)
         self.assertEqual(len({d.text for d in corpus}), len(corpus))
+
+    def test_the_heading_dense_row_parses_and_chunks_every_section(self):
+        row = speed.dense_speed(get_embedder(), 300, 200, lambda line: None)
+        self.assertTrue(row.chunker.startswith("kb structure, 300 headings"))
+        self.assertEqual((row.chunks, row.over_window), (300, 0))
+        self.assertGreater(row.mb_per_s, 0)
 
     def test_it_skips_a_document_that_overshoots_the_target(self):
         docs = [speed.Doc("small.md", "x" * 10), speed.Doc("big.md", "y" * 100)]

@@ -1,15 +1,19 @@
 from __future__ import annotations
 
+import codecs
 import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
+from io import StringIO
 from pathlib import Path
 
 import pytest
 from django.conf import settings
 from django.core.files.uploadedfile import SimpleUploadedFile
+from django.core.management import CommandError, call_command
 from django.db import connection
 from django.test import TestCase, TransactionTestCase
 from django.urls import reverse
@@ -236,10 +240,54 @@ class UploadFormTestCase(TestCase):
         self.assertContains(response, "index.md: created, queued for indexing")
         self.assertNotContains(response, "Index.md")
 
+    def test_a_nul_past_the_first_64k_characters_is_refused_with_the_file_name(self):
+        data = codecs.BOM_UTF8 + b"# Big\n\n" + b"word " * 20_000 + b"\x00\n"
+        response = self._post(SimpleUploadedFile("big.md", data))
+        self.assertContains(
+            response, "big.md line 3 has a NUL character", status_code=400
+        )
+        self.assertFalse(Source.objects.exists())
+
+    def test_a_file_name_that_is_not_utf8_is_refused(self):
+        # What Django makes of filename*=UTF-8''caf%E9.md (bytes that are not UTF-8).
+        response = self._post(SimpleUploadedFile("caf\ufffd.md", b"# Menu\n"))
+        self.assertContains(response, "is not valid UTF-8; rename", status_code=400)
+        self.assertFalse(Source.objects.exists())
+
     def test_non_staff_users_cannot_upload(self):
         self.client.force_login(self.alice)
         response = self.client.get(self.url)
         self.assertEqual(response.status_code, 302)
+
+
+class IngestCommandTestCase(TestCase):
+    def _ingest(self, files: dict[bytes, bytes]) -> str:
+        """kb_ingest on a folder of `files` (raw names: any bytes); its stderr."""
+        with tempfile.TemporaryDirectory() as folder:
+            for name, data in files.items():
+                Path(os.fsdecode(os.path.join(os.fsencode(folder), name))).write_bytes(
+                    data
+                )
+            errors = StringIO()
+            with self.assertRaisesMessage(CommandError, "failed"):
+                call_command(
+                    "kb_ingest", folder, collection="Docs", stdout=StringIO(),
+                    stderr=errors,
+                )  # fmt: skip
+        self.assertFalse(Source.objects.exists())
+        return errors.getvalue()
+
+    def test_it_refuses_a_file_name_that_is_not_utf8_naming_it(self):
+        errors = self._ingest({b"caf\xe9.md": b"# Menu\n\nSoup.\n"})
+        self.assertIn(
+            "caf\\xe9.md: refused: File name 'caf\\xe9.md' is not valid UTF-8",
+            errors,
+        )
+
+    def test_it_refuses_a_nul_past_the_first_64k_characters_naming_the_file(self):
+        data = codecs.BOM_UTF8 + b"# Big\n\n" + b"word " * 20_000 + b"\x00\n"
+        errors = self._ingest({b"big.md": data})
+        self.assertIn("big.md: refused: big.md line 3 has a NUL character", errors)
 
 
 @pytest.mark.slow

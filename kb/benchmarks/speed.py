@@ -4,7 +4,8 @@ One run, on one corpus of Markdown and prose built by `synthesize`:
 1. parse + chunk MB/s and the share of chunks over the embedding window for our
    chunker, LangChain's RecursiveCharacterTextSplitter.from_huggingface_tokenizer
    and Chonkie's RecursiveChunker, at the same budgets in the same MiniLM
-   tokenizer, on the same text, in this process;
+   tokenizer, on the same text, in this process; and ours on a heading-dense
+   document (10,000 headings);
 2. embedding chunks/s at about 120 and 250 tokens: our fp32 and int8 embedders
    and, when torch is installed, sentence-transformers (same texts, batch 16);
 3. ingestion end to end with one and with two RQ workers (`scale`);
@@ -42,6 +43,8 @@ EMBED_LENGTHS = (120, 250)
 EMBED_TEXTS = 256
 QUICK_EMBED_TEXTS = 32
 EMBED_BATCH = 16
+DENSE_HEADINGS = 10_000  # the heading-dense row (issue #15)
+QUICK_DENSE_HEADINGS = 1_000
 _DIGIT_RE = re.compile(r"[0-9]")
 
 Progress = Callable[[str], None]
@@ -185,28 +188,53 @@ def chunk_speed(
 ) -> list[ChunkRow]:
     """Time each chunker over all of `docs`; count tokens afterwards, untimed."""
     rows = []
-    size = megabytes(docs)
     for name, factory in CHUNKERS.items():
         for budget in budgets:
             split = factory(embedder, budget)
-            embedder.forget_words()  # every run starts with a cold word cache
-            started = time.perf_counter()
-            texts = [text for doc in docs for text in split(doc)]
-            seconds = time.perf_counter() - started
-            counts = [len(e.ids) for e in embedder.tokenizer.encode_batch(texts)]
-            row = ChunkRow(
-                name,
-                budget,
-                seconds,
-                size / seconds,
-                len(texts),
-                sum(count > embedder.window for count in counts),
-                float(np.mean(counts)),
-                max(counts),
-            )
-            progress(f"chunk: {name} {budget}: {row.mb_per_s:.2f} MB/s")
-            rows.append(row)
+            rows.append(_chunk_row(name, budget, split, docs, embedder))
+            progress(f"chunk: {name} {budget}: {rows[-1].mb_per_s:.2f} MB/s")
     return rows
+
+
+def _chunk_row(
+    name: str, budget: int, split: Splitter, docs: Sequence[Doc], embedder: Embedder
+) -> ChunkRow:
+    embedder.forget_words()  # every run starts with a cold word cache
+    started = time.perf_counter()
+    texts = [text for doc in docs for text in split(doc)]
+    seconds = time.perf_counter() - started
+    counts = [len(e.ids) for e in embedder.tokenizer.encode_batch(texts)]
+    return ChunkRow(
+        name,
+        budget,
+        seconds,
+        megabytes(docs) / seconds,
+        len(texts),
+        sum(count > embedder.window for count in counts),
+        float(np.mean(counts)),
+        max(counts),
+    )
+
+
+def heading_dense(headings: int) -> Doc:
+    """A document of `headings` sections of one short line each: parse time once
+    grew with the square of the number of headings (issue #15)."""
+    text = "".join(
+        f"## Heading {number}\n\nA short paragraph under it.\n\n"
+        for number in range(headings)
+    )
+    return Doc(f"dense/{headings}-headings.md", text)
+
+
+def dense_speed(
+    embedder: Embedder, headings: int, budget: int, progress: Progress
+) -> ChunkRow:
+    """Our parse + chunk on a heading-dense document, beside the corpus rows."""
+    doc = heading_dense(headings)
+    name = f"kb structure, {headings:,} headings ({doc.size / 1e6:.2f} MB)"
+    row = _chunk_row(name, budget, _ours(embedder, budget), [doc], embedder)
+    progress(f"chunk: {name}: {row.mb_per_s:.2f} MB/s")
+    return row
 
 
 # --- 2. embedding -------------------------------------------------------------
@@ -371,6 +399,8 @@ def run(quick: bool, keep: bool, progress: Progress) -> Report:
     progress(f"corpus: {corpus['documents']} documents, {corpus['mb']} MB")
     embedder = get_embedder("fp32")
     chunk_rows = chunk_speed(docs, embedder, BUDGETS, progress)
+    headings = QUICK_DENSE_HEADINGS if quick else DENSE_HEADINGS
+    chunk_rows.append(dense_speed(embedder, headings, BUDGETS[0], progress))
     embed_report = embed_speed(
         docs, QUICK_EMBED_TEXTS if quick else EMBED_TEXTS, progress
     )

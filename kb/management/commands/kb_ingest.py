@@ -44,24 +44,25 @@ class Command(BaseCommand):
         self.stdout.write(self.style.SUCCESS(summary))
 
     def _one(self, collection: Collection, name: str, path: Path, sync: bool) -> bool:
+        shown = ingestion.shown_name(name)  # a name that is not UTF-8 still prints
         try:
             with transaction.atomic():
                 source, outcome = ingestion.store_source(
                     collection, name, path.read_bytes()
                 )
                 if outcome == "unchanged" and source.indexed_version == source.version:
-                    self.stdout.write(f"{name}: unchanged")
+                    self.stdout.write(f"{shown}: unchanged")
                     return True
                 if not sync:
                     jobs.enqueue_ingest(source)
-                    self.stdout.write(f"{name}: {outcome}, queued")
+                    self.stdout.write(f"{shown}: {outcome}, queued")
                     return True
-            self.stdout.write(f"{name}: {outcome}, {ingestion.ingest(source.pk)}")
+            self.stdout.write(f"{shown}: {outcome}, {ingestion.ingest(source.pk)}")
         except (ingestion.IngestionError, parsing.ParseError) as exc:
-            self.stderr.write(f"{name}: refused: {exc}")
+            self.stderr.write(f"{shown}: refused: {exc}")
             return False
         except Exception as exc:  # an embedding error, recorded on the source
-            self.stderr.write(f"{name}: failed: {exc}")
+            self.stderr.write(f"{shown}: failed: {exc}")
             return False
         return True
 
