@@ -191,6 +191,8 @@ STORAGES = {
 STATICFILES_DIRS = [BASE_DIR / "static"]
 WHITENOISE_USE_FINDERS = True
 KB_MAX_UPLOAD_BYTES = envint("KB_MAX_UPLOAD_BYTES", 10 * 1024 * 1024)
+# A PDF with more pages is refused (issue #16): reading runs at ~20-100 pages/s.
+KB_MAX_PDF_PAGES = envint("KB_MAX_PDF_PAGES", 2000)
 
 # --- Embedder (kb/embedding.py, issue #3)
 # A directory with model.onnx + tokenizer.json; empty means: build the ONNX graph

@@ -39,7 +39,9 @@ class Reading:
 
     def pages_of(self, start: int, end: int) -> tuple[int, int] | None:
         """First and last page of the text between `start` and `end`."""
-        hit = [p for p, s, e in self.pages or () if s < max(end, start + 1) and e > start]
+        hit = [
+            p for p, s, e in self.pages or () if s < max(end, start + 1) and e > start
+        ]
         return (min(hit), max(hit)) if hit else None
 
 
@@ -113,9 +115,10 @@ def read(name: str, data: bytes, *, max_pdf_pages: int | None = None) -> Reading
 
 
 def _max_pdf_pages() -> int:
-    try:
-        from django.conf import settings
+    from django.conf import settings
+    from django.core.exceptions import ImproperlyConfigured
 
+    try:
         return int(getattr(settings, "KB_MAX_PDF_PAGES", DEFAULT_MAX_PDF_PAGES))
-    except Exception:  # Django not configured: a plain script
+    except ImproperlyConfigured:  # Django not set up: a plain script
         return DEFAULT_MAX_PDF_PAGES

@@ -15,11 +15,14 @@ from dataclasses import dataclass
 
 from lxml import etree
 
-from kb.readers import Reading, ReaderError
+from kb.readers import ReaderError, Reading
 from kb.readers.markdown import Writer
 
 MAX_RATIO = 20  # uncompressed size over file size: above it, a zip bomb
 MAX_UNCOMPRESSED = 200 * 1024 * 1024
+# Word's XML compresses well: a small genuine file (python-docx's blank one is
+# 37 KB -> 0.8 MB) passes 20x, so the ratio counts only above this size.
+RATIO_FLOOR = 8 * 1024 * 1024
 W = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
 WP = "http://schemas.openxmlformats.org/drawingml/2006/wordprocessingDrawing"
 _NS = {"w": W, "wp": WP}
@@ -27,6 +30,8 @@ _CODE_STYLE_RE = re.compile(r"source code|code|preformatted|verbatim|macro text"
 _QUOTE_STYLE_RE = re.compile(r"quote|block text", re.I)
 _MONO_FONT_RE = re.compile(r"courier|consolas|mono|menlo|lucida console", re.I)
 _HEADING_STYLE_RE = re.compile(r"^heading\s*([1-9])$", re.I)
+# Word's built-in "List Bullet 2", "List Number 3": nesting by style, not ilvl
+_LIST_STYLE_RE = re.compile(r"^list\s*(?:bullet|number|continue)?\s*([2-9])$", re.I)
 _PARSER = etree.XMLParser(resolve_entities=False, no_network=True, huge_tree=True)
 
 
@@ -60,7 +65,9 @@ def _unpack(name: str, data: bytes) -> dict[str, bytes]:
         with zipfile.ZipFile(io.BytesIO(data)) as archive:
             infos = archive.infolist()
             total = sum(info.file_size for info in infos)
-            if total > MAX_UNCOMPRESSED or total > MAX_RATIO * len(data):
+            if total > MAX_UNCOMPRESSED or (
+                total > RATIO_FLOOR and total > MAX_RATIO * len(data)
+            ):
                 raise ReaderError(
                     f"{name} unpacks to {total / 2**20:.1f} MB from "
                     f"{len(data) / 2**20:.2f} MB (over {MAX_RATIO}x its size or "
@@ -105,6 +112,7 @@ class _Reader:
         self.counters: dict[tuple[str, int], int] = {}
         self.footnote_ids: list[str] = []
         self.code: list[str] = []
+        self.list_kind: tuple[int, bool] | None = None
 
     # --- body ------------------------------------------------------------------
 
@@ -121,7 +129,7 @@ class _Reader:
                 self.paragraph(el)
             elif el.tag == _w("tbl"):
                 self.flush_code()
-                self.out.end_list()
+                self._end_list()
                 self.table(el)
             elif el.tag in (_w("sdt"), _w("sdtContent"), _w("customXml")):
                 self.blocks(el)
@@ -138,22 +146,32 @@ class _Reader:
         level = self._heading_level(p, style)
         num_id, ilvl = self._numbering(p, style)
         if level:
-            self.out.end_list()
+            self._end_list()
             self.out.heading(level, text)
         elif num_id and self.formats.get((num_id, ilvl), "bullet") != "none":
             fmt = self.formats.get((num_id, ilvl), "bullet")
             number = self._count(num_id, ilvl) if fmt != "bullet" else None
-            self.out.item(ilvl, text, number)
+            by_style = _LIST_STYLE_RE.match(name)
+            depth = int(by_style.group(1)) - 1 if by_style and not ilvl else ilvl
+            kind = (depth, number is None)
+            if depth == 0 and self.list_kind not in (None, kind):
+                self.out.end_list()  # a numbered list right after a bulleted one
+            self.list_kind = kind if depth == 0 else self.list_kind
+            self.out.item(depth, text, number)
         elif _QUOTE_STYLE_RE.search(name):
-            self.out.end_list()
+            self._end_list()
             self.out.quote([text])
         elif text.strip():
-            self.out.end_list()
+            self._end_list()
             self.out.paragraph(text)
+
+    def _end_list(self) -> None:
+        self.out.end_list()
+        self.list_kind = None
 
     def flush_code(self) -> None:
         if self.code:
-            self.out.end_list()
+            self._end_list()
             self.out.code("\n".join(self.code))
             self.code = []
 
@@ -185,7 +203,13 @@ class _Reader:
                     alt = doc_pr.get("descr") or doc_pr.get("title") or ""
                     if alt.strip():
                         parts.append(f" {alt.strip()} ")
-            elif tag in (_w("del"), _w("instrText"), _w("delText"), _w("pPr"), _w("rPr")):
+            elif tag in (
+                _w("del"),
+                _w("instrText"),
+                _w("delText"),
+                _w("pPr"),
+                _w("rPr"),
+            ):
                 continue
             elif isinstance(tag, str):
                 self._collect(child, parts)  # runs, insertions, fields, smart tags
@@ -194,7 +218,11 @@ class _Reader:
 
     def _style(self, p: etree._Element) -> _Style | None:
         style_id = p.find(f"{{{W}}}pPr/{{{W}}}pStyle")
-        return self.styles.get(style_id.get(_w("val"), "")) if style_id is not None else None
+        return (
+            self.styles.get(style_id.get(_w("val"), ""))
+            if style_id is not None
+            else None
+        )
 
     def _inherited(self, style: _Style | None, attr: str):
         seen = 0
@@ -279,7 +307,7 @@ class _Reader:
             for note in root.iterchildren(_w("footnote"))
             if note.get(_w("type")) in (None, "normal")
         }
-        self.out.end_list()
+        self._end_list()
         self.out.heading(2, "Footnotes")
         refs, self.footnote_ids = self.footnote_ids, []
         for number, note_id in enumerate(refs, start=1):
@@ -287,7 +315,7 @@ class _Reader:
             if note is not None:
                 text = " ".join(self.text(p) for p in note.iter(_w("p")))
                 self.out.item(0, text, number)
-        self.out.end_list()
+        self._end_list()
 
 
 def _int(value: str | None, default: int) -> int:

@@ -13,7 +13,7 @@ import re
 import lxml.etree
 import lxml.html
 
-from kb.readers import Reading, ReaderError
+from kb.readers import ReaderError, Reading
 from kb.readers.markdown import Writer, clean
 
 MAX_DEPTH = 150  # deeper nesting is read as plain text, not recursed into
@@ -133,19 +133,21 @@ def _is_furniture(el: lxml.html.HtmlElement) -> bool:
         return True
     if tag in ("header", "footer"):
         # a header inside an article or section is the article's own (its title)
-        return not any(a.tag in ("article", "main", "section") for a in el.iterancestors())
+        return not any(
+            a.tag in ("article", "main", "section") for a in el.iterancestors()
+        )
     if el.get("role") in _DROP_ROLES or el.get("aria-hidden") == "true":
         return True
-    if el.get("hidden") is not None or "display:none" in (el.get("style") or "").replace(" ", ""):
+    if el.get("hidden") is not None or "display:none" in (
+        el.get("style") or ""
+    ).replace(" ", ""):
         return True
     words = (el.get("class") or "").split() + (el.get("id") or "").split()
     return any(_FURNITURE_RE.match(w) for w in words)
 
 
 def _drop_furniture(body: lxml.html.HtmlElement) -> None:
-    doomed = [
-        el for el in body.iter() if isinstance(el.tag, str) and _is_furniture(el)
-    ]
+    doomed = [el for el in body.iter() if isinstance(el.tag, str) and _is_furniture(el)]
     for el in doomed:
         if el.getparent() is not None:
             el.drop_tree()  # keeps its tail text
@@ -268,7 +270,9 @@ class _Walker:
             if li.tag in ("ul", "ol"):  # a list nested without its <li>
                 self.list(li, level + 1, depth + 1)
                 continue
-            self.out.item(level, self.inline(li, skip_blocks=True), number if ordered else None)
+            self.out.item(
+                level, self.inline(li, skip_blocks=True), number if ordered else None
+            )
             number += 1
             for child in li.iterdescendants("ul", "ol", "table", "pre"):
                 if _nearest_owner(child, li):
@@ -295,7 +299,9 @@ class _Walker:
                 continue
             if not rows:
                 in_head = tr.getparent().tag == "thead"
-                header = in_head or all(c.tag == "th" for c in tr if c.tag in ("td", "th"))
+                header = in_head or all(
+                    c.tag == "th" for c in tr if c.tag in ("td", "th")
+                )
             rows.append(cells)
         self.out.end_list()
         self.out.table(rows, header)

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 import pypdfium2 as pdfium
 import pypdfium2.raw as raw
 
-from kb.readers import Reading, ReaderError
+from kb.readers import ReaderError, Reading
 from kb.readers.markdown import Writer, clean
 
 GAP_EMS = 1.5  # a horizontal gap wider than this many font sizes splits a line
@@ -85,23 +85,39 @@ class _Rules:
 
     def bullet_before(self, line: _Line) -> bool:
         return any(
-            line.x0 - 2.5 * line.size <= x < line.x0 and line.y - 0.3 * line.size <= y <= line.top
+            line.x0 - 2.5 * line.size <= x < line.x0
+            and line.y - 0.3 * line.size <= y <= line.top
             for x, y in self.bullets
         )
 
     def crossing(self, xa: float, xb: float, y: float) -> bool:
-        return any(xa - 1 <= x <= xb + 1 and lo - 2 <= y <= hi + 2 for x, lo, hi in self.vertical)
+        return any(
+            xa - 1 <= x <= xb + 1 and lo - 2 <= y <= hi + 2
+            for x, lo, hi in self.vertical
+        )
 
     def cell(self, line: _Line) -> tuple[float, float, float, float] | None:
         """The rectangle of rules around a line, if it sits in a ruled cell."""
         mid = (line.y + line.top) / 2
-        left = [x for x, lo, hi in self.vertical if x <= line.x0 + 1 and lo - 2 <= mid <= hi + 2]
-        right = [x for x, lo, hi in self.vertical if x >= line.x1 - 1 and lo - 2 <= mid <= hi + 2]
+        left = [
+            x
+            for x, lo, hi in self.vertical
+            if x <= line.x0 + 1 and lo - 2 <= mid <= hi + 2
+        ]
+        right = [
+            x
+            for x, lo, hi in self.vertical
+            if x >= line.x1 - 1 and lo - 2 <= mid <= hi + 2
+        ]
         if not left or not right:
             return None
         lx, rx = max(left), min(right)
-        above = [y for y, a, b in self.horizontal if y >= mid and a <= lx + 2 and b >= rx - 2]
-        below = [y for y, a, b in self.horizontal if y <= mid and a <= lx + 2 and b >= rx - 2]
+        above = [
+            y for y, a, b in self.horizontal if y >= mid and a <= lx + 2 and b >= rx - 2
+        ]
+        below = [
+            y for y, a, b in self.horizontal if y <= mid and a <= lx + 2 and b >= rx - 2
+        ]
         if not above or not below:
             return None
         return (round(lx), round(rx), round(min(above)), round(max(below)))
@@ -109,7 +125,9 @@ class _Rules:
 
 def read(name: str, data: bytes, *, max_pages: int) -> Reading:
     if data.rfind(b"%%EOF", max(0, len(data) - 4096)) == -1:
-        raise ReaderError(f"{name} is truncated or corrupt: it has no end-of-file marker")
+        raise ReaderError(
+            f"{name} is truncated or corrupt: it has no end-of-file marker"
+        )
     try:
         document = pdfium.PdfDocument(data)
     except pdfium.PdfiumError as exc:
@@ -131,9 +149,7 @@ def read(name: str, data: bytes, *, max_pages: int) -> Reading:
         document.close()
     chars = [sum(len(line.text) for line in lines) for lines, _ in pages]
     if not any(chars):
-        raise ReaderError(
-            f"{name} has no text layer (scanned?); OCR is not supported"
-        )
+        raise ReaderError(f"{name} has no text layer (scanned?); OCR is not supported")
     removed = _drop_running_lines(pages)
     ordered = [_reading_order(lines, tables) for lines, tables in pages]
     writer = Writer()
@@ -182,11 +198,17 @@ def _rules(page: pdfium.PdfPage) -> _Rules:
             continue
         width, height = right.value - left.value, top.value - bottom.value
         if 1.5 <= width <= 8 and 1.5 <= height <= 8 and abs(width - height) < 1.5:
-            rules.bullets.append(((left.value + right.value) / 2, (bottom.value + top.value) / 2))
+            rules.bullets.append(
+                ((left.value + right.value) / 2, (bottom.value + top.value) / 2)
+            )
         elif width <= 2.5 and height > 4:
-            rules.vertical.append(((left.value + right.value) / 2, bottom.value, top.value))
+            rules.vertical.append(
+                ((left.value + right.value) / 2, bottom.value, top.value)
+            )
         elif height <= 2.5 and width > 4:
-            rules.horizontal.append(((bottom.value + top.value) / 2, left.value, right.value))
+            rules.horizontal.append(
+                ((bottom.value + top.value) / 2, left.value, right.value)
+            )
     return rules
 
 
@@ -203,7 +225,9 @@ def _lines(textpage: pdfium.PdfTextPage, page: int, rules: _Rules) -> list[_Line
     line: _Line | None = None
     space = False
     for i, ch in enumerate(text):
-        if ch.isspace() or ch == "\ufffe" or ch == "\x00":
+        if ch in "\ufffe\x02":
+            ch = "-"  # pdfium's mark for a hyphen that ends a line
+        elif ch.isspace() or ch == "\x00":
             space = True
             continue
         raw.FPDFText_GetLooseCharBox(textpage, i, loose)
@@ -217,7 +241,10 @@ def _lines(textpage: pdfium.PdfTextPage, page: int, rules: _Rules) -> list[_Line
             found = raw.FPDFFont_GetBaseFontName(font, name, 256) if font else 0
             base = name.value.decode("latin-1") if found else ""
             weight = raw.FPDFFont_GetWeight(font) if font else -1
-            fonts[key] = (bool(_BOLD_RE.search(base)) or weight >= 600, bool(_MONO_RE.search(base)))
+            fonts[key] = (
+                bool(_BOLD_RE.search(base)) or weight >= 600,
+                bool(_MONO_RE.search(base)),
+            )
         bold, mono = fonts[key]
         x0, x1, y = loose.left, loose.right, oy.value
         if (
@@ -269,12 +296,17 @@ def _tables(lines: list[_Line], rules: _Rules, page: int):
     for top, bottom in sorted(rows, key=lambda k: -k[0]):
         row = rows[(top, bottom)]
         xs = tuple(sorted(row))
-        texts = [" ".join(ln.text for ln in sorted(row[x], key=lambda ln: (-ln.y, ln.x0))) for x in xs]
+        texts = [
+            " ".join(ln.text for ln in sorted(row[x], key=lambda ln: (-ln.y, ln.x0)))
+            for x in xs
+        ]
         adjacent = last_bottom is not None and abs(last_bottom - top) < 4
         if current is None or not adjacent or len(xs) != len(columns or ()):
             all_lines = [ln for x in xs for ln in row[x]]
             header = all(ln.is_bold() for ln in all_lines)
-            current = _Table(page, min(xs), max(ln.x1 for ln in all_lines), top, [], header)
+            current = _Table(
+                page, min(xs), max(ln.x1 for ln in all_lines), top, [], header
+            )
             tables.append(current)
             columns = xs
         current.rows.append(texts)
@@ -297,7 +329,10 @@ def _drop_running_lines(pages) -> int:
     height = max(tops, default=0) - min(bottoms, default=0) or 1
 
     def in_margin(line: _Line, i: int) -> bool:
-        return line.top >= tops[i] - MARGIN_SHARE * height or line.y <= bottoms[i] + MARGIN_SHARE * height
+        return (
+            line.top >= tops[i] - MARGIN_SHARE * height
+            or line.y <= bottoms[i] + MARGIN_SHARE * height
+        )
 
     seen: Counter[str] = Counter()
     for i, (lines, _) in enumerate(pages):
@@ -308,7 +343,10 @@ def _drop_running_lines(pages) -> int:
         keep = []
         for ln in lines:
             margin = in_margin(ln, i)
-            if margin and (seen[_margin_key(ln, height)] >= threshold or _PAGE_NUMBER_RE.match(ln.text)):
+            if margin and (
+                seen[_margin_key(ln, height)] >= threshold
+                or _PAGE_NUMBER_RE.match(ln.text)
+            ):
                 removed += 1
             else:
                 keep.append(ln)
@@ -358,7 +396,7 @@ def _reading_order(lines: list[_Line], tables: list[_Table]) -> list[_Line | _Ta
     return ordered
 
 
-# --- lines -> Markdown blocks ----------------------------------------------------------
+# --- lines -> Markdown blocks ------------------------------------------------------
 
 
 class _Assembler:
@@ -406,7 +444,9 @@ class _Assembler:
             rows = table.rows[1:] if table.header else table.rows
             previous.rows += rows
             self.out.blocks.pop()
-            self.out.counts["tables_with_header" if previous.header else "tables_without_header"] -= 1
+            self.out.counts[
+                "tables_with_header" if previous.header else "tables_without_header"
+            ] -= 1
             self.out.page = previous.page
             self.out.table(previous.rows, previous.header)
             return
@@ -462,7 +502,10 @@ class _Assembler:
         if prev is None or prev.page != line.page:
             return False
         gap = prev.y - line.y
-        return 0 < gap <= 1.6 * max(prev.size, line.size) and abs(prev.size - line.size) < 1
+        return (
+            0 < gap <= 1.6 * max(prev.size, line.size)
+            and abs(prev.size - line.size) < 1
+        )
 
     def _start_item(self, line: _Line, marker: re.Match) -> None:
         x = line.x0
@@ -496,7 +539,12 @@ class _Assembler:
 def _join_texts(texts: list[str]) -> str:
     out = ""
     for text in texts:
-        if out.endswith("-") and len(out) > 1 and out[-2].isalpha() and text[:1].islower():
+        if (
+            out.endswith("-")
+            and len(out) > 1
+            and out[-2].isalpha()
+            and text[:1].islower()
+        ):
             out = out[:-1] + text  # hyphenation at a line end undone
         else:
             out = f"{out} {text}" if out else text
@@ -509,9 +557,7 @@ def _join(lines: list[_Line]) -> str:
 
 def _code_text(lines: list[_Line]) -> str:
     left = min(ln.x0 for ln in lines)
-    widths = [
-        (ln.x1 - ln.x0) / len(ln.text) for ln in lines if len(ln.text) > 3
-    ]
+    widths = [(ln.x1 - ln.x0) / len(ln.text) for ln in lines if len(ln.text) > 3]
     char = statistics.median(widths) if widths else 6.0
     out = []
     for ln in lines:
