@@ -48,7 +48,9 @@ class _Line:
     chars: list[str] = field(default_factory=list)
     bold: int = 0
     mono: int = 0
+    sizes: Counter = field(default_factory=Counter)
     cell: tuple[float, float, float, float] | None = None  # inside table rules
+    box: int | None = None  # the shaded box around it
 
     @property
     def text(self) -> str:
@@ -82,6 +84,14 @@ class _Rules:
     vertical: list[tuple[float, float, float]] = field(default_factory=list)
     horizontal: list[tuple[float, float, float]] = field(default_factory=list)
     bullets: list[tuple[float, float]] = field(default_factory=list)
+    boxes: list[tuple[float, float, float, float]] = field(default_factory=list)
+
+    def box(self, line: _Line) -> int | None:
+        """The shaded box (a code block's background) the line sits in."""
+        for i, (x0, y0, x1, y1) in enumerate(self.boxes):
+            if x0 - 1 <= line.x0 <= x1 and y0 - 1 <= line.y <= y1 + 1:
+                return i
+        return None
 
     def bullet_before(self, line: _Line) -> bool:
         return any(
@@ -201,6 +211,8 @@ def _rules(page: pdfium.PdfPage) -> _Rules:
             rules.bullets.append(
                 ((left.value + right.value) / 2, (bottom.value + top.value) / 2)
             )
+        elif width > 40 and height > 8:
+            rules.boxes.append((left.value, bottom.value, right.value, top.value))
         elif width <= 2.5 and height > 4:
             rules.vertical.append(
                 ((left.value + right.value) / 2, bottom.value, top.value)
@@ -261,11 +273,15 @@ def _lines(textpage: pdfium.PdfTextPage, page: int, rules: _Rules) -> list[_Line
             lines.append(line)
         line.chars.append(ch)
         line.x1 = max(line.x1, x1)
-        line.size = max(line.size, size)
+        line.sizes[round(size, 1) if not mono else 0.0] += 1
         line.bold += bold
         line.mono += mono
         space = False
     lines = [ln for ln in lines if ln.text]
+    for ln in lines:  # its text's size: inline code in another font aside
+        ln.box = rules.box(ln) if rules.boxes else None
+        prose = [(n, size) for size, n in ln.sizes.items() if size]
+        ln.size = max(prose)[1] if prose else ln.size
     for ln in lines:
         if rules.bullets and rules.bullet_before(ln) and not _BULLET_RE.match(ln.text):
             ln.chars.insert(0, "• ")  # a bullet drawn as a shape, not a character
@@ -406,8 +422,8 @@ class _Assembler:
         sizes: Counter[float] = Counter()
         for items in pages:
             for it in items:
-                if isinstance(it, _Line):
-                    sizes[round(it.size * 2) / 2] += len(it.text)
+                if isinstance(it, _Line) and not it.is_mono():
+                    sizes[round(it.size, 1)] += len(it.text)
         self.body = sizes.most_common(1)[0][0] if sizes else 10.0
         self.paragraph: list[_Line] = []
         self.code: list[_Line] = []
@@ -425,7 +441,8 @@ class _Assembler:
                     self.table(it)
                 else:
                     self.line(it)
-            self.flush()  # a paragraph does not run on over a page break
+            # a paragraph does not run on over a page break; a code block may
+            self.flush(keep_code=True)
         self.flush()
 
     # block kinds
@@ -457,10 +474,17 @@ class _Assembler:
     def line(self, line: _Line) -> None:
         text = line.text
         self.out.page = line.page
-        if line.is_mono() and line.size <= self.body * 1.05:
+        wrapped = (self.paragraph or self.item) and line.box is None
+        if wrapped and self._follows(line):
+            pass  # inline code wrapped onto a line of its own
+        elif line.is_mono() and not text.startswith("• "):
+            if self.code and not _same_code_block(self.code[-1], line):
+                self.flush(end_list=True)  # the gap between two code blocks
             self.flush(keep_code=True, end_list=True)
             self.code.append(line)
             return
+        if self.code:
+            self.flush(end_list=True)
         level = self._heading_level(line)
         if level:
             self.flush(end_list=True)
@@ -497,8 +521,8 @@ class _Assembler:
             return 4 if len(line.text) < 120 else 0
         return 0
 
-    def _follows(self, line: _Line) -> bool:
-        prev = getattr(self, "prev", None)
+    def _follows(self, line: _Line, prev: _Line | None = None) -> bool:
+        prev = prev or getattr(self, "prev", None)
         if prev is None or prev.page != line.page:
             return False
         gap = prev.y - line.y
@@ -517,7 +541,7 @@ class _Assembler:
         numbered = marker.re is _NUMBER_RE
         self.item_number = int(marker.group(1)) if numbered else None
         self.item = [marker.group(2)]
-        self.item_x = x + 3
+        self.item_x = x
         self.prev = line
 
     def flush(self, keep_code: bool = False, end_list: bool = False) -> None:
@@ -534,6 +558,14 @@ class _Assembler:
             self.out.code(_code_text(self.code))
             self.code = []
             self.last_table = None
+
+
+def _same_code_block(prev: _Line, line: _Line) -> bool:
+    if prev.page != line.page:
+        return prev.box is not None and line.box is not None
+    if prev.box is not None or line.box is not None:
+        return prev.box == line.box
+    return 0 < prev.y - line.y <= 2.6 * max(prev.size, line.size)
 
 
 def _join_texts(texts: list[str]) -> str:
@@ -560,7 +592,10 @@ def _code_text(lines: list[_Line]) -> str:
     widths = [(ln.x1 - ln.x0) / len(ln.text) for ln in lines if len(ln.text) > 3]
     char = statistics.median(widths) if widths else 6.0
     out = []
-    for ln in lines:
+    for prev, ln in zip([None, *lines], lines, strict=False):
+        if prev is not None and prev.page == ln.page:
+            step = prev.y - ln.y
+            out += [""] * max(0, min(round(step / (1.2 * ln.size)) - 1, 3))
         indent = round((ln.x0 - left) / char) if char > 0 else 0
         out.append(" " * max(0, min(indent, 80)) + "".join(ln.chars).strip())
     return "\n".join(out)
