@@ -178,6 +178,8 @@ class Report:
     size: Counter = field(default_factory=Counter)  # bytes read per format
     pages: int = 0
     plumber_seconds: float = 0.0
+    # one long PDF (a whole corpus printed as one document): pages, seconds
+    long_pdf: dict[str, float] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
 
 
@@ -203,7 +205,35 @@ def run(
             rendered = _render_all(files, corpus.name, Path(tmp), formats)
             for path, paths in zip(files, rendered, strict=True):
                 _read_back(path, corpus.name, paths, formats, report)
+        if "pdf" in formats:
+            report.long_pdf = _long_pdf(corpora_dir, Path(tmp))
     return report
+
+
+def _long_pdf(corpora_dir: Path, tmp: Path) -> dict[str, float]:
+    """The largest corpus as one PDF: the reader's and pdfplumber's speed on it."""
+    corpus = max(
+        (p for p in corpora_dir.iterdir() if p.is_dir()),
+        key=lambda p: sum(f.stat().st_size for f in p.rglob("*.md")),
+    )
+    texts = [
+        _FRONT_MATTER_RE.sub("", f.read_text("utf-8"))
+        for f in sorted(corpus.rglob("*.md"))
+    ]
+    html_path = tmp / "long.html"
+    html_path.write_text(render_html("\n\n".join(texts), corpus.name), "utf-8")
+    render_pdf(html_path, tmp / "long.pdf")
+    data = (tmp / "long.pdf").read_bytes()
+    started = time.perf_counter()
+    reading = readers.read("long.pdf", data)
+    seconds = time.perf_counter() - started
+    return {
+        "corpus": corpus.name,
+        "pages": reading.summary["pages"],
+        "mb": len(data) / 1e6,
+        "reader": seconds,
+        "pdfplumber": _plumber_seconds(data),
+    }
 
 
 def _render_all(files: list[Path], corpus: str, tmp: Path, formats) -> list[dict]:
@@ -297,6 +327,20 @@ def markdown(report: Report) -> str:
             f"{report.plumber_seconds:.2f} | {mb / report.plumber_seconds:.2f} | "
             f"{report.pages / report.plumber_seconds:.1f} |"
         )
+    if report.long_pdf:
+        long = report.long_pdf
+        lines += [
+            "",
+            f"One long PDF ({long['corpus']} as one document, {long['pages']} pages, "
+            f"{long['mb']:.1f} MB): kb.readers {long['pages'] / long['reader']:.1f} "
+            "pages/s with structure"
+            + (
+                f", pdfplumber extract_text {long['pages'] / long['pdfplumber']:.1f}"
+                " pages/s (flat text)"
+                if long["pdfplumber"]
+                else ""
+            ),
+        ]
     if report.errors:
         lines += ["", "Refused:", *[f"- {e}" for e in report.errors]]
     return "\n".join(lines) + "\n"
