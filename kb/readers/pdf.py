@@ -26,6 +26,7 @@ from kb.readers import ReaderError, Reading
 from kb.readers.markdown import Writer, clean
 
 GAP_EMS = 1.5  # a horizontal gap wider than this many font sizes splits a line
+OPEN = 10**6  # the missing edge of a table row cut by a page break
 MARGIN_SHARE = 0.1  # top and bottom share of a page searched for running lines
 _BULLET_RE = re.compile(r"^([•◦▪▫●○■□‣⁃∙·*–-])\s+(.*)$")
 _NUMBER_RE = re.compile(r"^(\d{1,3})[.)]\s+(.*)$")
@@ -75,6 +76,9 @@ class _Table:
     top: float
     rows: list[list[str]]
     header: bool
+    open_top: bool = False  # its first row began on the previous page
+    open_bottom: bool = False  # its last row goes on on the next page
+    sizes: Counter = field(default_factory=Counter)  # characters per font size
 
 
 @dataclass
@@ -128,9 +132,10 @@ class _Rules:
         below = [
             y for y, a, b in self.horizontal if y <= mid and a <= lx + 2 and b >= rx - 2
         ]
-        if not above or not below:
-            return None
-        return (round(lx), round(rx), round(min(above)), round(max(below)))
+        # a row cut by a page break has no rule on that side: open-ended
+        top = round(min(above)) if above else OPEN
+        bottom = round(max(below)) if below else -OPEN
+        return (round(lx), round(rx), top, bottom)
 
 
 def read(name: str, data: bytes, *, max_pages: int) -> Reading:
@@ -311,23 +316,45 @@ def _tables(lines: list[_Line], rules: _Rules, page: int):
     columns: tuple | None = None
     for top, bottom in sorted(rows, key=lambda k: -k[0]):
         row = rows[(top, bottom)]
-        xs = tuple(sorted(row))
+        # the row's columns from its rules, so that empty cells keep their place
+        xs = _columns(rules, (top + bottom) / 2) or tuple(sorted(row))
         texts = [
-            " ".join(ln.text for ln in sorted(row[x], key=lambda ln: (-ln.y, ln.x0)))
-            for x in xs
+            " ".join(
+                ln.text
+                for x in row
+                if abs(x - left) <= 2
+                for ln in sorted(row[x], key=lambda ln: (-ln.y, ln.x0))
+            )
+            for left in xs
         ]
         adjacent = last_bottom is not None and abs(last_bottom - top) < 4
         if current is None or not adjacent or len(xs) != len(columns or ()):
-            all_lines = [ln for x in xs for ln in row[x]]
+            all_lines = [ln for x in row for ln in row[x]]
             header = all(ln.is_bold() for ln in all_lines)
             current = _Table(
-                page, min(xs), max(ln.x1 for ln in all_lines), top, [], header
+                page, min(xs), max(ln.x1 for ln in all_lines), min(top, OPEN - 1), [], False
             )
+            current.header = header and top != OPEN
+            current.open_top = top == OPEN
             tables.append(current)
             columns = xs
         current.rows.append(texts)
+        for x in row:
+            for ln in row[x]:
+                current.sizes[round(ln.size, 1)] += len(ln.text)
+        current.open_bottom = bottom == -OPEN
         last_bottom = bottom
     return free, [t for t in tables if t.rows]
+
+
+def _columns(rules: _Rules, y: float) -> tuple[float, ...]:
+    """Left edges of the cells in a row: the vertical rules across it, less the
+    rightmost one."""
+    xs: list[float] = []
+    for x in sorted(round(x) for x, lo, hi in rules.vertical if lo - 2 <= y <= hi + 2):
+        if not xs or x - xs[-1] > 2:
+            xs.append(x)
+    return tuple(xs[:-1])
 
 
 # --- running headers and footers ---------------------------------------------------
@@ -422,7 +449,9 @@ class _Assembler:
         sizes: Counter[float] = Counter()
         for items in pages:
             for it in items:
-                if isinstance(it, _Line) and not it.is_mono():
+                if isinstance(it, _Table):
+                    sizes.update(it.sizes)
+                elif not it.is_mono():
                     sizes[round(it.size, 1)] += len(it.text)
         self.body = sizes.most_common(1)[0][0] if sizes else 10.0
         self.paragraph: list[_Line] = []
@@ -458,8 +487,16 @@ class _Assembler:
             and (not table.header or table.rows[0] == previous.rows[0])
         ):
             # a table continued on the next page (its header row repeated or not)
-            rows = table.rows[1:] if table.header else table.rows
+            rows = table.rows[1:] if table.header else list(table.rows)
+            cut_row = rows and not rows[0][0] and any(rows[0])
+            if rows and (previous.open_bottom and table.open_top or cut_row):
+                cut = rows.pop(0)  # one row cut in two by the page break
+                previous.rows[-1] = [
+                    f"{a} {b}".strip()
+                    for a, b in zip(previous.rows[-1], cut, strict=False)
+                ]
             previous.rows += rows
+            previous.open_bottom = table.open_bottom
             self.out.blocks.pop()
             self.out.counts[
                 "tables_with_header" if previous.header else "tables_without_header"
