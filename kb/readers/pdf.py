@@ -361,7 +361,9 @@ def _columns(rules: _Rules, y: float) -> tuple[float, ...]:
 
 
 def _margin_key(line: _Line, height: float) -> str | None:
-    return re.sub(r"\d+", "#", clean(line.text).lower())
+    """Running lines repeat with the same words (digits aside), size and place."""
+    text = re.sub(r"\d+", "#", clean(line.text).lower())
+    return f"{round(line.size * 2)} {round(line.y / 5)} {text}"
 
 
 def _drop_running_lines(pages) -> int:
@@ -462,6 +464,7 @@ class _Assembler:
         self.item_depth = 0
         self.list_stack: list[float] = []
         self.last_table: _Table | None = None
+        self.prev_heading: _Line | None = None
 
     def run(self) -> None:
         for items in self.pages:
@@ -514,7 +517,7 @@ class _Assembler:
         wrapped = (self.paragraph or self.item) and line.box is None
         if wrapped and self._follows(line):
             pass  # inline code wrapped onto a line of its own
-        elif line.is_mono() and not text.startswith("• "):
+        elif self._is_code(line):
             if self.code and not _same_code_block(self.code[-1], line):
                 self.flush(end_list=True)  # the gap between two code blocks
             self.flush(keep_code=True, end_list=True)
@@ -526,8 +529,20 @@ class _Assembler:
         if level:
             self.flush(end_list=True)
             self.last_table = None
-            self.out.heading(level, text)
+            last = self.out.blocks[-1] if self.out.blocks else None
+            prefix = "#" * level + " "
+            if (
+                last is not None
+                and last.text.startswith(prefix)
+                and self.prev_heading is not None
+                and self._follows(line, self.prev_heading)
+            ):  # a heading wrapped over two lines
+                last.text += " " + text
+            else:
+                self.out.heading(level, text)
+            self.prev_heading = line
             return
+        self.prev_heading = None
         marker = _BULLET_RE.match(text) or _NUMBER_RE.match(text)
         if marker:
             self.flush()
@@ -543,6 +558,15 @@ class _Assembler:
             self.flush(end_list=True)
         self.paragraph.append(line)
         self.prev = line
+
+    def _is_code(self, line: _Line) -> bool:
+        """Monospaced, and in a shaded box or no bigger than the body text and
+        not bold (a heading in a monospaced font is a heading)."""
+        if not line.is_mono() or line.text.startswith("• "):
+            return False
+        if line.box is not None:
+            return True
+        return line.size <= self.body * 1.05 and not line.is_bold()
 
     def _heading_level(self, line: _Line) -> int:
         ratio = line.size / self.body
