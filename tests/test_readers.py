@@ -3,17 +3,22 @@
 from __future__ import annotations
 
 import io
+import json
 import zipfile
+from io import StringIO
 from pathlib import Path
 
 import docx
 import pypdf
 import pytest
-from django.test import SimpleTestCase
+from django.conf import settings
+from django.core.management import CommandError, call_command
+from django.test import SimpleTestCase, TestCase
 from docx.oxml import OxmlElement
 from docx.oxml.ns import qn
 
 from kb import readers
+from kb.models import Collection, Source
 from kb.readers import ReaderError
 from tests.documents import Page, build_pdf, scanned_page
 
@@ -421,3 +426,71 @@ class PdfBadInputTestCase(SimpleTestCase):
 def test_it_refuses_other_extensions(name):
     with pytest.raises(ReaderError, match=name.replace(".", r"\.")):
         readers.read(name, b"text")
+
+
+# --- kb_ingest and kb_chunk ---------------------------------------------------------
+
+
+class IngestConvertedTestCase(TestCase):
+    """The stored text of an HTML, DOCX or PDF source is the reader's Markdown."""
+
+    def setUp(self):
+        self.collection = Collection.objects.create(name="Policies")
+
+    def test_kb_ingest_indexes_a_pdf_by_its_markdown_sections(self):
+        folder = Path(self.enterContext(_temporary_folder()))
+        (folder / "policy.pdf").write_bytes(build_pdf(_report_pages()))
+        (folder / "travel.docx").write_bytes(_sample_docx())
+        out = StringIO()
+        call_command(
+            "kb_ingest", str(folder), "--collection", "Policies", "--sync", stdout=out
+        )
+        self.assertIn("2 of 2 file(s) stored and indexed", out.getvalue())
+        source = Source.objects.get(file_name="policy.pdf")
+        self.assertTrue(source.text.startswith("# Expense policy\n\n"))
+        self.assertEqual(source.file.read()[:5], b"%PDF-")  # the original is kept
+        meals = source.sections.get(heading="Meals")
+        self.assertIn("| Paris | 60 EUR |", source.text[meals.start : meals.end])
+        self.assertEqual(
+            Source.objects.get(file_name="travel.docx").title, "Travel policy"
+        )
+
+    def test_kb_ingest_refuses_a_bad_file_naming_it_and_stores_nothing(self):
+        folder = Path(self.enterContext(_temporary_folder()))
+        (folder / "scan.pdf").write_bytes(build_pdf([scanned_page()]))
+        (folder / "page.pdf").write_bytes(_html("<p>not a pdf</p>"))
+        err = StringIO()
+        with self.assertRaisesMessage(CommandError, "0 of 2 file(s)"):
+            call_command(
+                "kb_ingest", str(folder), "--collection", "Policies", stderr=err
+            )
+        self.assertIn("scan.pdf: refused: scan.pdf has no text layer", err.getvalue())
+        self.assertIn("page.pdf: refused: page.pdf is not a PDF", err.getvalue())
+        self.assertFalse(Source.objects.exists())
+        uploads = Path(settings.MEDIA_ROOT)
+        self.assertFalse(list(uploads.rglob("scan*.pdf")) if uploads.exists() else [])
+
+
+def _temporary_folder():
+    import tempfile
+
+    return tempfile.TemporaryDirectory()
+
+
+def test_kb_chunk_reads_html_and_pdf_files(tmp_path):
+    (tmp_path / "guide.html").write_bytes(
+        _html("<main><h1>Guide</h1><h2>Setup</h2><p>Install it.</p></main>")
+    )
+    (tmp_path / "policy.pdf").write_bytes(build_pdf(_report_pages()))
+    (tmp_path / "broken.docx").write_bytes(b"not a zip")
+    out = StringIO()
+    call_command("kb_chunk", str(tmp_path), "--json", stdout=out)
+    report = json.loads(out.getvalue())
+    assert report["files"] == 2
+    assert report["skipped"] == [
+        "broken.docx: broken.docx is not a Word .docx file (a zip holding "
+        "word/document.xml): its content is something else"
+    ]
+    headings = {c["heading_path"] for c in report["chunks"]}
+    assert "Guide > Setup" in headings
+    assert "Expense policy > Meals" in headings

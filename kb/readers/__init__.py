@@ -13,13 +13,18 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any
 
+from kb.parsing import ParseError, decode_upload
+
 EXTENSIONS = {".html": "html", ".htm": "html", ".docx": "docx", ".pdf": "pdf"}
 MAX_HTML_BYTES = 50 * 1024 * 1024
 DEFAULT_MAX_PDF_PAGES = 2000
 
 
-class ReaderError(Exception):
-    """The file cannot be read; the message names it and says why."""
+class ReaderError(ParseError):
+    """The file cannot be read; the message names it and says why.
+
+    A ParseError, so that every place that refuses a bad upload refuses these.
+    """
 
 
 @dataclass
@@ -43,6 +48,14 @@ class Reading:
             p for p, s, e in self.pages or () if s < max(end, start + 1) and e > start
         ]
         return (min(hit), max(hit)) if hit else None
+
+
+def text_of(name: str, data: bytes) -> str:
+    """The stored text of an upload: converted to Markdown for the formats read
+    here, decoded for Markdown and plain text."""
+    if format_of(name):
+        return read(name, data).text
+    return decode_upload(data, name)
 
 
 def format_of(name: str) -> str | None:

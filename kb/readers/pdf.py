@@ -332,7 +332,12 @@ def _tables(lines: list[_Line], rules: _Rules, page: int):
             all_lines = [ln for x in row for ln in row[x]]
             header = all(ln.is_bold() for ln in all_lines)
             current = _Table(
-                page, min(xs), max(ln.x1 for ln in all_lines), min(top, OPEN - 1), [], False
+                page,
+                min(xs),
+                max(ln.x1 for ln in all_lines),
+                min(top, OPEN - 1),
+                [],
+                False,
             )
             current.header = header and top != OPEN
             current.open_top = top == OPEN
