@@ -28,6 +28,8 @@ from kb.readers.markdown import Writer, clean
 GAP_EMS = 1.5  # a horizontal gap wider than this many font sizes splits a line
 OPEN = 10**6  # the missing edge of a table row cut by a page break
 MARGIN_SHARE = 0.1  # top and bottom share of a page searched for running lines
+FIXED_PITCH = 1  # PDF font descriptor flags
+FORCE_BOLD = 1 << 18
 _BULLET_RE = re.compile(r"^([•◦▪▫●○■□‣⁃∙·*–-])\s+(.*)$")
 _NUMBER_RE = re.compile(r"^(\d{1,3})[.)]\s+(.*)$")
 _PAGE_NUMBER_RE = re.compile(
@@ -235,41 +237,39 @@ def _lines(textpage: pdfium.PdfTextPage, page: int, rules: _Rules) -> list[_Line
     if len(text) != count:  # characters outside the BMP: ask one by one
         text = "".join(chr(raw.FPDFText_GetUnicode(textpage, i)) for i in range(count))
     loose = raw.FS_RECTF()
-    ox, oy = ctypes.c_double(), ctypes.c_double()
-    fonts: dict[int, tuple[bool, bool]] = {}
+    flags = ctypes.c_int()
+    fonts: dict[bytes, tuple[bool, bool]] = {}
     name = ctypes.create_string_buffer(256)
     lines: list[_Line] = []
     line: _Line | None = None
     space = False
+    get_box, get_font = raw.FPDFText_GetLooseCharBox, raw.FPDFText_GetFontInfo
     for i, ch in enumerate(text):
         if ch in "\ufffe\x02":
             ch = "-"  # pdfium's mark for a hyphen that ends a line
         elif ch.isspace() or ch == "\x00":
             space = True
             continue
-        raw.FPDFText_GetLooseCharBox(textpage, i, loose)
-        raw.FPDFText_GetCharOrigin(textpage, i, ox, oy)
+        get_box(textpage, i, loose)
         # the drawn size: the font's ascent to descent, whatever the page scale
-        size = (loose.top - loose.bottom) / 1.15 or 1.0
-        obj = raw.FPDFText_GetTextObject(textpage, i)
-        font = raw.FPDFTextObj_GetFont(obj) if obj else None
-        key = ctypes.cast(font, ctypes.c_void_p).value or 0 if font else 0
+        height = loose.top - loose.bottom
+        size = height / 1.15 or 1.0
+        get_font(textpage, i, name, 256, flags)
+        key = name.value
         if key not in fonts:
-            found = raw.FPDFFont_GetBaseFontName(font, name, 256) if font else 0
-            base = name.value.decode("latin-1") if found else ""
-            weight = raw.FPDFFont_GetWeight(font) if font else -1
+            base = key.decode("latin-1")
             fonts[key] = (
-                bool(_BOLD_RE.search(base)) or weight >= 600,
-                bool(_MONO_RE.search(base)),
+                bool(_BOLD_RE.search(base) or flags.value & FORCE_BOLD),
+                bool(_MONO_RE.search(base) or flags.value & FIXED_PITCH),
             )
         bold, mono = fonts[key]
-        x0, x1, y = loose.left, loose.right, oy.value
+        x0, x1, y = loose.left, loose.right, loose.bottom + 0.2 * height  # ~baseline
         if (
             line is not None
             and abs(y - line.y) <= 0.35 * max(size, line.size)
             and x0 >= line.x1 - 0.6 * size
             and x0 - line.x1 <= GAP_EMS * size
-            and not rules.crossing(line.x1, x0, y + size / 3)
+            and (x0 - line.x1 < 1 or not rules.crossing(line.x1, x0, y + size / 3))
         ):
             if space or x0 - line.x1 > 0.2 * size:
                 line.chars.append(" ")
