@@ -32,6 +32,18 @@ _MONO_FONT_RE = re.compile(r"courier|consolas|mono|menlo|lucida console", re.I)
 _HEADING_STYLE_RE = re.compile(r"^heading\s*([1-9])$", re.I)
 # Word's built-in "List Bullet 2", "List Number 3": nesting by style, not ilvl
 _LIST_STYLE_RE = re.compile(r"^list\s*(?:bullet|number|continue)?\s*([2-9])$", re.I)
+_T, _R = f"{{{W}}}t", f"{{{W}}}r"
+_RFONTS, _ASCII = f"{{{W}}}rPr/{{{W}}}rFonts", f"{{{W}}}ascii"
+_CHARS = {
+    f"{{{W}}}tab": "\t",
+    f"{{{W}}}br": "\n",
+    f"{{{W}}}cr": "\n",
+    f"{{{W}}}noBreakHyphen": "-",
+}
+_SKIP = {f"{{{W}}}{t}" for t in ("del", "instrText", "delText", "pPr", "rPr")}
+_HYPERLINK = f"{{{W}}}hyperlink"
+_FOOTNOTE_REF = f"{{{W}}}footnoteReference"
+_PICTURES = {f"{{{W}}}drawing", f"{{{W}}}pict"}
 _PARSER = etree.XMLParser(resolve_entities=False, no_network=True, huge_tree=True)
 
 
@@ -183,35 +195,25 @@ class _Reader:
     def _collect(self, el: etree._Element, parts: list[str]) -> None:
         for child in el:
             tag = child.tag
-            if tag == _w("t"):
+            if tag == _T:
                 parts.append(child.text or "")
-            elif tag == _w("tab"):
-                parts.append("\t")
-            elif tag in (_w("br"), _w("cr")):
-                parts.append("\n")
-            elif tag == _w("noBreakHyphen"):
-                parts.append("-")
-            elif tag == _w("hyperlink"):
+            elif tag in _CHARS:
+                parts.append(_CHARS[tag])
+            elif tag in _SKIP or not isinstance(tag, str):
+                continue
+            elif tag == _HYPERLINK:
                 self.out.counts["links"] += 1
                 self._collect(child, parts)
-            elif tag == _w("footnoteReference"):
+            elif tag == _FOOTNOTE_REF:
                 self.footnote_ids.append(child.get(_w("id")) or "")
                 parts.append(f"[{len(self.footnote_ids)}]")
-            elif tag == _w("drawing") or tag == _w("pict"):
+            elif tag in _PICTURES:
                 self.out.counts["images_dropped"] += 1
                 for doc_pr in child.iter(f"{{{WP}}}docPr"):
                     alt = doc_pr.get("descr") or doc_pr.get("title") or ""
                     if alt.strip():
                         parts.append(f" {alt.strip()} ")
-            elif tag in (
-                _w("del"),
-                _w("instrText"),
-                _w("delText"),
-                _w("pPr"),
-                _w("rPr"),
-            ):
-                continue
-            elif isinstance(tag, str):
+            else:
                 self._collect(child, parts)  # runs, insertions, fields, smart tags
 
     # --- styles, headings, numbering --------------------------------------------
@@ -270,14 +272,16 @@ class _Reader:
         return value
 
     def _all_mono(self, p: etree._Element) -> bool:
-        runs = [r for r in p.iter(_w("r")) if r.find(_w("t")) is not None]
-        if not runs:
-            return False
-        for run in runs:
-            fonts = run.find(f"{{{W}}}rPr/{{{W}}}rFonts")
-            if fonts is None or not _MONO_FONT_RE.search(fonts.get(_w("ascii")) or ""):
+        """Every run with text set in a monospaced font (code without a style)."""
+        seen = False
+        for run in p.iter(_R):
+            if run.find(_T) is None:
+                continue
+            fonts = run.find(_RFONTS)
+            if fonts is None or not _MONO_FONT_RE.search(fonts.get(_ASCII) or ""):
                 return False
-        return True
+            seen = True
+        return seen
 
     # --- tables and footnotes ------------------------------------------------------
 
