@@ -81,6 +81,7 @@ class _Table:
     open_top: bool = False  # its first row began on the previous page
     open_bottom: bool = False  # its last row goes on on the next page
     sizes: Counter = field(default_factory=Counter)  # characters per font size
+    words: set[str] = field(default_factory=set)  # of its page, for hyphenation
 
 
 @dataclass
@@ -307,6 +308,7 @@ def _tables(lines: list[_Line], rules: _Rules, page: int):
             cells.setdefault(box, []).append(line)
     if not cells:
         return lines, []
+    words = {w.lower() for ln in lines for w in _WORD_RE.findall(ln.text)}
     rows: dict[tuple[float, float], dict[float, list[_Line]]] = {}
     for (lx, rx, top, bottom), members in cells.items():
         rows.setdefault((top, bottom), {})[lx] = members
@@ -319,11 +321,14 @@ def _tables(lines: list[_Line], rules: _Rules, page: int):
         # the row's columns from its rules, so that empty cells keep their place
         xs = _columns(rules, (top + bottom) / 2) or tuple(sorted(row))
         texts = [
-            " ".join(
-                ln.text
-                for x in row
-                if abs(x - left) <= 2
-                for ln in sorted(row[x], key=lambda ln: (-ln.y, ln.x0))
+            _join_texts(
+                [
+                    ln.text
+                    for x in row
+                    if abs(x - left) <= 2
+                    for ln in sorted(row[x], key=lambda ln: (-ln.y, ln.x0))
+                ],
+                words,
             )
             for left in xs
         ]
@@ -341,6 +346,7 @@ def _tables(lines: list[_Line], rules: _Rules, page: int):
             )
             current.header = header and top != OPEN
             current.open_top = top == OPEN
+            current.words = words
             tables.append(current)
             columns = xs
         current.rows.append(texts)
@@ -461,6 +467,19 @@ class _Assembler:
                 elif not it.is_mono():
                     sizes[round(it.size, 1)] += len(it.text)
         self.body = sizes.most_common(1)[0][0] if sizes else 10.0
+        self.words = {
+            word.lower()
+            for items in pages
+            for it in items
+            if isinstance(it, _Line)
+            for word in _WORD_RE.findall(it.text)
+        } | {
+            w
+            for items in pages
+            for it in items
+            if isinstance(it, _Table)
+            for w in it.words
+        }
         self.paragraph: list[_Line] = []
         self.code: list[_Line] = []
         self.item: list[str] | None = None
@@ -612,10 +631,13 @@ class _Assembler:
 
     def flush(self, keep_code: bool = False, end_list: bool = False) -> None:
         if self.paragraph:
-            self.out.paragraph(_join(self.paragraph))
+            self.out.paragraph(
+                _join_texts([ln.text for ln in self.paragraph], self.words)
+            )
             self.paragraph = []
         if self.item is not None:
-            self.out.item(self.item_depth, _join_texts(self.item), self.item_number)
+            text = _join_texts(self.item, self.words)
+            self.out.item(self.item_depth, text, self.item_number)
             self.item = None
         if end_list:
             self.list_stack = []
@@ -634,23 +656,30 @@ def _same_code_block(prev: _Line, line: _Line) -> bool:
     return 0 < prev.y - line.y <= 2.6 * max(prev.size, line.size)
 
 
-def _join_texts(texts: list[str]) -> str:
+_WORD_RE = re.compile(r"[^\W_]+(?:-[^\W_]+)*")
+_LAST_WORD_RE = re.compile(r"([^\W_]+)-$")
+_FIRST_WORD_RE = re.compile(r"^([^\W_]+)")
+
+
+def _join_texts(texts: list[str], words: set[str] | frozenset = frozenset()) -> str:
+    """Lines joined with spaces; a word broken at a hyphen at a line end is
+    joined again. The hyphen is dropped (hyphenation undone) unless the
+    document spells the word with it elsewhere and never without (small-batch);
+    a hyphen after a digit is kept (2-weeks)."""
     out = ""
     for text in texts:
-        if (
-            out.endswith("-")
-            and len(out) > 1
-            and out[-2].isalpha()
-            and text[:1].islower()
-        ):
-            out = out[:-1] + text  # hyphenation at a line end undone
+        left = _LAST_WORD_RE.search(out)
+        right = _FIRST_WORD_RE.match(text)
+        if left and right and right.group(1)[:1].islower():
+            a, b = left.group(1).lower(), right.group(1).lower()
+            hyphenated = f"{a}-{b}" in words and f"{a}{b}" not in words
+            if hyphenated or not a[-1:].isalpha():
+                out += text  # a compound that happens to break at its hyphen
+            else:
+                out = out[:-1] + text  # hyphenation at a line end undone
         else:
             out = f"{out} {text}" if out else text
     return out
-
-
-def _join(lines: list[_Line]) -> str:
-    return _join_texts([ln.text for ln in lines])
 
 
 def _code_text(lines: list[_Line]) -> str:
