@@ -12,14 +12,17 @@ import docx
 import pypdf
 import pytest
 from django.conf import settings
+from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import CommandError, call_command
 from django.test import SimpleTestCase, TestCase
+from django.urls import reverse
 from docx.oxml import OxmlElement
 from docx.oxml.ns import qn
 
 from kb import readers
 from kb.models import Collection, Source
 from kb.readers import ReaderError
+from tests.base import make_users
 from tests.documents import Page, build_pdf, scanned_page
 
 FIXTURES = Path(__file__).parent / "fixtures" / "readers"
@@ -494,3 +497,53 @@ def test_kb_chunk_reads_html_and_pdf_files(tmp_path):
     headings = {c["heading_path"] for c in report["chunks"]}
     assert "Guide > Setup" in headings
     assert "Expense policy > Meals" in headings
+
+
+class UploadConvertedTestCase(TestCase):
+    """The admin upload form: each bad file refused with its reason, nothing kept."""
+
+    def setUp(self):
+        staff, _, _ = make_users()
+        self.client.force_login(staff)
+        self.collection = Collection.objects.create(name="Docs")
+
+    def _post(self, *files):
+        return self.client.post(
+            reverse("admin:kb_source_upload"),
+            {"collection": self.collection.pk, "files": list(files)},
+        )
+
+    def test_it_refuses_each_bad_file_with_its_reason(self):
+        report = build_pdf(_report_pages())
+        locked = pypdf.PdfWriter(clone_from=io.BytesIO(report))
+        locked.encrypt("secret", algorithm="RC4-128")
+        buffer = io.BytesIO()
+        locked.write(buffer)
+        cases = {
+            "locked.pdf": (buffer.getvalue(), "locked.pdf is encrypted"),
+            "scan.pdf": (build_pdf([scanned_page()]), "scan.pdf has no text layer"),
+            "cut.pdf": (report[:3000], "cut.pdf is truncated"),
+            "page.pdf": (_html("<p>x</p>"), "page.pdf is not a PDF"),
+            "notes.docx": (b"plain words", "notes.docx is not a Word .docx"),
+            "bomb.docx": (
+                _add_part(_sample_docx(), "word/x.bin", " " * (9 * 2**20)),
+                "refused as a possible zip bomb",
+            ),
+        }
+        for name, (data, reason) in cases.items():
+            response = self._post(SimpleUploadedFile(name, data))
+            self.assertContains(response, reason, status_code=400, msg_prefix=name)
+        self.assertFalse(Source.objects.exists())
+        uploads = Path(settings.MEDIA_ROOT)
+        stored = [p.name for p in uploads.rglob("*")] if uploads.exists() else []
+        self.assertFalse(set(stored) & set(cases))
+
+    def test_it_stores_a_pdf_as_markdown_and_keeps_the_original(self):
+        response = self._post(
+            SimpleUploadedFile("policy.pdf", build_pdf(_report_pages()))
+        )
+        self.assertEqual(response.status_code, 302)
+        source = Source.objects.get(file_name="policy.pdf")
+        self.assertEqual(source.title, "Expense policy")
+        self.assertIn("## Meals\n\nMeals are paid up to the daily cap", source.text)
+        self.assertEqual(source.file.read()[:5], b"%PDF-")
