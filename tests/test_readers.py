@@ -115,6 +115,13 @@ class HtmlReaderTestCase(SimpleTestCase):
         self.assertEqual(reading.summary["images_dropped"], 2)
         self.assertEqual(reading.summary["links"], 1)
 
+    def test_it_reads_deep_nesting_or_refuses_it_without_losing_text(self):
+        deep = "<div>" * 1500 + "deep text" + "</div>" * 1500
+        self.assertIn("deep text", readers.read("d.html", _html(deep)).text)
+        deeper = "<div>" * 5000 + "deep text" + "</div>" * 5000
+        with self.assertRaisesRegex(ReaderError, r"d\.html is nested too deeply"):
+            readers.read("d.html", _html(deeper))
+
     def test_it_reads_a_confluence_export(self):
         reading = readers.read("c.html", (FIXTURES / "confluence.html").read_bytes())
         text = reading.text

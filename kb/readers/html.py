@@ -106,7 +106,10 @@ def read(name: str, data: bytes) -> Reading:
     walker = _Walker()
     if title and not any(True for _ in content.iter("h1")):
         walker.out.heading(1, title)
-    walker.container(content, 0)
+    try:
+        walker.container(content, 0)
+    except RecursionError as exc:
+        raise ReaderError(f"{name} is nested too deeply to read") from exc
     text, _ = walker.out.render()
     if not text.strip():
         raise ReaderError(f"{name} has no text in its main content")
@@ -119,12 +122,15 @@ def _parse(name: str, data: bytes) -> lxml.html.HtmlElement:
         markup = re.sub(r"^\s*<\?xml[^>]*>", "", markup)  # str input must not declare
     except UnicodeDecodeError:
         markup = data  # lxml reads the <meta charset> itself
+    parser = lxml.html.HTMLParser(remove_comments=True, huge_tree=True)
     try:
-        return lxml.html.document_fromstring(
-            markup, parser=lxml.html.HTMLParser(remove_comments=True, huge_tree=True)
-        )
+        root = lxml.html.document_fromstring(markup, parser=parser)
     except (lxml.etree.ParserError, ValueError) as exc:
         raise ReaderError(f"{name} could not be read as HTML: {exc}") from exc
+    if any(e.type_name == "ERR_RESOURCE_LIMIT" for e in parser.error_log):
+        # libxml2 stops at 2,048 levels and drops the rest: refuse, not truncate
+        raise ReaderError(f"{name} is nested too deeply to read")
+    return root
 
 
 def _is_furniture(el: lxml.html.HtmlElement) -> bool:
@@ -179,18 +185,22 @@ class _Walker:
 
     # --- inline text ---------------------------------------------------------
 
-    def inline(self, el: lxml.html.HtmlElement, skip_blocks: bool = False) -> str:
+    def inline(
+        self, el: lxml.html.HtmlElement, skip_blocks: bool = False, depth: int = 0
+    ) -> str:
+        if depth > MAX_DEPTH:
+            return el.text_content()  # deeper nesting: its text, not recursed into
         parts: list[str] = [el.text or ""]
         for child in el:
             if isinstance(child.tag, str):
                 if skip_blocks and child.tag in ("ul", "ol", "table", "pre"):
                     pass
                 else:
-                    parts.append(self._inline_child(child))
+                    parts.append(self._inline_child(child, depth + 1))
             parts.append(child.tail or "")
         return "".join(parts)
 
-    def _inline_child(self, el: lxml.html.HtmlElement) -> str:
+    def _inline_child(self, el: lxml.html.HtmlElement, depth: int = 0) -> str:
         tag = el.tag
         if tag == "img":
             self.out.counts["images_dropped"] += 1
@@ -203,7 +213,7 @@ class _Walker:
         if tag == "code" and el.getparent().tag != "pre":
             code = clean(el.text_content())
             return f"`{code}`" if code and "`" not in code else code
-        text = self.inline(el)
+        text = self.inline(el, depth=depth)
         return f" {text} " if tag in _BLOCK_TAGS or tag in ("td", "th") else text
 
     # --- blocks --------------------------------------------------------------
