@@ -602,9 +602,16 @@ class _Assembler:
             return 2
         if ratio >= 1.1:
             return 3
-        if line.is_bold() and ratio >= 0.95 and not line.text.endswith((".", ":", ",")):
-            return 4 if len(line.text) < 120 else 0
-        return 0
+        # a short bold line of its own: levels 4 and 5 (body size and smaller)
+        if (
+            not line.is_bold()
+            or len(line.text) >= 120
+            or line.text.endswith((".", ","))
+        ):
+            return 0
+        if ratio >= 0.95:
+            return 4
+        return 5 if ratio >= 0.78 else 0
 
     def _follows(self, line: _Line, prev: _Line | None = None) -> bool:
         prev = prev or getattr(self, "prev", None)
