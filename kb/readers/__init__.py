@@ -64,8 +64,8 @@ def format_of(name: str) -> str | None:
 
 
 def sniff(data: bytes) -> str:
-    """What the bytes are: pdf, docx, zip, html or other."""
-    head = data[:1024].lstrip()
+    """What the bytes are: pdf, docx, zip, broken zip, html or other."""
+    head = data[:1024]
     if data[:1024].find(b"%PDF-") != -1:
         return "pdf"
     if data.startswith(b"PK\x03\x04"):
@@ -73,12 +73,9 @@ def sniff(data: bytes) -> str:
             with zipfile.ZipFile(io.BytesIO(data)) as archive:
                 names = set(archive.namelist())
         except (zipfile.BadZipFile, OSError, EOFError, ValueError):
-            return "zip"
+            return "broken zip"
         return "docx" if "word/document.xml" in names else "zip"
-    lowered = head[:512].lower()
-    if lowered.startswith(b"\xef\xbb\xbf"):
-        lowered = lowered[3:].lstrip()
-    if lowered.startswith((b"<!doctype html", b"<html", b"<?xml", b"<!--", b"<")):
+    if b"\x00" not in head and b"<" in head:  # markup, in an ASCII-based encoding
         return "html"
     return "other"
 
@@ -92,6 +89,7 @@ _FOUND = {
     "pdf": "a PDF",
     "docx": "a Word document",
     "zip": "a zip archive without word/document.xml",
+    "broken zip": "a truncated or damaged zip archive",
     "html": "HTML",
     "other": "something else",
 }
@@ -105,6 +103,8 @@ def read(name: str, data: bytes, *, max_pdf_pages: int | None = None) -> Reading
     if not data.strip():
         raise ReaderError(f"{name} is empty")
     found = sniff(data)
+    if kind == "docx" and found == "broken zip":
+        raise ReaderError(f"{name} is a corrupt .docx file: a truncated or damaged zip")
     if found != kind:
         raise ReaderError(
             f"{name} is not {_EXPECTED[kind]}: its content is {_FOUND[found]}"
