@@ -382,14 +382,28 @@ class PdfReaderTestCase(SimpleTestCase):
         page.heading("Two columns", 22)
         top = page.y
         for i in range(4):
-            page.text(72, top - 14 * i, f"left line {i}")
-            page.text(330, top - 14 * i, f"right line {i}")
+            page.text(72, top - 14 * i, f"the left column runs down here, line {i}")
+            page.text(330, top - 14 * i, f"and the right column goes on, line {i}")
         reading = readers.read("cols.pdf", build_pdf([page]))
         self.assertEqual(
             reading.text,
-            "# Two columns\n\nleft line 0 left line 1 left line 2 left line 3\n\n"
-            "right line 0 right line 1 right line 2 right line 3\n",
+            "# Two columns\n\n"
+            + " ".join(f"the left column runs down here, line {i}" for i in range(4))
+            + "\n\n"
+            + " ".join(f"and the right column goes on, line {i}" for i in range(4))
+            + "\n",
         )
+
+    def test_it_keeps_the_rows_of_a_table_without_rules_in_order(self):
+        page = Page()
+        page.heading("Prices", 22)
+        top = page.y
+        for i, (item, price) in enumerate([("Tea", "2 EUR"), ("Cake", "4 EUR")]):
+            page.text(72, top - 14 * i, item)
+            page.text(400, top - 14 * i, price)
+        reading = readers.read("p.pdf", build_pdf([page]))
+        self.assertLess(reading.text.index("Tea"), reading.text.index("2 EUR"))
+        self.assertLess(reading.text.index("2 EUR"), reading.text.index("Cake"))
 
     def test_it_flags_pages_without_text(self):
         reading = readers.read(

@@ -436,7 +436,12 @@ def _reading_order(lines: list[_Line], tables: list[_Table]) -> list[_Line | _Ta
     def flush() -> None:
         lefts = [it for it in band if side(it) == "left"]
         rights = [it for it in band if side(it) == "right"]
-        if len(lefts) >= 2 and len(rights) >= 2:
+        if (
+            len(lefts) >= 2
+            and len(rights) >= 2
+            and _fills(lefts, mid - x0)
+            and _fills(rights, x1 - mid)
+        ):
             ordered.extend(lefts + rights)
         else:
             ordered.extend(band)
@@ -450,6 +455,12 @@ def _reading_order(lines: list[_Line], tables: list[_Table]) -> list[_Line | _Ta
             band.append(it)
     flush()
     return ordered
+
+
+def _fills(items: list, width: float) -> bool:
+    """Whether lines fill their half of the page, as a column's text does (the
+    cells of a table without rules are short)."""
+    return statistics.median(it.x1 - it.x0 for it in items) >= 0.6 * width
 
 
 # --- lines -> Markdown blocks ------------------------------------------------------
