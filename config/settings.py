@@ -212,6 +212,8 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = 3 * KB_MAX_UPLOAD_BYTES + 1024 * 1024
 FILE_UPLOAD_MAX_MEMORY_SIZE = 2_621_440  # larger uploads spool to a temporary file
 DATA_UPLOAD_MAX_NUMBER_FILES = 100  # files per upload request
 KB_MAX_GOLDEN_BYTES = envint("KB_MAX_GOLDEN_BYTES", 2 * 1024 * 1024)
+# A PDF with more pages is refused (issue #16): reading runs at ~20-100 pages/s.
+KB_MAX_PDF_PAGES = envint("KB_MAX_PDF_PAGES", 2000)
 
 # --- Embedder (kb/embedding.py, issue #3)
 # A directory with model.onnx + tokenizer.json; empty means: build the ONNX graph

@@ -21,13 +21,13 @@ from django.core.files.base import ContentFile
 from django.db import connection, transaction
 from django.utils import timezone
 
-from kb import chunking, embedding, evaluation, parsing
+from kb import chunking, embedding, evaluation, parsing, readers
 from kb.metadata import Policy, chunk_values
 from kb.models import Chunk, Collection, OverflowRejection, Section, Source
 
 logger = logging.getLogger(__name__)
 
-ALLOWED_EXTENSIONS = (".md", ".markdown", ".txt")
+ALLOWED_EXTENSIONS = (".md", ".markdown", ".txt", *parsing.CONVERTED_EXTENSIONS)
 EMBED_BATCH = 32  # chunks per progress update
 TITLE_CHARS = 300  # Source.title's length; a longer first heading is cut here
 MIN_CONTENT_TOKENS = 48  # never shrink a chunk budget below this for a prefix
@@ -108,7 +108,7 @@ def check_upload(file_name: str, data: bytes) -> Upload:
     holding only front matter is refused now rather than failing in the worker.
     """
     file_name = clean_file_name(file_name)
-    text = parsing.decode_upload(data, file_name)
+    text = readers.text_of(file_name, data)  # HTML, DOCX, PDF: read to Markdown
     try:
         parsing.parse(text, file_name, title=file_name)  # titled to name the file
     except parsing.ParseError as exc:
@@ -175,7 +175,8 @@ def store_checked(
 def _title_from(text: str, file_name: str) -> str:
     """Front matter title, else a leading level-1 heading, else the file name."""
     title = ""
-    if PurePosixPath(file_name).suffix.lower() in (".md", ".markdown"):
+    markdown = (".md", ".markdown", *parsing.CONVERTED_EXTENSIONS)
+    if PurePosixPath(file_name).suffix.lower() in markdown:
         title = parsing.markdown_title(text)
     title = " ".join((title or parsing.title_from_filename(file_name)).split())
     return title if len(title) <= TITLE_CHARS else title[: TITLE_CHARS - 1] + "…"

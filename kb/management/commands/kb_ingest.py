@@ -11,7 +11,8 @@ from kb.models import Collection
 
 class Command(BaseCommand):
     help = (
-        "Store .md/.markdown/.txt files (or folders of them) as sources of a "
+        "Store .md/.markdown/.txt/.html/.htm/.docx/.pdf files (or folders of "
+        "them) as sources of a "
         "collection and index them: queued for the workers, or here with --sync."
     )
 
@@ -30,7 +31,9 @@ class Command(BaseCommand):
             self.stdout.write(f"Created collection {collection}")
         files = list(_files(options["paths"]))
         if not files:
-            raise CommandError("No .md, .markdown or .txt files found.")
+            raise CommandError(
+                f"No {', '.join(ingestion.ALLOWED_EXTENSIONS)} files found."
+            )
         failed = 0
         for root, path in files:
             name = path.relative_to(root).as_posix() if root != path else path.name
