@@ -146,7 +146,7 @@ class Embedder:
             precision=precision or settings.KB_EMBED_PRECISION,
             window=settings.KB_EMBED_WINDOW,
             batch_size=settings.KB_EMBED_BATCH,
-            threads=settings.KB_EMBED_THREADS,
+            threads=settings.KB_EMBED_THREADS or default_threads(),
         )
 
     # --- configuration -------------------------------------------------
@@ -431,6 +431,7 @@ def _mean_pool(hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:
 
 _embedders: dict[str, Embedder] = {}
 _embedders_lock = threading.Lock()
+_workers_sharing = 1  # processes embedding on this machine (share_cores)
 
 
 MAX_REMEMBERED_WORDS = 500_000
@@ -466,6 +467,18 @@ def _counts_add_up(config: dict) -> bool:
             for token in config.get("added_tokens") or []
         )
     )
+
+
+def share_cores(workers: int) -> None:
+    """This process is one of `workers` embedding on this machine (kb.worker): by
+    default its embedder takes its share of the cores, not all of them."""
+    global _workers_sharing
+    _workers_sharing = max(1, workers)
+
+
+def default_threads() -> int:
+    """Threads for an embedder when KB_EMBED_THREADS is 0."""
+    return max(1, (os.cpu_count() or 1) // _workers_sharing)
 
 
 def get_embedder(precision: str | None = None) -> Embedder:

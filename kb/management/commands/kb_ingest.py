@@ -3,7 +3,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
-from django.db import transaction
 
 from kb import ingestion, jobs, keywords, parsing
 from kb.models import Collection
@@ -45,7 +44,7 @@ class Command(BaseCommand):
 
     def _one(self, collection: Collection, name: str, path: Path, sync: bool) -> bool:
         try:
-            with transaction.atomic():
+            with ingestion.storing():
                 source, outcome = ingestion.store_source(
                     collection, name, path.read_bytes()
                 )
@@ -53,8 +52,9 @@ class Command(BaseCommand):
                     self.stdout.write(f"{name}: unchanged")
                     return True
                 if not sync:
-                    jobs.enqueue_ingest(source)
-                    self.stdout.write(f"{name}: {outcome}, queued")
+                    queued = jobs.enqueue_ingest(source)
+                    note = "queued" if queued else jobs.QUEUE_DOWN
+                    self.stdout.write(f"{name}: {outcome}, {note}")
                     return True
             self.stdout.write(f"{name}: {outcome}, {ingestion.ingest(source.pk)}")
         except (ingestion.IngestionError, parsing.ParseError) as exc:
