@@ -16,7 +16,7 @@ from rq.job import Job, JobStatus
 from rq.utils import utcparse
 from rq.worker import Worker
 
-from kb import ingestion, keywords
+from kb import embedding, ingestion, keywords
 from kb.models import Collection, Source
 
 logger = logging.getLogger(__name__)
@@ -103,10 +103,10 @@ def _ingest_job_id(source_id: int, version: int) -> str:
 
 
 def stranded(sources) -> list[Source]:
-    """Sources shown as queued or indexing whose ingestion job no longer exists, or
-    was started by a worker that has died (no heartbeat for KB_WORKER_TTL seconds);
-    none found when Redis cannot be reached. Evaluation copies are indexed in the
-    run's own process, without jobs."""
+    """Sources shown as queued or indexing whose ingestion job has ended, no longer
+    exists, or was started by a worker that has died (no heartbeat for KB_WORKER_TTL
+    seconds); none found when Redis cannot be reached. Evaluation copies are indexed
+    in the run's own process, without jobs."""
     waiting = [
         source
         for source in sources
@@ -127,10 +127,13 @@ def stranded(sources) -> list[Source]:
     before = timezone.now() - STRANDED_AFTER
     lost = []
     for source, job, status in zip(waiting, found, statuses, strict=True):
-        if status == JobStatus.STARTED:
-            if job.worker_name in dead:
-                lost.append(source)
-        elif status not in _WAITING and source.updated <= before:
+        if job is None:  # gone, or not queued yet: its transaction may be committing
+            dead_job = source.updated <= before
+        elif status == JobStatus.STARTED:
+            dead_job = job.worker_name in dead
+        else:  # ended (abandoned by a dead worker, say), yet the source waits on it
+            dead_job = status not in _WAITING
+        if dead_job:
             lost.append(source)
     return lost
 
@@ -175,6 +178,7 @@ def check_worker() -> dict:
         row = cursor.fetchone()
     return {
         "pid": os.getpid(),
+        "embed_threads": embedding.get_embedder().threads,
         "database": connection.settings_dict["NAME"],
         "vendor": connection.vendor,
         "pgvector": row[0] if row else None,

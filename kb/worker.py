@@ -61,17 +61,20 @@ class Worker(SimpleWorker):
             connections.close_all()
 
     def run_maintenance_tasks(self) -> None:
+        starting = self.last_cleaned_at is None
         super().run_maintenance_tasks()
-        self.requeue_lost()
+        self.requeue_lost(starting)
 
-    def requeue_lost(self) -> None:
+    def requeue_lost(self, starting: bool = False) -> None:
         """Queue again the sources whose jobs were lost: a dead worker's, or jobs
-        never queued because Redis was down when their source was stored."""
+        never queued because Redis was down when their source was stored. Every
+        worker looks when it starts, then one worker per maintenance interval."""
         from kb import jobs
 
         hold = max(1, self.maintenance_interval - 1)
         try:
-            if not self.connection.set(REQUEUE_LOCK, self.name, nx=True, ex=hold):
+            taken = self.connection.set(REQUEUE_LOCK, self.name, nx=True, ex=hold)
+            if not (taken or starting):
                 return  # another worker has just looked
             if lost := jobs.requeue_stranded():
                 logger.warning("Queued %d source(s) again: their jobs were lost", lost)
