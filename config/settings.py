@@ -167,7 +167,7 @@ RQ = {"WORKER_CLASS": "kb.worker.Worker"}  # a SimpleWorker that survives faults
 # as dead; its job is queued again within another half of this (issue #15).
 KB_WORKER_TTL = envint("KB_WORKER_TTL", 60)
 # Workers on this machine sharing its cores (kb_run sets it); 0 = count the
-# workers registered from this host when a worker starts its first job.
+# workers registered from this host before each job.
 KB_WORKERS = envint("KB_WORKERS", 0)
 
 # --- Auth, i18n, static and uploaded files

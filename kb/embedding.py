@@ -278,6 +278,12 @@ class Embedder:
                     self._session = self._create_session()
         return self._session
 
+    def set_threads(self, threads: int) -> None:
+        """Use `threads` from the next session on (the current one is dropped)."""
+        with self._session_lock:
+            if threads != self.threads:
+                self.threads, self._session = threads, None
+
     def _create_session(self) -> onnxruntime.InferenceSession:
         import onnxruntime
 
@@ -471,9 +477,17 @@ def _counts_add_up(config: dict) -> bool:
 
 def share_cores(workers: int) -> None:
     """This process is one of `workers` embedding on this machine (kb.worker): by
-    default its embedder takes its share of the cores, not all of them."""
+    default its embedders take their share of the cores, not all of them; one
+    already loaded is loaded again when its share changes."""
     global _workers_sharing
+    if max(1, workers) == _workers_sharing:
+        return
     _workers_sharing = max(1, workers)
+    if settings.KB_EMBED_THREADS:
+        return
+    with _embedders_lock:
+        for embedder in _embedders.values():
+            embedder.set_threads(default_threads())
 
 
 def default_threads() -> int:

@@ -37,7 +37,6 @@ class Worker(SimpleWorker):
         kwargs["job_monitoring_interval"] = max(1, ttl // 4)
         kwargs["maintenance_interval"] = max(1, ttl // 2)
         super().__init__(*args, **kwargs)
-        self._shared_cores = False
 
     @property
     def dequeue_timeout(self) -> int:
@@ -84,10 +83,8 @@ class Worker(SimpleWorker):
             connections.close_all()
 
     def _share_cores(self) -> None:
-        """Before the first job: split the cores among this machine's workers."""
-        if self._shared_cores:
-            return
-        self._shared_cores = True
+        """Before every job: split the cores among this machine's workers (counted
+        again each time: workers started by hand come and go)."""
         workers = settings.KB_WORKERS
         if not workers:
             try:
@@ -97,8 +94,8 @@ class Worker(SimpleWorker):
                     if w.hostname == self.hostname
                 )
             except RedisError:
-                workers = 1
-        embedding.share_cores(max(1, workers))
+                return
+        embedding.share_cores(workers)
 
 
 class _Heartbeat:
