@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import os
 import signal
 import socket
@@ -17,6 +18,7 @@ import django_rq
 import pytest
 from django.conf import settings
 from django.contrib.messages import get_messages
+from django.core.management import call_command
 from django.db import DataError, connection
 from django.test import TestCase, TransactionTestCase, override_settings
 from django.urls import reverse
@@ -269,3 +271,15 @@ class StartedJobLivenessTestCase(TestCase):
         self.assertEqual(jobs.stranded([self.source]), [self.source])
         self.redis.delete(self.key)  # the key expired with the heartbeat
         self.assertEqual(jobs.stranded([self.source]), [self.source])
+
+
+class QueueDownTestCase(TestCase):
+    def test_kb_ingest_says_the_file_is_stored_and_will_be_queued(self):
+        out = io.StringIO()
+        dead = {"default": {"URL": f"redis://127.0.0.1:{_closed_port()}", "DB": 1}}
+        with override_settings(RQ_QUEUES=dead):
+            call_command("kb_ingest", str(RUNBOOK), collection="Down", stdout=out)
+        said = out.getvalue()
+        self.assertIn(f"deployment-runbook.md: created, {jobs.QUEUE_DOWN}", said)
+        source = Source.objects.get(collection__name="Down")
+        self.assertEqual(source.status, Source.Status.QUEUED)
