@@ -309,9 +309,10 @@ class Embedder:
             disabled_optimizers=DISABLED_FUSIONS[self.precision],
         )
         logger.info(
-            "Loaded %s (%s) from %s in %.2f s",
+            "Loaded %s (%s, %d threads) from %s in %.2f s",
             self.model_name,
             self.precision,
+            self.threads,
             path,
             time.perf_counter() - started,
         )
