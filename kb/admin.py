@@ -381,7 +381,10 @@ class SourceAdmin(CollectionScoped, admin.ModelAdmin):
         obj.metadata = meta
         if changed:
             obj.content_hash = ingestion.content_hash(obj.text)
-            obj.version += 1
+            # The version now, not the one read with the form: an upload may have
+            # bumped it meanwhile (locked until this edit commits).
+            current = Source.objects.select_for_update().filter(pk=obj.pk)
+            obj.version = (current.values_list("version", flat=True).first() or 0) + 1
             obj.status = Source.Status.QUEUED
         super().save_model(request, obj, form, change)
         if changed and jobs.enqueue_ingest(obj):

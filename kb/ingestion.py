@@ -121,9 +121,11 @@ def store_checked(
         # Uploads of one file wait here for each other's commit, so that each
         # builds on the last: no edit lost, no replaced file left behind.
         _lock_file_name(collection, file_name)
-        source = Source.objects.filter(
-            collection=collection, file_name=file_name
-        ).first()
+        source = (
+            Source.objects.select_for_update()  # and with edits in the admin
+            .filter(collection=collection, file_name=file_name)
+            .first()
+        )
         if source and source.content_hash == digest and source.metadata == metadata:
             if source.title == title or not title:
                 return source, "unchanged"
