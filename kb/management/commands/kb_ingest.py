@@ -3,7 +3,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
-from django.db import transaction
 
 from kb import ingestion, jobs, keywords, parsing
 from kb.models import Collection
@@ -49,7 +48,7 @@ class Command(BaseCommand):
     def _one(self, collection: Collection, name: str, path: Path, sync: bool) -> bool:
         shown = ingestion.shown_name(name)  # a name that is not UTF-8 still prints
         try:
-            with transaction.atomic():
+            with ingestion.storing():
                 source, outcome = ingestion.store_source(
                     collection, name, path.read_bytes()
                 )
@@ -57,8 +56,9 @@ class Command(BaseCommand):
                     self.stdout.write(f"{shown}: unchanged")
                     return True
                 if not sync:
-                    jobs.enqueue_ingest(source)
-                    self.stdout.write(f"{shown}: {outcome}, queued")
+                    queued = jobs.enqueue_ingest(source)
+                    note = "queued" if queued else jobs.QUEUE_DOWN
+                    self.stdout.write(f"{shown}: {outcome}, {note}")
                     return True
             self.stdout.write(f"{shown}: {outcome}, {ingestion.ingest(source.pk)}")
         except (ingestion.IngestionError, parsing.ParseError) as exc:
