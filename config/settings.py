@@ -220,6 +220,9 @@ DATA_UPLOAD_MAX_NUMBER_FILES = 100  # files per upload request
 KB_MAX_GOLDEN_BYTES = envint("KB_MAX_GOLDEN_BYTES", 2 * 1024 * 1024)
 # A PDF with more pages is refused (issue #16): reading runs at ~20-100 pages/s.
 KB_MAX_PDF_PAGES = envint("KB_MAX_PDF_PAGES", 2000)
+# Seconds a worker may spend reading and parsing one file (issue #16); over it the
+# source is marked failed and its previous version stays live. 0: no limit.
+KB_PARSE_TIMEOUT = envfloat("KB_PARSE_TIMEOUT", 120)
 
 # --- Embedder (kb/embedding.py, issue #3)
 # A directory with model.onnx + tokenizer.json; empty means: build the ONNX graph

@@ -13,12 +13,13 @@ from django.http import (
     JsonResponse,
 )
 from django.shortcuts import get_object_or_404, redirect
+from django.template.loader import render_to_string
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 from django.views.decorators.http import require_POST
 
-from kb import charts, dashboard, evaluation, ingestion, jobs, permissions
+from kb import charts, dashboard, evaluation, ingestion, jobs, permissions, readers
 from kb.forms import (
     CollectionForm,
     EvalRunForm,
@@ -230,12 +231,14 @@ class SourceAdmin(CollectionScoped, admin.ModelAdmin):
         "statistics",
         "indexed",
         "rejection_link",
+        "reading",
     ]
     fieldsets = [
         (None, {"fields": ["collection", "title", "file_name", "file_link"]}),
         ("Index", {"fields": ["status_badge", "progress_display", "error",
                               "rejection_link", "indexed", "content_hash"]}),
         ("Statistics", {"fields": ["statistics"]}),
+        ("Reading", {"fields": ["reading"]}),
         ("Metadata", {"fields": ["author", "tags", "url", "doc_version", "deprecated",
                                  "extra"]}),
         ("Text", {"classes": ["collapse"], "fields": ["text"]}),
@@ -262,6 +265,24 @@ class SourceAdmin(CollectionScoped, admin.ModelAdmin):
             '<a href="{}">Download as uploaded</a> <span class="help">The text '
             "below is what gets indexed; it may have been edited since.</span>",
             url,
+        )
+
+    def get_readonly_fields(self, request, obj=None):
+        fields = list(super().get_readonly_fields(request, obj))
+        if obj is not None and readers.format_of(obj.file_name):
+            fields.append("text")  # the reader's: edit the original and upload it
+        return fields
+
+    def get_fieldsets(self, request, obj=None):
+        fieldsets = super().get_fieldsets(request, obj)
+        if obj is None or not readers.format_of(obj.file_name):
+            return [f for f in fieldsets if f[0] != "Reading"]
+        return fieldsets
+
+    @admin.display(description="What the reader kept and lost")
+    def reading(self, obj: Source) -> str:
+        return render_to_string(
+            "admin/kb/source/_reader_summary.html", reading_context(obj)
         )
 
     @admin.display(description="Sections", ordering="n_sections")
@@ -360,7 +381,7 @@ class SourceAdmin(CollectionScoped, admin.ModelAdmin):
     def _store_uploads(self, form: SourceUploadForm) -> list[tuple[str, str]]:
         outcomes = []
         with ingestion.storing():  # all files or none, on disk too
-            for upload in form.cleaned_data["files"]:  # read and parsed by the form
+            for upload in form.cleaned_data["files"]:  # checked by the form
                 source, outcome = ingestion.store_checked(
                     form.cleaned_data["collection"],
                     upload,
@@ -438,6 +459,38 @@ class SourceAdmin(CollectionScoped, admin.ModelAdmin):
         working = bool(obj and obj.status in ACTIVE and not obj.job_lost)
         context["auto_refresh"] = working
         return super().render_change_form(request, context, *args, obj=obj, **kwargs)
+
+
+READING_COUNTS = [
+    ("pages", "Pages"),
+    ("headings", "Headings"),
+    ("paragraphs", "Paragraphs"),
+    ("list_items", "List items"),
+    ("tables_with_header", "Tables with a header row"),
+    ("tables_without_header", "Tables without one"),
+    ("code_blocks", "Code blocks"),
+    ("block_quotes", "Block quotes"),
+    ("links", "Links (text kept, address dropped)"),
+    ("images_dropped", "Images dropped (alt text kept)"),
+    ("running_lines_removed", "Running headers, footers, page numbers removed"),
+]
+
+
+def reading_context(source: Source) -> dict:
+    """The reader summary of a converted source, as the source page shows it."""
+    summary = source.reader_summary or {}
+    chars = summary.get("chars_per_page") or []
+    return {
+        "source": source,
+        "format": readers.format_of(source.file_name).upper(),
+        "summary": summary,
+        "counts": [(label, summary.get(key, 0)) for key, label in READING_COUNTS
+                   if key in summary or key not in ("pages", "running_lines_removed")],
+        "tables_without_header": summary.get("tables_without_header", 0),
+        "chars_per_page": [
+            {"number": i, "chars": n, "empty": n == 0} for i, n in enumerate(chars, 1)
+        ],
+    }  # fmt: skip
 
 
 def _mark_lost_jobs(sources) -> None:

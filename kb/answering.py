@@ -75,6 +75,8 @@ class Citation:
     start: int
     end: int
     url: str = ""
+    # Pages of the original file (PDF sources): "4" or "4–5", else "" (add_pages).
+    pages: str = ""
 
     @property
     def label(self) -> str:
@@ -92,6 +94,7 @@ class Citation:
             "url": self.url,
             "section_id": self.section_id,
             "source_id": self.source_id,
+            "pages": self.pages or None,
         }
 
 
@@ -518,11 +521,24 @@ def ask(collection, question: str, **options: Any) -> tuple[Result, Answer]:
     except AnswerError as exc:
         reply = extractive_answer(result)
         reply.warnings.append(f"{exc}; showing the retrieved passages instead.")
+    add_pages(reply.citations)
     result.timings_ms["answer"] = round((time.perf_counter() - started) * 1000, 2)
     result.timings_ms["total"] = round(
         sum(v for k, v in result.timings_ms.items() if k != "total"), 2
     )
     return result, reply
+
+
+def add_pages(citations: list[Citation]) -> None:
+    """Give the citations of PDF sections their section's pages (one query)."""
+    from kb.models import Section
+
+    ids = {c.section_id for c in citations}
+    rows = Section.objects.filter(pk__in=ids, page_start__isnull=False)
+    found = {s.pk: s for s in rows.only("page_start", "page_end")}
+    for cite in citations:
+        if section := found.get(cite.section_id):
+            cite.pages = section.pages
 
 
 def as_json(result: Result, reply: Answer) -> dict[str, Any]:

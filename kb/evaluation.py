@@ -645,11 +645,21 @@ def scratch_copy(collection: Collection, overrides: dict[str, Any]) -> Collectio
         ingestion.store_source(
             scratch,
             source.file_name,
-            source.text.encode("utf-8"),
+            _stored_bytes(source),
             title=source.title,
             metadata=source.metadata,
         )
     return scratch
+
+
+def _stored_bytes(source: Source) -> bytes:
+    """The original of a file the worker reads (PDF, ...), else the stored text."""
+    from kb import readers
+
+    if readers.format_of(source.file_name) and source.file:
+        with source.file.open("rb") as stored:
+            return stored.read()
+    return source.text.encode("utf-8")
 
 
 def index_all(collection: Collection, progress=None) -> None:

@@ -1,7 +1,8 @@
 """Sources in, searchable sections and chunks out.
 
-`store_source` runs in the request (or the shell): it validates and stores the text.
-`ingest` runs in a worker: parse, chunk, build each chunk's embedded text from the
+`store_source` runs in the request (or the shell): quick checks, then it stores the
+file. `ingest` runs in a worker: read (HTML, DOCX, PDF -> Markdown) and parse under
+a time limit (KB_PARSE_TIMEOUT), chunk, build each chunk's embedded text from the
 metadata policy, check it against the window, embed, then publish the new version in
 one transaction. A failure leaves the previous version searchable.
 """
@@ -11,7 +12,9 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
+import signal
 import statistics
+import threading
 import time
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -19,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any, NamedTuple
 
+from django.conf import settings
 from django.core.files.base import ContentFile
 from django.db import connection, transaction
 from django.db.models import F
@@ -39,6 +43,10 @@ _CONTROL_RE = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 class IngestionError(Exception):
     pass
+
+
+class ParseTimeout(IngestionError):
+    """Reading and parsing a file ran over KB_PARSE_TIMEOUT."""
 
 
 class StaleJob(Exception):
@@ -97,7 +105,8 @@ def _check_name_characters(name: str) -> None:
 
 
 class Upload(NamedTuple):
-    """An upload that passed check_upload: its clean name, bytes and text."""
+    """An upload that passed check_upload: its clean name, bytes and text (decoded
+    Markdown or plain text; "" for the formats the worker reads)."""
 
     file_name: str
     data: bytes
@@ -105,20 +114,18 @@ class Upload(NamedTuple):
 
 
 def check_upload(file_name: str, data: bytes) -> Upload:
-    """The clean file name and text of an upload the worker can parse.
+    """The clean file name and text of an upload, after the checks a request can
+    afford (each linear in the file's size, none parses it): type by content,
+    encryption and page count of a PDF, a sane zip for DOCX, text that decodes
+    without NUL characters. Reading and parsing are the worker's (`ingest`).
 
-    Raises IngestionError or parsing.ParseError naming the file, so that a file
-    holding only front matter is refused now rather than failing in the worker.
+    Raises IngestionError or parsing.ParseError naming the file.
     """
     file_name = clean_file_name(file_name)
-    text = readers.text_of(file_name, data)  # HTML, DOCX, PDF: read to Markdown
-    try:
-        parsing.parse(text, file_name, title=file_name)  # titled to name the file
-    except parsing.ParseError as exc:
-        if file_name in str(exc):
-            raise
-        raise parsing.ParseError(f"{file_name}: {exc}") from exc
-    return Upload(file_name, data, text)
+    if readers.format_of(file_name):
+        readers.check(file_name, data)
+        return Upload(file_name, data, "")
+    return Upload(file_name, data, parsing.decode_upload(data, file_name))
 
 
 def content_hash(text: str) -> str:
@@ -149,11 +156,15 @@ def store_checked(
     title: str = "",
     metadata: dict[str, Any] | None = None,
 ) -> tuple[Source, str]:
-    """store_source for an upload check_upload has already read and parsed."""
+    """store_source for an upload check_upload has already checked.
+
+    Without a title, the source is titled after its file name until the worker
+    has read its first heading (`auto_title`)."""
     file_name, data, text = upload
-    digest = content_hash(text)
+    # A converted file's text is the worker's: its bytes tell a new version.
+    digest = hashlib.sha256(data).hexdigest() if not text else content_hash(text)
     metadata = dict(metadata or {})
-    title = (title or _title_from(text, file_name))[:TITLE_CHARS]
+    title = title[:TITLE_CHARS]
     with transaction.atomic():
         # Uploads of one file wait here for each other's commit, so that each
         # builds on the last: no edit lost, no replaced file left behind.
@@ -166,6 +177,7 @@ def store_checked(
         if source and source.content_hash == digest and source.metadata == metadata:
             if source.title == title or not title:
                 return source, "unchanged"
+        title = title or auto_title(file_name)
         return _store(source, collection, upload, title, digest, metadata)
 
 
@@ -182,7 +194,8 @@ def _store(
     created = source is None
     source = source or Source(collection=collection, file_name=file_name)
     source.title = title
-    source.text = text
+    if text or created:  # a converted file's previous text stays live until read
+        source.text = text
     source.content_hash = digest
     source.metadata = metadata
     if not created:
@@ -232,6 +245,11 @@ def _lock_file_name(collection: Collection, file_name: str) -> None:
             "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
             [f"kb-upload:{collection.pk}:{file_name}"],
         )
+
+
+def auto_title(file_name: str) -> str:
+    """The title a source has until the worker reads its own (_title_from)."""
+    return parsing.title_from_filename(file_name)[:TITLE_CHARS]
 
 
 def _title_from(text: str, file_name: str) -> str:
@@ -294,11 +312,18 @@ def free_keys(collection: Collection) -> list[str]:
     return sorted(keys - set(BUILTIN_FIELDS))
 
 
-def prepare(source: Source, collection: Collection, policy: Policy) -> Prepared:
-    """Parse and chunk `source.text`; build and measure every embedded text."""
+def prepare(
+    source: Source,
+    collection: Collection,
+    policy: Policy,
+    document: parsing.Document | None = None,
+) -> Prepared:
+    """Parse (unless `document` is given) and chunk `source.text`; build and
+    measure every embedded text."""
     embedder = embedding.get_embedder()
     started = time.perf_counter()
-    document = parsing.parse(source.text, source.file_name, title=source.title)
+    if document is None:
+        document = parsing.parse(source.text, source.file_name, title=source.title)
     parsed = time.perf_counter()
 
     def values(heading_path: str, section: int, index: int, total: int) -> dict:
@@ -467,7 +492,10 @@ def ingest(source_id: int, version: int | None = None) -> str:
 
 def _ingest(source: Source, version: int, started: float) -> str:
     collection = source.collection
-    prepared = prepare(source, collection, policy_for(collection))
+    reading, document = read_source(source)
+    read = time.perf_counter()
+    prepared = prepare(source, collection, policy_for(collection), document)
+    prepared.timings["parse_s"] = read - started  # reading the file included
     if prepared.rejections:
         _record_rejections(source, prepared)
         first = prepared.rejections[0]
@@ -479,8 +507,74 @@ def _ingest(source: Source, version: int, started: float) -> str:
     vectors = _embed(source, prepared)
     duration = time.perf_counter() - started
     stats = {**_stats(prepared, duration), "config": build_config(collection)}
-    _publish(source, version, prepared, vectors, stats)
+    _publish(source, version, prepared, vectors, stats, reading)
     return f"indexed {source.file_name}: {len(prepared.chunks)} chunks"
+
+
+def read_source(source: Source) -> tuple[readers.Reading | None, parsing.Document]:
+    """Read the source's file (HTML, DOCX, PDF) to Markdown and parse its text,
+    within KB_PARSE_TIMEOUT seconds; `source.text` and an automatic title are
+    updated in memory (`_publish` stores them with the new version)."""
+    name = source.file_name
+    reading = None
+    with time_limit(settings.KB_PARSE_TIMEOUT, name):
+        if readers.format_of(name):
+            reading = readers.read(name, _original(source))
+            source.text = reading.text
+        if source.title == auto_title(name):
+            source.title = _title_from(source.text, name)
+        try:
+            document = parsing.parse(source.text, name, title=source.title)
+        except parsing.ParseError as exc:
+            if name in str(exc):
+                raise
+            raise parsing.ParseError(f"{name}: {exc}") from exc
+    return reading, document
+
+
+def _original(source: Source) -> bytes:
+    if not source.file:
+        raise IngestionError(f"{source.file_name}: the uploaded file is missing")
+    with source.file.open("rb") as stored:
+        return stored.read()
+
+
+@contextmanager
+def time_limit(seconds: float, name: str):
+    """Raise ParseTimeout in the block once it has run `seconds`.
+
+    By SIGALRM, which only the main thread receives: rq's SimpleWorker runs jobs
+    there, as do kb_ingest --sync and kb_eval (elsewhere the block runs without a
+    limit). rq's job timeout uses the same alarm: it is set again afterwards, less
+    the time spent, and if it falls due first its own handler runs. A signal is
+    handled between Python bytecodes: one long C call (lxml parsing a large HTML
+    file) finishes first.
+    """
+    if seconds <= 0 or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    started = time.monotonic()
+    outer = signal.getsignal(signal.SIGALRM)
+    outer_left = signal.getitimer(signal.ITIMER_REAL)[0]
+
+    def expired(signum, frame):
+        if outer_left and time.monotonic() - started >= outer_left and callable(outer):
+            outer(signum, frame)  # the job's own timeout came first
+        raise ParseTimeout(
+            f"{name}: reading and parsing took longer than the limit of "
+            f"{seconds:g} s (KB_PARSE_TIMEOUT); the previous version stays live"
+        )
+
+    signal.signal(signal.SIGALRM, expired)
+    signal.setitimer(signal.ITIMER_REAL, min(seconds, outer_left or seconds))
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, outer)
+        if outer_left:
+            left = outer_left - (time.monotonic() - started)
+            signal.setitimer(signal.ITIMER_REAL, max(left, 0.001))
 
 
 def _embed(source: Source, prepared: Prepared):
@@ -528,15 +622,21 @@ def _stats(prepared: Prepared, duration: float) -> dict[str, Any]:
     }
 
 
-def _publish(source, version, prepared: Prepared, vectors, stats) -> None:
-    """Replace the source's sections and chunks in one transaction."""
+def _publish(source, version, prepared: Prepared, vectors, stats, reading=None) -> None:
+    """Replace the source's sections and chunks, and its text as read, in one
+    transaction."""
     with transaction.atomic():
         current = Source.objects.select_for_update().get(pk=source.pk)
         if current.version != version:
             raise StaleJob(f"version {version} superseded by {current.version}")
+        current.text, current.title = source.text, source.title
+        summary = {**reading.summary, "warnings": reading.warnings} if reading else {}
+        Source.objects.filter(pk=current.pk).update(
+            text=current.text, title=current.title, reader_summary=summary
+        )
         Chunk.objects.filter(source=current).delete()
         Section.objects.filter(source=current).delete()
-        sections = _create_sections(current, prepared.document)
+        sections = _create_sections(current, prepared.document, reading)
         leads = _leads(current.text, [c.data for c in prepared.chunks])
         Chunk.objects.bulk_create(
             [
@@ -587,10 +687,16 @@ def _leads(text: str, chunks) -> list[str]:
     return leads
 
 
-def _create_sections(source: Source, document: parsing.Document) -> list[Section]:
+def _create_sections(
+    source: Source, document: parsing.Document, reading=None
+) -> list[Section]:
     text = source.text
     # Bodies tile the document: each runs to the next section's start.
     ends = [s.start for s in document.sections[1:]] + [len(text)]
+    pages = [
+        (reading.pages_of(s.start, s.end) if reading else None) or (None, None)
+        for s in document.sections
+    ]
     rows = Section.objects.bulk_create(
         [
             Section(
@@ -603,6 +709,8 @@ def _create_sections(source: Source, document: parsing.Document) -> list[Section
                 end=s.end,
                 body=text[s.start : ends[i]],
                 tokens=_plain_tokens(text[s.start : s.end]),
+                page_start=pages[i][0],
+                page_end=pages[i][1],
             )
             for i, s in enumerate(document.sections)
         ]

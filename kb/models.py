@@ -154,6 +154,9 @@ class Source(models.Model):
     version = models.PositiveIntegerField(default=1)
     indexed_version = models.PositiveIntegerField(null=True, blank=True)
     stats = models.JSONField(default=dict, blank=True)
+    # What the reader of an HTML, DOCX or PDF file kept and lost (kb.readers.Reading
+    # summary and warnings), set by the worker with the text it read.
+    reader_summary = models.JSONField(default=dict, blank=True)
     created = models.DateTimeField(default=timezone.now)
     updated = models.DateTimeField(auto_now=True)
     indexed = models.DateTimeField(null=True, blank=True)
@@ -205,6 +208,9 @@ class Section(models.Model):
     body = models.TextField(blank=True)
     # Tokens of text[start:end] (no [CLS]/[SEP]); retrieval spends its budget in these.
     tokens = models.PositiveIntegerField(default=0)
+    # Pages of the original file that text[start:end] came from (PDF only).
+    page_start = models.PositiveIntegerField(null=True, blank=True)
+    page_end = models.PositiveIntegerField(null=True, blank=True)
     # The normalised mean of its chunks' vectors: what the section is about.
     embedding = VectorField(dimensions=EMBEDDING_DIM, null=True, blank=True)
 
@@ -220,6 +226,15 @@ class Section(models.Model):
 
     def get_absolute_url(self) -> str:
         return reverse("kb:section", args=[self.pk])
+
+    @property
+    def pages(self) -> str:
+        """ "4", "4–5", or "" when the source has no pages."""
+        if self.page_start is None:
+            return ""
+        if self.page_end in (None, self.page_start):
+            return str(self.page_start)
+        return f"{self.page_start}–{self.page_end}"
 
 
 class Chunk(models.Model):

@@ -10,9 +10,14 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
-from kb import access, answering, ratelimit, retrieval
+from kb import access, answering, ratelimit, readers, retrieval
 from kb.forms import AskForm, is_utf8, parse_id
 from kb.models import Collection, Section, Source
+
+FILE_TYPES = {
+    "pdf": "application/pdf",
+    "docx": "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+}
 
 
 @staff_member_required
@@ -159,9 +164,12 @@ def source_file(request: HttpRequest, pk: int) -> FileResponse:
     source = get_object_or_404(Source.objects.select_related("collection"), pk=pk)
     if not source.collection.is_visible_to(request.user) or not source.file:
         raise Http404
+    # A PDF opens in the browser's viewer (citations link to #page=N); HTML is
+    # shown as text, never rendered from this origin; DOCX is downloaded.
+    kind = readers.format_of(source.file_name)
     return FileResponse(
         source.file.open("rb"),
-        as_attachment=False,
+        as_attachment=kind == "docx",
         filename=source.file_name.rsplit("/", 1)[-1],
-        content_type="text/plain; charset=utf-8",
+        content_type=FILE_TYPES.get(kind, "text/plain; charset=utf-8"),
     )

@@ -95,8 +95,39 @@ _FOUND = {
 }
 
 
+def check(name: str, data: bytes, *, max_pdf_pages: int | None = None) -> None:
+    """The checks an upload request can afford, or ReaderError: type by content,
+    size, a sane zip for DOCX, encryption and page count for PDF. Reading the text
+    (`read`) is the worker's job, under its time limit."""
+    kind = _kind(name, data)
+    if kind == "docx":
+        from kb.readers import docx
+
+        docx.check(name, data)
+    elif kind == "pdf":
+        from kb.readers import pdf
+
+        pdf.check(name, data, max_pages=max_pdf_pages or _max_pdf_pages())
+
+
 def read(name: str, data: bytes, *, max_pdf_pages: int | None = None) -> Reading:
     """Read an .html/.htm, .docx or .pdf file into Markdown, or ReaderError."""
+    kind = _kind(name, data)
+    if kind == "html":
+        from kb.readers import html
+
+        return html.read(name, data)
+    if kind == "docx":
+        from kb.readers import docx
+
+        return docx.read(name, data)
+    from kb.readers import pdf
+
+    return pdf.read(name, data, max_pages=max_pdf_pages or _max_pdf_pages())
+
+
+def _kind(name: str, data: bytes) -> str:
+    """The file's format, checked against its content and size, or ReaderError."""
     kind = format_of(name)
     if kind is None:
         raise ReaderError(f"{name}: not an .html, .htm, .docx or .pdf file")
@@ -109,22 +140,12 @@ def read(name: str, data: bytes, *, max_pdf_pages: int | None = None) -> Reading
         raise ReaderError(
             f"{name} is not {_EXPECTED[kind]}: its content is {_FOUND[found]}"
         )
-    if kind == "html":
-        from kb.readers import html
-
-        if len(data) > MAX_HTML_BYTES:
-            raise ReaderError(
-                f"{name} is {len(data) / 2**20:.0f} MB of HTML; "
-                f"the limit is {MAX_HTML_BYTES // 2**20} MB"
-            )
-        return html.read(name, data)
-    if kind == "docx":
-        from kb.readers import docx
-
-        return docx.read(name, data)
-    from kb.readers import pdf
-
-    return pdf.read(name, data, max_pages=max_pdf_pages or _max_pdf_pages())
+    if kind == "html" and len(data) > MAX_HTML_BYTES:
+        raise ReaderError(
+            f"{name} is {len(data) / 2**20:.0f} MB of HTML; "
+            f"the limit is {MAX_HTML_BYTES // 2**20} MB"
+        )
+    return kind
 
 
 def _max_pdf_pages() -> int:

@@ -76,15 +76,7 @@ def _unpack(name: str, data: bytes) -> dict[str, bytes]:
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as archive:
             infos = archive.infolist()
-            total = sum(info.file_size for info in infos)
-            if total > MAX_UNCOMPRESSED or (
-                total > RATIO_FLOOR and total > MAX_RATIO * len(data)
-            ):
-                raise ReaderError(
-                    f"{name} unpacks to {total / 2**20:.1f} MB from "
-                    f"{len(data) / 2**20:.2f} MB (over {MAX_RATIO}x its size or "
-                    f"{MAX_UNCOMPRESSED // 2**20} MB): refused as a possible zip bomb"
-                )
+            _check_sizes(name, infos, len(data))
             wanted = {
                 "word/document.xml",
                 "word/styles.xml",
@@ -100,6 +92,26 @@ def _unpack(name: str, data: bytes) -> dict[str, bytes]:
         raise ReaderError(f"{name} is a corrupt .docx file: {exc}") from exc
     except (NotImplementedError, RuntimeError) as exc:  # encrypted or odd entries
         raise ReaderError(f"{name} cannot be unpacked: {exc}") from exc
+
+
+def check(name: str, data: bytes) -> None:
+    """The quick checks (a readable zip, not a zip bomb), or ReaderError: what an
+    upload request can afford; reading the document is for the worker."""
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            _check_sizes(name, archive.infolist(), len(data))
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, OSError) as exc:
+        raise ReaderError(f"{name} is a corrupt .docx file: {exc}") from exc
+
+
+def _check_sizes(name: str, infos: list[zipfile.ZipInfo], size: int) -> None:
+    total = sum(info.file_size for info in infos)
+    if total > MAX_UNCOMPRESSED or (total > RATIO_FLOOR and total > MAX_RATIO * size):
+        raise ReaderError(
+            f"{name} unpacks to {total / 2**20:.1f} MB from "
+            f"{size / 2**20:.2f} MB (over {MAX_RATIO}x its size or "
+            f"{MAX_UNCOMPRESSED // 2**20} MB): refused as a possible zip bomb"
+        )
 
 
 def _xml(name: str, parts: dict[str, bytes], part: str) -> etree._Element | None:

@@ -141,7 +141,13 @@ class _Rules:
         return (round(lx), round(rx), top, bottom)
 
 
-def read(name: str, data: bytes, *, max_pages: int) -> Reading:
+def check(name: str, data: bytes, *, max_pages: int) -> None:
+    """The quick checks (end marker, encryption, page count), or ReaderError:
+    what an upload request can afford; reading the text is for the worker."""
+    _open(name, data, max_pages).close()
+
+
+def _open(name: str, data: bytes, max_pages: int) -> pdfium.PdfDocument:
     if data.rfind(b"%%EOF", max(0, len(data) - 4096)) == -1:
         raise ReaderError(
             f"{name} is truncated or corrupt: it has no end-of-file marker"
@@ -154,14 +160,22 @@ def read(name: str, data: bytes, *, max_pages: int) -> Reading:
                 f"{name} is encrypted (password-protected); remove the password first"
             ) from exc
         raise ReaderError(f"{name} is corrupt or not a PDF: {exc}") from exc
+    count = len(document)
+    if count > max_pages or count == 0:
+        document.close()
+    if count > max_pages:
+        raise ReaderError(
+            f"{name} has {count} pages; the limit is {max_pages} (KB_MAX_PDF_PAGES)"
+        )
+    if count == 0:
+        raise ReaderError(f"{name} has no pages")
+    return document
+
+
+def read(name: str, data: bytes, *, max_pages: int) -> Reading:
+    document = _open(name, data, max_pages)
     try:
         count = len(document)
-        if count > max_pages:
-            raise ReaderError(
-                f"{name} has {count} pages; the limit is {max_pages} (KB_MAX_PDF_PAGES)"
-            )
-        if count == 0:
-            raise ReaderError(f"{name} has no pages")
         pages = [_page_items(name, document, i) for i in range(count)]
     finally:
         document.close()
