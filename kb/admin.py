@@ -414,6 +414,8 @@ class SourceAdmin(CollectionScoped, admin.ModelAdmin):
             or ("title" in form.changed_data)
         )
         obj.metadata = meta
+        if "title" in form.changed_data:
+            obj.is_title_auto = False  # the editor's, kept over the document's
         if changed:
             obj.content_hash = ingestion.content_hash(obj.text)
             # The version now, not the one read with the form: an upload may have

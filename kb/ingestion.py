@@ -158,8 +158,8 @@ def store_checked(
 ) -> tuple[Source, str]:
     """store_source for an upload check_upload has already checked.
 
-    Without a title, the source is titled after its file name until the worker
-    has read its first heading (`auto_title`)."""
+    Without a title, the worker takes the document's own (a new source is titled
+    after its file name until then)."""
     file_name, data, text = upload
     # A converted file's text is the worker's: its bytes tell a new version.
     digest = hashlib.sha256(data).hexdigest() if not text else content_hash(text)
@@ -177,7 +177,6 @@ def store_checked(
         if source and source.content_hash == digest and source.metadata == metadata:
             if source.title == title or not title:
                 return source, "unchanged"
-        title = title or auto_title(file_name)
         return _store(source, collection, upload, title, digest, metadata)
 
 
@@ -193,7 +192,8 @@ def _store(
     file_name, data, text = upload
     created = source is None
     source = source or Source(collection=collection, file_name=file_name)
-    source.title = title
+    source.is_title_auto = not title
+    source.title = title or (source.title if not created else auto_title(file_name))
     if text or created:  # a converted file's previous text stays live until read
         source.text = text
     source.content_hash = digest
@@ -248,7 +248,7 @@ def _lock_file_name(collection: Collection, file_name: str) -> None:
 
 
 def auto_title(file_name: str) -> str:
-    """The title a source has until the worker reads its own (_title_from)."""
+    """A new source's title until the worker reads the document's (_title_from)."""
     return parsing.title_from_filename(file_name)[:TITLE_CHARS]
 
 
@@ -521,15 +521,22 @@ def read_source(source: Source) -> tuple[readers.Reading | None, parsing.Documen
         if readers.format_of(name):
             reading = readers.read(name, _original(source))
             source.text = reading.text
-        if source.title == auto_title(name):
+        if source.is_title_auto:
             source.title = _title_from(source.text, name)
         try:
             document = parsing.parse(source.text, name, title=source.title)
         except parsing.ParseError as exc:
-            if name in str(exc):
-                raise
-            raise parsing.ParseError(f"{name}: {exc}") from exc
+            raise parsing.ParseError(_naming(str(exc), source.title, name)) from exc
     return reading, document
+
+
+def _naming(message: str, title: str, name: str) -> str:
+    """A parser's message ("<title> is empty") naming the file instead."""
+    if name in message:
+        return message
+    if title and message.startswith(title):
+        return name + message[len(title) :]
+    return f"{name}: {message}"
 
 
 def _original(source: Source) -> bytes:

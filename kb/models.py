@@ -138,6 +138,9 @@ class Source(models.Model):
         Collection, on_delete=models.CASCADE, related_name="sources"
     )
     title = models.CharField(max_length=300)
+    # Taken from the document (its front matter or first heading) by the worker,
+    # rather than given by an editor.
+    is_title_auto = models.BooleanField(default=False)
     file = models.FileField(upload_to="sources/%Y/%m/", blank=True)
     file_name = models.CharField(
         max_length=500, help_text="Path relative to the uploaded folder or corpus."

@@ -61,13 +61,18 @@ class StoreSourceTestCase(TestCase):
                 ingestion.store_source(self.collection, name, b"# Hi\n")
         self.assertFalse(Source.objects.exists())
 
-    def test_it_refuses_what_the_worker_could_not_parse(self):
+    def test_what_cannot_be_parsed_fails_in_the_worker_naming_the_file(self):
+        # Parsing is the worker's (ingest), never the storing request's.
         data = b"---\ntitle: Only front matter\n---\n"
-        with self.assertRaisesMessage(
-            parsing.ParseError, "notes.md has no content besides its front matter"
-        ):
-            ingestion.store_source(self.collection, "notes.md", data)
-        self.assertFalse(Source.objects.exists())
+        source, outcome = ingestion.store_source(self.collection, "notes.md", data)
+        self.assertEqual((outcome, source.status), ("created", Source.Status.QUEUED))
+        message = "notes.md has no content besides its front matter"
+        with self.assertRaisesMessage(parsing.ParseError, message):
+            ingestion.ingest(source.pk)
+        source.refresh_from_db()
+        self.assertEqual(source.status, Source.Status.FAILED)
+        self.assertIn(message, source.error)
+        self.assertFalse(source.sections.exists())
 
 
 class IngestTestCase(TestCase):
@@ -149,6 +154,30 @@ class IngestTestCase(TestCase):
         self.assertIn("word word", rejection.text)  # the full text, not truncated
         self.assertEqual(list(source.chunks.values_list("pk", flat=True)), old_chunks)
 
+    def test_a_parse_over_the_time_limit_fails_and_the_old_version_stays(self):
+        source = _store(self.collection)
+        ingestion.ingest(source.pk)
+        sections = sorted(source.sections.values_list("pk", flat=True))
+        big = "# Big\n\n" + "\n\n".join(
+            f"## Part {i}\n\n- item one of {i}\n- item two\n\n| a | b |\n|---|---|\n"
+            for i in range(20_000)
+        )
+        source, _ = ingestion.store_source(
+            self.collection, source.file_name, big.encode()
+        )
+        with self.settings(KB_PARSE_TIMEOUT=0.01):
+            with self.assertRaisesMessage(
+                ingestion.ParseTimeout,
+                "deployment-runbook.md: reading and parsing took longer than the "
+                "limit of 0.01 s (KB_PARSE_TIMEOUT)",
+            ):
+                ingestion.ingest(source.pk)
+        source.refresh_from_db()
+        self.assertEqual(source.status, Source.Status.FAILED)
+        self.assertIn("KB_PARSE_TIMEOUT", source.error)
+        self.assertEqual(source.indexed_version, source.version - 1)
+        self.assertEqual(sorted(source.sections.values_list("pk", flat=True)), sections)
+
     def test_a_superseded_job_stands_down(self):
         source = _store(self.collection)
         outcome = ingestion.ingest(source.pk, version=source.version - 1 or 99)
@@ -216,16 +245,6 @@ class UploadFormTestCase(TestCase):
         self.assertContains(response, "index.md", status_code=400)
         self.assertContains(response, "separate collections", status_code=400)
         self.assertNotContains(response, "faq.md", status_code=400)
-        self.assertFalse(Source.objects.exists())
-
-    def test_a_markdown_file_of_only_front_matter_is_refused(self):
-        data = b"---\ntitle: Only front matter\ntags: [x]\n---\n\n"
-        response = self._post(SimpleUploadedFile("front.md", data))
-        self.assertContains(
-            response,
-            "front.md has no content besides its front matter",
-            status_code=400,
-        )
         self.assertFalse(Source.objects.exists())
 
     def test_the_messages_show_file_names_as_they_are(self):
@@ -323,6 +342,30 @@ class WorkerIngestionTestCase(TransactionTestCase):
             f'<td class="field-chunk_count">{source.chunks.count()}</td>',
             html=True,
         )
+
+    def test_a_file_of_only_front_matter_fails_in_the_worker_with_the_reason(self):
+        # The request stores it; parsing, in the worker, refuses it.
+        data = b"---\ntitle: Only front matter\ntags: [x]\n---\n\n"
+        response = self.client.post(
+            reverse("admin:kb_source_upload"),
+            {
+                "collection": self.collection.pk,
+                "files": [
+                    SimpleUploadedFile("front.md", data),
+                    SimpleUploadedFile("good.md", b"# Good\n\nFine.\n"),
+                ],
+            },
+        )
+        self.assertEqual(response.status_code, 302)
+        run_burst_worker()
+        front = Source.objects.get(file_name="front.md")
+        self.assertEqual(front.status, Source.Status.FAILED)
+        self.assertIn("front.md has no content besides its front matter", front.error)
+        self.assertFalse(front.sections.exists())
+        good = Source.objects.get(file_name="good.md")
+        self.assertEqual(good.status, Source.Status.INDEXED, good.error)
+        page = self.client.get(reverse("admin:kb_source_change", args=[front.pk]))
+        self.assertContains(page, "front.md has no content besides its front matter")
 
     def test_a_killed_worker_leaves_nothing_partial_and_a_retry_succeeds(self):
         source = _store(self.collection)

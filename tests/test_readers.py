@@ -14,12 +14,12 @@ import pytest
 from django.conf import settings
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import CommandError, call_command
-from django.test import SimpleTestCase, TestCase
+from django.test import SimpleTestCase, TestCase, override_settings
 from django.urls import reverse
 from docx.oxml import OxmlElement
 from docx.oxml.ns import qn
 
-from kb import readers
+from kb import ingestion, readers
 from kb.models import Collection, Source
 from kb.readers import ReaderError
 from tests.base import make_users
@@ -481,18 +481,43 @@ class IngestConvertedTestCase(TestCase):
 
     def test_kb_ingest_refuses_a_bad_file_naming_it_and_stores_nothing(self):
         folder = Path(self.enterContext(_temporary_folder()))
-        (folder / "scan.pdf").write_bytes(build_pdf([scanned_page()]))
+        (folder / "locked.pdf").write_bytes(_locked_pdf())
         (folder / "page.pdf").write_bytes(_html("<p>not a pdf</p>"))
         err = StringIO()
         with self.assertRaisesMessage(CommandError, "0 of 2 file(s)"):
             call_command(
                 "kb_ingest", str(folder), "--collection", "Policies", stderr=err
             )
-        self.assertIn("scan.pdf: refused: scan.pdf has no text layer", err.getvalue())
+        self.assertIn("locked.pdf: refused: locked.pdf is encrypted", err.getvalue())
         self.assertIn("page.pdf: refused: page.pdf is not a PDF", err.getvalue())
         self.assertFalse(Source.objects.exists())
         uploads = Path(settings.MEDIA_ROOT)
-        self.assertFalse(list(uploads.rglob("scan*.pdf")) if uploads.exists() else [])
+        stored = list(uploads.rglob("*.pdf")) if uploads.exists() else []
+        self.assertFalse({p.name for p in stored} & {"locked.pdf", "page.pdf"})
+
+    def test_kb_ingest_sync_fails_a_pdf_without_text_naming_the_reason(self):
+        # Reading runs in the worker (here: this process, --sync), not when storing.
+        folder = Path(self.enterContext(_temporary_folder()))
+        (folder / "scan.pdf").write_bytes(build_pdf([scanned_page()]))
+        err = StringIO()
+        with self.assertRaisesMessage(CommandError, "0 of 1 file(s)"):
+            call_command(
+                "kb_ingest", str(folder), "--collection", "Policies", "--sync",
+                stderr=err,
+            )  # fmt: skip
+        self.assertIn("scan.pdf: refused: scan.pdf has no text layer", err.getvalue())
+        source = Source.objects.get(file_name="scan.pdf")
+        self.assertEqual(source.status, Source.Status.FAILED)
+        self.assertIn("scan.pdf has no text layer (scanned?)", source.error)
+        self.assertFalse(source.sections.exists())
+
+
+def _locked_pdf() -> bytes:
+    locked = pypdf.PdfWriter(clone_from=io.BytesIO(build_pdf(_report_pages())))
+    locked.encrypt("secret", algorithm="RC4-128")
+    buffer = io.BytesIO()
+    locked.write(buffer)
+    return buffer.getvalue()
 
 
 def _temporary_folder():
@@ -534,15 +559,14 @@ class UploadConvertedTestCase(TestCase):
             {"collection": self.collection.pk, "files": list(files)},
         )
 
+    @override_settings(KB_MAX_PDF_PAGES=2)
     def test_it_refuses_each_bad_file_with_its_reason(self):
+        # What the request checks (a PDF without text is refused in the worker:
+        # tests/test_reading_worker.py).
         report = build_pdf(_report_pages())
-        locked = pypdf.PdfWriter(clone_from=io.BytesIO(report))
-        locked.encrypt("secret", algorithm="RC4-128")
-        buffer = io.BytesIO()
-        locked.write(buffer)
         cases = {
-            "locked.pdf": (buffer.getvalue(), "locked.pdf is encrypted"),
-            "scan.pdf": (build_pdf([scanned_page()]), "scan.pdf has no text layer"),
+            "locked.pdf": (_locked_pdf(), "locked.pdf is encrypted"),
+            "long.pdf": (build_pdf([Page()] * 3), "long.pdf has 3 pages; the limit"),
             "cut.pdf": (report[:3000], "cut.pdf is truncated"),
             "page.pdf": (_html("<p>x</p>"), "page.pdf is not a PDF"),
             "notes.docx": (b"plain words", "notes.docx is not a Word .docx"),
@@ -559,12 +583,17 @@ class UploadConvertedTestCase(TestCase):
         stored = [p.name for p in uploads.rglob("*")] if uploads.exists() else []
         self.assertFalse(set(stored) & set(cases))
 
-    def test_it_stores_a_pdf_as_markdown_and_keeps_the_original(self):
+    def test_it_stores_the_original_pdf_and_leaves_reading_to_the_worker(self):
         response = self._post(
             SimpleUploadedFile("policy.pdf", build_pdf(_report_pages()))
         )
         self.assertEqual(response.status_code, 302)
         source = Source.objects.get(file_name="policy.pdf")
+        self.assertEqual((source.title, source.text), ("Policy", ""))
+        self.assertEqual(source.status, Source.Status.QUEUED)
+        self.assertEqual(source.file.read()[:5], b"%PDF-")
+        ingestion.ingest(source.pk)  # what the worker does (test_reading_worker)
+        source.refresh_from_db()
         self.assertEqual(source.title, "Expense policy")
         self.assertIn("## Meals\n\nMeals are paid up to the daily cap", source.text)
-        self.assertEqual(source.file.read()[:5], b"%PDF-")
+        self.assertEqual(source.sections.get(heading="Meals").pages, "2")

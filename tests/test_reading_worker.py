@@ -1,0 +1,186 @@
+"""Reading and parsing run in the worker, under a time limit; PDF sections record
+their pages and citations carry them (issue #16)."""
+
+from __future__ import annotations
+
+import django_rq
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.test import TransactionTestCase
+from django.urls import reverse
+
+from kb import ingestion, jobs
+from kb.models import Collection, Source
+from tests.base import make_users, run_burst_worker
+from tests.documents import Page, build_pdf, scanned_page
+
+MEALS_Q = "What is the daily cap for meals in Paris?"
+CLAIMS_Q = "When do approved claims arrive with the salary?"
+
+
+def handbook_pages() -> list[Page]:
+    """Three pages with a running header and footer; "Claims" runs onto page 3."""
+    pages = []
+    for number in range(1, 4):
+        page = Page()
+        page.text(72, 770, "ACME Corp - Office handbook", 9)
+        page.text(300, 30, f"Page {number} of 3", 9)
+        pages.append(page)
+    one, two, three = pages
+    one.heading("Office handbook", 22).paragraph(
+        ["This handbook covers travel, meals and expense claims."]
+    )
+    one.heading("Travel", 15).paragraph(
+        ["Book trains through the travel portal at least a week ahead."]
+    )
+    two.heading("Meals", 15).paragraph(
+        ["The company pays meals up to a daily cap of sixty euros in Paris."]
+    )
+    two.heading("Claims", 15).paragraph(
+        ["Submit every expense claim within thirty days of the expense."]
+    )
+    three.paragraph(
+        ["Approved claims arrive with the next salary once a manager signs them."]
+    )
+    three.heading("Parking", 15).paragraph(
+        ["Visitors park in the north garage next to the loading bay."]
+    )
+    return pages
+
+
+def long_pdf(count: int) -> bytes:
+    """`count` pages of prose: reading them takes seconds, not milliseconds."""
+    pages = []
+    for n in range(count):
+        page = Page().heading(f"Chapter {n + 1}", 15)
+        for k in range(4):
+            page.paragraph(
+                [
+                    f"Line {j} of paragraph {k} on page {n + 1}, of words."
+                    for j in (1, 2)
+                ]
+            )
+        pages.append(page)
+    return build_pdf(pages)
+
+
+@pytest.mark.slow
+class ReadingInTheWorkerTestCase(TransactionTestCase):
+    # TransactionTestCase: the worker is another process and sees committed rows only.
+
+    def setUp(self):
+        self.staff, _, _ = make_users()
+        self.client.force_login(self.staff)
+        self.collection = Collection.objects.create(name="Handbook")
+
+    def tearDown(self):
+        django_rq.get_queue().empty()
+
+    def _upload(self, name: str, data: bytes):
+        return self.client.post(
+            reverse("admin:kb_source_upload"),
+            {
+                "collection": self.collection.pk,
+                "files": [SimpleUploadedFile(name, data)],
+            },
+        )
+
+    def _citation(self, question: str, heading: str) -> dict:
+        """The API's citation of the section `heading` in its answer to `question`."""
+        response = self.client.post(
+            reverse("kb:api-ask"),
+            {"question": question, "collection": "Handbook"},
+            content_type="application/json",
+        )
+        self.assertEqual(response.status_code, 200)
+        citations = response.json()["citations"]
+        found = [c for c in citations if c["heading_path"].endswith(f"> {heading}")]
+        self.assertTrue(found, f"no citation of {heading}: {citations}")
+        return found[0]
+
+    def test_an_uploaded_pdf_is_read_by_the_worker_and_cited_with_its_pages(self):
+        response = self._upload("handbook.pdf", build_pdf(handbook_pages()))
+        self.assertEqual(response.status_code, 302)
+        source = Source.objects.get(file_name="handbook.pdf")
+        # The request stored the file and queued it; it read nothing.
+        self.assertEqual((source.status, source.text), (Source.Status.QUEUED, ""))
+        self.assertFalse(source.sections.exists())
+
+        run_burst_worker()
+        source.refresh_from_db()
+        self.assertEqual(source.status, Source.Status.INDEXED, source.error)
+        self.assertEqual(source.title, "Office handbook")
+        self.assertTrue(source.text.startswith("# Office handbook\n\n"))
+        self.assertEqual(source.reader_summary["pages"], 3)
+        self.assertEqual(source.reader_summary["running_lines_removed"], 6)
+        pages = {s.heading: s.pages for s in source.sections.all()}
+        self.assertEqual(pages["Travel"], "1")
+        self.assertEqual(pages["Meals"], "2")
+        self.assertEqual(pages["Claims"], "2–3")
+
+        meals = self._citation(MEALS_Q, "Meals")
+        self.assertEqual(meals["pages"], "2")
+        claims = self._citation(CLAIMS_Q, "Claims")
+        self.assertEqual(claims["pages"], "2–3")
+
+        page = self.client.get(
+            reverse("kb:ask"), {"q": MEALS_Q, "collection": self.collection.pk}
+        )
+        self.assertContains(page, "handbook.pdf, p. 2, ")
+        passage = self.client.get(meals["url"])
+        file_url = reverse("kb:source-file", args=[source.pk])
+        self.assertContains(passage, f'href="{file_url}#page=2">p. 2 of the original')
+        self.assertContains(passage, "sixty euros in Paris.</mark>")
+        original = self.client.get(file_url)
+        self.assertEqual(original["Content-Type"], "application/pdf")
+
+    def test_a_file_the_worker_cannot_read_fails_there_and_the_old_version_stays(self):
+        self._upload("handbook.pdf", build_pdf(handbook_pages()))
+        run_burst_worker()
+        first = Source.objects.get(file_name="handbook.pdf")
+        self.assertEqual(first.status, Source.Status.INDEXED, first.error)
+
+        # Both requests are accepted: only reading the text shows there is none.
+        scan = build_pdf([scanned_page(), scanned_page()])
+        self.assertEqual(self._upload("handbook.pdf", scan).status_code, 302)
+        self.assertEqual(self._upload("scan.pdf", scan).status_code, 302)
+        run_burst_worker()
+
+        source = Source.objects.get(file_name="handbook.pdf")
+        self.assertEqual(source.status, Source.Status.FAILED)
+        self.assertIn("handbook.pdf has no text layer (scanned?)", source.error)
+        self.assertEqual((source.indexed_version, source.version), (1, 2))
+        self.assertEqual(source.text, first.text)  # the live version's text
+        cite = self._citation(MEALS_Q, "Meals")
+        self.assertEqual((cite["source"], cite["pages"]), ("Office handbook", "2"))
+        new = Source.objects.get(file_name="scan.pdf")
+        self.assertEqual(new.status, Source.Status.FAILED)
+        self.assertIn("scan.pdf has no text layer (scanned?); OCR is not", new.error)
+        change = self.client.get(reverse("admin:kb_source_change", args=[source.pk]))
+        self.assertContains(change, "handbook.pdf has no text layer")
+        self.assertContains(change, "previous version still searchable")
+
+    def test_a_read_over_the_time_limit_fails_with_the_reason(self):
+        self._upload("manual.pdf", build_pdf(handbook_pages()))
+        run_burst_worker()
+        self.assertEqual(self._upload("manual.pdf", long_pdf(120)).status_code, 302)
+        small, _ = ingestion.store_source(
+            self.collection,
+            "notes.md",
+            b"# Notes\n\nThe lift is serviced on Mondays.\n",
+        )
+        self.assertTrue(jobs.enqueue_ingest(small))  # queued after manual.pdf
+
+        run_burst_worker(env={"KB_PARSE_TIMEOUT": "0.2"})
+        manual = Source.objects.get(file_name="manual.pdf")
+        self.assertEqual(manual.status, Source.Status.FAILED)
+        self.assertIn(
+            "manual.pdf: reading and parsing took longer than the limit of 0.2 s "
+            "(KB_PARSE_TIMEOUT)",
+            manual.error,
+        )
+        self.assertEqual(manual.indexed_version, 1)
+        self.assertTrue(manual.sections.filter(heading="Meals").exists())
+        # The worker went on to its next job, with the job timeout restored.
+        small.refresh_from_db()
+        self.assertEqual(small.status, Source.Status.INDEXED, small.error)
