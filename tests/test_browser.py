@@ -14,6 +14,7 @@ from playwright.sync_api import Page, expect, sync_playwright
 from kb.demo import load_demo
 from kb.management.commands.kb_screenshots import CHROMIUM_ARGS, QUESTION
 from kb.models import Collection, GoldenCase, Source
+from tests.documents import build_pdf
 
 CHROMIUM = Path("/usr/bin/chromium")
 
@@ -144,3 +145,43 @@ def test_auto_refresh_never_throws_away_what_an_editor_types(
     page.wait_for_timeout(4_000)  # past the refresh interval
     assert page.input_value("#id_author") == "Ada"
     expect(page.locator("#kb-refresh-note")).to_contain_text("stopped")
+
+
+@pytest.mark.slow
+def test_a_pdf_uploaded_in_the_admin_is_cited_with_its_page(
+    transactional_db, live_server, page: Page, tmp_path
+):
+    from tests.base import run_burst_worker
+    from tests.test_reading_worker import MEALS_Q, handbook_pages
+
+    get_user_model().objects.create_superuser("staff", "s@example.invalid", "pw-1")
+    handbook = Collection.objects.create(name="Handbook")
+    pdf = tmp_path / "handbook.pdf"
+    pdf.write_bytes(build_pdf(handbook_pages()))
+
+    page.goto(f"{live_server.url}/admin/login/?next=/admin/kb/source/upload/")
+    page.fill("#id_username", "staff")
+    page.fill("#id_password", "pw-1")
+    page.click("input[type=submit]")
+    page.select_option("#id_collection", str(handbook.pk))
+    page.set_input_files("#id_files", str(pdf))
+    page.click("input[type=submit][value='Upload and index']")
+    expect(page.locator("ul.messagelist")).to_contain_text(
+        "handbook.pdf: created, queued for indexing"
+    )
+    run_burst_worker()  # the worker reads the PDF, then indexes it
+    page.reload()
+    expect(page.locator("#result_list")).to_contain_text("Indexed")
+
+    page.goto(f"{live_server.url}/")
+    page.fill("#id_q", MEALS_Q)
+    page.select_option("#id_collection", str(handbook.pk))
+    page.click("form[role=search] button[type=submit]")
+    citation = page.locator("ol.citations li", has_text="Meals").first
+    expect(citation).to_contain_text("handbook.pdf, p. 2,")
+    citation.locator("a").click()
+    page.wait_for_url(re.compile(r"/kb/sections/\d+/\?start=\d+&end=\d+#cited$"))
+    expect(page.locator("mark#cited")).to_contain_text("sixty euros in Paris")
+    original = page.locator("a.page-link")
+    expect(original).to_have_text("p. 2 of the original")
+    assert original.get_attribute("href").endswith("/file/#page=2")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import django_rq
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
-from django.test import TransactionTestCase
+from django.test import TestCase, TransactionTestCase
 from django.urls import reverse
 
 from kb import ingestion, jobs
@@ -184,3 +184,65 @@ class ReadingInTheWorkerTestCase(TransactionTestCase):
         # The worker went on to its next job, with the job timeout restored.
         small.refresh_from_db()
         self.assertEqual(small.status, Source.Status.INDEXED, small.error)
+
+
+class SourcePageReadingTestCase(TestCase):
+    """The admin source page shows what the reader kept and lost."""
+
+    def setUp(self):
+        staff, _, _ = make_users()
+        self.client.force_login(staff)
+        collection = Collection.objects.create(name="Handbook")
+        self.source = Source.objects.create(
+            collection=collection,
+            title="Scanned annex",
+            file_name="annex.pdf",
+            text="# Annex\n\nText.\n",
+            content_hash="x",
+            reader_summary={
+                "pages": 2,
+                "headings": 1,
+                "tables_with_header": 1,
+                "tables_without_header": 2,
+                "images_dropped": 3,
+                "running_lines_removed": 4,
+                "chars_per_page": [812, 0],
+                "pages_without_text": [2],
+                "warnings": ["page 2 has no text"],
+            },
+        )
+        self.url = reverse("admin:kb_source_change", args=[self.source.pk])
+
+    def test_it_shows_the_summary_and_flags_a_page_without_text(self):
+        page = self.client.get(self.url)
+        self.assertContains(page, "What the reader kept and lost")
+        self.assertContains(
+            page, '<th scope="row">Tables without one</th><td>2</td>', html=True
+        )
+        self.assertContains(page, "2 tables had no header row")
+        self.assertContains(
+            page,
+            '<th scope="row">Running headers, footers, page numbers removed</th>'
+            "<td>4</td>",
+            html=True,
+        )
+        self.assertContains(page, "p. 1: 812")
+        self.assertContains(
+            page,
+            '<li class="kb-page-empty">p. 2: 0 <strong>no text</strong></li>',
+            html=True,
+        )
+        file_url = reverse("kb:source-file", args=[self.source.pk])
+        self.assertContains(page, f'href="{file_url}"')
+        self.assertNotContains(page, "style=")  # CSP: styles in admin.css only
+
+    def test_the_text_of_a_converted_source_is_the_readers_not_editable(self):
+        page = self.client.get(self.url)
+        self.assertNotContains(page, 'name="text"')
+        plain = Source.objects.create(
+            collection=self.source.collection, title="Notes", file_name="n.md",
+            text="# Notes\n", content_hash="y",
+        )  # fmt: skip
+        page = self.client.get(reverse("admin:kb_source_change", args=[plain.pk]))
+        self.assertContains(page, 'name="text"')
+        self.assertNotContains(page, "What the reader kept and lost")
