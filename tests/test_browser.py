@@ -170,7 +170,7 @@ def test_a_pdf_uploaded_in_the_admin_is_cited_with_its_page(
         "handbook.pdf: created, queued for indexing"
     )
     run_burst_worker()  # the worker reads the PDF, then indexes it
-    page.reload()
+    page.goto(f"{live_server.url}/admin/kb/source/")
     expect(page.locator("#result_list")).to_contain_text("Indexed")
 
     page.goto(f"{live_server.url}/")
