@@ -95,3 +95,18 @@ def run_burst_worker(
         timeout=timeout,
         check=True,
     )
+
+
+def forget_jobs() -> None:
+    """Empty the test queue and its finished and failed jobs: a failed job kept in
+    Redis would make a later run's source of the same id and version look lost
+    (kb.jobs.stranded), as the test database's ids start again at 1."""
+    import django_rq
+    from rq.job import Job
+
+    queue = django_rq.get_queue()
+    queue.empty()
+    for registry in (queue.failed_job_registry, queue.finished_job_registry):
+        for job_id in registry.get_job_ids():
+            registry.remove(job_id)
+            queue.connection.delete(Job.key_for(job_id))

@@ -151,7 +151,7 @@ def test_auto_refresh_never_throws_away_what_an_editor_types(
 def test_a_pdf_uploaded_in_the_admin_is_cited_with_its_page(
     transactional_db, live_server, page: Page, tmp_path
 ):
-    from tests.base import run_burst_worker
+    from tests.base import forget_jobs, run_burst_worker
     from tests.test_reading_worker import MEALS_Q, handbook_pages
 
     get_user_model().objects.create_superuser("staff", "s@example.invalid", "pw-1")
@@ -170,6 +170,7 @@ def test_a_pdf_uploaded_in_the_admin_is_cited_with_its_page(
         "handbook.pdf: created, queued for indexing"
     )
     run_burst_worker()  # the worker reads the PDF, then indexes it
+    forget_jobs()
     page.goto(f"{live_server.url}/admin/kb/source/")
     expect(page.locator("#result_list")).to_contain_text("Indexed")
 

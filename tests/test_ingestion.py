@@ -20,7 +20,7 @@ from django.urls import reverse
 
 from kb import ingestion, parsing, retrieval
 from kb.models import Collection, OverflowRejection, Section, Source
-from tests.base import DEMO_DIR, make_users, run_burst_worker
+from tests.base import DEMO_DIR, forget_jobs, make_users, run_burst_worker
 
 RUNBOOK = DEMO_DIR / "deployment-runbook.md"
 
@@ -317,6 +317,9 @@ class WorkerIngestionTestCase(TransactionTestCase):
         self.staff, _, _ = make_users()
         self.collection = Collection.objects.create(name="Docs")
         self.client.force_login(self.staff)
+
+    def tearDown(self):
+        forget_jobs()  # front.md's job fails on purpose
 
     def test_an_upload_is_indexed_by_a_real_worker(self):
         with open(RUNBOOK, "rb") as fh:
