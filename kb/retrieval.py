@@ -35,6 +35,9 @@ WINDOW_CHUNKS = 8  # chunks loaded around a hit of a section too long to take wh
 SECTION_WEIGHT = 1.0  # weight of the section-centroid ranking in the fusion
 PRECEDING_CONTEXT = True  # the section before a whole chosen one, if budget is left
 HNSW_EF_SEARCH = 100
+# Collections of fewer chunks are searched exactly, without the HNSW index
+# (searched_exactly; the crossover measured in docs/benchmarks.md, issue #15).
+EXACT_SEARCH_CHUNKS = 10_000
 HIT_CHUNKS = 4  # hit chunks per section taken before expansion (issue #7)
 # The collection's best keyword match is taken with its section's best chunk.
 KEYWORD_SEED = 1
@@ -355,16 +358,28 @@ def _embed_question(question: str):
 
 
 # Hot path (issue #8): plain SQL, as ORM query building cost more than the queries.
-_NEAREST_CHUNKS = """
-SELECT c.id, c.embedding <=> %(vector)s::vector
+_CHUNK_DISTANCES = """
+SELECT c.id, c.embedding <=> %(vector)s::vector AS distance
 FROM kb_chunk c JOIN kb_source s ON s.id = c.source_id
 WHERE s.collection_id = %(collection)s AND c.embedding IS NOT NULL {current}
-ORDER BY c.embedding <=> %(vector)s::vector LIMIT %(limit)s
 """
-_NEAREST_SECTIONS = """
-SELECT t.id FROM kb_section t JOIN kb_source s ON s.id = t.source_id
+_SECTION_DISTANCES = """
+SELECT t.id, t.embedding <=> %(vector)s::vector AS distance
+FROM kb_section t JOIN kb_source s ON s.id = t.source_id
 WHERE s.collection_id = %(collection)s AND t.embedding IS NOT NULL {current}
-ORDER BY t.embedding <=> %(vector)s::vector LIMIT %(limit)s
+"""
+# Approximate: the HNSW index, read until enough rows pass the collection filter
+# (hnsw_scan); relaxed_order can return them slightly out of order, so they are
+# sorted again (as pgvector's README advises).
+_HNSW_NEAREST = """
+WITH nearest AS MATERIALIZED ({distances} ORDER BY distance LIMIT %(limit)s)
+SELECT id, distance FROM nearest ORDER BY distance, id
+"""
+# Exact: every vector of the collection, found through its sources; the planner
+# cannot order a materialised CTE by the HNSW index (issue #15).
+_EXACT_NEAREST = """
+WITH scored AS MATERIALIZED ({distances})
+SELECT id, distance FROM scored ORDER BY distance, id LIMIT %(limit)s
 """
 
 
@@ -381,19 +396,33 @@ def hnsw_scan():
         yield
 
 
+def searched_exactly(collection: Collection) -> bool:
+    """Whether the collection's vectors are compared one by one rather than found
+    through the HNSW index, which is shared by all collections: a small one's
+    nearest chunks are reached only after the other collections' neighbours
+    (532 chunks beside two collections of 20,000: vector search 4.7 -> 66-97 ms,
+    issue #15). Sized by the chunk count of the last keyword count (kb.keywords),
+    which runs after every ingestion; never counted, the index is used."""
+    return (
+        collection.terms_counted is not None
+        and collection.terms_chunks < EXACT_SEARCH_CHUNKS
+    )
+
+
 def nearest_query(
     collection: Collection, vector, include_deprecated: bool = False, sections=False
 ) -> tuple[str, dict[str, Any]]:
     """The SQL and parameters of the nearest-chunks (or -sections) search, to run
     inside hnsw_scan(); the benchmark EXPLAINs the very same statement."""
-    sql, table = (_NEAREST_SECTIONS, "s") if sections else (_NEAREST_CHUNKS, "c")
+    sql, table = (_SECTION_DISTANCES, "s") if sections else (_CHUNK_DISTANCES, "c")
     current = "" if include_deprecated else f"AND {metadata.current_sql(table)}"
+    plan = _EXACT_NEAREST if searched_exactly(collection) else _HNSW_NEAREST
     params = {
         "collection": collection.pk,
         "vector": Vector._to_db(vector),
         "limit": CANDIDATES,
     }
-    return sql.format(current=current), params
+    return plan.format(distances=sql.format(current=current)), params
 
 
 def _nearest(

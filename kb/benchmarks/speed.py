@@ -330,6 +330,7 @@ class Report:
     chunking: list[ChunkRow]
     embedding: EmbedReport
     scale: Any  # scale.ScaleReport
+    neighbours: Any = None  # neighbours.NeighboursReport
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
 
@@ -356,7 +357,7 @@ def _cpu_model() -> str:
 
 
 def run(quick: bool, keep: bool, progress: Progress) -> Report:
-    from kb.benchmarks import scale
+    from kb.benchmarks import neighbours, scale
 
     began = time.perf_counter()
     started = time.strftime("%Y-%m-%d %H:%M %Z")
@@ -376,6 +377,7 @@ def run(quick: bool, keep: bool, progress: Progress) -> Report:
     )
     scale_report = scale.run(base, docs, quick=quick, keep=keep, progress=progress)
     report = Report(started, machine(), corpus, chunk_rows, embed_report, scale_report)
+    report.neighbours = neighbours.run(docs, quick=quick, keep=keep, progress=progress)
     report.seconds = time.perf_counter() - began
     return report
 
@@ -384,7 +386,7 @@ def run(quick: bool, keep: bool, progress: Progress) -> Report:
 
 
 def markdown(report: Report) -> str:
-    from kb.benchmarks import scale
+    from kb.benchmarks import neighbours, scale
 
     parts = [
         _corpus_line(report),
@@ -392,6 +394,8 @@ def markdown(report: Report) -> str:
         _embed_table(report.embedding),
         scale.markdown(report.scale),
     ]
+    if report.neighbours is not None:
+        parts.append(neighbours.markdown(report.neighbours))
     return "\n\n".join(parts) + "\n"
 
 
