@@ -36,8 +36,12 @@ SECTION_WEIGHT = 1.0  # weight of the section-centroid ranking in the fusion
 PRECEDING_CONTEXT = True  # the section before a whole chosen one, if budget is left
 HNSW_EF_SEARCH = 100
 # Collections of fewer chunks are searched exactly, without the HNSW index
-# (searched_exactly; the crossover measured in docs/benchmarks.md, issue #15).
-EXACT_SEARCH_CHUNKS = 10_000
+# (searched_exactly, issue #15). Exact costs about 2-5 us per chunk (20,160
+# chunks: 107 ms); a filtered HNSW scan about ef_search x (all chunks / the
+# collection's) tuples (504 chunks beside 40,000: 38 ms, and some searches ended
+# at hnsw.max_scan_tuples with no rows). They cross near 2,000 chunks beside
+# 40,000 and 10,000 beside a million; exact also never comes back short.
+EXACT_SEARCH_CHUNKS = 5_000
 HIT_CHUNKS = 4  # hit chunks per section taken before expansion (issue #7)
 # The collection's best keyword match is taken with its section's best chunk.
 KEYWORD_SEED = 1

@@ -377,7 +377,7 @@ def run(quick: bool, keep: bool, progress: Progress) -> Report:
     )
     scale_report = scale.run(base, docs, quick=quick, keep=keep, progress=progress)
     report = Report(started, machine(), corpus, chunk_rows, embed_report, scale_report)
-    report.neighbours = neighbours.run(docs, quick=quick, keep=keep, progress=progress)
+    report.neighbours = neighbours.run(quick=quick, keep=keep, progress=progress)
     report.seconds = time.perf_counter() - began
     return report
 

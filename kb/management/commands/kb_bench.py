@@ -104,9 +104,7 @@ class Command(BaseCommand):
         from kb.benchmarks import neighbours
 
         started = time.strftime("%Y-%m-%d %H:%M %Z")
-        docs = speed.synthesize(speed.load_documents(), speed.QUICK_BYTES)
         report = neighbours.run(
-            docs,
             quick=options["quick"],
             keep=options["keep"],
             progress=lambda line: self.stderr.write(line),
