@@ -85,7 +85,7 @@ class NearestSearchTestCase(TestCase):
 
     def _search(self, collection: Collection, sections: bool = False):
         query = retrieval.nearest_query(collection, self.question[0], sections=sections)
-        with retrieval.hnsw_scan(), connection.cursor() as cursor:
+        with retrieval.hnsw_scan(collection), connection.cursor() as cursor:
             cursor.execute(*query)
             rows = cursor.fetchall()
             cursor.execute("EXPLAIN " + query[0], query[1])
@@ -109,6 +109,7 @@ class NearestSearchTestCase(TestCase):
         with mock.patch.object(retrieval, "EXACT_SEARCH_CHUNKS", 1_000):
             self.assertFalse(retrieval.searched_exactly(self.large))
             rows, plan = self._search(self.large)
+        self.assertIn("chunk_embedding_hnsw", plan)  # whatever the planner thinks
         self.assertEqual(len(rows), retrieval.CANDIDATES)
         large = Chunk.objects.filter(source__collection=self.large)
         self.assertEqual(large.filter(pk__in=[r[0] for r in rows]).count(), len(rows))

@@ -199,7 +199,7 @@ def _uses_index(collection: Collection, question: str) -> bool:
     """Whether the planner reads the HNSW index for the collection's chunks."""
     vector = embedding.get_embedder().embed([question])[0]
     sql, params = retrieval.nearest_query(collection, vector)
-    with retrieval.hnsw_scan(), connection.cursor() as cursor:
+    with retrieval.hnsw_scan(collection), connection.cursor() as cursor:
         cursor.execute("EXPLAIN " + sql, params)
         return any("chunk_embedding_hnsw" in row[0] for row in cursor.fetchall())
 

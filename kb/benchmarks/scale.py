@@ -517,7 +517,7 @@ def explain(collection: Collection, question: str) -> list[str]:
     """EXPLAIN ANALYZE of the vector search as `retrieval` runs it."""
     vector = embedding.get_embedder().embed([question])[0]
     sql, params = retrieval.nearest_query(collection, vector)
-    with retrieval.hnsw_scan(), connection.cursor() as cursor:
+    with retrieval.hnsw_scan(collection), connection.cursor() as cursor:
         cursor.execute("EXPLAIN (ANALYZE, BUFFERS) " + sql, params)
         plan = "\n".join(row[0] for row in cursor.fetchall())
     return _VECTOR_LITERAL_RE.sub("'[question vector]'", plan).splitlines()
