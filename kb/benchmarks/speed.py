@@ -8,7 +8,9 @@ One run, on one corpus of Markdown and prose built by `synthesize`:
 2. embedding chunks/s at about 120 and 250 tokens: our fp32 and int8 embedders
    and, when torch is installed, sentence-transformers (same texts, batch 16);
 3. ingestion end to end with one and with two RQ workers (`scale`);
-4. retrieval and answer latency at 10,000 and 100,000 chunks (`scale`).
+4. retrieval and answer latency at 10,000 and 100,000 chunks (`scale`);
+5. retrieval in a small collection alone and beside two large ones
+   (`neighbours`, also alone: `kb_bench speed --only neighbours`).
 
 The peers are imported only here, from requirements-bench.txt; torch is an
 optional extra (`pip install torch==2.13.0`), its rows are left out without it.
