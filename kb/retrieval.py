@@ -402,9 +402,11 @@ def hnsw_scan(collection: Collection | None = None):
     beside one 20,000-chunk source it read the index for 504 chunks in 24
     sources (vector search 56 ms, exact 8) and sorted a 20,000-chunk collection
     (147 ms, the index 2). Exact: no sequential scan of all collections' rows.
-    Above the threshold: no sort, so the index."""
-    exact = collection is not None and searched_exactly(collection)
-    index = collection is not None and not exact
+    Above the threshold: no sort, so the index. A collection never counted is
+    left to the planner."""
+    counted = collection is not None and collection.terms_counted is not None
+    exact = counted and searched_exactly(collection)
+    index = counted and not exact
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(
             "SELECT set_config('hnsw.ef_search', %s, true), "
@@ -422,7 +424,7 @@ def searched_exactly(collection: Collection) -> bool:
     nearest chunks are reached only after the other collections' neighbours
     (532 chunks beside two collections of 20,000: vector search 4.7 -> 66-97 ms,
     issue #15). Sized by the chunk count of the last keyword count (kb.keywords),
-    which runs after every ingestion; never counted, the index is used."""
+    which runs after every ingestion; never counted, the planner chooses."""
     return (
         collection.terms_counted is not None
         and collection.terms_chunks < EXACT_SEARCH_CHUNKS

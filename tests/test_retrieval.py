@@ -116,6 +116,6 @@ class NearestSearchTestCase(TestCase):
         distances = [row[1] for row in rows]
         self.assertEqual(distances, sorted(distances))
 
-    def test_a_collection_never_counted_reads_the_index(self):
+    def test_a_collection_never_counted_is_not_searched_exactly(self):
         self.small.terms_counted = None
         self.assertFalse(retrieval.searched_exactly(self.small))
