@@ -9,7 +9,9 @@ One run, on one corpus of Markdown and prose built by `synthesize`:
 2. embedding chunks/s at about 120 and 250 tokens: our fp32 and int8 embedders
    and, when torch is installed, sentence-transformers (same texts, batch 16);
 3. ingestion end to end with one and with two RQ workers (`scale`);
-4. retrieval and answer latency at 10,000 and 100,000 chunks (`scale`).
+4. retrieval and answer latency at 10,000 and 100,000 chunks (`scale`);
+5. retrieval in a small collection alone and beside two large ones
+   (`neighbours`, also alone: `kb_bench speed --only neighbours`).
 
 The peers are imported only here, from requirements-bench.txt; torch is an
 optional extra (`pip install torch==2.13.0`), its rows are left out without it.
@@ -358,6 +360,7 @@ class Report:
     chunking: list[ChunkRow]
     embedding: EmbedReport
     scale: Any  # scale.ScaleReport
+    neighbours: Any = None  # neighbours.NeighboursReport
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
 
@@ -384,7 +387,7 @@ def _cpu_model() -> str:
 
 
 def run(quick: bool, keep: bool, progress: Progress) -> Report:
-    from kb.benchmarks import scale
+    from kb.benchmarks import neighbours, scale
 
     began = time.perf_counter()
     started = time.strftime("%Y-%m-%d %H:%M %Z")
@@ -406,6 +409,7 @@ def run(quick: bool, keep: bool, progress: Progress) -> Report:
     )
     scale_report = scale.run(base, docs, quick=quick, keep=keep, progress=progress)
     report = Report(started, machine(), corpus, chunk_rows, embed_report, scale_report)
+    report.neighbours = neighbours.run(quick=quick, keep=keep, progress=progress)
     report.seconds = time.perf_counter() - began
     return report
 
@@ -414,7 +418,7 @@ def run(quick: bool, keep: bool, progress: Progress) -> Report:
 
 
 def markdown(report: Report) -> str:
-    from kb.benchmarks import scale
+    from kb.benchmarks import neighbours, scale
 
     parts = [
         _corpus_line(report),
@@ -422,6 +426,8 @@ def markdown(report: Report) -> str:
         _embed_table(report.embedding),
         scale.markdown(report.scale),
     ]
+    if report.neighbours is not None:
+        parts.append(neighbours.markdown(report.neighbours))
     return "\n\n".join(parts) + "\n"
 
 

@@ -70,6 +70,12 @@ class Command(BaseCommand):
             action="store_true",
             help="keep the bench-... collections instead of deleting them",
         )
+        fast.add_argument(
+            "--only",
+            choices=["neighbours"],
+            help="run one part: `neighbours`, retrieval in a small collection "
+            "alone and beside two large ones (issue #15)",
+        )
 
         fidelity = benches.add_parser(
             "formats", help="structure kept by the HTML/DOCX/PDF readers (issue #16)"
@@ -106,6 +112,8 @@ class Command(BaseCommand):
         self.stdout.write(formats.markdown(report))
 
     def _speed(self, options: dict[str, Any]) -> None:
+        if options["only"] == "neighbours":
+            return self._neighbours(options)
         try:
             report = speed.run(
                 options["quick"],
@@ -120,6 +128,22 @@ class Command(BaseCommand):
         self.stdout.write(speed.markdown(report))
         if options["json"]:
             options["json"].write_text(json.dumps(speed.as_json(report), indent=1))
+            self.stdout.write(f"JSON written to {options['json']}")
+
+    def _neighbours(self, options: dict[str, Any]) -> None:
+        from kb.benchmarks import neighbours
+
+        started = time.strftime("%Y-%m-%d %H:%M %Z")
+        report = neighbours.run(
+            quick=options["quick"],
+            keep=options["keep"],
+            progress=lambda line: self.stderr.write(line),
+        )
+        load = os.getloadavg()[0]
+        self.stdout.write(f"kb_bench speed --only neighbours, {started}, load {load}\n")
+        self.stdout.write(neighbours.markdown(report))
+        if options["json"]:
+            options["json"].write_text(json.dumps(neighbours.as_json(report), indent=1))
             self.stdout.write(f"JSON written to {options['json']}")
 
     def _quality(self, options: dict[str, Any]) -> None:
