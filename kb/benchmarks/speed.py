@@ -9,7 +9,8 @@ One run, on one corpus of Markdown and prose built by `synthesize`:
 2. embedding chunks/s at about 120 and 250 tokens: our fp32 and int8 embedders
    and, when torch is installed, sentence-transformers (same texts, batch 16);
 3. ingestion end to end with one and with two RQ workers (`scale`);
-4. retrieval and answer latency at 10,000 and 100,000 chunks (`scale`).
+4. retrieval and answer latency at 10,000 and 100,000 chunks (`scale`);
+5. the latency a reranker adds per question (`rerank`, issue #17).
 
 The peers are imported only here, from requirements-bench.txt; torch is an
 optional extra (`pip install torch==2.13.0`), its rows are left out without it.
@@ -31,6 +32,7 @@ import numpy as np
 from django.conf import settings
 
 from kb import chunking, parsing
+from kb.benchmarks import rerank
 from kb.embedding import Embedder, get_embedder
 
 SHARED = Path(settings.BASE_DIR).parent / "shared"
@@ -360,6 +362,7 @@ class Report:
     scale: Any  # scale.ScaleReport
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
+    reranking: list[rerank.RerankRow] = field(default_factory=list)
 
 
 def machine() -> dict[str, Any]:
@@ -404,9 +407,11 @@ def run(quick: bool, keep: bool, progress: Progress) -> Report:
     embed_report = embed_speed(
         docs, QUICK_EMBED_TEXTS if quick else EMBED_TEXTS, progress
     )
+    rerank_rows = rerank.rerank_speed(quick, progress)
     scale_report = scale.run(base, docs, quick=quick, keep=keep, progress=progress)
     report = Report(started, machine(), corpus, chunk_rows, embed_report, scale_report)
     report.seconds = time.perf_counter() - began
+    report.reranking = rerank_rows
     return report
 
 
@@ -421,6 +426,7 @@ def markdown(report: Report) -> str:
         _chunk_table(report.chunking),
         _embed_table(report.embedding),
         scale.markdown(report.scale),
+        *([rerank.markdown(report.reranking)] if report.reranking else []),
     ]
     return "\n\n".join(parts) + "\n"
 
