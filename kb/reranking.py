@@ -322,6 +322,20 @@ def get_reranker() -> Reranker:
         return _rerankers[key]
 
 
+def run_config() -> dict[str, Any]:
+    """What an evaluation run records of the reranker: nothing when none is set."""
+    if not enabled():
+        return {}
+    reranker = get_reranker()
+    return {
+        "reranker": {
+            "model": reranker.model_name,
+            "top_n": settings.KB_RERANKER_TOP_N,
+            "window": reranker.window,
+        }
+    }
+
+
 # --- sections (called by kb/retrieval.py) ----------------------------------------
 
 

@@ -17,7 +17,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.test import SimpleTestCase, override_settings
 from django.urls import reverse
 
-from kb import retrieval
+from kb import evaluation, retrieval
 from kb.apps import check_reranker
 from kb.benchmarks import rerank
 from kb.models import Section, Source
@@ -260,6 +260,16 @@ class RetrievalRerankTestCase(TinyModels, base.DemoTestCase):
         self.assertIn("leaves fewer than 32 for a passage", result.reranking.skipped)
         self.assertEqual(result.reranking.sections, [])
         self.assertEqual(self._sections(result), self._sections(plain))
+
+    def test_evaluation_runs_record_the_reranker(self):
+        self.assertNotIn("reranker", evaluation.config_of(self.demo))
+        with override_settings(KB_RERANKER_DIR=str(self.model("eval"))):
+            config = evaluation.config_of(self.demo)
+        self.assertEqual(
+            config["reranker"],
+            {"model": "tiny-cross-encoder (random, for tests)", "top_n": 10,
+             "window": 512},
+        )  # fmt: skip
 
 
 class RerankBenchmarkTestCase(TinyModels, SimpleTestCase):
