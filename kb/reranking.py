@@ -264,30 +264,30 @@ def _span(
     if total <= room:
         return 0, total
     if not focus:
-        return 0, _word_end(passage, room)
+        return 0, _word_end(passage, 0, room)
     lo, hi = focus[0]
     tokens = [t for t, (a, b) in enumerate(passage.offsets) if b > lo and a < hi]
     if not tokens:
-        return 0, _word_end(passage, room)
+        return 0, _word_end(passage, 0, room)
     first, last = tokens[0], tokens[-1] + 1
     if last - first >= room:
-        return first, _word_end(passage, first + room)
+        return first, _word_end(passage, first, first + room)
     first = max(0, first - (room - (last - first)) // 2)
     last = min(total, first + room)
     first = max(0, last - room)
     words = passage.word_ids
     while 0 < first < tokens[0] and words[first] == words[first - 1]:
         first += 1  # start at a whole word, not inside one
-    return first, _word_end(passage, last)
+    return first, _word_end(passage, first, last)
 
 
-def _word_end(passage: Encoding, last: int) -> int:
-    """`last`, or before the word `last` cuts (unless that leaves nothing)."""
+def _word_end(passage: Encoding, first: int, last: int) -> int:
+    """`last`, or before the word `last` cuts (unless one word fills it all)."""
     words = passage.word_ids
     end = last
-    while 1 < end < len(words) and words[end] == words[end - 1]:
+    while first + 1 < end < len(words) and words[end] == words[end - 1]:
         end -= 1
-    return end if end > 1 else last
+    return end if end > first + 1 else last
 
 
 def _characters(

@@ -141,6 +141,15 @@ class RerankerTestCase(TinyModels, SimpleTestCase):
         [first] = reranker.score(question, [passage])
         self.assertEqual((first.score, first.start, first.tokens), (0.0, 0, room))
 
+    def test_the_cut_falls_between_words(self):
+        reranker = Reranker(self.model("window-64-words", [], max_positions=64))
+        passage = " ".join(["filler"] * 200)  # two tokens a word: fill ##er
+        hit = passage.index("filler", 600)
+        for focus in ([(hit, hit + 6)], None):
+            [scored] = reranker.score("why?", [passage], focus)
+            read = passage[scored.start : scored.end]
+            self.assertEqual(read.split(), ["filler"] * (scored.tokens // 2), focus)
+
     def test_the_question_is_never_cut(self):
         # No token types: the model counts "deploy" on both sides of the pair.
         directory = self.model("window-64-all", ["deploy"], max_positions=64,
