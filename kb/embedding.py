@@ -146,7 +146,7 @@ class Embedder:
             precision=precision or settings.KB_EMBED_PRECISION,
             window=settings.KB_EMBED_WINDOW,
             batch_size=settings.KB_EMBED_BATCH,
-            threads=settings.KB_EMBED_THREADS,
+            threads=settings.KB_EMBED_THREADS or default_threads(),
         )
 
     # --- configuration -------------------------------------------------
@@ -278,6 +278,12 @@ class Embedder:
                     self._session = self._create_session()
         return self._session
 
+    def set_threads(self, threads: int) -> None:
+        """Use `threads` from the next session on (the current one is dropped)."""
+        with self._session_lock:
+            if threads != self.threads:
+                self.threads, self._session = threads, None
+
     def _create_session(self) -> onnxruntime.InferenceSession:
         from kb import onnx_export
 
@@ -291,9 +297,10 @@ class Embedder:
         self.model_path, self.build_seconds = path, build_seconds
         session = open_session(path, self.threads, DISABLED_FUSIONS[self.precision])
         logger.info(
-            "Loaded %s (%s) from %s in %.2f s",
+            "Loaded %s (%s, %d threads) from %s in %.2f s",
             self.model_name,
             self.precision,
+            self.threads,
             path,
             time.perf_counter() - started,
         )
@@ -446,6 +453,7 @@ def _mean_pool(hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:
 
 _embedders: dict[str, Embedder] = {}
 _embedders_lock = threading.Lock()
+_workers_sharing = 1  # processes embedding on this machine (share_cores)
 
 
 MAX_REMEMBERED_WORDS = 500_000
@@ -481,6 +489,26 @@ def _counts_add_up(config: dict) -> bool:
             for token in config.get("added_tokens") or []
         )
     )
+
+
+def share_cores(workers: int) -> None:
+    """This process is one of `workers` embedding on this machine (kb.worker): by
+    default its embedders take their share of the cores, not all of them; one
+    already loaded is loaded again when its share changes."""
+    global _workers_sharing
+    if max(1, workers) == _workers_sharing:
+        return
+    _workers_sharing = max(1, workers)
+    if settings.KB_EMBED_THREADS:
+        return
+    with _embedders_lock:
+        for embedder in _embedders.values():
+            embedder.set_threads(default_threads())
+
+
+def default_threads() -> int:
+    """Threads for an embedder when KB_EMBED_THREADS is 0."""
+    return max(1, (os.cpu_count() or 1) // _workers_sharing)
 
 
 def get_embedder(precision: str | None = None) -> Embedder:

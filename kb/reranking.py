@@ -39,7 +39,14 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from tokenizers import Encoding, Tokenizer
 
-from kb.embedding import _model_name, _pad, _read_json, model_inputs, open_session
+from kb.embedding import (
+    _model_name,
+    _pad,
+    _read_json,
+    default_threads,
+    model_inputs,
+    open_session,
+)
 
 if TYPE_CHECKING:
     import onnxruntime
@@ -121,7 +128,7 @@ class Reranker:
             settings.KB_RERANKER_DIR,
             window=settings.KB_RERANKER_WINDOW,
             batch_size=settings.KB_RERANKER_BATCH,
-            threads=settings.KB_EMBED_THREADS,
+            threads=settings.KB_EMBED_THREADS or default_threads(),
         )
 
     def _resolve_window(self, configured: int) -> tuple[int, str]:

@@ -22,6 +22,8 @@ SETS = {
     "handbook-holdout.jsonl": "handbook",
     "rq-docs.jsonl": "rq-docs",
     "rq-docs-holdout.jsonl": "rq-docs",
+    "poetry-docs.jsonl": "poetry-docs",
+    "poetry-docs-holdout.jsonl": "poetry-docs",
 }
 
 
@@ -57,7 +59,7 @@ class GoldenFilesTestCase(TestCase):
             )
 
     def test_held_out_spans_overlap_no_tuning_span(self):
-        for corpus in ("handbook", "rq-docs"):
+        for corpus in ("handbook", "rq-docs", "poetry-docs"):
             tuned = self._spans(f"{corpus}.jsonl")
             for file, start, end in self._spans(f"{corpus}-holdout.jsonl"):
                 for other, lo, hi in tuned:
@@ -65,6 +67,15 @@ class GoldenFilesTestCase(TestCase):
                         file == other and start < hi and lo < end,
                         f"{corpus}-holdout {file}:{start}-{end} overlaps {lo}-{hi}",
                     )
+
+    def test_no_two_spans_of_one_set_overlap(self):
+        for name in SETS:
+            spans = sorted(self._spans(name))
+            for (file, start, end), (other, lo, hi) in zip(spans, spans[1:]):
+                self.assertFalse(
+                    file == other and lo < end,
+                    f"{name} {file}:{start}-{end} overlaps {lo}-{hi}",
+                )
 
     def _spans(self, name: str) -> list[tuple[str, int, int]]:
         cases = evaluation.parse_cases(_read(EVALS / name))

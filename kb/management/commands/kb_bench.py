@@ -11,7 +11,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from kb.benchmarks import quality, speed
+from kb.benchmarks import formats, quality, speed
 from kb.embedding import PRECISIONS
 
 
@@ -21,7 +21,9 @@ class Command(BaseCommand):
         "precision and IoU on the Chroma chunking evaluation (../shared/benchmarks/"
         "chroma) for our chunker and the report's splitters; `speed`: throughput "
         "and latency of chunking, embedding, ingestion and retrieval against peers, "
-        "in scratch `bench-...` collections. Install requirements-bench.txt first."
+        "in scratch `bench-...` collections; `formats`: structure recall of the "
+        "HTML/DOCX/PDF readers on the corpora rendered by markdown-it, Chromium "
+        "and pandoc. Install requirements-bench.txt first."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -69,11 +71,39 @@ class Command(BaseCommand):
             help="keep the bench-... collections instead of deleting them",
         )
 
+        fidelity = benches.add_parser(
+            "formats", help="structure kept by the HTML/DOCX/PDF readers (issue #16)"
+        )
+        fidelity.add_argument(
+            "--corpora",
+            type=Path,
+            default=formats.CORPORA_DIR,
+            help="a folder of corpus folders of .md files (default: %(default)s)",
+        )
+        fidelity.add_argument(
+            "--formats", nargs="+", choices=formats.FORMATS, default=formats.FORMATS
+        )
+
     def handle(self, *args: Any, **options: Any) -> None:
         if options["bench"] == "speed":
             self._speed(options)
+        elif options["bench"] == "formats":
+            self._formats(options)
         else:
             self._quality(options)
+
+    def _formats(self, options: dict[str, Any]) -> None:
+        started = time.strftime("%Y-%m-%d %H:%M %Z")
+        try:
+            report = formats.run(
+                options["corpora"],
+                tuple(options["formats"]),
+                progress=lambda line: self.stderr.write(line),
+            )
+        except FileNotFoundError as exc:
+            raise CommandError(str(exc)) from exc
+        self.stdout.write(f"kb_bench formats, {started}, {os.cpu_count()} CPUs\n")
+        self.stdout.write(formats.markdown(report))
 
     def _speed(self, options: dict[str, Any]) -> None:
         try:
