@@ -543,4 +543,6 @@ def as_json(result: Result, reply: Answer) -> dict[str, Any]:
         "k": result.k,
         "retrieval": result.mode,
         "timings_ms": result.timings_ms,
+        # Added (issue #17): null unless KB_RERANKER_DIR is set.
+        "reranking": result.reranking and result.reranking.as_dict(),
     }

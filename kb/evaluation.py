@@ -607,7 +607,7 @@ def config_of(collection: Collection) -> dict[str, Any]:
     """Everything that decides retrieval quality, as recorded with a run: the
     chunking its index was actually built with (values listed when its sources
     differ), and how that index differs from the settings."""
-    from kb import embedding, ingestion
+    from kb import embedding, ingestion, reranking
 
     embedder = embedding.get_embedder()
     built = ingestion.index_config(collection)
@@ -619,6 +619,7 @@ def config_of(collection: Collection) -> dict[str, Any]:
         "precision": embedder.precision,
         "window": embedder.window,
         "index_out_of_date": ingestion.index_differences(collection),
+        **reranking.run_config(),  # issue #17: only when a reranker is set
     }
 
 

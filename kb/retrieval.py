@@ -23,7 +23,7 @@ from typing import Any, NamedTuple
 from django.db import connection, transaction
 from pgvector import Vector
 
-from kb import embedding, keywords, metadata
+from kb import embedding, keywords, metadata, reranking
 from kb.models import Chunk, Collection
 
 CANDIDATES = 80  # chunks taken from each ranking before fusion
@@ -210,6 +210,8 @@ class Result:
     # Cosine similarity of the nearest chunk to the question (None without vector
     # search): how close the collection comes to the question at all.
     top_similarity: float | None = None
+    # What the cross-encoder did to the top sections (None: no reranker set).
+    reranking: reranking.Report | None = None
 
 
 class SectionRow(NamedTuple):
@@ -317,16 +319,22 @@ def retrieve(
         clock = _lap(timings, "keyword_search", clock)
 
     hits = _fuse(vector_ids, keyword_ids, section_ranks)
+    reranked: reranking.Report | None = None
     if collection.chunk_strategy == Collection.Strategy.FIXED:
         # The baseline as commonly built: the top-k chunks as they are, no expansion,
         # held to the same context budget (the first chunk always goes in).
         passages = _merge(_within_budget(_chunk_passages(hits[:k]), budget))
     else:
-        passages = _merge(_expand(_select_sections(hits, k), budget))
+        selected = _select_sections(hits, reranking.pool_size(k))
+        selected, reranked = reranking.rerank_sections(question, selected, k)
+        passages = _merge(_expand(selected, budget))
     for rank, passage in enumerate(passages, 1):
         passage.rank = rank
         passage.tokens = _tokens(passage.text)  # exact, after merging
     _lap(timings, "expand", clock)
+    if reranked:  # its own entry, out of "expand"
+        timings["rerank"] = reranked.ms
+        timings["expand"] -= reranked.ms
     timings["total"] = sum(timings.values())
     return Result(
         question=question,
@@ -338,6 +346,7 @@ def retrieve(
         timings_ms={key: round(v, 2) for key, v in timings.items()},
         hits=hits,
         top_similarity=similarity,
+        reranking=reranked,
     )
 
 
