@@ -15,7 +15,7 @@ from unittest import skipUnless
 from django.test import SimpleTestCase
 from markdown_it import MarkdownIt
 
-from kb import answering, chunking, parsing, retrieval
+from kb import answering, chunking, ingestion, parsing, retrieval
 from kb.models import GoldenCase
 from tests import base
 
@@ -224,3 +224,25 @@ class DemoAnswerSentencesTestCase(base.DemoTestCase):
                 )
             if not any(s.text.lstrip().startswith("```") for s in reply.sentences):
                 self.assertNotIn("\n", reply.text, case.external_id)
+
+    def test_a_hard_wrapped_guide_is_answered_in_whole_sentences(self):
+        guide = (
+            b"# Pagination\n\nThe default pagination style is set globally with the\n"
+            b"`DEFAULT_PAGINATION_CLASS` key of the settings. If set to `None`,\n"
+            b"pagination is turned off for every list view unless a view sets\n"
+            b"its own `pagination_class`.\n"
+        )
+        source, _ = ingestion.store_source(self.demo, "api-guide.md", guide)
+        ingestion.ingest(source.pk)
+        _, reply = answering.ask(
+            self.demo, "How do I set the default pagination style for list views?"
+        )
+        self.assertIn(
+            "If set to `None`, pagination is turned off for every list view unless "
+            "a view sets its own `pagination_class`.",
+            reply.text,
+        )
+        text = self.demo.sources.get(pk=source.pk).text
+        for s in reply.sentences:
+            if s.passage.source_id == source.pk:
+                self.assertEqual(problems(text, s.start, s.end), [], s.text)
