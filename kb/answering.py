@@ -308,8 +308,6 @@ def units(text: str, start: int, end: int) -> list[tuple[int, int]]:
         if kind == "fence":
             mark = stripped[:3]
             fence = (lead, stripped[: len(stripped) - len(stripped.lstrip(mark[0]))])
-        if kind == "row":
-            found.append((lead, tail))
         if kind in ("text", "quote") and para is not None:
             opened_by = _kind(text, para[0])
             if kind == "text" or opened_by == "quote":
@@ -320,6 +318,8 @@ def units(text: str, start: int, end: int) -> list[tuple[int, int]]:
             para = None
         if kind in ("text", "quote", "item"):
             para = (lead, tail)
+        if kind == "row":
+            found.append((lead, tail))
     if para is not None:
         found.extend(_sentences(text, *para))
     if fence is not None:
@@ -352,10 +352,10 @@ def _sentences(text: str, start: int, end: int) -> list[tuple[int, int]]:
     spans, last = [], start
     for match in _SENTENCE_END_RE.finditer(text, start, end):
         stop = match.start()  # just after the full stop
-        if any(s < stop <= e - 1 for s, e in inside):
+        if any(s < stop <= e for s, e in inside):
             continue  # inside `code`, a [link](...) or a URL
-        word = text[text.rfind(" ", last, stop) + 1 : stop].lstrip("(\"'*_\n")
-        word = word.rsplit("\n", 1)[-1]
+        words = text[last:stop].split()
+        word = words[-1].lstrip("(\"'*_") if words else ""
         if word.lower() in _ABBREVIATIONS or re.fullmatch(r"[A-Z]\.", word):
             continue  # "e.g. The", "J. Smith"
         if _LIST_MARKER_RE.fullmatch(text, last, stop):
@@ -456,7 +456,12 @@ def _headers_of(chosen: list[Sentence], headers: list[Sentence]) -> list[Sentenc
 
 
 def _one_line(text: str) -> str:
-    return text if text.lstrip().startswith("```") else " ".join(text.split())
+    """A sentence on one line: soft line breaks (and a quote's ">") read as spaces."""
+    if text.lstrip().startswith(("```", "~~~")):
+        return text
+    if text.startswith(">"):
+        text = re.sub(r"\n[ \t]*>", "\n", text[1:])
+    return " ".join(text.split())
 
 
 def _cite(sentences: list[Sentence]) -> list[Citation]:

@@ -167,6 +167,17 @@ class SplitterTestCase(SimpleTestCase):
             ],
         )
 
+    def test_an_abbreviation_right_after_a_sentence_ends_nothing(self):
+        self.assertEqual(
+            self._split("Run it. I.e. The flag works.\n"),
+            ["Run it.", "I.e. The flag works."],
+        )
+
+    def test_a_quoted_sentence_reads_as_one_line(self):
+        text = "> Workers run\n> forever. Stop them.\n"
+        self.assertEqual(self._split(text), ["> Workers run\n> forever.", "Stop them."])
+        self.assertEqual(answering._one_line(text[:25]), "Workers run forever.")
+
     def test_blocks_bound_sentences(self):
         text = (
             "Intro line\n- item one\n  goes on\n- item two\n# Heading\nText\n"
