@@ -31,6 +31,7 @@ logger = logging.getLogger(__name__)
 MAX_SENTENCES = 6
 MAX_ANSWER_WORDS = 170
 TOP_LOCATIONS = 3  # each of these contributes its best sentence
+MAX_ROW_WORDS = 60  # a longer table row is answered by its sentences
 MAX_WIDEN = 1500  # characters a location grows by to reach whole sentences
 LLM_TIMEOUT_S = 60
 
@@ -285,7 +286,8 @@ def units(text: str, start: int, end: int) -> list[tuple[int, int]]:
     """The answerable units of text[start:end], as (start, end) offsets into text.
 
     A paragraph's sentences (a single line break inside a paragraph continues the
-    sentence), a list item's sentences, a table row, a whole fenced code block.
+    sentence), a list item's sentences, a table row (a long one's sentences), a
+    whole fenced code block.
     """
     found: list[tuple[int, int]] = []
     para: tuple[int, int] | None = None  # start and end of the open paragraph
@@ -318,8 +320,10 @@ def units(text: str, start: int, end: int) -> list[tuple[int, int]]:
             para = None
         if kind in ("text", "quote", "item"):
             para = (lead, tail)
-        if kind == "row":
+        if kind == "row" and len(line.split()) <= MAX_ROW_WORDS:
             found.append((lead, tail))
+        elif kind == "row":  # a row of paragraphs: its sentences, as in the text
+            found.extend(_sentences(text, lead, tail))
     if para is not None:
         found.extend(_sentences(text, *para))
     if fence is not None:

@@ -196,6 +196,13 @@ class SplitterTestCase(SimpleTestCase):
             ],
         )
 
+    def test_a_long_table_row_is_answered_by_its_sentences(self):
+        cell = "Works on the team. " + "Reviews code with care and patience. " * 12
+        text = f"| *Trust* | {cell.strip()} |\n"
+        parts = self._split(text)
+        self.assertEqual(parts[0], "| *Trust* | Works on the team.")
+        self.assertEqual(len(parts), 13)
+
     def test_a_window_cut_mid_sentence_cites_the_whole_sentence(self):
         text = (
             "# Retry\n\nJobs that fail can\nautomatically retry up to\nthree times. "
