@@ -244,6 +244,7 @@ def _lines(textpage: pdfium.PdfTextPage, page: int, rules: _Rules) -> list[_Line
     lines: list[_Line] = []
     line: _Line | None = None
     space = False
+    last_x0 = 0.0
     get_box, get_font = raw.FPDFText_GetLooseCharBox, raw.FPDFText_GetFontInfo
     for i, ch in enumerate(text):
         if ch in "\ufffe\x02":
@@ -265,7 +266,13 @@ def _lines(textpage: pdfium.PdfTextPage, page: int, rules: _Rules) -> list[_Line
             )
         bold, mono = fonts[key]
         x0, x1, y = loose.left, loose.right, loose.bottom + 0.2 * height  # ~baseline
-        if (
+        # A ligature's glyph ("fi" in TeX's fonts) gives each of its characters
+        # the same box: the second one continues the line, it does not start one.
+        ligature = line is not None and (x0, x1) == (last_x0, line.x1)
+        last_x0 = x0
+        if ligature:
+            pass
+        elif (
             line is not None
             and abs(y - line.y) <= 0.35 * max(size, line.size)
             and x0 >= line.x1 - 0.6 * size
