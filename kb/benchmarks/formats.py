@@ -302,7 +302,7 @@ def render_corpus(corpus: Path, out: Path, fmt: str) -> list[str]:
     for path in sorted(corpus.rglob("*.md")):
         target = out / path.relative_to(corpus).with_suffix(f".{fmt}")
         target.parent.mkdir(parents=True, exist_ok=True)
-        markdown = path.read_text("utf-8")
+        markdown = published(path.read_text("utf-8"))
         try:
             if fmt == "docx":
                 render_docx(markdown, target)
@@ -318,6 +318,19 @@ def render_corpus(corpus: Path, out: Path, fmt: str) -> list[str]:
     with ThreadPoolExecutor(2) as pool:
         list(pool.map(lambda t: _print_pdf(t, failed), jobs))
     return failed
+
+
+def published(markdown: str) -> str:
+    """The page as its site publishes it: a front matter title (which kb takes
+    as the source's title) shown as the page's heading when it has none."""
+    found = _FRONT_MATTER_RE.match(markdown)
+    title = found and re.search(r"^title:[ \t]*(.+?)[ \t]*$", found.group(), re.M)
+    if not title:
+        return markdown
+    body = markdown[found.end() :]
+    if any(level == 1 for level, _ in structure(body).headings):
+        return body
+    return f"# {title.group(1).strip(chr(34) + chr(39))}\n\n{body}"
 
 
 def _print_pdf(target: Path, failed: list[str]) -> None:
@@ -365,7 +378,8 @@ def eval_recall(
                  "recall_at_k": agg["recall_at_k"], "mrr": agg["mrr"],
                  "unlocatable": agg.get("unlocatable", 0),
                  "seconds": round(time.perf_counter() - started, 1),
-                 "render_failed": failed}
+                 "render_failed": failed,
+                 "hits": {c["id"]: c["hit"] for c in result["cases"]}}
             )  # fmt: skip
             progress(
                 f"{corpus} {fmt}: recall@{agg['k']} {agg['recall_at_k']:.3f} "
@@ -378,6 +392,7 @@ def eval_recall(
 def eval_markdown(rows: list[dict]) -> str:
     """The recall rows as a table, each format's difference to Markdown beside it."""
     md = {r["corpus"]: r["recall_at_k"] for r in rows if r["format"] == "md"}
+    md_hits = {r["corpus"]: r["hits"] for r in rows if r["format"] == "md"}
     lines = [
         "| corpus | format | recall@k | vs md (points) | MRR | n | unlocatable |",
         "|---|---|---|---|---|---|---|",
@@ -392,7 +407,20 @@ def eval_markdown(rows: list[dict]) -> str:
             f"(@{r['k']}) | {delta} | {r['mrr']:.3f} | {r['n']} | "
             f"{r['unlocatable']} |"
         )
-    return "\n".join(lines) + "\n"
+    notes = []
+    for r in rows:
+        base = md_hits.get(r["corpus"], {})
+        lost = sorted(i for i, hit in r["hits"].items() if base.get(i) and not hit)
+        won = sorted(i for i, hit in r["hits"].items() if hit and base.get(i) is False)
+        if r["format"] != "md" and (lost or won):
+            notes.append(
+                f"- {r['corpus']} {r['format']}: missed {', '.join(lost) or 'none'}; "
+                f"gained {', '.join(won) or 'none'} (against md)"
+            )
+        if r["render_failed"]:
+            notes.append(f"- {r['corpus']} {r['format']} not rendered: "
+                         + "; ".join(r["render_failed"]))  # fmt: skip
+    return "\n".join(lines + ([""] + notes if notes else [])) + "\n"
 
 
 def _plumber_seconds(data: bytes) -> float:
