@@ -182,8 +182,8 @@ def _locate(span: dict[str, Any], texts: dict[str, str], skeletons: dict) -> dic
         raise locator.Unlocatable("no source of that name in the collection")
     for name in names:
         text = texts[name]
-        if text[span["start"] : span["end"]] == span["text"]:
-            return {**span, "file": name}  # the very file, offsets still right
+        if text[span["start"] : span["end"]] == span["text"]:  # offsets still right
+            return {"file": name, **{k: span[k] for k in ("start", "end", "text")}}
         if name not in skeletons:
             skeletons[name] = locator.skeleton(text)
         hint = span["start"] / max(len(text), 1)

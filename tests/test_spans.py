@@ -134,3 +134,43 @@ class MatchTextCommandTestCase(TestCase):
                 self.assertEqual(
                     passage["text"], source[passage["start"] : passage["end"]]
                 )
+
+
+class LocateCasesTestCase(TestCase):
+    """Golden cases moved onto a collection's converted sources."""
+
+    def setUp(self):
+        from kb.models import Collection, Source
+
+        self.collection = Collection.objects.create(name="Converted")
+        Source.objects.create(
+            collection=self.collection, title="Deploy", file_name="ops/deploy.pdf",
+            text="# Deploy\n\nRoll back when the error rate\nrises above 2%.\n",
+            content_hash="x",
+        )  # fmt: skip
+
+    def test_it_moves_spans_to_the_rendering_and_reports_the_rest(self):
+        from kb import evaluation
+
+        markdown = "# Deploy\n\nRoll *back* when the error rate rises above 2%.\n"
+        start = markdown.index("Roll")
+        found = {"file": "ops/deploy.md", "start": start, "end": start + 30,
+                 "text": markdown[start : start + 30]}  # fmt: skip
+        gone = {"file": "ops/deploy.md", "start": 0, "end": 9, "text": "Roll fwd"}
+        cases = [
+            {"id": "a", "required_spans": [{**gone, "alternatives": [found]}]},
+            {"id": "b", "required_spans": [found, gone]},
+        ]
+        located, problems = evaluation.locate_cases(self.collection, cases)
+        span = located[0]["required_spans"][0]
+        self.assertEqual(
+            (span["file"], span["text"]),
+            ("ops/deploy.pdf", "Roll back when the error rat"),
+        )
+        self.assertNotIn("a", problems)  # an alternative was found: nothing lost
+        self.assertEqual(
+            problems["b"], ["ops/deploy.md[0:9]: its words are not in the text"]
+        )
+        # The lost span stays required and cannot be covered: the case misses.
+        score = evaluation.score_case(located[1], [[("ops/deploy.pdf", 0, 999)]])
+        self.assertEqual((score["hit"], score["partial"]), (False, 0.5))
