@@ -174,3 +174,19 @@ class LocateCasesTestCase(TestCase):
         # The lost span stays required and cannot be covered: the case misses.
         score = evaluation.score_case(located[1], [[("ops/deploy.pdf", 0, 999)]])
         self.assertEqual((score["hit"], score["partial"]), (False, 0.5))
+
+
+class RenderCorpusTestCase(SimpleTestCase):
+    """kb_bench formats --recall renders a corpus so golden spans find its files."""
+
+    def test_it_keeps_paths_and_stems_and_shows_the_front_matter_title(self):
+        folder = Path(self.enterContext(tempfile.TemporaryDirectory()))
+        (folder / "src" / "docs").mkdir(parents=True)
+        (folder / "src" / "docs" / "jobs.md").write_text(
+            '---\ntitle: "RQ: Jobs"\n---\n\nJobs are *functions*.\n', "utf-8"
+        )
+        failed = formats.render_corpus(folder / "src", folder / "out", "html")
+        self.assertEqual(failed, [])
+        page = (folder / "out" / "docs" / "jobs.html").read_text("utf-8")
+        self.assertIn("<h1>RQ: Jobs</h1>", page)
+        self.assertIn("<em>functions</em>", page)
