@@ -241,6 +241,19 @@ KB_EMBED_THREADS = envint("KB_EMBED_THREADS", 0)  # 0 = the cores shared by the 
 # (kb/answering.py). Calibrated for all-MiniLM-L6-v2 on evals/unanswerable/; 0 = off.
 KB_MIN_SIMILARITY = envfloat("KB_MIN_SIMILARITY", 0.30)
 
+# --- Reranker (kb/reranking.py, issue #17): off unless KB_RERANKER_DIR names a
+# directory with an ONNX cross-encoder (model.onnx) and its tokenizer.json.
+KB_RERANKER_DIR = os.environ.get("KB_RERANKER_DIR", "")
+KB_RERANKER_TOP_N = envint("KB_RERANKER_TOP_N", 10)  # sections rescored per question
+KB_RERANKER_BATCH = envint("KB_RERANKER_BATCH", 16)
+# Tokens the cross-encoder reads, specials included; 0 = from its tokenizer/config.
+KB_RERANKER_WINDOW = envint("KB_RERANKER_WINDOW", 0)
+if KB_RERANKER_TOP_N < 1 or KB_RERANKER_BATCH < 1 or KB_RERANKER_WINDOW < 0:
+    raise ImproperlyConfigured(
+        "KB_RERANKER_TOP_N and KB_RERANKER_BATCH must be at least 1, "
+        "KB_RERANKER_WINDOW at least 0"
+    )
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,

@@ -4,7 +4,9 @@ from django.conf import settings
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
-from django.db.models import Count
+from django.db.models import Count, F, Func, IntegerField, OuterRef, Subquery
+from django.db.models.fields.json import KeyTextTransform
+from django.db.models.functions import Cast, Coalesce
 from django.http import (
     HttpRequest,
     HttpResponse,
@@ -203,6 +205,24 @@ class EmbeddingFilter(admin.SimpleListFilter):
         return queryset
 
 
+def _stored_count(key: str, model) -> Coalesce:
+    """A source's section or chunk count for the source list: the figure its
+    ingestion stored with the published index, else counted in a subquery of its
+    own rows. Two Count(distinct=True) joined sections with chunks: 4.1 M rows
+    and 44 s for one 2.2 MB source (issue #15). PostgreSQL's COALESCE runs the
+    subquery only for sources without stored statistics."""
+    counted = (
+        model.objects.filter(source=OuterRef("pk"))
+        .order_by()
+        .annotate(n=Func(F("pk"), function="COUNT"))
+        .values("n")
+    )
+    return Coalesce(
+        Cast(KeyTextTransform(key, "stats"), IntegerField()),
+        Subquery(counted, output_field=IntegerField()),
+    )
+
+
 @admin.register(Source)
 class SourceAdmin(CollectionScoped, admin.ModelAdmin):
     form = SourceChangeForm
@@ -251,8 +271,8 @@ class SourceAdmin(CollectionScoped, admin.ModelAdmin):
             super()
             .get_queryset(request)
             .annotate(
-                n_sections=Count("sections", distinct=True),
-                n_chunks=Count("chunks", distinct=True),
+                n_sections=_stored_count("sections", Section),
+                n_chunks=_stored_count("chunks", Chunk),
             )
         )
 

@@ -285,8 +285,6 @@ class Embedder:
                 self.threads, self._session = threads, None
 
     def _create_session(self) -> onnxruntime.InferenceSession:
-        import onnxruntime
-
         from kb import onnx_export
 
         started = time.perf_counter()
@@ -297,17 +295,7 @@ class Embedder:
             prebuilt=not self.source.builds_graph,
         )
         self.model_path, self.build_seconds = path, build_seconds
-        options = onnxruntime.SessionOptions()
-        options.graph_optimization_level = (
-            onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
-        )
-        options.intra_op_num_threads = self.threads
-        session = onnxruntime.InferenceSession(
-            str(path),
-            options,
-            providers=["CPUExecutionProvider"],
-            disabled_optimizers=DISABLED_FUSIONS[self.precision],
-        )
+        session = open_session(path, self.threads, DISABLED_FUSIONS[self.precision])
         logger.info(
             "Loaded %s (%s, %d threads) from %s in %.2f s",
             self.model_name,
@@ -366,12 +354,7 @@ class Embedder:
     def _embed_batch(self, encodings: list[Encoding]) -> np.ndarray:
         feeds = _pad(encodings)
         session = self.session
-        inputs = {}
-        for spec in session.get_inputs():
-            if spec.name not in feeds:
-                raise EmbeddingError(f"model input {spec.name!r} is not supported")
-            dtype = np.int32 if spec.type == "tensor(int32)" else np.int64
-            inputs[spec.name] = feeds[spec.name].astype(dtype, copy=False)
+        inputs = model_inputs(session, feeds)
         output = _output_name(session)
         hidden = session.run([output], inputs)[0]
         return _mean_pool(hidden, feeds["attention_mask"])
@@ -420,6 +403,38 @@ def _pad(encodings: list[Encoding]) -> dict[str, np.ndarray]:
         mask[row, :size] = encoding.attention_mask
         types[row, :size] = encoding.type_ids
     return {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
+
+
+def open_session(
+    path: Path, threads: int, disabled_optimizers: list[str] | None = None
+) -> onnxruntime.InferenceSession:
+    """A CPU session with every graph optimisation and `threads` intra-op threads
+    (the embedder's and the reranker's, kb/reranking.py)."""
+    import onnxruntime
+
+    options = onnxruntime.SessionOptions()
+    options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.intra_op_num_threads = threads
+    return onnxruntime.InferenceSession(
+        str(path),
+        options,
+        providers=["CPUExecutionProvider"],
+        disabled_optimizers=disabled_optimizers or [],
+    )
+
+
+def model_inputs(
+    session: onnxruntime.InferenceSession, feeds: dict[str, np.ndarray]
+) -> dict[str, np.ndarray]:
+    """The padded arrays of `_pad` the model takes, in its integer type; a model
+    without token_type_ids gets none."""
+    inputs = {}
+    for spec in session.get_inputs():
+        if spec.name not in feeds:
+            raise EmbeddingError(f"model input {spec.name!r} is not supported")
+        dtype = np.int32 if spec.type == "tensor(int32)" else np.int64
+        inputs[spec.name] = feeds[spec.name].astype(dtype, copy=False)
+    return inputs
 
 
 def _output_name(session: onnxruntime.InferenceSession) -> str:

@@ -70,6 +70,12 @@ class Command(BaseCommand):
             action="store_true",
             help="keep the bench-... collections instead of deleting them",
         )
+        fast.add_argument(
+            "--only",
+            choices=["neighbours"],
+            help="run one part: `neighbours`, retrieval in a small collection "
+            "alone and beside two large ones (issue #15)",
+        )
 
         fidelity = benches.add_parser(
             "formats", help="structure kept by the HTML/DOCX/PDF readers (issue #16)"
@@ -83,6 +89,20 @@ class Command(BaseCommand):
         fidelity.add_argument(
             "--formats", nargs="+", choices=formats.FORMATS, default=formats.FORMATS
         )
+        fidelity.add_argument(
+            "--recall",
+            nargs="+",
+            choices=sorted(formats.GOLDEN),
+            metavar="CORPUS",
+            help="also run `kb_eval --match text` of these corpora's golden sets "
+            "on the Markdown and each rendering (indexes each: minutes per run), of: "
+            + ", ".join(sorted(formats.GOLDEN)),
+        )
+        fidelity.add_argument(
+            "--recall-only",
+            action="store_true",
+            help="skip the structure figures (with --recall)",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         if options["bench"] == "speed":
@@ -94,6 +114,10 @@ class Command(BaseCommand):
 
     def _formats(self, options: dict[str, Any]) -> None:
         started = time.strftime("%Y-%m-%d %H:%M %Z")
+        if options["recall"]:
+            self._formats_recall(options, started)
+            if options["recall_only"]:
+                return
         try:
             report = formats.run(
                 options["corpora"],
@@ -105,7 +129,21 @@ class Command(BaseCommand):
         self.stdout.write(f"kb_bench formats, {started}, {os.cpu_count()} CPUs\n")
         self.stdout.write(formats.markdown(report))
 
+    def _formats_recall(self, options: dict[str, Any], started: str) -> None:
+        rows = formats.eval_recall(
+            options["corpora"],
+            tuple(options["recall"]),
+            ("md", *options["formats"]),
+            progress=lambda line: self.stderr.write(line),
+        )
+        self.stdout.write(
+            f"kb_bench formats --recall, {started}, {os.cpu_count()} CPUs\n"
+        )
+        self.stdout.write(formats.eval_markdown(rows))
+
     def _speed(self, options: dict[str, Any]) -> None:
+        if options["only"] == "neighbours":
+            return self._neighbours(options)
         try:
             report = speed.run(
                 options["quick"],
@@ -120,6 +158,22 @@ class Command(BaseCommand):
         self.stdout.write(speed.markdown(report))
         if options["json"]:
             options["json"].write_text(json.dumps(speed.as_json(report), indent=1))
+            self.stdout.write(f"JSON written to {options['json']}")
+
+    def _neighbours(self, options: dict[str, Any]) -> None:
+        from kb.benchmarks import neighbours
+
+        started = time.strftime("%Y-%m-%d %H:%M %Z")
+        report = neighbours.run(
+            quick=options["quick"],
+            keep=options["keep"],
+            progress=lambda line: self.stderr.write(line),
+        )
+        load = os.getloadavg()[0]
+        self.stdout.write(f"kb_bench speed --only neighbours, {started}, load {load}\n")
+        self.stdout.write(neighbours.markdown(report))
+        if options["json"]:
+            options["json"].write_text(json.dumps(neighbours.as_json(report), indent=1))
             self.stdout.write(f"JSON written to {options['json']}")
 
     def _quality(self, options: dict[str, Any]) -> None:
