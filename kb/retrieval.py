@@ -1129,7 +1129,7 @@ def sections_baseline(
         if section_id not in rows or remaining <= 0:
             continue
         _, source_id, title, file_name, path, start, end, body = rows[section_id]
-        text = _cut(body, remaining)
+        text = cut_to_tokens(body, remaining)
         if not text.strip():
             continue
         end = start + len(text)
@@ -1158,7 +1158,12 @@ def sections_baseline(
     return passages
 
 
-def _cut(text: str, tokens: int) -> str:
+def context_tokens(text: str) -> int:
+    """Tokens a passage of this text adds to the context."""
+    return _tokens(text)
+
+
+def cut_to_tokens(text: str, tokens: int) -> str:
     """The longest prefix of `text` (whole words) within `tokens` context tokens."""
     if _tokens(text) <= tokens:
         return text
