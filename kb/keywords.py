@@ -205,12 +205,12 @@ _average_tokens: dict[tuple[int, object], float] = {}
 
 
 def average_tokens(collection: Collection) -> float:
-    """Mean tokens of the collection's chunks, once per count of its terms."""
+    """Mean embedded tokens of the collection's chunks, once per count of its terms."""
     key = (collection.pk, collection.terms_counted)
     if key not in _average_tokens:
         with connection.cursor() as cursor:
             cursor.execute(
-                "SELECT avg(c.text_tokens) FROM kb_chunk c JOIN kb_source s "
+                "SELECT avg(c.token_count) FROM kb_chunk c JOIN kb_source s "
                 "ON s.id = c.source_id WHERE s.collection_id = %s",
                 [collection.pk],
             )
@@ -220,10 +220,11 @@ def average_tokens(collection: Collection) -> float:
 
 
 # BM25 over the chunks the GIN index finds: term frequency = positions of the
-# lexeme in the stored tsvector, length = the chunk's tokens.
+# lexeme in the stored tsvector; length = tokens of the embedded text (heading
+# path included) that the tsvector is made of.
 _BM25 = """
 WITH found AS (
-    SELECT c.id, c.search_vector, greatest(c.text_tokens, 1) AS tokens
+    SELECT c.id, c.search_vector, greatest(c.token_count, 1) AS tokens
     FROM kb_chunk c JOIN kb_source s ON s.id = c.source_id
     WHERE s.collection_id = %(collection)s {current}
       AND c.search_vector @@ to_tsquery(%(config)s, %(terms)s)
