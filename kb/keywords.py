@@ -221,7 +221,9 @@ def average_tokens(collection: Collection) -> float:
 
 # BM25 over the chunks the GIN index finds: term frequency = positions of the
 # lexeme in the stored tsvector; length = tokens of the embedded text (heading
-# path included) that the tsvector is made of.
+# path included) that the tsvector is made of. Only the question's lexemes are
+# unnested (marked by setweight, kept by ts_filter): unnesting whole tsvectors
+# made the keyword leg 2-3 times slower than ts_rank at 10,000 chunks.
 _BM25 = """
 WITH found AS (
     SELECT c.id, c.search_vector, greatest(c.token_count, 1) AS tokens
@@ -232,7 +234,8 @@ WITH found AS (
 SELECT f.id FROM found f CROSS JOIN LATERAL (
     SELECT sum(w.idf * tf * (%(k1)s + 1)
                / (tf + %(k1)s * (1 - %(b)s + %(b)s * f.tokens / %(avg)s))) AS score
-    FROM unnest(f.search_vector) u
+    FROM unnest(ts_filter(setweight(f.search_vector, 'A', %(lexemes)s::text[]),
+                          '{{a}}')) u
     JOIN unnest(%(lexemes)s::text[], %(idf)s::float8[]) AS w(lexeme, idf)
       ON w.lexeme = u.lexeme
     CROSS JOIN LATERAL (SELECT coalesce(array_length(u.positions, 1), 1) AS tf) t
