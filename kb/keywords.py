@@ -1,7 +1,7 @@
 """Keyword search: PostgreSQL full-text search over each chunk's stored tsvector.
 
-1. Chunks holding all of the question's stemmed words, ranked by BM25 (or, with
-   KB_KEYWORD_RANKING=ts_rank, by `ts_rank` with length normalisation). BM25 reads
+1. Chunks holding all of the question's stemmed words, ranked by `ts_rank` with
+   length normalisation, or with KB_KEYWORD_RANKING=bm25 by BM25. BM25 reads
    each candidate's term frequencies from its stored tsvector's positions and the
    words' document frequencies from the `Term` counts: a rare word of the question
    weighs more than a common one, which `ts_rank` cannot tell apart (issue #17).
@@ -36,9 +36,10 @@ MIN_ALL = 10  # fewer all-words matches than this: add any-word matches
 MAX_ANY_ROWS = 1000  # chunks the any-word query may rank (by the Term counts)
 RANKINGS = ("bm25", "ts_rank")
 # BM25's term-frequency saturation and length normalisation, chosen on the pooled
-# tuned golden sets of three corpora (docs/benchmarks.md, issue #17).
+# tuned golden sets of three corpora (k1 0.6-2.0 x b 0.3-0.9; docs/benchmarks.md,
+# issue #17). Short chunks need little length normalisation.
 BM25_K1 = 1.2
-BM25_B = 0.75
+BM25_B = 0.3
 
 _LEXEME_RE = re.compile(r"'((?:[^']|'')*)'")
 
