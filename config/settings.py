@@ -168,7 +168,13 @@ RQ_QUEUES = {
 RQ_SHOW_ADMIN_LINK = False
 # Jobs run in the worker process itself: a forked work horse per job would load the
 # embedding model again for every job (issue #8's ingestion benchmark).
-RQ = {"WORKER_CLASS": "rq.worker.SimpleWorker"}
+RQ = {"WORKER_CLASS": "kb.worker.Worker"}  # a SimpleWorker that survives faults
+# Seconds without a heartbeat after which a worker, and the job it was running, count
+# as dead; its job is queued again within another half of this (issue #15).
+KB_WORKER_TTL = envint("KB_WORKER_TTL", 60)
+# Workers on this machine sharing its cores (kb_run sets it); 0 = count the
+# workers registered from this host before each job.
+KB_WORKERS = envint("KB_WORKERS", 0)
 
 # --- Auth, i18n, static and uploaded files
 AUTH_PASSWORD_VALIDATORS = [
@@ -212,6 +218,8 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = 3 * KB_MAX_UPLOAD_BYTES + 1024 * 1024
 FILE_UPLOAD_MAX_MEMORY_SIZE = 2_621_440  # larger uploads spool to a temporary file
 DATA_UPLOAD_MAX_NUMBER_FILES = 100  # files per upload request
 KB_MAX_GOLDEN_BYTES = envint("KB_MAX_GOLDEN_BYTES", 2 * 1024 * 1024)
+# A PDF with more pages is refused (issue #16): reading runs at ~20-100 pages/s.
+KB_MAX_PDF_PAGES = envint("KB_MAX_PDF_PAGES", 2000)
 
 # --- Embedder (kb/embedding.py, issue #3)
 # A directory with model.onnx + tokenizer.json; empty means: build the ONNX graph
@@ -224,7 +232,7 @@ KB_EMBED_PRECISION = os.environ.get("KB_EMBED_PRECISION", "fp32")
 if KB_EMBED_PRECISION not in ("fp32", "int8"):
     raise ImproperlyConfigured("KB_EMBED_PRECISION must be fp32 or int8")
 KB_EMBED_BATCH = envint("KB_EMBED_BATCH", 16)
-KB_EMBED_THREADS = envint("KB_EMBED_THREADS", 0)  # 0 = one per CPU core
+KB_EMBED_THREADS = envint("KB_EMBED_THREADS", 0)  # 0 = the cores shared by the workers
 # Below this cosine similarity between the question and the nearest chunk, the
 # collection is taken to say nothing about the question: no answer is composed
 # (kb/answering.py). Calibrated for all-MiniLM-L6-v2 on evals/unanswerable/; 0 = off.
@@ -234,6 +242,19 @@ KB_MIN_SIMILARITY = envfloat("KB_MIN_SIMILARITY", 0.30)
 KB_KEYWORD_RANKING = os.environ.get("KB_KEYWORD_RANKING", "ts_rank")
 if KB_KEYWORD_RANKING not in ("bm25", "ts_rank"):
     raise ImproperlyConfigured("KB_KEYWORD_RANKING must be bm25 or ts_rank")
+
+# --- Reranker (kb/reranking.py, issue #17): off unless KB_RERANKER_DIR names a
+# directory with an ONNX cross-encoder (model.onnx) and its tokenizer.json.
+KB_RERANKER_DIR = os.environ.get("KB_RERANKER_DIR", "")
+KB_RERANKER_TOP_N = envint("KB_RERANKER_TOP_N", 10)  # sections rescored per question
+KB_RERANKER_BATCH = envint("KB_RERANKER_BATCH", 16)
+# Tokens the cross-encoder reads, specials included; 0 = from its tokenizer/config.
+KB_RERANKER_WINDOW = envint("KB_RERANKER_WINDOW", 0)
+if KB_RERANKER_TOP_N < 1 or KB_RERANKER_BATCH < 1 or KB_RERANKER_WINDOW < 0:
+    raise ImproperlyConfigured(
+        "KB_RERANKER_TOP_N and KB_RERANKER_BATCH must be at least 1, "
+        "KB_RERANKER_WINDOW at least 0"
+    )
 
 LOGGING = {
     "version": 1,

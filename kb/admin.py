@@ -4,7 +4,9 @@ from django.conf import settings
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
-from django.db.models import Count
+from django.db.models import Count, F, Func, IntegerField, OuterRef, Subquery
+from django.db.models.fields.json import KeyTextTransform
+from django.db.models.functions import Cast, Coalesce
 from django.http import (
     HttpRequest,
     HttpResponse,
@@ -66,13 +68,14 @@ class CollectionScoped:
         return super().formfield_for_foreignkey(db_field, request, **kwargs)
 
 
-def _reindex(sources) -> int:
-    count = 0
+def _reindex(sources) -> tuple[int, str]:
+    """Queue the sources again; returns how many, and "" or why they wait."""
+    count, queued = 0, True
     for source in sources:
         ingestion.mark_queued(source)
-        jobs.enqueue_ingest(source)
+        queued = jobs.enqueue_ingest(source) and queued
         count += 1
-    return count
+    return count, "" if queued else f" ({jobs.QUEUE_DOWN})"
 
 
 @admin.register(Collection)
@@ -171,9 +174,11 @@ class CollectionAdmin(CollectionScoped, admin.ModelAdmin):
         if not permissions.can_change_policy(request.user):
             raise PermissionDenied
         with transaction.atomic():
-            count = _reindex(collection.sources.all())
+            count, note = _reindex(collection.sources.all())
             Collection.objects.filter(pk=pk).update(is_index_stale=False)
-        messages.success(request, f"Re-indexing {count} source(s) of {collection}.")
+        messages.success(
+            request, f"Re-indexing {count} source(s) of {collection}{note}."
+        )
         return redirect("admin:kb_source_changelist")
 
 
@@ -197,6 +202,24 @@ class EmbeddingFilter(admin.SimpleListFilter):
         if self.value() in ("yes", "no"):
             return queryset.filter(embedding__isnull=self.value() == "no")
         return queryset
+
+
+def _stored_count(key: str, model) -> Coalesce:
+    """A source's section or chunk count for the source list: the figure its
+    ingestion stored with the published index, else counted in a subquery of its
+    own rows. Two Count(distinct=True) joined sections with chunks: 4.1 M rows
+    and 44 s for one 2.2 MB source (issue #15). PostgreSQL's COALESCE runs the
+    subquery only for sources without stored statistics."""
+    counted = (
+        model.objects.filter(source=OuterRef("pk"))
+        .order_by()
+        .annotate(n=Func(F("pk"), function="COUNT"))
+        .values("n")
+    )
+    return Coalesce(
+        Cast(KeyTextTransform(key, "stats"), IntegerField()),
+        Subquery(counted, output_field=IntegerField()),
+    )
 
 
 @admin.register(Source)
@@ -245,8 +268,8 @@ class SourceAdmin(CollectionScoped, admin.ModelAdmin):
             super()
             .get_queryset(request)
             .annotate(
-                n_sections=Count("sections", distinct=True),
-                n_chunks=Count("chunks", distinct=True),
+                n_sections=_stored_count("sections", Section),
+                n_chunks=_stored_count("chunks", Chunk),
             )
         )
 
@@ -315,8 +338,8 @@ class SourceAdmin(CollectionScoped, admin.ModelAdmin):
     @admin.action(description="Re-index selected sources")
     def reindex(self, request: HttpRequest, queryset) -> None:
         with transaction.atomic():
-            count = _reindex(queryset)
-        self.message_user(request, f"Queued {count} source(s) for re-indexing.")
+            count, note = _reindex(queryset)
+        self.message_user(request, f"Queued {count} source(s) for re-indexing{note}.")
 
     def add_view(self, request, form_url="", extra_context=None):
         return self.upload_view(request)
@@ -356,7 +379,7 @@ class SourceAdmin(CollectionScoped, admin.ModelAdmin):
 
     def _store_uploads(self, form: SourceUploadForm) -> list[tuple[str, str]]:
         outcomes = []
-        with transaction.atomic():
+        with ingestion.storing():  # all files or none, on disk too
             for upload in form.cleaned_data["files"]:  # read and parsed by the form
                 source, outcome = ingestion.store_checked(
                     form.cleaned_data["collection"],
@@ -366,9 +389,10 @@ class SourceAdmin(CollectionScoped, admin.ModelAdmin):
                 )
                 if outcome == "unchanged":
                     outcome = "same content as the stored version; not re-indexed"
-                else:
-                    jobs.enqueue_ingest(source)
+                elif jobs.enqueue_ingest(source):
                     outcome = f"{outcome}, queued for indexing"
+                else:
+                    outcome = f"{outcome}: {jobs.QUEUE_DOWN}"
                 outcomes.append((upload.file_name, outcome))
         return outcomes
 
@@ -377,8 +401,8 @@ class SourceAdmin(CollectionScoped, admin.ModelAdmin):
         if not self.has_change_permission(request, source):
             raise PermissionDenied
         with transaction.atomic():
-            _reindex([source])
-        messages.success(request, f"Queued {source} for re-indexing.")
+            _, note = _reindex([source])
+        messages.success(request, f"Queued {source} for re-indexing{note}.")
         return redirect("admin:kb_source_change", source.pk)
 
     def save_model(self, request, obj: Source, form, change) -> None:
@@ -391,12 +415,16 @@ class SourceAdmin(CollectionScoped, admin.ModelAdmin):
         obj.metadata = meta
         if changed:
             obj.content_hash = ingestion.content_hash(obj.text)
-            obj.version += 1
+            # The version now, not the one read with the form: an upload may have
+            # bumped it meanwhile (locked until this edit commits).
+            current = Source.objects.select_for_update().filter(pk=obj.pk)
+            obj.version = (current.values_list("version", flat=True).first() or 0) + 1
             obj.status = Source.Status.QUEUED
         super().save_model(request, obj, form, change)
-        if changed:
-            jobs.enqueue_ingest(obj)
+        if changed and jobs.enqueue_ingest(obj):
             messages.info(request, "Changes saved; the source is queued for indexing.")
+        elif changed:
+            messages.info(request, f"Changes saved and {jobs.QUEUE_DOWN}.")
 
     def get_changelist_instance(self, request):
         listed = super().get_changelist_instance(request)

@@ -15,6 +15,7 @@ class KbConfig(AppConfig):
         )
 
         checks.register(check_llm_url)
+        checks.register(check_reranker)
 
 
 def check_llm_url(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
@@ -26,3 +27,16 @@ def check_llm_url(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
     if problem := llm_url_problem(settings.KB_LLM_URL):
         return [checks.Error(problem, id="kb.E001")]
     return []
+
+
+def check_reranker(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
+    """KB_RERANKER_DIR, when set, holds a cross-encoder's model.onnx and
+    tokenizer.json (kb/reranking.py)."""
+    from kb.reranking import missing_files
+
+    if not settings.KB_RERANKER_DIR:
+        return []
+    return [
+        checks.Error(problem, hint="unset it to run without reranking", id="kb.E002")
+        for problem in missing_files(settings.KB_RERANKER_DIR)
+    ]

@@ -146,7 +146,7 @@ class Embedder:
             precision=precision or settings.KB_EMBED_PRECISION,
             window=settings.KB_EMBED_WINDOW,
             batch_size=settings.KB_EMBED_BATCH,
-            threads=settings.KB_EMBED_THREADS,
+            threads=settings.KB_EMBED_THREADS or default_threads(),
         )
 
     # --- configuration -------------------------------------------------
@@ -278,9 +278,13 @@ class Embedder:
                     self._session = self._create_session()
         return self._session
 
-    def _create_session(self) -> onnxruntime.InferenceSession:
-        import onnxruntime
+    def set_threads(self, threads: int) -> None:
+        """Use `threads` from the next session on (the current one is dropped)."""
+        with self._session_lock:
+            if threads != self.threads:
+                self.threads, self._session = threads, None
 
+    def _create_session(self) -> onnxruntime.InferenceSession:
         from kb import onnx_export
 
         started = time.perf_counter()
@@ -291,21 +295,12 @@ class Embedder:
             prebuilt=not self.source.builds_graph,
         )
         self.model_path, self.build_seconds = path, build_seconds
-        options = onnxruntime.SessionOptions()
-        options.graph_optimization_level = (
-            onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
-        )
-        options.intra_op_num_threads = self.threads
-        session = onnxruntime.InferenceSession(
-            str(path),
-            options,
-            providers=["CPUExecutionProvider"],
-            disabled_optimizers=DISABLED_FUSIONS[self.precision],
-        )
+        session = open_session(path, self.threads, DISABLED_FUSIONS[self.precision])
         logger.info(
-            "Loaded %s (%s) from %s in %.2f s",
+            "Loaded %s (%s, %d threads) from %s in %.2f s",
             self.model_name,
             self.precision,
+            self.threads,
             path,
             time.perf_counter() - started,
         )
@@ -359,12 +354,7 @@ class Embedder:
     def _embed_batch(self, encodings: list[Encoding]) -> np.ndarray:
         feeds = _pad(encodings)
         session = self.session
-        inputs = {}
-        for spec in session.get_inputs():
-            if spec.name not in feeds:
-                raise EmbeddingError(f"model input {spec.name!r} is not supported")
-            dtype = np.int32 if spec.type == "tensor(int32)" else np.int64
-            inputs[spec.name] = feeds[spec.name].astype(dtype, copy=False)
+        inputs = model_inputs(session, feeds)
         output = _output_name(session)
         hidden = session.run([output], inputs)[0]
         return _mean_pool(hidden, feeds["attention_mask"])
@@ -415,6 +405,38 @@ def _pad(encodings: list[Encoding]) -> dict[str, np.ndarray]:
     return {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
 
 
+def open_session(
+    path: Path, threads: int, disabled_optimizers: list[str] | None = None
+) -> onnxruntime.InferenceSession:
+    """A CPU session with every graph optimisation and `threads` intra-op threads
+    (the embedder's and the reranker's, kb/reranking.py)."""
+    import onnxruntime
+
+    options = onnxruntime.SessionOptions()
+    options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.intra_op_num_threads = threads
+    return onnxruntime.InferenceSession(
+        str(path),
+        options,
+        providers=["CPUExecutionProvider"],
+        disabled_optimizers=disabled_optimizers or [],
+    )
+
+
+def model_inputs(
+    session: onnxruntime.InferenceSession, feeds: dict[str, np.ndarray]
+) -> dict[str, np.ndarray]:
+    """The padded arrays of `_pad` the model takes, in its integer type; a model
+    without token_type_ids gets none."""
+    inputs = {}
+    for spec in session.get_inputs():
+        if spec.name not in feeds:
+            raise EmbeddingError(f"model input {spec.name!r} is not supported")
+        dtype = np.int32 if spec.type == "tensor(int32)" else np.int64
+        inputs[spec.name] = feeds[spec.name].astype(dtype, copy=False)
+    return inputs
+
+
 def _output_name(session: onnxruntime.InferenceSession) -> str:
     names = [output.name for output in session.get_outputs()]
     return OUTPUT_NAME if OUTPUT_NAME in names else names[0]
@@ -431,6 +453,7 @@ def _mean_pool(hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:
 
 _embedders: dict[str, Embedder] = {}
 _embedders_lock = threading.Lock()
+_workers_sharing = 1  # processes embedding on this machine (share_cores)
 
 
 MAX_REMEMBERED_WORDS = 500_000
@@ -466,6 +489,26 @@ def _counts_add_up(config: dict) -> bool:
             for token in config.get("added_tokens") or []
         )
     )
+
+
+def share_cores(workers: int) -> None:
+    """This process is one of `workers` embedding on this machine (kb.worker): by
+    default its embedders take their share of the cores, not all of them; one
+    already loaded is loaded again when its share changes."""
+    global _workers_sharing
+    if max(1, workers) == _workers_sharing:
+        return
+    _workers_sharing = max(1, workers)
+    if settings.KB_EMBED_THREADS:
+        return
+    with _embedders_lock:
+        for embedder in _embedders.values():
+            embedder.set_threads(default_threads())
+
+
+def default_threads() -> int:
+    """Threads for an embedder when KB_EMBED_THREADS is 0."""
+    return max(1, (os.cpu_count() or 1) // _workers_sharing)
 
 
 def get_embedder(precision: str | None = None) -> Embedder:

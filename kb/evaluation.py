@@ -612,7 +612,7 @@ def config_of(collection: Collection, strategy: str | None = None) -> dict[str, 
     """Everything that decides retrieval quality, as recorded with a run: the
     strategy, the chunking its index was actually built with (values listed when
     its sources differ), and how that index differs from the settings."""
-    from kb import embedding, ingestion, keywords, retrieval
+    from kb import embedding, ingestion, keywords, reranking, retrieval
 
     embedder = embedding.get_embedder()
     built = ingestion.index_config(collection)
@@ -626,6 +626,7 @@ def config_of(collection: Collection, strategy: str | None = None) -> dict[str, 
         "index_out_of_date": ingestion.index_differences(collection),
         "strategy": retrieval.strategy_of(collection, strategy),
         "keyword_ranking": keywords.ranking(),
+        **reranking.run_config(),  # issue #17: only when a reranker is set
     }
 
 

@@ -117,7 +117,8 @@ class SourceUploadForm(MetadataFieldsMixin):
         queryset=Collection.objects.filter(is_scratch=False)
     )
     files = MultipleFileField(
-        help_text="One or several .md, .markdown or .txt files.",
+        help_text="One or several .md, .markdown, .txt, .html, .htm, .docx or .pdf "
+        "files.",
         allow_empty_file=True,  # refused in clean_files, which names the file
     )
     title = forms.CharField(

@@ -13,21 +13,24 @@ import logging
 import re
 import statistics
 import time
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any, NamedTuple
 
 from django.core.files.base import ContentFile
 from django.db import connection, transaction
+from django.db.models import F
 from django.utils import timezone
 
-from kb import chunking, embedding, evaluation, parsing
+from kb import chunking, embedding, evaluation, parsing, readers
 from kb.metadata import Policy, chunk_values
 from kb.models import Chunk, Collection, OverflowRejection, Section, Source
 
 logger = logging.getLogger(__name__)
 
-ALLOWED_EXTENSIONS = (".md", ".markdown", ".txt")
+ALLOWED_EXTENSIONS = (".md", ".markdown", ".txt", *parsing.CONVERTED_EXTENSIONS)
 EMBED_BATCH = 32  # chunks per progress update
 TITLE_CHARS = 300  # Source.title's length; a longer first heading is cut here
 MIN_CONTENT_TOKENS = 48  # never shrink a chunk budget below this for a prefix
@@ -108,7 +111,7 @@ def check_upload(file_name: str, data: bytes) -> Upload:
     holding only front matter is refused now rather than failing in the worker.
     """
     file_name = clean_file_name(file_name)
-    text = parsing.decode_upload(data, file_name)
+    text = readers.text_of(file_name, data)  # HTML, DOCX, PDF: read to Markdown
     try:
         parsing.parse(text, file_name, title=file_name)  # titled to name the file
     except parsing.ParseError as exc:
@@ -149,12 +152,33 @@ def store_checked(
     """store_source for an upload check_upload has already read and parsed."""
     file_name, data, text = upload
     digest = content_hash(text)
-    source = Source.objects.filter(collection=collection, file_name=file_name).first()
     metadata = dict(metadata or {})
     title = (title or _title_from(text, file_name))[:TITLE_CHARS]
-    if source and source.content_hash == digest and source.metadata == metadata:
-        if source.title == title or not title:
-            return source, "unchanged"
+    with transaction.atomic():
+        # Uploads of one file wait here for each other's commit, so that each
+        # builds on the last: no edit lost, no replaced file left behind.
+        _lock_file_name(collection, file_name)
+        source = (
+            Source.objects.select_for_update()  # and with edits in the admin
+            .filter(collection=collection, file_name=file_name)
+            .first()
+        )
+        if source and source.content_hash == digest and source.metadata == metadata:
+            if source.title == title or not title:
+                return source, "unchanged"
+        return _store(source, collection, upload, title, digest, metadata)
+
+
+def _store(
+    source: Source | None,
+    collection: Collection,
+    upload: Upload,
+    title: str,
+    digest: str,
+    metadata: dict[str, Any],
+) -> tuple[Source, str]:
+    """Create or update the row, and write the file, in store_checked's lock."""
+    file_name, data, text = upload
     created = source is None
     source = source or Source(collection=collection, file_name=file_name)
     source.title = title
@@ -166,16 +190,55 @@ def store_checked(
     source.status = Source.Status.QUEUED
     previous = source.file.name
     source.file.save(PurePosixPath(file_name).name, ContentFile(data), save=False)
-    source.save()
+    written = (source.file.storage, source.file.name)
+    try:
+        source.save()
+    except BaseException:
+        written[0].delete(written[1])  # no file without its row
+        raise
+    if (pending := _written.get()) is not None:
+        pending.append(written)
     if previous and previous != source.file.name:
-        source.forget_file(previous)  # the upload this version replaces
+        source.forget_file(previous)  # the upload this version replaces, on commit
     return source, "created" if created else "updated"
+
+
+_written: ContextVar[list | None] = ContextVar("kb_written_uploads", default=None)
+
+
+@contextmanager
+def storing():
+    """A transaction for storing uploads (store_source, store_checked) whose files
+    are deleted again if it rolls back: Django has no on-rollback hook. Use it as the
+    outermost transaction."""
+    written: list = []
+    token = _written.set(written)
+    try:
+        with transaction.atomic():
+            yield
+    except BaseException:
+        for storage, name in written:
+            storage.delete(name)
+        raise
+    finally:
+        _written.reset(token)
+
+
+def _lock_file_name(collection: Collection, file_name: str) -> None:
+    """Transaction-level advisory lock on one file of a collection (its row may not
+    exist yet; one-key locks do not collide with _source_lock's two-key ones)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
+            [f"kb-upload:{collection.pk}:{file_name}"],
+        )
 
 
 def _title_from(text: str, file_name: str) -> str:
     """Front matter title, else a leading level-1 heading, else the file name."""
     title = ""
-    if PurePosixPath(file_name).suffix.lower() in (".md", ".markdown"):
+    markdown = (".md", ".markdown", *parsing.CONVERTED_EXTENSIONS)
+    if PurePosixPath(file_name).suffix.lower() in markdown:
         title = parsing.markdown_title(text)
     title = " ".join((title or parsing.title_from_filename(file_name)).split())
     return title if len(title) <= TITLE_CHARS else title[: TITLE_CHARS - 1] + "…"
@@ -184,7 +247,7 @@ def _title_from(text: str, file_name: str) -> str:
 def mark_queued(source: Source) -> None:
     """A re-index of unchanged content: a new version so older jobs stand down."""
     Source.objects.filter(pk=source.pk).update(
-        version=source.version + 1, status=Source.Status.QUEUED
+        version=F("version") + 1, status=Source.Status.QUEUED
     )
     source.refresh_from_db()
 

@@ -5,23 +5,28 @@ from __future__ import annotations
 import logging
 import os
 from datetime import timedelta
+from functools import partial
 
 import django_rq
-from django.db import connection
+from django.conf import settings
+from django.db import connection, transaction
 from django.utils import timezone
 from redis.exceptions import RedisError
 from rq.job import Job, JobStatus
+from rq.utils import utcparse
+from rq.worker import Worker
 
-from kb import ingestion, keywords
+from kb import embedding, ingestion, keywords
 from kb.models import Collection, Source
 
 logger = logging.getLogger(__name__)
 _WAITING = {JobStatus.QUEUED, JobStatus.DEFERRED, JobStatus.SCHEDULED}
-_ALIVE = _WAITING | {JobStatus.STARTED}
 # A source queued this long ago whose job is gone was lost (queue emptied, or a
 # Redis without persistence restarted); younger ones may not be enqueued yet, as
 # jobs go to Redis when the transaction commits.
 STRANDED_AFTER = timedelta(seconds=60)
+# What editors are told when a job cannot be queued (enqueue_ingest).
+QUEUE_DOWN = "stored; it will be queued when the queue is back"
 
 
 def ingest_source(source_id: int, version: int) -> str:
@@ -54,48 +59,102 @@ def enqueue_count_terms(collection_id: int):
     return queue.enqueue(count_terms, collection_id, job_id=job_id)
 
 
-def enqueue_ingest(source: Source):
-    """Queue the source's current version; runs after the surrounding transaction."""
+def enqueue_ingest(source: Source) -> bool:
+    """Queue the source's current version once the surrounding transaction commits.
+
+    False when the queue cannot be reached: the source is stored and shown as
+    queued, and a worker queues it once the queue is back (requeue_stranded).
+    """
     Source.objects.filter(pk=source.pk).update(
         status=Source.Status.QUEUED,
         progress={"stage": "queued"},
         updated=timezone.now(),
     )
-    return django_rq.enqueue(
-        ingest_source, source.pk, source.version, job_id=ingest_job_id(source)
-    )
+    if not queue_reachable():
+        return False
+    transaction.on_commit(partial(_push_ingest, source.pk, source.version))
+    return True
+
+
+def queue_reachable() -> bool:
+    try:
+        return bool(django_rq.get_queue().connection.ping())
+    except RedisError:
+        logger.warning("Redis unreachable: jobs are queued once it is back")
+        return False
+
+
+def _push_ingest(source_id: int, version: int) -> None:
+    # Redis may go away between the check and the commit: the stored source then
+    # waits for requeue_stranded like any lost job, instead of a 500.
+    job_id = _ingest_job_id(source_id, version)
+    try:
+        django_rq.enqueue(ingest_source, source_id, version, job_id=job_id)
+    except RedisError:
+        logger.warning("Redis unreachable: source %s queued once it is back", source_id)
 
 
 def ingest_job_id(source: Source) -> str:
-    return f"kb-ingest-{source.pk}-v{source.version}"
+    return _ingest_job_id(source.pk, source.version)
+
+
+def _ingest_job_id(source_id: int, version: int) -> str:
+    return f"kb-ingest-{source_id}-v{version}"
 
 
 def stranded(sources) -> list[Source]:
-    """Sources shown as queued or indexing whose ingestion job no longer exists or
-    has died (one Redis round trip; none found when Redis cannot be reached).
-    Evaluation copies are indexed in the run's own process, without jobs."""
-    before = timezone.now() - STRANDED_AFTER
+    """Sources shown as queued or indexing whose ingestion job has ended, no longer
+    exists, or was started by a worker that has died (no heartbeat for KB_WORKER_TTL
+    seconds); none found when Redis cannot be reached. Evaluation copies are indexed
+    in the run's own process, without jobs."""
     waiting = [
         source
         for source in sources
         if source.status in (Source.Status.QUEUED, Source.Status.INDEXING)
-        and source.updated <= before
         and not source.collection.is_scratch
     ]
     if not waiting:
         return []
-    queue = django_rq.get_queue()
+    redis = django_rq.get_queue().connection
     try:
-        found = Job.fetch_many(
-            [ingest_job_id(s) for s in waiting], connection=queue.connection
-        )
+        found = Job.fetch_many([ingest_job_id(s) for s in waiting], redis)
         statuses = [job and job.get_status(refresh=False) for job in found]
+        started = [j for j, s in zip(found, statuses) if s == JobStatus.STARTED]
+        dead = _dead_workers(redis, {job.worker_name for job in started})
     except RedisError:
         logger.warning("Redis unreachable: lost ingestion jobs not checked")
         return []
-    return [
-        s for s, status in zip(waiting, statuses, strict=True) if status not in _ALIVE
-    ]
+    before = timezone.now() - STRANDED_AFTER
+    lost = []
+    for source, job, status in zip(waiting, found, statuses, strict=True):
+        if job is None:  # gone, or not queued yet: its transaction may be committing
+            dead_job = source.updated <= before
+        elif status == JobStatus.STARTED:
+            dead_job = job.worker_name in dead
+        else:  # ended (abandoned by a dead worker, say), yet the source waits on it
+            dead_job = status not in _WAITING
+        if dead_job:
+            lost.append(source)
+    return lost
+
+
+def _dead_workers(redis, names: set[str | None]) -> set[str | None]:
+    """Of these worker names, those whose last heartbeat is older than
+    KB_WORKER_TTL seconds or gone (the key expires with it)."""
+    names = sorted(names, key=str)
+    if not names:
+        return set()
+    with redis.pipeline() as pipeline:
+        for name in names:
+            key = f"{Worker.redis_worker_namespace_prefix}{name}"
+            pipeline.hget(key, "last_heartbeat")
+        beats = pipeline.execute()
+    oldest = timezone.now() - timedelta(seconds=settings.KB_WORKER_TTL)
+    return {
+        name
+        for name, beat in zip(names, beats, strict=True)
+        if not name or beat is None or utcparse(beat.decode()) < oldest
+    }
 
 
 def requeue_stranded() -> int:
@@ -119,6 +178,7 @@ def check_worker() -> dict:
         row = cursor.fetchone()
     return {
         "pid": os.getpid(),
+        "embed_threads": embedding.get_embedder().threads,
         "database": connection.settings_dict["NAME"],
         "vendor": connection.vendor,
         "pgvector": row[0] if row else None,

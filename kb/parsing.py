@@ -20,6 +20,8 @@ from markdown_it.token import Token
 
 MARKDOWN_EXTENSIONS = (".md", ".markdown")
 TEXT_EXTENSIONS = (".txt",)
+# Read into Markdown by kb.readers (issue #16); their stored text is Markdown.
+CONVERTED_EXTENSIONS = (".html", ".htm", ".docx", ".pdf")
 # Above this share of control characters a file is treated as binary.
 MAX_CONTROL_SHARE = 0.01
 # The tokenizer reads a run of letters and digits longer than 100 characters as one
@@ -280,13 +282,13 @@ def parse(text: str, filename: str, title: str | None = None) -> Document:
     if not text.strip():
         raise ParseError(f"{filename} is empty")
     suffix = PurePath(filename).suffix.lower()
-    if suffix in MARKDOWN_EXTENSIONS:
+    if suffix in MARKDOWN_EXTENSIONS + CONVERTED_EXTENSIONS:
         return parse_markdown(text, title, fallback_title=title_from_filename(filename))
     if suffix in TEXT_EXTENSIONS:
         return parse_text(text, title or title_from_filename(filename))
     raise ParseError(
         f"{filename}: unsupported file type {suffix or '(none)'}; "
-        "use .md, .markdown or .txt"
+        "use .md, .markdown, .txt, .html, .htm, .docx or .pdf"
     )
 
 

@@ -23,7 +23,7 @@ from typing import Any, NamedTuple
 from django.db import connection, transaction
 from pgvector import Vector
 
-from kb import embedding, keywords, metadata
+from kb import embedding, keywords, metadata, reranking
 from kb.models import Chunk, Collection
 
 CANDIDATES = 80  # chunks taken from each ranking before fusion
@@ -35,6 +35,13 @@ WINDOW_CHUNKS = 8  # chunks loaded around a hit of a section too long to take wh
 SECTION_WEIGHT = 1.0  # weight of the section-centroid ranking in the fusion
 PRECEDING_CONTEXT = True  # the section before a whole chosen one, if budget is left
 HNSW_EF_SEARCH = 100
+# Collections of fewer chunks are searched exactly, without the HNSW index
+# (searched_exactly, issue #15). Exact costs about 2-5 us per chunk (20,160
+# chunks: 107 ms); a filtered HNSW scan about ef_search x (all chunks / the
+# collection's) tuples (504 chunks beside 40,000: 38 ms, and some searches ended
+# at hnsw.max_scan_tuples with no rows). They cross near 2,000 chunks beside
+# 40,000 and 10,000 beside a million; exact also never comes back short.
+EXACT_SEARCH_CHUNKS = 5_000
 HIT_CHUNKS = 4  # hit chunks per section taken before expansion (issue #7)
 # The collection's best keyword match is taken with its section's best chunk.
 KEYWORD_SEED = 1
@@ -203,6 +210,8 @@ class Result:
     # Cosine similarity of the nearest chunk to the question (None without vector
     # search): how close the collection comes to the question at all.
     top_similarity: float | None = None
+    # What the cross-encoder did to the top sections (None: no reranker set).
+    reranking: reranking.Report | None = None
 
 
 class SectionRow(NamedTuple):
@@ -300,7 +309,7 @@ def retrieve(
     if mode in ("vector", "hybrid"):
         vector = _embed_question(question)
         clock = _lap(timings, "embed", clock)
-        with hnsw_scan():
+        with hnsw_scan(collection):
             vector_ids, similarity = _vector_ids(collection, vector, include_deprecated)
             clock = _lap(timings, "vector_search", clock)
             section_ranks = _section_ranks(collection, vector, include_deprecated)
@@ -313,6 +322,7 @@ def retrieve(
         clock = _lap(timings, "keyword_search", clock)
 
     hits = _fuse(vector_ids, keyword_ids, section_ranks)
+    reranked: reranking.Report | None = None
     if strategy == SECTIONS:
         passages = _merge(sections_baseline(hits, budget))
     elif collection.chunk_strategy == Collection.Strategy.FIXED:
@@ -320,11 +330,16 @@ def retrieve(
         # held to the same context budget (the first chunk always goes in).
         passages = _merge(_within_budget(_chunk_passages(hits[:k]), budget))
     else:
-        passages = _merge(_expand(_select_sections(hits, k), budget))
+        selected = _select_sections(hits, reranking.pool_size(k))
+        selected, reranked = reranking.rerank_sections(question, selected, k)
+        passages = _merge(_expand(selected, budget))
     for rank, passage in enumerate(passages, 1):
         passage.rank = rank
         passage.tokens = _tokens(passage.text)  # exact, after merging
     _lap(timings, "expand", clock)
+    if reranked:  # its own entry, out of "expand"
+        timings["rerank"] = reranked.ms
+        timings["expand"] -= reranked.ms
     timings["total"] = sum(timings.values())
     return Result(
         question=question,
@@ -336,6 +351,7 @@ def retrieve(
         timings_ms={key: round(v, 2) for key, v in timings.items()},
         hits=hits,
         top_similarity=similarity,
+        reranking=reranked,
     )
 
 
@@ -368,45 +384,89 @@ def _embed_question(question: str):
 
 
 # Hot path (issue #8): plain SQL, as ORM query building cost more than the queries.
-_NEAREST_CHUNKS = """
-SELECT c.id, c.embedding <=> %(vector)s::vector
-FROM kb_chunk c JOIN kb_source s ON s.id = c.source_id
-WHERE s.collection_id = %(collection)s AND c.embedding IS NOT NULL {current}
-ORDER BY c.embedding <=> %(vector)s::vector LIMIT %(limit)s
+# The collection's sources as an array: a filter on the row itself, which the
+# HNSW scan checks without a join, and an index condition for the exact search.
+_CHUNK_DISTANCES = """
+SELECT c.id, c.embedding <=> %(vector)s::vector AS distance FROM kb_chunk c
+WHERE c.source_id = ANY(ARRAY(
+        SELECT s.id FROM kb_source s WHERE s.collection_id = %(collection)s))
+    AND c.embedding IS NOT NULL {current}
 """
-_NEAREST_SECTIONS = """
-SELECT t.id FROM kb_section t JOIN kb_source s ON s.id = t.source_id
-WHERE s.collection_id = %(collection)s AND t.embedding IS NOT NULL {current}
-ORDER BY t.embedding <=> %(vector)s::vector LIMIT %(limit)s
+_SECTION_DISTANCES = """
+SELECT t.id, t.embedding <=> %(vector)s::vector AS distance FROM kb_section t
+WHERE t.source_id = ANY(ARRAY(
+        SELECT s.id FROM kb_source s WHERE s.collection_id = %(collection)s
+        {current}))
+    AND t.embedding IS NOT NULL
+"""
+# Approximate: the HNSW index, read until enough rows pass the collection filter
+# (hnsw_scan); relaxed_order can return them slightly out of order, so they are
+# sorted again (as pgvector's README advises).
+_HNSW_NEAREST = """
+WITH nearest AS MATERIALIZED ({distances} ORDER BY distance LIMIT %(limit)s)
+SELECT id, distance FROM nearest ORDER BY distance, id
+"""
+# Exact: every vector of the collection, found through its sources; the planner
+# cannot order a materialised CTE by the HNSW index (issue #15).
+_EXACT_NEAREST = """
+WITH scored AS MATERIALIZED ({distances})
+SELECT id, distance FROM scored ORDER BY distance, id LIMIT %(limit)s
 """
 
 
 @contextmanager
-def hnsw_scan():
-    """A transaction whose vector searches keep reading the HNSW graph until
-    enough rows pass the collection filter (pgvector 0.8 iterative scans)."""
+def hnsw_scan(collection: Collection | None = None):
+    """A transaction for vector searches: HNSW scans go on reading the graph until
+    enough rows pass the collection filter (pgvector 0.8 iterative scans).
+
+    For `collection`, the plan is also fixed by its size, not left to the
+    planner, which estimates a collection's rows from its number of sources:
+    beside one 20,000-chunk source it read the index for 504 chunks in 24
+    sources (vector search 56 ms, exact 8) and sorted a 20,000-chunk collection
+    (147 ms, the index 2). Exact: no sequential scan of all collections' rows.
+    Above the threshold: no sort, so the index. A collection never counted is
+    left to the planner."""
+    counted = collection is not None and collection.terms_counted is not None
+    exact = counted and searched_exactly(collection)
+    index = counted and not exact
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(
             "SELECT set_config('hnsw.ef_search', %s, true), "
-            "set_config('hnsw.iterative_scan', 'relaxed_order', true)",
-            [str(HNSW_EF_SEARCH)],
+            "set_config('hnsw.iterative_scan', 'relaxed_order', true), "
+            "set_config('enable_seqscan', %s, true), "
+            "set_config('enable_sort', %s, true)",
+            [str(HNSW_EF_SEARCH), "off" if exact else "on", "off" if index else "on"],
         )
         yield
+
+
+def searched_exactly(collection: Collection) -> bool:
+    """Whether the collection's vectors are compared one by one rather than found
+    through the HNSW index, which is shared by all collections: a small one's
+    nearest chunks are reached only after the other collections' neighbours
+    (532 chunks beside two collections of 20,000: vector search 4.7 -> 66-97 ms,
+    issue #15). Sized by the chunk count of the last keyword count (kb.keywords),
+    which runs after every ingestion; never counted, the planner chooses."""
+    return (
+        collection.terms_counted is not None
+        and collection.terms_chunks < EXACT_SEARCH_CHUNKS
+    )
 
 
 def nearest_query(
     collection: Collection, vector, include_deprecated: bool = False, sections=False
 ) -> tuple[str, dict[str, Any]]:
     """The SQL and parameters of the nearest-chunks (or -sections) search, to run
-    inside hnsw_scan(); the benchmark EXPLAINs the very same statement."""
-    sql, table = (_NEAREST_SECTIONS, "s") if sections else (_NEAREST_CHUNKS, "c")
+    inside hnsw_scan(collection); the benchmark EXPLAINs the very same statement."""
+    sql, table = (_SECTION_DISTANCES, "s") if sections else (_CHUNK_DISTANCES, "c")
     current = "" if include_deprecated else f"AND {metadata.current_sql(table)}"
+    plan = _EXACT_NEAREST if searched_exactly(collection) else _HNSW_NEAREST
     params = {
         "collection": collection.pk,
         "vector": Vector._to_db(vector),
         "limit": CANDIDATES,
     }
-    return sql.format(current=current), params
+    return plan.format(distances=sql.format(current=current)), params
 
 
 def _nearest(

@@ -10,7 +10,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
-from kb import access, answering, ratelimit, retrieval
+from kb import access, answering, ratelimit, rendering, retrieval
 from kb.forms import AskForm, is_utf8, parse_id
 from kb.models import Collection, Section, Source
 
@@ -135,6 +135,8 @@ def section(request: HttpRequest, pk: int) -> HttpResponse:
         "before": body[: start - base],
         "cited": body[start - base : end - base],
         "after": body[end - base : obj.end - base],
+        # Formatted, with the blocks holding the cited range marked (issue #17).
+        "formatted": rendering.render_cited(body, start - base, end - base),
         "start": start,
         "end": end,
         "edited_since": obj.source.text[base : base + len(body)] != body,

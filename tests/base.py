@@ -72,8 +72,11 @@ def make_tree(vector: list[float] | None = None) -> Chunk:
     )  # fmt: skip
 
 
-def run_burst_worker(*queues: str, timeout: int = 300) -> subprocess.CompletedProcess:
-    """Run `manage.py rqworker --burst` as a separate process on the test database.
+def run_burst_worker(
+    *queues: str, timeout: int = 300, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
+    """Run `manage.py rqworker --burst` as a separate process on the test database
+    (`env`: more environment variables for it).
 
     Callers must be TransactionTestCases: the worker process only sees committed rows.
     """
@@ -81,6 +84,7 @@ def run_burst_worker(*queues: str, timeout: int = 300) -> subprocess.CompletedPr
         **os.environ,
         "KB_TESTING": "1",
         "KB_DB_NAME": connection.settings_dict["NAME"],
+        **(env or {}),
     }
     cmd = [sys.executable, str(Path(settings.BASE_DIR) / "manage.py"), "rqworker"]
     return subprocess.run(

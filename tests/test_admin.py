@@ -5,14 +5,16 @@ import json
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group, Permission
 from django.core.files.uploadedfile import SimpleUploadedFile
+from django.db import connection
 from django.test import TestCase
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils.html import escape
 
 from kb import evaluation, ingestion, permissions
 from kb.demo import load_demo
-from kb.models import Chunk, Collection, GoldenCase, Source
-from tests.base import DemoTestCase, make_users
+from kb.models import Chunk, Collection, GoldenCase, Section, Source
+from tests.base import DemoTestCase, make_tree, make_users
 
 
 class AdminPagesTestCase(TestCase):
@@ -77,6 +79,68 @@ class AdminPagesTestCase(TestCase):
         response = self.client.get(reverse("admin:kb_overflowrejection_changelist"))
         self.assertContains(response, "the model reads 256")
         self.assertContains(response, "the metadata prefix pushed it over")
+
+
+class SourceListTestCase(TestCase):
+    """The source list of a large source (issue #15, item 14)."""
+
+    @classmethod
+    def setUpTestData(cls):
+        cls.staff, _, _ = make_users()
+        cls.small = make_tree().source
+        # 100 sections of 200 chunks: a sections x chunks join is 2 M rows.
+        cls.big = Source.objects.create(
+            collection=cls.small.collection, title="Big", file_name="big.md",
+            text="x", content_hash="big",
+        )  # fmt: skip
+        sections = Section.objects.bulk_create(
+            Section(source=cls.big, order=i, start=0, end=1) for i in range(100)
+        )
+        Chunk.objects.bulk_create(
+            (
+                Chunk(
+                    source=cls.big,
+                    section=sections[i // 200],
+                    chunk_index=i,
+                    start=0,
+                    end=1,
+                    text="x",
+                    embedded_text="x",
+                    token_count=3,
+                )  # fmt: skip
+                for i in range(20_000)
+            ),
+            batch_size=2_000,
+        )
+
+    def setUp(self):
+        self.client.force_login(self.staff)
+
+    def test_it_counts_a_large_sources_rows_without_joining_sections_and_chunks(self):
+        url = reverse("admin:kb_source_changelist")
+        with CaptureQueriesContext(connection) as queries:
+            response = self.client.get(url)
+        self.assertContains(response, '<td class="field-section_count">100</td>')
+        self.assertContains(response, '<td class="field-chunk_count">20000</td>')
+        self.assertContains(response, '<td class="field-chunk_count">1</td>')
+        joins = [q["sql"] for q in queries if 'JOIN "kb_chunk"' in q["sql"]]
+        joins += [q["sql"] for q in queries if 'JOIN "kb_section"' in q["sql"]]
+        self.assertEqual(joins, [])
+
+    def test_it_prefers_the_statistics_stored_by_ingestion(self):
+        Source.objects.filter(pk=self.big.pk).update(
+            stats={"sections": 100, "chunks": 20_000}
+        )
+        Source.objects.filter(pk=self.small.pk).update(stats={"chunks": 7})
+        response = self.client.get(reverse("admin:kb_source_changelist"))
+        self.assertContains(response, '<td class="field-chunk_count">20000</td>')
+        self.assertContains(response, '<td class="field-chunk_count">7</td>')
+        self.assertContains(response, '<td class="field-section_count">1</td>')
+
+    def test_it_sorts_by_chunk_count(self):
+        response = self.client.get(reverse("admin:kb_source_changelist"), {"o": "-7"})
+        titles = [s.title for s in response.context["cl"].result_list]
+        self.assertEqual(titles, ["Big", "Deploy"])
 
 
 class GoldenAdminTestCase(DemoTestCase):

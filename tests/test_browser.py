@@ -22,6 +22,10 @@ def _squash(text: str) -> str:
     return re.sub(r"\s+", " ", text).strip()
 
 
+def _words(text: str) -> str:
+    return " ".join(re.findall(r"\w+", text))
+
+
 @pytest.fixture
 def page(monkeypatch):
     if not CHROMIUM.exists():
@@ -71,7 +75,10 @@ def test_it_asks_and_follows_a_citation(transactional_db, live_server, page: Pag
     page.wait_for_url(re.compile(r"/kb/sections/\d+/\?start=\d+&end=\d+#cited$"))
     mark = page.locator("mark#cited")
     expect(mark).to_be_visible()
-    assert _squash(sentence) in _squash(mark.inner_text())
+    # The answer shows the sentence formatted (no backticks), the mark the source.
+    assert _words(sentence) in _words(mark.inner_text())
+    # The formatted section marks the blocks holding the cited sentences.
+    expect(page.locator(".section-formatted .cited").first).to_be_visible()
 
 
 @pytest.mark.slow

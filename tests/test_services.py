@@ -11,6 +11,7 @@ import stat
 import subprocess
 import tempfile
 import threading
+import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -139,6 +140,12 @@ class ValkeyOwnershipTestCase(PrivateDataDir, SimpleTestCase):
         )  # fmt: skip
         (self.vdir / "port").write_text(str(port))
         old = redis.Redis(port=port)
+        for _ in range(600):  # daemonized: it may not listen yet on a loaded machine
+            try:
+                old.ping()
+                break
+            except redis.ConnectionError:
+                time.sleep(0.05)
         old.set("kept", "yes")
         url, said = self.ensure_valkey()
         self.assertIn("restarting the Valkey server", said)

@@ -301,9 +301,10 @@ def build_real(
     created: list[Collection],
     skipped: list[str],
     progress: Progress,
+    name: str = "real",
 ) -> tuple[Collection, float]:
     """Ingest documents in order until `target` chunks, reusing cached vectors."""
-    collection = _new_collection(f"{tag}-real", created)
+    collection = _new_collection(f"{tag}-{name}", created)
     embedder = embedding.get_embedder()
     cache_dir = Path(settings.KB_DATA_DIR) / "bench" / "embeddings"
     policy = ingestion.policy_for(collection)
@@ -330,7 +331,7 @@ def build_real(
             source.delete()
             continue
         total += len(texts)
-        progress(f"real set: {total} chunks")
+        progress(f"{name} set: {total} chunks")
     keywords.count_terms(collection)  # what the job after ingestion does
     # Fresh planner statistics, as autovacuum gathers them after this many new
     # rows: with the counts of a near-empty table (the vacuum at the start), the
@@ -388,11 +389,12 @@ def build_synthetic(
     tag: str,
     created: list[Collection],
     progress: Progress,
+    name: str = "synthetic",
 ) -> tuple[Collection, float]:
     """`copies` copies of the real set's rows in one collection, inserted into the
     live table and its indexes; copy 0 keeps its vectors, the others are
     perturbed. Section parents are not copied (retrieval does not read them)."""
-    collection = _new_collection(f"{tag}-synthetic", created)
+    collection = _new_collection(f"{tag}-{name}", created)
     rng = np.random.default_rng(8)
     noise = rng.normal(0, NOISE_SIGMA, (NOISE_VECTORS, embedding.get_embedder().dim))
     started = time.perf_counter()
@@ -413,7 +415,7 @@ def build_synthetic(
             with transaction.atomic():
                 for statement in (_COPY_SOURCES, _COPY_SECTIONS, _COPY_CHUNKS):
                     cursor.execute(statement, params)
-            progress(f"synthetic set: copy {copy + 1} of {copies}")
+            progress(f"{name} set: copy {copy + 1} of {copies}")
         cursor.execute("DROP TABLE bench_noise")
     analyze()
     keywords.count_terms(collection)
@@ -515,7 +517,7 @@ def explain(collection: Collection, question: str) -> list[str]:
     """EXPLAIN ANALYZE of the vector search as `retrieval` runs it."""
     vector = embedding.get_embedder().embed([question])[0]
     sql, params = retrieval.nearest_query(collection, vector)
-    with retrieval.hnsw_scan(), connection.cursor() as cursor:
+    with retrieval.hnsw_scan(collection), connection.cursor() as cursor:
         cursor.execute("EXPLAIN (ANALYZE, BUFFERS) " + sql, params)
         plan = "\n".join(row[0] for row in cursor.fetchall())
     return _VECTOR_LITERAL_RE.sub("'[question vector]'", plan).splitlines()

@@ -9,7 +9,10 @@ One run, on one corpus of Markdown and prose built by `synthesize`:
 2. embedding chunks/s at about 120 and 250 tokens: our fp32 and int8 embedders
    and, when torch is installed, sentence-transformers (same texts, batch 16);
 3. ingestion end to end with one and with two RQ workers (`scale`);
-4. retrieval and answer latency at 10,000 and 100,000 chunks (`scale`).
+4. retrieval and answer latency at 10,000 and 100,000 chunks (`scale`);
+5. retrieval in a small collection alone and beside two large ones
+   (`neighbours`, also alone: `kb_bench speed --only neighbours`);
+6. the latency a reranker adds per question (`rerank`, issue #17).
 
 The peers are imported only here, from requirements-bench.txt; torch is an
 optional extra (`pip install torch==2.13.0`), its rows are left out without it.
@@ -31,6 +34,7 @@ import numpy as np
 from django.conf import settings
 
 from kb import chunking, parsing
+from kb.benchmarks import rerank
 from kb.embedding import Embedder, get_embedder
 
 SHARED = Path(settings.BASE_DIR).parent / "shared"
@@ -358,8 +362,10 @@ class Report:
     chunking: list[ChunkRow]
     embedding: EmbedReport
     scale: Any  # scale.ScaleReport
+    neighbours: Any = None  # neighbours.NeighboursReport
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
+    reranking: list[rerank.RerankRow] = field(default_factory=list)
 
 
 def machine() -> dict[str, Any]:
@@ -384,7 +390,7 @@ def _cpu_model() -> str:
 
 
 def run(quick: bool, keep: bool, progress: Progress) -> Report:
-    from kb.benchmarks import scale
+    from kb.benchmarks import neighbours, scale
 
     began = time.perf_counter()
     started = time.strftime("%Y-%m-%d %H:%M %Z")
@@ -404,9 +410,12 @@ def run(quick: bool, keep: bool, progress: Progress) -> Report:
     embed_report = embed_speed(
         docs, QUICK_EMBED_TEXTS if quick else EMBED_TEXTS, progress
     )
+    rerank_rows = rerank.rerank_speed(quick, progress)
     scale_report = scale.run(base, docs, quick=quick, keep=keep, progress=progress)
     report = Report(started, machine(), corpus, chunk_rows, embed_report, scale_report)
+    report.neighbours = neighbours.run(quick=quick, keep=keep, progress=progress)
     report.seconds = time.perf_counter() - began
+    report.reranking = rerank_rows
     return report
 
 
@@ -414,14 +423,17 @@ def run(quick: bool, keep: bool, progress: Progress) -> Report:
 
 
 def markdown(report: Report) -> str:
-    from kb.benchmarks import scale
+    from kb.benchmarks import neighbours, scale
 
     parts = [
         _corpus_line(report),
         _chunk_table(report.chunking),
         _embed_table(report.embedding),
         scale.markdown(report.scale),
+        *([rerank.markdown(report.reranking)] if report.reranking else []),
     ]
+    if report.neighbours is not None:
+        parts.append(neighbours.markdown(report.neighbours))
     return "\n\n".join(parts) + "\n"
 
 

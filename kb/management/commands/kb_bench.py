@@ -11,7 +11,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from kb.benchmarks import quality, speed
+from kb.benchmarks import formats, quality, speed
 from kb.embedding import PRECISIONS
 
 
@@ -21,7 +21,9 @@ class Command(BaseCommand):
         "precision and IoU on the Chroma chunking evaluation (../shared/benchmarks/"
         "chroma) for our chunker and the report's splitters; `speed`: throughput "
         "and latency of chunking, embedding, ingestion and retrieval against peers, "
-        "in scratch `bench-...` collections. Install requirements-bench.txt first."
+        "in scratch `bench-...` collections; `formats`: structure recall of the "
+        "HTML/DOCX/PDF readers on the corpora rendered by markdown-it, Chromium "
+        "and pandoc. Install requirements-bench.txt first."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -75,14 +77,50 @@ class Command(BaseCommand):
             action="store_true",
             help="keep the bench-... collections instead of deleting them",
         )
+        fast.add_argument(
+            "--only",
+            choices=["neighbours"],
+            help="run one part: `neighbours`, retrieval in a small collection "
+            "alone and beside two large ones (issue #15)",
+        )
+
+        fidelity = benches.add_parser(
+            "formats", help="structure kept by the HTML/DOCX/PDF readers (issue #16)"
+        )
+        fidelity.add_argument(
+            "--corpora",
+            type=Path,
+            default=formats.CORPORA_DIR,
+            help="a folder of corpus folders of .md files (default: %(default)s)",
+        )
+        fidelity.add_argument(
+            "--formats", nargs="+", choices=formats.FORMATS, default=formats.FORMATS
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         if options["bench"] == "speed":
             self._speed(options)
+        elif options["bench"] == "formats":
+            self._formats(options)
         else:
             self._quality(options)
 
+    def _formats(self, options: dict[str, Any]) -> None:
+        started = time.strftime("%Y-%m-%d %H:%M %Z")
+        try:
+            report = formats.run(
+                options["corpora"],
+                tuple(options["formats"]),
+                progress=lambda line: self.stderr.write(line),
+            )
+        except FileNotFoundError as exc:
+            raise CommandError(str(exc)) from exc
+        self.stdout.write(f"kb_bench formats, {started}, {os.cpu_count()} CPUs\n")
+        self.stdout.write(formats.markdown(report))
+
     def _speed(self, options: dict[str, Any]) -> None:
+        if options["only"] == "neighbours":
+            return self._neighbours(options)
         try:
             report = speed.run(
                 options["quick"],
@@ -97,6 +135,22 @@ class Command(BaseCommand):
         self.stdout.write(speed.markdown(report))
         if options["json"]:
             options["json"].write_text(json.dumps(speed.as_json(report), indent=1))
+            self.stdout.write(f"JSON written to {options['json']}")
+
+    def _neighbours(self, options: dict[str, Any]) -> None:
+        from kb.benchmarks import neighbours
+
+        started = time.strftime("%Y-%m-%d %H:%M %Z")
+        report = neighbours.run(
+            quick=options["quick"],
+            keep=options["keep"],
+            progress=lambda line: self.stderr.write(line),
+        )
+        load = os.getloadavg()[0]
+        self.stdout.write(f"kb_bench speed --only neighbours, {started}, load {load}\n")
+        self.stdout.write(neighbours.markdown(report))
+        if options["json"]:
+            options["json"].write_text(json.dumps(neighbours.as_json(report), indent=1))
             self.stdout.write(f"JSON written to {options['json']}")
 
     def _quality(self, options: dict[str, Any]) -> None:

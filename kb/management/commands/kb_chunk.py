@@ -13,10 +13,16 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from kb.chunking import DEFAULT_MAX_TOKENS, STRATEGIES, ChunkData, chunk_document
 from kb.embedding import get_embedder
-from kb.parsing import MARKDOWN_EXTENSIONS, TEXT_EXTENSIONS, ParseError, decode_upload
+from kb.parsing import (
+    CONVERTED_EXTENSIONS,
+    MARKDOWN_EXTENSIONS,
+    TEXT_EXTENSIONS,
+    ParseError,
+)
 from kb.parsing import parse as parse_document
+from kb.readers import text_of
 
-EXTENSIONS = MARKDOWN_EXTENSIONS + TEXT_EXTENSIONS
+EXTENSIONS = MARKDOWN_EXTENSIONS + TEXT_EXTENSIONS + CONVERTED_EXTENSIONS
 
 
 @dataclass
@@ -29,8 +35,9 @@ class _Totals:
 
 class Command(BaseCommand):
     help = (
-        "Parse and chunk a Markdown/text file or a folder (recursively *.md, "
-        "*.markdown, *.txt) without storing anything, and print sections, chunks, "
+        "Parse and chunk a Markdown/text/HTML/DOCX/PDF file or a folder "
+        "(recursively *.md, *.markdown, *.txt, *.html, *.htm, *.docx, *.pdf) "
+        "without storing anything, and print sections, chunks, "
         "median and p95 token length, the largest chunk and the share of "
         "word-boundary fallbacks."
     )
@@ -59,7 +66,7 @@ class Command(BaseCommand):
         for path in files:
             name = str(path.relative_to(root)) if root.is_dir() else path.name
             try:
-                text = decode_upload(path.read_bytes(), name)
+                text = text_of(name, path.read_bytes())
                 doc = parse_document(text, name)
                 result = chunk_document(
                     doc,

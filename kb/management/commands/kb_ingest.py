@@ -3,7 +3,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
-from django.db import transaction
 
 from kb import ingestion, jobs, keywords, parsing
 from kb.models import Collection
@@ -11,7 +10,8 @@ from kb.models import Collection
 
 class Command(BaseCommand):
     help = (
-        "Store .md/.markdown/.txt files (or folders of them) as sources of a "
+        "Store .md/.markdown/.txt/.html/.htm/.docx/.pdf files (or folders of "
+        "them) as sources of a "
         "collection and index them: queued for the workers, or here with --sync."
     )
 
@@ -30,7 +30,9 @@ class Command(BaseCommand):
             self.stdout.write(f"Created collection {collection}")
         files = list(_files(options["paths"]))
         if not files:
-            raise CommandError("No .md, .markdown or .txt files found.")
+            raise CommandError(
+                f"No {', '.join(ingestion.ALLOWED_EXTENSIONS)} files found."
+            )
         failed = 0
         for root, path in files:
             name = path.relative_to(root).as_posix() if root != path else path.name
@@ -46,7 +48,7 @@ class Command(BaseCommand):
     def _one(self, collection: Collection, name: str, path: Path, sync: bool) -> bool:
         shown = ingestion.shown_name(name)  # a name that is not UTF-8 still prints
         try:
-            with transaction.atomic():
+            with ingestion.storing():
                 source, outcome = ingestion.store_source(
                     collection, name, path.read_bytes()
                 )
@@ -54,8 +56,9 @@ class Command(BaseCommand):
                     self.stdout.write(f"{shown}: unchanged")
                     return True
                 if not sync:
-                    jobs.enqueue_ingest(source)
-                    self.stdout.write(f"{shown}: {outcome}, queued")
+                    queued = jobs.enqueue_ingest(source)
+                    note = "queued" if queued else jobs.QUEUE_DOWN
+                    self.stdout.write(f"{shown}: {outcome}, {note}")
                     return True
             self.stdout.write(f"{shown}: {outcome}, {ingestion.ingest(source.pk)}")
         except (ingestion.IngestionError, parsing.ParseError) as exc:

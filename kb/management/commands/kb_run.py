@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -32,8 +33,10 @@ class Command(BaseCommand):
                 "was emptied, or its server restarted without them)."
             )
         manage = [sys.executable, str(settings.BASE_DIR / "manage.py")]
+        # Each worker's embedder takes its share of the cores (kb.worker).
+        env = {**os.environ, "KB_WORKERS": str(options["workers"])}
         procs = [
-            subprocess.Popen([*manage, "rqworker", "default"])
+            subprocess.Popen([*manage, "rqworker", "default"], env=env)
             for _ in range(options["workers"])
         ]
         procs.append(

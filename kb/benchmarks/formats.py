@@ -1,0 +1,346 @@
+"""Reader fidelity (issue #16): how much Markdown structure survives a round trip.
+
+Every Markdown file of the corpora is rendered to HTML (markdown-it-py), to PDF
+(that HTML printed by headless Chromium) and to DOCX (pandoc), into a temporary
+folder; each rendering is read back with kb.readers, and its structure compared
+with the original's: headings with their level, table rows with their header,
+list items and code blocks (recall: the share of the original's found again).
+Also times each reader (MB/s, and pages/s for PDF) and, for PDF, pdfplumber's
+plain text extraction on the same files.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+import unicodedata
+from collections import Counter
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from markdown_it import MarkdownIt
+
+from kb import readers
+from kb.parsing import MAX_NESTING
+
+CORPORA_DIR = Path(__file__).resolve().parents[2] / ".." / "shared" / "corpora"
+FORMATS = ("html", "docx", "pdf")
+KINDS = ("headings", "table_rows", "list_items", "code_blocks")
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+)
+# Ruled tables and shaded code, as documentation sites print them.
+CSS = (
+    "body{font-family:sans-serif;font-size:11pt;max-width:50em}"
+    "table{border-collapse:collapse}td,th{border:1px solid #555;padding:3px 6px}"
+    "pre{background:#f3f3f3;padding:6px}"
+)
+_FRONT_MATTER_RE = re.compile(r"\A---[ \t]*\n.*?\n(?:---|\.\.\.)[ \t]*\n", re.S)
+_IMAGE_RE = re.compile(r"!\[([^\]]*)\]\([^)]*\)|!\[([^\]]*)\]\[[^\]]*\]")
+_MARKUP_RE = re.compile(r"[*_`\\]")
+_SPACE_RE = re.compile(r"\s+")
+
+
+def _md() -> MarkdownIt:
+    md = MarkdownIt("commonmark", {"maxNesting": MAX_NESTING})
+    return md.enable(["table", "strikethrough"])
+
+
+@dataclass
+class Structure:
+    headings: Counter = field(default_factory=Counter)
+    table_rows: Counter = field(default_factory=Counter)
+    list_items: Counter = field(default_factory=Counter)
+    code_blocks: Counter = field(default_factory=Counter)
+
+
+def _norm(text: str) -> str:
+    text = unicodedata.normalize("NFKC", text).replace("\u200b", "")
+    return _SPACE_RE.sub(" ", _MARKUP_RE.sub("", text)).strip().lower()
+
+
+def _code_norm(text: str) -> str:
+    return _SPACE_RE.sub("", unicodedata.normalize("NFKC", text))
+
+
+def structure(markdown: str) -> Structure:
+    """The structures of a Markdown text that the fidelity figures count."""
+    found = Structure()
+    tokens = _md().parse(markdown)
+    header: list[str] = []
+    row: list[str] = []
+    in_head = False
+    item_depth: list[bool] = []  # per open list item: its first text taken
+    for i, token in enumerate(tokens):
+        kind = token.type
+        if kind == "heading_open":
+            found.headings[(int(token.tag[1]), _norm(_plain(tokens[i + 1])))] += 1
+        elif kind == "thead_open":
+            in_head, header = True, []
+        elif kind == "thead_close":
+            in_head = False
+        elif kind == "tr_open":
+            row = []
+        elif kind in ("th_open", "td_open"):
+            (header if in_head else row).append(_norm(_plain(tokens[i + 1])))
+        elif kind == "tr_close" and not in_head:
+            found.table_rows[(" | ".join(header), " | ".join(row))] += 1
+        elif kind == "list_item_open":
+            item_depth.append(False)
+        elif kind == "list_item_close":
+            item_depth.pop()
+        elif kind == "inline" and item_depth and not item_depth[-1]:
+            item_depth[-1] = True
+            found.list_items[_norm(_plain(token))] += 1
+        elif kind in ("fence", "code_block") and token.content.strip():
+            found.code_blocks[_code_norm(token.content)] += 1
+    return found
+
+
+def _plain(token) -> str:
+    if token.type != "inline" or not token.children:
+        return token.content
+    parts = []
+    for child in token.children:
+        if child.type in ("text", "code_inline"):
+            parts.append(child.content)
+        elif child.type in ("softbreak", "hardbreak"):
+            parts.append(" ")
+        elif child.type == "image":
+            parts.append(child.content)
+    return "".join(parts)
+
+
+def recall(original: Structure, read: Structure) -> dict[str, tuple[int, int]]:
+    """Per kind: (found again, in the original)."""
+    out = {}
+    for kind in KINDS:
+        want: Counter = getattr(original, kind)
+        got: Counter = getattr(read, kind)
+        out[kind] = (sum((want & got).values()), sum(want.values()))
+    return out
+
+
+# --- rendering ------------------------------------------------------------------
+
+
+def render_html(markdown: str, title: str) -> str:
+    body = _md().render(_FRONT_MATTER_RE.sub("", markdown))
+    return (
+        f"<!doctype html><html><head><meta charset='utf-8'><title>{title}</title>"
+        f"<style>{CSS}</style></head><body><main>{body}</main></body></html>"
+    )
+
+
+def render_pdf(html_path: Path, pdf_path: Path) -> None:
+    subprocess.run(
+        [CHROMIUM, *CHROMIUM_FLAGS, f"--print-to-pdf={pdf_path}", html_path.as_uri()],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+
+
+def render_docx(markdown: str, docx_path: Path) -> None:
+    """pandoc's rendering; images become their alt text (pandoc would fetch them)."""
+    markdown = _IMAGE_RE.sub(
+        lambda m: m.group(1) or m.group(2) or "", _FRONT_MATTER_RE.sub("", markdown)
+    )
+    subprocess.run(
+        ["pandoc", "-f", "gfm", "-o", str(docx_path)],
+        input=markdown.encode("utf-8"),
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+
+
+# --- the run --------------------------------------------------------------------
+
+
+@dataclass
+class Report:
+    # (format, corpus) -> kind -> (found, total)
+    recall: dict[tuple[str, str], dict[str, list[int]]] = field(default_factory=dict)
+    seconds: Counter = field(default_factory=Counter)  # reading time per format
+    size: Counter = field(default_factory=Counter)  # bytes read per format
+    pages: int = 0
+    plumber_seconds: float = 0.0
+    # one long PDF (a whole corpus printed as one document): pages, seconds
+    long_pdf: dict[str, float] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
+
+
+def run(
+    corpora_dir: Path = CORPORA_DIR,
+    formats: tuple[str, ...] = FORMATS,
+    progress: Callable[[str], None] = lambda line: None,
+) -> Report:
+    missing = [
+        tool
+        for tool, fmt in ((CHROMIUM, "pdf"), ("pandoc", "docx"))
+        if fmt in formats and not shutil.which(tool)
+    ]
+    if missing:
+        raise FileNotFoundError(f"{', '.join(missing)} not found")
+    report = Report()
+    with tempfile.TemporaryDirectory(prefix="kb-formats-") as tmp:
+        for corpus in sorted(p for p in corpora_dir.iterdir() if p.is_dir()):
+            files = sorted(corpus.rglob("*.md"))
+            if not files:
+                continue
+            progress(f"{corpus.name}: {len(files)} files")
+            rendered = _render_all(files, corpus.name, Path(tmp), formats)
+            for path, paths in zip(files, rendered, strict=True):
+                _read_back(path, corpus.name, paths, formats, report)
+        if "pdf" in formats:
+            report.long_pdf = _long_pdf(corpora_dir, Path(tmp))
+    return report
+
+
+def _long_pdf(corpora_dir: Path, tmp: Path) -> dict[str, float]:
+    """The largest corpus as one PDF: the reader's and pdfplumber's speed on it."""
+    corpus = max(
+        (p for p in corpora_dir.iterdir() if p.is_dir()),
+        key=lambda p: sum(f.stat().st_size for f in p.rglob("*.md")),
+    )
+    texts = [
+        _FRONT_MATTER_RE.sub("", f.read_text("utf-8"))
+        for f in sorted(corpus.rglob("*.md"))
+    ]
+    html_path = tmp / "long.html"
+    html_path.write_text(render_html("\n\n".join(texts), corpus.name), "utf-8")
+    render_pdf(html_path, tmp / "long.pdf")
+    data = (tmp / "long.pdf").read_bytes()
+    started = time.perf_counter()
+    reading = readers.read("long.pdf", data)
+    seconds = time.perf_counter() - started
+    return {
+        "corpus": corpus.name,
+        "pages": reading.summary["pages"],
+        "mb": len(data) / 1e6,
+        "reader": seconds,
+        "pdfplumber": _plumber_seconds(data),
+    }
+
+
+def _render_all(files: list[Path], corpus: str, tmp: Path, formats) -> list[dict]:
+    """Each file rendered to every format (Chromium two at a time)."""
+    rendered = []
+    for n, path in enumerate(files):
+        markdown = path.read_text("utf-8")
+        stem = f"{corpus}-{n:03d}-{path.stem}"
+        html_path = tmp / f"{stem}.html"
+        html_path.write_text(render_html(markdown, path.stem), "utf-8")
+        paths = {"html": html_path, "pdf": tmp / f"{stem}.pdf"}
+        if "docx" in formats:
+            paths["docx"] = tmp / f"{stem}.docx"
+            render_docx(markdown, paths["docx"])
+        rendered.append(paths)
+    if "pdf" in formats:
+        with ThreadPoolExecutor(2) as pool:
+            list(pool.map(lambda p: render_pdf(p["html"], p["pdf"]), rendered))
+    return rendered
+
+
+def _read_back(path: Path, corpus: str, files: dict, formats, report: Report) -> None:
+    markdown = path.read_text("utf-8")
+    original = structure(_FRONT_MATTER_RE.sub("", markdown))
+    for fmt in formats:
+        data = files[fmt].read_bytes()
+        started = time.perf_counter()
+        try:
+            reading = readers.read(files[fmt].name, data)
+        except readers.ReaderError as exc:
+            report.errors.append(f"{corpus}/{path.name} {fmt}: {exc}")
+            text = ""
+        else:
+            text = reading.text
+            if fmt == "pdf":
+                report.pages += reading.summary["pages"]
+        report.seconds[fmt] += time.perf_counter() - started
+        report.size[fmt] += len(data)
+        if fmt == "pdf":
+            report.plumber_seconds += _plumber_seconds(data)
+        counts = report.recall.setdefault(
+            (fmt, corpus), {kind: [0, 0] for kind in KINDS}
+        )
+        for kind, (found, total) in recall(original, structure(text)).items():
+            counts[kind][0] += found
+            counts[kind][1] += total
+
+
+def _plumber_seconds(data: bytes) -> float:
+    """pdfplumber's flat text of the same PDF, timed (0 when not installed)."""
+    try:
+        import io
+
+        import pdfplumber
+    except ModuleNotFoundError:
+        return 0.0
+    started = time.perf_counter()
+    with pdfplumber.open(io.BytesIO(data)) as pdf:
+        for page in pdf.pages:
+            page.extract_text()
+    return time.perf_counter() - started
+
+
+def markdown(report: Report) -> str:
+    lines = [
+        "| format | corpus | headings | table rows | list items | code blocks |",
+        "|---|---|---|---|---|---|",
+    ]
+    for (fmt, corpus), counts in sorted(report.recall.items()):
+        cells = []
+        for kind in KINDS:
+            found, total = counts[kind]
+            cells.append(f"{found / total:.3f} ({found}/{total})" if total else "-")
+        lines.append(f"| {fmt} | {corpus} | " + " | ".join(cells) + " |")
+    lines += [
+        "",
+        "| reader | MB read | seconds | MB/s | pages/s |",
+        "|---|---|---|---|---|",
+    ]
+    for fmt in sorted(report.seconds):
+        mb, seconds = report.size[fmt] / 1e6, report.seconds[fmt]
+        per_page = f"{report.pages / seconds:.1f}" if fmt == "pdf" and seconds else ""
+        lines.append(
+            f"| kb.readers {fmt} | {mb:.2f} | {seconds:.2f} | {mb / seconds:.2f} "
+            f"| {per_page} |"
+        )
+    if report.plumber_seconds:
+        mb = report.size["pdf"] / 1e6
+        lines.append(
+            f"| pdfplumber extract_text (flat) | {mb:.2f} | "
+            f"{report.plumber_seconds:.2f} | {mb / report.plumber_seconds:.2f} | "
+            f"{report.pages / report.plumber_seconds:.1f} |"
+        )
+    if report.long_pdf:
+        long = report.long_pdf
+        lines += [
+            "",
+            f"One long PDF ({long['corpus']} as one document, {long['pages']} pages, "
+            f"{long['mb']:.1f} MB): kb.readers {long['pages'] / long['reader']:.1f} "
+            "pages/s with structure"
+            + (
+                f", pdfplumber extract_text {long['pages'] / long['pdfplumber']:.1f}"
+                " pages/s (flat text)"
+                if long["pdfplumber"]
+                else ""
+            ),
+        ]
+    if report.errors:
+        lines += ["", "Refused:", *[f"- {e}" for e in report.errors]]
+    return "\n".join(lines) + "\n"

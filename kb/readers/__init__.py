@@ -1,0 +1,137 @@
+"""HTML, DOCX and PDF files -> the project's canonical Markdown text (issue #16).
+
+No ORM here: bytes in, a `Reading` out. The format is decided by the content,
+not only by the extension: a `.pdf` that holds HTML is refused, naming the file.
+Every bad input raises `ReaderError` with a message that names the file.
+"""
+
+from __future__ import annotations
+
+import io
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import PurePosixPath
+from typing import Any
+
+from kb.parsing import ParseError, decode_upload
+
+EXTENSIONS = {".html": "html", ".htm": "html", ".docx": "docx", ".pdf": "pdf"}
+MAX_HTML_BYTES = 50 * 1024 * 1024
+DEFAULT_MAX_PDF_PAGES = 2000
+
+
+class ReaderError(ParseError):
+    """The file cannot be read; the message names it and says why.
+
+    A ParseError, so that every place that refuses a bad upload refuses these.
+    """
+
+
+@dataclass
+class Reading:
+    """A file's Markdown text and what the reader kept and lost.
+
+    `pages` maps (page number, start, end) character ranges of `text` to the page
+    they came from (PDF only, else None). `summary` counts headings, tables with
+    and without a header row, list items, code blocks, images dropped and, for
+    PDF, pages, running headers removed, characters per page and empty pages.
+    """
+
+    text: str
+    pages: list[tuple[int, int, int]] | None = None
+    summary: dict[str, Any] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+    def pages_of(self, start: int, end: int) -> tuple[int, int] | None:
+        """First and last page of the text between `start` and `end`."""
+        hit = [
+            p for p, s, e in self.pages or () if s < max(end, start + 1) and e > start
+        ]
+        return (min(hit), max(hit)) if hit else None
+
+
+def text_of(name: str, data: bytes) -> str:
+    """The stored text of an upload: converted to Markdown for the formats read
+    here, decoded for Markdown and plain text."""
+    if format_of(name):
+        return read(name, data).text
+    return decode_upload(data, name)
+
+
+def format_of(name: str) -> str | None:
+    """The reader for a file name's extension, or None for other files."""
+    return EXTENSIONS.get(PurePosixPath(name).suffix.lower())
+
+
+def sniff(data: bytes) -> str:
+    """What the bytes are: pdf, docx, zip, broken zip, html or other."""
+    head = data[:1024]
+    if data[:1024].find(b"%PDF-") != -1:
+        return "pdf"
+    if data.startswith(b"PK\x03\x04"):
+        try:
+            with zipfile.ZipFile(io.BytesIO(data)) as archive:
+                names = set(archive.namelist())
+        except (zipfile.BadZipFile, OSError, EOFError, ValueError):
+            return "broken zip"
+        return "docx" if "word/document.xml" in names else "zip"
+    if b"\x00" not in head and b"<" in head:  # markup, in an ASCII-based encoding
+        return "html"
+    return "other"
+
+
+_EXPECTED = {
+    "pdf": "a PDF file (it should start with %PDF-)",
+    "docx": "a Word .docx file (a zip holding word/document.xml)",
+    "html": "an HTML file",
+}
+_FOUND = {
+    "pdf": "a PDF",
+    "docx": "a Word document",
+    "zip": "a zip archive without word/document.xml",
+    "broken zip": "a truncated or damaged zip archive",
+    "html": "HTML",
+    "other": "something else",
+}
+
+
+def read(name: str, data: bytes, *, max_pdf_pages: int | None = None) -> Reading:
+    """Read an .html/.htm, .docx or .pdf file into Markdown, or ReaderError."""
+    kind = format_of(name)
+    if kind is None:
+        raise ReaderError(f"{name}: not an .html, .htm, .docx or .pdf file")
+    if not data.strip():
+        raise ReaderError(f"{name} is empty")
+    found = sniff(data)
+    if kind == "docx" and found == "broken zip":
+        raise ReaderError(f"{name} is a corrupt .docx file: a truncated or damaged zip")
+    if found != kind:
+        raise ReaderError(
+            f"{name} is not {_EXPECTED[kind]}: its content is {_FOUND[found]}"
+        )
+    if kind == "html":
+        from kb.readers import html
+
+        if len(data) > MAX_HTML_BYTES:
+            raise ReaderError(
+                f"{name} is {len(data) / 2**20:.0f} MB of HTML; "
+                f"the limit is {MAX_HTML_BYTES // 2**20} MB"
+            )
+        return html.read(name, data)
+    if kind == "docx":
+        from kb.readers import docx
+
+        return docx.read(name, data)
+    from kb.readers import pdf
+
+    return pdf.read(name, data, max_pages=max_pdf_pages or _max_pdf_pages())
+
+
+def _max_pdf_pages() -> int:
+    from django.conf import settings
+    from django.core.exceptions import ImproperlyConfigured
+
+    try:
+        return int(getattr(settings, "KB_MAX_PDF_PAGES", DEFAULT_MAX_PDF_PAGES))
+    except ImproperlyConfigured:  # Django not set up: a plain script
+        return DEFAULT_MAX_PDF_PAGES

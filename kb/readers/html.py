@@ -1,0 +1,380 @@
+"""HTML (and Confluence / Notion exports) -> canonical Markdown.
+
+Only the main content is read: the document's own landmarks (`main`,
+`role=main`, a single `article`, the export formats' content containers) before
+anything else, with navigation, banners, footers, sidebars, scripts, styles and
+cookie banners dropped first.
+"""
+
+from __future__ import annotations
+
+import re
+
+import lxml.etree
+import lxml.html
+
+from kb.readers import ReaderError, Reading
+from kb.readers.markdown import Writer, clean
+
+MAX_DEPTH = 150  # deeper nesting is read as plain text, not recursed into
+_HEADINGS = {f"h{i}": i for i in range(1, 7)}
+_DROP_TAGS = {
+    "script",
+    "style",
+    "noscript",
+    "template",
+    "nav",
+    "aside",
+    "form",
+    "button",
+    "iframe",
+    "svg",
+    "canvas",
+    "object",
+    "embed",
+    "select",
+    "input",
+    "textarea",
+    "dialog",
+    "head",
+}
+_DROP_ROLES = {
+    "navigation",
+    "banner",
+    "contentinfo",
+    "complementary",
+    "search",
+    "dialog",
+    "alertdialog",
+}
+# class or id words that mark page furniture rather than content
+_FURNITURE_RE = re.compile(
+    r"^(cookie.*|.*-?cookies?-?.*|.*consent.*|gdpr|sidebar|side-bar|breadcrumbs?"
+    r"|breadcrumb-section|footer|site-footer|site-header|navbar|nav|menu|skip-link"
+    r"|toc|.*toc-macro|table-of-contents|page-metadata|pagesection|likes-and-labels-container)$",
+    re.I,
+)
+# containers of the main content in export formats, tried after the landmarks
+_CONTENT_XPATHS = (
+    ".//*[@id='main-content']",  # Confluence
+    ".//*[contains(concat(' ', normalize-space(@class), ' '), ' wiki-content ')]",
+    ".//*[contains(concat(' ', normalize-space(@class), ' '), ' page-body ')]",
+    ".//*[@id='content']",
+    ".//*[contains(concat(' ', normalize-space(@class), ' '), ' content ')]",
+    ".//*[@id='main']",
+)
+_BLOCK_TAGS = {
+    "p",
+    "div",
+    "section",
+    "article",
+    "main",
+    "header",
+    "footer",
+    "ul",
+    "ol",
+    "dl",
+    "dt",
+    "dd",
+    "table",
+    "pre",
+    "blockquote",
+    "figure",
+    "figcaption",
+    "details",
+    "summary",
+    "hr",
+    "address",
+    "center",
+    "fieldset",
+    "body",
+    "li",
+    *_HEADINGS,
+}
+_BRUSH_RE = re.compile(r"brush:\s*([\w+#-]+)")
+_LANG_RE = re.compile(r"(?:language|lang)-([\w+#-]+)")
+
+
+def read(name: str, data: bytes) -> Reading:
+    root = _parse(name, data)
+    body = root.find("body")
+    if body is None:
+        body = root
+    title = clean(root.findtext(".//title") or "")
+    _drop_furniture(body)
+    content = _main_content(body)
+    walker = _Walker()
+    if title and not any(True for _ in content.iter("h1")):
+        walker.out.heading(1, title)
+    try:
+        walker.container(content, 0)
+    except RecursionError as exc:
+        raise ReaderError(f"{name} is nested too deeply to read") from exc
+    text, _ = walker.out.render()
+    if not text.strip():
+        raise ReaderError(f"{name} has no text in its main content")
+    return Reading(text=text, summary=walker.out.summary(), warnings=walker.warnings)
+
+
+def _parse(name: str, data: bytes) -> lxml.html.HtmlElement:
+    try:
+        markup: str | bytes = data.decode("utf-8-sig")
+        markup = re.sub(r"^\s*<\?xml[^>]*>", "", markup)  # str input must not declare
+    except UnicodeDecodeError:
+        markup = data  # lxml reads the <meta charset> itself
+    parser = lxml.html.HTMLParser(remove_comments=True, huge_tree=True)
+    try:
+        root = lxml.html.document_fromstring(markup, parser=parser)
+    except (lxml.etree.ParserError, ValueError) as exc:
+        raise ReaderError(f"{name} could not be read as HTML: {exc}") from exc
+    if any(e.type_name == "ERR_RESOURCE_LIMIT" for e in parser.error_log):
+        # libxml2 stops at 2,048 levels and drops the rest: refuse, not truncate
+        raise ReaderError(f"{name} is nested too deeply to read")
+    return root
+
+
+def _is_furniture(el: lxml.html.HtmlElement) -> bool:
+    tag = el.tag
+    if tag in _DROP_TAGS:
+        return True
+    if tag in ("header", "footer"):
+        # a header inside an article or section is the article's own (its title)
+        return not any(
+            a.tag in ("article", "main", "section") for a in el.iterancestors()
+        )
+    if el.get("role") in _DROP_ROLES or el.get("aria-hidden") == "true":
+        return True
+    if el.get("hidden") is not None or "display:none" in (
+        el.get("style") or ""
+    ).replace(" ", ""):
+        return True
+    words = (el.get("class") or "").split() + (el.get("id") or "").split()
+    return any(_FURNITURE_RE.match(w) for w in words)
+
+
+def _drop_furniture(body: lxml.html.HtmlElement) -> None:
+    doomed = [el for el in body.iter() if isinstance(el.tag, str) and _is_furniture(el)]
+    for el in doomed:
+        if el.getparent() is not None:
+            el.drop_tree()  # keeps its tail text
+
+
+def _main_content(body: lxml.html.HtmlElement) -> lxml.html.HtmlElement:
+    for found in (
+        body.findall(".//main"),
+        body.xpath(".//*[@role='main']"),
+        body.findall(".//article"),
+    ):
+        if len(found) == 1:
+            return found[0]
+    for xpath in _CONTENT_XPATHS:
+        found = body.xpath(xpath)
+        if len(found) == 1:
+            return found[0]
+    return body
+
+
+def _classes(el: lxml.html.HtmlElement) -> set[str]:
+    return set((el.get("class") or "").split())
+
+
+class _Walker:
+    def __init__(self) -> None:
+        self.out = Writer()
+        self.warnings: list[str] = []
+
+    # --- inline text ---------------------------------------------------------
+
+    def inline(
+        self, el: lxml.html.HtmlElement, skip_blocks: bool = False, depth: int = 0
+    ) -> str:
+        if depth > MAX_DEPTH:
+            return el.text_content()  # deeper nesting: its text, not recursed into
+        parts: list[str] = [el.text or ""]
+        for child in el:
+            if isinstance(child.tag, str):
+                if skip_blocks and child.tag in ("ul", "ol", "table", "pre"):
+                    pass
+                else:
+                    parts.append(self._inline_child(child, depth + 1))
+            parts.append(child.tail or "")
+        return "".join(parts)
+
+    def _inline_child(self, el: lxml.html.HtmlElement, depth: int = 0) -> str:
+        tag = el.tag
+        if tag == "img":
+            self.out.counts["images_dropped"] += 1
+            alt = clean(el.get("alt") or "")
+            return f" {alt} " if alt else " "
+        if tag == "br":
+            return "\n"
+        if tag == "a" and el.get("href"):
+            self.out.counts["links"] += 1
+        if tag == "code" and el.getparent().tag != "pre":
+            code = clean(el.text_content())
+            return f"`{code}`" if code and "`" not in code else code
+        text = self.inline(el, depth=depth)
+        return f" {text} " if tag in _BLOCK_TAGS or tag in ("td", "th") else text
+
+    # --- blocks --------------------------------------------------------------
+
+    def container(self, el: lxml.html.HtmlElement, depth: int) -> None:
+        """Blocks of an element whose children mix blocks and inline text."""
+        if depth > MAX_DEPTH:
+            self.out.paragraph(el.text_content())
+            return
+        loose: list[str] = [el.text or ""]
+        for child in el:
+            if not isinstance(child.tag, str):
+                loose.append(child.tail or "")
+                continue
+            if child.tag in _BLOCK_TAGS:
+                self.out.paragraph("".join(loose))
+                loose = []
+                self.block(child, depth + 1)
+            else:
+                loose.append(self._inline_child(child))
+            loose.append(child.tail or "")
+        self.out.paragraph("".join(loose))
+
+    def block(self, el: lxml.html.HtmlElement, depth: int) -> None:
+        tag = el.tag
+        classes = _classes(el)
+        if tag in _HEADINGS:
+            self.out.heading(_HEADINGS[tag], self.inline(el))
+        elif tag == "p" or tag in ("dt", "figcaption", "address"):
+            self.container(el, depth)
+        elif tag in ("ul", "ol"):
+            if "toggle" in classes:  # Notion toggle list: each item is a block
+                for li in el.iterchildren("li"):
+                    self.container(li, depth)
+            else:
+                self.list(el, 0, depth)
+                following = el.getnext()
+                if following is None or following.tag != tag:
+                    self.out.end_list()  # Notion writes one list per item
+        elif tag == "table":
+            self.table(el)
+        elif tag == "pre":
+            self.code(el)
+        elif tag == "blockquote" or "callout" in classes or _is_panel(el):
+            self.quote(el)
+        elif tag == "img":
+            self.out.paragraph(self._inline_child(el))
+        elif tag == "hr":
+            return
+        elif tag == "summary":
+            self.out.paragraph(self.inline(el))
+        else:
+            self.container(el, depth)
+
+    def list(self, el: lxml.html.HtmlElement, level: int, depth: int) -> None:
+        ordered = el.tag == "ol"
+        try:
+            number = int(el.get("start") or 1)
+        except ValueError:
+            number = 1
+        for li in el:
+            if not isinstance(li.tag, str):
+                continue
+            if li.tag in ("ul", "ol"):  # a list nested without its <li>
+                self.list(li, level + 1, depth + 1)
+                continue
+            self.out.item(
+                level, self.inline(li, skip_blocks=True), number if ordered else None
+            )
+            number += 1
+            for child in li.iterdescendants("ul", "ol", "table", "pre"):
+                if _nearest_owner(child, li):
+                    if child.tag in ("ul", "ol"):
+                        self.list(child, level + 1, depth + 1)
+                    else:
+                        self.out.end_list()
+                        self.block(child, depth + 1)
+
+    def table(self, el: lxml.html.HtmlElement) -> None:
+        rows: list[list[str]] = []
+        header = False
+        for tr in el.iter("tr"):
+            if _owning_table(tr) is not el:
+                continue  # a row of a nested table
+            cells: list[str] = []
+            for cell in tr:
+                if cell.tag not in ("td", "th"):
+                    continue
+                cells.append(self.inline(cell))
+                span = cell.get("colspan") or "1"
+                cells += [""] * (min(int(span), 50) - 1 if span.isdigit() else 0)
+            if not cells:
+                continue
+            if not rows:
+                in_head = tr.getparent().tag == "thead"
+                header = in_head or all(
+                    c.tag == "th" for c in tr if c.tag in ("td", "th")
+                )
+            rows.append(cells)
+        self.out.end_list()
+        self.out.table(rows, header)
+
+    def code(self, el: lxml.html.HtmlElement) -> None:
+        language = ""
+        for node in (el, *el.iter("code")):
+            found = _BRUSH_RE.search(node.get("data-syntaxhighlighter-params") or "")
+            found = found or _LANG_RE.search(node.get("class") or "")
+            if found:
+                language = found.group(1)
+                break
+        self.out.end_list()
+        self.out.code(el.text_content(), language)
+
+    def quote(self, el: lxml.html.HtmlElement) -> None:
+        self.out.end_list()
+        paragraphs = self._paragraphs(el, 0)  # without a callout's lone icon
+        self.out.quote([p for p in paragraphs if re.search(r"\w", p)])
+
+    def _paragraphs(self, el: lxml.html.HtmlElement, depth: int) -> list[str]:
+        """The paragraphs of a block quote or panel, nested blocks flattened."""
+        paragraphs: list[str] = []
+        loose: list[str] = [el.text or ""]
+        for child in el:
+            if isinstance(child.tag, str) and child.tag in _BLOCK_TAGS:
+                paragraphs.append("".join(loose))
+                loose = []
+                if child.tag in ("pre", "table") or depth > MAX_DEPTH:
+                    paragraphs.append(clean(child.text_content()))
+                elif child.tag in ("ul", "ol"):
+                    paragraphs += [self.inline(li) for li in child.iter("li")]
+                elif child.tag in ("div", "section", "blockquote", "figure"):
+                    paragraphs += self._paragraphs(child, depth + 1)
+                else:
+                    paragraphs.append(self.inline(child))
+            elif isinstance(child.tag, str):
+                loose.append(self._inline_child(child))
+            loose.append(child.tail or "")
+        paragraphs.append("".join(loose))
+        return paragraphs
+
+
+def _is_panel(el: lxml.html.HtmlElement) -> bool:
+    """Confluence's information/note/warning/tip macros and plain panels."""
+    classes = _classes(el)
+    return "confluence-information-macro" in classes or (
+        "panel" in classes and "code" not in classes
+    )
+
+
+def _nearest_owner(el: lxml.html.HtmlElement, li: lxml.html.HtmlElement) -> bool:
+    """Whether `li` is the closest list item around `el` (not a nested one's)."""
+    for ancestor in el.iterancestors():
+        if ancestor is li:
+            return True
+        if ancestor.tag in ("li", "ul", "ol", "table", "pre"):
+            return False
+    return False
+
+
+def _owning_table(tr: lxml.html.HtmlElement) -> lxml.html.HtmlElement | None:
+    for ancestor in tr.iterancestors():
+        if ancestor.tag == "table":
+            return ancestor
+    return None

@@ -1,0 +1,144 @@
+"""The canonical Markdown every reader writes, block by block, with a page map.
+
+Readers call `Writer` methods in reading order; `Writer.render()` joins the
+blocks into the text the source stores and, for paged formats, the character
+range of that text each page produced.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+_SPACE_RE = re.compile(r"\s+")
+# Text that Markdown would read as structure at the start of a block.
+_BLOCK_START_RE = re.compile(r"^(#{1,6}(\s|$)|>|[-+*]\s|\d{1,9}[.)]\s|```|~~~|\|)")
+_FENCE_RE = re.compile(r"^(`{3,}|~{3,})", re.M)
+LIST_INDENT = "    "  # enough for any marker up to "99. " to nest under
+
+
+def clean(text: str) -> str:
+    """One line of text: whitespace runs (newlines included) as single spaces."""
+    return _SPACE_RE.sub(" ", text.replace("\u00a0", " ")).strip()
+
+
+def _escape_start(text: str) -> str:
+    return "\\" + text if _BLOCK_START_RE.match(text) else text
+
+
+def _cell(text: str) -> str:
+    return clean(text).replace("|", "\\|")
+
+
+@dataclass
+class _Block:
+    text: str
+    page: int | None
+    tight: bool = False  # joined to the previous block by one newline (list items)
+
+
+@dataclass
+class Writer:
+    """Collects Markdown blocks and the structure counts of the summary."""
+
+    page: int | None = None
+    blocks: list[_Block] = field(default_factory=list)
+    counts: dict[str, int] = field(
+        default_factory=lambda: {
+            "headings": 0,
+            "paragraphs": 0,
+            "list_items": 0,
+            "tables_with_header": 0,
+            "tables_without_header": 0,
+            "code_blocks": 0,
+            "block_quotes": 0,
+            "links": 0,
+            "images_dropped": 0,
+        }
+    )
+    _in_list: bool = False
+
+    def _add(self, text: str, tight: bool = False) -> None:
+        if text.strip():
+            self.blocks.append(_Block(text, self.page, tight and self._in_list))
+            self._in_list = tight
+
+    def heading(self, level: int, text: str) -> None:
+        text = clean(text)
+        if text:
+            self.counts["headings"] += 1
+            self._add("#" * max(1, min(level, 6)) + " " + text)
+
+    def paragraph(self, text: str) -> None:
+        text = clean(text)
+        if text:
+            self.counts["paragraphs"] += 1
+            self._add(_escape_start(text))
+
+    def item(self, depth: int, text: str, number: int | None = None) -> None:
+        """A list item at `depth` (0 = top); `number` for ordered lists."""
+        text = clean(text) or "\u200b"  # an empty item still holds its place
+        marker = f"{number}." if number is not None else "-"
+        self.counts["list_items"] += 1
+        self._add(LIST_INDENT * max(depth, 0) + f"{marker} {text}", tight=True)
+
+    def end_list(self) -> None:
+        self._in_list = False
+
+    def table(self, rows: list[list[str]], header: bool) -> None:
+        """A pipe table; without a header row, one named by column position."""
+        rows = [[_cell(c) for c in row] for row in rows if any(clean(c) for c in row)]
+        if not rows:
+            return
+        width = max(len(row) for row in rows)
+        rows = [row + [""] * (width - len(row)) for row in rows]
+        if header:
+            head, body = rows[0], rows[1:]
+            self.counts["tables_with_header"] += 1
+        else:
+            head, body = [f"Column {i + 1}" for i in range(width)], rows
+            self.counts["tables_without_header"] += 1
+        lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * width]
+        lines += ["| " + " | ".join(row) + " |" for row in body]
+        self._add("\n".join(lines))
+
+    def code(self, text: str, language: str = "") -> None:
+        text = text.strip("\n")
+        if not text.strip():
+            return
+        longest = max((len(m.group(1)) for m in _FENCE_RE.finditer(text)), default=2)
+        fence = "`" * max(3, longest + 1)
+        self.counts["code_blocks"] += 1
+        self._add(f"{fence}{clean(language)}\n{text}\n{fence}")
+
+    def quote(self, paragraphs: list[str]) -> None:
+        paragraphs = [clean(p) for p in paragraphs if clean(p)]
+        if paragraphs:
+            self.counts["block_quotes"] += 1
+            self._add("\n>\n".join("> " + p for p in paragraphs))
+
+    def render(self) -> tuple[str, list[tuple[int, int, int]] | None]:
+        """The Markdown text, and (page, start, end) ranges when pages were set."""
+        parts: list[str] = []
+        ranges: list[tuple[int, int, int]] = []
+        offset = 0
+        for i, block in enumerate(self.blocks):
+            if i:
+                sep = "\n" if block.tight else "\n\n"
+                parts.append(sep)
+                offset += len(sep)
+            start = offset
+            parts.append(block.text)
+            offset += len(block.text)
+            if block.page is not None:
+                if ranges and ranges[-1][0] == block.page:
+                    ranges[-1] = (block.page, ranges[-1][1], offset)
+                else:
+                    ranges.append((block.page, start, offset))
+        text = "".join(parts) + "\n" if parts else ""
+        paged = any(b.page is not None for b in self.blocks)
+        return text, (ranges if paged else None)
+
+    def summary(self, **extra: Any) -> dict[str, Any]:
+        return {**self.counts, **extra}

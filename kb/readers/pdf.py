@@ -1,0 +1,714 @@
+"""PDF -> canonical Markdown with a page map, from the text layer (pypdfium2).
+
+Characters with their positions, sizes and fonts are grouped into lines (split
+at wide gaps and at vertical rules), lines repeated in the top or bottom margin
+of many pages (running headers, footers, page numbers) are dropped, the rest
+is put in reading order (two-column pages: the left column first) and read as
+headings (font size and weight against the body text), list items (bullet or
+number markers, nesting by indentation), code (monospaced lines), ruled tables
+(cells between the page's drawn rules; the first row is the header when bold)
+and paragraphs (lines joined, hyphenation at line ends undone). OCR is out of
+scope: a PDF without a text layer is refused.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import re
+import statistics
+from collections import Counter
+from dataclasses import dataclass, field
+
+import pypdfium2 as pdfium
+import pypdfium2.raw as raw
+
+from kb.readers import ReaderError, Reading
+from kb.readers.markdown import Writer, clean
+
+GAP_EMS = 1.5  # a horizontal gap wider than this many font sizes splits a line
+OPEN = 10**6  # the missing edge of a table row cut by a page break
+MARGIN_SHARE = 0.1  # top and bottom share of a page searched for running lines
+FIXED_PITCH = 1  # PDF font descriptor flags
+FORCE_BOLD = 1 << 18
+_BULLET_RE = re.compile(r"^([•◦▪▫●○■□‣⁃∙·*–-])\s+(.*)$")
+_NUMBER_RE = re.compile(r"^(\d{1,3})[.)]\s+(.*)$")
+_PAGE_NUMBER_RE = re.compile(
+    r"^(page\s+)?(\d{1,5}|[ivxlcdm]{1,7})(\s*(/|of)\s*\d{1,5})?$", re.I
+)
+_BOLD_RE = re.compile(r"bold|black|heavy|semibold|demi", re.I)
+_MONO_RE = re.compile(r"mono|courier|consol|menlo|code|typewriter", re.I)
+
+
+@dataclass
+class _Line:
+    """A run of characters on one baseline, not crossing a wide gap or a rule."""
+
+    page: int
+    x0: float
+    x1: float
+    y: float  # baseline, PDF units from the bottom
+    size: float
+    chars: list[str] = field(default_factory=list)
+    bold: int = 0
+    mono: int = 0
+    sizes: Counter = field(default_factory=Counter)
+    cell: tuple[float, float, float, float] | None = None  # inside table rules
+    box: int | None = None  # the shaded box around it
+
+    @property
+    def text(self) -> str:
+        return "".join(self.chars).strip()
+
+    @property
+    def top(self) -> float:
+        return self.y + self.size
+
+    def is_bold(self) -> bool:
+        return self.bold >= 0.9 * max(1, len(self.text.replace(" ", "")))
+
+    def is_mono(self) -> bool:
+        return self.mono >= 0.9 * max(1, len(self.text.replace(" ", "")))
+
+
+@dataclass
+class _Table:
+    page: int
+    x0: float
+    x1: float
+    top: float
+    rows: list[list[str]]
+    header: bool
+    open_top: bool = False  # its first row began on the previous page
+    open_bottom: bool = False  # its last row goes on on the next page
+    sizes: Counter = field(default_factory=Counter)  # characters per font size
+    words: set[str] = field(default_factory=set)  # of its page, for hyphenation
+
+
+@dataclass
+class _Rules:
+    """Drawn shapes that carry structure: table rules and list bullets."""
+
+    vertical: list[tuple[float, float, float]] = field(default_factory=list)
+    horizontal: list[tuple[float, float, float]] = field(default_factory=list)
+    bullets: list[tuple[float, float]] = field(default_factory=list)
+    boxes: list[tuple[float, float, float, float]] = field(default_factory=list)
+
+    def box(self, line: _Line) -> int | None:
+        """The shaded box (a code block's background) the line sits in."""
+        for i, (x0, y0, x1, y1) in enumerate(self.boxes):
+            if x0 - 1 <= line.x0 <= x1 and y0 - 1 <= line.y <= y1 + 1:
+                return i
+        return None
+
+    def bullet_before(self, line: _Line) -> bool:
+        return any(
+            line.x0 - 2.5 * line.size <= x < line.x0
+            and line.y - 0.3 * line.size <= y <= line.top
+            for x, y in self.bullets
+        )
+
+    def crossing(self, xa: float, xb: float, y: float) -> bool:
+        return any(
+            xa - 1 <= x <= xb + 1 and lo - 2 <= y <= hi + 2
+            for x, lo, hi in self.vertical
+        )
+
+    def cell(self, line: _Line) -> tuple[float, float, float, float] | None:
+        """The rectangle of rules around a line, if it sits in a ruled cell."""
+        mid = (line.y + line.top) / 2
+        left = [
+            x
+            for x, lo, hi in self.vertical
+            if x <= line.x0 + 1 and lo - 2 <= mid <= hi + 2
+        ]
+        right = [
+            x
+            for x, lo, hi in self.vertical
+            if x >= line.x1 - 1 and lo - 2 <= mid <= hi + 2
+        ]
+        if not left or not right:
+            return None
+        lx, rx = max(left), min(right)
+        above = [
+            y for y, a, b in self.horizontal if y >= mid and a <= lx + 2 and b >= rx - 2
+        ]
+        below = [
+            y for y, a, b in self.horizontal if y <= mid and a <= lx + 2 and b >= rx - 2
+        ]
+        # a row cut by a page break has no rule on that side: open-ended
+        top = round(min(above)) if above else OPEN
+        bottom = round(max(below)) if below else -OPEN
+        return (round(lx), round(rx), top, bottom)
+
+
+def read(name: str, data: bytes, *, max_pages: int) -> Reading:
+    if data.rfind(b"%%EOF", max(0, len(data) - 4096)) == -1:
+        raise ReaderError(
+            f"{name} is truncated or corrupt: it has no end-of-file marker"
+        )
+    try:
+        document = pdfium.PdfDocument(data)
+    except pdfium.PdfiumError as exc:
+        if "password" in str(exc).lower():
+            raise ReaderError(
+                f"{name} is encrypted (password-protected); remove the password first"
+            ) from exc
+        raise ReaderError(f"{name} is corrupt or not a PDF: {exc}") from exc
+    try:
+        count = len(document)
+        if count > max_pages:
+            raise ReaderError(
+                f"{name} has {count} pages; the limit is {max_pages} (KB_MAX_PDF_PAGES)"
+            )
+        if count == 0:
+            raise ReaderError(f"{name} has no pages")
+        pages = [_page_items(name, document, i) for i in range(count)]
+    finally:
+        document.close()
+    chars = [sum(len(line.text) for line in lines) for lines, _ in pages]
+    if not any(chars):
+        raise ReaderError(f"{name} has no text layer (scanned?); OCR is not supported")
+    removed = _drop_running_lines(pages)
+    ordered = [_reading_order(lines, tables) for lines, tables in pages]
+    writer = Writer()
+    _Assembler(writer, ordered).run()
+    text, page_map = writer.render()
+    empty = [i + 1 for i, n in enumerate(chars) if n == 0]
+    warnings = [f"page {p} has no text" for p in empty]
+    summary = writer.summary(
+        pages=count,
+        running_lines_removed=removed,
+        chars_per_page=chars,
+        pages_without_text=empty,
+    )
+    return Reading(text=text, pages=page_map, summary=summary, warnings=warnings)
+
+
+# --- characters -> lines and tables ---------------------------------------------
+
+
+def _page_items(name: str, document: pdfium.PdfDocument, index: int):
+    try:
+        page = document[index]
+    except pdfium.PdfiumError as exc:
+        raise ReaderError(f"{name}: page {index + 1} cannot be read: {exc}") from exc
+    try:
+        rules = _rules(page)
+        textpage = page.get_textpage()
+        try:
+            lines = _lines(textpage, index + 1, rules)
+        finally:
+            textpage.close()
+    finally:
+        page.close()
+    return _tables(lines, rules, index + 1)
+
+
+def _rules(page: pdfium.PdfPage) -> _Rules:
+    """Thin drawn lines and rectangles: the rules of ruled tables."""
+    rules = _Rules()
+    left, bottom, right, top = (ctypes.c_float() for _ in range(4))
+    for i in range(raw.FPDFPage_CountObjects(page)):
+        obj = raw.FPDFPage_GetObject(page, i)
+        if raw.FPDFPageObj_GetType(obj) != raw.FPDF_PAGEOBJ_PATH:
+            continue
+        if not raw.FPDFPageObj_GetBounds(obj, left, bottom, right, top):
+            continue
+        width, height = right.value - left.value, top.value - bottom.value
+        if 1.5 <= width <= 8 and 1.5 <= height <= 8 and abs(width - height) < 1.5:
+            rules.bullets.append(
+                ((left.value + right.value) / 2, (bottom.value + top.value) / 2)
+            )
+        elif width > 40 and height > 8:
+            rules.boxes.append((left.value, bottom.value, right.value, top.value))
+        elif width <= 2.5 and height > 4:
+            rules.vertical.append(
+                ((left.value + right.value) / 2, bottom.value, top.value)
+            )
+        elif height <= 2.5 and width > 4:
+            rules.horizontal.append(
+                ((bottom.value + top.value) / 2, left.value, right.value)
+            )
+    return rules
+
+
+def _lines(textpage: pdfium.PdfTextPage, page: int, rules: _Rules) -> list[_Line]:
+    count = raw.FPDFText_CountChars(textpage)
+    text = textpage.get_text_range(0, count) if count else ""
+    if len(text) != count:  # characters outside the BMP: ask one by one
+        text = "".join(chr(raw.FPDFText_GetUnicode(textpage, i)) for i in range(count))
+    loose = raw.FS_RECTF()
+    flags = ctypes.c_int()
+    fonts: dict[bytes, tuple[bool, bool]] = {}
+    name = ctypes.create_string_buffer(256)
+    lines: list[_Line] = []
+    line: _Line | None = None
+    space = False
+    get_box, get_font = raw.FPDFText_GetLooseCharBox, raw.FPDFText_GetFontInfo
+    for i, ch in enumerate(text):
+        if ch in "\ufffe\x02":
+            ch = "-"  # pdfium's mark for a hyphen that ends a line
+        elif ch.isspace() or ch == "\x00":
+            space = True
+            continue
+        get_box(textpage, i, loose)
+        # the drawn size: the font's ascent to descent, whatever the page scale
+        height = loose.top - loose.bottom
+        size = height / 1.15 or 1.0
+        get_font(textpage, i, name, 256, flags)
+        key = name.value
+        if key not in fonts:
+            base = key.decode("latin-1")
+            fonts[key] = (
+                bool(_BOLD_RE.search(base) or flags.value & FORCE_BOLD),
+                bool(_MONO_RE.search(base) or flags.value & FIXED_PITCH),
+            )
+        bold, mono = fonts[key]
+        x0, x1, y = loose.left, loose.right, loose.bottom + 0.2 * height  # ~baseline
+        if (
+            line is not None
+            and abs(y - line.y) <= 0.35 * max(size, line.size)
+            and x0 >= line.x1 - 0.6 * size
+            and x0 - line.x1 <= GAP_EMS * size
+            and (x0 - line.x1 < 1 or not rules.crossing(line.x1, x0, y + size / 3))
+        ):
+            if space or x0 - line.x1 > 0.2 * size:
+                line.chars.append(" ")
+        else:
+            line = _Line(page, x0, x1, y, size)
+            lines.append(line)
+        line.chars.append(ch)
+        line.x1 = max(line.x1, x1)
+        line.sizes[round(size, 1) if not mono else 0.0] += 1
+        line.bold += bold
+        line.mono += mono
+        space = False
+    lines = [ln for ln in lines if ln.text]
+    for ln in lines:  # its text's size: inline code in another font aside
+        ln.box = rules.box(ln) if rules.boxes else None
+        prose = [(n, size) for size, n in ln.sizes.items() if size]
+        ln.size = max(prose)[1] if prose else ln.size
+    for ln in lines:
+        if rules.bullets and rules.bullet_before(ln) and not _BULLET_RE.match(ln.text):
+            ln.chars.insert(0, "• ")  # a bullet drawn as a shape, not a character
+    return lines
+
+
+def _tables(lines: list[_Line], rules: _Rules, page: int):
+    """Lines inside ruled cells become tables; the other lines are returned."""
+    if not rules.vertical or not rules.horizontal:
+        return lines, []
+    free: list[_Line] = []
+    cells: dict[tuple[float, float, float, float], list[_Line]] = {}
+    for line in lines:
+        box = rules.cell(line)
+        if box is None:
+            free.append(line)
+        else:
+            cells.setdefault(box, []).append(line)
+    if not cells:
+        return lines, []
+    words = {w.lower() for ln in lines for w in _WORD_RE.findall(ln.text)}
+    rows: dict[tuple[float, float], dict[float, list[_Line]]] = {}
+    for (lx, rx, top, bottom), members in cells.items():
+        rows.setdefault((top, bottom), {})[lx] = members
+    tables: list[_Table] = []
+    current: _Table | None = None
+    last_bottom = None
+    columns: tuple | None = None
+    for top, bottom in sorted(rows, key=lambda k: -k[0]):
+        row = rows[(top, bottom)]
+        # the row's columns from its rules, so that empty cells keep their place
+        xs = _columns(rules, (top + bottom) / 2) or tuple(sorted(row))
+        texts = [
+            _join_texts(
+                [
+                    ln.text
+                    for x in row
+                    if abs(x - left) <= 2
+                    for ln in sorted(row[x], key=lambda ln: (-ln.y, ln.x0))
+                ],
+                words,
+            )
+            for left in xs
+        ]
+        adjacent = last_bottom is not None and abs(last_bottom - top) < 4
+        if current is None or not adjacent or len(xs) != len(columns or ()):
+            all_lines = [ln for x in row for ln in row[x]]
+            header = all(ln.is_bold() for ln in all_lines)
+            current = _Table(
+                page,
+                min(xs),
+                max(ln.x1 for ln in all_lines),
+                min(top, OPEN - 1),
+                [],
+                False,
+            )
+            current.header = header and top != OPEN
+            current.open_top = top == OPEN
+            current.words = words
+            tables.append(current)
+            columns = xs
+        current.rows.append(texts)
+        for x in row:
+            for ln in row[x]:
+                current.sizes[round(ln.size, 1)] += len(ln.text)
+        current.open_bottom = bottom == -OPEN
+        last_bottom = bottom
+    return free, [t for t in tables if t.rows]
+
+
+def _columns(rules: _Rules, y: float) -> tuple[float, ...]:
+    """Left edges of the cells in a row: the vertical rules across it, less the
+    rightmost one."""
+    xs: list[float] = []
+    for x in sorted(round(x) for x, lo, hi in rules.vertical if lo - 2 <= y <= hi + 2):
+        if not xs or x - xs[-1] > 2:
+            xs.append(x)
+    return tuple(xs[:-1])
+
+
+# --- running headers and footers ---------------------------------------------------
+
+
+def _margin_key(line: _Line, height: float) -> str | None:
+    """Running lines repeat with the same words (digits aside), size and place."""
+    text = re.sub(r"\d+", "#", clean(line.text).lower())
+    return f"{round(line.size * 2)} {round(line.y / 5)} {text}"
+
+
+def _drop_running_lines(pages) -> int:
+    """Drop lines of the top and bottom margins repeated on many pages, and page
+    numbers there; return how many lines were dropped."""
+    tops = [max((ln.top for ln in lines), default=0) for lines, _ in pages]
+    bottoms = [min((ln.y for ln in lines), default=0) for lines, _ in pages]
+    height = max(tops, default=0) - min(bottoms, default=0) or 1
+
+    def in_margin(line: _Line, i: int) -> bool:
+        return (
+            line.top >= tops[i] - MARGIN_SHARE * height
+            or line.y <= bottoms[i] + MARGIN_SHARE * height
+        )
+
+    seen: Counter[str] = Counter()
+    for i, (lines, _) in enumerate(pages):
+        seen.update({_margin_key(ln, height) for ln in lines if in_margin(ln, i)})
+    threshold = max(2, len(pages) // 2) if len(pages) > 1 else 10**9
+    removed = 0
+    for i, (lines, _) in enumerate(pages):
+        keep = []
+        for ln in lines:
+            margin = in_margin(ln, i)
+            if margin and (
+                seen[_margin_key(ln, height)] >= threshold
+                or _PAGE_NUMBER_RE.match(ln.text)
+            ):
+                removed += 1
+            else:
+                keep.append(ln)
+        lines[:] = keep
+    return removed
+
+
+# --- reading order ------------------------------------------------------------------
+
+
+def _reading_order(lines: list[_Line], tables: list[_Table]) -> list[_Line | _Table]:
+    """Top to bottom; where two columns run side by side, the left one first."""
+    items: list[_Line | _Table] = [*lines, *tables]
+    if not items:
+        return []
+    x0 = min(it.x0 for it in items)
+    x1 = max(it.x1 for it in items)
+    mid = (x0 + x1) / 2
+    items.sort(key=lambda it: (-it.top, it.x0))
+
+    def side(it) -> str:
+        if it.x1 <= mid + 2:
+            return "left"
+        if it.x0 >= mid - 2:
+            return "right"
+        return "full"
+
+    ordered: list[_Line | _Table] = []
+    band: list[_Line | _Table] = []
+
+    def flush() -> None:
+        lefts = [it for it in band if side(it) == "left"]
+        rights = [it for it in band if side(it) == "right"]
+        if (
+            len(lefts) >= 2
+            and len(rights) >= 2
+            and _fills(lefts, mid - x0)
+            and _fills(rights, x1 - mid)
+        ):
+            ordered.extend(lefts + rights)
+        else:
+            ordered.extend(band)
+        band.clear()
+
+    for it in items:
+        if side(it) == "full":
+            flush()
+            ordered.append(it)
+        else:
+            band.append(it)
+    flush()
+    return ordered
+
+
+def _fills(items: list, width: float) -> bool:
+    """Whether lines fill their half of the page, as a column's text does (the
+    cells of a table without rules are short)."""
+    return statistics.median(it.x1 - it.x0 for it in items) >= 0.6 * width
+
+
+# --- lines -> Markdown blocks ------------------------------------------------------
+
+
+class _Assembler:
+    def __init__(self, writer: Writer, pages: list[list[_Line | _Table]]) -> None:
+        self.out = writer
+        self.pages = pages
+        sizes: Counter[float] = Counter()
+        for items in pages:
+            for it in items:
+                if isinstance(it, _Table):
+                    sizes.update(it.sizes)
+                elif not it.is_mono():
+                    sizes[round(it.size, 1)] += len(it.text)
+        self.body = sizes.most_common(1)[0][0] if sizes else 10.0
+        self.words = {
+            word.lower()
+            for items in pages
+            for it in items
+            if isinstance(it, _Line)
+            for word in _WORD_RE.findall(it.text)
+        } | {
+            w
+            for items in pages
+            for it in items
+            if isinstance(it, _Table)
+            for w in it.words
+        }
+        self.paragraph: list[_Line] = []
+        self.code: list[_Line] = []
+        self.item: list[str] | None = None
+        self.item_x = 0.0
+        self.item_number: int | None = None
+        self.item_depth = 0
+        self.list_stack: list[float] = []
+        self.last_table: _Table | None = None
+        self.prev_heading: _Line | None = None
+
+    def run(self) -> None:
+        for items in self.pages:
+            for it in items:
+                if isinstance(it, _Table):
+                    self.table(it)
+                else:
+                    self.line(it)
+            # a paragraph does not run on over a page break; a code block may
+            self.flush(keep_code=True)
+        self.flush()
+
+    # block kinds
+
+    def table(self, table: _Table) -> None:
+        self.flush(end_list=True)
+        previous = self.last_table
+        if (
+            previous is not None
+            and self.out.blocks
+            and self.out.blocks[-1].text.startswith("|")
+            and len(previous.rows[0]) == len(table.rows[0])
+            and (not table.header or table.rows[0] == previous.rows[0])
+        ):
+            # a table continued on the next page (its header row repeated or not)
+            rows = table.rows[1:] if table.header else list(table.rows)
+            cut_row = rows and not rows[0][0] and any(rows[0])
+            if rows and (previous.open_bottom and table.open_top or cut_row):
+                cut = rows.pop(0)  # one row cut in two by the page break
+                previous.rows[-1] = [
+                    f"{a} {b}".strip()
+                    for a, b in zip(previous.rows[-1], cut, strict=False)
+                ]
+            previous.rows += rows
+            previous.open_bottom = table.open_bottom
+            self.out.blocks.pop()
+            self.out.counts[
+                "tables_with_header" if previous.header else "tables_without_header"
+            ] -= 1
+            self.out.page = previous.page
+            self.out.table(previous.rows, previous.header)
+            return
+        self.out.page = table.page
+        self.out.table(table.rows, table.header)
+        self.last_table = table
+
+    def line(self, line: _Line) -> None:
+        text = line.text
+        self.out.page = line.page
+        wrapped = (self.paragraph or self.item) and line.box is None
+        if wrapped and self._follows(line):
+            pass  # inline code wrapped onto a line of its own
+        elif self._is_code(line):
+            if self.code and not _same_code_block(self.code[-1], line):
+                self.flush(end_list=True)  # the gap between two code blocks
+            self.flush(keep_code=True, end_list=True)
+            self.code.append(line)
+            return
+        if self.code:
+            self.flush(end_list=True)
+        level = self._heading_level(line)
+        if level:
+            self.flush(end_list=True)
+            self.last_table = None
+            last = self.out.blocks[-1] if self.out.blocks else None
+            prefix = "#" * level + " "
+            if (
+                last is not None
+                and last.text.startswith(prefix)
+                and self.prev_heading is not None
+                and self._follows(line, self.prev_heading)
+            ):  # a heading wrapped over two lines
+                last.text += " " + text
+            else:
+                self.out.heading(level, text)
+            self.prev_heading = line
+            return
+        self.prev_heading = None
+        marker = _BULLET_RE.match(text) or _NUMBER_RE.match(text)
+        if marker:
+            self.flush()
+            self._start_item(line, marker)
+            return
+        if self.item is not None and line.x0 >= self.item_x - 2 and self._follows(line):
+            self.item.append(text)
+            self.prev = line
+            return
+        if self.paragraph and not self._follows(line):
+            self.flush()
+        if self.item is not None:
+            self.flush(end_list=True)
+        self.paragraph.append(line)
+        self.prev = line
+
+    def _is_code(self, line: _Line) -> bool:
+        """Monospaced, and in a shaded box or no bigger than the body text and
+        not bold (a heading in a monospaced font is a heading)."""
+        if not line.is_mono() or line.text.startswith("• "):
+            return False
+        if line.box is not None:
+            return True
+        return line.size <= self.body * 1.05 and not line.is_bold()
+
+    def _heading_level(self, line: _Line) -> int:
+        ratio = line.size / self.body
+        if len(line.text) > 200:
+            return 0
+        if ratio >= 1.8:
+            return 1
+        if ratio >= 1.35:
+            return 2
+        if ratio >= 1.1:
+            return 3
+        # a short bold line of its own: levels 4 and 5 (body size and smaller)
+        if (
+            not line.is_bold()
+            or len(line.text) >= 120
+            or line.text.endswith((".", ","))
+        ):
+            return 0
+        if ratio >= 0.95:
+            return 4
+        return 5 if ratio >= 0.78 else 0
+
+    def _follows(self, line: _Line, prev: _Line | None = None) -> bool:
+        prev = prev or getattr(self, "prev", None)
+        if prev is None or prev.page != line.page:
+            return False
+        gap = prev.y - line.y
+        return (
+            0 < gap <= 1.6 * max(prev.size, line.size)
+            and abs(prev.size - line.size) < 1
+        )
+
+    def _start_item(self, line: _Line, marker: re.Match) -> None:
+        x = line.x0
+        while self.list_stack and x < self.list_stack[-1] - 3:
+            self.list_stack.pop()
+        if not self.list_stack or x > self.list_stack[-1] + 3:
+            self.list_stack.append(x)
+        self.item_depth = len(self.list_stack) - 1
+        numbered = marker.re is _NUMBER_RE
+        self.item_number = int(marker.group(1)) if numbered else None
+        self.item = [marker.group(2)]
+        self.item_x = x
+        self.prev = line
+
+    def flush(self, keep_code: bool = False, end_list: bool = False) -> None:
+        if self.paragraph:
+            self.out.paragraph(
+                _join_texts([ln.text for ln in self.paragraph], self.words)
+            )
+            self.paragraph = []
+        if self.item is not None:
+            text = _join_texts(self.item, self.words)
+            self.out.item(self.item_depth, text, self.item_number)
+            self.item = None
+        if end_list:
+            self.list_stack = []
+            self.out.end_list()
+        if self.code and not keep_code:
+            self.out.code(_code_text(self.code))
+            self.code = []
+            self.last_table = None
+
+
+def _same_code_block(prev: _Line, line: _Line) -> bool:
+    if prev.page != line.page:
+        return prev.box is not None and line.box is not None
+    if prev.box is not None or line.box is not None:
+        return prev.box == line.box
+    return 0 < prev.y - line.y <= 2.6 * max(prev.size, line.size)
+
+
+_WORD_RE = re.compile(r"[^\W_]+(?:-[^\W_]+)*")
+_LAST_WORD_RE = re.compile(r"([^\W_]+)-$")
+_FIRST_WORD_RE = re.compile(r"^([^\W_]+)")
+
+
+def _join_texts(texts: list[str], words: set[str] | frozenset = frozenset()) -> str:
+    """Lines joined with spaces; a word broken at a hyphen at a line end is
+    joined again. The hyphen is dropped (hyphenation undone) unless the
+    document spells the word with it elsewhere and never without (small-batch);
+    a hyphen after a digit is kept (2-weeks)."""
+    out = ""
+    for text in texts:
+        left = _LAST_WORD_RE.search(out)
+        right = _FIRST_WORD_RE.match(text)
+        if left and right and right.group(1)[:1].islower():
+            a, b = left.group(1).lower(), right.group(1).lower()
+            hyphenated = f"{a}-{b}" in words and f"{a}{b}" not in words
+            if hyphenated or not a[-1:].isalpha():
+                out += text  # a compound that happens to break at its hyphen
+            else:
+                out = out[:-1] + text  # hyphenation at a line end undone
+        else:
+            out = f"{out} {text}" if out else text
+    return out
+
+
+def _code_text(lines: list[_Line]) -> str:
+    left = min(ln.x0 for ln in lines)
+    widths = [(ln.x1 - ln.x0) / len(ln.text) for ln in lines if len(ln.text) > 3]
+    char = statistics.median(widths) if widths else 6.0
+    out = []
+    for prev, ln in zip([None, *lines], lines, strict=False):
+        if prev is not None and prev.page == ln.page:
+            step = prev.y - ln.y
+            out += [""] * max(0, min(round(step / (1.2 * ln.size)) - 1, 3))
+        indent = round((ln.x0 - left) / char) if char > 0 else 0
+        out.append(" " * max(0, min(indent, 80)) + "".join(ln.chars).strip())
+    return "\n".join(out)

@@ -1,0 +1,27 @@
+"""Template filters showing source Markdown as formatted, escaped HTML."""
+
+from __future__ import annotations
+
+from django import template
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
+
+from kb import rendering
+
+register = template.Library()
+
+
+@register.filter
+def markdown(text: str) -> SafeString:
+    return rendering.render(str(text))
+
+
+@register.filter
+def answer_piece(text: str) -> SafeString:
+    """One sentence of an answer: inline Markdown, or a code block as such."""
+    text = str(text)
+    if text.lstrip().startswith(("```", "~~~")):
+        return format_html('<div class="sentence">{}</div>', rendering.render(text))
+    return format_html(
+        '<span class="sentence">{}</span>', rendering.render_inline(text)
+    )

@@ -1,0 +1,129 @@
+"""The RQ worker class kb runs (settings.RQ["WORKER_CLASS"], issue #15).
+
+Jobs run in the worker process itself (SimpleWorker: the embedding model is loaded
+once, not per job), and around them the worker:
+
+- heartbeats every KB_WORKER_TTL / 4 seconds from a thread while a job runs, so a
+  killed worker's job is seen as lost KB_WORKER_TTL seconds later (kb.jobs.stranded)
+  instead of after the job timeout;
+- closes its database connections before and after every job, so a PostgreSQL
+  restart costs at most the job that was running;
+- looks for lost jobs when it starts and then every KB_WORKER_TTL / 2 seconds (one
+  worker at a time), and queues their sources again (kb.jobs.requeue_stranded);
+- gives its embedder its share of the machine's cores (kb.embedding.share_cores).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from django.conf import settings
+from django.db import DatabaseError, connections
+from redis.exceptions import RedisError
+from rq.worker import SimpleWorker
+
+from kb import embedding
+
+logger = logging.getLogger(__name__)
+REQUEUE_LOCK = "kb:requeue-lost"
+
+
+class Worker(SimpleWorker):
+    def __init__(self, *args, **kwargs) -> None:
+        # rqworker always passes its --worker-ttl (420 s): liveness is ours to set.
+        ttl = settings.KB_WORKER_TTL
+        kwargs["worker_ttl"] = ttl
+        kwargs["job_monitoring_interval"] = max(1, ttl // 4)
+        kwargs["maintenance_interval"] = max(1, ttl // 2)
+        super().__init__(*args, **kwargs)
+
+    @property
+    def dequeue_timeout(self) -> int:
+        # Wake up often enough for the periodic look for lost jobs.
+        return max(1, min(self.worker_ttl - 15, self.maintenance_interval))
+
+    def get_heartbeat_ttl(self, job, working_time: float = 0.0) -> int:
+        # SimpleWorker's is the job timeout + 60 s (31 minutes): the heartbeat
+        # thread renews this shorter one while the job runs.
+        return self.worker_ttl
+
+    def perform_job(self, job, queue, execution) -> bool:
+        self._share_cores()
+        connections.close_all()  # the server may have restarted since the last job
+        beat = _Heartbeat(self, job, execution)
+        beat.start()
+        try:
+            return super().perform_job(job, queue, execution)
+        finally:
+            beat.stop()
+            connections.close_all()
+
+    def run_maintenance_tasks(self) -> None:
+        starting = self.last_cleaned_at is None
+        super().run_maintenance_tasks()
+        self.requeue_lost(starting)
+
+    def requeue_lost(self, starting: bool = False) -> None:
+        """Queue again the sources whose jobs were lost: a dead worker's, or jobs
+        never queued because Redis was down when their source was stored. Every
+        worker looks when it starts, then one worker per maintenance interval."""
+        from kb import jobs
+
+        hold = max(1, self.maintenance_interval - 1)
+        try:
+            taken = self.connection.set(REQUEUE_LOCK, self.name, nx=True, ex=hold)
+            if not (taken or starting):
+                return  # another worker has just looked
+            if lost := jobs.requeue_stranded():
+                logger.warning("Queued %d source(s) again: their jobs were lost", lost)
+        except (DatabaseError, RedisError):
+            logger.exception("Looking for lost jobs failed; trying again later")
+        finally:
+            connections.close_all()
+
+    def _share_cores(self) -> None:
+        """Before every job: split the cores among this machine's workers (counted
+        again each time: workers started by hand come and go)."""
+        workers = settings.KB_WORKERS
+        if not workers:
+            try:
+                workers = sum(
+                    1
+                    for w in self.all(connection=self.connection)
+                    if w.hostname == self.hostname
+                )
+            except RedisError:
+                return
+        embedding.share_cores(workers)
+
+
+class _Heartbeat:
+    """Renews the worker's and the running job's heartbeats from a thread."""
+
+    def __init__(self, worker: Worker, job, execution) -> None:
+        self.worker, self.job, self.execution = worker, job, execution
+        self._stop = threading.Event()
+        self._thread = threading.Thread(
+            target=self._run, name="kb-heartbeat", daemon=True
+        )
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        worker = self.worker
+        while not self._stop.wait(worker.job_monitoring_interval):
+            try:
+                with worker.connection.pipeline() as pipeline:
+                    worker.heartbeat(worker.worker_ttl, pipeline=pipeline)
+                    self.execution.heartbeat(
+                        self.job.started_job_registry, worker.worker_ttl, pipeline
+                    )
+                    pipeline.execute()
+            except RedisError:
+                logger.warning("Heartbeat not sent: Redis unreachable")

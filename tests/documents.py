@@ -1,0 +1,169 @@
+"""Small PDF files written by hand for the reader tests (no PDF library).
+
+A `Page` lays blocks out top to bottom in the standard fonts (Helvetica,
+Helvetica-Bold, Courier), with bullets and table rules drawn as shapes, the way
+browsers and word processors print them. `build_pdf` writes the file with a
+correct cross-reference table.
+"""
+
+from __future__ import annotations
+
+import zlib
+
+WIDTH, HEIGHT = 612, 792
+FONTS = {"F1": "Helvetica", "F2": "Helvetica-Bold", "F3": "Courier"}
+
+
+def _escape(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("(", "\\(").replace(")", "\\)")
+
+
+class Page:
+    def __init__(self, top: float = 740, left: float = 72) -> None:
+        self.ops: list[str] = []
+        self.y = top
+        self.left = left
+        self.image = False
+
+    def text(self, x: float, y: float, text: str, size: float = 11, font: str = "F1"):
+        self.ops.append(
+            f"BT /{font} {size} Tf {x:.2f} {y:.2f} Td ({_escape(text)}) Tj ET"
+        )
+
+    def rect(self, x: float, y: float, w: float, h: float) -> None:
+        self.ops.append(f"{x:.2f} {y:.2f} {w:.2f} {h:.2f} re f")
+
+    def heading(self, text: str, size: float = 20) -> Page:
+        self.y -= size * 0.6
+        self.text(self.left, self.y, text, size, "F2")
+        self.y -= size * 0.9
+        return self
+
+    def paragraph(self, lines: list[str], x: float | None = None) -> Page:
+        for line in lines:
+            self.text(self.left if x is None else x, self.y, line)
+            self.y -= 14
+        self.y -= 10
+        return self
+
+    def bullets(self, items: list[tuple[int, str]]) -> Page:
+        """(depth, text) items, each with a square bullet drawn before it."""
+        for depth, text in items:
+            x = self.left + 20 + 20 * depth
+            self.rect(x - 10, self.y + 2, 3.5, 3.5)
+            self.text(x, self.y, text)
+            self.y -= 14
+        self.y -= 10
+        return self
+
+    def numbered(self, items: list[str]) -> Page:
+        for number, text in enumerate(items, start=1):
+            self.text(self.left + 10, self.y, f"{number}. {text}")
+            self.y -= 14
+        self.y -= 10
+        return self
+
+    def code(self, lines: list[str]) -> Page:
+        for line in lines:
+            indent = len(line) - len(line.lstrip())
+            self.text(self.left + 6 * indent, self.y, line.lstrip(), 10, "F3")
+            self.y -= 12
+        self.y -= 10
+        return self
+
+    def table(self, rows: list[list[str]], widths: list[float], bold_header=True):
+        """A ruled table: every cell boxed by thin rules."""
+        height = 18
+        top = self.y + 12
+        for r, row in enumerate(rows):
+            x = self.left
+            for width, cell in zip(widths, row, strict=True):
+                font = "F2" if r == 0 and bold_header else "F1"
+                self.text(x + 4, top - 13, cell, 10, font)
+                x += width
+            top -= height
+        total = sum(widths)
+        y_top = self.y + 12
+        for r in range(len(rows) + 1):
+            self.rect(self.left, y_top - r * height, total, 0.8)
+        x = self.left
+        for width in [0, *widths]:
+            x += width
+            self.rect(x - 0.4, top, 0.8, y_top - top)
+        self.y = top - 20
+        return self
+
+    def stream(self) -> bytes:
+        ops = list(self.ops)
+        if self.image:
+            ops.append("q 400 0 0 500 100 150 cm /Im1 Do Q")
+        return "\n".join(ops).encode("latin-1")
+
+
+def scanned_page() -> Page:
+    """A page holding only a picture: what a scanner produces."""
+    page = Page()
+    page.image = True
+    return page
+
+
+def build_pdf(pages: list[Page]) -> bytes:
+    objects: list[bytes] = []  # object n is objects[n - 1]
+
+    def add(body: bytes) -> int:
+        objects.append(body)
+        return len(objects)
+
+    catalog = add(b"")
+    pages_id = add(b"")
+    fonts = {
+        key: add(
+            f"<< /Type /Font /Subtype /Type1 /BaseFont /{name} "
+            f"/Encoding /WinAnsiEncoding >>".encode()
+        )
+        for key, name in FONTS.items()
+    }
+    pixels = zlib.compress(bytes([128]) * 16)
+    image = add(
+        b"<< /Type /XObject /Subtype /Image /Width 4 /Height 4 /ColorSpace "
+        b"/DeviceGray /BitsPerComponent 8 /Filter /FlateDecode /Length "
+        + str(len(pixels)).encode()
+        + b" >>\nstream\n"
+        + pixels
+        + b"\nendstream"
+    )
+    font_dict = " ".join(f"/{k} {v} 0 R" for k, v in fonts.items())
+    kids = []
+    for page in pages:
+        content = page.stream()
+        stream = add(
+            f"<< /Length {len(content)} >>\nstream\n".encode()
+            + content
+            + b"\nendstream"
+        )
+        kids.append(
+            add(
+                f"<< /Type /Page /Parent {pages_id} 0 R "
+                f"/MediaBox [0 0 {WIDTH} {HEIGHT}] /Resources << /Font << {font_dict} "
+                f">> /XObject << /Im1 {image} 0 R >> >> "
+                f"/Contents {stream} 0 R >>".encode()
+            )
+        )
+    objects[catalog - 1] = f"<< /Type /Catalog /Pages {pages_id} 0 R >>".encode()
+    objects[pages_id - 1] = (
+        f"<< /Type /Pages /Kids [{' '.join(f'{k} 0 R' for k in kids)}] "
+        f"/Count {len(kids)} >>".encode()
+    )
+    out = bytearray(b"%PDF-1.7\n%\xe2\xe3\xcf\xd3\n")
+    offsets = []
+    for number, body in enumerate(objects, start=1):
+        offsets.append(len(out))
+        out += f"{number} 0 obj\n".encode() + body + b"\nendobj\n"
+    xref = len(out)
+    out += f"xref\n0 {len(objects) + 1}\n0000000000 65535 f \n".encode()
+    out += b"".join(f"{o:010d} 00000 n \n".encode() for o in offsets)
+    out += (
+        f"trailer\n<< /Size {len(objects) + 1} /Root {catalog} 0 R >>\n"
+        f"startxref\n{xref}\n%%EOF\n".encode()
+    )
+    return bytes(out)

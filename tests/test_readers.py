@@ -1,0 +1,570 @@
+"""HTML, DOCX and PDF readers (issue #16): structure kept, bad files refused."""
+
+from __future__ import annotations
+
+import io
+import json
+import zipfile
+from io import StringIO
+from pathlib import Path
+
+import docx
+import pypdf
+import pytest
+from django.conf import settings
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.core.management import CommandError, call_command
+from django.test import SimpleTestCase, TestCase
+from django.urls import reverse
+from docx.oxml import OxmlElement
+from docx.oxml.ns import qn
+
+from kb import readers
+from kb.models import Collection, Source
+from kb.readers import ReaderError
+from tests.base import make_users
+from tests.documents import Page, build_pdf, scanned_page
+
+FIXTURES = Path(__file__).parent / "fixtures" / "readers"
+
+
+def _html(body: str, head: str = "<title>Page</title>") -> bytes:
+    return (
+        f"<!doctype html><html><head>{head}</head><body>{body}</body></html>".encode()
+    )
+
+
+class SniffingTestCase(SimpleTestCase):
+    def test_it_refuses_a_pdf_that_is_html(self):
+        with self.assertRaisesRegex(ReaderError, r"policy\.pdf is not a PDF.*HTML"):
+            readers.read("policy.pdf", _html("<p>hello</p>"))
+
+    def test_it_refuses_a_docx_that_is_not_a_zip(self):
+        with self.assertRaisesRegex(ReaderError, r"notes\.docx is not a Word"):
+            readers.read("notes.docx", b"just some text, renamed")
+
+    def test_it_refuses_a_zip_without_a_word_document(self):
+        buffer = io.BytesIO()
+        with zipfile.ZipFile(buffer, "w") as archive:
+            archive.writestr("content.xml", "<x/>")
+        with self.assertRaisesRegex(
+            ReaderError, r"sheet\.docx .*without word/document"
+        ):
+            readers.read("sheet.docx", buffer.getvalue())
+
+    def test_it_refuses_html_over_50_mb(self):
+        data = b"<html><body><p>" + b"a " * (25 * 2**20 + 1) + b"</p></body></html>"
+        with self.assertRaisesRegex(ReaderError, r"big\.html is 50 MB of HTML"):
+            readers.read("big.html", data)
+
+
+class HtmlReaderTestCase(SimpleTestCase):
+    def test_it_keeps_headings_lists_tables_code_and_quotes(self):
+        reading = readers.read(
+            "guide.html",
+            _html(
+                "<main><h1>Guide</h1><h3>Deep</h3><p>Some <b>bold</b> text.</p>"
+                "<ul><li>one<ul><li>nested</li></ul></li><li>two</li></ul>"
+                "<ol start='3'><li>third</li></ol>"
+                "<table><thead><tr><th>Name</th><th>Value</th></tr></thead>"
+                "<tbody><tr><td>a</td><td>1</td></tr></tbody></table>"
+                "<pre><code class='language-python'>x = 1\n    y = 2</code></pre>"
+                "<blockquote><p>Quoted words.</p></blockquote></main>"
+            ),
+        )
+        self.assertEqual(
+            reading.text,
+            "# Guide\n\n### Deep\n\nSome bold text.\n\n- one\n    - nested\n- two\n\n"
+            "3. third\n\n| Name | Value |\n| --- | --- |\n| a | 1 |\n\n"
+            "```python\nx = 1\n    y = 2\n```\n\n> Quoted words.\n",
+        )
+        self.assertEqual(reading.summary["tables_with_header"], 1)
+        self.assertEqual(reading.summary["code_blocks"], 1)
+
+    def test_it_names_columns_of_a_table_without_header(self):
+        reading = readers.read(
+            "t.html", _html("<h1>T</h1><table><tr><td>a</td><td>b</td></tr></table>")
+        )
+        self.assertIn("| Column 1 | Column 2 |\n| --- | --- |\n| a | b |", reading.text)
+        self.assertEqual(reading.summary["tables_without_header"], 1)
+
+    def test_it_reads_only_the_main_content(self):
+        reading = readers.read(
+            "page.html",
+            _html(
+                "<header><a href='/'>Home</a></header><nav>Menu</nav>"
+                "<div id='cookie-banner'>We use cookies</div>"
+                "<main><h1>Real</h1><p>Body text.</p><script>var x;</script></main>"
+                "<aside>Related</aside><footer>Copyright</footer>",
+                head="<title>T</title><style>p { color: red }</style>",
+            ),
+        )
+        self.assertEqual(reading.text, "# Real\n\nBody text.\n")
+
+    def test_it_keeps_link_text_and_image_alt_without_urls(self):
+        reading = readers.read(
+            "l.html",
+            _html(
+                "<article><h1>L</h1><p>See <a href='https://example.org/x'>the"
+                " docs</a> <img src='a.png' alt='A diagram'><img src='b.png'></p>"
+                "</article>"
+            ),
+        )
+        self.assertIn("See the docs A diagram", reading.text)
+        self.assertNotIn("example.org", reading.text)
+        self.assertEqual(reading.summary["images_dropped"], 2)
+        self.assertEqual(reading.summary["links"], 1)
+
+    def test_it_reads_deep_nesting_or_refuses_it_without_losing_text(self):
+        deep = "<div>" * 1500 + "deep text" + "</div>" * 1500
+        self.assertIn("deep text", readers.read("d.html", _html(deep)).text)
+        deeper = "<div>" * 5000 + "deep text" + "</div>" * 5000
+        with self.assertRaisesRegex(ReaderError, r"d\.html is nested too deeply"):
+            readers.read("d.html", _html(deeper))
+
+    def test_it_reads_a_confluence_export(self):
+        reading = readers.read("c.html", (FIXTURES / "confluence.html").read_bytes())
+        text = reading.text
+        self.assertTrue(text.startswith("# Operations : Backup rotation\n"))
+        self.assertIn(
+            "## Schedule\n\n| Job | Runs at | Keeps |\n| --- | --- | --- |", text
+        )
+        self.assertIn("> Do not delete by hand\n>\n> Removing a copy by hand", text)
+        self.assertIn("2. List the copies:\n    - full copies first", text)
+        self.assertIn("```bash\nledgerctl backups list --since 2d\n", text)
+        for furniture in ("Runbooks", "Created by", "Attachments", "generated by"):
+            self.assertNotIn(furniture, text)
+
+    def test_it_reads_a_notion_export(self):
+        reading = readers.read("n.html", (FIXTURES / "notion.html").read_bytes())
+        text = reading.text
+        self.assertTrue(text.startswith("# Onboarding checklist\n"))
+        self.assertIn(
+            "- Read the security policy\n    - sign the acknowledgement", text
+        )
+        self.assertIn(
+            "| System | Who grants it |\n| --- | --- |\n| Source code |", text
+        )
+        self.assertIn("> Badges take two working days to print.", text)
+        self.assertIn("What if an account is missing?\n\nOpen a ticket", text)
+        self.assertIn("```Shell\ngit clone", text)
+        self.assertNotIn("cspell", text)
+
+
+# --- DOCX ---------------------------------------------------------------------
+
+
+def _docx_bytes(document: docx.Document) -> bytes:
+    buffer = io.BytesIO()
+    document.save(buffer)
+    return buffer.getvalue()
+
+
+def _hyperlink(paragraph, text: str, url: str) -> None:
+    rel = paragraph.part.relate_to(
+        url,
+        "http://schemas.openxmlformats.org/officeDocument/2006/relationships/hyperlink",
+        is_external=True,
+    )
+    link = OxmlElement("w:hyperlink")
+    link.set(qn("r:id"), rel)
+    run = OxmlElement("w:r")
+    t = OxmlElement("w:t")
+    t.text = text
+    run.append(t)
+    link.append(run)
+    paragraph._p.append(link)
+
+
+def _sample_docx(header_flag: bool = True) -> bytes:
+    document = docx.Document()
+    document.add_heading("Travel policy", level=0)  # the Title style
+    document.add_heading("Booking", level=1)
+    document.add_paragraph("Book through the portal.")
+    document.add_heading("Limits", level=2)
+    document.add_paragraph("Economy class", style="List Bullet")
+    document.add_paragraph("except long flights", style="List Bullet 2")
+    document.add_paragraph("Hotels", style="List Bullet")
+    document.add_paragraph("Ask your manager", style="List Number")
+    document.add_paragraph("File the receipt", style="List Number")
+    table = document.add_table(rows=3, cols=2)
+    for r, row in enumerate([("Item", "Cap"), ("Hotel", "150"), ("Meals", "60")]):
+        for c, value in enumerate(row):
+            table.cell(r, c).text = value
+    if header_flag:
+        tr_pr = table.rows[0]._tr.get_or_add_trPr()
+        tr_pr.append(OxmlElement("w:tblHeader"))
+    paragraph = document.add_paragraph("Read ")
+    _hyperlink(paragraph, "the full rules", "https://example.org/rules")
+    return _docx_bytes(document)
+
+
+class DocxReaderTestCase(SimpleTestCase):
+    def test_it_keeps_headings_lists_and_tables(self):
+        reading = readers.read("travel.docx", _sample_docx())
+        self.assertEqual(
+            reading.text,
+            "# Travel policy\n\n# Booking\n\nBook through the portal.\n\n## Limits\n\n"
+            "- Economy class\n    - except long flights\n- Hotels\n\n"
+            "1. Ask your manager\n2. File the receipt\n\n"
+            "| Item | Cap |\n| --- | --- |\n| Hotel | 150 |\n| Meals | 60 |\n\n"
+            "Read the full rules\n",
+        )
+        self.assertEqual(reading.summary["links"], 1)
+        self.assertEqual(reading.warnings, [])
+
+    def test_it_takes_the_first_row_as_header_without_the_repeat_flag(self):
+        reading = readers.read("travel.docx", _sample_docx(header_flag=False))
+        self.assertIn("| Item | Cap |\n| --- | --- |\n| Hotel | 150 |", reading.text)
+        self.assertIn("first row used", reading.warnings[0])
+
+    def test_it_reads_headings_from_outline_levels_and_code_styles(self):
+        document = docx.Document()
+        paragraph = document.add_paragraph("Custom heading")
+        outline = OxmlElement("w:outlineLvl")
+        outline.set(qn("w:val"), "2")
+        paragraph._p.get_or_add_pPr().append(outline)
+        for line in ("def f():", "    return 1"):
+            run = document.add_paragraph().add_run(line)
+            run.font.name = "Courier New"
+        reading = readers.read("o.docx", _docx_bytes(document))
+        self.assertEqual(
+            reading.text, "### Custom heading\n\n```\ndef f():\n    return 1\n```\n"
+        )
+
+    def test_it_puts_footnotes_in_a_final_section(self):
+        document = docx.Document()
+        paragraph = document.add_paragraph("Claims are paid monthly")
+        run = OxmlElement("w:r")
+        ref = OxmlElement("w:footnoteReference")
+        ref.set(qn("w:id"), "5")
+        run.append(ref)
+        paragraph._p.append(run)
+        data = _docx_bytes(document)
+        footnotes = (
+            '<w:footnotes xmlns:w="http://schemas.openxmlformats.org/'
+            'wordprocessingml/2006/main"><w:footnote w:type="separator" w:id="-1">'
+            "<w:p><w:r><w:separator/></w:r></w:p></w:footnote>"
+            '<w:footnote w:id="5"><w:p><w:r><w:t>On the last working day.</w:t>'
+            "</w:r></w:p></w:footnote></w:footnotes>"
+        )
+        reading = readers.read(
+            "f.docx", _add_part(data, "word/footnotes.xml", footnotes)
+        )
+        self.assertEqual(
+            reading.text,
+            "Claims are paid monthly[1]\n\n## Footnotes\n\n"
+            "1. On the last working day.\n",
+        )
+
+    def test_it_refuses_a_zip_bomb(self):
+        data = _add_part(_sample_docx(), "word/media/filler.bin", " " * (8 * 2**20))
+        with self.assertRaisesRegex(ReaderError, r"bomb\.docx unpacks to .*zip bomb"):
+            readers.read("bomb.docx", data)
+
+    def test_it_refuses_a_corrupt_document(self):
+        data = _add_part(b"", "word/document.xml", "<w:document><w:body><w:p>")
+        with self.assertRaisesRegex(ReaderError, r"broken\.docx is a corrupt \.docx"):
+            readers.read("broken.docx", data)
+
+    def test_it_refuses_a_truncated_document(self):
+        data = _sample_docx()
+        with self.assertRaisesRegex(ReaderError, r"cut\.docx is a corrupt \.docx file"):
+            readers.read("cut.docx", data[: len(data) // 2])
+
+
+def _add_part(data: bytes, name: str, content: str) -> bytes:
+    """A copy of the zip `data` (or a new zip) with one part added or replaced."""
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as target:
+        if data:
+            with zipfile.ZipFile(io.BytesIO(data)) as source:
+                for info in source.infolist():
+                    if info.filename != name:
+                        target.writestr(info, source.read(info))
+        target.writestr(name, content)
+    return out.getvalue()
+
+
+# --- PDF ----------------------------------------------------------------------
+
+
+def _report_pages() -> list[Page]:
+    """A three-page report with a running header and footer on every page."""
+    pages = []
+    for number in range(1, 4):
+        page = Page()
+        page.text(72, 770, "ACME Corp - Expense policy", 9)
+        page.text(300, 30, f"Page {number} of 3", 9)
+        pages.append(page)
+    one, two, three = pages
+    one.heading("Expense policy", 22).paragraph(
+        ["This policy says which costs the company pays back and how", "to claim them."]
+    )
+    one.heading("Travel", 15).paragraph(
+        [
+            "Employees book travel through the portal. Long-distance",
+            "trips need approval.",
+        ]
+    )
+    one.bullets(
+        [(0, "Economy class"), (1, "except flights over six hours"), (0, "Rail")]
+    )
+    two.heading("Meals", 15).paragraph(
+        ["Meals are paid up to the daily cap shown below."]
+    )
+    two.table(
+        [["City", "Daily cap"], ["Paris", "60 EUR"], ["Berlin", "50 EUR"]], [150, 120]
+    )
+    two.numbered(["Keep the receipt", "Claim within 30 days"])
+    three.heading("Claims", 15).paragraph(
+        [
+            "Claims are paid with the next salary after the manager has re-",
+            "viewed them.",
+        ]
+    )
+    three.code(["kb claim --month 2026-11", "  --receipts ./scans"])
+    return pages
+
+
+class PdfReaderTestCase(SimpleTestCase):
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.reading = readers.read("policy.pdf", build_pdf(_report_pages()))
+
+    def test_it_keeps_headings_paragraphs_and_lists(self):
+        text = self.reading.text
+        self.assertTrue(text.startswith("# Expense policy\n\nThis policy says"))
+        self.assertIn(
+            "## Travel\n\nEmployees book travel through the portal. Long-", text
+        )
+        self.assertIn(
+            "- Economy class\n    - except flights over six hours\n- Rail", text
+        )
+        self.assertIn("1. Keep the receipt\n2. Claim within 30 days", text)
+
+    def test_it_undoes_hyphenation_at_line_ends(self):
+        self.assertIn("after the manager has reviewed them.", self.reading.text)
+
+    def test_it_reads_a_ruled_table_with_its_header(self):
+        self.assertIn(
+            "| City | Daily cap |\n| --- | --- |\n| Paris | 60 EUR |\n"
+            "| Berlin | 50 EUR |",
+            self.reading.text,
+        )
+        self.assertEqual(self.reading.summary["tables_with_header"], 1)
+
+    def test_it_keeps_code_with_its_indentation(self):
+        self.assertIn(
+            "```\nkb claim --month 2026-11\n  --receipts ./scans\n```",
+            self.reading.text,
+        )
+
+    def test_it_removes_running_headers_footers_and_page_numbers(self):
+        self.assertNotIn("ACME Corp", self.reading.text)
+        self.assertNotIn("Page 2 of 3", self.reading.text)
+        self.assertEqual(self.reading.summary["running_lines_removed"], 6)
+
+    def test_it_maps_each_section_to_its_pages(self):
+        text = self.reading.text
+        self.assertEqual([p for p, _, _ in self.reading.pages], [1, 2, 3])
+        meals = text.index("## Meals")
+        self.assertEqual(self.reading.pages_of(meals, text.index("2. Claim")), (2, 2))
+        self.assertEqual(
+            self.reading.pages_of(text.index("## Travel"), meals + 5), (1, 2)
+        )
+        self.assertEqual(self.reading.pages_of(text.index("```"), len(text)), (3, 3))
+        self.assertEqual(self.reading.summary["pages"], 3)
+
+    def test_it_reads_two_columns_left_first(self):
+        page = Page()
+        page.heading("Two columns", 22)
+        top = page.y
+        for i in range(4):
+            page.text(72, top - 14 * i, f"the left column runs down here, line {i}")
+            page.text(330, top - 14 * i, f"and the right column goes on, line {i}")
+        reading = readers.read("cols.pdf", build_pdf([page]))
+        self.assertEqual(
+            reading.text,
+            "# Two columns\n\n"
+            + " ".join(f"the left column runs down here, line {i}" for i in range(4))
+            + "\n\n"
+            + " ".join(f"and the right column goes on, line {i}" for i in range(4))
+            + "\n",
+        )
+
+    def test_it_keeps_the_rows_of_a_table_without_rules_in_order(self):
+        page = Page()
+        page.heading("Prices", 22)
+        top = page.y
+        for i, (item, price) in enumerate([("Tea", "2 EUR"), ("Cake", "4 EUR")]):
+            page.text(72, top - 14 * i, item)
+            page.text(400, top - 14 * i, price)
+        reading = readers.read("p.pdf", build_pdf([page]))
+        self.assertLess(reading.text.index("Tea"), reading.text.index("2 EUR"))
+        self.assertLess(reading.text.index("2 EUR"), reading.text.index("Cake"))
+
+    def test_it_flags_pages_without_text(self):
+        reading = readers.read(
+            "mixed.pdf", build_pdf([_report_pages()[0], scanned_page()])
+        )
+        self.assertEqual(reading.summary["pages_without_text"], [2])
+        self.assertEqual(reading.summary["chars_per_page"][1], 0)
+
+
+class PdfBadInputTestCase(SimpleTestCase):
+    def test_it_refuses_a_scanned_pdf(self):
+        with self.assertRaisesRegex(
+            ReaderError, r"scan\.pdf has no text layer \(scanned\?\); OCR is not"
+        ):
+            readers.read("scan.pdf", build_pdf([scanned_page(), scanned_page()]))
+
+    def test_it_refuses_an_encrypted_pdf(self):
+        writer = pypdf.PdfWriter(clone_from=io.BytesIO(build_pdf(_report_pages())))
+        writer.encrypt("secret", algorithm="RC4-128")
+        buffer = io.BytesIO()
+        writer.write(buffer)
+        with self.assertRaisesRegex(ReaderError, r"locked\.pdf is encrypted"):
+            readers.read("locked.pdf", buffer.getvalue())
+
+    def test_it_refuses_a_truncated_pdf(self):
+        data = build_pdf(_report_pages())
+        with self.assertRaisesRegex(ReaderError, r"cut\.pdf is truncated"):
+            readers.read("cut.pdf", data[: len(data) * 2 // 3])
+
+    def test_it_refuses_a_corrupt_pdf(self):
+        data = b"%PDF-1.7\n" + bytes(range(256)) * 40 + b"\n%%EOF\n"
+        with self.assertRaisesRegex(ReaderError, r"junk\.pdf is corrupt"):
+            readers.read("junk.pdf", data)
+
+    def test_it_refuses_more_pages_than_the_cap(self):
+        data = build_pdf(_report_pages())
+        with self.assertRaisesRegex(
+            ReaderError, r"long\.pdf has 3 pages; the limit is 2"
+        ):
+            readers.read("long.pdf", data, max_pdf_pages=2)
+
+
+@pytest.mark.parametrize("name", ["a.txt", "a.md", "a.doc"])
+def test_it_refuses_other_extensions(name):
+    with pytest.raises(ReaderError, match=name.replace(".", r"\.")):
+        readers.read(name, b"text")
+
+
+# --- kb_ingest and kb_chunk ---------------------------------------------------------
+
+
+class IngestConvertedTestCase(TestCase):
+    """The stored text of an HTML, DOCX or PDF source is the reader's Markdown."""
+
+    def setUp(self):
+        self.collection = Collection.objects.create(name="Policies")
+
+    def test_kb_ingest_indexes_a_pdf_by_its_markdown_sections(self):
+        folder = Path(self.enterContext(_temporary_folder()))
+        (folder / "policy.pdf").write_bytes(build_pdf(_report_pages()))
+        (folder / "travel.docx").write_bytes(_sample_docx())
+        out = StringIO()
+        call_command(
+            "kb_ingest", str(folder), "--collection", "Policies", "--sync", stdout=out
+        )
+        self.assertIn("2 of 2 file(s) stored and indexed", out.getvalue())
+        source = Source.objects.get(file_name="policy.pdf")
+        self.assertTrue(source.text.startswith("# Expense policy\n\n"))
+        self.assertEqual(source.file.read()[:5], b"%PDF-")  # the original is kept
+        meals = source.sections.get(heading="Meals")
+        self.assertIn("| Paris | 60 EUR |", source.text[meals.start : meals.end])
+        self.assertEqual(
+            Source.objects.get(file_name="travel.docx").title, "Travel policy"
+        )
+
+    def test_kb_ingest_refuses_a_bad_file_naming_it_and_stores_nothing(self):
+        folder = Path(self.enterContext(_temporary_folder()))
+        (folder / "scan.pdf").write_bytes(build_pdf([scanned_page()]))
+        (folder / "page.pdf").write_bytes(_html("<p>not a pdf</p>"))
+        err = StringIO()
+        with self.assertRaisesMessage(CommandError, "0 of 2 file(s)"):
+            call_command(
+                "kb_ingest", str(folder), "--collection", "Policies", stderr=err
+            )
+        self.assertIn("scan.pdf: refused: scan.pdf has no text layer", err.getvalue())
+        self.assertIn("page.pdf: refused: page.pdf is not a PDF", err.getvalue())
+        self.assertFalse(Source.objects.exists())
+        uploads = Path(settings.MEDIA_ROOT)
+        self.assertFalse(list(uploads.rglob("scan*.pdf")) if uploads.exists() else [])
+
+
+def _temporary_folder():
+    import tempfile
+
+    return tempfile.TemporaryDirectory()
+
+
+def test_kb_chunk_reads_html_and_pdf_files(tmp_path):
+    (tmp_path / "guide.html").write_bytes(
+        _html("<main><h1>Guide</h1><h2>Setup</h2><p>Install it.</p></main>")
+    )
+    (tmp_path / "policy.pdf").write_bytes(build_pdf(_report_pages()))
+    (tmp_path / "broken.docx").write_bytes(b"not a zip")
+    out = StringIO()
+    call_command("kb_chunk", str(tmp_path), "--json", stdout=out)
+    report = json.loads(out.getvalue())
+    assert report["files"] == 2
+    assert report["skipped"] == [
+        "broken.docx: broken.docx is not a Word .docx file (a zip holding "
+        "word/document.xml): its content is something else"
+    ]
+    headings = {c["heading_path"] for c in report["chunks"]}
+    assert "Guide > Setup" in headings
+    assert "Expense policy > Meals" in headings
+
+
+class UploadConvertedTestCase(TestCase):
+    """The admin upload form: each bad file refused with its reason, nothing kept."""
+
+    def setUp(self):
+        staff, _, _ = make_users()
+        self.client.force_login(staff)
+        self.collection = Collection.objects.create(name="Docs")
+
+    def _post(self, *files):
+        return self.client.post(
+            reverse("admin:kb_source_upload"),
+            {"collection": self.collection.pk, "files": list(files)},
+        )
+
+    def test_it_refuses_each_bad_file_with_its_reason(self):
+        report = build_pdf(_report_pages())
+        locked = pypdf.PdfWriter(clone_from=io.BytesIO(report))
+        locked.encrypt("secret", algorithm="RC4-128")
+        buffer = io.BytesIO()
+        locked.write(buffer)
+        cases = {
+            "locked.pdf": (buffer.getvalue(), "locked.pdf is encrypted"),
+            "scan.pdf": (build_pdf([scanned_page()]), "scan.pdf has no text layer"),
+            "cut.pdf": (report[:3000], "cut.pdf is truncated"),
+            "page.pdf": (_html("<p>x</p>"), "page.pdf is not a PDF"),
+            "notes.docx": (b"plain words", "notes.docx is not a Word .docx"),
+            "bomb.docx": (
+                _add_part(_sample_docx(), "word/x.bin", " " * (9 * 2**20)),
+                "refused as a possible zip bomb",
+            ),
+        }
+        for name, (data, reason) in cases.items():
+            response = self._post(SimpleUploadedFile(name, data))
+            self.assertContains(response, reason, status_code=400, msg_prefix=name)
+        self.assertFalse(Source.objects.exists())
+        uploads = Path(settings.MEDIA_ROOT)
+        stored = [p.name for p in uploads.rglob("*")] if uploads.exists() else []
+        self.assertFalse(set(stored) & set(cases))
+
+    def test_it_stores_a_pdf_as_markdown_and_keeps_the_original(self):
+        response = self._post(
+            SimpleUploadedFile("policy.pdf", build_pdf(_report_pages()))
+        )
+        self.assertEqual(response.status_code, 302)
+        source = Source.objects.get(file_name="policy.pdf")
+        self.assertEqual(source.title, "Expense policy")
+        self.assertIn("## Meals\n\nMeals are paid up to the daily cap", source.text)
+        self.assertEqual(source.file.read()[:5], b"%PDF-")

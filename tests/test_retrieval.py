@@ -1,0 +1,121 @@
+from __future__ import annotations
+
+from unittest import mock
+
+import numpy as np
+from django.db import connection
+from django.test import TestCase
+
+from kb import keywords, retrieval
+from kb.models import EMBEDDING_DIM, Chunk, Collection, Section, Source
+
+SMALL = 30  # chunks of the small collection, one section each
+COPIES = 200  # near copies of each small vector in the large collection
+
+
+def _unit(rows: np.ndarray) -> np.ndarray:
+    return rows / np.linalg.norm(rows, axis=1, keepdims=True)
+
+
+def _collection(
+    name: str, vectors: np.ndarray, sources: int, centroids: bool = True
+) -> Collection:
+    """A counted collection of `sources` sources, vector i a section of one chunk
+    in source i modulo `sources` (the section's vector too, with `centroids`)."""
+    collection = Collection.objects.create(name=name)
+    owners = [
+        Source.objects.create(
+            collection=collection,
+            title=name,
+            file_name=f"{name}-{i}.md",
+            text="x",
+            content_hash=name,
+        )  # fmt: skip
+        for i in range(sources)
+    ]
+    sections = Section.objects.bulk_create(
+        Section(
+            source=owners[i % sources],
+            order=i,
+            start=0,
+            end=1,
+            embedding=v if centroids else None,
+        )  # fmt: skip
+        for i, v in enumerate(vectors)
+    )
+    Chunk.objects.bulk_create(
+        (
+            Chunk(
+                source=section.source,
+                section=section,
+                chunk_index=0,
+                start=0,
+                end=1,
+                text="x",
+                embedded_text="x",
+                token_count=3,
+                embedding=vectors[section.order],
+            )  # fmt: skip
+            for section in sections
+        ),
+        batch_size=1_000,
+    )
+    keywords.count_terms(collection)
+    return collection
+
+
+class NearestSearchTestCase(TestCase):
+    """A small collection beside a large one in the shared HNSW index (issue #15):
+    the large one's vectors are near copies of the small one's, so its rows are
+    the small collection's questions' nearest neighbours in the index."""
+
+    @classmethod
+    def setUpTestData(cls):
+        rng = np.random.default_rng(15)
+        cls.vectors = _unit(rng.normal(size=(SMALL, EMBEDDING_DIM)))
+        copies = np.repeat(cls.vectors, COPIES, axis=0)
+        noisy = _unit(copies + rng.normal(0, 0.01, copies.shape))
+        # The planner takes the small collection for a large one (many sources,
+        # most of them empty; the large one has a single source): it used the index.
+        cls.small = _collection("Small", cls.vectors, sources=300)
+        cls.large = _collection("Large", noisy, sources=1, centroids=False)
+        cls.question = _unit(cls.vectors[:1] + rng.normal(0, 0.05, (1, EMBEDDING_DIM)))
+        with connection.cursor() as cursor:
+            cursor.execute("ANALYZE kb_source, kb_section, kb_chunk")
+
+    def _search(self, collection: Collection, sections: bool = False):
+        query = retrieval.nearest_query(collection, self.question[0], sections=sections)
+        with retrieval.hnsw_scan(collection), connection.cursor() as cursor:
+            cursor.execute(*query)
+            rows = cursor.fetchall()
+            cursor.execute("EXPLAIN " + query[0], query[1])
+            plan = "\n".join(row[0] for row in cursor.fetchall())
+        return rows, plan
+
+    def _exact_order(self, model) -> list[int]:
+        rows = model.objects.filter(source__collection=self.small)
+        ids = list(rows.order_by("pk").values_list("pk", flat=True))
+        distance = 1 - self.vectors @ self.question[0]
+        return [ids[i] for i in np.argsort(distance, kind="stable")]
+
+    def test_it_searches_a_small_collection_exactly_beside_a_large_one(self):
+        self.assertTrue(retrieval.searched_exactly(self.small))
+        for sections, model in ((False, Chunk), (True, Section)):
+            rows, plan = self._search(self.small, sections)
+            self.assertEqual([row[0] for row in rows], self._exact_order(model))
+            self.assertNotIn("embedding_hnsw", plan)
+
+    def test_a_large_collection_gets_its_nearest_rows_sorted(self):
+        with mock.patch.object(retrieval, "EXACT_SEARCH_CHUNKS", 1_000):
+            self.assertFalse(retrieval.searched_exactly(self.large))
+            rows, plan = self._search(self.large)
+        self.assertIn("chunk_embedding_hnsw", plan)  # whatever the planner thinks
+        self.assertEqual(len(rows), retrieval.CANDIDATES)
+        large = Chunk.objects.filter(source__collection=self.large)
+        self.assertEqual(large.filter(pk__in=[r[0] for r in rows]).count(), len(rows))
+        distances = [row[1] for row in rows]
+        self.assertEqual(distances, sorted(distances))
+
+    def test_a_collection_never_counted_is_not_searched_exactly(self):
+        self.small.terms_counted = None
+        self.assertFalse(retrieval.searched_exactly(self.small))

@@ -1,0 +1,266 @@
+"""Answer sentences are whole sentences (issue #17, item 6).
+
+Hard-wrapped Markdown once cut a sentence at every line end ("If set to `None`,
+pagination [1]"). These tests run the splitter over every paragraph and every
+chunk window of the three corpora and the demo, and the answerer end to end over
+the demo's golden questions.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from unittest import skipUnless
+
+from django.test import SimpleTestCase
+from markdown_it import MarkdownIt
+
+from kb import answering, chunking, ingestion, parsing, retrieval
+from kb.models import GoldenCase
+from tests import base
+
+CORPORA = ("handbook", "rq-docs", "poetry-docs")
+_CORPORA_DIR = base.SHARED / "corpora"
+_INLINE = MarkdownIt("commonmark", {"html": False})
+# A sentence may end with its full stop, then closing quotes, brackets, emphasis.
+_ENDS_A_SENTENCE = re.compile(r"[.!?:;][\"')\]*_`]*$")
+# Lines that start a block of their own: what comes before them may end without
+# a full stop (a heading, a list item, a fence, a table row, a quote, a shortcode).
+_BLOCK_START = re.compile(
+    r"\s*(?:$|#{1,6}(?:\s|$)|```|~~~|\||>|\{\{[<%]|<!--|[-*+](?:\s|$)|\d{1,9}[.)](?:\s|$)"
+    r"|[A-Za-z][.)](?:\s|$)|[-=*_: ]+$)"
+)
+
+
+def files(corpus: str) -> list[Path]:
+    return sorted(p for p in (_CORPORA_DIR / corpus).rglob("*.md"))
+
+
+def demo_files() -> list[Path]:
+    return sorted(p for p in base.DEMO_DIR.iterdir() if p.suffix in (".md", ".txt"))
+
+
+def problems(text: str, start: int, end: int) -> list[str]:
+    """What is wrong with text[start:end] as an answer sentence, if anything."""
+    sentence = text[start:end]
+    if sentence.lstrip().startswith(("```", "~~~", "|")):
+        return []  # a code block or a table row is a unit of its own
+    found = []
+    line_end = text.find("\n", end)
+    rest_of_line = text[end : len(text) if line_end < 0 else line_end]
+    next_line = (
+        ""
+        if line_end < 0
+        else text[line_end + 1 : text.find("\n", line_end + 1) % (len(text) + 1)]
+    )
+    if not _ENDS_A_SENTENCE.search(sentence.rstrip()):
+        if rest_of_line.strip():
+            found.append("ends inside a line")
+        elif line_end >= 0 and not _BLOCK_START.match(next_line):
+            found.append("ends at a soft line break: the paragraph goes on")
+    html = re.sub(r"<code>.*?</code>", "", _INLINE.renderInline(sentence), flags=re.S)
+    if "`" in html:
+        found.append("ends inside inline code")
+    prose = re.sub(r"(`+).*?\1", "", sentence, flags=re.S)  # without code spans
+    if prose.count("[") != prose.count("]") or re.search(r"\]\([^)]*$", prose):
+        found.append("ends inside a link")
+    return found
+
+
+class SplitterOnTheCorporaTestCase(SimpleTestCase):
+    """Every paragraph of every corpus file, as the answerer would split it."""
+
+    def _check_sections(self, path: Path) -> int:
+        text = parsing.decode_upload(path.read_bytes(), path.name)
+        checked = 0
+        for section in parsing.parse(text, path.name).sections:
+            for start, end in answering.units(text, section.body_start, section.end):
+                self.assertEqual(
+                    problems(text, start, end), [], f"{path.name}: {text[start:end]!r}"
+                )
+                checked += 1
+        return checked
+
+    def _check_chunk_windows(self, path: Path) -> int:
+        """Each chunk as a retrieved window cutting into its section's text."""
+        text = parsing.decode_upload(path.read_bytes(), path.name)
+        doc = parsing.parse(text, path.name)
+        chunks = chunking.chunk_document(
+            doc, text, count_tokens=lambda t: len(t.split()) + 2, max_tokens=120
+        ).chunks
+        checked = 0
+        for chunk in chunks:
+            section = doc.sections[chunk.section_index]
+            section_text = text[section.start : section.end]
+            location = retrieval.Location(
+                1, section.heading_path, chunk.start, chunk.end, [0]
+            )
+            loaded = retrieval.TextWindow([(section.start, section_text)])
+            passage = retrieval.Passage(
+                1, path.name, path.name, chunk.start, chunk.end, chunk.text, 1.0,
+                {"vector"}, [location], source_text=loaded,
+            )  # fmt: skip
+            for s in answering.split_sentences(passage):
+                self.assertEqual(text[s.start : s.end], s.text)
+                self.assertTrue(section.start <= s.start < s.end <= section.end)
+                self.assertEqual(
+                    problems(text, s.start, s.end), [], f"{path.name}: {s.text!r}"
+                )
+                checked += 1
+        return checked
+
+    @skipUnless(_CORPORA_DIR.is_dir(), base.SHARED_MISSING)
+    def test_no_sentence_of_the_three_corpora_is_cut(self):
+        for corpus in CORPORA:
+            with self.subTest(corpus=corpus):
+                checked = sum(self._check_sections(p) for p in files(corpus))
+                self.assertGreater(checked, 300)
+
+    @skipUnless(_CORPORA_DIR.is_dir(), base.SHARED_MISSING)
+    def test_chunk_windows_of_the_three_corpora_widen_to_whole_sentences(self):
+        for corpus in CORPORA:
+            with self.subTest(corpus=corpus):
+                checked = sum(self._check_chunk_windows(p) for p in files(corpus))
+                self.assertGreater(checked, 300)
+
+    def test_no_sentence_of_the_demo_is_cut(self):
+        for path in demo_files():
+            self._check_sections(path)
+            self._check_chunk_windows(path)
+
+
+class SplitterTestCase(SimpleTestCase):
+    def _split(self, text: str, start: int = 0, end: int | None = None) -> list[str]:
+        end = len(text) if end is None else end
+        location = retrieval.Location(1, "Guide", start, end, [0])
+        passage = retrieval.Passage(
+            1, "Guide", "guide.md", start, end, text[start:end], 1.0, {"vector"},
+            [location], source_text=retrieval.TextWindow([(0, text)]),
+        )  # fmt: skip
+        return [s.text for s in answering.split_sentences(passage)]
+
+    def test_a_sentence_goes_on_across_a_soft_line_break(self):
+        text = (
+            "If set to `None`, pagination\nis turned off. Don't forget to run your"
+            "\nworkers using `rq worker`.\n"
+        )
+        self.assertEqual(
+            self._split(text),
+            [
+                "If set to `None`, pagination\nis turned off.",
+                "Don't forget to run your\nworkers using `rq worker`.",
+            ],
+        )
+
+    def test_no_sentence_ends_inside_code_a_link_or_an_abbreviation(self):
+        text = (
+            "Call `job.retry(). Then` again, e.g. Later. See [the\nguide. Here]"
+            "(https://example.com/a. b) or https://example.com/x. Done.\n"
+        )
+        self.assertEqual(
+            self._split(text),
+            [
+                "Call `job.retry(). Then` again, e.g. Later.",
+                "See [the\nguide. Here](https://example.com/a. b) or "
+                "https://example.com/x.",
+                "Done.",
+            ],
+        )
+
+    def test_an_abbreviation_right_after_a_sentence_ends_nothing(self):
+        self.assertEqual(
+            self._split("Run it. I.e. The flag works.\n"),
+            ["Run it.", "I.e. The flag works."],
+        )
+
+    def test_a_quoted_sentence_reads_as_one_line(self):
+        text = "> Workers run\n> forever. Stop them.\n"
+        self.assertEqual(self._split(text), ["> Workers run\n> forever.", "Stop them."])
+        self.assertEqual(answering._one_line(text[:25]), "Workers run forever.")
+
+    def test_blocks_bound_sentences(self):
+        text = (
+            "Intro line\n- item one\n  goes on\n- item two\n# Heading\nText\n"
+            "```\ncode. Still\n```\n| a | b |\n|---|---|\n| 1 | 2 |\n"
+        )
+        self.assertEqual(
+            self._split(text),
+            [
+                "Intro line",
+                "- item one\n  goes on",
+                "- item two",
+                "Text",
+                "```\ncode. Still\n```",
+                "| a | b |",
+                "| 1 | 2 |",
+            ],
+        )
+
+    def test_a_long_table_row_is_answered_by_its_sentences(self):
+        cell = "Works on the team. " + "Reviews code with care and patience. " * 12
+        text = f"| *Trust* | {cell.strip()} |\n"
+        parts = self._split(text)
+        self.assertEqual(parts[0], "| *Trust* | Works on the team.")
+        self.assertEqual(len(parts), 13)
+
+    def test_a_window_cut_mid_sentence_cites_the_whole_sentence(self):
+        text = (
+            "# Retry\n\nJobs that fail can\nautomatically retry up to\nthree times. "
+            "Next.\n"
+        )
+        start = text.index("automatically")
+        end = text.index("up to") + 2
+        self.assertEqual(
+            self._split(text, start, end),
+            ["Jobs that fail can\nautomatically retry up to\nthree times."],
+        )
+
+
+class DemoAnswerSentencesTestCase(base.DemoTestCase):
+    def test_answer_sentences_and_citations_are_whole_sentences(self):
+        texts = dict(self.demo.sources.values_list("pk", "text"))
+        cases = GoldenCase.objects.filter(collection=self.demo)
+        self.assertGreater(cases.count(), 10)
+        for case in cases:
+            _, reply = answering.ask(self.demo, case.question)
+            by_n = {c.n: c for c in reply.citations}
+            for s in reply.sentences:
+                text = texts[s.passage.source_id]
+                self.assertEqual(problems(text, s.start, s.end), [], s.text)
+                cite = by_n[s.citation]
+                self.assertLessEqual(cite.start, s.start)
+                self.assertGreaterEqual(cite.end, s.end)
+                self.assertEqual(
+                    problems(text, cite.start, cite.end), [], case.question
+                )
+                before = text[: cite.start].rstrip(" \t")
+                self.assertTrue(
+                    not before
+                    or before.endswith("\n")
+                    or _ENDS_A_SENTENCE.search(before),
+                    f"{case.external_id}: the citation starts inside a sentence",
+                )
+            if not any(s.text.lstrip().startswith("```") for s in reply.sentences):
+                self.assertNotIn("\n", reply.text, case.external_id)
+
+    def test_a_hard_wrapped_guide_is_answered_in_whole_sentences(self):
+        guide = (
+            b"# Pagination\n\nThe default pagination style is set globally with the\n"
+            b"`DEFAULT_PAGINATION_CLASS` key of the settings. If set to `None`,\n"
+            b"pagination is turned off for every list view unless a view sets\n"
+            b"its own `pagination_class`.\n"
+        )
+        source, _ = ingestion.store_source(self.demo, "api-guide.md", guide)
+        ingestion.ingest(source.pk)
+        _, reply = answering.ask(
+            self.demo, "How do I set the default pagination style for list views?"
+        )
+        self.assertIn(
+            "If set to `None`, pagination is turned off for every list view unless "
+            "a view sets its own `pagination_class`.",
+            reply.text,
+        )
+        text = self.demo.sources.get(pk=source.pk).text
+        for s in reply.sentences:
+            if s.passage.source_id == source.pk:
+                self.assertEqual(problems(text, s.start, s.end), [], s.text)
