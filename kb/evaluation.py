@@ -138,6 +138,76 @@ def check_spans(collection: Collection, cases: list[dict[str, Any]]) -> None:
                     )
 
 
+def locate_cases(
+    collection: Collection, cases: list[dict[str, Any]]
+) -> tuple[list[dict[str, Any]], dict[str, list[str]]]:
+    """`kb_eval --match text`: the cases with every span moved to where its text
+    is in the collection's stored texts (kb.spans.locate), in the source of the
+    same name or stem ("docs/a.md" finds "docs/a.pdf"), so one golden file scores
+    a corpus in any format. Returns the located cases and, by case id, why spans
+    could not be located: such a span stays required but cannot be covered (the
+    case is a miss, and counted apart)."""
+    from kb import spans as locator
+
+    texts = dict(collection.sources.values_list("file_name", "text"))
+    skeletons: dict[str, locator.Skeleton] = {}
+    located, problems = [], {}
+    for case in cases:
+        required = []
+        for span in case["required_spans"]:
+            found, why = [], []
+            for one in [span, *span.get("alternatives", [])]:
+                try:
+                    found.append(_locate(one, texts, skeletons))
+                except locator.Unlocatable as exc:
+                    why.append(f"{one['file']}[{one['start']}:{one['end']}]: {exc}")
+            if not found:
+                problems.setdefault(case["id"], []).extend(why)
+                required.append({**span, "file": "", "start": 0, "end": 1,
+                                 "alternatives": []})  # fmt: skip
+                continue
+            first, *rest = found
+            required.append({**first, "alternatives": rest} if rest else first)
+        located.append({**case, "required_spans": required})
+    return located, problems
+
+
+def _locate(span: dict[str, Any], texts: dict[str, str], skeletons: dict) -> dict:
+    from kb import spans as locator
+
+    names = [span["file"]] if span["file"] in texts else sorted(
+        n for n in texts if locator.same_document(span["file"], n)
+    )  # fmt: skip
+    if not names:
+        raise locator.Unlocatable("no source of that name in the collection")
+    for name in names:
+        text = texts[name]
+        if text[span["start"] : span["end"]] == span["text"]:  # offsets still right
+            return {"file": name, **{k: span[k] for k in ("start", "end", "text")}}
+        if name not in skeletons:
+            skeletons[name] = locator.skeleton(text)
+        hint = span["start"] / max(len(text), 1)
+        try:
+            start, end = locator.locate(
+                span["text"], text, hint, within=skeletons[name]
+            )
+        except locator.Unlocatable:
+            if name == names[-1]:
+                raise
+            continue
+        return {"file": name, "start": start, "end": end, "text": text[start:end]}
+    raise locator.Unlocatable("no source of that name in the collection")
+
+
+def mark_unlocatable(outcome: dict[str, Any], problems: dict[str, list[str]]) -> None:
+    """Add the spans `locate_cases` could not place to a run's cases and count
+    the cases concerned in its aggregate."""
+    for case in outcome["cases"]:
+        if case["id"] in problems:
+            case["unlocatable"] = problems[case["id"]]
+    outcome["aggregate"]["unlocatable"] = len(problems)
+
+
 def import_cases(collection: Collection, jsonl: str) -> dict[str, int]:
     """Validate every case, then create or update them all (or none)."""
     cases = parse_cases(jsonl)
@@ -412,6 +482,7 @@ def evaluate_case(collection: Collection, case: dict[str, Any], **options) -> di
                 "heading_path": p.heading_path,
                 "tokens": p.tokens,
                 "matched": p.matched_label,
+                "text": p.text,  # as handed to the answerer
             }
             for p in result.passages
         ],

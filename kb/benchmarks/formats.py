@@ -11,6 +11,7 @@ plain text extraction on the same files.
 
 from __future__ import annotations
 
+import io
 import re
 import shutil
 import subprocess
@@ -280,6 +281,146 @@ def _read_back(path: Path, corpus: str, files: dict, formats, report: Report) ->
         for kind, (found, total) in recall(original, structure(text)).items():
             counts[kind][0] += found
             counts[kind][1] += total
+
+
+# --- recall@k of the golden sets on each rendering (kb_eval --match text) -------
+
+GOLDEN = {  # corpus -> golden file, relative to the repository
+    "handbook": "evals/handbook.jsonl",
+    "rq-docs": "evals/rq-docs.jsonl",
+    "poetry-docs": "evals/poetry-docs.jsonl",
+}
+REPO_DIR = Path(__file__).resolve().parents[2]
+
+
+def render_corpus(corpus: Path, out: Path, fmt: str) -> list[str]:
+    """Every Markdown file of `corpus` rendered to `fmt` under `out`, in the same
+    folders with the same stems ("docs/a.md" -> "docs/a.pdf"), so that golden
+    spans find their file. Returns the files that could not be rendered."""
+    failed = []
+    jobs = []
+    for path in sorted(corpus.rglob("*.md")):
+        target = out / path.relative_to(corpus).with_suffix(f".{fmt}")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        markdown = published(path.read_text("utf-8"))
+        try:
+            if fmt == "docx":
+                render_docx(markdown, target)
+                continue
+            target.with_suffix(".html").write_text(
+                render_html(markdown, path.stem), "utf-8"
+            )
+        except (OSError, subprocess.SubprocessError) as exc:
+            failed.append(f"{path.name}: {exc}")
+            continue
+        if fmt == "pdf":
+            jobs.append(target)
+    with ThreadPoolExecutor(2) as pool:
+        list(pool.map(lambda t: _print_pdf(t, failed), jobs))
+    return failed
+
+
+def published(markdown: str) -> str:
+    """The page as its site publishes it: a front matter title (which kb takes
+    as the source's title) shown as the page's heading when it has none."""
+    found = _FRONT_MATTER_RE.match(markdown)
+    title = found and re.search(r"^title:[ \t]*(.+?)[ \t]*$", found.group(), re.M)
+    if not title:
+        return markdown
+    body = markdown[found.end() :]
+    if any(level == 1 for level, _ in structure(body).headings):
+        return body
+    return f"# {title.group(1).strip(chr(34) + chr(39))}\n\n{body}"
+
+
+def _print_pdf(target: Path, failed: list[str]) -> None:
+    html_path = target.with_suffix(".html")
+    try:
+        render_pdf(html_path, target)
+    except (OSError, subprocess.SubprocessError) as exc:
+        failed.append(f"{html_path.name}: {exc}")
+    html_path.unlink()
+
+
+def eval_recall(
+    corpora_dir: Path = CORPORA_DIR,
+    corpora: tuple[str, ...] = tuple(GOLDEN),
+    formats: tuple[str, ...] = ("md", *FORMATS),
+    progress: Callable[[str], None] = lambda line: None,
+) -> list[dict]:
+    """`kb_eval --match text` of each corpus's golden set on each rendering (and
+    the Markdown itself, "md"): one row per run, with recall@k and the cases
+    whose spans could not be located. Each run indexes the corpus afresh with the
+    configured embedder: minutes per run."""
+    import json
+
+    from django.core.management import call_command
+
+    rows = []
+    for corpus in corpora:
+        cases = REPO_DIR / GOLDEN[corpus]
+        for fmt in formats:
+            with tempfile.TemporaryDirectory(prefix=f"kb-eval-{fmt}-") as tmp:
+                folder, failed = corpora_dir / corpus, []
+                if fmt != "md":
+                    folder = Path(tmp) / corpus
+                    failed = render_corpus(corpora_dir / corpus, folder, fmt)
+                out = Path(tmp) / "run.json"
+                started = time.perf_counter()
+                call_command(
+                    "kb_eval", cases=cases, corpus=folder, match="text",
+                    json_out=out, stdout=io.StringIO(),
+                )  # fmt: skip
+                result = json.loads(out.read_text("utf-8"))
+            agg = result["aggregate"]
+            rows.append(
+                {"corpus": corpus, "format": fmt, "k": agg["k"], "n": agg["n"],
+                 "recall_at_k": agg["recall_at_k"], "mrr": agg["mrr"],
+                 "unlocatable": agg.get("unlocatable", 0),
+                 "seconds": round(time.perf_counter() - started, 1),
+                 "render_failed": failed,
+                 "hits": {c["id"]: c["hit"] for c in result["cases"]}}
+            )  # fmt: skip
+            progress(
+                f"{corpus} {fmt}: recall@{agg['k']} {agg['recall_at_k']:.3f} "
+                f"(n={agg['n']}, unlocatable {agg.get('unlocatable', 0)}, "
+                f"{rows[-1]['seconds']:.0f} s)"
+            )
+    return rows
+
+
+def eval_markdown(rows: list[dict]) -> str:
+    """The recall rows as a table, each format's difference to Markdown beside it."""
+    md = {r["corpus"]: r["recall_at_k"] for r in rows if r["format"] == "md"}
+    md_hits = {r["corpus"]: r["hits"] for r in rows if r["format"] == "md"}
+    lines = [
+        "| corpus | format | recall@k | vs md (points) | MRR | n | unlocatable |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        base = md.get(r["corpus"])
+        delta = "" if base is None or r["format"] == "md" else (
+            f"{100 * (r['recall_at_k'] - base):+.1f}"
+        )  # fmt: skip
+        lines.append(
+            f"| {r['corpus']} | {r['format']} | {r['recall_at_k']:.3f} "
+            f"(@{r['k']}) | {delta} | {r['mrr']:.3f} | {r['n']} | "
+            f"{r['unlocatable']} |"
+        )
+    notes = []
+    for r in rows:
+        base = md_hits.get(r["corpus"], {})
+        lost = sorted(i for i, hit in r["hits"].items() if base.get(i) and not hit)
+        won = sorted(i for i, hit in r["hits"].items() if hit and base.get(i) is False)
+        if r["format"] != "md" and (lost or won):
+            notes.append(
+                f"- {r['corpus']} {r['format']}: missed {', '.join(lost) or 'none'}; "
+                f"gained {', '.join(won) or 'none'} (against md)"
+            )
+        if r["render_failed"]:
+            notes.append(f"- {r['corpus']} {r['format']} not rendered: "
+                         + "; ".join(r["render_failed"]))  # fmt: skip
+    return "\n".join(lines + ([""] + notes if notes else [])) + "\n"
 
 
 def _plumber_seconds(data: bytes) -> float:

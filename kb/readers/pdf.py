@@ -244,6 +244,7 @@ def _lines(textpage: pdfium.PdfTextPage, page: int, rules: _Rules) -> list[_Line
     lines: list[_Line] = []
     line: _Line | None = None
     space = False
+    last_x0 = 0.0
     get_box, get_font = raw.FPDFText_GetLooseCharBox, raw.FPDFText_GetFontInfo
     for i, ch in enumerate(text):
         if ch in "\ufffe\x02":
@@ -265,7 +266,13 @@ def _lines(textpage: pdfium.PdfTextPage, page: int, rules: _Rules) -> list[_Line
             )
         bold, mono = fonts[key]
         x0, x1, y = loose.left, loose.right, loose.bottom + 0.2 * height  # ~baseline
-        if (
+        # A ligature's glyph ("fi" in TeX's fonts) gives each of its characters
+        # the same box: the second one continues the line, it does not start one.
+        ligature = line is not None and (x0, x1) == (last_x0, line.x1)
+        last_x0 = x0
+        if ligature:
+            pass
+        elif (
             line is not None
             and abs(y - line.y) <= 0.35 * max(size, line.size)
             and x0 >= line.x1 - 0.6 * size
@@ -377,6 +384,24 @@ def _margin_key(line: _Line, height: float) -> str | None:
     return f"{round(line.size * 2)} {round(line.y / 5)} {text}"
 
 
+_FOLIO_RE = re.compile(r"^(\d{1,4})\s+\S.*|.*\S\s+(\d{1,4})$")
+
+
+def _margin_rows(lines: list[_Line]) -> dict[int, str]:
+    """The text of each row of a page's margin lines, left to right."""
+    rows: dict[int, list[_Line]] = {}
+    for ln in lines:
+        rows.setdefault(round(ln.y), []).append(ln)
+    return {y: " ".join(ln.text for ln in sorted(row, key=lambda ln: ln.x0))
+            for y, row in rows.items()}  # fmt: skip
+
+
+def _folio_offset(text: str, index: int) -> int | None:
+    """A row's leading or trailing number less the page's index, if any."""
+    found = _FOLIO_RE.fullmatch(text.strip())
+    return found and int(found.group(1) or found.group(2)) - index
+
+
 def _drop_running_lines(pages) -> int:
     """Drop lines of the top and bottom margins repeated on many pages, and page
     numbers there; return how many lines were dropped."""
@@ -394,6 +419,24 @@ def _drop_running_lines(pages) -> int:
     for i, (lines, _) in enumerate(pages):
         seen.update({_margin_key(ln, height) for ln in lines if in_margin(ln, i)})
     threshold = max(2, len(pages) // 2) if len(pages) > 1 else 10**9
+    # Running heads that change by chapter ("Chapter 2: Naming 3") repeat on few
+    # pages, but carry the page number: its offset to the page's index recurs.
+    sizes: Counter[float] = Counter()
+    for lines, _ in pages:
+        for ln in lines:
+            sizes[round(ln.size, 1)] += len(ln.text)
+    body = sizes.most_common(1)[0][0] if sizes else 0.0
+    # no bigger than the body text: a chapter's heading ("2 Naming") is no folio
+    rows = [_margin_rows([ln for ln in lines if in_margin(ln, i)
+                          and ln.size <= body * 1.05])
+            for i, (lines, _) in enumerate(pages)]  # fmt: skip
+    offsets = Counter(
+        off
+        for i, page_rows in enumerate(rows)
+        for off in {_folio_offset(text, i) for text in page_rows.values()}
+        if off is not None
+    )
+    folios = {off for off, n in offsets.items() if n >= 3}
     removed = 0
     for i, (lines, _) in enumerate(pages):
         keep = []
@@ -402,6 +445,7 @@ def _drop_running_lines(pages) -> int:
             if margin and (
                 seen[_margin_key(ln, height)] >= threshold
                 or _PAGE_NUMBER_RE.match(ln.text)
+                or _folio_offset(rows[i].get(round(ln.y), ""), i) in folios
             ):
                 removed += 1
             else:
@@ -630,7 +674,7 @@ class _Assembler:
             return False
         gap = prev.y - line.y
         return (
-            0 < gap <= 1.6 * max(prev.size, line.size)
+            0 < gap <= 1.75 * max(prev.size, line.size)
             and abs(prev.size - line.size) < 1
         )
 

@@ -96,6 +96,20 @@ class Command(BaseCommand):
         fidelity.add_argument(
             "--formats", nargs="+", choices=formats.FORMATS, default=formats.FORMATS
         )
+        fidelity.add_argument(
+            "--recall",
+            nargs="+",
+            choices=sorted(formats.GOLDEN),
+            metavar="CORPUS",
+            help="also run `kb_eval --match text` of these corpora's golden sets "
+            "on the Markdown and each rendering (indexes each: minutes per run), of: "
+            + ", ".join(sorted(formats.GOLDEN)),
+        )
+        fidelity.add_argument(
+            "--recall-only",
+            action="store_true",
+            help="skip the structure figures (with --recall)",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         if options["bench"] == "speed":
@@ -107,6 +121,10 @@ class Command(BaseCommand):
 
     def _formats(self, options: dict[str, Any]) -> None:
         started = time.strftime("%Y-%m-%d %H:%M %Z")
+        if options["recall"]:
+            self._formats_recall(options, started)
+            if options["recall_only"]:
+                return
         try:
             report = formats.run(
                 options["corpora"],
@@ -117,6 +135,18 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from exc
         self.stdout.write(f"kb_bench formats, {started}, {os.cpu_count()} CPUs\n")
         self.stdout.write(formats.markdown(report))
+
+    def _formats_recall(self, options: dict[str, Any], started: str) -> None:
+        rows = formats.eval_recall(
+            options["corpora"],
+            tuple(options["recall"]),
+            ("md", *options["formats"]),
+            progress=lambda line: self.stderr.write(line),
+        )
+        self.stdout.write(
+            f"kb_bench formats --recall, {started}, {os.cpu_count()} CPUs\n"
+        )
+        self.stdout.write(formats.eval_markdown(rows))
 
     def _speed(self, options: dict[str, Any]) -> None:
         if options["only"] == "neighbours":

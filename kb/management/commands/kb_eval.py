@@ -44,6 +44,15 @@ class Command(BaseCommand):
             "outcome and say whether the difference is beyond chance.",
         )
         parser.add_argument(
+            "--match",
+            choices=["offsets", "text"],
+            default="offsets",
+            help="offsets (default): each span's text must be at its offsets in its "
+            "file; text: a span is located by its text, ignoring whitespace and "
+            "Markdown markup, in the source of the same name or stem (a.md -> "
+            "a.pdf), so one golden file scores a corpus in any format.",
+        )
+        parser.add_argument(
             "--unanswerable",
             type=Path,
             help='JSON Lines of questions the corpus does not answer ({"id", '
@@ -70,8 +79,14 @@ class Command(BaseCommand):
         collection = self._scratch(options)
         try:
             self._ingest(collection, options["corpus"])
-            evaluation.check_spans(collection, cases)
+            problems = None
+            if options["match"] == "text":
+                cases, problems = evaluation.locate_cases(collection, cases)
+            else:
+                evaluation.check_spans(collection, cases)
             outcome = evaluation.evaluate(collection, cases, strategy=strategy)
+            if problems is not None:
+                evaluation.mark_unlocatable(outcome, problems)
             if unanswerable:
                 outcome["unanswerable"] = evaluation.evaluate_unanswerable(
                     collection, unanswerable
@@ -83,6 +98,8 @@ class Command(BaseCommand):
             if not options["keep"]:
                 collection.delete()
         self._print(outcome["aggregate"], config)
+        if problems:
+            self._print_unlocatable(problems)
         if unanswerable:
             self._print_unanswerable(outcome["unanswerable"], outcome["aggregate"])
         if baseline:
@@ -93,6 +110,7 @@ class Command(BaseCommand):
             where = {
                 "corpus": str(options["corpus"]),
                 "cases_file": str(options["cases"]),
+                "match": options["match"],
             }
             payload = {"config": {**config, **where}, **outcome}
             options["json_out"].write_text(json.dumps(payload, indent=2) + "\n")
@@ -178,6 +196,14 @@ class Command(BaseCommand):
                 f"partial {figures['partial']:.3f}  tokens "
                 f"{figures['context_tokens_mean']:.0f}"
             )
+
+    def _print_unlocatable(self, problems: dict[str, list[str]]) -> None:
+        self.stdout.write(
+            f"Unlocatable: {len(problems)} case(s) with a span whose text is not "
+            "in the corpus (scored as misses):"
+        )
+        for case_id, why in problems.items():
+            self.stdout.write(f"  {case_id}: {'; '.join(why)}")
 
     def _print_unanswerable(self, found: dict, agg: dict) -> None:
         if all(q["top_similarity"] is None for q in found["questions"]):
