@@ -240,6 +240,11 @@ KB_EMBED_THREADS = envint("KB_EMBED_THREADS", 0)  # 0 = the cores shared by the 
 # collection is taken to say nothing about the question: no answer is composed
 # (kb/answering.py). Calibrated for all-MiniLM-L6-v2 on evals/unanswerable/; 0 = off.
 KB_MIN_SIMILARITY = envfloat("KB_MIN_SIMILARITY", 0.30)
+# How the keyword leg ranks its matches (kb/keywords.py, issue #17): ts_rank won
+# the pooled tuned golden sets by one case of 88 (docs/benchmarks.md).
+KB_KEYWORD_RANKING = os.environ.get("KB_KEYWORD_RANKING", "ts_rank")
+if KB_KEYWORD_RANKING not in ("bm25", "ts_rank"):
+    raise ImproperlyConfigured("KB_KEYWORD_RANKING must be bm25 or ts_rank")
 
 # --- Reranker (kb/reranking.py, issue #17): off unless KB_RERANKER_DIR names a
 # directory with an ONNX cross-encoder (model.onnx) and its tokenizer.json.

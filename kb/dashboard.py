@@ -95,6 +95,10 @@ def _config_summary(config: dict[str, Any]) -> str:
         f"{_value(config['chunk_overlap'])}, k={config['top_k']}, budget "
         f"{config['context_budget']}, {config['retrieval_mode']}"
     )
+    if config.get("strategy"):  # recorded since issue #17
+        text = f"{config['strategy']} pipeline: {text}"
+    if config.get("keyword_ranking"):
+        text += f" ({config['keyword_ranking']})"
     if config.get("scratch"):
         text += " (scratch copy)"
     if overrides:

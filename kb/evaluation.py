@@ -640,10 +640,14 @@ def evaluate(
     budget: int | None = None,
     mode: str | None = None,
     progress=None,
+    strategy: str | None = None,
 ) -> dict[str, Any]:
-    """Run every case against the collection's current index."""
+    """Run every case against the collection's current index (`strategy`: see
+    retrieval.STRATEGIES; None is the collection's own)."""
     k = k or collection.top_k
     options = {"k": k, "budget": budget, "mode": mode}
+    if strategy:
+        options["strategy"] = strategy
     results = []
     for i, case in enumerate(cases, 1):
         results.append(evaluate_case(collection, case, **options))
@@ -671,14 +675,15 @@ CONFIG_FIELDS = Collection.CONFIG_FIELDS
 
 # A run's overrides of these apply to the live index (evaluate's options); the
 # others (ingestion.INDEX_FIELDS) need an index of their own, on a scratch copy.
-RETRIEVAL_OPTIONS = {"top_k": "k", "context_budget": "budget", "retrieval_mode": "mode"}
+RETRIEVAL_OPTIONS = {"top_k": "k", "context_budget": "budget", "retrieval_mode": "mode",
+                     "strategy": "strategy"}  # fmt: skip
 
 
-def config_of(collection: Collection) -> dict[str, Any]:
+def config_of(collection: Collection, strategy: str | None = None) -> dict[str, Any]:
     """Everything that decides retrieval quality, as recorded with a run: the
-    chunking its index was actually built with (values listed when its sources
-    differ), and how that index differs from the settings."""
-    from kb import embedding, ingestion, reranking
+    strategy, the chunking its index was actually built with (values listed when
+    its sources differ), and how that index differs from the settings."""
+    from kb import embedding, ingestion, keywords, reranking, retrieval
 
     embedder = embedding.get_embedder()
     built = ingestion.index_config(collection)
@@ -690,6 +695,8 @@ def config_of(collection: Collection) -> dict[str, Any]:
         "precision": embedder.precision,
         "window": embedder.window,
         "index_out_of_date": ingestion.index_differences(collection),
+        "strategy": retrieval.strategy_of(collection, strategy),
+        "keyword_ranking": keywords.ranking(),
         **reranking.run_config(),  # issue #17: only when a reranker is set
     }
 
@@ -785,7 +792,8 @@ def execute_run(run_id: int) -> EvalRun:
             **{RETRIEVAL_OPTIONS[k]: v for k, v in retrieval.items()},
             progress=lambda i, n: _progress(run, stage="evaluating", done=i, total=n),
         )
-        run.config = {**config_of(target), **retrieval, "overrides": overrides,
+        found = config_of(target, overrides.get("strategy"))
+        run.config = {**found, **retrieval, "overrides": overrides,
                       "scratch": bool(rebuild), "cases": len(cases),
                       "stale_cases": stale}  # fmt: skip
         run.aggregate = outcome["aggregate"]

@@ -308,6 +308,17 @@ class EvalRunForm(forms.Form):
     collection = forms.ModelChoiceField(
         queryset=Collection.objects.filter(is_scratch=False), widget=forms.HiddenInput
     )
+    strategy = forms.ChoiceField(
+        required=False,
+        choices=[
+            ("", "(as configured)"),
+            ("default", "Default pipeline"),
+            ("sections", "Simple baseline: 120-token chunks, 3 best whole sections"),
+            ("fixed", "Fixed-size baseline: 800-token chunks, top k"),
+        ],
+        label="Pipeline",
+        help_text="A baseline is indexed on a scratch copy for the run.",
+    )
     chunk_strategy = forms.ChoiceField(
         required=False,
         choices=[("", "(as configured)"), *Collection.Strategy.choices],
@@ -332,13 +343,32 @@ class EvalRunForm(forms.Form):
     def overrides(self) -> dict[str, Any]:
         """Settings that differ from the collection's own (they need a scratch copy)."""
         collection = self.cleaned_data["collection"]
-        return {
+        data = {**self.cleaned_data, **self._strategy_settings()}
+        found = {
             name: value
-            for name, value in self.cleaned_data.items()
-            if name != "collection"
+            for name, value in data.items()
+            if name not in ("collection", "strategy")
             and value not in (None, "")
             and value != getattr(collection, name)
         }
+        if data.get("strategy") == "sections":  # a packing, not a collection field
+            found["strategy"] = "sections"
+        return found
+
+    def _strategy_settings(self) -> dict[str, Any]:
+        """The chunking a named pipeline is built on, unless given explicitly."""
+        from kb import retrieval
+
+        data, strategy = self.cleaned_data, self.cleaned_data.get("strategy")
+        if strategy == retrieval.SECTIONS:
+            tokens = data.get("chunk_tokens") or retrieval.SECTIONS_CHUNK_TOKENS
+            return {"chunk_strategy": "structure", "chunk_tokens": tokens}
+        if strategy == retrieval.FIXED:
+            tokens = data.get("chunk_tokens") or retrieval.FIXED_CHUNK_TOKENS
+            return {"chunk_strategy": "fixed", "chunk_tokens": tokens}
+        if strategy == retrieval.DEFAULT:
+            return {"chunk_strategy": "structure"}
+        return {}
 
 
 class GoldenCaseForm(forms.ModelForm):

@@ -1,7 +1,10 @@
 """Keyword search: PostgreSQL full-text search over each chunk's stored tsvector.
 
 1. Chunks holding all of the question's stemmed words, ranked by `ts_rank` with
-   length normalisation.
+   length normalisation, or with KB_KEYWORD_RANKING=bm25 by BM25. BM25 reads
+   each candidate's term frequencies from its stored tsvector's positions and the
+   words' document frequencies from the `Term` counts: a rare word of the question
+   weighs more than a common one, which `ts_rank` cannot tell apart (issue #17).
 2. When fewer than MIN_ALL chunks hold them all, chunks holding any of them top
    the list up. Ranking reads every chunk that matches, and in a big collection a
    common word ("job", "rate") matches tens of thousands of them: the any-word
@@ -18,8 +21,10 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import re
 
+from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
@@ -29,6 +34,12 @@ from kb.models import Chunk, Collection, Term
 CONFIG = "english"
 MIN_ALL = 10  # fewer all-words matches than this: add any-word matches
 MAX_ANY_ROWS = 1000  # chunks the any-word query may rank (by the Term counts)
+RANKINGS = ("bm25", "ts_rank")
+# BM25's term-frequency saturation and length normalisation, chosen on the pooled
+# tuned golden sets of three corpora (k1 0.6-2.0 x b 0.3-0.9; docs/benchmarks.md,
+# issue #17). Short chunks need little length normalisation.
+BM25_K1 = 1.2
+BM25_B = 0.3
 
 _LEXEME_RE = re.compile(r"'((?:[^']|'')*)'")
 
@@ -45,7 +56,12 @@ def search(
     all_words, counts = _words(collection, question)
     if not all_words:
         return []
-    ranked = functools.partial(_ranked, collection, include_deprecated, limit=limit)
+    weights = None
+    if ranking() == "bm25" and counts is not None and collection.terms_chunks:
+        weights = _idf(_lexemes(all_words), counts, collection.terms_chunks)
+    ranked = functools.partial(
+        _ranked, collection, include_deprecated, limit=limit, weights=weights
+    )
     ids = ranked(all_words)
     if len(ids) < MIN_ALL:
         words = affordable(all_words.split(" & "), counts, max_any_rows)
@@ -141,18 +157,90 @@ def _lexemes(word: str) -> list[str]:
 
 
 def _ranked(
-    collection: Collection, include_deprecated: bool, terms: str, limit: int
+    collection: Collection,
+    include_deprecated: bool,
+    terms: str,
+    limit: int,
+    weights: dict[str, float] | None = None,
 ) -> list[int]:
-    """Chunks matching the tsquery text `terms`, by ts_rank with length
-    normalisation (of the stored tsvector), best first."""
+    """Chunks matching the tsquery text `terms`, best first: by BM25 with the
+    lexemes' `weights` (IDF), else by ts_rank with length normalisation (of the
+    stored tsvector)."""
     current = "" if include_deprecated else f"AND {metadata.current_sql('c')}"
-    sql = _RANKED.format(current=current)
+    sql = (_BM25 if weights else _RANKED).format(current=current)
     params = {
         "collection": collection.pk,
         "config": CONFIG,
         "terms": terms,
         "limit": limit,
     }
+    if weights:
+        params.update(
+            lexemes=list(weights),
+            idf=list(weights.values()),
+            k1=BM25_K1,
+            b=BM25_B,
+            avg=average_tokens(collection),
+        )
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         return [row[0] for row in cursor.fetchall()]
+
+
+def ranking() -> str:
+    """How keyword matches are ranked: "bm25" or "ts_rank" (KB_KEYWORD_RANKING)."""
+    return settings.KB_KEYWORD_RANKING
+
+
+def _idf(lexemes: list[str], counts: dict[str, int], total: int) -> dict[str, float]:
+    """BM25's inverse document frequency of each lexeme (the Lucene form, never
+    negative); a lexeme counted in no chunk weighs as if in one."""
+    return {
+        lexeme: math.log(1 + (total - df + 0.5) / (df + 0.5))
+        for lexeme in dict.fromkeys(lexemes)
+        for df in [min(max(counts.get(lexeme, 0), 1), total)]
+    }
+
+
+_average_tokens: dict[tuple[int, object], float] = {}
+
+
+def average_tokens(collection: Collection) -> float:
+    """Mean embedded tokens of the collection's chunks, once per count of its terms."""
+    key = (collection.pk, collection.terms_counted)
+    if key not in _average_tokens:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT avg(c.token_count) FROM kb_chunk c JOIN kb_source s "
+                "ON s.id = c.source_id WHERE s.collection_id = %s",
+                [collection.pk],
+            )
+            found = cursor.fetchone()[0]
+        _average_tokens[key] = max(float(found or 1), 1.0)
+    return _average_tokens[key]
+
+
+# BM25 over the chunks the GIN index finds: term frequency = positions of the
+# lexeme in the stored tsvector; length = tokens of the embedded text (heading
+# path included) that the tsvector is made of. Only the question's lexemes are
+# unnested (marked by setweight, kept by ts_filter): unnesting whole tsvectors
+# made the keyword leg 2-3 times slower than ts_rank at 10,000 chunks.
+_BM25 = """
+WITH found AS (
+    SELECT c.id, c.search_vector, greatest(c.token_count, 1) AS tokens
+    FROM kb_chunk c JOIN kb_source s ON s.id = c.source_id
+    WHERE s.collection_id = %(collection)s {current}
+      AND c.search_vector @@ to_tsquery(%(config)s, %(terms)s)
+)
+SELECT f.id FROM found f CROSS JOIN LATERAL (
+    SELECT sum(w.idf * tf * (%(k1)s + 1)
+               / (tf + %(k1)s * (1 - %(b)s + %(b)s * f.tokens / %(avg)s))) AS score
+    FROM unnest(ts_filter(setweight(f.search_vector, 'A', %(lexemes)s::text[]),
+                          '{{a}}')) u
+    JOIN unnest(%(lexemes)s::text[], %(idf)s::float8[]) AS w(lexeme, idf)
+      ON w.lexeme = u.lexeme
+    CROSS JOIN LATERAL (SELECT coalesce(array_length(u.positions, 1), 1) AS tf) t
+) r
+ORDER BY r.score DESC NULLS LAST, f.id
+LIMIT %(limit)s
+"""

@@ -292,7 +292,10 @@ def retrieve(
     budget: int | None = None,
     mode: str | None = None,
     include_deprecated: bool = False,
+    strategy: str | None = None,
 ) -> Result:
+    """`strategy` "sections": the simple baseline's packing (sections_baseline)
+    instead of the default's; "default" or None: as the collection is set up."""
     question = clean_question(question)
     k = k or collection.top_k
     budget = budget or collection.context_budget
@@ -320,7 +323,9 @@ def retrieve(
 
     hits = _fuse(vector_ids, keyword_ids, section_ranks)
     reranked: reranking.Report | None = None
-    if collection.chunk_strategy == Collection.Strategy.FIXED:
+    if strategy == SECTIONS:
+        passages = _merge(sections_baseline(hits, budget))
+    elif collection.chunk_strategy == Collection.Strategy.FIXED:
         # The baseline as commonly built: the top-k chunks as they are, no expansion,
         # held to the same context budget (the first chunk always goes in).
         passages = _merge(_within_budget(_chunk_passages(hits[:k]), budget))
@@ -1130,3 +1135,106 @@ def _absorb(into: Passage, other: Passage) -> None:
     into.locations = sorted(into.locations + other.locations, key=lambda loc: loc.start)
     into.matched |= other.matched
     into.score = max(into.score, other.score)
+
+
+# --- the simple baseline (issue #17) -----------------------------------------
+
+# Retrieval strategies by name, as kb_eval, the dashboard and runs record them:
+# "default" (this module's pipeline over structure-first chunks), "sections" (the
+# strongest simple baseline below) and "fixed" (fixed-size chunks, top k as they
+# are; Collection.Strategy.FIXED).
+DEFAULT, SECTIONS, FIXED = "default", "sections", "fixed"
+STRATEGIES = (DEFAULT, SECTIONS, FIXED)
+SECTIONS_CHUNK_TOKENS = 120  # the baseline's structure-first chunk budget
+SECTIONS_HITS = 20  # chunk hits grouped by section
+SECTIONS_K = 3  # whole sections handed on, best first
+FIXED_CHUNK_TOKENS = 800  # the fixed-size baseline's chunk budget
+
+_BASELINE_SECTIONS = """
+SELECT t.id, t.source_id, s.title, s.file_name, t.heading_path, t.start, t."end",
+       substr(t.body, 1, %(chars)s)
+FROM kb_section t JOIN kb_source s ON s.id = t.source_id
+WHERE t.id = ANY(%(ids)s)
+"""
+
+
+def strategy_of(collection: Collection, strategy: str | None = None) -> str:
+    """The strategy name a run over this collection records."""
+    if strategy:
+        return strategy
+    fixed = collection.chunk_strategy == Collection.Strategy.FIXED
+    return FIXED if fixed else DEFAULT
+
+
+def sections_baseline(
+    hits: list[Hit], budget: int, k: int = SECTIONS_K
+) -> list[Passage]:
+    """The strongest simple baseline: the top SECTIONS_HITS chunk hits grouped by
+    section (a section ranks by its best hit), the best k sections whole, in rank
+    order, the last one that does not fit cut to the budget (from its start)."""
+    ranked: dict[int, list[Hit]] = {}
+    for hit in hits[:SECTIONS_HITS]:
+        ranked.setdefault(hit.section_id, []).append(hit)
+    best = list(ranked.items())[:k]
+    if not best:
+        return []
+    with connection.cursor() as cursor:
+        # A token is at least one character: no longer section text can fit.
+        params = {"ids": [sid for sid, _ in best], "chars": budget * 40}
+        cursor.execute(_BASELINE_SECTIONS, params)
+        rows = {row[0]: row for row in cursor.fetchall()}
+    indexes = _chunk_indexes(list(rows))
+    passages, remaining = [], budget
+    for section_id, section_hits in best:
+        if section_id not in rows or remaining <= 0:
+            continue
+        _, source_id, title, file_name, path, start, end, body = rows[section_id]
+        text = cut_to_tokens(body, remaining)
+        if not text.strip():
+            continue
+        end = start + len(text)
+        remaining -= _tokens(text)
+        passages.append(
+            Passage(
+                source_id=source_id,
+                source_title=title,
+                file_name=file_name,
+                start=start,
+                end=end,
+                text=text,
+                score=section_hits[0].score,
+                matched={h.matched for h in section_hits},
+                locations=[
+                    Location(section_id, path, start, end, indexes.get(section_id, []))
+                ],
+            )
+        )
+    # Sections of one source that touch merge (_merge): they read one text.
+    parts: dict[int, list[tuple[int, str]]] = {}
+    for p in passages:
+        parts.setdefault(p.source_id, []).append((p.start, p.text))
+    for p in passages:
+        p.source_text = TextWindow(parts[p.source_id])
+    return passages
+
+
+def context_tokens(text: str) -> int:
+    """Tokens a passage of this text adds to the context."""
+    return _tokens(text)
+
+
+def cut_to_tokens(text: str, tokens: int) -> str:
+    """The longest prefix of `text` (whole words) within `tokens` context tokens."""
+    if _tokens(text) <= tokens:
+        return text
+    lo, hi = 0, len(text)  # lo fits, hi does not
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if _tokens(text[:mid]) <= tokens:
+            lo = mid
+        else:
+            hi = mid
+    cut = text[:lo]
+    if lo < len(text) and not text[lo].isspace() and " " in cut:
+        cut = cut[: cut.rfind(" ")]  # no half word
+    return cut.rstrip()

@@ -169,3 +169,27 @@ class SpeedHelpersTestCase(SimpleTestCase):
         docs = [speed.Doc("small.md", "x" * 10), speed.Doc("big.md", "y" * 100)]
         corpus = speed.synthesize(docs, 30)
         self.assertEqual({d.text for d in corpus}, {"x" * 10})
+
+
+class SectionsBaselineBenchTestCase(SimpleTestCase):
+    """kb_bench quality's "sections" strategy (issue #17)."""
+
+    def test_it_hands_on_the_best_three_whole_sections_once_each(self):
+        text = (
+            "# A\n\nalpha one.\n\n# B\n\nbeta two.\n\n# C\n\ngamma.\n\n# D\n\ndelta.\n"
+        )
+        bounds = [text.index(h) for h in ("# A", "# B", "# C", "# D")] + [len(text)]
+        sections = list(zip(bounds, bounds[1:]))
+        chunks = [
+            splitters.BenchChunk("c", s + 5, e - 1, "x", "x", (s, e))
+            for s, e in sections
+        ]
+        chunks.append(splitters.BenchChunk("c", 7, 9, "x", "x", sections[0]))
+        benchmark = quality.Benchmark({"c": text}, [quality.Question("q", "c", ())])
+        # Chunk picks best first: D, A's second chunk, A, B, C.
+        found = quality.sections_found(benchmark, chunks, np.array([[3, 4, 0, 1, 2]]))
+        self.assertEqual(
+            [(r.start, r.end) for r in found[0]],
+            [sections[3], sections[0], sections[1]],
+        )
+        self.assertEqual(quality.CONFIGS["kb-sections-120"].kind, "kb-sections")

@@ -61,3 +61,44 @@ class KeywordSearchTestCase(TestCase):
         question = "zebra job unicorn"
         result = retrieval.retrieve(self.collection, question, mode="keyword")
         self.assertEqual(result.passages[0].file_name, "zebra.md")
+
+
+# A note that repeats the question's common words, one that holds its rare word
+# once, and ten more that make the common words common.
+WORDY = {
+    f"routine-{i:02d}.md": f"# Routine {i}\n\nRestart the worker queue for batch {i}.\n"
+    for i in range(10)
+}
+WORDY["wordy.md"] = (
+    "# Operations\n\nRestart the worker queue. The worker queue must restart; "
+    "restart the worker, restart the queue, the worker queue restarts again.\n"
+)
+WORDY["rare.md"] = "# Embryos\n\nA zygote forms when two cells fuse.\n"
+
+
+class KeywordRankingTestCase(TestCase):
+    """BM25 weighs a question's rare word above its common ones (issue #17)."""
+
+    @classmethod
+    def setUpTestData(cls):
+        cls.collection = Collection.objects.create(name="Wordy")
+        for name, text in WORDY.items():
+            source, _ = ingestion.store_source(cls.collection, name, text.encode())
+            ingestion.ingest(source.pk)
+        keywords.count_terms(cls.collection)
+
+    def _first(self, question: str) -> str:
+        ids = keywords.search(self.collection, question, 80)
+        return Chunk.objects.get(pk=ids[0]).source.file_name
+
+    def test_bm25_ranks_the_rare_word_above_repeated_common_ones(self):
+        # No note holds every word, so any word brings matches.
+        question = "restart the worker queue after a zygote"
+        with self.settings(KB_KEYWORD_RANKING="ts_rank"):
+            self.assertEqual(self._first(question), "wordy.md")
+        with self.settings(KB_KEYWORD_RANKING="bm25"):
+            self.assertEqual(self._first(question), "rare.md")
+
+    def test_bm25_still_prefers_more_of_a_word_among_equals(self):
+        with self.settings(KB_KEYWORD_RANKING="bm25"):
+            self.assertEqual(self._first("worker queue restart"), "wordy.md")

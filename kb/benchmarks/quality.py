@@ -62,7 +62,10 @@ class Benchmark:
 @dataclass(frozen=True)
 class Config:
     name: str
-    kind: str  # "kb-structure", "kb-fixed", "recursive" or "token-text"
+    # "kb-structure", "kb-fixed", "kb-sections" (the simple baseline of issue #17:
+    # structure-first chunks, the top SECTIONS_HITS grouped into the best
+    # SECTIONS_K whole sections, cut to BUDGET tokens), "recursive", "token-text"
+    kind: str
     size: int
     overlap: int = 0
     prefix: bool = True  # kb only: embed the heading-path prefix as the app does
@@ -72,6 +75,8 @@ class Config:
         if self.kind.startswith("kb-"):
             extra = "" if self.prefix else ", no prefix"
             tokens = f"{self.size}/{self.overlap}" if self.overlap else str(self.size)
+            if self.kind == "kb-sections":
+                return f"kb sections {tokens} MiniLM, top 20 → 3 sections{extra}"
             return f"kb {self.kind[3:]} {tokens} MiniLM{extra}"
         name = "Recursive" if self.kind == "recursive" else "TokenText"
         return f"{name} {self.size}/{self.overlap} cl100k"
@@ -79,13 +84,14 @@ class Config:
     @property
     def truncates(self) -> bool:
         """Chunks over the window are cut by the embedder (all but ours)."""
-        return self.kind != "kb-structure"
+        return self.kind not in ("kb-structure", "kb-sections")
 
 
 CONFIGS = {
     config.name: config
     for config in (
         Config("kb-structure-120", "kb-structure", 120),
+        Config("kb-sections-120", "kb-sections", 120),
         Config("kb-structure-200", "kb-structure", 200),
         Config("kb-structure-250", "kb-structure", 250),
         Config("kb-structure-200-noprefix", "kb-structure", 200, prefix=False),
@@ -107,6 +113,9 @@ DEFAULT_CONFIGS = (
 REFERENCE_CONFIG = "recursive-200-0"
 QUICK_CORPUS = "state_of_the_union"
 QUICK_CONFIG = "kb-structure-200"
+# Configurations by the strategy names of kb_eval and the dashboard (--strategy).
+STRATEGY_CONFIGS = {"default": "kb-structure-200", "sections": "kb-sections-120"}
+BUDGET = 1200  # context tokens of the sections baseline (as kb_eval's default)
 
 # The report's all-MiniLM-L6-v2 table (k = 5, mean ± sd, %): recall, precision,
 # precision_Ω, IoU; "~n" is the mean chunk size in cl100k tokens. Its precision_Ω
@@ -187,8 +196,9 @@ def _split(
 ) -> tuple[list[splitters.BenchChunk], int]:
     """One corpus's chunks and, for ours, the count over the window."""
     if config.kind.startswith("kb-"):
+        strategy = "structure" if config.kind == "kb-sections" else config.kind[3:]
         return splitters.kb_chunks(
-            corpus, text, config.kind[3:], config.size, config.overlap, config.prefix
+            corpus, text, strategy, config.size, config.overlap, config.prefix
         )
     if config.kind == "recursive":
         return splitters.recursive_chunks(corpus, text, config.size, config.overlap), 0
@@ -231,12 +241,20 @@ def score(
     benchmark: Benchmark, placed: list[Located], top: np.ndarray
 ) -> dict[str, list[float]]:
     """Per-question recall, precision, precision_Ω and IoU for one placement."""
+    return score_retrieved(
+        benchmark, placed, [[placed[index] for index in picks] for picks in top]
+    )
+
+
+def score_retrieved(
+    benchmark: Benchmark, placed: list[Located], found: list[list[Located]]
+) -> dict[str, list[float]]:
+    """Per-question scores of the ranges `found` for each question."""
     by_corpus: dict[str, list[Range]] = {}
     for chunk in placed:
         by_corpus.setdefault(chunk.corpus, []).append((chunk.start, chunk.end))
     result: dict[str, list[float]] = {name: [] for name in METRICS}
-    for question, picks in zip(benchmark.questions, top):
-        retrieved = [placed[index] for index in picks]
+    for question, retrieved in zip(benchmark.questions, found):
         scores = metrics.retrieval_scores(
             question.corpus, question.references, retrieved
         )
@@ -278,8 +296,19 @@ def run_config(
     vectors = cached_vectors(
         [c.embedded for c in chunks], embedder, config.truncates, cache_dir
     )
-    top = nearest(queries, vectors)
     true = [Located(c.corpus, c.start, c.end) for c in chunks]
+    if config.kind == "kb-sections":
+        found = sections_found(benchmark, chunks, nearest(queries, vectors, 20))
+        scores = {
+            "true": score_retrieved(benchmark, true, found),
+            "first": score_retrieved(benchmark, chunked.first, found),
+        }
+    else:
+        top = nearest(queries, vectors)
+        scores = {
+            "true": score(benchmark, true, top),
+            "first": score(benchmark, chunked.first, top),
+        }
     encoding = splitters.cl100k()
     return ConfigResult(
         config=config,
@@ -292,11 +321,34 @@ def run_config(
         moved=sum(a.start != b.start for a, b in zip(true, chunked.first)),
         unplaced=chunked.unplaced,
         seconds=time.perf_counter() - started,
-        scores={
-            "true": score(benchmark, true, top),
-            "first": score(benchmark, chunked.first, top),
-        },
+        scores=scores,
     )
+
+
+def sections_found(
+    benchmark: Benchmark, chunks: list[splitters.BenchChunk], top: np.ndarray
+) -> list[list[Located]]:
+    """The sections baseline per question: its top chunks grouped by section (a
+    section ranks by its best chunk), the best SECTIONS_K sections whole, the one
+    that does not fit cut to BUDGET tokens (retrieval.sections_baseline)."""
+    from kb import retrieval
+
+    found = []
+    for picks in top:
+        sections: dict[tuple[str, int, int], None] = {}
+        for index in picks:
+            chunk = chunks[index]
+            section = chunk.section or (chunk.start, chunk.end)
+            sections.setdefault((chunk.corpus, *section), None)
+        ranges, remaining = [], BUDGET
+        for corpus, start, end in list(sections)[: retrieval.SECTIONS_K]:
+            text = benchmark.corpora[corpus][start:end]
+            cut = retrieval.cut_to_tokens(text, remaining) if remaining > 0 else ""
+            if cut.strip():
+                remaining -= retrieval.context_tokens(cut)
+                ranges.append(Located(corpus, start, start + len(cut)))
+        found.append(ranges)
+    return found
 
 
 @dataclass

@@ -55,6 +55,7 @@ class BenchChunk:
     end: int
     text: str  # the chunk as the splitter returned it
     embedded: str  # what the model reads
+    section: tuple[int, int] | None = None  # kb only: its section's range
 
 
 # --- cl100k, offline -------------------------------------------------------------
@@ -125,8 +126,16 @@ def kb_chunks(
     )
     overrides = {} if prefix else {"title": IGNORE, "heading_path": IGNORE}
     prepared = prepare(source, collection, Policy.build(overrides))
+    sections = {s.index: (s.start, s.end) for s in prepared.document.sections}
     chunks = [
-        BenchChunk(corpus, p.data.start, p.data.end, p.data.text, p.embedded_text)
+        BenchChunk(
+            corpus,
+            p.data.start,
+            p.data.end,
+            p.data.text,
+            p.embedded_text,
+            sections.get(p.data.section_index),
+        )  # fmt: skip
         for p in prepared.chunks
     ]
     over = sum(p.token_count > prepared.window for p in prepared.chunks)

@@ -38,6 +38,13 @@ class Command(BaseCommand):
             help="configurations to run (default: the six of docs/benchmarks.md), "
             "of: " + ", ".join(sorted(quality.CONFIGS)),
         )
+        run.add_argument(
+            "--strategy",
+            action="append",
+            choices=sorted(quality.STRATEGY_CONFIGS),
+            help="add the configuration of a named strategy (as in kb_eval): "
+            + ", ".join(f"{k} = {v}" for k, v in quality.STRATEGY_CONFIGS.items()),
+        )
         run.add_argument("--json", type=Path, metavar="OUT", help="also write JSON")
         run.add_argument(
             "--quick",
@@ -177,10 +184,16 @@ class Command(BaseCommand):
             self.stdout.write(f"JSON written to {options['json']}")
 
     def _quality(self, options: dict[str, Any]) -> None:
-        names = options["configs"]
+        names = list(options["configs"])
         corpora = quality.CORPORA
         if options["quick"]:
             names, corpora = [quality.QUICK_CONFIG], [quality.QUICK_CORPUS]
+        for strategy in options["strategy"] or []:
+            named = quality.STRATEGY_CONFIGS[strategy]
+            if options["quick"]:
+                names = [named] if names == [quality.QUICK_CONFIG] else names
+            if named not in names:
+                names.append(named)
         started = time.strftime("%Y-%m-%d %H:%M %Z")
         try:
             report = quality.run(

@@ -6,7 +6,7 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
-from kb import evaluation, ingestion
+from kb import evaluation, ingestion, retrieval
 from kb.management.commands.kb_ingest import _files
 from kb.models import Collection
 
@@ -22,7 +22,14 @@ class Command(BaseCommand):
             "--cases", type=Path, required=True, help="JSON Lines file."
         )
         parser.add_argument("--corpus", type=Path, required=True, help="Folder.")
-        parser.add_argument("--strategy", choices=["structure", "fixed"])
+        parser.add_argument(
+            "--strategy",
+            choices=["default", "sections", "fixed", "structure"],
+            help="default (= structure): the tuned pipeline; sections: the simple "
+            "baseline (120-token structure-first chunks, top 20 hits grouped into "
+            "the 3 best whole sections, cut to the budget); fixed: fixed-size "
+            "chunks (800 tokens unless --max-tokens), top k as they are.",
+        )
         parser.add_argument("--max-tokens", type=int, help="Chunk budget in tokens.")
         parser.add_argument("--overlap", type=int)
         parser.add_argument("--k", type=int, help="Sections handed to the answerer.")
@@ -66,6 +73,9 @@ class Command(BaseCommand):
             except (OSError, evaluation.GoldenImportError) as exc:
                 raise CommandError(f"--unanswerable {path}: {exc}") from None
         baseline = options["baseline"] and _read_baseline(options["baseline"])
+        strategy = {"structure": retrieval.DEFAULT, None: None}.get(
+            options["strategy"], options["strategy"]
+        )
         collection = self._scratch(options)
         try:
             self._ingest(collection, options["corpus"])
@@ -74,14 +84,14 @@ class Command(BaseCommand):
                 cases, problems = evaluation.locate_cases(collection, cases)
             else:
                 evaluation.check_spans(collection, cases)
-            outcome = evaluation.evaluate(collection, cases)
+            outcome = evaluation.evaluate(collection, cases, strategy=strategy)
             if problems is not None:
                 evaluation.mark_unlocatable(outcome, problems)
             if unanswerable:
                 outcome["unanswerable"] = evaluation.evaluate_unanswerable(
                     collection, unanswerable
                 )
-            config = evaluation.config_of(collection)
+            config = evaluation.config_of(collection, strategy)
         except evaluation.GoldenImportError as exc:
             raise CommandError(str(exc)) from None
         finally:
@@ -133,9 +143,15 @@ class Command(BaseCommand):
 
     def _scratch(self, options) -> Collection:
         defaults = Collection()
+        strategy, tokens = options["strategy"], defaults.chunk_tokens
+        if strategy == retrieval.SECTIONS:
+            tokens = retrieval.SECTIONS_CHUNK_TOKENS
+        elif strategy == retrieval.FIXED:
+            tokens = retrieval.FIXED_CHUNK_TOKENS
+        fixed = strategy == retrieval.FIXED
         settings = {
-            "chunk_strategy": options["strategy"] or defaults.chunk_strategy,
-            "chunk_tokens": options["max_tokens"] or defaults.chunk_tokens,
+            "chunk_strategy": "fixed" if fixed else defaults.chunk_strategy,
+            "chunk_tokens": options["max_tokens"] or tokens,
             "chunk_overlap": options["overlap"] or 0,
             "top_k": options["k"] or defaults.top_k,
             "context_budget": options["budget"] or defaults.context_budget,
@@ -158,7 +174,9 @@ class Command(BaseCommand):
 
     def _print(self, agg: dict, config: dict) -> None:
         self.stdout.write(
-            f"Config: {config['chunk_strategy']} {config['chunk_tokens']} tokens, "
+            f"Config: {config['strategy']} pipeline, {config['keyword_ranking']} "
+            f"keyword ranking, {config['chunk_strategy']} {config['chunk_tokens']} "
+            "tokens, "
             f"overlap {config['chunk_overlap']}, k={config['top_k']}, budget "
             f"{config['context_budget']}, {config['retrieval_mode']} retrieval"
         )
