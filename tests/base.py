@@ -110,3 +110,22 @@ def forget_jobs() -> None:
         for job_id in registry.get_job_ids():
             registry.remove(job_id)
             queue.connection.delete(Job.key_for(job_id))
+
+
+def start_worker(**env: str) -> subprocess.Popen:
+    """A long-lived `rqworker` process on the test database, in its own session
+    (so a test can kill it and its children); `env` adds variables.
+
+    Callers must be TransactionTestCases and stop it themselves."""
+    env = {
+        **os.environ,
+        "KB_TESTING": "1",
+        "KB_DB_NAME": connection.settings_dict["NAME"],
+        **env,
+    }
+    manage = str(Path(settings.BASE_DIR) / "manage.py")
+    return subprocess.Popen(
+        [sys.executable, manage, "rqworker", "default"],
+        env=env, start_new_session=True,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip

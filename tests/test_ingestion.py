@@ -3,24 +3,26 @@ from __future__ import annotations
 import codecs
 import os
 import signal
-import subprocess
-import sys
 import tempfile
 import time
 from io import StringIO
 from pathlib import Path
 
 import pytest
-from django.conf import settings
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import CommandError, call_command
-from django.db import connection
 from django.test import TestCase, TransactionTestCase
 from django.urls import reverse
 
 from kb import ingestion, parsing, retrieval
 from kb.models import Collection, OverflowRejection, Section, Source
-from tests.base import DEMO_DIR, forget_jobs, make_users, run_burst_worker
+from tests.base import (
+    DEMO_DIR,
+    forget_jobs,
+    make_users,
+    run_burst_worker,
+    start_worker,
+)
 
 RUNBOOK = DEMO_DIR / "deployment-runbook.md"
 
@@ -386,7 +388,7 @@ class WorkerIngestionTestCase(TransactionTestCase):
         from kb import jobs
 
         jobs.enqueue_ingest(source)
-        worker = _start_worker()
+        worker = start_worker()
         try:
             _wait_for(
                 lambda: (
@@ -404,20 +406,6 @@ class WorkerIngestionTestCase(TransactionTestCase):
         source.refresh_from_db()
         self.assertEqual(source.status, Source.Status.INDEXED, source.error)
         self.assertTrue(set(old).isdisjoint(source.chunks.values_list("pk", flat=True)))
-
-
-def _start_worker() -> subprocess.Popen:
-    env = {
-        **os.environ,
-        "KB_TESTING": "1",
-        "KB_DB_NAME": connection.settings_dict["NAME"],
-    }
-    manage = str(Path(settings.BASE_DIR) / "manage.py")
-    return subprocess.Popen(
-        [sys.executable, manage, "rqworker", "default"],
-        env=env, start_new_session=True,
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
 
 
 def _wait_for(predicate, timeout: float = 120) -> None:

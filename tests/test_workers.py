@@ -7,7 +7,6 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -28,7 +27,7 @@ from rq.utils import utcformat
 
 from kb import ingestion, jobs
 from kb.models import Collection, Source
-from tests.base import DEMO_DIR, make_users, run_burst_worker
+from tests.base import DEMO_DIR, make_users, run_burst_worker, start_worker
 
 RUNBOOK = DEMO_DIR / "deployment-runbook.md"
 FAST_TTL = "6"  # seconds: a dead worker is noticed in seconds, not a minute
@@ -44,22 +43,6 @@ def _big_text(parts: int = 60) -> bytes:
             for i in range(parts)
         )
     ).encode()
-
-
-def _start_worker(**env: str) -> subprocess.Popen:
-    """A long-lived `rqworker` process on the test database."""
-    env = {
-        **os.environ,
-        "KB_TESTING": "1",
-        "KB_DB_NAME": connection.settings_dict["NAME"],
-        **env,
-    }
-    manage = str(Path(settings.BASE_DIR) / "manage.py")
-    return subprocess.Popen(
-        [sys.executable, manage, "rqworker", "default"],
-        env=env, start_new_session=True,
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
 
 
 def _stop(worker: subprocess.Popen, sig: int = signal.SIGKILL) -> None:
@@ -107,7 +90,7 @@ class WorkerFaultsTestCase(TransactionTestCase):
         return source
 
     def test_it_recovers_after_its_database_connections_are_terminated(self):
-        self.workers.append(_start_worker())
+        self.workers.append(start_worker())
         first = self._store("runbook.md", RUNBOOK.read_bytes())
         self.assertEqual(_settled(first).status, Source.Status.INDEXED, first.error)
         # What a PostgreSQL restart does to the worker's connection(s).
@@ -122,7 +105,7 @@ class WorkerFaultsTestCase(TransactionTestCase):
     @override_settings(KB_WORKER_TTL=int(FAST_TTL))
     def test_a_killed_workers_source_is_queued_again_and_indexed(self):
         source = self._store("big.md", _big_text())
-        doomed = _start_worker(KB_WORKER_TTL=FAST_TTL)
+        doomed = start_worker(KB_WORKER_TTL=FAST_TTL)
         _wait_for(
             lambda: (
                 Source.objects.get(pk=source.pk).progress.get("stage") == "embedding"
@@ -132,7 +115,7 @@ class WorkerFaultsTestCase(TransactionTestCase):
         source.refresh_from_db()
         self.assertEqual(source.status, Source.Status.INDEXING)
         started = time.monotonic()
-        self.workers.append(_start_worker(KB_WORKER_TTL=FAST_TTL))
+        self.workers.append(start_worker(KB_WORKER_TTL=FAST_TTL))
         # Found once the dead worker's heartbeat expires, then indexed again.
         _wait_for(lambda: Source.objects.get(pk=source.pk).version > source.version, 30)
         self.assertLess(time.monotonic() - started, 30)
