@@ -816,12 +816,22 @@ def _expand(selected: list[_Selected], budget: int) -> list[Passage]:
             taken[i] = None
             total += added
     remaining = budget - total
+    # Windows reach whole sentences, over short gaps and back to a paragraph they
+    # refer to before any grows by chunks: the evidence is most often right there.
+    reached: dict[int, tuple[list[tuple[int, int, list[int]]], int]] = {}
+    if settings.KB_WINDOW_GROWTH:
+        for order, (item, taken) in enumerate(kept):
+            regions = _regions(item.chunks, taken, item.headers)
+            reached[order] = _reach(item, regions, remaining)
+            remaining -= reached[order][1]
     passages: list[Passage] = []
-    for item, taken in kept:
+    for order, (item, taken) in enumerate(kept):
         section = item.section
         rest = section.tokens - _cost(item, taken)
-        fits = rest <= remaining and not _long(section)
-        if item.chunks and fits:
+        reach, used = reached.pop(order, ([], 0))
+        fits = rest <= remaining + used and not _long(section)
+        if item.chunks and fits:  # whole, the widened windows' tokens back
+            remaining += used
             remaining -= max(rest, 0)
             indexes = [c.chunk_index for c in item.chunks]
             passages.append(
@@ -830,9 +840,7 @@ def _expand(selected: list[_Selected], budget: int) -> list[Passage]:
             continue
         remaining -= _grow(item, taken, remaining)
         regions = _regions(item.chunks, taken, item.headers)
-        if settings.KB_WINDOW_GROWTH:
-            regions, used = _reach(item, regions, remaining)
-            remaining -= used
+        regions = _union(regions + reach)
         for start, end, indexes in regions:
             passage = _passage(item, start, end, indexes, 0)
             if not indexes:  # a table's header line, for the rows after it
@@ -988,8 +996,10 @@ def _regions(
 # after the paragraph its first words refer to, or leave out a few tokens between
 # two windows of one section. With budget left (KB_WINDOW_GROWTH), it is widened.
 
-GAP_TOKENS = 24  # a gap this short between two windows of a section is filled
-BEFORE_TOKENS = 80  # the longest paragraph taken in before one that refers back
+# Measured on the pooled tuned golden sets (docs/benchmarks.md): 24 tokens lost an
+# RQ case that 64 keeps; a code block's one-line example between two hits is ~40.
+GAP_TOKENS = 64  # a gap this short between two windows of a section is filled
+BEFORE_TOKENS = 150  # the longest paragraph taken in before one that refers back
 # First words of a paragraph that refers back to the one before it.
 REFERS_BACK = frozenset(
     "this these that those it its they their such however but otherwise also "
@@ -1035,6 +1045,22 @@ def _reach(
         else:
             out.append((start, end, indexes))
     return out, used
+
+
+def _union(
+    regions: list[tuple[int, int, list[int]]],
+) -> list[tuple[int, int, list[int]]]:
+    """Regions of one section, overlapping ones joined (their chunk indexes too)."""
+    out: list[tuple[int, int, list[int]]] = []
+    for a, b, indexes in sorted(regions, key=lambda r: (r[0], -r[1])):
+        if out and a < out[-1][1] and (indexes or not out[-1][2]):
+            first, last, before = out[-1]
+            out[-1] = (first, max(last, b), sorted({*before, *indexes}))
+        elif out and a < out[-1][1]:
+            continue  # a header line inside a region already taken
+        else:
+            out.append((a, b, indexes))
+    return out
 
 
 def _part_of(text: TextWindow, a: int, b: int) -> tuple[int, str] | None:

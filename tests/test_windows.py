@@ -1,8 +1,11 @@
 """Windows that reach the evidence (issue #17): retrieval.window_reach."""
 
-from django.test import SimpleTestCase
+from django.test import SimpleTestCase, override_settings
 
+from kb import retrieval
+from kb.models import GoldenCase
 from kb.retrieval import GAP_TOKENS, window_reach
+from tests import base
 
 TEXT = (
     "# Leave\n\n"
@@ -93,7 +96,7 @@ class ParagraphBeforeTests(SimpleTestCase):
         self.assertEqual(start, a)
 
     def test_long_paragraph_before_is_not_taken(self):
-        text = REFERS.replace("purchase.", "purchase. " + "More words here. " * 40)
+        text = REFERS.replace("purchase.", "purchase. " + "More words here. " * 60)
         a = text.index("However")
         (start, _), _ = window_reach(text, a, len(text) - 1, 1000)
         self.assertEqual(start, a)
@@ -103,3 +106,18 @@ class ParagraphBeforeTests(SimpleTestCase):
         a = text.index("These")
         (start, _), _ = window_reach(text, a, len(text) - 1, 100)
         self.assertEqual(start, a)
+
+
+@override_settings(KB_WINDOW_GROWTH=True)
+class WidenedContextTests(base.DemoTestCase):
+    """Through retrieval: widened windows keep the budget and the source's text."""
+
+    def test_widened_context_stays_within_the_budget_and_is_the_source_text(self):
+        texts = dict(self.demo.sources.values_list("pk", "text"))
+        questions = GoldenCase.objects.filter(collection=self.demo)
+        for budget in (120, 300, 800):
+            for question in questions.values_list("question", flat=True):
+                result = retrieval.retrieve(self.demo, question, budget=budget)
+                self.assertLessEqual(result.context_tokens, budget, question)
+                for p in result.passages:
+                    self.assertEqual(p.text, texts[p.source_id][p.start : p.end])
