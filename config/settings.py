@@ -246,6 +246,12 @@ KB_KEYWORD_RANKING = os.environ.get("KB_KEYWORD_RANKING", "ts_rank")
 if KB_KEYWORD_RANKING not in ("bm25", "ts_rank"):
     raise ImproperlyConfigured("KB_KEYWORD_RANKING must be bm25 or ts_rank")
 
+# Windows of sections not taken whole widened to whole sentences and list items,
+# over short gaps and to a short paragraph their hit refers back to, before they
+# grow by chunks (kb/retrieval.py, issue #17): equal recall on the pooled tuned
+# sets with fewer tokens and duplicates (docs/benchmarks.md).
+KB_WINDOW_GROWTH = envbool("KB_WINDOW_GROWTH", "1")
+
 # --- Reranker (kb/reranking.py, issue #17): off unless KB_RERANKER_DIR names a
 # directory with an ONNX cross-encoder (model.onnx) and its tokenizer.json.
 KB_RERANKER_DIR = os.environ.get("KB_RERANKER_DIR", "")

@@ -20,6 +20,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from django.conf import settings
 from django.db import connection, transaction
 from pgvector import Vector
 
@@ -815,12 +816,22 @@ def _expand(selected: list[_Selected], budget: int) -> list[Passage]:
             taken[i] = None
             total += added
     remaining = budget - total
+    # Windows reach whole sentences, over short gaps and back to a paragraph they
+    # refer to before any grows by chunks: the evidence is most often right there.
+    reached: dict[int, tuple[list[tuple[int, int, list[int]]], int]] = {}
+    if settings.KB_WINDOW_GROWTH:
+        for order, (item, taken) in enumerate(kept):
+            regions = _regions(item.chunks, taken, item.headers)
+            reached[order] = _reach(item, regions, remaining)
+            remaining -= reached[order][1]
     passages: list[Passage] = []
-    for item, taken in kept:
+    for order, (item, taken) in enumerate(kept):
         section = item.section
         rest = section.tokens - _cost(item, taken)
-        fits = rest <= remaining and not _long(section)
-        if item.chunks and fits:
+        reach, used = reached.pop(order, ([], 0))
+        fits = rest <= remaining + used and not _long(section)
+        if item.chunks and fits:  # whole, the widened windows' tokens back
+            remaining += used
             remaining -= max(rest, 0)
             indexes = [c.chunk_index for c in item.chunks]
             passages.append(
@@ -828,7 +839,9 @@ def _expand(selected: list[_Selected], budget: int) -> list[Passage]:
             )
             continue
         remaining -= _grow(item, taken, remaining)
-        for start, end, indexes in _regions(item.chunks, taken, item.headers):
+        regions = _regions(item.chunks, taken, item.headers)
+        regions = _union(regions + reach)
+        for start, end, indexes in regions:
             passage = _passage(item, start, end, indexes, 0)
             if not indexes:  # a table's header line, for the rows after it
                 passage.matched = {"header"}
@@ -976,6 +989,159 @@ def _regions(
             regions.append((*header, []))
         regions.append((c.start, c.end, [c.chunk_index]))
     return regions
+
+
+# --- windows that reach the evidence (issue #17) ----------------------------------
+# A window of chunks can stop a sentence or a list item short of its end, start
+# after the paragraph its first words refer to, or leave out a few tokens between
+# two windows of one section. With budget left (KB_WINDOW_GROWTH), it is widened.
+
+# Measured on the pooled tuned golden sets (docs/benchmarks.md): 24 tokens lost an
+# RQ case that 64 keeps; a code block's one-line example between two hits is ~40.
+GAP_TOKENS = 64  # a gap this short between two windows of a section is filled
+BEFORE_TOKENS = 150  # the longest paragraph taken in before one that refers back
+# First words of a paragraph that refers back to the one before it.
+REFERS_BACK = frozenset(
+    "this these that those it its they their such however but otherwise also "
+    "instead then here there thus therefore so alternatively additionally "
+    "similarly likewise conversely note".split()
+)
+_FIRST_WORD_RE = re.compile(r"[>*_\s]*([A-Za-z]+)")
+
+
+def _reach(
+    item: _Selected, regions: list[tuple[int, int, list[int]]], allowance: int
+) -> tuple[list[tuple[int, int, list[int]]], int]:
+    """The regions of a section's windows widened within `allowance` tokens, and
+    the tokens that added (window_reach on each loaded part of the source)."""
+    text, section = item.text, item.section
+    out: list[tuple[int, int, list[int]]] = []
+    used = 0
+    for a, b, indexes in regions:
+        if not indexes:  # a table's header line stays as it is
+            out.append((a, b, indexes))
+            continue
+        part = _part_of(text, a, b)
+        if part is None:
+            out.append((a, b, indexes))
+            continue
+        base, loaded = part
+        lo = max(section.start, base) - base
+        hi = min(section.end, base + len(loaded)) - base
+        previous = [
+            (s - base, e - base)
+            for s, e, idx in out
+            if idx and base <= s and e <= base + len(loaded)
+        ]
+        (start, end), added = window_reach(
+            loaded, a - base, b - base, allowance - used, lo, hi, previous
+        )
+        used += added
+        start, end = start + base, end + base
+        # A filled gap joins this window to the one before it.
+        if out and out[-1][2] and start <= out[-1][1]:
+            first, _, before = out.pop()
+            out.append((min(first, start), max(end, b), [*before, *indexes]))
+        else:
+            out.append((start, end, indexes))
+    return out, used
+
+
+def _union(
+    regions: list[tuple[int, int, list[int]]],
+) -> list[tuple[int, int, list[int]]]:
+    """Regions of one section, overlapping ones joined (their chunk indexes too)."""
+    out: list[tuple[int, int, list[int]]] = []
+    for a, b, indexes in sorted(regions, key=lambda r: (r[0], -r[1])):
+        if out and a < out[-1][1] and (indexes or not out[-1][2]):
+            first, last, before = out[-1]
+            out[-1] = (first, max(last, b), sorted({*before, *indexes}))
+        elif out and a < out[-1][1]:
+            continue  # a header line inside a region already taken
+        else:
+            out.append((a, b, indexes))
+    return out
+
+
+def _part_of(text: TextWindow, a: int, b: int) -> tuple[int, str] | None:
+    for start, part in text.parts:
+        if start <= a and b <= start + len(part):
+            return start, part
+    return None
+
+
+def window_reach(
+    text: str,
+    a: int,
+    b: int,
+    allowance: int,
+    lo: int = 0,
+    hi: int | None = None,
+    previous: list[tuple[int, int]] | None = None,
+) -> tuple[tuple[int, int], int]:
+    """[a, b) of `text` widened, within `allowance` tokens and text[lo:hi]:
+
+    1. to the end and start of the sentence or list item its edges cut;
+    2. back over a gap of at most GAP_TOKENS to the window before it (`previous`,
+       (start, end) pairs before a);
+    3. with a paragraph that starts with a word referring back (REFERS_BACK), over
+       the paragraph before it if that is at most BEFORE_TOKENS long.
+
+    Returns the new (start, end) and the tokens it added.
+    """
+    from kb.answering import _widened, units
+
+    hi = len(text) if hi is None else hi
+    cost = _tokens(text[a:b])
+    spent = 0
+
+    credit = 0  # tokens of the window before, once a filled gap joins it
+
+    def fits(start: int, end: int) -> bool:
+        nonlocal spent
+        extra = _tokens(text[start:end]) - cost - credit
+        if extra > allowance:
+            return False
+        spent = max(extra, 0)
+        return True
+
+    start, end = a, b
+    wide = _widened(text, a, b)
+    found = units(text, max(lo, wide[0]), min(hi, wide[1]))
+    for s, e in found:
+        if s < end < e and fits(start, e):
+            end = e
+    for s, e in found:
+        if s < start < e and fits(s, end):
+            start = s
+    for s, e in sorted(previous or [], reverse=True):
+        if e <= start and e >= lo:
+            if _tokens(text[e:start]) <= GAP_TOKENS:
+                credit = _tokens(text[s:e])
+                if fits(s, end):
+                    start = min(start, s)
+                else:
+                    credit = 0
+            break
+    para = text.rfind("\n\n", lo, start + 1)
+    line_start = text.rfind("\n", lo, start) + 1
+    if para >= 0 and not text[para:start].strip() or line_start == start == lo:
+        word = _FIRST_WORD_RE.match(text, start, hi)
+        if word and word.group(1).lower() in REFERS_BACK:
+            prev_end = len(text[lo:start].rstrip()) + lo
+            prev_start = text.rfind("\n\n", lo, prev_end)
+            prev_start = lo if prev_start < 0 else prev_start + 2
+            while prev_start < prev_end and text[prev_start].isspace():
+                prev_start += 1
+            block = text[prev_start:prev_end]
+            if (
+                block
+                and not block.lstrip().startswith(("#", "```", "~~~", "|"))
+                and _tokens(block) <= BEFORE_TOKENS
+                and fits(prev_start, end)
+            ):
+                start = prev_start
+    return (start, end), spent
 
 
 _DELIMITER_RE = re.compile(r"\|?\s*:?-+:?\s*(\|\s*:?-+:?\s*)*\|?")
