@@ -5,14 +5,18 @@ read back, and its structure compared with the original's."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import tempfile
 from pathlib import Path
 
+import docx
 import pytest
 
+from kb import readers
 from kb.benchmarks import formats
 from tests.base import SHARED, SHARED_MISSING
+from tests.documents import Page, build_pdf
 
 CORPUS = SHARED / "corpora" / "handbook"
 # Measured on 2026-12-01 (docs/benchmarks.md, Formats): every figure was 1.000 for
@@ -46,3 +50,51 @@ def test_the_handbook_keeps_its_structure_in_every_format():
                 assert found / total >= FLOOR[fmt], (fmt, kind, found, total)
         headings_found, headings_total = counts["headings"]
         assert headings_total > 50 and headings_found / headings_total >= 0.98, fmt
+
+
+def _words(text: str) -> set[str]:
+    return set(re.findall(r"[^\W_]+", text.lower()))
+
+
+def _sample_files(folder: Path) -> dict[str, Path]:
+    document = docx.Document()
+    document.add_heading("Expense policy", 1)
+    document.add_paragraph("Employees book travel through the portal.")
+    document.add_paragraph("Receipts within thirty days", style="List Bullet")
+    table = document.add_table(rows=2, cols=2)
+    for cell, text in zip(table._cells, ("Item", "Limit", "Hotel", "150 EUR")):
+        cell.text = text
+    page = Page()
+    page.heading("Expense policy", 22).paragraph(
+        ["Employees book travel through the portal.", "Receipts within thirty days."]
+    )
+    html = formats.render_html(  # as the benchmark renders its corpora
+        "# Expense policy\n\nEmployees book travel through the [portal](/p).\n\n"
+        "- Receipts within thirty days\n\n| Item | Limit |\n|---|---|\n"
+        "| Hotel | 150 EUR |\n",
+        "Policy",
+    )
+    paths = {fmt: folder / f"policy.{fmt}" for fmt in formats.FORMATS}
+    document.save(paths["docx"])
+    paths["pdf"].write_bytes(build_pdf([page]))
+    paths["html"].write_text(html, "utf-8")
+    return paths
+
+
+def test_the_flat_text_timed_beside_each_reader_holds_all_its_words(tmp_path):
+    """kb_bench formats compares the readers' speed with the libraries they are
+    built on used directly (and LangChain's loaders when installed): a baseline
+    that read less than the reader would flatter it. Each reads every word of
+    the reader's text, and keeps no heading."""
+    for fmt, path in _sample_files(tmp_path).items():
+        data = path.read_bytes()
+        ours = readers.read(path.name, data).text
+        assert formats.structure(ours).headings, fmt
+        timed = formats.peers(fmt)
+        assert timed[0] == formats.FLAT_PEERS[fmt]
+        for label, extract in timed:
+            flat = extract(path, data)
+            # words, not word boundaries: BSHTMLLoader glues <title> to <h1>
+            missing = {w for w in _words(ours) if w not in flat.lower()}
+            assert not missing, (label, missing)
+            assert not formats.structure(flat).headings, label

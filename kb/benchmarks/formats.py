@@ -5,8 +5,12 @@ Every Markdown file of the corpora is rendered to HTML (markdown-it-py), to PDF
 folder; each rendering is read back with kb.readers, and its structure compared
 with the original's: headings with their level, table rows with their header,
 list items and code blocks (recall: the share of the original's found again).
-Also times each reader (MB/s, and pages/s for PDF) and, for PDF, pdfplumber's
-plain text extraction on the same files.
+Also times each reader (MB/s, and pages/s for PDF) on the same files, in the
+same run, beside what a user would reach for instead (`PEERS`): the library the
+reader is built on used directly for flat text (pypdfium2, lxml, zip + lxml),
+LangChain's loaders (PyPDFLoader, BSHTMLLoader, Docx2txtLoader; skipped with a
+note when langchain-community is not installed) and, for PDF, pdfplumber; with
+the headings each one's text keeps (flat text keeps none).
 """
 
 from __future__ import annotations
@@ -179,6 +183,10 @@ class Report:
     size: Counter = field(default_factory=Counter)  # bytes read per format
     pages: int = 0
     plumber_seconds: float = 0.0
+    # peer label -> seconds, and headings found again in its text (found, total)
+    peer_seconds: Counter = field(default_factory=Counter)
+    peer_headings: dict[str, list[int]] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
     # one long PDF (a whole corpus printed as one document): pages, seconds
     long_pdf: dict[str, float] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
@@ -197,6 +205,7 @@ def run(
     if missing:
         raise FileNotFoundError(f"{', '.join(missing)} not found")
     report = Report()
+    report.notes = peer_notes()
     with tempfile.TemporaryDirectory(prefix="kb-formats-") as tmp:
         for corpus in sorted(p for p in corpora_dir.iterdir() if p.is_dir()):
             files = sorted(corpus.rglob("*.md"))
@@ -228,13 +237,18 @@ def _long_pdf(corpora_dir: Path, tmp: Path) -> dict[str, float]:
     started = time.perf_counter()
     reading = readers.read("long.pdf", data)
     seconds = time.perf_counter() - started
-    return {
+    long = {
         "corpus": corpus.name,
         "pages": reading.summary["pages"],
         "mb": len(data) / 1e6,
         "reader": seconds,
         "pdfplumber": _plumber_seconds(data),
     }
+    for label, extract in peers("pdf"):
+        started = time.perf_counter()
+        extract(tmp / "long.pdf", data)
+        long[label] = time.perf_counter() - started
+    return long
 
 
 def _render_all(files: list[Path], corpus: str, tmp: Path, formats) -> list[dict]:
@@ -275,6 +289,14 @@ def _read_back(path: Path, corpus: str, files: dict, formats, report: Report) ->
         report.size[fmt] += len(data)
         if fmt == "pdf":
             report.plumber_seconds += _plumber_seconds(data)
+        for label, extract in peers(fmt):
+            started = time.perf_counter()
+            flat = extract(files[fmt], data)
+            report.peer_seconds[label] += time.perf_counter() - started
+            found, total = recall(original, structure(flat))["headings"]
+            kept = report.peer_headings.setdefault(label, [0, 0])
+            kept[0] += found
+            kept[1] += total
         counts = report.recall.setdefault(
             (fmt, corpus), {kind: [0, 0] for kind in KINDS}
         )
@@ -423,6 +445,106 @@ def eval_markdown(rows: list[dict]) -> str:
     return "\n".join(lines + ([""] + notes if notes else [])) + "\n"
 
 
+# --- what a user would reach for instead: flat text, timed on the same files -----
+
+
+def _pdfium_flat(path: Path, data: bytes) -> str:
+    import pypdfium2 as pdfium
+
+    document = pdfium.PdfDocument(data)
+    try:
+        texts = []
+        for page in document:
+            textpage = page.get_textpage()
+            texts.append(textpage.get_text_range())
+            textpage.close()
+            page.close()
+        return "\n".join(texts)
+    finally:
+        document.close()
+
+
+def _lxml_flat(path: Path, data: bytes) -> str:
+    import lxml.html
+
+    return lxml.html.document_fromstring(data).text_content()
+
+
+def _docx_flat(path: Path, data: bytes) -> str:
+    """word/document.xml's paragraphs, each the text of its w:t runs."""
+    import zipfile
+
+    from lxml import etree
+
+    from kb.readers.docx import W
+
+    with zipfile.ZipFile(io.BytesIO(data)) as package:
+        root = etree.fromstring(package.read("word/document.xml"))
+    t = f"{{{W}}}t"
+    return "\n".join(
+        "".join(p.itertext(t, with_tail=False)) for p in root.iter(f"{{{W}}}p")
+    )
+
+
+def _langchain(loader: str, needs: str, **kwargs) -> Callable[[Path, bytes], str]:
+    """A LangChain loader, given the file's path as its users do; its documents'
+    text joined. Imported here, so that no timing includes an import."""
+    import importlib
+
+    from langchain_community import document_loaders
+
+    cls = getattr(document_loaders, loader)
+    importlib.import_module(needs)
+
+    def extract(path: Path, data: bytes) -> str:
+        documents = cls(str(path), **kwargs).load()
+        return "\n".join(d.page_content for d in documents)
+
+    return extract
+
+
+FLAT_PEERS = {
+    "pdf": ("pypdfium2 get_text_range (flat)", _pdfium_flat),
+    "html": ("lxml text_content (flat)", _lxml_flat),
+    "docx": ("zip + lxml w:t (flat)", _docx_flat),
+}
+LANGCHAIN_PEERS = {  # format -> (loader, its kwargs, the module it needs)
+    "pdf": ("PyPDFLoader", {}, "pypdf"),
+    "html": ("BSHTMLLoader", {"open_encoding": "utf-8"}, "bs4"),
+    "docx": ("Docx2txtLoader", {}, "docx2txt"),
+}
+
+
+def _missing(module: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(module) is None
+
+
+def peers(fmt: str) -> list[tuple[str, Callable[[Path, bytes], str]]]:
+    """The flat-text extractions timed beside the reader of `fmt`: the library
+    used directly, and LangChain's loader when it and what it needs are installed."""
+    out = [FLAT_PEERS[fmt]]
+    loader, kwargs, needs = LANGCHAIN_PEERS[fmt]
+    if not _missing("langchain_community") and not _missing(needs):
+        out.append((f"LangChain {loader} (flat)", _langchain(loader, needs, **kwargs)))
+    return out
+
+
+def peer_notes() -> list[str]:
+    """Why a LangChain loader is not in the figures, if one is not."""
+    if _missing("langchain_community"):
+        return [
+            "LangChain's loaders not measured: langchain-community is not "
+            "installed (`pip install -r requirements-bench.txt`)."
+        ]
+    return [
+        f"LangChain {loader} not measured: {needs} is not installed."
+        for loader, _, needs in LANGCHAIN_PEERS.values()
+        if _missing(needs)
+    ]
+
+
 def _plumber_seconds(data: bytes) -> float:
     """pdfplumber's flat text of the same PDF, timed (0 when not installed)."""
     try:
@@ -451,23 +573,31 @@ def markdown(report: Report) -> str:
         lines.append(f"| {fmt} | {corpus} | " + " | ".join(cells) + " |")
     lines += [
         "",
-        "| reader | MB read | seconds | MB/s | pages/s |",
-        "|---|---|---|---|---|",
+        "| reader | MB read | seconds | MB/s | pages/s | headings kept |",
+        "|---|---|---|---|---|---|",
     ]
     for fmt in sorted(report.seconds):
-        mb, seconds = report.size[fmt] / 1e6, report.seconds[fmt]
-        per_page = f"{report.pages / seconds:.1f}" if fmt == "pdf" and seconds else ""
-        lines.append(
-            f"| kb.readers {fmt} | {mb:.2f} | {seconds:.2f} | {mb / seconds:.2f} "
-            f"| {per_page} |"
-        )
-    if report.plumber_seconds:
-        mb = report.size["pdf"] / 1e6
-        lines.append(
-            f"| pdfplumber extract_text (flat) | {mb:.2f} | "
-            f"{report.plumber_seconds:.2f} | {mb / report.plumber_seconds:.2f} | "
-            f"{report.pages / report.plumber_seconds:.1f} |"
-        )
+        mb = report.size[fmt] / 1e6
+        found = sum(c["headings"][0] for (f, _), c in report.recall.items() if f == fmt)
+        total = sum(c["headings"][1] for (f, _), c in report.recall.items() if f == fmt)
+        rows = [(f"kb.readers {fmt} (with structure)", report.seconds[fmt], found)]
+        rows += [
+            (label, report.peer_seconds[label], report.peer_headings[label][0])
+            for label, _ in peers(fmt)
+            if label in report.peer_headings
+        ]
+        if fmt == "pdf" and report.plumber_seconds:
+            rows.append(
+                ("pdfplumber extract_text (flat)", report.plumber_seconds, None)
+            )
+        for label, seconds, kept in rows:
+            per_page = (
+                f"{report.pages / seconds:.1f}" if fmt == "pdf" and seconds else ""
+            )
+            rate = f"{mb / seconds:.2f}" if seconds else ""
+            heads = "" if kept is None else f"{kept}/{total}"
+            cells = (label, f"{mb:.2f}", f"{seconds:.2f}", rate, per_page, heads)
+            lines.append("| " + " | ".join(cells) + " |")
     if report.long_pdf:
         long = report.long_pdf
         lines += [
@@ -475,6 +605,11 @@ def markdown(report: Report) -> str:
             f"One long PDF ({long['corpus']} as one document, {long['pages']} pages, "
             f"{long['mb']:.1f} MB): kb.readers {long['pages'] / long['reader']:.1f} "
             "pages/s with structure"
+            + "".join(
+                f", {label} {long['pages'] / long[label]:.1f} pages/s"
+                for label, _ in peers("pdf")
+                if long.get(label)
+            )
             + (
                 f", pdfplumber extract_text {long['pages'] / long['pdfplumber']:.1f}"
                 " pages/s (flat text)"
@@ -482,6 +617,8 @@ def markdown(report: Report) -> str:
                 else ""
             ),
         ]
+    if report.notes:
+        lines += ["", *report.notes]
     if report.errors:
         lines += ["", "Refused:", *[f"- {e}" for e in report.errors]]
     return "\n".join(lines) + "\n"
