@@ -240,6 +240,9 @@ KB_EMBED_THREADS = envint("KB_EMBED_THREADS", 0)  # 0 = the cores shared by the 
 # collection is taken to say nothing about the question: no answer is composed
 # (kb/answering.py). Calibrated for all-MiniLM-L6-v2 on evals/unanswerable/; 0 = off.
 KB_MIN_SIMILARITY = envfloat("KB_MIN_SIMILARITY", 0.30)
+# Collections with fewer chunks are searched exactly, larger ones through the
+# shared HNSW index with iterative scan (kb.retrieval.searched_exactly, issue #15).
+KB_EXACT_SEARCH_CHUNKS = envint("KB_EXACT_SEARCH_CHUNKS", 5_000)
 # How the keyword leg ranks its matches (kb/keywords.py, issue #17): ts_rank won
 # the pooled tuned golden sets by one case of 88 (docs/benchmarks.md).
 KB_KEYWORD_RANKING = os.environ.get("KB_KEYWORD_RANKING", "ts_rank")

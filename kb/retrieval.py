@@ -42,7 +42,7 @@ HNSW_EF_SEARCH = 100
 # collection's) tuples (504 chunks beside 40,000: 38 ms, and some searches ended
 # at hnsw.max_scan_tuples with no rows). They cross near 2,000 chunks beside
 # 40,000 and 10,000 beside a million; exact also never comes back short.
-EXACT_SEARCH_CHUNKS = 5_000
+# The threshold is settings.KB_EXACT_SEARCH_CHUNKS (5,000).
 HIT_CHUNKS = 4  # hit chunks per section taken before expansion (issue #7)
 # The collection's best keyword match is taken with its section's best chunk.
 KEYWORD_SEED = 1
@@ -450,7 +450,7 @@ def searched_exactly(collection: Collection) -> bool:
     which runs after every ingestion; never counted, the planner chooses."""
     return (
         collection.terms_counted is not None
-        and collection.terms_chunks < EXACT_SEARCH_CHUNKS
+        and collection.terms_chunks < settings.KB_EXACT_SEARCH_CHUNKS
     )
 
 

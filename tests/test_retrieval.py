@@ -1,10 +1,8 @@
 from __future__ import annotations
 
-from unittest import mock
-
 import numpy as np
 from django.db import connection
-from django.test import TestCase
+from django.test import TestCase, override_settings
 
 from kb import keywords, retrieval
 from kb.models import EMBEDDING_DIM, Chunk, Collection, Section, Source
@@ -106,7 +104,7 @@ class NearestSearchTestCase(TestCase):
             self.assertNotIn("embedding_hnsw", plan)
 
     def test_a_large_collection_gets_its_nearest_rows_sorted(self):
-        with mock.patch.object(retrieval, "EXACT_SEARCH_CHUNKS", 1_000):
+        with override_settings(KB_EXACT_SEARCH_CHUNKS=1_000):
             self.assertFalse(retrieval.searched_exactly(self.large))
             rows, plan = self._search(self.large)
         self.assertIn("chunk_embedding_hnsw", plan)  # whatever the planner thinks

@@ -54,7 +54,7 @@ class NeighbourRow:
 @dataclass
 class NeighboursReport:
     rows: list[NeighbourRow]
-    exact_below: int  # retrieval.EXACT_SEARCH_CHUNKS
+    exact_below: int  # settings.KB_EXACT_SEARCH_CHUNKS
     notes: list[str] = field(default_factory=list)
 
 
@@ -85,7 +85,7 @@ def run(*, quick: bool, keep: bool, progress: Progress) -> NeighboursReport:
             for collection in created:
                 scale.delete_collection(collection)
             scale.vacuum()
-    report = NeighboursReport(rows, getattr(retrieval, "EXACT_SEARCH_CHUNKS", 0))
+    report = NeighboursReport(rows, settings.KB_EXACT_SEARCH_CHUNKS)
     report.notes += [f"not ingestible, skipped: {line}" for line in skipped]
     if keep:
         report.notes.append("kept: " + ", ".join(c.name for c in created))
@@ -225,7 +225,7 @@ def markdown(report: NeighboursReport) -> str:
         "legs, keyword search, expansion). `search`: how the planner finds the "
         "collection's nearest chunks. Collections under "
         f"{report.exact_below:,} chunks are searched exactly "
-        "(`retrieval.EXACT_SEARCH_CHUNKS`)."
+        "(`KB_EXACT_SEARCH_CHUNKS`)."
     )
     lines += [f"- {note}" for note in report.notes]
     return "\n".join(lines)
