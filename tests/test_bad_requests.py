@@ -19,7 +19,9 @@ API = reverse("kb:api-ask")
 HUGE_ID = "1" * 5000  # int() refuses over 4,300 digits; bigint holds 19
 
 
-class ApiInputTestCase(TestCase):
+class StaffTestCase(TestCase):
+    """The three actors and an empty collection; the staff superuser logged in."""
+
     @classmethod
     def setUpTestData(cls):
         cls.staff, cls.editor, cls.alice = make_users()
@@ -28,6 +30,8 @@ class ApiInputTestCase(TestCase):
     def setUp(self):
         self.client.force_login(self.staff)
 
+
+class ApiInputTestCase(StaffTestCase):
     def _post(self, body: str):
         return self.client.post(API, body, content_type="application/json")
 
@@ -78,12 +82,7 @@ class ApiInputTestCase(TestCase):
         self._assert_json_error(response, 405, "use POST")
 
 
-class AskPageInputTestCase(TestCase):
-    @classmethod
-    def setUpTestData(cls):
-        cls.staff, cls.editor, cls.alice = make_users()
-        cls.collection = Collection.objects.create(name="Tests")
-
+class AskPageInputTestCase(StaffTestCase):
     def test_a_lone_surrogate_is_refused_with_a_reason(self):
         form = AskForm({"q": "roll\ud800back"}, user=self.staff)
         self.assertFalse(form.is_valid())
@@ -97,18 +96,14 @@ class AskPageInputTestCase(TestCase):
         self.assertIn(response.status_code, (200, 400))
 
 
-class CollectionParameterTestCase(TestCase):
+class CollectionParameterTestCase(StaffTestCase):
     @classmethod
     def setUpTestData(cls):
-        cls.staff, cls.editor, cls.alice = make_users()
-        cls.collection = Collection.objects.create(name="Tests")
+        super().setUpTestData()
         Source.objects.create(
             collection=cls.collection, title="A", file_name="a.md",
             text="# A\n\nalpha\n", content_hash="x",
         )  # fmt: skip
-
-    def setUp(self):
-        self.client.force_login(self.staff)
 
     def test_the_span_picker_sources_refuse_a_malformed_id(self):
         url = reverse("admin:kb_goldencase_sources")
@@ -132,15 +127,7 @@ class CollectionParameterTestCase(TestCase):
         self.assertEqual(ok.status_code, 200)
 
 
-class SizeCapTestCase(TestCase):
-    @classmethod
-    def setUpTestData(cls):
-        cls.staff, cls.editor, cls.alice = make_users()
-        cls.collection = Collection.objects.create(name="Tests")
-
-    def setUp(self):
-        self.client.force_login(self.staff)
-
+class SizeCapTestCase(StaffTestCase):
     def test_a_golden_file_over_the_cap_is_refused_with_the_limit(self):
         line = json.dumps({"id": "c1", "question": "Where?", "required_spans": []})
         upload = SimpleUploadedFile("golden.jsonl", (line + "\n").encode() * 20)

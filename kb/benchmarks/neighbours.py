@@ -174,11 +174,7 @@ def measure(
     collection.refresh_from_db()  # the chunk count of its last keyword count
     for question in questions:
         retrieval.retrieve(collection, question)
-    stages: dict[str, list[float]] = {stage: [] for stage in STAGES}
-    for question in questions:
-        timings = retrieval.retrieve(collection, question).timings_ms
-        for stage in STAGES:
-            stages[stage].append(timings.get(stage, 0.0))
+    stages = scale.stage_timings(collection, questions, STAGES)
     chunks = Chunk.objects.filter(source__collection=collection).count()
     row = NeighbourRow(
         label,

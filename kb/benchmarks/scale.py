@@ -488,11 +488,7 @@ def measure(
     """
     for question in questions:
         answering.ask(collection, question)
-    stages: dict[str, list[float]] = {stage: [] for stage in STAGES}
-    for question in questions:
-        timings = retrieval.retrieve(collection, question).timings_ms
-        for stage in STAGES:
-            stages[stage].append(timings.get(stage, 0.0))
+    stages = stage_timings(collection, questions, STAGES)
     answers = []
     for question in questions:
         started = time.perf_counter()
@@ -614,3 +610,15 @@ def as_json(report: ScaleReport) -> dict[str, Any]:
     from dataclasses import asdict
 
     return asdict(report)
+
+
+def stage_timings(
+    collection: Collection, questions: Sequence[str], stages: Sequence[str]
+) -> dict[str, list[float]]:
+    """`retrieve`'s own timings of each stage, in ms, one per question."""
+    timed: dict[str, list[float]] = {stage: [] for stage in stages}
+    for question in questions:
+        timings = retrieval.retrieve(collection, question).timings_ms
+        for stage in stages:
+            timed[stage].append(timings.get(stage, 0.0))
+    return timed
