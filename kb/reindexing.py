@@ -464,8 +464,8 @@ def _stand_down(shadow: ShadowIndex) -> str:
 
 def drop_scratch(collection_id: int) -> int:
     """Delete a shadow's scratch collection (never a live one)."""
-    deleted, _ = Collection.objects.filter(pk=collection_id, is_scratch=True).delete()
-    return deleted
+    scratch = Collection.objects.filter(pk=collection_id, is_scratch=True)
+    return scratch.delete()[1].get("kb.Collection", 0)
 
 
 def shown(collection: Collection) -> list[dict[str, Any]]:
