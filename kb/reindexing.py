@@ -36,7 +36,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from kb import embedding, evaluation, ingestion, jobs, keywords, parsing
-from kb.metadata import Policy
+from kb.metadata import BUILTIN_FIELDS, Policy
 from kb.models import (
     Chunk,
     Collection,
@@ -135,8 +135,8 @@ def changed_settings(shadow: ShadowIndex) -> dict[str, Any]:
     old, new = shadow.old_settings, shadow.new_settings
     changes = {f: (old.get(f), new[f]) for f in ingestion.INDEX_FIELDS
                if old.get(f) != new[f]}  # fmt: skip
-    keys = sorted(set(old.get("metadata_policy") or {})
-                  | set(new["metadata_policy"] or {}))  # fmt: skip
+    named = set(old.get("metadata_policy") or {}) | set(new["metadata_policy"] or {})
+    keys = sorted(named - set(BUILTIN_FIELDS))  # free fields default to retrieve
     before = Policy.build(old.get("metadata_policy") or {}, keys).decisions
     after = Policy.build(new["metadata_policy"] or {}, keys).decisions
     for key in sorted(after):
