@@ -102,7 +102,9 @@ def _config_summary(config: dict[str, Any]) -> str:
         text = f"{config['strategy']} pipeline: {text}"
     if config.get("keyword_ranking"):
         text += f" ({config['keyword_ranking']})"
-    if config.get("scratch"):
+    if config.get("shadow"):  # issue #18
+        text += f" (shadow index #{config['shadow']})"
+    elif config.get("scratch"):
         text += " (scratch copy)"
     if overrides:
         text = "experiment: " + text

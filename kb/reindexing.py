@@ -80,13 +80,14 @@ def open_shadow(collection: Collection) -> ShadowIndex | None:
 
 
 def start(
-    collection: Collection, changes: dict[str, Any], user=None
+    collection: Collection, changes: dict[str, Any], user=None, *, queue: bool = True
 ) -> ShadowIndex | None:
     """Build the collection's index under `changes` (of SETTING_FIELDS) as a shadow.
 
     The change adds to an open shadow's settings, which it supersedes. Returns the
     new shadow, or None when nothing needs building: the change undoes the open
-    one's, or no source is indexed yet (the settings then apply at once).
+    one's, or no source is indexed yet (the settings then apply at once). With
+    `queue` False the caller runs it (`run`) instead of a worker.
     """
     with transaction.atomic():
         live = Collection.objects.select_for_update().get(pk=collection.pk)
@@ -112,7 +113,7 @@ def start(
             old_settings=settings_of(live),
             requested_by=user,
         )
-        if not jobs.enqueue_shadow(shadow):
+        if queue and not jobs.enqueue_shadow(shadow):
             _close(shadow, Status.FAILED, "the job queue cannot be reached; make "
                    "the change again once it is back", user)  # fmt: skip
     return shadow

@@ -11,7 +11,7 @@ from django.test import TestCase, TransactionTestCase
 from django.urls import reverse
 
 from kb import evaluation, ingestion, jobs, permissions, reindexing
-from kb.demo import CONTENT_DIR, GOLDEN_FILE
+from kb.demo import load_part
 from kb.models import Chunk, Collection, Section, ShadowIndex, Source
 from tests.base import forget_jobs, make_users, run_burst_worker
 
@@ -27,17 +27,9 @@ Status = ShadowIndex.Status
 
 def make_gated(name: str = "Gate", floor: float | None = 1.0) -> Collection:
     """The two files indexed (in this process) with their cases and a floor."""
-    collection = Collection.objects.create(name=name, recall_floor=floor)
-    for file_name in FILES:
-        data = (CONTENT_DIR / file_name).read_bytes()
-        source, _ = ingestion.store_source(collection, file_name, data)
-        ingestion.ingest(source.pk)
-    lines = [
-        line
-        for line in GOLDEN_FILE.read_text("utf-8").splitlines()
-        if all(s["file"] in FILES for s in json.loads(line)["required_spans"])
-    ]
-    evaluation.import_cases(collection, "\n".join(lines))
+    collection = load_part(name, FILES)
+    Collection.objects.filter(pk=collection.pk).update(recall_floor=floor)
+    collection.recall_floor = floor
     return collection
 
 
@@ -154,7 +146,10 @@ class ShadowTestCase(TestCase):
 
         page = dashboard(self.client, self.gate)
         self.assertContains(page, f"Shadow index #{shadow.pk}: Held")
-        self.assertContains(page, "recall@5 0.800 &lt; the recall floor 1.000")
+        self.assertContains(page, "recall@k on the shadow <strong class=\"below-"
+                            "floor\">0.800</strong> against a bar of <strong>1.000"
+                            "</strong> (the recall floor)")  # fmt: skip
+        self.assertContains(page, f"(shadow index #{shadow.pk})")  # its run
         self.assertContains(page, LOST_AT_120)
         approve = reverse("admin:kb_shadow_approve", args=[shadow.pk])
         discard = reverse("admin:kb_shadow_discard", args=[shadow.pk])
