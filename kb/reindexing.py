@@ -460,7 +460,15 @@ def _progress(shadow: ShadowIndex, **progress: Any) -> None:
 
 
 def _stand_down(shadow: ShadowIndex) -> str:
-    return f"stood down: shadow {shadow.pk} is {_status(shadow)}"
+    """The job's word when its shadow was discarded or superseded meanwhile: the
+    scratch copy it may have made after that goes too."""
+    status = _status(shadow)
+    if status != Status.SWAPPED:
+        scratch = ShadowIndex.objects.filter(pk=shadow.pk).values_list(
+            "scratch_id", flat=True
+        )
+        drop_scratch(scratch.first() or shadow.scratch_id or 0)
+    return f"stood down: shadow {shadow.pk} is {status}"
 
 
 def drop_scratch(collection_id: int) -> int:
