@@ -156,7 +156,6 @@ def run(shadow_id: int) -> str:
         return f"skipped: shadow {shadow_id} is {shadow.status}"
     try:
         build(shadow)
-        _advance(shadow, Status.BUILDING, Status.EVALUATING, stage="evaluating")
         runs = evaluate(shadow)
         return decide(shadow, *runs)
     except StoodDown:
@@ -211,8 +210,9 @@ def build(shadow: ShadowIndex) -> Collection:
 
 
 def evaluate(shadow: ShadowIndex) -> tuple[EvalRun | None, EvalRun | None]:
-    """The golden set on the shadow and on the live index, both stored as runs;
-    (None, None) when the collection has no case to score."""
+    """The golden set on the built shadow and on the live index, both stored as
+    runs; (None, None) when the collection has no case to score."""
+    _advance(shadow, Status.BUILDING, Status.EVALUATING, stage="evaluating")
     collection = Collection.objects.get(pk=shadow.collection_id)
     stale = [{k: c[k] for k in ("id", "question", "problems")}
              for c in evaluation.stale_cases(collection)]  # fmt: skip
@@ -332,8 +332,23 @@ def _close(shadow: ShadowIndex, status: str, why: str, user=None) -> None:
 
 
 def swap(shadow_id: int, expected: str, why: str) -> bool:
-    """Make the shadow the live index in one transaction; False when the shadow is
-    no longer in the `expected` state (discarded, superseded, swapped)."""
+    """Make the shadow the live index (`swap_in`), then drop what is left of its
+    scratch copy; False when the shadow is no longer in the `expected` state
+    (discarded, superseded, swapped)."""
+    shadow = swap_in(shadow_id, expected, why)
+    if shadow is None:
+        return False
+    drop_scratch(shadow.scratch_id or 0)
+    logger.info("%s: shadow index %s swapped in (%s); queued again: %s",
+                shadow.collection, shadow.pk, why,
+                shadow.progress.get("requeued"))  # fmt: skip
+    return True
+
+
+def swap_in(shadow_id: int, expected: str, why: str) -> ShadowIndex | None:
+    """The swap's one transaction: the shadow's chunks onto the live sources, the
+    new settings onto the collection, sources changed since the copy queued
+    again. The shadow as swapped, or None when not in the `expected` state."""
     with transaction.atomic():
         shadow = ShadowIndex.objects.select_for_update().get(pk=shadow_id)
         if shadow.status != expected:
@@ -366,17 +381,13 @@ def swap(shadow_id: int, expected: str, why: str) -> bool:
         for source in again:
             ingestion.mark_queued(source)  # a job of the old settings stands down
             jobs.enqueue_ingest(source)
-        ShadowIndex.objects.filter(pk=shadow.pk).update(
-            status=Status.SWAPPED, decision=why, finished=timezone.now(),
-            progress={"requeued": [s.file_name for s in again]},
-        )  # fmt: skip
+        shadow.status, shadow.decision = Status.SWAPPED, why
+        shadow.finished = timezone.now()
+        shadow.progress = {"requeued": [s.file_name for s in again]}
+        shadow.save(update_fields=["status", "decision", "finished", "progress"])
         transaction.on_commit(partial(jobs.enqueue_count_terms, collection.pk))
         transaction.on_commit(partial(after_swap, collection))
-    if shadow.scratch_id:
-        Collection.objects.filter(pk=shadow.scratch_id, is_scratch=True).delete()
-    logger.info("%s: shadow index %s swapped in (%s); %d source(s) queued again",
-                collection, shadow.pk, why, len(again))  # fmt: skip
-    return True
+    return shadow
 
 
 def _move(copy: Source, source: Source) -> None:
