@@ -352,7 +352,7 @@ def swap_in(shadow_id: int, expected: str, why: str) -> ShadowIndex | None:
     with transaction.atomic():
         shadow = ShadowIndex.objects.select_for_update().get(pk=shadow_id)
         if shadow.status != expected:
-            return False
+            return None
         collection = Collection.objects.select_for_update().get(pk=shadow.collection_id)
         # Locked in id order: uploads, edits and publishing jobs wait for the swap
         # (or the swap for them), so each lands on one side of it.
