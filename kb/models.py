@@ -418,6 +418,13 @@ class ShadowIndex(models.Model):
         return f"{self.collection} shadow index {self.pk}"
 
 
+@receiver(post_delete, sender=ShadowIndex)
+def _delete_scratch(sender, instance: ShadowIndex, **kwargs) -> None:
+    """A shadow's hidden copy goes with it (its collection deleted, say)."""
+    if instance.scratch_id:
+        Collection.objects.filter(pk=instance.scratch_id, is_scratch=True).delete()
+
+
 class Term(models.Model):
     """How many of a collection's chunks hold a stemmed word (kb/keywords.py).
 

@@ -230,6 +230,12 @@ class ShadowTestCase(TestCase):
         self.assertContains(page, "The shadow could not be built: office-faq.txt")
         self.assertContains(page, "policy of summary retrieve → embed")
 
+    def test_deleting_the_collection_deletes_its_shadow_copy(self):
+        self._held()
+        self.assertTrue(Collection.objects.filter(is_scratch=True).exists())
+        self.gate.delete()
+        self.assertFalse(Collection.objects.exists())
+
     def test_without_golden_cases_it_swaps_and_says_so(self):
         self.gate.golden_cases.all().delete()
         shadow = reindexing.start(self.gate, {"chunk_overlap": 20}, self.staff)
