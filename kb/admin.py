@@ -21,7 +21,16 @@ from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 from django.views.decorators.http import require_POST
 
-from kb import charts, dashboard, evaluation, ingestion, jobs, permissions, readers
+from kb import (
+    charts,
+    dashboard,
+    evaluation,
+    ingestion,
+    jobs,
+    permissions,
+    readers,
+    reindexing,
+)
 from kb.forms import (
     CollectionForm,
     EvalRunForm,
@@ -41,6 +50,7 @@ from kb.models import (
     GoldenCase,
     OverflowRejection,
     Section,
+    ShadowIndex,
     Source,
 )
 
@@ -151,14 +161,9 @@ class CollectionAdmin(CollectionScoped, admin.ModelAdmin):
         form = PolicyForm(request.POST or None, policy=policy)
         if request.method == "POST" and form.is_valid():
             if form.cleaned_data != policy.decisions:
-                collection.metadata_policy = form.cleaned_data
-                collection.is_index_stale = True
-                collection.save(update_fields=["metadata_policy", "is_index_stale"])
-                messages.warning(
-                    request,
-                    "Policy saved. The index is stale until its sources are "
-                    "re-indexed.",
-                )
+                changes = {"metadata_policy": form.cleaned_data}
+                shadow = reindexing.start(collection, changes, request.user)
+                _shadow_message(request, shadow, "policy")
             return redirect("admin:kb_collection_policy", pk=pk)
         context = {
             **self.admin_site.each_context(request),
@@ -169,6 +174,21 @@ class CollectionAdmin(CollectionScoped, admin.ModelAdmin):
             "example": _example_chunk(collection),
         }
         return TemplateResponse(request, "admin/kb/collection/policy.html", context)
+
+    def save_model(self, request, obj: Collection, form, change) -> None:
+        # Chunking settings go live with a shadow index that holds on the golden
+        # set (kb/reindexing.py): until it swaps, the collection keeps the live ones.
+        changes = {}
+        if change:
+            live = Collection.objects.get(pk=obj.pk)
+            changes = {f: getattr(obj, f) for f in ingestion.INDEX_FIELDS
+                       if f in form.changed_data}  # fmt: skip
+            for field in changes:
+                setattr(obj, field, getattr(live, field))
+        super().save_model(request, obj, form, change)
+        if changes:
+            shadow = reindexing.start(obj, changes, request.user)
+            _shadow_message(request, shadow, "chunking settings")
 
     def reindex_view(self, request: HttpRequest, pk: int) -> HttpResponse:
         collection = get_object_or_404(self.get_queryset(request), pk=pk)
@@ -181,6 +201,20 @@ class CollectionAdmin(CollectionScoped, admin.ModelAdmin):
             request, f"Re-indexing {count} source(s) of {collection}{note}."
         )
         return redirect("admin:kb_source_changelist")
+
+
+def _shadow_message(request: HttpRequest, shadow: ShadowIndex | None, what: str):
+    if shadow is None:
+        messages.info(request, f"The {what} apply as they are: no index to rebuild.")
+    elif shadow.status == ShadowIndex.Status.FAILED:
+        messages.error(request, f"The new {what} are not applied: {shadow.error}.")
+    else:
+        messages.info(
+            request,
+            f"The new {what} are being built as shadow index {shadow.pk} beside the "
+            "live one, which answers until the shadow holds on the golden set and "
+            "swaps in (evaluation dashboard).",
+        )
 
 
 def _example_chunk(collection: Collection) -> Chunk | None:
@@ -776,6 +810,10 @@ class EvalRunAdmin(CollectionScoped, admin.ModelAdmin):
                  name="kb_evalrun_run"),
             path("<int:pk>/floor/", self._post_view(self.floor_view),
                  name="kb_evalrun_floor"),
+            path("shadow/<int:pk>/approve/", self._post_view(self.approve_view),
+                 name="kb_shadow_approve"),
+            path("shadow/<int:pk>/discard/", self._post_view(self.discard_view),
+                 name="kb_shadow_discard"),
         ]  # fmt: skip
         return own + super().get_urls()
 
@@ -829,6 +867,32 @@ class EvalRunAdmin(CollectionScoped, admin.ModelAdmin):
             messages.warning(request, "The floor is only ever raised; left as it was.")
         url = reverse("admin:kb_evalrun_dashboard") + f"?collection={run.collection_id}"
         return HttpResponseRedirect(url)
+
+    def approve_view(self, request: HttpRequest, pk: int) -> HttpResponse:
+        shadow = self._shadow(request, pk)
+        if reindexing.approve(shadow, request.user):
+            messages.success(request, f"Shadow index {pk} approved: swapping it in.")
+        else:
+            messages.warning(request, f"Shadow index {pk} is not held; left as it is.")
+        return self._to_dashboard(shadow)
+
+    def discard_view(self, request: HttpRequest, pk: int) -> HttpResponse:
+        shadow = self._shadow(request, pk)
+        if reindexing.discard(shadow, request.user):
+            messages.success(request, f"Shadow index {pk} discarded; live unchanged.")
+        else:
+            messages.warning(request, f"Shadow index {pk} has ended; left as it is.")
+        return self._to_dashboard(shadow)
+
+    def _shadow(self, request: HttpRequest, pk: int) -> ShadowIndex:
+        if not permissions.can_change_policy(request.user):
+            raise PermissionDenied
+        allowed = Collection.objects.visible_to(request.user)
+        return get_object_or_404(ShadowIndex, pk=pk, collection__in=allowed)
+
+    def _to_dashboard(self, shadow: ShadowIndex) -> HttpResponse:
+        url = reverse("admin:kb_evalrun_dashboard")
+        return HttpResponseRedirect(f"{url}?collection={shadow.collection_id}#shadows")
 
 
 @admin.register(ApiToken)

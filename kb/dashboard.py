@@ -6,7 +6,7 @@ from typing import Any
 
 from django.http import QueryDict
 
-from kb import charts, evaluation
+from kb import charts, evaluation, reindexing
 from kb.forms import EvalRunForm, parse_id
 from kb.models import Collection, EvalRun
 
@@ -31,12 +31,15 @@ def context(params: QueryDict, user) -> dict[str, Any]:
             and not evaluation.is_experiment(r)]  # fmt: skip
     latest = _run(runs, params.get("run")) or (live[0] if live else None)
     floor = collection.recall_floor
+    shadows = reindexing.shown(collection)
+    working = [r for r in shadows if r["open"] and not r["can_decide"]]
     return {
         "collections": collections,
         "collection": collection,
         "form": EvalRunForm(initial=_initial(collection)),
         "runs": [_row(r, floor) for r in runs],
-        "auto_refresh": any(r.status in ACTIVE for r in runs),
+        "auto_refresh": any(r.status in ACTIVE for r in runs) or bool(working),
+        "shadows": shadows,
         "latest": latest and _details(latest, floor),
         "chart": charts.line_chart_svg(
             [r.recall for r in reversed(live) if r.recall is not None]
@@ -99,7 +102,9 @@ def _config_summary(config: dict[str, Any]) -> str:
         text = f"{config['strategy']} pipeline: {text}"
     if config.get("keyword_ranking"):
         text += f" ({config['keyword_ranking']})"
-    if config.get("scratch"):
+    if config.get("shadow"):  # issue #18
+        text += f" (shadow index #{config['shadow']})"
+    elif config.get("scratch"):
         text += " (scratch copy)"
     if overrides:
         text = "experiment: " + text

@@ -706,21 +706,30 @@ def is_experiment(run: EvalRun) -> bool:
     return bool(run.config.get("overrides") or run.config.get("scratch"))
 
 
-def scratch_copy(collection: Collection, overrides: dict[str, Any]) -> Collection:
-    """A hidden collection with the same sources and cases under other settings."""
+def scratch_copy(
+    collection: Collection,
+    overrides: dict[str, Any],
+    *,
+    policy: dict[str, str] | None = None,
+    sources=None,
+) -> Collection:
+    """A hidden collection with the same sources (or these of them) under other
+    settings (and another metadata policy); cases stay with the collection."""
     from kb import ingestion
 
     fields = {f: getattr(collection, f) for f in CONFIG_FIELDS}
-    fields.update({k: v for k, v in overrides.items() if k in CONFIG_FIELDS and v})
+    fields.update(
+        {k: v for k, v in overrides.items() if k in CONFIG_FIELDS and v is not None}
+    )
     scratch = Collection.objects.create(
         name=f"{collection.name} [scratch {timezone.now():%Y%m%d-%H%M%S-%f}]",
         description=f"Evaluation copy of {collection.name}",
-        metadata_policy=collection.metadata_policy,
+        metadata_policy=collection.metadata_policy if policy is None else policy,
         is_scratch=True,
         **fields,
     )
     scratch.groups.set(collection.groups.all())  # its text is as restricted
-    for source in collection.sources.all():
+    for source in collection.sources.all() if sources is None else sources:
         ingestion.store_source(
             scratch,
             source.file_name,

@@ -27,6 +27,9 @@ _WAITING = {JobStatus.QUEUED, JobStatus.DEFERRED, JobStatus.SCHEDULED}
 STRANDED_AFTER = timedelta(seconds=60)
 # What editors are told when a job cannot be queued (enqueue_ingest).
 QUEUE_DOWN = "stored; it will be queued when the queue is back"
+# A shadow index rebuilds the whole collection, as an evaluation run with a
+# chunking override does.
+SHADOW_TIMEOUT = 3600
 
 
 def ingest_source(source_id: int, version: int) -> str:
@@ -195,3 +198,50 @@ def run_evaluation(run_id: int) -> dict:
 
 def enqueue_evaluation(run):
     return django_rq.enqueue(run_evaluation, run.pk, job_timeout=3600)
+
+
+# --- shadow indexes (kb/reindexing.py) ---------------------------------------------
+
+
+def build_shadow(shadow_id: int) -> str:
+    """Build a shadow index, evaluate it, and swap it in or hold it."""
+    from kb import reindexing
+
+    return reindexing.run(shadow_id)
+
+
+def swap_shadow(shadow_id: int) -> str:
+    """Swap in a shadow index an admin approved."""
+    from kb import reindexing
+
+    return reindexing.swap_approved(shadow_id)
+
+
+def drop_scratch(collection_id: int) -> int:
+    """Delete a discarded shadow's scratch collection."""
+    from kb import reindexing
+
+    return reindexing.drop_scratch(collection_id)
+
+
+def enqueue_shadow(shadow) -> bool:
+    """Queue the build once the surrounding transaction commits; False when the
+    queue cannot be reached."""
+    if not queue_reachable():
+        return False
+    django_rq.enqueue(build_shadow, shadow.pk, job_timeout=SHADOW_TIMEOUT)
+    return True
+
+
+def enqueue_swap(shadow) -> bool:
+    if not queue_reachable():
+        return False
+    django_rq.enqueue(swap_shadow, shadow.pk, job_timeout=SHADOW_TIMEOUT)
+    return True
+
+
+def enqueue_drop_scratch(collection_id: int) -> None:
+    try:
+        django_rq.enqueue(drop_scratch, collection_id, job_timeout=SHADOW_TIMEOUT)
+    except RedisError:  # the hidden copy stays until dropped by hand
+        logger.warning("Redis unreachable: scratch collection %s kept", collection_id)

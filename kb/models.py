@@ -359,6 +359,72 @@ class EvalRun(models.Model):
         return self.aggregate.get("recall_at_k")
 
 
+class ShadowIndex(models.Model):
+    """A collection's index rebuilt under new chunking settings or a new metadata
+    policy in a hidden scratch collection, evaluated on the golden set, and swapped
+    into live only when it holds (kb/reindexing.py, issue #18)."""
+
+    class Status(models.TextChoices):
+        BUILDING = "building", "Building"
+        EVALUATING = "evaluating", "Evaluating"
+        HELD = "held", "Held: waiting for an admin"
+        APPROVED = "approved", "Approved: swapping"
+        SWAPPED = "swapped", "Swapped into live"
+        DISCARDED = "discarded", "Discarded"
+        FAILED = "failed", "Failed"
+
+    collection = models.ForeignKey(
+        Collection, on_delete=models.CASCADE, related_name="shadows"
+    )
+    scratch = models.ForeignKey(
+        Collection, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    # The settings it is built with, and the live ones when it started:
+    # {"chunk_strategy", "chunk_tokens", "chunk_overlap", "metadata_policy"}.
+    new_settings = models.JSONField(default=dict)
+    old_settings = models.JSONField(default=dict)
+    # {live source id: [scratch source id, the live version copied]}
+    sources = models.JSONField(default=dict, blank=True)
+    status = models.CharField(
+        max_length=10, choices=Status.choices, default=Status.BUILDING
+    )
+    progress = models.JSONField(default=dict, blank=True)
+    error = models.TextField(blank=True)
+    # The golden set on the shadow, the bar it had to reach (the floor, else the
+    # live index's recall measured alongside), and the cases it lost.
+    recall = models.FloatField(null=True, blank=True)
+    bar = models.FloatField(null=True, blank=True)
+    live_recall = models.FloatField(null=True, blank=True)
+    regressed = models.JSONField(default=list, blank=True)
+    decision = models.TextField(blank=True)
+    run = models.ForeignKey(
+        "EvalRun", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    live_run = models.ForeignKey(
+        "EvalRun", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True,
+        on_delete=models.SET_NULL, related_name="+",
+    )  # fmt: skip
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True,
+        on_delete=models.SET_NULL, related_name="+",
+    )  # fmt: skip
+    created = models.DateTimeField(default=timezone.now)
+    finished = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.collection} shadow index {self.pk}"
+
+
+@receiver(post_delete, sender=ShadowIndex)
+def _delete_scratch(sender, instance: ShadowIndex, **kwargs) -> None:
+    """A shadow's hidden copy goes with it (its collection deleted, say)."""
+    if instance.scratch_id:
+        Collection.objects.filter(pk=instance.scratch_id, is_scratch=True).delete()
+
+
 class Term(models.Model):
     """How many of a collection's chunks hold a stemmed word (kb/keywords.py).
 

@@ -36,3 +36,24 @@ def load_demo(*, sync: bool = False, stdout: TextIO | None = None) -> Collection
     if stdout:
         stdout.write(evaluation.import_summary(collection, report))
     return collection
+
+
+def load_part(name: str, files: list[str]) -> Collection:
+    """A collection of some demo files, indexed in this process, with the demo
+    cases whose evidence is all in them (a small golden set for a quick gate)."""
+    import json
+
+    from kb import evaluation
+
+    collection = Collection.objects.create(name=name, description=DESCRIPTION)
+    for file_name in files:
+        data = (CONTENT_DIR / file_name).read_bytes()
+        source, _ = ingestion.store_source(collection, file_name, data)
+        ingestion.ingest(source.pk, source.version)
+    lines = [
+        line
+        for line in GOLDEN_FILE.read_text("utf-8").splitlines()
+        if all(s["file"] in files for s in json.loads(line)["required_spans"])
+    ]
+    evaluation.import_cases(collection, "\n".join(lines))
+    return collection

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django import template
 
-from kb import evaluation, ingestion
+from kb import evaluation, ingestion, reindexing
 from kb.models import Collection, GoldenCase, Source
 
 register = template.Library()
@@ -21,3 +21,12 @@ def golden_cases_using(sources) -> list[GoldenCase]:
 def index_differences(collection: Collection) -> list[str]:
     """How the collection's index differs from its settings (empty: up to date)."""
     return ingestion.index_differences(collection)
+
+
+@register.simple_tag
+def open_shadow(collection: Collection) -> dict | None:
+    """The collection's shadow index not yet swapped or ended, with its changes."""
+    shadow = reindexing.open_shadow(collection)
+    if shadow is None:
+        return None
+    return {"shadow": shadow, "changes": reindexing.changed_settings(shadow)}

@@ -11,7 +11,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from kb.benchmarks import formats, quality, speed
+from kb.benchmarks import formats, quality, reindex, speed
 from kb.embedding import PRECISIONS
 
 
@@ -23,7 +23,8 @@ class Command(BaseCommand):
         "and latency of chunking, embedding, ingestion and retrieval against peers, "
         "in scratch `bench-...` collections; `formats`: structure recall of the "
         "HTML/DOCX/PDF readers on the corpora rendered by markdown-it, Chromium "
-        "and pandoc. Install requirements-bench.txt first."
+        "and pandoc; `reindex`: the steps of a gated re-index, timed. Install "
+        "requirements-bench.txt first."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -111,13 +112,45 @@ class Command(BaseCommand):
             help="skip the structure figures (with --recall)",
         )
 
+        gate = benches.add_parser(
+            "reindex", help="what a gated re-index costs, step by step (issue #18)"
+        )
+        gate.add_argument(
+            "--corpora", nargs="+", choices=reindex.CORPORA, default=reindex.CORPORA
+        )
+        gate.add_argument(
+            "--tokens",
+            type=int,
+            default=reindex.NEW_TOKENS,
+            help="the shadow's chunk tokens (the live index has 200)",
+        )
+        gate.add_argument("--keep", action="store_true", help="keep the collections")
+        gate.add_argument("--json", type=Path, metavar="OUT", help="also write JSON")
+
     def handle(self, *args: Any, **options: Any) -> None:
+        if options["bench"] == "reindex":
+            return self._reindex(options)
         if options["bench"] == "speed":
             self._speed(options)
         elif options["bench"] == "formats":
             self._formats(options)
         else:
             self._quality(options)
+
+    def _reindex(self, options: dict[str, Any]) -> None:
+        started = time.strftime("%Y-%m-%d %H:%M %Z")
+        rows = reindex.run(
+            tuple(options["corpora"]),
+            options["tokens"],
+            options["keep"],
+            progress=lambda line: self.stderr.write(line),
+        )
+        load = os.getloadavg()[0]
+        self.stdout.write(f"kb_bench reindex, {started}, load {load}\n")
+        self.stdout.write(reindex.markdown(rows, options["tokens"]))
+        if options["json"]:
+            options["json"].write_text(json.dumps(reindex.as_json(rows), indent=1))
+            self.stdout.write(f"JSON written to {options['json']}")
 
     def _formats(self, options: dict[str, Any]) -> None:
         started = time.strftime("%Y-%m-%d %H:%M %Z")

@@ -15,8 +15,8 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from kb import demo, ingestion
-from kb.models import Collection, OverflowRejection
+from kb import demo, evaluation, ingestion, reindexing
+from kb.models import Collection, OverflowRejection, ShadowIndex
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -35,15 +35,20 @@ STATS_FILE = "deployment-runbook.md"
 OVERFLOW_FILE = "refund-policy.md"
 OVERFLOW_COLLECTION = "Screenshots demo"
 OVERFLOW_SUMMARY = "A summary pasted into the metadata, far too long to embed. " * 40
+# A held swap: two demo files whose cases all pass at 200-token chunks (the floor,
+# 1.0) while 120-token chunks lose one of them.
+GATE_COLLECTION = "Screenshots gate"
+GATE_FILES = ["office-faq.txt", "security-policy.md"]
 
 
 class Command(BaseCommand):
     help = (
         "Save PNG screenshots (headless Chromium) of the source list, a source's "
-        "statistics, the Demo metadata policy, the overflow rejections and the ask "
-        "page into OUTDIR. Without --base-url, loads the demo if missing, records an "
-        "overflow rejection if none exists, and serves the dev database on a free "
-        "port with a temporary staff user."
+        "statistics, the Demo metadata policy, the overflow rejections, the ask "
+        "page and a held swap on the evaluation dashboard into OUTDIR. Without "
+        "--base-url, loads the demo if missing, records an overflow rejection and "
+        "a held swap if none exist, and serves the dev database on a free port "
+        "with a temporary staff user."
     )
 
     def add_arguments(self, parser):
@@ -72,6 +77,9 @@ class Command(BaseCommand):
         if not OverflowRejection.objects.exists():
             self.stdout.write("Recording an overflow rejection...")
             _record_rejection()
+        if not Collection.objects.filter(name=GATE_COLLECTION).exists():
+            self.stdout.write("Building a shadow index held below its floor...")
+            _hold_a_swap()
 
     def _shoot(self, base_url: str, username: str, password: str, outdir: Path) -> None:
         # Imported here: playwright is a dev requirement, other commands don't need it.
@@ -101,6 +109,17 @@ def _record_rejection() -> None:
     )
     with contextlib.suppress(ingestion.IngestionError):
         ingestion.ingest(source.pk, source.version)
+
+
+def _hold_a_swap() -> ShadowIndex:
+    """A collection whose floor is set by a run of its live index, and a shadow
+    index under smaller chunks that falls below it (built in this process)."""
+    collection = demo.load_part(GATE_COLLECTION, GATE_FILES)
+    run = evaluation.execute_run(evaluation.start_run(collection).pk)
+    evaluation.raise_floor(collection, run)
+    shadow = reindexing.start(collection, {"chunk_tokens": 120}, queue=False)
+    reindexing.run(shadow.pk)
+    return shadow
 
 
 @contextlib.contextmanager
@@ -199,10 +218,18 @@ def _ask(page, base_url: str) -> None:
     page.locator("#answer a.cite").first.wait_for()
 
 
+def _held_swap(page, base_url: str) -> None:
+    page.goto(f"{base_url}/admin/kb/evalrun/dashboard/")
+    with page.expect_navigation():  # dashboard.js shows the chosen collection
+        page.select_option("form.kb-collection-choice select", label=GATE_COLLECTION)
+    page.locator("#shadows").evaluate("div => div.scrollIntoView()")
+
+
 SHOTS = [
     ("source-list", _source_list),
     ("source-statistics", _source_statistics),
     ("policy-matrix", _policy),
     ("overflow-rejections", _rejections),
     ("ask", _ask),
+    ("held-swap", _held_swap),
 ]
