@@ -248,9 +248,6 @@ KB_EXACT_SEARCH_CHUNKS = envint("KB_EXACT_SEARCH_CHUNKS", 5_000)
 KB_KEYWORD_RANKING = os.environ.get("KB_KEYWORD_RANKING", "ts_rank")
 if KB_KEYWORD_RANKING not in ("bm25", "ts_rank"):
     raise ImproperlyConfigured("KB_KEYWORD_RANKING must be bm25 or ts_rank")
-# Experiment, not adopted (docs/benchmarks.md "Ranking on three corpora"): split code
-# identifiers in questions; needs migration 0010 (kb_search_text) for the chunks.
-KB_KEYWORD_IDENTIFIERS = envbool("KB_KEYWORD_IDENTIFIERS", "0")
 
 # Windows of sections not taken whole widened to whole sentences and list items,
 # over short gaps and to a short paragraph their hit refers back to, before they

@@ -123,11 +123,11 @@ def count_terms(collection: Collection) -> int:
 # The question as an all-words tsquery, with the Term counts of its words when the
 # collection has them: one round trip (issue #8's latency).
 _WORDS = """
-SELECT plainto_tsquery(%(config)s, {question})::text,
+SELECT plainto_tsquery(%(config)s, %(question)s)::text,
        CASE WHEN %(counted)s THEN (
-           SELECT coalesce(json_object_agg(lexeme, chunks), '{{}}')::text FROM kb_term
+           SELECT coalesce(json_object_agg(lexeme, chunks), '{}')::text FROM kb_term
            WHERE collection_id = %(collection)s AND lexeme = ANY(
-               tsvector_to_array(to_tsvector(%(config)s, {question}))))
+               tsvector_to_array(to_tsvector(%(config)s, %(question)s))))
        END
 """
 _RANKED = """
@@ -146,11 +146,8 @@ def _words(collection: Collection, question: str) -> tuple[str, dict[str, int] |
         "counted": collection.terms_counted is not None,
         "collection": collection.pk,
     }
-    question_sql = "%(question)s"
-    if settings.KB_KEYWORD_IDENTIFIERS:
-        question_sql = "kb_split_identifiers(%(question)s)"
     with connection.cursor() as cursor:
-        cursor.execute(_WORDS.format(question=question_sql), params)
+        cursor.execute(_WORDS, params)
         words, counts = cursor.fetchone()
     return words or "", None if counts is None else json.loads(counts)
 

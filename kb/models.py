@@ -268,17 +268,8 @@ class Chunk(models.Model):
     metadata = models.JSONField(default=dict, blank=True)
     embedding = VectorField(dimensions=EMBEDDING_DIM, null=True, blank=True)
     # Stored so keyword ranking reads it instead of re-parsing every matching row.
-    # The embedded text and the parts of its dotted, slashed and camelCase names
-    # (kb_search_text, migration 0010): "poetry group" finds `tool.poetry.group`.
     search_vector = models.GeneratedField(
-        expression=SearchVector(
-            models.Func(
-                models.F("embedded_text"),
-                function="kb_search_text",
-                output_field=models.TextField(),
-            ),
-            config="english",
-        ),
+        expression=SearchVector("embedded_text", config="english"),
         output_field=SearchVectorField(),
         db_persist=True,
     )
