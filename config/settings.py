@@ -248,6 +248,12 @@ KB_EXACT_SEARCH_CHUNKS = envint("KB_EXACT_SEARCH_CHUNKS", 5_000)
 KB_KEYWORD_RANKING = os.environ.get("KB_KEYWORD_RANKING", "ts_rank")
 if KB_KEYWORD_RANKING not in ("bm25", "ts_rank"):
     raise ImproperlyConfigured("KB_KEYWORD_RANKING must be bm25 or ts_rank")
+# Weight of the section-centroid ranking beside the chunk rankings in the fusion
+# (kb/retrieval.py): 1.0 until issue #17; 0.5 found 76 of the 88 pooled tuned
+# golden cases against 75 (docs/benchmarks.md, "Ranking on three corpora").
+KB_SECTION_WEIGHT = envfloat("KB_SECTION_WEIGHT", 0.5)
+if KB_SECTION_WEIGHT < 0:
+    raise ImproperlyConfigured("KB_SECTION_WEIGHT must be at least 0")
 
 # Windows of sections not taken whole widened to whole sentences and list items,
 # over short gaps and to a short paragraph their hit refers back to, before they
