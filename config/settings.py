@@ -244,7 +244,8 @@ KB_MIN_SIMILARITY = envfloat("KB_MIN_SIMILARITY", 0.30)
 # shared HNSW index with iterative scan (kb.retrieval.searched_exactly, issue #15).
 KB_EXACT_SEARCH_CHUNKS = envint("KB_EXACT_SEARCH_CHUNKS", 5_000)
 # How the keyword leg ranks its matches (kb/keywords.py, issue #17): ts_rank won
-# the pooled tuned golden sets by one case of 88 (docs/benchmarks.md).
+# the pooled tuned golden sets by one case of 88 at section weight 1.0 and ties
+# BM25 at 0.5 (76 each; docs/benchmarks.md).
 KB_KEYWORD_RANKING = os.environ.get("KB_KEYWORD_RANKING", "ts_rank")
 if KB_KEYWORD_RANKING not in ("bm25", "ts_rank"):
     raise ImproperlyConfigured("KB_KEYWORD_RANKING must be bm25 or ts_rank")
