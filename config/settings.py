@@ -244,10 +244,17 @@ KB_MIN_SIMILARITY = envfloat("KB_MIN_SIMILARITY", 0.30)
 # shared HNSW index with iterative scan (kb.retrieval.searched_exactly, issue #15).
 KB_EXACT_SEARCH_CHUNKS = envint("KB_EXACT_SEARCH_CHUNKS", 5_000)
 # How the keyword leg ranks its matches (kb/keywords.py, issue #17): ts_rank won
-# the pooled tuned golden sets by one case of 88 (docs/benchmarks.md).
+# the pooled tuned golden sets by one case of 88 at section weight 1.0 and ties
+# BM25 at 0.5 (76 each; docs/benchmarks.md).
 KB_KEYWORD_RANKING = os.environ.get("KB_KEYWORD_RANKING", "ts_rank")
 if KB_KEYWORD_RANKING not in ("bm25", "ts_rank"):
     raise ImproperlyConfigured("KB_KEYWORD_RANKING must be bm25 or ts_rank")
+# Weight of the section-centroid ranking beside the chunk rankings in the fusion
+# (kb/retrieval.py): 1.0 until issue #17; 0.5 found 76 of the 88 pooled tuned
+# golden cases against 75 (docs/benchmarks.md, "Ranking on three corpora").
+KB_SECTION_WEIGHT = envfloat("KB_SECTION_WEIGHT", 0.5)
+if KB_SECTION_WEIGHT < 0:
+    raise ImproperlyConfigured("KB_SECTION_WEIGHT must be at least 0")
 
 # Windows of sections not taken whole widened to whole sentences and list items,
 # over short gaps and to a short paragraph their hit refers back to, before they

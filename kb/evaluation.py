@@ -6,6 +6,7 @@ import json
 import math
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
@@ -697,6 +698,7 @@ def config_of(collection: Collection, strategy: str | None = None) -> dict[str, 
         "index_out_of_date": ingestion.index_differences(collection),
         "strategy": retrieval.strategy_of(collection, strategy),
         "keyword_ranking": keywords.ranking(),
+        "section_weight": settings.KB_SECTION_WEIGHT,
         **reranking.run_config(),  # issue #17: only when a reranker is set
     }
 

@@ -33,7 +33,6 @@ RRF_K = 60  # reciprocal rank fusion constant (Cormack et al.)
 KEYWORD_WEIGHT = 0.3
 MAX_WHOLE_SECTION_TOKENS = 4000  # longer sections load only a window of chunks
 WINDOW_CHUNKS = 8  # chunks loaded around a hit of a section too long to take whole
-SECTION_WEIGHT = 1.0  # weight of the section-centroid ranking in the fusion
 PRECEDING_CONTEXT = True  # the section before a whole chosen one, if budget is left
 HNSW_EF_SEARCH = 100
 # Collections of fewer chunks are searched exactly, without the HNSW index
@@ -511,6 +510,9 @@ def _fuse(
 
     The section term lifts chunks of sections that are about the question as a
     whole, though no single chunk of theirs ranks high (issue #7's measurements).
+    It weighs KB_SECTION_WEIGHT (0.5): at 1.0 the vector model spoke twice, through
+    a chunk and through its section, and a chunk both legs found ranked below one
+    only the vector leg and its section's centroid put first (issue #17).
     """
     scores: dict[int, dict[str, int]] = {}
     for rank, chunk_id in enumerate(vector_ids, 1):
@@ -520,6 +522,7 @@ def _fuse(
     with connection.cursor() as cursor:
         cursor.execute(_HIT_ROWS, [list(scores)])
         rows = cursor.fetchall()
+    section_weight = settings.KB_SECTION_WEIGHT
     hits = []
     for chunk_id, source_id, section_id, index, start, end, path in rows:
         ranks = scores[chunk_id]
@@ -539,7 +542,7 @@ def _fuse(
             for kind, r in ranks.items()
         )
         if section_id in section_ranks:
-            hit.score += SECTION_WEIGHT / (RRF_K + section_ranks[section_id])
+            hit.score += section_weight / (RRF_K + section_ranks[section_id])
         hits.append(hit)
     hits.sort(key=lambda h: (-h.score, h.chunk_id))
     return hits

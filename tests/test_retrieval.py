@@ -117,3 +117,39 @@ class NearestSearchTestCase(TestCase):
     def test_a_collection_never_counted_is_not_searched_exactly(self):
         self.small.terms_counted = None
         self.assertFalse(retrieval.searched_exactly(self.small))
+
+
+class FusionTestCase(TestCase):
+    """How the vector, keyword and section-centroid rankings are fused (_fuse)."""
+
+    @classmethod
+    def setUpTestData(cls):
+        vectors = _unit(np.random.default_rng(17).normal(size=(8, EMBEDDING_DIM)))
+        collection = _collection("Fusion", vectors, sources=1)
+        cls.chunks = list(
+            Chunk.objects.filter(source__collection=collection).order_by("pk")
+        )
+
+    def test_a_chunk_both_legs_find_outranks_one_only_its_section_backs(self):
+        # A: the vector leg's first, in the section whose centroid comes first;
+        # B: the keyword leg's first and the vector leg's fifth, in a section
+        # ranked 30th. At a section weight of 1.0 the vector model spoke twice
+        # for A and it came first (issue #17).
+        a, b, *others = self.chunks
+        vector_ids = [a.pk, *(c.pk for c in others[:3]), b.pk]
+        section_ranks = {a.section_id: 1, b.section_id: 30}
+        hits = retrieval._fuse(vector_ids, [b.pk], section_ranks)
+        self.assertEqual([h.chunk_id for h in hits[:2]], [b.pk, a.pk])
+        self.assertEqual(hits[0].matched, "both")
+
+    def test_the_section_weight_is_a_setting(self):
+        a, b, *others = self.chunks
+        vector_ids = [a.pk, *(c.pk for c in others[:3]), b.pk]
+        section_ranks = {a.section_id: 1, b.section_id: 30}
+        with override_settings(KB_SECTION_WEIGHT=1.0):  # the weight before #17
+            hits = retrieval._fuse(vector_ids, [b.pk], section_ranks)
+        self.assertEqual([h.chunk_id for h in hits[:2]], [a.pk, b.pk])
+        with override_settings(KB_SECTION_WEIGHT=0):  # chunk rankings alone
+            hits = retrieval._fuse(vector_ids, [b.pk], section_ranks)
+        score = {h.chunk_id: h.score for h in hits}
+        self.assertAlmostEqual(score[a.pk], 1 / (retrieval.RRF_K + 1))

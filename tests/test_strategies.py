@@ -60,6 +60,7 @@ class SectionsStrategyCommandTestCase(TestCase):
         default = self._eval()
         self.assertEqual(default["config"]["strategy"], "default")
         self.assertIn(default["config"]["keyword_ranking"], ["bm25", "ts_rank"])
+        self.assertEqual(default["config"]["section_weight"], 0.5)
         fixed = self._eval("--strategy", "fixed")
         self.assertEqual(fixed["config"]["strategy"], "fixed")
         self.assertEqual(fixed["config"]["chunk_tokens"], 800)

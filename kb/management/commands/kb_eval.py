@@ -175,8 +175,8 @@ class Command(BaseCommand):
     def _print(self, agg: dict, config: dict) -> None:
         self.stdout.write(
             f"Config: {config['strategy']} pipeline, {config['keyword_ranking']} "
-            f"keyword ranking, {config['chunk_strategy']} {config['chunk_tokens']} "
-            "tokens, "
+            f"keyword ranking, section weight {config['section_weight']}, "
+            f"{config['chunk_strategy']} {config['chunk_tokens']} tokens, "
             f"overlap {config['chunk_overlap']}, k={config['top_k']}, budget "
             f"{config['context_budget']}, {config['retrieval_mode']} retrieval"
         )
