@@ -16,6 +16,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import CommandError, call_command
 from django.test import SimpleTestCase, TestCase, override_settings
 from django.urls import reverse
+from docx.enum.style import WD_STYLE_TYPE
 from docx.oxml import OxmlElement
 from docx.oxml.ns import qn
 
@@ -230,6 +231,25 @@ class DocxReaderTestCase(SimpleTestCase):
         reading = readers.read("o.docx", _docx_bytes(document))
         self.assertEqual(
             reading.text, "### Custom heading\n\n```\ndef f():\n    return 1\n```\n"
+        )
+
+    def test_it_keeps_inline_code_in_backticks(self):
+        # pandoc writes `code` as runs in its "Verbatim Char" character style;
+        # Word users set a monospaced font. Code blocks stay without backticks.
+        document = docx.Document()
+        verbatim = document.styles.add_style("Verbatim Char", WD_STYLE_TYPE.CHARACTER)
+        paragraph = document.add_paragraph("Pass ")
+        paragraph.add_run("on_failure=").style = verbatim
+        paragraph.add_run("Callback(f)").style = verbatim
+        paragraph.add_run(" and run ")
+        paragraph.add_run("rq worker -c settings").font.name = "Consolas"
+        paragraph.add_run(".")
+        document.add_paragraph().add_run("$ rq worker").font.name = "Courier New"
+        reading = readers.read("c.docx", _docx_bytes(document))
+        self.assertEqual(
+            reading.text,
+            "Pass `on_failure=Callback(f)` and run `rq worker -c settings`.\n\n"
+            "```\n$ rq worker\n```\n",
         )
 
     def test_it_puts_footnotes_in_a_final_section(self):
