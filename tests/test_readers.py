@@ -364,6 +364,25 @@ class PdfReaderTestCase(SimpleTestCase):
         )
         self.assertIn("1. Keep the receipt\n2. Claim within 30 days", text)
 
+    def test_it_keeps_a_bold_phrase_wrapped_onto_its_own_line_in_its_paragraph(self):
+        # "... you can use the **non-package mode**:" wrapped after "non-": the
+        # bold last line is the sentence's end, not a heading; a bold line set
+        # apart from the text is one.
+        page = Page()
+        page.heading("Operating modes", 15)
+        page.text(72, page.y, "To manage only dependencies, you can use the non-")
+        page.text(72, page.y - 14, "package mode:", 11, "F2")
+        page.text(72, page.y - 38, "In this mode the name is optional.")
+        page.text(72, page.y - 78, "Package mode", 11, "F2")
+        page.text(72, page.y - 102, "The default mode builds a wheel.")
+        text = readers.read("modes.pdf", build_pdf([page])).text
+        self.assertEqual(
+            text,
+            "## Operating modes\n\nTo manage only dependencies, you can use the "
+            "nonpackage mode:\n\nIn this mode the name is optional.\n\n"
+            "#### Package mode\n\nThe default mode builds a wheel.\n",
+        )
+
     def test_it_undoes_hyphenation_at_line_ends(self):
         self.assertIn("after the manager has reviewed them.", self.reading.text)
 
