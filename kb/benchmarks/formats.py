@@ -52,7 +52,6 @@ CSS = (
     "table{border-collapse:collapse}td,th{border:1px solid #555;padding:3px 6px}"
     "pre{background:#f3f3f3;padding:6px}"
 )
-RAW_HTML_FILTER = Path(__file__).with_name("raw_html.lua")
 _FRONT_MATTER_RE = re.compile(r"\A---[ \t]*\n.*?\n(?:---|\.\.\.)[ \t]*\n", re.S)
 _IMAGE_RE = re.compile(r"!\[([^\]]*)\]\([^)]*\)|!\[([^\]]*)\]\[[^\]]*\]")
 _MARKUP_RE = re.compile(r"[*_`\\]")
@@ -157,6 +156,10 @@ def render_pdf(html_path: Path, pdf_path: Path) -> None:
         capture_output=True,
         timeout=120,
     )
+
+
+# pandoc filter: raw HTML blocks read as HTML (its DOCX writer drops them)
+RAW_HTML_FILTER = Path(__file__).with_name("raw_html.lua")
 
 
 def render_docx(markdown: str, docx_path: Path) -> None:
