@@ -52,6 +52,25 @@ def test_the_handbook_keeps_its_structure_in_every_format():
         assert headings_total > 50 and headings_found / headings_total >= 0.98, fmt
 
 
+def test_the_docx_rendering_keeps_the_text_of_raw_html_blocks(tmp_path):
+    """pandoc's DOCX writer drops raw HTML; the benchmark's DOCX must still hold
+    the note a page writes in a <div> (the HTML and PDF renderings show it)."""
+    if not shutil.which("pandoc"):
+        _tools_or_skip()
+    markdown = (
+        'Retries can wait between attempts.\n\n<div class="warning">\n'
+        '    <img src="/img/warning.png" alt="Warning" />\n'
+        "    <strong>Note:</strong>\n    <p>\n"
+        "        Run your workers with the scheduler.\n    </p>\n</div>\n"
+    )
+    formats.render_docx(markdown, tmp_path / "retries.docx")
+    text = readers.read("retries.docx", (tmp_path / "retries.docx").read_bytes()).text
+    assert text == (
+        "Retries can wait between attempts.\n\nWarning Note:\n\n"
+        "Run your workers with the scheduler.\n"
+    ), text
+
+
 def _words(text: str) -> set[str]:
     return set(re.findall(r"[^\W_]+", text.lower()))
 

@@ -16,6 +16,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import CommandError, call_command
 from django.test import SimpleTestCase, TestCase, override_settings
 from django.urls import reverse
+from docx.enum.style import WD_STYLE_TYPE
 from docx.oxml import OxmlElement
 from docx.oxml.ns import qn
 
@@ -232,6 +233,25 @@ class DocxReaderTestCase(SimpleTestCase):
             reading.text, "### Custom heading\n\n```\ndef f():\n    return 1\n```\n"
         )
 
+    def test_it_keeps_inline_code_in_backticks(self):
+        # pandoc writes `code` as runs in its "Verbatim Char" character style;
+        # Word users set a monospaced font. Code blocks stay without backticks.
+        document = docx.Document()
+        verbatim = document.styles.add_style("Verbatim Char", WD_STYLE_TYPE.CHARACTER)
+        paragraph = document.add_paragraph("Pass ")
+        paragraph.add_run("on_failure=").style = verbatim
+        paragraph.add_run("Callback(f)").style = verbatim
+        paragraph.add_run(" and run ")
+        paragraph.add_run("rq worker -c settings").font.name = "Consolas"
+        paragraph.add_run(".")
+        document.add_paragraph().add_run("$ rq worker").font.name = "Courier New"
+        reading = readers.read("c.docx", _docx_bytes(document))
+        self.assertEqual(
+            reading.text,
+            "Pass `on_failure=Callback(f)` and run `rq worker -c settings`.\n\n"
+            "```\n$ rq worker\n```\n",
+        )
+
     def test_it_puts_footnotes_in_a_final_section(self):
         document = docx.Document()
         paragraph = document.add_paragraph("Claims are paid monthly")
@@ -343,6 +363,25 @@ class PdfReaderTestCase(SimpleTestCase):
             "- Economy class\n    - except flights over six hours\n- Rail", text
         )
         self.assertIn("1. Keep the receipt\n2. Claim within 30 days", text)
+
+    def test_it_keeps_a_bold_phrase_wrapped_onto_its_own_line_in_its_paragraph(self):
+        # "... you can use the **non-package mode**:" wrapped after "non-": the
+        # bold last line is the sentence's end, not a heading; a bold line set
+        # apart from the text is one.
+        page = Page()
+        page.heading("Operating modes", 15)
+        page.text(72, page.y, "To manage only dependencies, you can use the non-")
+        page.text(72, page.y - 14, "package mode:", 11, "F2")
+        page.text(72, page.y - 38, "In this mode the name is optional.")
+        page.text(72, page.y - 78, "Package mode", 11, "F2")
+        page.text(72, page.y - 102, "The default mode builds a wheel.")
+        text = readers.read("modes.pdf", build_pdf([page])).text
+        self.assertEqual(
+            text,
+            "## Operating modes\n\nTo manage only dependencies, you can use the "
+            "nonpackage mode:\n\nIn this mode the name is optional.\n\n"
+            "#### Package mode\n\nThe default mode builds a wheel.\n",
+        )
 
     def test_it_undoes_hyphenation_at_line_ends(self):
         self.assertIn("after the manager has reviewed them.", self.reading.text)

@@ -10,7 +10,7 @@ from pathlib import Path
 from django.core.management import call_command
 from django.test import SimpleTestCase, TestCase
 
-from kb import spans
+from kb import parsing, readers, spans
 from kb.benchmarks import formats
 from kb.demo import CONTENT_DIR, GOLDEN_FILE
 
@@ -190,3 +190,21 @@ class RenderCorpusTestCase(SimpleTestCase):
         page = (folder / "out" / "docs" / "jobs.html").read_text("utf-8")
         self.assertIn("<h1>RQ: Jobs</h1>", page)
         self.assertIn("<em>functions</em>", page)
+
+    def test_it_shows_the_front_matter_title_above_a_later_level_1_heading(self):
+        # kb titles a converted file by its first heading if that is a level-1
+        # one: a "# Name" further down the page must not stand for the title.
+        folder = Path(self.enterContext(tempfile.TemporaryDirectory()))
+        (folder / "src").mkdir()
+        (folder / "src" / "exceptions.md").write_text(
+            '---\ntitle: "RQ: Exceptions"\n---\n\n## Retries\n\nRetry jobs.\n\n'
+            "# AbandonedJobError\n\nRaised when a worker dies.\n",
+            "utf-8",
+        )
+        self.assertEqual(
+            formats.render_corpus(folder / "src", folder / "out", "html"), []
+        )
+        page = (folder / "out" / "exceptions.html").read_bytes()
+        text = readers.read("exceptions.html", page).text
+        self.assertTrue(text.startswith("# RQ: Exceptions\n\n## Retries\n"), text)
+        self.assertEqual(parsing.markdown_title(text), "RQ: Exceptions")

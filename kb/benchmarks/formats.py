@@ -158,13 +158,20 @@ def render_pdf(html_path: Path, pdf_path: Path) -> None:
     )
 
 
+# pandoc filter: raw HTML blocks read as HTML (its DOCX writer drops them)
+RAW_HTML_FILTER = Path(__file__).with_name("raw_html.lua")
+
+
 def render_docx(markdown: str, docx_path: Path) -> None:
-    """pandoc's rendering; images become their alt text (pandoc would fetch them)."""
+    """pandoc's rendering; images become their alt text (pandoc would fetch them).
+    Raw HTML blocks are converted as HTML (RAW_HTML_FILTER): pandoc's DOCX writer
+    would drop them, and with them text the HTML and PDF renderings show."""
     markdown = _IMAGE_RE.sub(
         lambda m: m.group(1) or m.group(2) or "", _FRONT_MATTER_RE.sub("", markdown)
     )
     subprocess.run(
-        ["pandoc", "-f", "gfm", "-o", str(docx_path)],
+        ["pandoc", "-f", "gfm", "--lua-filter", str(RAW_HTML_FILTER)]
+        + ["-o", str(docx_path)],
         input=markdown.encode("utf-8"),
         check=True,
         capture_output=True,
@@ -344,13 +351,17 @@ def render_corpus(corpus: Path, out: Path, fmt: str) -> list[str]:
 
 def published(markdown: str) -> str:
     """The page as its site publishes it: a front matter title (which kb takes
-    as the source's title) shown as the page's heading when it has none."""
+    as the source's title) shown as the page's heading unless the page opens
+    with one. kb takes a converted file's title from its first heading when that
+    is a level-1 one (`parsing.markdown_title`), so a level-1 heading further
+    down (a stray `# Name` late in the page) does not stand for the title."""
     found = _FRONT_MATTER_RE.match(markdown)
     title = found and re.search(r"^title:[ \t]*(.+?)[ \t]*$", found.group(), re.M)
     if not title:
         return markdown
     body = markdown[found.end() :]
-    if any(level == 1 for level, _ in structure(body).headings):
+    first = next((t for t in _md().parse(body) if t.type == "heading_open"), None)
+    if first is not None and first.tag == "h1":
         return body
     return f"# {title.group(1).strip(chr(34) + chr(39))}\n\n{body}"
 

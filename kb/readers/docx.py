@@ -3,7 +3,9 @@
 Headings come from paragraph styles (Title, Heading 1-9) and outline levels,
 lists from the numbering definitions (level -> nesting, format -> bullet or
 number), tables take their header from the repeat-header flag (else the first
-row), hyperlinks keep their text, footnotes become a final "Footnotes" section.
+row), hyperlinks keep their text, inline code (a run in a code character style
+such as "Verbatim Char" or "HTML Code", or in a monospaced font) keeps its
+backticks, footnotes become a final "Footnotes" section.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ _HEADING_STYLE_RE = re.compile(r"^heading\s*([1-9])$", re.I)
 _LIST_STYLE_RE = re.compile(r"^list\s*(?:bullet|number|continue)?\s*([2-9])$", re.I)
 _T, _R = f"{{{W}}}t", f"{{{W}}}r"
 _RFONTS, _ASCII = f"{{{W}}}rPr/{{{W}}}rFonts", f"{{{W}}}ascii"
+_RSTYLE = f"{{{W}}}rPr/{{{W}}}rStyle"
 _CHARS = {
     f"{{{W}}}tab": "\t",
     f"{{{W}}}br": "\n",
@@ -161,12 +164,13 @@ class _Reader:
     def paragraph(self, p: etree._Element) -> None:
         style = self._style(p)
         name = style.name if style else ""
-        text = self.text(p)
         if _CODE_STYLE_RE.search(name) or self._all_mono(p):
+            text = self.text(p, inline_code=False)
             if text.strip():
                 self.code.append(text)
             return
         self.flush_code()
+        text = self.text(p)
         level = self._heading_level(p, style)
         num_id, ilvl = self._numbering(p, style)
         if level:
@@ -199,15 +203,23 @@ class _Reader:
             self.out.code("\n".join(self.code))
             self.code = []
 
-    def text(self, el: etree._Element) -> str:
+    def text(self, el: etree._Element, inline_code: bool = True) -> str:
+        """The element's text; runs of inline code in backticks, unless
+        `inline_code` is False (the lines of a code block)."""
         parts: list[str] = []
-        self._collect(el, parts)
-        return "".join(parts)
+        self._collect(el, parts, inline_code)
+        return _with_code_spans(parts)
 
-    def _collect(self, el: etree._Element, parts: list[str]) -> None:
+    def _collect(
+        self, el: etree._Element, parts: list[str], inline_code: bool = True
+    ) -> None:
         for child in el:
             tag = child.tag
-            if tag == _T:
+            if tag == _R and inline_code and self._is_code_run(child):
+                run: list[str] = []
+                self._collect(child, run, inline_code=False)
+                parts.append(_Code("".join(run)))
+            elif tag == _T:
                 parts.append(child.text or "")
             elif tag in _CHARS:
                 parts.append(_CHARS[tag])
@@ -215,7 +227,7 @@ class _Reader:
                 continue
             elif tag == _HYPERLINK:
                 self.out.counts["links"] += 1
-                self._collect(child, parts)
+                self._collect(child, parts, inline_code)
             elif tag == _FOOTNOTE_REF:
                 self.footnote_ids.append(child.get(_w("id")) or "")
                 parts.append(f"[{len(self.footnote_ids)}]")
@@ -225,8 +237,8 @@ class _Reader:
                     alt = doc_pr.get("descr") or doc_pr.get("title") or ""
                     if alt.strip():
                         parts.append(f" {alt.strip()} ")
-            else:
-                self._collect(child, parts)  # runs, insertions, fields, smart tags
+            else:  # runs, insertions, fields, smart tags
+                self._collect(child, parts, inline_code)
 
     # --- styles, headings, numbering --------------------------------------------
 
@@ -283,6 +295,19 @@ class _Reader:
             self.counters.pop((num_id, deeper), None)
         return value
 
+    def _is_code_run(self, run: etree._Element) -> bool:
+        """A run in a code character style (or one based on it) or a
+        monospaced font: inline code."""
+        style_id = run.find(_RSTYLE)
+        if style_id is not None:
+            style, seen = self.styles.get(style_id.get(_w("val"), "")), 0
+            while style is not None and seen < 20:
+                if _CODE_STYLE_RE.search(style.name):
+                    return True
+                style, seen = self.styles.get(style.based_on), seen + 1
+        fonts = run.find(_RFONTS)
+        return fonts is not None and bool(_MONO_FONT_RE.search(fonts.get(_ASCII) or ""))
+
     def _all_mono(self, p: etree._Element) -> bool:
         """Every run with text set in a monospaced font (code without a style)."""
         seen = False
@@ -332,6 +357,33 @@ class _Reader:
                 text = " ".join(self.text(p) for p in note.iter(_w("p")))
                 self.out.item(0, text, number)
         self._end_list()
+
+
+class _Code(str):
+    """The text of one run of inline code."""
+
+
+def _with_code_spans(parts: list[str]) -> str:
+    """The parts joined, each stretch of adjacent code runs in backticks (as the
+    HTML reader writes <code>: none when the code holds a backtick itself), its
+    outer spaces left outside."""
+    out: list[str] = []
+    code: list[str] = []
+    for part in [*parts, ""]:
+        if isinstance(part, _Code):
+            code.append(part)
+            continue
+        if code:
+            joined = "".join(code)
+            inner = joined.strip()
+            if inner and "`" not in inner:
+                lead = joined[: len(joined) - len(joined.lstrip())]
+                trail = joined[len(joined.rstrip()) :]
+                joined = f"{lead}`{inner}`{trail}"
+            out.append(joined)
+            code = []
+        out.append(part)
+    return "".join(out)
 
 
 def _int(value: str | None, default: int) -> int:

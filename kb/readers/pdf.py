@@ -619,6 +619,8 @@ class _Assembler:
         if self.code:
             self.flush(end_list=True)
         level = self._heading_level(line)
+        if level >= 4 and self._continues(line):
+            level = 0  # a bold end of a sentence, wrapped: no heading
         if level:
             self.flush(end_list=True)
             self.last_table = None
@@ -681,6 +683,18 @@ class _Assembler:
         if ratio >= 0.95:
             return 4
         return 5 if ratio >= 0.78 else 0
+
+    def _continues(self, line: _Line) -> bool:
+        """Whether `line` goes on with the open paragraph or list item: set at
+        line spacing under a line that does not end its sentence (a bold phrase
+        wrapped onto a line of its own looks like a body-size heading)."""
+        prev = getattr(self, "prev", None)
+        return bool(
+            (self.paragraph or self.item)
+            and prev is not None
+            and self._follows(line)
+            and not prev.text.rstrip().endswith((".", ":", "!", "?"))
+        )
 
     def _follows(self, line: _Line, prev: _Line | None = None) -> bool:
         prev = prev or getattr(self, "prev", None)
