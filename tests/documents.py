@@ -24,6 +24,7 @@ class Page:
         self.y = top
         self.left = left
         self.image = False
+        self.form: list[str] = []  # operators drawn through a form XObject
 
     def text(self, x: float, y: float, text: str, size: float = 11, font: str = "F1"):
         self.ops.append(
@@ -97,6 +98,8 @@ class Page:
         ops = list(self.ops)
         if self.image:
             ops.append("q 400 0 0 500 100 150 cm /Im1 Do Q")
+        if self.form:
+            ops.append("/Fm1 Do")
         return "\n".join(ops).encode("latin-1")
 
 
@@ -141,11 +144,19 @@ def build_pdf(pages: list[Page]) -> bytes:
             + content
             + b"\nendstream"
         )
+        form = "\n".join(page.form).encode("latin-1")
+        form_id = add(
+            f"<< /Type /XObject /Subtype /Form /BBox [0 0 {WIDTH} {HEIGHT}] "
+            f"/Resources << /Font << {font_dict} >> >> /Length {len(form)} >>"
+            "\nstream\n".encode()
+            + form
+            + b"\nendstream"
+        )
         kids.append(
             add(
                 f"<< /Type /Page /Parent {pages_id} 0 R "
                 f"/MediaBox [0 0 {WIDTH} {HEIGHT}] /Resources << /Font << {font_dict} "
-                f">> /XObject << /Im1 {image} 0 R >> >> "
+                f">> /XObject << /Im1 {image} 0 R /Fm1 {form_id} 0 R >> >> "
                 f"/Contents {stream} 0 R >>".encode()
             )
         )
