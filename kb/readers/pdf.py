@@ -28,6 +28,8 @@ from kb.readers.markdown import Writer, clean
 GAP_EMS = 1.5  # a horizontal gap wider than this many font sizes splits a line
 CHUNK_EMS = 0.6  # a gap wider than this (a word space is ~0.3) may part two cells
 WRAP_EMS = 1.35  # the widest line step inside a table cell whose text wraps
+PROSE_COLUMN_EMS = 15  # a column of running text is at least this wide
+LONG_RUN = 8  # rows of a run that is not a table, skipped as a whole
 OPEN = 10**6  # the missing edge of a table row cut by a page break
 MARGIN_SHARE = 0.1  # top and bottom share of a page searched for running lines
 FIXED_PITCH = 1  # PDF font descriptor flags
@@ -427,16 +429,19 @@ def _unruled_tables(lines: list[_Line], page: int):
     words = {w.lower() for ln in lines for w in _WORD_RE.findall(ln.text)}
     tables: list[_Table] = []
     taken: set[int] = set()
-    i = 0
+    i = done = 0
     while i < len(rows):
         end, columns = _run(rows, i)
-        table = _unruled_table(rows[i:end], columns, page, words)
+        start = _run_start(rows, i, done, columns)
+        table = _unruled_table(rows[start:end], columns, page, words)
         if table is None:
-            i = max(i + 1, end - 1)  # each row is looked at a bounded number of times
+            # past a long run (columns of text, a list): each row is looked at a
+            # bounded number of times, and the work stays linear
+            i = end - 1 if end - i > LONG_RUN else i + 1
             continue
         tables.append(table)
-        taken.update(id(ln) for row in rows[i:end] for ln in row)
-        i = end
+        taken.update(id(ln) for row in rows[start:end] for ln in row)
+        i = done = end
     return [ln for ln in lines if id(ln) not in taken], tables
 
 
@@ -485,7 +490,7 @@ def _run(rows: list[list[_Line]], i: int) -> tuple[int, list[tuple[float, float]
         step = bottom - max(ln.y for ln in row)
         usual = statistics.median(steps) + 0.6 * size if steps else 0
         limit = max(usual, 2.2 * size if len(steps) < 2 else 1.9 * size)
-        if step > limit or any(abs(ln.size - size) > 1 for ln in row):
+        if step > limit or any(abs(ln.size - size) > 0.1 * size for ln in row):
             break
         spans = [(x0, x1) for x0, x1, _ in _row_chunks(row)]
         merged = _merged(columns + spans)
@@ -496,6 +501,23 @@ def _run(rows: list[list[_Line]], i: int) -> tuple[int, list[tuple[float, float]
         bottom = min(ln.y for ln in row)
         end += 1
     return end, columns
+
+
+def _run_start(rows: list[list[_Line]], i: int, done: int, columns) -> int:
+    """The first row of the run that row `i` starts: the line or two above it
+    of a header cell that wraps (centred, it begins higher than the others)."""
+    size = rows[i][0].size
+    while (
+        i > done
+        and i > 0
+        and min(ln.y for ln in rows[i - 1]) - max(ln.y for ln in rows[i])
+        <= WRAP_EMS * size
+        and all(abs(ln.size - size) <= 0.1 * size for ln in rows[i - 1])
+        and len(_merged(columns + [c[:2] for c in _row_chunks(rows[i - 1])]))
+        == len(columns)
+    ):
+        i -= 1
+    return i
 
 
 def _unruled_table(
@@ -556,11 +578,15 @@ def _table_rows(
     size = statistics.median(ln.size for row in rows for ln in row)
     bottoms = [min(ln.y for ln in row) for row in rows]
     tops = [max(ln.top for ln in row) for row in rows]
+    bold = [all(ln.is_bold() for ln in row) for row in rows]  # a header's cells
     blocks: list[list[int]] = []
     for k in range(width):
         block: list[int] = []
         for r in (r for r, placed in enumerate(cells) if k in placed):
-            if block and bottoms[block[-1]] - bottoms[r] > WRAP_EMS * size:
+            if block and (
+                bottoms[block[-1]] - bottoms[r] > WRAP_EMS * size
+                or bold[block[-1]] != bold[r]
+            ):
                 blocks.append(block)
                 block = []
             block.append(r)
@@ -584,9 +610,12 @@ def _table_rows(
 
 
 def _prose_columns(rows: list[list[_Line]], columns) -> bool:
-    """Whether the columns are a page's columns of running text: their lines
-    fill them (a table's cells vary in length)."""
+    """Whether the columns are a page's columns of running text: wide, and
+    their lines fill them (a table's cells vary in length)."""
+    size = rows[0][0].size
     for c0, c1 in columns:
+        if c1 - c0 < PROSE_COLUMN_EMS * size:
+            return False
         widths = [
             x1 - x0
             for row in rows
