@@ -94,6 +94,22 @@ class Page:
         self.y = top - 20
         return self
 
+    def grid(self, rows: list[list[str]], widths: list[float], bold_header=True):
+        """A table without rules: each row's cells on one baseline, at the left
+        edges of their columns; a cell holding a list of lines wraps (aligned to
+        the top of its row)."""
+        for r, row in enumerate(rows):
+            font = "F2" if r == 0 and bold_header else "F1"
+            x, depth = self.left, 1
+            for width, cell in zip(widths, row, strict=True):
+                for k, line in enumerate([cell] if isinstance(cell, str) else cell):
+                    self.text(x, self.y - 13 * k, line, 10, font)
+                    depth = max(depth, k + 1)
+                x += width
+            self.y -= 13 * depth + 5
+        self.y -= 12
+        return self
+
     def stream(self) -> bytes:
         ops = list(self.ops)
         if self.image:
