@@ -433,6 +433,10 @@ def _unruled_tables(lines: list[_Line], page: int):
     while i < len(rows):
         end, columns = _run(rows, i)
         start = _run_start(rows, i, done, columns)
+        if start < i:  # the columns with the rows above
+            columns = _merged(
+                [c[:2] for row in rows[start:end] for c in _row_chunks(row)]
+            )
         table = _unruled_table(rows[start:end], columns, page, words)
         if table is None:
             # past a long run (columns of text, a list): each row is looked at a
