@@ -9,7 +9,9 @@ pipe, and the parent waits for it until the deadline, then kills the child with
 SIGKILL. The child never returns into the caller's code: it leaves by os._exit,
 so it runs no atexit handler and closes none of the parent's connections (it
 inherits them, and must not touch them: the function must not use the database
-or the queue).
+or the queue). The worker has other threads when it forks (its heartbeat, the
+embedder's pool); the child has only the forking one and takes none of their
+locks (CPython and logging reset theirs after a fork).
 """
 
 from __future__ import annotations
