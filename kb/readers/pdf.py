@@ -511,9 +511,9 @@ def _run_start(rows: list[list[_Line]], i: int, done: int, columns) -> int:
     """The first row of the run that row `i` starts: the line or two above it
     of a header cell that wraps (centred, it begins higher than the others)."""
     size = rows[i][0].size
+    first = max(done, i - 2, 0)
     while (
-        i > done
-        and i > 0
+        i > first
         and min(ln.y for ln in rows[i - 1]) - max(ln.y for ln in rows[i])
         <= WRAP_EMS * size
         and all(abs(ln.size - size) <= 0.1 * size for ln in rows[i - 1])
