@@ -466,7 +466,20 @@ class PdfReaderTestCase(SimpleTestCase):
         for i in range(4):
             columns.text(72, top - 14 * i, f"the left column runs down here, line {i}")
             columns.text(330, top - 14 * i, f"and the right column goes on, line {i}")
-        reading = readers.read("travel.pdf", build_pdf([page, columns]))
+        contents = Page().heading("Contents", 15)
+        for number, title in (("2.1", "Booking"), ("2.2", "Meals"), ("2.3", "Claims")):
+            contents.text(72, contents.y, number)
+            contents.text(100, contents.y, f"{title} . . . . . . . . . . . . 4")
+            contents.y -= 14
+        contents.y -= 10
+        for _ in range(3):  # justified text whose wide spaces happen to line up
+            contents.ops.append(
+                f"BT /F1 11 Tf 4.5 Tw 72 {contents.y} Td "  # spaces of 0.7 em
+                "(the fares are checked before any trip is approved) Tj ET"
+            )
+            contents.y -= 14
+        pages = [page, columns, contents]
+        reading = readers.read("travel.pdf", build_pdf(pages))
         text = reading.text
         self.assertIn("1. Keep the receipt\n2. Scan it\n3. Claim", text)
         self.assertIn("- Economy class\n- Rail\n- Taxi at night", text)
@@ -477,6 +490,8 @@ class PdfReaderTestCase(SimpleTestCase):
             text,
         )
         self.assertEqual(len(re.findall(r"^\| --- ", text, re.M)), 1)  # one table
+        self.assertIn("2.1 Booking . . .", text)
+        self.assertIn("the fares are checked before any trip is approved the", text)
         summary = reading.summary
         self.assertEqual(
             (summary["tables_with_header"], summary["tables_without_header"]), (1, 0)

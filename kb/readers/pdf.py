@@ -27,6 +27,8 @@ from kb.readers.markdown import Writer, clean
 
 GAP_EMS = 1.5  # a horizontal gap wider than this many font sizes splits a line
 CHUNK_EMS = 0.6  # a gap wider than this (a word space is ~0.3) may part two cells
+COLUMN_GAP_EMS = 0.75  # columns of a table stand this far apart at least (the
+# spaces of justified text reach ~0.6)
 WRAP_EMS = 1.35  # the widest line step inside a table cell whose text wraps
 PROSE_COLUMN_EMS = 15  # a column of running text is at least this wide
 LONG_RUN = 8  # rows of a run that is not a table, skipped as a whole
@@ -413,7 +415,10 @@ def _columns(rules: _Rules, y: float) -> tuple[float, ...]:
 
 # --- tables without rules -----------------------------------------------------------
 
-_MARKER_RE = re.compile(r"^([•◦▪▫●○■□‣⁃∙·*–-]|\d{1,3}[.)]|[a-zA-Z][.)])$")
+_MARKER_RE = re.compile(
+    r"^([•◦▪▫●○■□‣⁃∙·*–-]|\d{1,3}[.)]|[a-zA-Z][.)]|\d+(\.\d+)+\.?)$"
+)
+_LEADER_RE = re.compile(r"(\.\s?){5}")
 _Chunk = tuple[float, float, str]
 
 
@@ -434,9 +439,8 @@ def _unruled_tables(lines: list[_Line], page: int):
         end, columns = _run(rows, i)
         start = _run_start(rows, i, done, columns)
         if start < i:  # the columns with the rows above
-            columns = _merged(
-                [c[:2] for row in rows[start:end] for c in _row_chunks(row)]
-            )
+            spans = [c[:2] for row in rows[start:end] for c in _row_chunks(row)]
+            columns = _merged(spans, rows[i][0].size)
         table = _unruled_table(rows[start:end], columns, page, words)
         if table is None:
             # past a long run (columns of text, a list): each row is looked at a
@@ -466,11 +470,12 @@ def _row_chunks(row: list[_Line]) -> list[_Chunk]:
     return [chunk for ln in row for chunk in ln.chunks() if chunk[2]]
 
 
-def _merged(spans: list[tuple[float, float]]) -> list[tuple[float, float]]:
-    """Overlapping spans merged: what stays apart are the columns."""
+def _merged(spans: list[tuple[float, float]], size: float) -> list[tuple[float, float]]:
+    """Spans merged where they overlap or leave less than a column gap: what
+    stays apart are the columns."""
     out: list[tuple[float, float]] = []
     for x0, x1 in sorted(spans):
-        if out and x0 <= out[-1][1] + 1:
+        if out and x0 - out[-1][1] < COLUMN_GAP_EMS * size:
             out[-1] = (out[-1][0], max(out[-1][1], x1))
         else:
             out.append((x0, x1))
@@ -482,10 +487,10 @@ def _run(rows: list[list[_Line]], i: int) -> tuple[int, list[tuple[float, float]
     that bridges two of them, a larger step down or another font size ends it),
     and the columns."""
     first = _row_chunks(rows[i])
-    columns = _merged([(x0, x1) for x0, x1, _ in first])
+    size = rows[i][0].size
+    columns = _merged([(x0, x1) for x0, x1, _ in first], size)
     if len(columns) < 2:
         return i + 1, columns
-    size = rows[i][0].size
     bottom = min(ln.y for ln in rows[i])
     steps: list[float] = []
     end = i + 1
@@ -497,7 +502,7 @@ def _run(rows: list[list[_Line]], i: int) -> tuple[int, list[tuple[float, float]
         if step > limit or any(abs(ln.size - size) > 0.1 * size for ln in row):
             break
         spans = [(x0, x1) for x0, x1, _ in _row_chunks(row)]
-        merged = _merged(columns + spans)
+        merged = _merged(columns + spans, size)
         if len(merged) < len(columns):
             break
         columns = merged
@@ -517,7 +522,7 @@ def _run_start(rows: list[list[_Line]], i: int, done: int, columns) -> int:
         and min(ln.y for ln in rows[i - 1]) - max(ln.y for ln in rows[i])
         <= WRAP_EMS * size
         and all(abs(ln.size - size) <= 0.1 * size for ln in rows[i - 1])
-        and len(_merged(columns + [c[:2] for c in _row_chunks(rows[i - 1])]))
+        and len(_merged(columns + [c[:2] for c in _row_chunks(rows[i - 1])], size))
         == len(columns)
     ):
         i -= 1
@@ -543,7 +548,11 @@ def _unruled_table(
         return None
     firsts = [" ".join(placed[0]) for placed in cells if 0 in placed]
     if all(_MARKER_RE.match(text) for text in firsts):
-        return None  # a list: its markers and items
+        return None  # a list: its markers and items (or a table of contents')
+    if any(
+        _LEADER_RE.search(t) for placed in cells for ts in placed.values() for t in ts
+    ):
+        return None  # a table of contents: titles and pages joined by dots
     if _prose_columns(rows, columns):
         return None
     groups = _table_rows(rows, cells, len(columns))
