@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import gc
 import os
 import pickle
 import resource
@@ -66,10 +67,20 @@ def run(
     limit), ChildDied when it ended otherwise."""
     read_end, write_end = os.pipe()
     parent = os.getpid()
-    pid = os.fork()
+    # The child's garbage collector then leaves the parent's objects alone:
+    # collecting them would copy every page they are on.
+    gc.freeze()
+    try:
+        pid = os.fork()
+    except OSError:
+        gc.unfreeze()
+        os.close(read_end)
+        os.close(write_end)
+        raise
     if pid == 0:  # the child: never returns
         os.close(read_end)
         _child(write_end, function, args, memory_mb, parent)
+    gc.unfreeze()
     os.close(write_end)
     try:
         data = _receive(read_end, seconds)
