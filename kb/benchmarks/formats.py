@@ -54,6 +54,8 @@ CSS = (
     "table{border-collapse:collapse}td,th{border:1px solid #555;padding:3px 6px}"
     "pre{background:#f3f3f3;padding:6px}"
 )
+# --unruled: the same tables printed without borders, as many documents are
+UNRULED_CSS = CSS.replace("border:1px solid #555;", "")
 _FRONT_MATTER_RE = re.compile(r"\A---[ \t]*\n.*?\n(?:---|\.\.\.)[ \t]*\n", re.S)
 _IMAGE_RE = re.compile(r"!\[([^\]]*)\]\([^)]*\)|!\[([^\]]*)\]\[[^\]]*\]")
 _MARKUP_RE = re.compile(r"[*_`\\]")
@@ -143,11 +145,11 @@ def recall(original: Structure, read: Structure) -> dict[str, tuple[int, int]]:
 # --- rendering ------------------------------------------------------------------
 
 
-def render_html(markdown: str, title: str) -> str:
+def render_html(markdown: str, title: str, css: str = CSS) -> str:
     body = _md().render(_FRONT_MATTER_RE.sub("", markdown))
     return (
         f"<!doctype html><html><head><meta charset='utf-8'><title>{title}</title>"
-        f"<style>{CSS}</style></head><body><main>{body}</main></body></html>"
+        f"<style>{css}</style></head><body><main>{body}</main></body></html>"
     )
 
 
@@ -201,6 +203,7 @@ def run(
     corpora_dir: Path = CORPORA_DIR,
     formats: tuple[str, ...] = FORMATS,
     progress: Callable[[str], None] = lambda line: None,
+    css: str = CSS,
 ) -> Report:
     missing = [
         tool
@@ -217,7 +220,7 @@ def run(
             if not files:
                 continue
             progress(f"{corpus.name}: {len(files)} files")
-            rendered = _render_all(files, corpus.name, Path(tmp), formats)
+            rendered = _render_all(files, corpus.name, Path(tmp), formats, css)
             for path, paths in zip(files, rendered, strict=True):
                 _read_back(path, corpus.name, paths, formats, report)
         if "pdf" in formats:
@@ -256,14 +259,16 @@ def _long_pdf(corpora_dir: Path, tmp: Path) -> dict[str, float]:
     return long
 
 
-def _render_all(files: list[Path], corpus: str, tmp: Path, formats) -> list[dict]:
+def _render_all(
+    files: list[Path], corpus: str, tmp: Path, formats, css: str = CSS
+) -> list[dict]:
     """Each file rendered to every format (Chromium two at a time)."""
     rendered = []
     for n, path in enumerate(files):
         markdown = path.read_text("utf-8")
         stem = f"{corpus}-{n:03d}-{path.stem}"
         html_path = tmp / f"{stem}.html"
-        html_path.write_text(render_html(markdown, path.stem), "utf-8")
+        html_path.write_text(render_html(markdown, path.stem, css), "utf-8")
         paths = {"html": html_path, "pdf": tmp / f"{stem}.pdf"}
         if "docx" in formats:
             paths["docx"] = tmp / f"{stem}.docx"
