@@ -548,7 +548,7 @@ def _unruled_table(
         return None
     firsts = [" ".join(placed[0]) for placed in cells if 0 in placed]
     if all(_MARKER_RE.match(text) for text in firsts):
-        return None  # a list: its markers and items (or a table of contents')
+        return None  # a list (markers, items) or contents (section numbers)
     if any(
         _LEADER_RE.search(t) for placed in cells for ts in placed.values() for t in ts
     ):
