@@ -222,7 +222,11 @@ KB_MAX_GOLDEN_BYTES = envint("KB_MAX_GOLDEN_BYTES", 2 * 1024 * 1024)
 KB_MAX_PDF_PAGES = envint("KB_MAX_PDF_PAGES", 2000)
 # Seconds a worker may spend reading and parsing one file (issue #16); over it the
 # source is marked failed and its previous version stays live. 0: no limit.
+# Reading runs in a forked child process, killed at the limit (kb/limits.py).
 KB_PARSE_TIMEOUT = envfloat("KB_PARSE_TIMEOUT", 120)
+# Megabytes of memory (address space) that child may take beyond the worker's
+# own; over it the source fails the same way. 0: no limit.
+KB_PARSE_MEMORY_MB = envint("KB_PARSE_MEMORY_MB", 2048)
 
 # --- Embedder (kb/embedding.py, issue #3)
 # A directory with model.onnx + tokenizer.json; empty means: build the ONNX graph

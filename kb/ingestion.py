@@ -12,9 +12,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
-import signal
 import statistics
-import threading
 import time
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -28,7 +26,7 @@ from django.db import connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from kb import chunking, embedding, evaluation, parsing, readers
+from kb import chunking, embedding, evaluation, limits, parsing, readers
 from kb.metadata import Policy, chunk_values
 from kb.models import Chunk, Collection, OverflowRejection, Section, Source
 
@@ -513,21 +511,57 @@ def _ingest(source: Source, version: int, started: float) -> str:
 
 def read_source(source: Source) -> tuple[readers.Reading | None, parsing.Document]:
     """Read the source's file (HTML, DOCX, PDF) to Markdown and parse its text,
-    within KB_PARSE_TIMEOUT seconds; `source.text` and an automatic title are
-    updated in memory (`_publish` stores them with the new version)."""
+    in a child process killed after KB_PARSE_TIMEOUT seconds (and limited to
+    KB_PARSE_MEMORY_MB more megabytes of memory); `source.text` and an automatic
+    title are updated in memory (`_publish` stores them with the new version)."""
     name = source.file_name
-    reading = None
-    with time_limit(settings.KB_PARSE_TIMEOUT, name):
-        if readers.format_of(name):
-            reading = readers.read(name, _original(source))
-            source.text = reading.text
-        if source.is_title_auto:
-            source.title = _title_from(source.text, name)
+    data = _original(source) if readers.format_of(name) else b""
+    args = (name, data, source.text, source.title, source.is_title_auto)
+    seconds, memory = settings.KB_PARSE_TIMEOUT, settings.KB_PARSE_MEMORY_MB
+    if seconds <= 0 and memory <= 0:
+        reading, text, title, document = read_and_parse(*args)
+    else:
+        readers.preload()  # imported once here, not in every child
         try:
-            document = parsing.parse(source.text, name, title=source.title)
-        except parsing.ParseError as exc:
-            raise parsing.ParseError(_naming(str(exc), source.title, name)) from exc
+            reading, text, title, document = limits.run(
+                read_and_parse, *args, seconds=seconds, memory_mb=memory
+            )
+        except limits.TimeLimitExceeded as exc:
+            raise ParseTimeout(
+                f"{name}: reading and parsing took longer than the limit of "
+                f"{seconds:g} s (KB_PARSE_TIMEOUT); the previous version stays live"
+            ) from exc
+        except limits.MemoryLimitExceeded as exc:
+            raise IngestionError(
+                f"{name}: reading and parsing needed more memory than the limit of "
+                f"{memory} MB (KB_PARSE_MEMORY_MB); the previous version stays live"
+            ) from exc
+        except limits.ChildDied as exc:
+            raise IngestionError(
+                f"{name}: reading stopped: its process was {exc}"
+                + (f" (over KB_PARSE_MEMORY_MB={memory}?)" if memory > 0 else "")
+                + "; the previous version stays live"
+            ) from exc
+    source.text, source.title = text, title
     return reading, document
+
+
+def read_and_parse(
+    name: str, data: bytes, text: str, title: str, auto_title: bool
+) -> tuple[readers.Reading | None, str, str, parsing.Document]:
+    """The reading, text, title and parsed document of a source (no ORM: this
+    runs in a child process)."""
+    reading = None
+    if readers.format_of(name):
+        reading = readers.read(name, data)
+        text = reading.text
+    if auto_title:
+        title = _title_from(text, name)
+    try:
+        document = parsing.parse(text, name, title=title)
+    except parsing.ParseError as exc:
+        raise parsing.ParseError(_naming(str(exc), title, name)) from exc
+    return reading, text, title, document
 
 
 def _naming(message: str, title: str, name: str) -> str:
@@ -544,44 +578,6 @@ def _original(source: Source) -> bytes:
         raise IngestionError(f"{source.file_name}: the uploaded file is missing")
     with source.file.open("rb") as stored:
         return stored.read()
-
-
-@contextmanager
-def time_limit(seconds: float, name: str):
-    """Raise ParseTimeout in the block once it has run `seconds`.
-
-    By SIGALRM, which only the main thread receives: rq's SimpleWorker runs jobs
-    there, as do kb_ingest --sync and kb_eval (elsewhere the block runs without a
-    limit). rq's job timeout uses the same alarm: it is set again afterwards, less
-    the time spent, and if it falls due first its own handler runs. A signal is
-    handled between Python bytecodes: one long C call (lxml parsing a large HTML
-    file) finishes first.
-    """
-    if seconds <= 0 or threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    started = time.monotonic()
-    outer = signal.getsignal(signal.SIGALRM)
-    outer_left = signal.getitimer(signal.ITIMER_REAL)[0]
-
-    def expired(signum, frame):
-        if outer_left and time.monotonic() - started >= outer_left and callable(outer):
-            outer(signum, frame)  # the job's own timeout came first
-        raise ParseTimeout(
-            f"{name}: reading and parsing took longer than the limit of "
-            f"{seconds:g} s (KB_PARSE_TIMEOUT); the previous version stays live"
-        )
-
-    signal.signal(signal.SIGALRM, expired)
-    signal.setitimer(signal.ITIMER_REAL, min(seconds, outer_left or seconds))
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, outer)
-        if outer_left:
-            left = outer_left - (time.monotonic() - started)
-            signal.setitimer(signal.ITIMER_REAL, max(left, 0.001))
 
 
 def _embed(source: Source, prepared: Prepared):

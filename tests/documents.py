@@ -24,6 +24,7 @@ class Page:
         self.y = top
         self.left = left
         self.image = False
+        self.form: list[str] = []  # operators drawn through a form XObject
 
     def text(self, x: float, y: float, text: str, size: float = 11, font: str = "F1"):
         self.ops.append(
@@ -93,10 +94,28 @@ class Page:
         self.y = top - 20
         return self
 
+    def grid(self, rows: list[list[str]], widths: list[float], bold_header=True):
+        """A table without rules: each row's cells on one baseline, at the left
+        edges of their columns; a cell holding a list of lines wraps (aligned to
+        the top of its row)."""
+        for r, row in enumerate(rows):
+            font = "F2" if r == 0 and bold_header else "F1"
+            x, depth = self.left, 1
+            for width, cell in zip(widths, row, strict=True):
+                for k, line in enumerate([cell] if isinstance(cell, str) else cell):
+                    self.text(x, self.y - 13 * k, line, 10, font)
+                    depth = max(depth, k + 1)
+                x += width
+            self.y -= 13 * depth + 5
+        self.y -= 12
+        return self
+
     def stream(self) -> bytes:
         ops = list(self.ops)
         if self.image:
             ops.append("q 400 0 0 500 100 150 cm /Im1 Do Q")
+        if self.form:
+            ops.append("/Fm1 Do")
         return "\n".join(ops).encode("latin-1")
 
 
@@ -141,11 +160,19 @@ def build_pdf(pages: list[Page]) -> bytes:
             + content
             + b"\nendstream"
         )
+        form = "\n".join(page.form).encode("latin-1")
+        form_id = add(
+            f"<< /Type /XObject /Subtype /Form /BBox [0 0 {WIDTH} {HEIGHT}] "
+            f"/Resources << /Font << {font_dict} >> >> /Length {len(form)} >>"
+            "\nstream\n".encode()
+            + form
+            + b"\nendstream"
+        )
         kids.append(
             add(
                 f"<< /Type /Page /Parent {pages_id} 0 R "
                 f"/MediaBox [0 0 {WIDTH} {HEIGHT}] /Resources << /Font << {font_dict} "
-                f">> /XObject << /Im1 {image} 0 R >> >> "
+                f">> /XObject << /Im1 {image} 0 R /Fm1 {form_id} 0 R >> >> "
                 f"/Contents {stream} 0 R >>".encode()
             )
         )

@@ -117,3 +117,45 @@ def test_the_flat_text_timed_beside_each_reader_holds_all_its_words(tmp_path):
             missing = {w for w in _words(ours) if w not in flat.lower()}
             assert not missing, (label, missing)
             assert not formats.structure(flat).headings, label
+
+
+PROSE = (
+    "Every trip is booked through the travel portal, which checks the fare against "
+    "the policy before it asks the manager to approve it. "
+)
+BORDERLESS = f"""<!doctype html><html><head><meta charset="utf-8"><style>
+body{{font-family:sans-serif;font-size:11pt;max-width:40em}}
+td,th{{padding:3px 6px}} .cols{{columns:2;column-gap:2em}}</style></head>
+<body><main><h1>Expense caps</h1><p>{PROSE * 2}</p>
+<table><thead><tr><th>City</th><th>Hotel</th><th>Notes</th></tr></thead><tbody>
+<tr><td>Paris</td><td>180 EUR</td><td>{PROSE}</td></tr>
+<tr><td>Berlin</td><td>150 EUR</td><td>Breakfast included</td></tr>
+<tr><td>Rome</td><td>160 EUR</td><td>City tax paid at the hotel</td></tr>
+</tbody></table>
+<ul><li>Keep every receipt</li><li>Claim within thirty days</li>
+<li>Ask your manager first</li></ul>
+<div class="cols"><p>{PROSE * 6}</p></div></main></body></html>"""
+
+
+@pytest.mark.slow
+def test_a_table_printed_without_borders_keeps_its_rows_and_header(tmp_path):
+    """Chromium prints an HTML table without borders: no rules to find its
+    cells, only the columns its text keeps apart. Its centred header, the
+    wrapped cell centred in its row, the list and the two-column text after
+    it each come back as what they are."""
+    if not shutil.which(formats.CHROMIUM):
+        _tools_or_skip()
+    (tmp_path / "caps.html").write_text(BORDERLESS, "utf-8")
+    formats.render_pdf(tmp_path / "caps.html", tmp_path / "caps.pdf")
+    reading = readers.read("caps.pdf", (tmp_path / "caps.pdf").read_bytes())
+    text = reading.text
+    assert (
+        "| City | Hotel | Notes |\n| --- | --- | --- |\n"
+        f"| Paris | 180 EUR | {PROSE.strip()} |\n"
+        "| Berlin | 150 EUR | Breakfast included |\n"
+        "| Rome | 160 EUR | City tax paid at the hotel |\n\n"
+        "- Keep every receipt\n- Claim within thirty days\n- Ask your manager first"
+    ) in text
+    assert len(re.findall(r"^\| --- ", text, re.M)) == 1, text  # one table
+    summary = reading.summary
+    assert (summary["tables_with_header"], summary["tables_without_header"]) == (1, 0)

@@ -180,6 +180,25 @@ class IngestTestCase(TestCase):
         self.assertEqual(source.indexed_version, source.version - 1)
         self.assertEqual(sorted(source.sections.values_list("pk", flat=True)), sections)
 
+    def test_a_read_over_the_memory_limit_fails_and_the_old_version_stays(self):
+        page = b"<html><body><main><h1>Lifts</h1><p>The lift is serviced on Mondays."
+        with self.settings(KB_PARSE_MEMORY_MB=32):
+            source = _store(self.collection, "lifts.html", page + b"</p></main>")
+            ingestion.ingest(source.pk)  # a page of ordinary size reads within it
+            # 26 MB of empty elements: some 350 MB as a tree in lxml
+            bloated = page + b"<span></span>" * 2_000_000 + b"</p></main>"
+            source = _store(self.collection, "lifts.html", bloated)
+            with self.assertRaisesMessage(
+                ingestion.IngestionError,
+                "lifts.html: reading and parsing needed more memory than the limit "
+                "of 32 MB (KB_PARSE_MEMORY_MB); the previous version stays live",
+            ):
+                ingestion.ingest(source.pk)
+        source.refresh_from_db()
+        self.assertEqual(source.status, Source.Status.FAILED)
+        self.assertEqual(source.indexed_version, source.version - 1)
+        self.assertTrue(source.sections.filter(heading="Lifts").exists())
+
     def test_a_superseded_job_stands_down(self):
         source = _store(self.collection)
         outcome = ingestion.ingest(source.pk, version=source.version - 1 or 99)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import zipfile
 from io import StringIO
 from pathlib import Path
@@ -443,6 +444,97 @@ class PdfReaderTestCase(SimpleTestCase):
         reading = readers.read("p.pdf", build_pdf([page]))
         self.assertLess(reading.text.index("Tea"), reading.text.index("2 EUR"))
         self.assertLess(reading.text.index("2 EUR"), reading.text.index("Cake"))
+
+    def test_it_reads_a_table_without_rules_with_its_header(self):
+        page = Page().heading("Meals", 15).paragraph(["Caps by city:"])
+        page.grid(
+            [["City", "Daily cap", "Notes"], ["Paris", "60 EUR", "dinner included"],
+             ["Berlin", "50 EUR", ["lunch only,", "receipts needed"]],
+             ["Rome", "55 EUR", ""]],
+            [120, 100, 150],
+        ).paragraph(["Claims go through the portal within thirty days."])  # fmt: skip
+        reading = readers.read("caps.pdf", build_pdf([page]))
+        self.assertIn(
+            "Caps by city:\n\n| City | Daily cap | Notes |\n| --- | --- | --- |\n"
+            "| Paris | 60 EUR | dinner included |\n"
+            "| Berlin | 50 EUR | lunch only, receipts needed |\n"
+            "| Rome | 55 EUR |  |\n\nClaims go through the portal",
+            reading.text,
+        )
+        summary = reading.summary
+        self.assertEqual(
+            (summary["tables_with_header"], summary["tables_without_header"]), (1, 0)
+        )
+
+    def test_a_table_without_rules_or_bold_first_row_gets_a_header_by_position(self):
+        page = Page().heading("Rooms", 15)
+        page.grid(
+            [["North", "12 seats"], ["South", "8 seats"], ["Attic", "4 seats"]],
+            [150, 100],
+            bold_header=False,
+        )
+        reading = readers.read("rooms.pdf", build_pdf([page]))
+        self.assertIn(
+            "| Column 1 | Column 2 |\n| --- | --- |\n| North | 12 seats |\n"
+            "| South | 8 seats |\n| Attic | 4 seats |",
+            reading.text,
+        )
+        summary = reading.summary
+        self.assertEqual(
+            (summary["tables_with_header"], summary["tables_without_header"]), (0, 1)
+        )
+
+    def test_it_tells_a_table_without_rules_from_lists_code_and_columns(self):
+        page = Page().heading("Travel", 15)
+        page.paragraph(
+            ["Prose runs from margin to margin, and its lines are filled with",
+             "words that leave no gap wider than a space between them, line",
+             "after line, so nothing in it lines up in columns of any kind."]
+        )  # fmt: skip
+        for number, text in enumerate(["Keep the receipt", "Scan it", "Claim"], 1):
+            page.text(90, page.y, f"{number}.")  # the marker apart, as browsers draw it
+            page.text(108, page.y, text)
+            page.y -= 14
+        page.y -= 10
+        page.bullets([(0, "Economy class"), (0, "Rail"), (0, "Taxi at night")])
+        page.code(["a = 1  # one", "b = 2  # two", "c = 3  # three"])
+        page.grid([["Mode", "Cap"], ["Rail", "First class"], ["Air", "Economy"]],
+                  [100, 100])  # fmt: skip
+        columns = Page()
+        top = columns.y
+        for i in range(4):
+            columns.text(72, top - 14 * i, f"the left column runs down here, line {i}")
+            columns.text(330, top - 14 * i, f"and the right column goes on, line {i}")
+        contents = Page().heading("Contents", 15)
+        for number, title in (("2.1", "Booking"), ("2.2", "Meals"), ("2.3", "Claims")):
+            contents.text(72, contents.y, number)
+            contents.text(100, contents.y, f"{title} . . . . . . . . . . . . 4")
+            contents.y -= 14
+        contents.y -= 10
+        for _ in range(3):  # justified text whose wide spaces happen to line up
+            contents.ops.append(
+                f"BT /F1 11 Tf 4.5 Tw 72 {contents.y} Td "  # spaces of 0.7 em
+                "(the fares are checked before any trip is approved) Tj ET"
+            )
+            contents.y -= 14
+        pages = [page, columns, contents]
+        reading = readers.read("travel.pdf", build_pdf(pages))
+        text = reading.text
+        self.assertIn("1. Keep the receipt\n2. Scan it\n3. Claim", text)
+        self.assertIn("- Economy class\n- Rail\n- Taxi at night", text)
+        self.assertIn("```\na = 1 # one\nb = 2 # two\nc = 3 # three\n```", text)
+        self.assertIn(
+            "| Mode | Cap |\n| --- | --- |\n| Rail | First class |\n"
+            "| Air | Economy |\n\nthe left column runs down here, line 0 the left",
+            text,
+        )
+        self.assertEqual(len(re.findall(r"^\| --- ", text, re.M)), 1)  # one table
+        self.assertIn("2.1 Booking . . .", text)
+        self.assertIn("the fares are checked before any trip is approved the", text)
+        summary = reading.summary
+        self.assertEqual(
+            (summary["tables_with_header"], summary["tables_without_header"]), (1, 0)
+        )
 
     def test_it_flags_pages_without_text(self):
         reading = readers.read(

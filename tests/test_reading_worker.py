@@ -3,6 +3,10 @@ their pages and citations carry them (issue #16)."""
 
 from __future__ import annotations
 
+import uuid
+from pathlib import Path
+
+import django_rq
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import TestCase, TransactionTestCase
@@ -61,6 +65,33 @@ def long_pdf(count: int) -> bytes:
             )
         pages.append(page)
     return build_pdf(pages)
+
+
+def glyph_by_glyph_pdf(count: int) -> bytes:
+    """One page whose producer drew each of `count` glyphs as a text object of
+    its own, all on one line, in a form XObject. pdfium's text extraction
+    compares each object with the earlier ones of its line: for 60,000 glyphs,
+    tens of seconds spent in one call into C (FPDFText_LoadPage), which no
+    signal handler can interrupt; the Python code before it sees one object."""
+    page = Page().heading("Manual", 15)
+    page.form = [
+        f"BT /F1 1 Tf {72 + (i % 400) * 0.5:.2f} 600 Td (a) Tj ET" for i in range(count)
+    ]
+    return build_pdf([page])
+
+
+def processes_with(marker: str) -> list[int]:
+    """Running processes whose environment holds `marker` (a worker's children
+    inherit it)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            environ = (proc / "environ").read_bytes() if proc.name.isdigit() else b""
+        except OSError:  # ended meanwhile, or not ours
+            continue
+        if marker.encode() in environ:
+            found.append(int(proc.name))
+    return found
 
 
 @pytest.mark.slow
@@ -183,6 +214,35 @@ class ReadingInTheWorkerTestCase(TransactionTestCase):
         # The worker went on to its next job, with the job timeout restored.
         small.refresh_from_db()
         self.assertEqual(small.status, Source.Status.INDEXED, small.error)
+
+    def test_the_limit_stops_a_read_stuck_in_one_call_into_c(self):
+        # A time limit by SIGALRM would wait for the call to return: the job's
+        # own timeout (8 s here) would fall due first and fail the source for
+        # that, without the reason.
+        self._upload("manual.pdf", build_pdf(handbook_pages()))
+        run_burst_worker()
+        data = glyph_by_glyph_pdf(60_000)
+        source, _ = ingestion.store_source(self.collection, "manual.pdf", data)
+        django_rq.get_queue().enqueue(
+            jobs.ingest_source, source.pk, source.version,
+            job_id=jobs.ingest_job_id(source), job_timeout=8,
+        )  # fmt: skip
+
+        marker = f"KB_TEST_RUN={uuid.uuid4()}"
+        key, value = marker.split("=")
+        run_burst_worker(env={"KB_PARSE_TIMEOUT": "0.5", key: value})
+        manual = Source.objects.get(file_name="manual.pdf")
+        self.assertEqual(manual.status, Source.Status.FAILED)
+        self.assertIn(
+            "manual.pdf: reading and parsing took longer than the limit of 0.5 s "
+            "(KB_PARSE_TIMEOUT); the previous version stays live",
+            manual.error,
+        )
+        self.assertEqual((manual.indexed_version, manual.version), (1, 2))
+        self.assertTrue(manual.sections.filter(heading="Meals").exists())
+        self.assertEqual(self._citation(MEALS_Q, "Meals")["pages"], "2")
+        # no reading process left behind by the worker
+        self.assertEqual(processes_with(marker), [])
 
 
 class SourcePageReadingTestCase(TestCase):

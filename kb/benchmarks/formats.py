@@ -10,7 +10,9 @@ same run, beside what a user would reach for instead (`PEERS`): the library the
 reader is built on used directly for flat text (pypdfium2, lxml, zip + lxml),
 LangChain's loaders (PyPDFLoader, BSHTMLLoader, Docx2txtLoader; skipped with a
 note when langchain-community is not installed) and, for PDF, pdfplumber; with
-the headings each one's text keeps (flat text keeps none).
+the headings each one's text keeps (flat text keeps none). Each file is also
+read in a forked child process, as the worker reads it (kb.limits): the
+difference is that isolation's cost per file.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from pathlib import Path
 
 from markdown_it import MarkdownIt
 
-from kb import readers
+from kb import limits, readers
 from kb.parsing import MAX_NESTING
 
 CORPORA_DIR = Path(__file__).resolve().parents[2] / ".." / "shared" / "corpora"
@@ -52,6 +54,8 @@ CSS = (
     "table{border-collapse:collapse}td,th{border:1px solid #555;padding:3px 6px}"
     "pre{background:#f3f3f3;padding:6px}"
 )
+# --unruled: the same tables printed without borders, as many documents are
+UNRULED_CSS = CSS.replace("border:1px solid #555;", "")
 _FRONT_MATTER_RE = re.compile(r"\A---[ \t]*\n.*?\n(?:---|\.\.\.)[ \t]*\n", re.S)
 _IMAGE_RE = re.compile(r"!\[([^\]]*)\]\([^)]*\)|!\[([^\]]*)\]\[[^\]]*\]")
 _MARKUP_RE = re.compile(r"[*_`\\]")
@@ -141,11 +145,11 @@ def recall(original: Structure, read: Structure) -> dict[str, tuple[int, int]]:
 # --- rendering ------------------------------------------------------------------
 
 
-def render_html(markdown: str, title: str) -> str:
+def render_html(markdown: str, title: str, css: str = CSS) -> str:
     body = _md().render(_FRONT_MATTER_RE.sub("", markdown))
     return (
         f"<!doctype html><html><head><meta charset='utf-8'><title>{title}</title>"
-        f"<style>{CSS}</style></head><body><main>{body}</main></body></html>"
+        f"<style>{css}</style></head><body><main>{body}</main></body></html>"
     )
 
 
@@ -187,6 +191,9 @@ class Report:
     # (format, corpus) -> kind -> (found, total)
     recall: dict[tuple[str, str], dict[str, list[int]]] = field(default_factory=dict)
     seconds: Counter = field(default_factory=Counter)  # reading time per format
+    # the same reading in a forked child, as the worker runs it (kb.limits)
+    child_seconds: Counter = field(default_factory=Counter)
+    files: Counter = field(default_factory=Counter)  # files read per format
     size: Counter = field(default_factory=Counter)  # bytes read per format
     pages: int = 0
     plumber_seconds: float = 0.0
@@ -203,6 +210,7 @@ def run(
     corpora_dir: Path = CORPORA_DIR,
     formats: tuple[str, ...] = FORMATS,
     progress: Callable[[str], None] = lambda line: None,
+    css: str = CSS,
 ) -> Report:
     missing = [
         tool
@@ -219,7 +227,7 @@ def run(
             if not files:
                 continue
             progress(f"{corpus.name}: {len(files)} files")
-            rendered = _render_all(files, corpus.name, Path(tmp), formats)
+            rendered = _render_all(files, corpus.name, Path(tmp), formats, css)
             for path, paths in zip(files, rendered, strict=True):
                 _read_back(path, corpus.name, paths, formats, report)
         if "pdf" in formats:
@@ -258,14 +266,16 @@ def _long_pdf(corpora_dir: Path, tmp: Path) -> dict[str, float]:
     return long
 
 
-def _render_all(files: list[Path], corpus: str, tmp: Path, formats) -> list[dict]:
+def _render_all(
+    files: list[Path], corpus: str, tmp: Path, formats, css: str = CSS
+) -> list[dict]:
     """Each file rendered to every format (Chromium two at a time)."""
     rendered = []
     for n, path in enumerate(files):
         markdown = path.read_text("utf-8")
         stem = f"{corpus}-{n:03d}-{path.stem}"
         html_path = tmp / f"{stem}.html"
-        html_path.write_text(render_html(markdown, path.stem), "utf-8")
+        html_path.write_text(render_html(markdown, path.stem, css), "utf-8")
         paths = {"html": html_path, "pdf": tmp / f"{stem}.pdf"}
         if "docx" in formats:
             paths["docx"] = tmp / f"{stem}.docx"
@@ -294,6 +304,8 @@ def _read_back(path: Path, corpus: str, files: dict, formats, report: Report) ->
                 report.pages += reading.summary["pages"]
         report.seconds[fmt] += time.perf_counter() - started
         report.size[fmt] += len(data)
+        report.files[fmt] += 1
+        report.child_seconds[fmt] += _child_seconds(files[fmt].name, data)
         if fmt == "pdf":
             report.plumber_seconds += _plumber_seconds(data)
         for label, extract in peers(fmt):
@@ -571,6 +583,18 @@ def _plumber_seconds(data: bytes) -> float:
     return time.perf_counter() - started
 
 
+def _child_seconds(name: str, data: bytes) -> float:
+    """Seconds to read the file in a forked child under a time limit, its
+    result sent back to this process, as the worker reads every file."""
+    readers.preload()
+    started = time.perf_counter()
+    try:
+        limits.run(readers.read, name, data, seconds=600, memory_mb=2048)
+    except readers.ReaderError:
+        pass
+    return time.perf_counter() - started
+
+
 def markdown(report: Report) -> str:
     lines = [
         "| format | corpus | headings | table rows | list items | code blocks |",
@@ -608,6 +632,27 @@ def markdown(report: Report) -> str:
             rate = f"{mb / seconds:.2f}" if seconds else ""
             heads = "" if kept is None else f"{kept}/{total}"
             cells = (label, f"{mb:.2f}", f"{seconds:.2f}", rate, per_page, heads)
+            lines.append("| " + " | ".join(cells) + " |")
+    if report.child_seconds:
+        lines += [
+            "",
+            "| reader | files | in this process, s | in a forked child "
+            "(KB_PARSE_TIMEOUT), s | overhead per file, ms |",
+            "|---|---|---|---|---|",
+        ]
+        for fmt in sorted(report.child_seconds):
+            alone, child, n = (
+                report.seconds[fmt],
+                report.child_seconds[fmt],
+                report.files[fmt],
+            )
+            cells = (
+                fmt,
+                str(n),
+                f"{alone:.2f}",
+                f"{child:.2f}",
+                f"{(child - alone) / n * 1000:.1f}",
+            )
             lines.append("| " + " | ".join(cells) + " |")
     if report.long_pdf:
         long = report.long_pdf

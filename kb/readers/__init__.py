@@ -126,6 +126,12 @@ def read(name: str, data: bytes, *, max_pdf_pages: int | None = None) -> Reading
     return pdf.read(name, data, max_pages=max_pdf_pages or _max_pdf_pages())
 
 
+def preload() -> None:
+    """Import every reader (and its libraries) now: a child process forked to
+    read a file then inherits them instead of importing them again."""
+    from kb.readers import docx, html, pdf  # noqa: F401
+
+
 def _kind(name: str, data: bytes) -> str:
     """The file's format, checked against its content and size, or ReaderError."""
     kind = format_of(name)

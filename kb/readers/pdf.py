@@ -26,6 +26,12 @@ from kb.readers import ReaderError, Reading
 from kb.readers.markdown import Writer, clean
 
 GAP_EMS = 1.5  # a horizontal gap wider than this many font sizes splits a line
+CHUNK_EMS = 0.6  # a gap wider than this (a word space is ~0.3) may part two cells
+COLUMN_GAP_EMS = 0.75  # columns of a table stand this far apart at least (the
+# spaces of justified text reach ~0.6)
+WRAP_EMS = 1.35  # the widest line step inside a table cell whose text wraps
+PROSE_COLUMN_EMS = 15  # a column of running text is at least this wide
+LONG_RUN = 8  # rows of a run that is not a table, skipped as a whole
 OPEN = 10**6  # the missing edge of a table row cut by a page break
 MARGIN_SHARE = 0.1  # top and bottom share of a page searched for running lines
 FIXED_PITCH = 1  # PDF font descriptor flags
@@ -54,10 +60,21 @@ class _Line:
     sizes: Counter = field(default_factory=Counter)
     cell: tuple[float, float, float, float] | None = None  # inside table rules
     box: int | None = None  # the shaded box around it
+    # runs of characters parted by gaps wider than a word space: where each
+    # starts in `chars`, and its left and right edges (cells of unruled tables)
+    starts: list[int] = field(default_factory=lambda: [0])
+    spans: list[list[float]] = field(default_factory=list)
 
     @property
     def text(self) -> str:
         return "".join(self.chars).strip()
+
+    def chunks(self) -> list[tuple[float, float, str]]:
+        ends = [*self.starts[1:], len(self.chars)]
+        return [
+            (x0, x1, "".join(self.chars[a:b]).strip())
+            for (x0, x1), a, b in zip(self.spans, self.starts, ends, strict=True)
+        ]
 
     @property
     def top(self) -> float:
@@ -215,7 +232,9 @@ def _page_items(name: str, document: pdfium.PdfDocument, index: int):
             textpage.close()
     finally:
         page.close()
-    return _tables(lines, rules, index + 1)
+    free, tables = _tables(lines, rules, index + 1)
+    free, unruled = _unruled_tables(free, index + 1)
+    return free, tables + unruled
 
 
 def _rules(page: pdfium.PdfPage) -> _Rules:
@@ -295,11 +314,15 @@ def _lines(textpage: pdfium.PdfTextPage, page: int, rules: _Rules) -> list[_Line
         ):
             if space or x0 - line.x1 > 0.2 * size:
                 line.chars.append(" ")
+            if x0 - line.x1 > CHUNK_EMS * size:
+                line.starts.append(len(line.chars))
+                line.spans.append([x0, x1])
         else:
-            line = _Line(page, x0, x1, y, size)
+            line = _Line(page, x0, x1, y, size, spans=[[x0, x1]])
             lines.append(line)
         line.chars.append(ch)
         line.x1 = max(line.x1, x1)
+        line.spans[-1][1] = max(line.spans[-1][1], x1)
         line.sizes[round(size, 1) if not mono else 0.0] += 1
         line.bold += bold
         line.mono += mono
@@ -312,6 +335,7 @@ def _lines(textpage: pdfium.PdfTextPage, page: int, rules: _Rules) -> list[_Line
     for ln in lines:
         if rules.bullets and rules.bullet_before(ln) and not _BULLET_RE.match(ln.text):
             ln.chars.insert(0, "• ")  # a bullet drawn as a shape, not a character
+            ln.starts = [0] + [i + 1 for i in ln.starts[1:]]
     return lines
 
 
@@ -387,6 +411,233 @@ def _columns(rules: _Rules, y: float) -> tuple[float, ...]:
         if not xs or x - xs[-1] > 2:
             xs.append(x)
     return tuple(xs[:-1])
+
+
+# --- tables without rules -----------------------------------------------------------
+
+_MARKER_RE = re.compile(
+    r"^([•◦▪▫●○■□‣⁃∙·*–-]|\d{1,3}[.)]|[a-zA-Z][.)]|\d+(\.\d+)+\.?)$"
+)
+_LEADER_RE = re.compile(r"(\.\s?){5}")
+_Chunk = tuple[float, float, str]
+
+
+def _unruled_tables(lines: list[_Line], page: int):
+    """Runs of at least three rows of lines whose runs of text (parted by gaps
+    wider than a word space) fall into the same two or more columns, columns
+    being what stays apart when the rows' runs are laid over each other (left,
+    centred or right aligned alike), become tables; the other lines are
+    returned. Prose, whose lines fill the width, leaves no gap; lists, code
+    and two-column pages are told apart by their first column, font and fill."""
+    candidates = [ln for ln in lines if ln.box is None]  # code in a box aside
+    rows = _baseline_rows(candidates)
+    words = {w.lower() for ln in lines for w in _WORD_RE.findall(ln.text)}
+    tables: list[_Table] = []
+    taken: set[int] = set()
+    i = done = 0
+    while i < len(rows):
+        end, columns = _run(rows, i)
+        start = _run_start(rows, i, done, columns)
+        if start < i:  # the columns with the rows above
+            spans = [c[:2] for row in rows[start:end] for c in _row_chunks(row)]
+            columns = _merged(spans, rows[i][0].size)
+        table = _unruled_table(rows[start:end], columns, page, words)
+        if table is None:
+            # past a long run (columns of text, a list): each row is looked at a
+            # bounded number of times, and the work stays linear
+            i = end - 1 if end - i > LONG_RUN else i + 1
+            continue
+        tables.append(table)
+        taken.update(id(ln) for row in rows[start:end] for ln in row)
+        i = done = end
+    return [ln for ln in lines if id(ln) not in taken], tables
+
+
+def _baseline_rows(lines: list[_Line]) -> list[list[_Line]]:
+    """The lines grouped by baseline, top to bottom, each row left to right."""
+    rows: list[list[_Line]] = []
+    for ln in sorted(lines, key=lambda ln: -ln.y):
+        if rows and abs(rows[-1][0].y - ln.y) <= 0.35 * max(ln.size, rows[-1][0].size):
+            rows[-1].append(ln)
+        else:
+            rows.append([ln])
+    for row in rows:
+        row.sort(key=lambda ln: ln.x0)
+    return rows
+
+
+def _row_chunks(row: list[_Line]) -> list[_Chunk]:
+    return [chunk for ln in row for chunk in ln.chunks() if chunk[2]]
+
+
+def _merged(spans: list[tuple[float, float]], size: float) -> list[tuple[float, float]]:
+    """Spans merged where they overlap or leave less than a column gap: what
+    stays apart are the columns."""
+    out: list[tuple[float, float]] = []
+    for x0, x1 in sorted(spans):
+        if out and x0 - out[-1][1] < COLUMN_GAP_EMS * size:
+            out[-1] = (out[-1][0], max(out[-1][1], x1))
+        else:
+            out.append((x0, x1))
+    return out
+
+
+def _run(rows: list[list[_Line]], i: int) -> tuple[int, list[tuple[float, float]]]:
+    """The end of the run of rows from `i` that keeps its columns apart (a row
+    that bridges two of them, a larger step down or another font size ends it),
+    and the columns."""
+    first = _row_chunks(rows[i])
+    size = rows[i][0].size
+    columns = _merged([(x0, x1) for x0, x1, _ in first], size)
+    if len(columns) < 2:
+        return i + 1, columns
+    bottom = min(ln.y for ln in rows[i])
+    steps: list[float] = []
+    end = i + 1
+    while end < len(rows):
+        row = rows[end]
+        step = bottom - max(ln.y for ln in row)
+        usual = statistics.median(steps) + 0.6 * size if steps else 0
+        limit = max(usual, 2.2 * size if len(steps) < 2 else 1.9 * size)
+        if step > limit or any(abs(ln.size - size) > 0.1 * size for ln in row):
+            break
+        spans = [(x0, x1) for x0, x1, _ in _row_chunks(row)]
+        merged = _merged(columns + spans, size)
+        if len(merged) < len(columns):
+            break
+        columns = merged
+        steps.append(step)
+        bottom = min(ln.y for ln in row)
+        end += 1
+    return end, columns
+
+
+def _run_start(rows: list[list[_Line]], i: int, done: int, columns) -> int:
+    """The first row of the run that row `i` starts: the line or two above it
+    of a header cell that wraps (centred, it begins higher than the others)."""
+    size = rows[i][0].size
+    first = max(done, i - 2, 0)
+    while (
+        i > first
+        and min(ln.y for ln in rows[i - 1]) - max(ln.y for ln in rows[i])
+        <= WRAP_EMS * size
+        and all(abs(ln.size - size) <= 0.1 * size for ln in rows[i - 1])
+        and len(_merged(columns + [c[:2] for c in _row_chunks(rows[i - 1])], size))
+        == len(columns)
+    ):
+        i -= 1
+    return i
+
+
+def _unruled_table(
+    rows: list[list[_Line]], columns: list[tuple[float, float]], page: int, words
+) -> _Table | None:
+    """The table the rows make, or None when they do not make one."""
+    if len(rows) < 3 or len(columns) < 2:
+        return None
+    if all(ln.is_mono() for row in rows for ln in row):
+        return None  # code aligned in columns, not a table
+    cells: list[dict[int, list[str]]] = []  # per line row: column -> texts
+    for row in rows:
+        placed: dict[int, list[str]] = {}
+        for x0, x1, text in _row_chunks(row):
+            k = next(k for k, (c0, c1) in enumerate(columns) if c0 - 1 <= x0 <= c1)
+            placed.setdefault(k, []).append(text)
+        cells.append(placed)
+    if sum(len(placed) >= 2 for placed in cells) < 3:
+        return None
+    firsts = [" ".join(placed[0]) for placed in cells if 0 in placed]
+    if all(_MARKER_RE.match(text) for text in firsts):
+        return None  # a list (markers, items) or contents (section numbers)
+    if any(
+        _LEADER_RE.search(t) for placed in cells for ts in placed.values() for t in ts
+    ):
+        return None  # a table of contents: titles and pages joined by dots
+    if _prose_columns(rows, columns):
+        return None
+    groups = _table_rows(rows, cells, len(columns))
+    table_rows: list[list[list[str]]] = []
+    for group in groups:
+        table_rows.append([[] for _ in columns])
+        for r in group:
+            for k, texts in cells[r].items():
+                table_rows[-1][k].extend(texts)
+    first_lines = [ln for r in groups[0] for ln in rows[r]]
+    table = _Table(
+        page,
+        columns[0][0],
+        columns[-1][1],
+        max(ln.top for ln in first_lines),
+        [[_join_texts(texts, words) for texts in row] for row in table_rows],
+        all(ln.is_bold() for ln in first_lines),
+    )
+    table.words = words
+    for row in rows:
+        for ln in row:
+            table.sizes[round(ln.size, 1)] += len(ln.text)
+    return table
+
+
+def _table_rows(
+    rows: list[list[_Line]], cells: list[dict[int, list[str]]], width: int
+) -> list[list[int]]:
+    """The rows of lines that make each table row. A cell's text wraps over
+    lines one line step apart; rows stand further apart (their cells'
+    padding). The wrapped lines of each column make a cell, and cells that
+    overlap in height make a row, whether the row's cells are aligned to its
+    top or centred in it. Without wrapped cells every row of lines is a row."""
+    if all(0 in placed for placed in cells):
+        return [[r] for r in range(len(rows))]
+    size = statistics.median(ln.size for row in rows for ln in row)
+    bottoms = [min(ln.y for ln in row) for row in rows]
+    tops = [max(ln.top for ln in row) for row in rows]
+    bold = [all(ln.is_bold() for ln in row) for row in rows]  # a header's cells
+    blocks: list[list[int]] = []
+    for k in range(width):
+        block: list[int] = []
+        for r in (r for r, placed in enumerate(cells) if k in placed):
+            if block and (
+                bottoms[block[-1]] - bottoms[r] > WRAP_EMS * size
+                or bold[block[-1]] != bold[r]
+            ):
+                blocks.append(block)
+                block = []
+            block.append(r)
+        if block:
+            blocks.append(block)
+    blocks.sort(key=lambda block: -tops[block[0]])
+    groups: list[set[int]] = []
+    low = 0.0
+    for block in blocks:
+        if groups and tops[block[0]] > low + 0.1 * size:
+            groups[-1].update(block)
+            low = min(low, bottoms[block[-1]])
+        else:
+            groups.append(set(block))
+            low = bottoms[block[-1]]
+    if len(groups) < 2:  # no telling rows apart by height: a row starts in column 1
+        starts = [r for r, placed in enumerate(cells) if 0 in placed or r == 0]
+        ends = [*starts[1:], len(rows)]
+        return [list(range(a, b)) for a, b in zip(starts, ends, strict=True)]
+    return [sorted(group) for group in groups]
+
+
+def _prose_columns(rows: list[list[_Line]], columns) -> bool:
+    """Whether the columns are a page's columns of running text: wide, and
+    their lines fill them (a table's cells vary in length)."""
+    size = rows[0][0].size
+    for c0, c1 in columns:
+        if c1 - c0 < PROSE_COLUMN_EMS * size:
+            return False
+        widths = [
+            x1 - x0
+            for row in rows
+            for x0, x1, _ in _row_chunks(row)
+            if c0 - 1 <= x0 <= c1
+        ]
+        if not widths or statistics.median(widths) < 0.75 * (c1 - c0):
+            return False
+    return True
 
 
 # --- running headers and footers ---------------------------------------------------

@@ -107,6 +107,11 @@ class Command(BaseCommand):
             + ", ".join(sorted(formats.GOLDEN)),
         )
         fidelity.add_argument(
+            "--unruled",
+            action="store_true",
+            help="print the tables without borders (PDF: tables without rules)",
+        )
+        fidelity.add_argument(
             "--recall-only",
             action="store_true",
             help="skip the structure figures (with --recall)",
@@ -163,6 +168,7 @@ class Command(BaseCommand):
                 options["corpora"],
                 tuple(options["formats"]),
                 progress=lambda line: self.stderr.write(line),
+                css=formats.UNRULED_CSS if options["unruled"] else formats.CSS,
             )
         except FileNotFoundError as exc:
             raise CommandError(str(exc)) from exc
