@@ -200,7 +200,7 @@ def _chunk(
     index: int, section: SectionData, draft: _Draft, text: str, tokens: _Counter
 ) -> ChunkData:
     source = text[draft.start : draft.end]
-    embed_text = source if draft.embed_text is None else draft.embed_text
+    embed_text = link_text(source) if draft.embed_text is None else draft.embed_text
     return ChunkData(
         section_index=section.index,
         chunk_index=index,
@@ -213,6 +213,34 @@ def _chunk(
         token_count=tokens(embed_text),
         is_fallback=draft.is_fallback,
     )
+
+
+# --- links: their text is embedded, their targets are not --------------------
+# A URL is a path: it pulls a chunk's vector towards every page on the same site
+# and says nothing about what the text says. The HTML, DOCX and PDF readers keep
+# link text only; a Markdown source's `[text](url)` is embedded the same way (the
+# chunk's text, and so every citation, keeps the link). Code keeps its own text.
+
+_INLINE_LINK_RE = re.compile(
+    r"(!?)\[([^\[\]\n]*)\]"  # [text] or ![alt]
+    r"\(\s*(?:<[^<>\n]*>|[^\s()<>]*(?:\([^\s()<>]*\)[^\s()<>]*)*)"  # (target
+    r"(?:\s+(?:\"[^\"\n]*\"|'[^'\n]*'|\([^()\n]*\)))?\s*\)"  # "title")
+)
+_REFERENCE_LINK_RE = re.compile(r"\[([^\[\]\n]+)\]\[[^\[\]\n]*\]")
+_LINK_DEFINITION_RE = re.compile(
+    r"^ {0,3}\[[^\[\]\n]+\]:[ \t]*\S+[^\n]*(?:\n|\Z)", re.MULTILINE
+)
+
+
+def link_text(text: str) -> str:
+    """`text` with Markdown link targets left out: `[text](url "title")` and
+    `[text][ref]` read as `text`, an image as its alt text, and a line defining a
+    reference (`[ref]: url`) as nothing. Everything else is unchanged."""
+    if "](" not in text and "][" not in text and "]:" not in text:
+        return text
+    text = _INLINE_LINK_RE.sub(lambda m: m.group(2), text)
+    text = _REFERENCE_LINK_RE.sub(r"\1", text)
+    return _LINK_DEFINITION_RE.sub("", text)
 
 
 # --- structure strategy ---------------------------------------------------

@@ -292,3 +292,22 @@ def test_kb_chunk_refuses_a_budget_too_small(tmp_path):
     (tmp_path / "a.md").write_text("# A\n\nText.\n")
     with pytest.raises(CommandError, match="below 16"):
         call_command("kb_chunk", str(tmp_path), "--max-tokens", "4", stdout=StringIO())
+
+
+def test_a_link_is_embedded_by_its_text_and_cited_with_its_target():
+    """A Markdown link's URL stays out of the vector (as the HTML, DOCX and PDF
+    readers keep link text only), while the chunk's text, which citations show,
+    keeps the link as written."""
+    text = (
+        "# Coworking\n\nBook a desk through [Deskpass](https://www.deskpass.com/ "
+        '"Deskpass"), see ![the map](img/map.png) and the [policy][p].\n\n'
+        "[p]: https://example.invalid/policy\n"
+    )
+    (chunk,) = _chunk(text).chunks
+    assert "https://www.deskpass.com/" in chunk.text
+    assert chunk.embed_text.endswith(
+        "Book a desk through Deskpass, see the map and the policy.\n\n"
+    )
+    assert "http" not in chunk.embed_text and "img/" not in chunk.embed_text
+    assert chunk.token_count == count_tokens(chunk.embed_text)
+    assert text[chunk.start : chunk.end] == chunk.text
