@@ -467,6 +467,8 @@ def evaluate_case(collection: Collection, case: dict[str, Any], **options) -> di
         "id": case["id"],
         "kind": case["kind"],
         "question": case["question"],
+        # Made from a logged question (the content gaps page): recall apart.
+        "real": bool(case.get("real")),
         **score_case(case, ranked_ranges(result.passages)),
         # The answerer would decline it as off-topic (answering.off_topic).
         "declined": answering.off_topic(result) is not None,
@@ -518,6 +520,8 @@ def aggregate(results: list[dict[str, Any]], k: int) -> dict[str, Any]:
         "by_kind": {
             kind: figures([r for r in results if r["kind"] == kind]) for kind in kinds
         },
+        # Cases made from questions staff really asked (issue #18).
+        "real_questions": figures([r for r in results if r.get("real")]),
     }
 
 
@@ -663,6 +667,7 @@ def cases_of(collection: Collection) -> list[dict[str, Any]]:
             "question": c.question,
             "kind": c.kind,
             "required_spans": c.required_spans,
+            "real": c.is_real_question,
         }
         for c in collection.golden_cases.order_by("external_id")
     ]

@@ -195,3 +195,23 @@ def run_evaluation(run_id: int) -> dict:
 
 def enqueue_evaluation(run):
     return django_rq.enqueue(run_evaluation, run.pk, job_timeout=3600)
+
+
+def prune_questions() -> int:
+    """Retention of the question log (kb.questions.prune); queued by workers."""
+    from kb import questions
+
+    return questions.prune()
+
+
+def replay_recent(collection_id: int, n: int) -> dict:
+    """Answer a collection's last `n` logged questions again on its current index
+    (after a re-index); the ReplayReport row lists the answers that changed."""
+    from kb import questions
+
+    collection = Collection.objects.filter(pk=collection_id).first()
+    if collection is None:
+        return {"replayed": 0, "changed": 0}
+    report = questions.replay_recent(collection, n)
+    return {"report": report.pk, "replayed": report.replayed,
+            "changed": len(report.changed)}  # fmt: skip
