@@ -9,7 +9,12 @@ from datetime import timedelta
 
 from django.contrib.auth.models import Group
 from django.core.management import call_command
-from django.test import TestCase, TransactionTestCase, override_settings
+from django.test import (
+    SimpleTestCase,
+    TestCase,
+    TransactionTestCase,
+    override_settings,
+)
 from django.urls import reverse
 from django.utils import timezone
 
@@ -487,3 +492,11 @@ class RealQuestionRecallTestCase(DemoTestCase):
         self.client.force_login(self.staff)
         page = self.client.get(reverse("admin:kb_evalrun_dashboard"))
         self.assertContains(page, "from real questions")
+
+
+class GapThresholdBenchmarkTestCase(SimpleTestCase):
+    def test_kb_bench_gaps_prints_the_figures_behind_the_threshold(self):
+        out = io.StringIO()
+        call_command("kb_bench", "gaps", stdout=out)
+        self.assertIn("| paraphrase pairs | 45 |", out.getvalue())
+        self.assertIn("| 0.6 |", out.getvalue())

@@ -23,7 +23,8 @@ class Command(BaseCommand):
         "and latency of chunking, embedding, ingestion and retrieval against peers, "
         "in scratch `bench-...` collections; `formats`: structure recall of the "
         "HTML/DOCX/PDF readers on the corpora rendered by markdown-it, Chromium "
-        "and pandoc. Install requirements-bench.txt first."
+        "and pandoc; `gaps`: cosine similarity of paraphrased and unrelated golden "
+        "questions, behind KB_GAP_SIMILARITY. Install requirements-bench.txt first."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -111,8 +112,16 @@ class Command(BaseCommand):
             help="skip the structure figures (with --recall)",
         )
 
+        benches.add_parser(
+            "gaps", help="grouping threshold of the content gaps page (issue #18)"
+        )
+
     def handle(self, *args: Any, **options: Any) -> None:
-        if options["bench"] == "speed":
+        if options["bench"] == "gaps":
+            from kb.benchmarks import gaps
+
+            self.stdout.write(gaps.markdown(gaps.run()))
+        elif options["bench"] == "speed":
             self._speed(options)
         elif options["bench"] == "formats":
             self._formats(options)
