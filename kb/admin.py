@@ -875,9 +875,8 @@ class FeedbackFilter(admin.SimpleListFilter):
 class QuestionAdmin(CollectionScoped, admin.ModelAdmin):
     """The question log: read-only; pruned by age and size (kb/questions.py)."""
 
-    list_display = ["created", "question", "collection", "user", "answerer",
-                    "is_declined", "feedback", "top_similarity",
-                    "latency_ms"]  # fmt: skip
+    list_display = ["question", "collection", "user", "created", "answerer",
+                    "is_declined", "feedback", "similarity", "latency"]  # fmt: skip
     list_filter = [("collection", admin.RelatedOnlyFieldListFilter), "is_declined",
                    FeedbackFilter, "created", "handled"]  # fmt: skip
     list_select_related = ["collection", "user"]
@@ -889,6 +888,14 @@ class QuestionAdmin(CollectionScoped, admin.ModelAdmin):
     @admin.display(description="Feedback", ordering="is_helpful")
     def feedback(self, obj: Question) -> str:
         return obj.feedback
+
+    @admin.display(description="Top similarity", ordering="top_similarity")
+    def similarity(self, obj: Question) -> str:
+        return "-" if obj.top_similarity is None else f"{obj.top_similarity:.2f}"
+
+    @admin.display(description="ms", ordering="latency_ms")
+    def latency(self, obj: Question) -> str:
+        return f"{obj.latency_ms:.0f}"
 
     @admin.display(description="Replay")
     def replay_link(self, obj: Question) -> str:

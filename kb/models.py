@@ -481,7 +481,7 @@ class Question(models.Model):
     question = models.TextField()
     answer = models.TextField(blank=True)
     answerer = models.CharField(max_length=20)
-    is_declined = models.BooleanField(default=False)
+    is_declined = models.BooleanField("declined", default=False)
     is_trustworthy = models.BooleanField(default=True)
     top_similarity = models.FloatField(null=True, blank=True)
     # [{"n", "source_id", "file", "heading_path", "section_ids", "chunk_ids",
