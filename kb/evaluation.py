@@ -75,11 +75,16 @@ def parse_case(raw: Any, lineno: int | None = None) -> dict[str, Any]:
     spans = raw.get("required_spans")
     if not isinstance(spans, list) or not spans:
         raise GoldenImportError(f"{_where(case)}: 'required_spans' must be a list")
+    real = raw.get("real_question", False)
+    if not isinstance(real, bool):
+        raise GoldenImportError(f"{_where(case)}: 'real_question' must be true/false")
     return {
         **case,
         "question": question.strip(),
         "kind": str(kind),
         "required_spans": [_span(s, _where(case)) for s in spans],
+        # Made from a question staff asked (issue #18): recall shown apart.
+        "real": real,
     }
 
 
@@ -219,6 +224,7 @@ def import_cases(collection: Collection, jsonl: str) -> dict[str, int]:
                 "question": case["question"],
                 "kind": case["kind"],
                 "required_spans": case["required_spans"],
+                "is_real_question": case["real"],
             }
             obj, created = GoldenCase.objects.get_or_create(
                 collection=collection, external_id=case["id"], defaults=fields
@@ -371,6 +377,8 @@ def case_line(case: GoldenCase) -> str:
         "kind": case.kind,
         "required_spans": case.required_spans,
     }
+    if case.is_real_question:
+        record["real_question"] = True
     return json.dumps(record, ensure_ascii=False) + "\n"
 
 

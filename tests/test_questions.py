@@ -494,9 +494,54 @@ class RealQuestionRecallTestCase(DemoTestCase):
         self.assertContains(page, "from real questions")
 
 
+class RealQuestionExportTestCase(DemoTestCase):
+    def test_the_real_question_mark_travels_in_json_lines(self):
+        case = GoldenCase.objects.filter(collection=self.demo).first()
+        case.is_real_question = True
+        case.save()
+        line = evaluation.case_line(case)
+        self.assertIs(json.loads(line)["real_question"], True)
+        case.is_real_question = False
+        case.save()
+        self.assertEqual(evaluation.import_cases(self.demo, line)["updated"], 1)
+        case.refresh_from_db()
+        self.assertTrue(case.is_real_question)
+        self.assertIs(evaluation.parse_cases(line)[0]["real"], True)
+
+
 class GapThresholdBenchmarkTestCase(SimpleTestCase):
     def test_kb_bench_gaps_prints_the_figures_behind_the_threshold(self):
         out = io.StringIO()
         call_command("kb_bench", "gaps", stdout=out)
         self.assertIn("| paraphrase pairs | 45 |", out.getvalue())
         self.assertIn("| 0.6 |", out.getvalue())
+
+
+class ReplayReportJobTestCase(TransactionTestCase):
+    """TransactionTestCase: the worker process only sees committed rows."""
+
+    def setUp(self):
+        base.forget_jobs()
+
+    def test_a_queued_replay_report_runs_in_a_worker(self):
+        from kb import answering
+
+        staff, _, _ = base.make_users()
+        collection = Collection.objects.create(name="Runbook")
+        source, _ = ingestion.store_source(
+            collection, "deploy.md", b"# Deploy\n\nRoll back when errors rise.\n"
+        )
+        ingestion.ingest(source.pk)
+        result, reply = answering.ask(collection, "When do I roll back?")
+        entry = questions.log(staff, collection, result, reply)
+        ingestion.store_source(
+            collection,
+            "deploy.md",
+            b"# Deploy\n\nFirst, look.\n\nRoll back when errors rise.\n",
+        )
+        ingestion.ingest(source.pk)
+        questions.enqueue_replay_report(collection)
+        base.run_burst_worker()
+        report = ReplayReport.objects.get(collection=collection)
+        self.assertEqual((report.status, report.replayed), ("done", 1))
+        self.assertEqual([c["id"] for c in report.changed], [entry.pk])
