@@ -25,7 +25,7 @@ FILE_TYPES = {
 @never_cache
 def ask(request: HttpRequest) -> HttpResponse:
     form = AskForm(request.GET or None, user=request.user)
-    context = {"form": form, "history": questions.history(request.user)}
+    context = {"form": form}
     status = 200
     if request.GET and (wait := ratelimit.question_wait(request.user, request)):
         context["limited"] = ratelimit.question_message(wait)
@@ -39,13 +39,14 @@ def ask(request: HttpRequest) -> HttpResponse:
             entry = questions.log(request.user, collection, result, reply)
             context.update(
                 result=result, answer=reply, collection=collection, entry=entry,
-                feedback=FeedbackForm(), history=questions.history(request.user),
+                feedback=FeedbackForm(),
             )  # fmt: skip
         except retrieval.QuestionError as exc:
             form.add_error("q", str(exc))
             status = 400
     elif request.GET:
         status = 400
+    context["history"] = questions.history(request.user)  # with this question
     return render(request, "kb/ask.html", context, status=status)
 
 

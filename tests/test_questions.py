@@ -202,6 +202,16 @@ class FeedbackTestCase(DemoTestCase):
         self.assertEqual(response.status_code, 401)
         self.assertEqual(self.client.get(reverse("kb:api-feedback")).status_code, 405)
 
+    def test_the_pages_refuse_anonymous_users_and_gets_of_the_form(self):
+        url = reverse("kb:feedback", args=[self.entry_id])
+        self.assertEqual(self.client.get(url).status_code, 405)
+        self.assertEqual(self.client.post(url, {}).status_code, 400)
+        self.client.logout()
+        self.assertEqual(self.client.post(url, {"helpful": "no"}).status_code, 302)
+        page = reverse("kb:question", args=[self.entry_id])
+        self.assertEqual(self.client.get(page).status_code, 302)
+        self.assertIsNone(Question.objects.get(pk=self.entry_id).is_helpful)
+
     def test_the_page_form_records_feedback_for_the_asker_only(self):
         url = reverse("kb:feedback", args=[self.entry_id])
         response = self.client.post(url, {"helpful": "no", "note": "Too short."})
@@ -364,6 +374,15 @@ class ReplayTestCase(DemoTestCase):
             reverse("admin:kb_replayreport_change", args=[report.pk])
         )
         self.assertContains(page, changed.question)
+
+    def test_replay_of_a_restricted_collection_stays_in_its_group(self):
+        entry = self._logged()
+        self.demo.groups.add(Group.objects.create(name="legal"))
+        permissions.ensure_groups()
+        self.editor.groups.add(Group.objects.get(name=permissions.ADMIN))
+        self.client.force_login(self.editor)
+        url = reverse("admin:kb_question_replay", args=[entry.pk])
+        self.assertEqual(self.client.get(url).status_code, 404)
 
     def test_an_unknown_id_is_a_clear_error(self):
         from django.core.management.base import CommandError
