@@ -49,36 +49,35 @@ def visible_to(user) -> QuerySet[Question]:
 
 
 def fingerprint(collection: Collection) -> dict[str, Any]:
-    """The index a question is answered from: the chunking its sources were built
-    with (values listed when they differ), the embedder, the metadata policy, and
-    each source's indexed version ({source id: version})."""
-    from kb import embedding, ingestion
+    """The index a question is answered from: the chunking, model, precision and
+    window its sources were built with (the values listed when sources differ;
+    today's settings for what no source recorded), the metadata policy, and each
+    source's indexed version ({source id: version})."""
+    from kb import ingestion
 
+    current = ingestion.build_config(collection)
     rows = collection.sources.filter(indexed_version__isnull=False).values_list(
         "pk", "indexed_version", "stats__config"
     )
-    built: dict[str, set] = {}
+    built: dict[str, set] = {key: set() for key in current}
     versions = {}
     for pk, version, config in rows:
         versions[str(pk)] = version
-        for key in ingestion.INDEX_FIELDS:
+        for key in current:
             if config and key in config:
-                built.setdefault(key, set()).add(config[key])
-    chunking = {
-        key: sorted(built[key], key=str) if len(built.get(key, ())) > 1
-        else next(iter(built[key])) if key in built else getattr(collection, key)
-        for key in ingestion.INDEX_FIELDS
-    }  # fmt: skip
-    embedder = embedding.get_embedder()
+                built[key].add(config[key])
     return {
-        **chunking,
-        "model": embedder.model_name,
-        "precision": embedder.precision,
-        "window": embedder.window,
+        **{key: _one_or_all(built[key], current[key]) for key in current},
         "metadata_policy": ingestion.policy_for(collection).decisions,
         "is_index_stale": collection.is_index_stale,
         "sources": versions,
     }
+
+
+def _one_or_all(values: set, default: Any) -> Any:
+    if not values:
+        return default
+    return values.pop() if len(values) == 1 else sorted(values, key=str)
 
 
 def log(user, collection: Collection, result, reply) -> Question | None:

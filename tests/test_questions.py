@@ -72,6 +72,14 @@ class QuestionLogTestCase(DemoTestCase):
         self.assertEqual(first["heading_path"], body["sections"][0]["heading_path"])
         self.assertIn(first["matched"], ("vector", "keyword", "both"))
 
+    def test_the_fingerprint_is_the_index_built_not_the_settings_since(self):
+        built = self.demo.chunk_tokens
+        self.demo.chunk_tokens = built + 50  # changed, not re-indexed yet
+        self.demo.save()
+        self.client.force_login(self.staff)
+        entry = Question.objects.get(pk=self.api_ask(ROLLBACK).json()["id"])
+        self.assertEqual(entry.fingerprint["chunk_tokens"], built)
+
     def test_logged_citations_keep_the_text_they_cite(self):
         self.client.force_login(self.staff)
         body = self.api_ask(ROLLBACK).json()
