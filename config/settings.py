@@ -340,7 +340,7 @@ KB_QUESTION_LOG_MAX = envint("KB_QUESTION_LOG_MAX", 10_000)
 KB_QUESTION_PRUNE_SECONDS = envint("KB_QUESTION_PRUNE_SECONDS", 3600)
 # Questions whose embeddings are at least this similar (cosine) are one group on
 # the content gaps page: 73% of paraphrased golden questions, 0.5% of pairs about
-# different files of one corpus (`kb_bench gaps`, evals/paraphrases.jsonl).
+# different files of one corpus (`kb_bench gaps`, evals/paraphrases/golden.jsonl).
 KB_GAP_SIMILARITY = envfloat("KB_GAP_SIMILARITY", 0.60)
 if KB_QUESTION_LOG_DAYS < 0 or KB_QUESTION_LOG_MAX < 1:
     raise ImproperlyConfigured(

@@ -1,6 +1,6 @@
 """How similar questions are grouped on the content gaps page (issue #18): cosine
 similarity of question embeddings for paraphrases of one golden question
-(evals/paraphrases.jsonl, written for this), for two golden questions of one
+(evals/paraphrases/golden.jsonl, written for this), for two golden questions of one
 corpus about the same file, and for two about different files."""
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ def run() -> dict[str, Any]:
     by_id = {c["id"]: c for c in cases}
     paraphrases = [
         json.loads(line)
-        for line in (EVALS / "paraphrases.jsonl").read_text().splitlines()
+        for line in (EVALS / "paraphrases" / "golden.jsonl").read_text().splitlines()
         if line.strip()
     ]
     if unknown := [p["id"] for p in paraphrases if p["id"] not in by_id]:
