@@ -342,3 +342,18 @@ KB_LLM_URL = os.environ.get("KB_LLM_URL", "")
 KB_LLM_MODEL = os.environ.get("KB_LLM_MODEL", "")
 KB_LLM_API_KEY = os.environ.get("KB_LLM_API_KEY", "")
 # Tokens for POST /api/ask are rows (kb.ApiToken), made with `manage.py kb_token`.
+
+# --- Question log (kb/questions.py, issue #18): questions answered are kept this
+# many days (0: none is logged) and at most KB_QUESTION_LOG_MAX per collection,
+# the oldest pruned first. A worker prunes every KB_QUESTION_PRUNE_SECONDS.
+KB_QUESTION_LOG_DAYS = envint("KB_QUESTION_LOG_DAYS", 90)
+KB_QUESTION_LOG_MAX = envint("KB_QUESTION_LOG_MAX", 10_000)
+KB_QUESTION_PRUNE_SECONDS = envint("KB_QUESTION_PRUNE_SECONDS", 3600)
+# Questions whose embeddings are at least this similar (cosine) are one group on
+# the content gaps page: 73% of paraphrased golden questions, 0.5% of pairs about
+# different files of one corpus (`kb_bench gaps`, evals/paraphrases/golden.jsonl).
+KB_GAP_SIMILARITY = envfloat("KB_GAP_SIMILARITY", 0.60)
+if KB_QUESTION_LOG_DAYS < 0 or KB_QUESTION_LOG_MAX < 1:
+    raise ImproperlyConfigured(
+        "KB_QUESTION_LOG_DAYS must be at least 0, KB_QUESTION_LOG_MAX at least 1"
+    )

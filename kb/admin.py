@@ -28,12 +28,14 @@ from kb import (
     ingestion,
     jobs,
     permissions,
+    questions,
     readers,
     reindexing,
 )
 from kb.forms import (
     CollectionForm,
     EvalRunForm,
+    GapHandledForm,
     GoldenCaseForm,
     GoldenImportForm,
     LoginForm,
@@ -49,6 +51,8 @@ from kb.models import (
     EvalRun,
     GoldenCase,
     OverflowRejection,
+    Question,
+    ReplayReport,
     Section,
     ShadowIndex,
     Source,
@@ -672,9 +676,10 @@ class StaleSpansFilter(admin.SimpleListFilter):
 @admin.register(GoldenCase)
 class GoldenCaseAdmin(CollectionScoped, admin.ModelAdmin):
     form = GoldenCaseForm
-    list_display = ["external_id", "question", "kind", "collection", "span_count"]
+    list_display = ["external_id", "question", "kind", "collection", "span_count",
+                    "is_real_question"]  # fmt: skip
     list_filter = ["kind", ("collection", admin.RelatedOnlyFieldListFilter),
-                   StaleSpansFilter]  # fmt: skip
+                   StaleSpansFilter, "is_real_question"]  # fmt: skip
     list_select_related = ["collection"]
     search_fields = ["question", "external_id"]
     readonly_fields = ["spans_in_context", "span_picker"]
@@ -683,6 +688,17 @@ class GoldenCaseAdmin(CollectionScoped, admin.ModelAdmin):
 
     class Media:
         js = ["kb/span_picker.js"]
+
+    def formfield_for_foreignkey(self, db_field, request, **kwargs):
+        if db_field.name == "from_question":  # group limits: only visible entries
+            kwargs["queryset"] = questions.visible_to(request.user)
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)
+
+    def save_model(self, request, obj: GoldenCase, form, change) -> None:
+        super().save_model(request, obj, form, change)
+        if not change and obj.from_question_id:
+            handled = questions.case_made(request.user, obj)
+            messages.info(request, f"{handled} logged question(s) marked handled.")
 
     @admin.display(description="Spans")
     def span_count(self, obj: GoldenCase) -> int:
@@ -893,6 +909,151 @@ class EvalRunAdmin(CollectionScoped, admin.ModelAdmin):
     def _to_dashboard(self, shadow: ShadowIndex) -> HttpResponse:
         url = reverse("admin:kb_evalrun_dashboard")
         return HttpResponseRedirect(f"{url}?collection={shadow.collection_id}#shadows")
+
+
+class FeedbackFilter(admin.SimpleListFilter):
+    title = "feedback"
+    parameter_name = "feedback"
+
+    def lookups(self, request, model_admin):
+        return [("helpful", "Helpful"), ("not", "Not helpful"), ("none", "None")]
+
+    def queryset(self, request, queryset):
+        value = {"helpful": True, "not": False, "none": None}.get(self.value(), "")
+        if value == "":
+            return queryset
+        if value is None:
+            return queryset.filter(is_helpful__isnull=True)
+        return queryset.filter(is_helpful=value)
+
+
+@admin.register(Question)
+class QuestionAdmin(CollectionScoped, admin.ModelAdmin):
+    """The question log: read-only; pruned by age and size (kb/questions.py)."""
+
+    list_display = ["question", "collection", "user", "created", "answerer",
+                    "is_declined", "feedback", "similarity", "latency"]  # fmt: skip
+    list_filter = [("collection", admin.RelatedOnlyFieldListFilter), "is_declined",
+                   FeedbackFilter, "created", "handled"]  # fmt: skip
+    list_select_related = ["collection", "user"]
+    search_fields = ["question", "answer", "note", "user__username"]
+    date_hierarchy = "created"
+    exclude = ["embedding", "citations", "retrieved"]
+    readonly_fields = ["replay_link", "cited", "sections"]
+
+    @admin.display(description="Feedback", ordering="is_helpful")
+    def feedback(self, obj: Question) -> str:
+        return obj.feedback
+
+    @admin.display(description="Top similarity", ordering="top_similarity")
+    def similarity(self, obj: Question) -> str:
+        return "-" if obj.top_similarity is None else f"{obj.top_similarity:.2f}"
+
+    @admin.display(description="ms", ordering="latency_ms")
+    def latency(self, obj: Question) -> str:
+        return f"{obj.latency_ms:.0f}"
+
+    @admin.display(description="Replay")
+    def replay_link(self, obj: Question) -> str:
+        url = reverse("admin:kb_question_replay", args=[obj.pk])
+        return format_html('<a href="{}">Answer it again on the current index</a>', url)
+
+    @admin.display(description="Citations (text as cited then)")
+    def cited(self, obj: Question) -> str:
+        return render_to_string(
+            "admin/kb/question/_citations.html", {"citations": obj.citations}
+        )
+
+    @admin.display(description="Retrieved sections")
+    def sections(self, obj: Question) -> str:
+        return render_to_string(
+            "admin/kb/question/_retrieved.html", {"retrieved": obj.retrieved}
+        )
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def get_urls(self):
+        own = [
+            path("<int:pk>/replay/", self.admin_site.admin_view(self.replay_view),
+                 name="kb_question_replay"),
+            path("gaps/", self.admin_site.admin_view(self.gaps_view),
+                 name="kb_question_gaps"),
+            path("gaps/handled/",
+                 self.admin_site.admin_view(require_POST(self.handled_view)),
+                 name="kb_question_handled"),
+        ]  # fmt: skip
+        return own + super().get_urls()
+
+    def replay_view(self, request: HttpRequest, pk: int) -> HttpResponse:
+        entry = get_object_or_404(self.get_queryset(request), pk=pk)
+        if not self.has_view_permission(request, entry):
+            raise PermissionDenied
+        context = {
+            **self.admin_site.each_context(request),
+            "title": f"Replay: {entry.question[:60]}",
+            "opts": self.model._meta,
+            "entry": entry,
+            "replay": questions.replay(entry),
+        }
+        return TemplateResponse(request, "admin/kb/question/replay.html", context)
+
+    def gaps_view(self, request: HttpRequest) -> HttpResponse:
+        """Content gaps for editors: whoever may write golden cases."""
+        if not request.user.has_perm("kb.add_goldencase"):
+            raise PermissionDenied
+        context = {
+            **self.admin_site.each_context(request),
+            "title": "Content gaps",
+            "opts": self.model._meta,
+            "gaps": questions.gaps(request.user),
+            "threshold": settings.KB_GAP_SIMILARITY,
+            "form": GapHandledForm(),
+        }
+        return TemplateResponse(request, "admin/kb/question/gaps.html", context)
+
+    def handled_view(self, request: HttpRequest) -> HttpResponse:
+        if not request.user.has_perm("kb.add_goldencase"):
+            raise PermissionDenied
+        form = GapHandledForm(request.POST)
+        if not form.is_valid():
+            messages.error(request, f"Not marked: {form.errors.as_text()}")
+            return redirect("admin:kb_question_gaps")
+        count = questions.mark_handled(
+            request.user, form.cleaned_data["ids"], form.cleaned_data["note"]
+        )
+        messages.success(request, f"{count} question(s) marked handled.")
+        return redirect("admin:kb_question_gaps")
+
+
+@admin.register(ReplayReport)
+class ReplayReportAdmin(CollectionScoped, admin.ModelAdmin):
+    """Logged questions answered again after a re-index (kb.questions)."""
+
+    list_display = ["__str__", "status", "replayed", "changed_count", "created"]
+    list_filter = ["status", ("collection", admin.RelatedOnlyFieldListFilter)]
+    exclude = ["changed"]
+    readonly_fields = ["collection", "status", "replayed", "error", "created",
+                       "finished", "changed_answers"]  # fmt: skip
+
+    @admin.display(description="Changed answers")
+    def changed_count(self, obj: ReplayReport) -> int:
+        return len(obj.changed)
+
+    @admin.display(description="Answers whose citations changed")
+    def changed_answers(self, obj: ReplayReport) -> str:
+        return render_to_string(
+            "admin/kb/question/_report.html", {"changed": obj.changed}
+        )
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
 
 
 @admin.register(ApiToken)

@@ -127,6 +127,7 @@ def _details(run: EvalRun, floor: float | None) -> dict[str, Any]:
         "total": run.config.get("cases", 0) + len(left_out),
         "summary": _config_summary(run.config),
         "by_kind": sorted(run.aggregate.get("by_kind", {}).items()),
+        "real_questions": run.aggregate.get("real_questions") or {"n": 0},
         "failed": [c for c in run.cases if not c["hit"]],
         "below_floor": _below(run, floor),
         "regressions": evaluation.regressions(run),

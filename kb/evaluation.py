@@ -76,11 +76,16 @@ def parse_case(raw: Any, lineno: int | None = None) -> dict[str, Any]:
     spans = raw.get("required_spans")
     if not isinstance(spans, list) or not spans:
         raise GoldenImportError(f"{_where(case)}: 'required_spans' must be a list")
+    real = raw.get("real_question", False)
+    if not isinstance(real, bool):
+        raise GoldenImportError(f"{_where(case)}: 'real_question' must be true/false")
     return {
         **case,
         "question": question.strip(),
         "kind": str(kind),
         "required_spans": [_span(s, _where(case)) for s in spans],
+        # Made from a question staff asked (issue #18): recall shown apart.
+        "real": real,
     }
 
 
@@ -220,6 +225,7 @@ def import_cases(collection: Collection, jsonl: str) -> dict[str, int]:
                 "question": case["question"],
                 "kind": case["kind"],
                 "required_spans": case["required_spans"],
+                "is_real_question": case["real"],
             }
             obj, created = GoldenCase.objects.get_or_create(
                 collection=collection, external_id=case["id"], defaults=fields
@@ -372,6 +378,8 @@ def case_line(case: GoldenCase) -> str:
         "kind": case.kind,
         "required_spans": case.required_spans,
     }
+    if case.is_real_question:
+        record["real_question"] = True
     return json.dumps(record, ensure_ascii=False) + "\n"
 
 
@@ -468,6 +476,8 @@ def evaluate_case(collection: Collection, case: dict[str, Any], **options) -> di
         "id": case["id"],
         "kind": case["kind"],
         "question": case["question"],
+        # Made from a logged question (the content gaps page): recall apart.
+        "real": bool(case.get("real")),
         **score_case(case, ranked_ranges(result.passages)),
         # The answerer would decline it as off-topic (answering.off_topic).
         "declined": answering.off_topic(result) is not None,
@@ -519,6 +529,8 @@ def aggregate(results: list[dict[str, Any]], k: int) -> dict[str, Any]:
         "by_kind": {
             kind: figures([r for r in results if r["kind"] == kind]) for kind in kinds
         },
+        # Cases made from questions staff really asked (issue #18).
+        "real_questions": figures([r for r in results if r.get("real")]),
     }
 
 
@@ -664,6 +676,7 @@ def cases_of(collection: Collection) -> list[dict[str, Any]]:
             "question": c.question,
             "kind": c.kind,
             "required_spans": c.required_spans,
+            "real": c.is_real_question,
         }
         for c in collection.golden_cases.order_by("external_id")
     ]

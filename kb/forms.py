@@ -302,6 +302,39 @@ class AskForm(forms.Form):
             raise ValidationError(str(exc)) from None
 
 
+class FeedbackForm(forms.Form):
+    """Helpful or not, and a note, under an answer on the ask page."""
+
+    helpful = forms.TypedChoiceField(
+        choices=[("yes", "Helpful"), ("no", "Not helpful")],
+        coerce=lambda value: value == "yes",
+        widget=forms.RadioSelect,
+        label="Was this answer helpful?",
+    )
+    note = forms.CharField(
+        required=False,
+        max_length=2000,
+        widget=forms.Textarea(attrs={"rows": 2, "cols": 60}),
+        label="Note (optional)",
+        help_text="What was missing or wrong? Editors read these.",
+    )
+
+
+class GapHandledForm(forms.Form):
+    """ "Mark handled" on the content gaps page: the group's entries and a note."""
+
+    ids = forms.CharField(widget=forms.HiddenInput)
+    note = forms.CharField(
+        required=False, max_length=2000, widget=forms.TextInput(attrs={"size": 40})
+    )
+
+    def clean_ids(self) -> list[int]:
+        ids = [parse_id(part) for part in self.cleaned_data["ids"].split(",")]
+        if not ids or None in ids or len(ids) > 1000:
+            raise ValidationError("ids must be logged question ids, comma-separated.")
+        return ids
+
+
 class EvalRunForm(forms.Form):
     """The dashboard's button: evaluate now, optionally under other settings."""
 
@@ -376,8 +409,13 @@ class GoldenCaseForm(forms.ModelForm):
 
     class Meta:
         model = GoldenCase
-        fields = ["collection", "external_id", "question", "kind", "required_spans"]
-        widgets = {"required_spans": forms.Textarea(attrs={"rows": 8, "cols": 90})}
+        fields = ["collection", "external_id", "question", "kind", "required_spans",
+                  "from_question"]  # fmt: skip
+        widgets = {
+            "required_spans": forms.Textarea(attrs={"rows": 8, "cols": 90}),
+            # Set by "make a golden case" on the content gaps page.
+            "from_question": forms.HiddenInput,
+        }
         help_texts = {
             "required_spans": "Fill it with the span picker below (choose the "
             "collection, a source, select the evidence, add it), or write the JSON. "
@@ -400,6 +438,13 @@ class GoldenCaseForm(forms.ModelForm):
 
         data = super().clean()
         collection = data.get("collection")
+        asked = data.get("from_question")
+        if (
+            asked is not None
+            and collection is not None
+            and asked.collection_id != (collection.pk)
+        ):
+            self.add_error("collection", "The question was asked in another one.")
         if collection is None or "required_spans" not in data:
             return data
         raw = {

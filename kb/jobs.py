@@ -245,3 +245,23 @@ def enqueue_drop_scratch(collection_id: int) -> None:
         django_rq.enqueue(drop_scratch, collection_id, job_timeout=SHADOW_TIMEOUT)
     except RedisError:  # the hidden copy stays until dropped by hand
         logger.warning("Redis unreachable: scratch collection %s kept", collection_id)
+
+
+def prune_questions() -> int:
+    """Retention of the question log (kb.questions.prune); queued by workers."""
+    from kb import questions
+
+    return questions.prune()
+
+
+def replay_recent(collection_id: int, n: int) -> dict:
+    """Answer a collection's last `n` logged questions again on its current index
+    (after a re-index); the ReplayReport row lists the answers that changed."""
+    from kb import questions
+
+    collection = Collection.objects.filter(pk=collection_id).first()
+    if collection is None:
+        return {"replayed": 0, "changed": 0}
+    report = questions.replay_recent(collection, n)
+    return {"report": report.pk, "replayed": report.replayed,
+            "changed": len(report.changed)}  # fmt: skip

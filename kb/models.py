@@ -315,6 +315,16 @@ class GoldenCase(models.Model):
     kind = models.CharField(max_length=20, choices=Kind.choices, default=Kind.FREE)
     # [{"file": "a.md", "start": 0, "end": 10, "text": "...", "alternatives": [...]}]
     required_spans = models.JSONField(default=list)
+    # Made from a question staff really asked (the content gaps page): evaluation
+    # shows recall on these apart. The flag stays when the logged question is pruned.
+    is_real_question = models.BooleanField(default=False)
+    from_question = models.ForeignKey(
+        "Question",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="golden_cases",
+    )
     created = models.DateTimeField(default=timezone.now)
 
     class Meta:
@@ -521,3 +531,96 @@ class ApiToken(models.Model):
         if self.password_stamp != access.password_stamp(self.user):
             return "password changed"
         return "active"
+
+
+class Question(models.Model):
+    """A question answered on the ask page or by POST /api/ask, with what it was
+    answered from (kb/questions.py): kept KB_QUESTION_LOG_DAYS, and at most
+    KB_QUESTION_LOG_MAX per collection."""
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="questions"
+    )
+    collection = models.ForeignKey(
+        Collection, on_delete=models.CASCADE, related_name="questions"
+    )
+    question = models.TextField()
+    answer = models.TextField(blank=True)
+    answerer = models.CharField(max_length=20)
+    is_declined = models.BooleanField("declined", default=False)
+    is_trustworthy = models.BooleanField(default=True)
+    top_similarity = models.FloatField(null=True, blank=True)
+    # [{"n", "source_id", "file", "heading_path", "section_ids", "chunk_ids",
+    #   "chunk_indexes", "start", "end", "score", "matched"}]
+    retrieved = models.JSONField(default=list, blank=True)
+    # As in the ask API, each with "text": the cited source text when it was asked,
+    # so a logged answer stays readable after its source changes.
+    citations = models.JSONField(default=list, blank=True)
+    latency_ms = models.FloatField(default=0)
+    # The index it was answered from: chunking, model, precision, window, metadata
+    # policy and each source's indexed version (questions.fingerprint).
+    fingerprint = models.JSONField(default=dict, blank=True)
+    # The question's embedding: the content gaps page groups similar questions.
+    embedding = VectorField(dimensions=EMBEDDING_DIM, null=True, blank=True)
+    created = models.DateTimeField(default=timezone.now)
+    # Feedback from the asker (None: none given).
+    is_helpful = models.BooleanField(null=True, blank=True)
+    note = models.TextField(blank=True)
+    feedback_at = models.DateTimeField(null=True, blank=True)
+    # An editor dealt with it on the content gaps page.
+    handled = models.DateTimeField(null=True, blank=True)
+    handled_note = models.TextField(blank=True)
+    handled_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+    )
+
+    class Meta:
+        indexes = [
+            # Pruning the oldest of a collection (questions.prune), the gaps page.
+            models.Index(
+                fields=["collection", "created"], name="question_coll_created"
+            ),
+            # A user's history on the ask page.
+            models.Index(fields=["user", "created"], name="question_user_created"),
+            # Retention: everything older than KB_QUESTION_LOG_DAYS.
+            models.Index(fields=["created"], name="question_created"),
+        ]
+
+    def __str__(self) -> str:
+        return self.question[:80]
+
+    @property
+    def feedback(self) -> str:
+        if self.is_helpful is None:
+            return "none"
+        return "helpful" if self.is_helpful else "not helpful"
+
+
+class ReplayReport(models.Model):
+    """The last questions of a collection answered again on its current index
+    (after a re-index): which answers' citations changed (kb/questions.py)."""
+
+    class Status(models.TextChoices):
+        RUNNING = "running", "Running"
+        DONE = "done", "Done"
+        FAILED = "failed", "Failed"
+
+    collection = models.ForeignKey(
+        Collection, on_delete=models.CASCADE, related_name="replay_reports"
+    )
+    status = models.CharField(
+        max_length=10, choices=Status.choices, default=Status.RUNNING
+    )
+    replayed = models.PositiveIntegerField(default=0)
+    # One questions.replay() outcome per changed answer.
+    changed = models.JSONField(default=list, blank=True)
+    error = models.TextField(blank=True)
+    created = models.DateTimeField(default=timezone.now)
+    finished = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.collection} replay {self.pk}"

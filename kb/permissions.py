@@ -25,6 +25,8 @@ _ADMIN_MODELS = [
     "overflowrejection",
     "goldencase",
     "evalrun",
+    "question",
+    "replayreport",
 ]
 
 

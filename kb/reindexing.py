@@ -34,14 +34,16 @@ from typing import Any
 
 from django.db import connection, transaction
 from django.utils import timezone
+from redis.exceptions import RedisError
 
-from kb import embedding, evaluation, ingestion, jobs, keywords, parsing
+from kb import embedding, evaluation, ingestion, jobs, keywords, parsing, questions
 from kb.metadata import BUILTIN_FIELDS, Policy
 from kb.models import (
     Chunk,
     Collection,
     EvalRun,
     OverflowRejection,
+    Question,
     Section,
     ShadowIndex,
     Source,
@@ -434,9 +436,16 @@ _CHUNKS_ONTO_SECTIONS = """
 
 
 def after_swap(collection: Collection) -> None:
-    """Called once a swap has committed. The integrator wires the replay report of
-    the collection's logged questions here (kb.questions.enqueue_replay_report)."""
-    logger.info("%s: a new index is live; replay report hook", collection)
+    """Called once a swap has committed: the collection's last logged questions are
+    answered again on the new index, and a replay report lists those whose
+    citations changed (kb.questions)."""
+    if not Question.objects.filter(collection=collection).exists():
+        return
+    logger.info("%s: a new index is live; replaying its logged questions", collection)
+    try:
+        questions.enqueue_replay_report(collection)
+    except RedisError:  # the swap stands; a replay can be asked for by hand
+        logger.warning("%s: Redis unreachable, no replay report queued", collection)
 
 
 # --- helpers ----------------------------------------------------------------------

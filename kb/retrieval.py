@@ -212,6 +212,9 @@ class Result:
     top_similarity: float | None = None
     # What the cross-encoder did to the top sections (None: no reranker set).
     reranking: reranking.Report | None = None
+    # The question's embedding (None without vector search): the question log keeps
+    # it to group similar questions (kb/questions.py).
+    vector: Any = field(default=None, repr=False)
 
 
 class SectionRow(NamedTuple):
@@ -303,6 +306,7 @@ def retrieve(
     timings: dict[str, float] = {}
     clock = time.perf_counter()
 
+    vector = None
     vector_ids: list[int] = []
     similarity: float | None = None
     section_ranks: dict[int, int] = {}
@@ -352,6 +356,7 @@ def retrieve(
         hits=hits,
         top_similarity=similarity,
         reranking=reranked,
+        vector=vector,
     )
 
 

@@ -2,16 +2,17 @@ from __future__ import annotations
 
 import json
 
+from django.contrib import messages
 from django.contrib.admin.views.decorators import staff_member_required
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse, JsonResponse
 from django.middleware.csrf import CsrfViewMiddleware
-from django.shortcuts import get_object_or_404, render
+from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
-from kb import access, answering, ratelimit, readers, rendering, retrieval
-from kb.forms import AskForm, is_utf8, parse_id
+from kb import access, answering, questions, ratelimit, readers, rendering, retrieval
+from kb.forms import AskForm, FeedbackForm, is_utf8, parse_id
 from kb.models import Collection, Section, Source
 
 FILE_TYPES = {
@@ -35,12 +36,17 @@ def ask(request: HttpRequest) -> HttpResponse:
         collection = form.cleaned_data["collection"]
         try:
             result, reply = answering.ask(collection, form.cleaned_data["q"])
-            context.update(result=result, answer=reply, collection=collection)
+            entry = questions.log(request.user, collection, result, reply)
+            context.update(
+                result=result, answer=reply, collection=collection, entry=entry,
+                feedback=FeedbackForm(),
+            )  # fmt: skip
         except retrieval.QuestionError as exc:
             form.add_error("q", str(exc))
             status = 400
     elif request.GET:
         status = 400
+    context["history"] = questions.history(request.user)  # with this question
     return render(request, "kb/ask.html", context, status=status)
 
 
@@ -52,16 +58,9 @@ class BadRequest(ValueError):
 @require_POST
 @never_cache
 def api_ask(request: HttpRequest) -> JsonResponse:
-    user = access.token_user(request) if access.has_bearer(request) else request.user
-    if user is None or not user.is_authenticated:
-        return JsonResponse({"error": "Authentication required."}, status=401)
-    if not access.has_bearer(request) and _csrf_failure(request):
-        return JsonResponse({"error": "CSRF check failed."}, status=403)
-    if not user.is_staff:  # as on the ask page, which sends them to the login
-        return JsonResponse({"error": "Only staff users may ask."}, status=403)
-    if wait := ratelimit.question_wait(user, request):
-        error = {"error": ratelimit.question_message(wait)}
-        return JsonResponse(error, status=429, headers={"Retry-After": str(wait)})
+    user, refusal = _api_user(request)
+    if refusal is not None:
+        return refusal
     try:
         payload = _json_object(request.body)
         question = payload.get("question", "")
@@ -76,7 +75,74 @@ def api_ask(request: HttpRequest) -> JsonResponse:
         result, reply = answering.ask(collection, question)
     except retrieval.QuestionError as exc:
         return JsonResponse({"error": str(exc)}, status=400)
-    return JsonResponse(answering.as_json(result, reply))
+    shown = answering.as_json(result, reply)
+    if entry := questions.log(user, collection, result, reply):
+        shown = {"id": entry.pk, **shown}
+    return JsonResponse(shown)
+
+
+@csrf_exempt  # as api_ask: token requests carry no cookie, sessions are checked
+@require_POST
+@never_cache
+def api_feedback(request: HttpRequest) -> JsonResponse:
+    user, refusal = _api_user(request)
+    if refusal is not None:
+        return refusal
+    try:
+        payload = _json_object(request.body)
+        questions.record_feedback(
+            user, payload.get("id"), payload.get("helpful"), payload.get("note", "")
+        )
+    except BadRequest as exc:
+        return JsonResponse({"error": str(exc)}, status=400)
+    except questions.FeedbackError as exc:
+        return JsonResponse({"error": str(exc)}, status=exc.status)
+    return JsonResponse({"ok": True})
+
+
+def _api_user(request: HttpRequest):
+    """The asking user and None, or None and the JSON refusal: a bearer token or a
+    staff session (with its CSRF token), within the question rate limit."""
+    user = access.token_user(request) if access.has_bearer(request) else request.user
+    if user is None or not user.is_authenticated:
+        return None, JsonResponse({"error": "Authentication required."}, status=401)
+    if not access.has_bearer(request) and _csrf_failure(request):
+        return None, JsonResponse({"error": "CSRF check failed."}, status=403)
+    if not user.is_staff:  # as on the ask page, which sends them to the login
+        return None, JsonResponse({"error": "Only staff users may ask."}, status=403)
+    if wait := ratelimit.question_wait(user, request):
+        error = {"error": ratelimit.question_message(wait)}
+        headers = {"Retry-After": str(wait)}
+        return None, JsonResponse(error, status=429, headers=headers)
+    return user, None
+
+
+@staff_member_required
+@never_cache
+def question(request: HttpRequest, pk: int) -> HttpResponse:
+    """One of the user's own logged answers, as given, with its feedback form."""
+    entry = get_object_or_404(questions.history_of(request.user), pk=pk)
+    form = FeedbackForm(initial={"helpful": _helpful_choice(entry), "note": entry.note})
+    return render(request, "kb/question.html", {"entry": entry, "feedback": form})
+
+
+@staff_member_required
+@require_POST
+def feedback(request: HttpRequest, pk: int) -> HttpResponse:
+    entry = get_object_or_404(questions.history_of(request.user), pk=pk)
+    form = FeedbackForm(request.POST)
+    if not form.is_valid():
+        context = {"entry": entry, "feedback": form}
+        return render(request, "kb/question.html", context, status=400)
+    questions.record_feedback(
+        request.user, entry.pk, form.cleaned_data["helpful"], form.cleaned_data["note"]
+    )
+    messages.success(request, "Thank you: your feedback is recorded.")
+    return redirect("kb:question", pk=entry.pk)
+
+
+def _helpful_choice(entry) -> str:
+    return {True: "yes", False: "no"}.get(entry.is_helpful, "")
 
 
 def _csrf_failure(request: HttpRequest) -> bool:

@@ -10,7 +10,9 @@ once, not per job), and around them the worker:
   restart costs at most the job that was running;
 - looks for lost jobs when it starts and then every KB_WORKER_TTL / 2 seconds (one
   worker at a time), and queues their sources again (kb.jobs.requeue_stranded);
-- gives its embedder its share of the machine's cores (kb.embedding.share_cores).
+- gives its embedder its share of the machine's cores (kb.embedding.share_cores);
+- queues the question log's pruning every KB_QUESTION_PRUNE_SECONDS (one worker
+  does: kb.questions.maybe_enqueue_prune), so retention needs no scheduler.
 """
 
 from __future__ import annotations
@@ -63,6 +65,15 @@ class Worker(SimpleWorker):
         starting = self.last_cleaned_at is None
         super().run_maintenance_tasks()
         self.requeue_lost(starting)
+        self.schedule_pruning()
+
+    def schedule_pruning(self) -> None:
+        from kb import questions
+
+        try:
+            questions.maybe_enqueue_prune(self.connection)
+        except RedisError:
+            logger.exception("Queueing the question log's pruning failed")
 
     def requeue_lost(self, starting: bool = False) -> None:
         """Queue again the sources whose jobs were lost: a dead worker's, or jobs

@@ -193,3 +193,70 @@ def test_a_pdf_uploaded_in_the_admin_is_cited_with_its_page(
     original = page.locator("a.page-link")
     expect(original).to_have_text("p. 2 of the original")
     assert original.get_attribute("href").endswith("/file/#page=2")
+
+
+@pytest.mark.slow
+def test_a_question_marked_not_helpful_becomes_a_golden_case(
+    transactional_db, live_server, page: Page
+):
+    from django.contrib.auth.models import Group
+
+    from kb import permissions
+
+    get_user_model().objects.create_superuser("staff", "s@example.invalid", "pw-1")
+    permissions.ensure_groups()
+    editor = get_user_model().objects.create_user(
+        "editor", "e@example.invalid", "pw-2", is_staff=True
+    )
+    editor.groups.add(Group.objects.get(name=permissions.CONTENT_EDITOR))
+    demo = load_demo(sync=True)
+
+    # Staff ask, and find the answer not helpful.
+    page.goto(f"{live_server.url}/admin/login/?next=/")
+    page.fill("#id_username", "staff")
+    page.fill("#id_password", "pw-1")
+    page.click("input[type=submit]")
+    page.wait_for_url(f"{live_server.url}/")
+    page.fill("#id_q", QUESTION)
+    page.select_option("#id_collection", str(demo.pk))
+    page.click("form[role=search] button[type=submit]")
+    expect(page.locator("#answer a.cite").first).to_be_visible()
+    page.fill("#id_note", "It leaves out who approves a roll-forward.")
+    page.click("#feedback-not-helpful")
+    expect(page.locator("#message")).to_contain_text("feedback is recorded")
+    expect(page.locator("#feedback-given")).to_contain_text("not helpful")
+    page.click("header form.logout button")
+
+    # An editor finds it among the content gaps and makes a golden case of it.
+    page.goto(f"{live_server.url}/admin/login/?next=/admin/kb/goldencase/")
+    page.fill("#id_username", "editor")
+    page.fill("#id_password", "pw-2")
+    page.click("input[type=submit]")
+    page.get_by_role("link", name="Content gaps").click()
+    row = page.locator("#gaps tr.kb-gap", has_text=QUESTION)
+    expect(row).to_contain_text("It leaves out who approves a roll-forward.")
+    row.locator("a.kb-make-case").click()
+    expect(page.locator("#id_question")).to_have_value(QUESTION)
+    page.select_option("#kb-span-file", "deployment-runbook.md")
+    wanted = "on-call engineering manager has approved it"
+    page.locator(".kb-span-source").evaluate(
+        """(pre, wanted) => {
+          const node = pre.firstChild, at = node.data.indexOf(wanted);
+          const range = document.createRange();
+          range.setStart(node, at);
+          range.setEnd(node, at + wanted.length);
+          getSelection().removeAllRanges();
+          getSelection().addRange(range);
+        }""",
+        wanted,
+    )
+    page.click("#kb-span-add")
+    page.click("input[name=_save]")
+    page.wait_for_url(f"{live_server.url}/admin/kb/goldencase/")
+
+    case = GoldenCase.objects.get(question=QUESTION, is_real_question=True)
+    assert case.required_spans[0]["text"] == wanted
+    assert case.from_question.is_helpful is False
+    assert case.from_question.handled is not None
+    page.goto(f"{live_server.url}/admin/kb/question/gaps/")
+    expect(page.locator("#no-gaps")).to_be_visible()

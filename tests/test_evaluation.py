@@ -272,7 +272,9 @@ class KbEvalCommandTestCase(TestCase):
             self.assertIn(key, aggregate)
         self.assertEqual(aggregate["k"], 5)
         self.assertEqual(set(aggregate["by_kind"]["table"]), set(aggregate) - {
-            "k", "by_kind"})  # fmt: skip
+            "k", "by_kind", "real_questions"})  # fmt: skip
+        # No case of a golden file made from a logged question (issue #18).
+        self.assertEqual(aggregate["real_questions"], {"n": 0})
         case = report["cases"][0]
         for key in ["id", "hit", "partial", "first_hit_rank", "retrieved"]:
             self.assertIn(key, case)

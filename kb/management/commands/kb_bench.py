@@ -23,8 +23,9 @@ class Command(BaseCommand):
         "and latency of chunking, embedding, ingestion and retrieval against peers, "
         "in scratch `bench-...` collections; `formats`: structure recall of the "
         "HTML/DOCX/PDF readers on the corpora rendered by markdown-it, Chromium "
-        "and pandoc; `reindex`: the steps of a gated re-index, timed. Install "
-        "requirements-bench.txt first."
+        "and pandoc; `reindex`: the steps of a gated re-index, timed; `gaps`: cosine "
+        "similarity of paraphrased and unrelated golden questions, behind "
+        "KB_GAP_SIMILARITY. Install requirements-bench.txt first."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -131,11 +132,18 @@ class Command(BaseCommand):
         )
         gate.add_argument("--keep", action="store_true", help="keep the collections")
         gate.add_argument("--json", type=Path, metavar="OUT", help="also write JSON")
+        benches.add_parser(
+            "gaps", help="grouping threshold of the content gaps page (issue #18)"
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         if options["bench"] == "reindex":
             return self._reindex(options)
-        if options["bench"] == "speed":
+        if options["bench"] == "gaps":
+            from kb.benchmarks import gaps
+
+            self.stdout.write(gaps.markdown(gaps.run()))
+        elif options["bench"] == "speed":
             self._speed(options)
         elif options["bench"] == "formats":
             self._formats(options)

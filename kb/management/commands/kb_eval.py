@@ -196,6 +196,11 @@ class Command(BaseCommand):
                 f"partial {figures['partial']:.3f}  tokens "
                 f"{figures['context_tokens_mean']:.0f}"
             )
+        if (real := agg.get("real_questions") or {}).get("n"):
+            self.stdout.write(
+                f"  from real questions n={real['n']:<3} "
+                f"recall {real['recall_at_k']:.3f}  partial {real['partial']:.3f}"
+            )
 
     def _print_unlocatable(self, problems: dict[str, list[str]]) -> None:
         self.stdout.write(

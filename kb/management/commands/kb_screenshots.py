@@ -45,10 +45,11 @@ class Command(BaseCommand):
     help = (
         "Save PNG screenshots (headless Chromium) of the source list, a source's "
         "statistics, the Demo metadata policy, the overflow rejections, the ask "
-        "page and a held swap on the evaluation dashboard into OUTDIR. Without "
-        "--base-url, loads the demo if missing, records an overflow rejection and "
-        "a held swap if none exist, and serves the dev database on a free port "
-        "with a temporary staff user."
+        "page, a held swap on the evaluation dashboard, the content gaps and the "
+        "question log into OUTDIR (asking a few questions as the login used). "
+        "Without --base-url, loads the demo if missing, records an overflow "
+        "rejection and a held swap if none exist, and serves the dev database on a "
+        "free port with a temporary staff user."
     )
 
     def add_arguments(self, parser):
@@ -225,6 +226,40 @@ def _held_swap(page, base_url: str) -> None:
     page.locator("#shadows").evaluate("div => div.scrollIntoView()")
 
 
+# Asked through the page for the question log and the content gaps (issue #18):
+# the demo declines the first three; the last one's answer is marked not helpful.
+GAP_QUESTIONS = [
+    "What's a good recipe for sourdough?",
+    "How do I make a sourdough bread?",
+    "What is the capital of Australia?",
+]
+NOT_HELPFUL = ("Can I deploy on a Friday?", "Does not say who may approve one.")
+
+
+def _ask_page(page, base_url: str, question: str) -> None:
+    page.goto(f"{base_url}/")
+    page.fill("#id_q", question)
+    page.select_option("#id_collection", label=demo.COLLECTION)
+    page.click("form[role=search] button[type=submit]")
+    page.locator("#feedback").wait_for()
+
+
+def _gaps(page, base_url: str) -> None:
+    for question in GAP_QUESTIONS:
+        _ask_page(page, base_url, question)
+    _ask_page(page, base_url, NOT_HELPFUL[0])
+    page.fill("#id_note", NOT_HELPFUL[1])
+    page.click("#feedback-not-helpful")
+    page.locator("#message").wait_for()
+    page.goto(f"{base_url}/admin/kb/goldencase/")
+    page.get_by_role("link", name="Content gaps").click()
+    page.locator("#gaps details").first.evaluate("d => { d.open = true; }")
+
+
+def _question_log(page, base_url: str) -> None:
+    page.goto(f"{base_url}/admin/kb/question/")
+
+
 SHOTS = [
     ("source-list", _source_list),
     ("source-statistics", _source_statistics),
@@ -232,4 +267,6 @@ SHOTS = [
     ("overflow-rejections", _rejections),
     ("ask", _ask),
     ("held-swap", _held_swap),
+    ("content-gaps", _gaps),
+    ("question-log", _question_log),
 ]

@@ -1,0 +1,574 @@
+"""The question log (issue #18): logging with provenance, feedback, retention,
+replay and the content gaps page."""
+
+from __future__ import annotations
+
+import io
+import json
+from datetime import timedelta
+
+from django.contrib.auth.models import Group
+from django.core.management import call_command
+from django.test import (
+    SimpleTestCase,
+    TestCase,
+    TransactionTestCase,
+    override_settings,
+)
+from django.urls import reverse
+from django.utils import timezone
+
+from kb import access, evaluation, ingestion, jobs, permissions, questions
+from kb.models import Chunk, Collection, GoldenCase, Question, ReplayReport
+from tests import base
+
+ROLLBACK = "When should I roll back a deploy?"
+# Two wordings of one question, and one from elsewhere (declined by the demo).
+SOURDOUGH = "What's a good recipe for sourdough?"
+SOURDOUGH_AGAIN = "How do I make a sourdough bread?"
+CAPITAL = "What is the capital of Australia?"
+
+
+class DemoTestCase(base.DemoTestCase):
+    log_in = False  # the tests here say who asks
+
+    def api_ask(self, question: str, **headers):
+        return self.client.post(
+            reverse("kb:api-ask"),
+            {"question": question, "collection": "Demo"},
+            content_type="application/json",
+            headers=headers,
+        )
+
+    def feedback(self, body, **headers):
+        data = body if isinstance(body, str) else json.dumps(body)
+        return self.client.post(
+            reverse("kb:api-feedback"),
+            data,
+            content_type="application/json",
+            headers=headers,
+        )
+
+
+class QuestionLogTestCase(DemoTestCase):
+    def test_it_logs_an_api_answer_with_its_fingerprint_and_retrieved_ids(self):
+        self.client.force_login(self.staff)
+        body = self.api_ask(ROLLBACK).json()
+        entry = Question.objects.get(pk=body["id"])
+        self.assertEqual((entry.user, entry.collection), (self.staff, self.demo))
+        self.assertEqual(entry.question, ROLLBACK)
+        self.assertEqual(entry.answer, body["answer"])
+        self.assertFalse(entry.is_declined)
+        self.assertAlmostEqual(entry.top_similarity, body["top_similarity"], 3)
+        versions = {str(s.pk): s.indexed_version for s in self.demo.sources.all()}
+        self.assertEqual(entry.fingerprint["sources"], versions)
+        for key in ("chunk_tokens", "chunk_strategy", "model", "precision", "window"):
+            self.assertIn(key, entry.fingerprint)
+        self.assertEqual(entry.fingerprint["metadata_policy"]["title"], "embed")
+        first = entry.retrieved[0]
+        chunks = Chunk.objects.filter(pk__in=first["chunk_ids"])
+        self.assertEqual(len(chunks), len(first["chunk_ids"]))
+        self.assertEqual({c.section_id for c in chunks}, set(first["section_ids"]))
+        self.assertEqual(first["heading_path"], body["sections"][0]["heading_path"])
+        self.assertIn(first["matched"], ("vector", "keyword", "both"))
+
+    def test_the_fingerprint_is_the_index_built_not_the_settings_since(self):
+        built = self.demo.chunk_tokens
+        self.demo.chunk_tokens = built + 50  # changed, not re-indexed yet
+        self.demo.save()
+        self.client.force_login(self.staff)
+        entry = Question.objects.get(pk=self.api_ask(ROLLBACK).json()["id"])
+        self.assertEqual(entry.fingerprint["chunk_tokens"], built)
+
+    def test_logged_citations_keep_the_text_they_cite(self):
+        self.client.force_login(self.staff)
+        body = self.api_ask(ROLLBACK).json()
+        entry = Question.objects.get(pk=body["id"])
+        for cite in entry.citations:
+            text = self.demo.sources.get(pk=cite["source_id"]).text
+            self.assertEqual(cite["text"], text[cite["start"] : cite["end"]])
+        self.assertEqual(
+            [{k: v for k, v in c.items() if k != "text"} for c in entry.citations],
+            body["citations"],
+        )
+
+    def test_a_declined_question_is_logged_as_declined(self):
+        self.client.force_login(self.staff)
+        entry = Question.objects.get(pk=self.api_ask(CAPITAL).json()["id"])
+        self.assertTrue(entry.is_declined)
+        self.assertEqual(entry.citations, [])
+
+    def test_the_ask_page_logs_and_shows_the_askers_own_history(self):
+        self.client.force_login(self.staff)
+        response = self.client.get(reverse("kb:ask"), {"q": ROLLBACK})
+        entry = Question.objects.get(user=self.staff)
+        self.assertContains(response, reverse("kb:feedback", args=[entry.pk]))
+        self.assertContains(response, "Your recent questions")
+        self.client.force_login(self.editor)
+        response = self.client.get(reverse("kb:ask"))
+        self.assertNotContains(response, reverse("kb:question", args=[entry.pk]))
+        page = self.client.get(reverse("kb:question", args=[entry.pk]))
+        self.assertEqual(page.status_code, 404)
+
+    @override_settings(KB_QUESTION_LOG_DAYS=0)
+    def test_with_logging_off_nothing_is_stored_and_the_api_gives_no_id(self):
+        self.client.force_login(self.staff)
+        body = self.api_ask(ROLLBACK).json()
+        self.assertNotIn("id", body)
+        self.assertTrue(body["citations"])
+        self.client.get(reverse("kb:ask"), {"q": ROLLBACK})
+        self.assertFalse(Question.objects.exists())
+
+    def test_admins_search_and_filter_the_log(self):
+        self.client.force_login(self.staff)
+        self.api_ask(ROLLBACK)
+        self.api_ask(CAPITAL)
+        url = reverse("admin:kb_question_changelist")
+        found = self.client.get(url, {"q": "Australia"})
+        self.assertContains(found, CAPITAL)
+        self.assertNotContains(found, ROLLBACK)
+        declined = self.client.get(url, {"is_declined__exact": "0"})
+        self.assertContains(declined, ROLLBACK)
+        self.assertNotContains(declined, CAPITAL)
+        entry = Question.objects.get(question=ROLLBACK)
+        page = self.client.get(reverse("admin:kb_question_change", args=[entry.pk]))
+        self.assertContains(page, "Roll back at once if the HTTP 5xx error rate")
+
+    def test_the_log_of_a_restricted_collection_stays_in_its_group(self):
+        secret = Collection.objects.create(name="Secret")
+        secret.groups.add(Group.objects.create(name="legal"))
+        Question.objects.create(
+            user=self.staff, collection=secret, question="secret plans?", answerer="x"
+        )
+        permissions.ensure_groups()
+        self.editor.groups.add(Group.objects.get(name=permissions.ADMIN))
+        self.client.force_login(self.editor)
+        response = self.client.get(reverse("admin:kb_question_changelist"))
+        self.assertEqual(response.status_code, 200)
+        self.assertNotContains(response, "secret plans?")
+
+
+class FeedbackTestCase(DemoTestCase):
+    def setUp(self):
+        self.client.force_login(self.staff)
+        self.entry_id = self.api_ask(ROLLBACK).json()["id"]
+
+    def test_feedback_is_recorded(self):
+        response = self.feedback(
+            {"id": self.entry_id, "helpful": False, "note": "Misses the freeze."}
+        )
+        self.assertEqual(response.json(), {"ok": True})
+        entry = Question.objects.get(pk=self.entry_id)
+        self.assertIs(entry.is_helpful, False)
+        self.assertEqual(entry.note, "Misses the freeze.")
+        self.assertIsNotNone(entry.feedback_at)
+
+    def test_feedback_with_a_token_is_recorded(self):
+        key = access.create_token(self.staff, "tests")
+        self.client.logout()
+        response = self.feedback(
+            {"id": self.entry_id, "helpful": True}, Authorization=f"Bearer {key}"
+        )
+        self.assertEqual(response.json(), {"ok": True})
+        self.assertIs(Question.objects.get(pk=self.entry_id).is_helpful, True)
+
+    def test_feedback_on_someone_elses_answer_is_refused(self):
+        self.client.force_login(self.editor)
+        response = self.feedback({"id": self.entry_id, "helpful": False})
+        self.assertEqual(response.status_code, 403)
+        self.assertIn("someone else", response.json()["error"])
+        self.assertIsNone(Question.objects.get(pk=self.entry_id).is_helpful)
+
+    def test_a_note_over_2000_characters_is_refused(self):
+        response = self.feedback(
+            {"id": self.entry_id, "helpful": False, "note": "x" * 2001}
+        )
+        self.assertEqual(response.status_code, 400)
+        self.assertIn("2,000", response.json()["error"])
+        entry = Question.objects.get(pk=self.entry_id)
+        self.assertEqual((entry.is_helpful, entry.note), (None, ""))
+
+    def test_bad_feedback_gets_a_clear_message(self):
+        bad = [
+            ("[]", 400),
+            ("{", 400),
+            ({"helpful": True}, 400),
+            ({"id": "1", "helpful": True}, 400),
+            ({"id": self.entry_id, "helpful": "no"}, 400),
+            ({"id": self.entry_id, "helpful": True, "note": 5}, 400),
+            ({"id": 10**30, "helpful": True}, 404),
+            ({"id": self.entry_id + 1000, "helpful": True}, 404),
+        ]
+        for body, status in bad:
+            response = self.feedback(body)
+            self.assertEqual(response.status_code, status, body)
+            self.assertTrue(response.json()["error"], body)
+
+    def test_anonymous_feedback_is_refused(self):
+        self.client.logout()
+        response = self.feedback({"id": self.entry_id, "helpful": True})
+        self.assertEqual(response.status_code, 401)
+        self.assertEqual(self.client.get(reverse("kb:api-feedback")).status_code, 405)
+
+    def test_the_pages_refuse_anonymous_users_and_gets_of_the_form(self):
+        url = reverse("kb:feedback", args=[self.entry_id])
+        self.assertEqual(self.client.get(url).status_code, 405)
+        self.assertEqual(self.client.post(url, {}).status_code, 400)
+        self.client.logout()
+        self.assertEqual(self.client.post(url, {"helpful": "no"}).status_code, 302)
+        page = reverse("kb:question", args=[self.entry_id])
+        self.assertEqual(self.client.get(page).status_code, 302)
+        self.assertIsNone(Question.objects.get(pk=self.entry_id).is_helpful)
+
+    def test_the_page_form_records_feedback_for_the_asker_only(self):
+        url = reverse("kb:feedback", args=[self.entry_id])
+        response = self.client.post(url, {"helpful": "no", "note": "Too short."})
+        self.assertRedirects(response, reverse("kb:question", args=[self.entry_id]))
+        entry = Question.objects.get(pk=self.entry_id)
+        self.assertEqual((entry.is_helpful, entry.note), (False, "Too short."))
+        page = self.client.get(reverse("kb:question", args=[self.entry_id]))
+        self.assertContains(page, "You said: not helpful.")
+        too_long = self.client.post(url, {"helpful": "yes", "note": "x" * 2001})
+        self.assertEqual(too_long.status_code, 400)
+        self.client.force_login(self.editor)
+        self.assertEqual(self.client.post(url, {"helpful": "yes"}).status_code, 404)
+        self.assertIs(Question.objects.get(pk=self.entry_id).is_helpful, False)
+
+
+def _entry(user, collection, days_ago: float = 0, question: str = "q?") -> Question:
+    return Question.objects.create(
+        user=user,
+        collection=collection,
+        question=question,
+        answerer="extractive",
+        created=timezone.now() - timedelta(days=days_ago),
+    )
+
+
+class RetentionTestCase(TestCase):
+    @classmethod
+    def setUpTestData(cls):
+        cls.staff, cls.editor, _ = base.make_users()
+        cls.collection = base.make_tree().source.collection
+
+    def test_entries_older_than_the_retention_are_pruned(self):
+        old = _entry(self.staff, self.collection, days_ago=91)
+        kept = _entry(self.staff, self.collection, days_ago=89)
+        self.assertEqual(questions.prune(), 1)
+        self.assertFalse(Question.objects.filter(pk=old.pk).exists())
+        self.assertTrue(Question.objects.filter(pk=kept.pk).exists())
+
+    @override_settings(KB_QUESTION_LOG_DAYS=0)
+    def test_a_retention_of_zero_keeps_nothing(self):
+        _entry(self.staff, self.collection)
+        questions.prune()
+        self.assertFalse(Question.objects.exists())
+
+    @override_settings(KB_QUESTION_LOG_MAX=3)
+    def test_the_cap_per_collection_prunes_the_oldest_first(self):
+        other = Collection.objects.create(name="Other")
+        entries = [_entry(self.staff, self.collection, days_ago=d) for d in (5, 4, 3)]
+        others = [_entry(self.staff, other, days_ago=9) for _ in range(3)]
+        newest = _entry(self.staff, self.collection, days_ago=1)
+        self.assertEqual(questions.prune_collection(self.collection.pk), 1)
+        left = set(Question.objects.values_list("pk", flat=True))
+        self.assertEqual(left, {e.pk for e in [*entries[1:], newest, *others]})
+
+    def test_a_users_entries_are_deleted_with_the_user(self):
+        _entry(self.editor, self.collection)
+        mine = _entry(self.staff, self.collection)
+        self.editor.delete()
+        self.assertEqual(list(Question.objects.all()), [mine])
+
+
+class ScheduledPruningTestCase(TransactionTestCase):
+    """TransactionTestCase: the worker process only sees committed rows."""
+
+    def setUp(self):
+        import django_rq
+
+        base.forget_jobs()
+        django_rq.get_connection().delete(questions.PRUNE_LOCK)
+
+    def test_a_worker_queues_the_pruning_and_runs_it(self):
+        staff, _, _ = base.make_users()
+        collection = Collection.objects.create(name="Pruned")
+        old = _entry(staff, collection, days_ago=100)
+        kept = _entry(staff, collection, days_ago=1)
+        base.run_burst_worker()
+        self.assertFalse(Question.objects.filter(pk=old.pk).exists())
+        self.assertTrue(Question.objects.filter(pk=kept.pk).exists())
+        # Queued once per KB_QUESTION_PRUNE_SECONDS, whichever worker looks.
+        old = _entry(staff, collection, days_ago=100)
+        base.run_burst_worker()
+        self.assertTrue(Question.objects.filter(pk=old.pk).exists())
+
+
+class CapWhileLoggingTestCase(DemoTestCase):
+    @override_settings(KB_QUESTION_LOG_MAX=2)
+    def test_a_flood_of_questions_keeps_the_newest(self):
+        self.client.force_login(self.staff)
+        ids = [self.api_ask(q).json()["id"] for q in (ROLLBACK, CAPITAL, SOURDOUGH)]
+        left = set(Question.objects.values_list("pk", flat=True))
+        self.assertEqual(left, set(ids[1:]))
+
+
+EDITED_PREFIX = "A new paragraph.\n\n"
+
+
+class ReplayTestCase(DemoTestCase):
+    def _logged(self, question: str = ROLLBACK) -> Question:
+        self.client.force_login(self.staff)
+        return Question.objects.get(pk=self.api_ask(question).json()["id"])
+
+    def _edit_runbook(self):
+        source = self.demo.sources.get(file_name="deployment-runbook.md")
+        # A paragraph under the title: every later citation moves.
+        text = source.text.replace("\n\n", "\n\n" + EDITED_PREFIX, 1)
+        source, _ = ingestion.store_source(self.demo, source.file_name, text.encode())
+        ingestion.ingest(source.pk)
+
+    def _replay_json(self, entry: Question) -> dict:
+        out = io.StringIO()
+        call_command("kb_replay", str(entry.pk), "--json", stdout=out)
+        return json.loads(out.getvalue())
+
+    def test_replay_on_an_unchanged_index_changes_nothing(self):
+        entry = self._logged()
+        shown = self._replay_json(entry)
+        self.assertEqual(
+            list(shown),
+            ["id", "changed", "citations_before", "citations_after",
+             "sections_gained", "sections_lost"],
+        )  # fmt: skip
+        self.assertEqual(shown["id"], entry.pk)
+        self.assertIs(shown["changed"], False)
+        self.assertEqual(shown["citations_before"], shown["citations_after"])
+        self.assertEqual((shown["sections_gained"], shown["sections_lost"]), ([], []))
+
+    def test_replay_shows_a_changed_citation_after_a_source_edit(self):
+        entry = self._logged()
+        before = entry.citations[0]
+        self._edit_runbook()
+        shown = self._replay_json(entry)
+        self.assertIs(shown["changed"], True)
+        self.assertEqual(shown["citations_before"][0]["start"], before["start"])
+        moved = [c for c in shown["citations_after"] if c["file"] == before["file"]]
+        self.assertNotIn(before["start"], [c["start"] for c in moved])
+        self.assertEqual(set(shown["citations_after"][0]), set(before) - {"text"})
+        out = io.StringIO()
+        call_command("kb_replay", str(entry.pk), stdout=out)
+        self.assertIn("The citations changed.", out.getvalue())
+
+    def test_the_admin_shows_the_logged_answer_beside_the_new_one(self):
+        entry = self._logged()
+        self._edit_runbook()
+        url = reverse("admin:kb_question_replay", args=[entry.pk])
+        response = self.client.get(url)
+        self.assertContains(response, "The citations changed since it was asked.")
+        self.assertContains(response, "Logged answer")
+        self.assertContains(response, before_text(entry))
+
+    def test_a_replay_report_lists_the_answers_that_changed(self):
+        changed = self._logged()
+        same = self._logged("What is the office wifi password?")
+        self._edit_runbook()
+        outcome = jobs.replay_recent(self.demo.pk, 10)
+        report = ReplayReport.objects.get(pk=outcome["report"])
+        self.assertEqual((report.status, report.replayed), ("done", 2))
+        self.assertEqual([c["id"] for c in report.changed], [changed.pk])
+        self.assertNotIn(same.pk, [c["id"] for c in report.changed])
+        page = self.client.get(
+            reverse("admin:kb_replayreport_change", args=[report.pk])
+        )
+        self.assertContains(page, changed.question)
+
+    def test_replay_of_a_restricted_collection_stays_in_its_group(self):
+        entry = self._logged()
+        self.demo.groups.add(Group.objects.create(name="legal"))
+        permissions.ensure_groups()
+        self.editor.groups.add(Group.objects.get(name=permissions.ADMIN))
+        self.client.force_login(self.editor)
+        url = reverse("admin:kb_question_replay", args=[entry.pk])
+        self.assertEqual(self.client.get(url).status_code, 404)
+
+    def test_an_unknown_id_is_a_clear_error(self):
+        from django.core.management.base import CommandError
+
+        with self.assertRaisesMessage(CommandError, "No logged question with id 999"):
+            call_command("kb_replay", "999")
+
+
+def before_text(entry: Question) -> str:
+    return entry.citations[0]["text"].split("\n")[0][:40]
+
+
+class GapsTestCase(DemoTestCase):
+    url = reverse("admin:kb_question_gaps")
+
+    def setUp(self):
+        permissions.ensure_groups()
+        self.editor.groups.add(Group.objects.get(name=permissions.CONTENT_EDITOR))
+
+    def _ask_as(self, user, question: str) -> Question:
+        self.client.force_login(user)
+        return Question.objects.get(pk=self.api_ask(question).json()["id"])
+
+    def test_a_declined_question_appears_and_becomes_a_golden_case(self):
+        entry = self._ask_as(self.staff, CAPITAL)
+        self.client.force_login(self.editor)
+        page = self.client.get(self.url)
+        self.assertContains(page, CAPITAL)
+        link = page.context["gaps"][0]
+        add = self.client.get(
+            reverse("admin:kb_goldencase_add"),
+            {"collection": self.demo.pk, "question": CAPITAL,
+             "from_question": entry.pk, "external_id": f"asked-{entry.pk}"},
+        )  # fmt: skip
+        self.assertEqual(link.latest, entry)
+        self.assertContains(add, CAPITAL)
+        self.assertContains(add, 'id="kb-span-picker"')
+        self.assertEqual(add.context["adminform"].form["collection"].value(),
+                         str(self.demo.pk))  # fmt: skip
+        self._make_case(entry)
+        case = GoldenCase.objects.get(external_id=f"asked-{entry.pk}")
+        self.assertTrue(case.is_real_question)
+        self.assertEqual(case.from_question, entry)
+        entry.refresh_from_db()
+        self.assertIsNotNone(entry.handled)
+        self.assertEqual(self.client.get(self.url).context["gaps"], [])
+
+    def _make_case(self, entry: Question):
+        source = self.demo.sources.get(file_name="office-faq.txt")
+        span = {"file": source.file_name, "start": 0, "end": 20,
+                "text": source.text[:20]}  # fmt: skip
+        response = self.client.post(
+            reverse("admin:kb_goldencase_add"),
+            {"collection": self.demo.pk, "external_id": f"asked-{entry.pk}",
+             "question": entry.question, "kind": "free",
+             "required_spans": json.dumps([span]), "from_question": entry.pk},
+        )  # fmt: skip
+        self.assertEqual(response.status_code, 302, response.content[:3000])
+
+    def test_not_helpful_answers_appear_with_their_note(self):
+        entry = self._ask_as(self.staff, ROLLBACK)
+        self.feedback({"id": entry.pk, "helpful": False, "note": "Needs the freeze."})
+        self.client.force_login(self.editor)
+        page = self.client.get(self.url)
+        self.assertContains(page, ROLLBACK)
+        self.assertContains(page, "Needs the freeze.")
+
+    def test_similar_questions_are_one_row_with_their_count(self):
+        self._ask_as(self.staff, SOURDOUGH)
+        self._ask_as(self.staff, SOURDOUGH_AGAIN)
+        self._ask_as(self.staff, CAPITAL)
+        self.client.force_login(self.editor)
+        gaps = self.client.get(self.url).context["gaps"]
+        self.assertEqual(sorted(g.count for g in gaps), [1, 2])
+        self.assertEqual(
+            {e.question for e in gaps[0].entries}, {SOURDOUGH, SOURDOUGH_AGAIN}
+        )
+
+    def test_mark_handled_with_a_note(self):
+        first = self._ask_as(self.staff, SOURDOUGH)
+        second = self._ask_as(self.staff, SOURDOUGH_AGAIN)
+        self.client.force_login(self.editor)
+        response = self.client.post(
+            reverse("admin:kb_question_handled"),
+            {"ids": f"{first.pk},{second.pk}", "note": "Out of scope."},
+        )
+        self.assertRedirects(response, self.url)
+        for entry in (first, second):
+            entry.refresh_from_db()
+            self.assertEqual(entry.handled_note, "Out of scope.")
+            self.assertEqual(entry.handled_by, self.editor)
+        self.assertNotContains(self.client.get(self.url), SOURDOUGH)
+        bad = self.client.post(reverse("admin:kb_question_handled"), {"ids": "x"})
+        self.assertRedirects(bad, self.url)
+
+    def test_only_editors_see_the_gaps_page(self):
+        self.assertEqual(self.client.get(self.url).status_code, 302)  # anonymous
+        self.client.force_login(self.editor)
+        self.editor.groups.clear()
+        self.assertEqual(self.client.get(self.url).status_code, 403)
+        url = reverse("admin:kb_question_handled")
+        self.assertEqual(self.client.post(url, {"ids": "1"}).status_code, 403)
+        self.assertEqual(self.client.get(url).status_code, 405)
+
+    def test_gaps_of_a_restricted_collection_stay_in_its_group(self):
+        secret = Collection.objects.create(name="Secret")
+        secret.groups.add(Group.objects.create(name="legal"))
+        Question.objects.create(user=self.staff, collection=secret,
+                                question="secret plans?", answerer="none",
+                                is_declined=True)  # fmt: skip
+        self.client.force_login(self.editor)
+        self.assertNotContains(self.client.get(self.url), "secret plans?")
+        self.client.force_login(self.staff)
+        self.assertContains(self.client.get(self.url), "secret plans?")
+
+
+class RealQuestionRecallTestCase(DemoTestCase):
+    def test_cases_from_real_questions_get_their_own_recall(self):
+        case = GoldenCase.objects.filter(collection=self.demo).first()
+        case.is_real_question = True
+        case.save()
+        run = evaluation.execute_run(evaluation.start_run(self.demo).pk)
+        real = run.aggregate["real_questions"]
+        self.assertEqual(real["n"], 1)
+        self.assertIn(real["recall_at_k"], (0.0, 1.0))
+        self.client.force_login(self.staff)
+        page = self.client.get(reverse("admin:kb_evalrun_dashboard"))
+        self.assertContains(page, "from real questions")
+
+
+class RealQuestionExportTestCase(DemoTestCase):
+    def test_the_real_question_mark_travels_in_json_lines(self):
+        case = GoldenCase.objects.filter(collection=self.demo).first()
+        case.is_real_question = True
+        case.save()
+        line = evaluation.case_line(case)
+        self.assertIs(json.loads(line)["real_question"], True)
+        case.is_real_question = False
+        case.save()
+        self.assertEqual(evaluation.import_cases(self.demo, line)["updated"], 1)
+        case.refresh_from_db()
+        self.assertTrue(case.is_real_question)
+        self.assertIs(evaluation.parse_cases(line)[0]["real"], True)
+
+
+class GapThresholdBenchmarkTestCase(SimpleTestCase):
+    def test_kb_bench_gaps_prints_the_figures_behind_the_threshold(self):
+        out = io.StringIO()
+        call_command("kb_bench", "gaps", stdout=out)
+        self.assertIn("| paraphrase pairs | 45 |", out.getvalue())
+        self.assertIn("| 0.6 |", out.getvalue())
+
+
+class ReplayReportJobTestCase(TransactionTestCase):
+    """TransactionTestCase: the worker process only sees committed rows."""
+
+    def setUp(self):
+        base.forget_jobs()
+
+    def test_a_queued_replay_report_runs_in_a_worker(self):
+        from kb import answering
+
+        staff, _, _ = base.make_users()
+        collection = Collection.objects.create(name="Runbook")
+        source, _ = ingestion.store_source(
+            collection, "deploy.md", b"# Deploy\n\nRoll back when errors rise.\n"
+        )
+        ingestion.ingest(source.pk)
+        result, reply = answering.ask(collection, "When do I roll back?")
+        entry = questions.log(staff, collection, result, reply)
+        ingestion.store_source(
+            collection,
+            "deploy.md",
+            b"# Deploy\n\nFirst, look.\n\nRoll back when errors rise.\n",
+        )
+        ingestion.ingest(source.pk)
+        questions.enqueue_replay_report(collection)
+        base.run_burst_worker()
+        report = ReplayReport.objects.get(collection=collection)
+        self.assertEqual((report.status, report.replayed), ("done", 1))
+        self.assertEqual([c["id"] for c in report.changed], [entry.pk])
