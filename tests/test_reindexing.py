@@ -12,7 +12,15 @@ from django.urls import reverse
 
 from kb import evaluation, ingestion, jobs, permissions, reindexing
 from kb.demo import load_part
-from kb.models import Chunk, Collection, Section, ShadowIndex, Source
+from kb.models import (
+    Chunk,
+    Collection,
+    Question,
+    ReplayReport,
+    Section,
+    ShadowIndex,
+    Source,
+)
 from tests.base import forget_jobs, make_users, run_burst_worker
 
 # Two demo files and the five demo cases whose evidence is in them. With the
@@ -318,6 +326,11 @@ class ShadowWorkerTestCase(TransactionTestCase):
         )  # fmt: skip
 
     def test_a_settings_change_builds_evaluates_and_swaps_in_a_worker(self):
+        asked = self.client.post(
+            reverse("kb:api-ask"),
+            json.dumps({"question": QUESTION, "collection": self.gate.name}),
+            content_type="application/json",
+        ).json()
         self._change(chunk_tokens=250, top_k=4)
         self.gate.refresh_from_db()
         self.assertEqual((self.gate.chunk_tokens, self.gate.top_k), (200, 4))
@@ -342,6 +355,10 @@ class ShadowWorkerTestCase(TransactionTestCase):
         self.assertEqual(parking.status, Source.Status.INDEXED)
         self.assertTrue(parking.chunks.exists())
         self.assertFalse(Collection.objects.filter(is_scratch=True).exists())
+        # The new index answered the logged question again: a replay report.
+        report = ReplayReport.objects.get(collection=self.gate)
+        self.assertEqual((report.status, report.replayed), ("done", 1), report.error)
+        self.assertIn(asked["id"], [q.pk for q in Question.objects.all()])
 
     def test_a_source_uploaded_while_a_shadow_is_held_is_present_after_the_swap(self):
         self._change(chunk_tokens=120)
