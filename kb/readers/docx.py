@@ -36,7 +36,8 @@ _HEADING_STYLE_RE = re.compile(r"^heading\s*([1-9])$", re.I)
 _LIST_STYLE_RE = re.compile(r"^list\s*(?:bullet|number|continue)?\s*([2-9])$", re.I)
 _T, _R = f"{{{W}}}t", f"{{{W}}}r"
 _RFONTS, _ASCII = f"{{{W}}}rPr/{{{W}}}rFonts", f"{{{W}}}ascii"
-_RSTYLE = f"{{{W}}}rPr/{{{W}}}rStyle"
+_RPR, _RSTYLE_TAG = f"{{{W}}}rPr", f"{{{W}}}rStyle"
+_RFONTS_TAG, _VAL = f"{{{W}}}rFonts", f"{{{W}}}val"
 _CHARS = {
     f"{{{W}}}tab": "\t",
     f"{{{W}}}br": "\n",
@@ -140,6 +141,7 @@ class _Reader:
         self.footnote_ids: list[str] = []
         self.code: list[str] = []
         self.list_kind: tuple[int, bool] | None = None
+        self.code_styles: dict[str, bool] = {}
 
     # --- body ------------------------------------------------------------------
 
@@ -297,16 +299,25 @@ class _Reader:
 
     def _is_code_run(self, run: etree._Element) -> bool:
         """A run in a code character style (or one based on it) or a
-        monospaced font: inline code."""
-        style_id = run.find(_RSTYLE)
-        if style_id is not None:
-            style, seen = self.styles.get(style_id.get(_w("val"), "")), 0
-            while style is not None and seen < 20:
-                if _CODE_STYLE_RE.search(style.name):
-                    return True
-                style, seen = self.styles.get(style.based_on), seen + 1
-        fonts = run.find(_RFONTS)
+        monospaced font: inline code. Each style's answer is remembered."""
+        props = run.find(_RPR)
+        if props is None:
+            return False
+        style_id = props.find(_RSTYLE_TAG)
+        if style_id is not None and self._code_style(style_id.get(_VAL, "")):
+            return True
+        fonts = props.find(_RFONTS_TAG)
         return fonts is not None and bool(_MONO_FONT_RE.search(fonts.get(_ASCII) or ""))
+
+    def _code_style(self, style_id: str) -> bool:
+        known = self.code_styles.get(style_id)
+        if known is None:
+            style, seen, known = self.styles.get(style_id), 0, False
+            while style is not None and seen < 20 and not known:
+                known = bool(_CODE_STYLE_RE.search(style.name))
+                style, seen = self.styles.get(style.based_on), seen + 1
+            self.code_styles[style_id] = known
+        return known
 
     def _all_mono(self, p: etree._Element) -> bool:
         """Every run with text set in a monospaced font (code without a style)."""
