@@ -191,6 +191,12 @@ def build(shadow: ShadowIndex) -> Collection:
         copies = dict(scratch.sources.values_list("file_name", "pk"))
         shadow.scratch = scratch
         shadow.sources = {str(s.pk): [copies[s.file_name], s.version] for s in sources}
+        # Sources that had failed and were never indexed: left alone by the swap
+        # unless uploaded or edited again meanwhile (then their version moved).
+        for pk, version in collection.sources.filter(
+            indexed_version__isnull=True, status=Source.Status.FAILED
+        ).values_list("pk", "version"):
+            shadow.sources[str(pk)] = [None, version]
         shadow.save(update_fields=["scratch", "sources"])
     copied = list(scratch.sources.order_by("pk"))
     for done, source in enumerate(copied):
@@ -374,6 +380,12 @@ def swap_in(shadow_id: int, expected: str, why: str) -> ShadowIndex | None:
                 and source.status not in (Source.Status.QUEUED, Source.Status.INDEXING)
             ):
                 _move(copy, source)
+            elif (
+                copy_id is None
+                and version == source.version
+                and source.status == Source.Status.FAILED
+            ):
+                continue  # failed before the build and not touched since
             else:  # new, edited or being indexed since the copy: build it again
                 again.append(source)
         for field, value in shadow.new_settings.items():

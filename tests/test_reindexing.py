@@ -124,6 +124,21 @@ class ShadowTestCase(TestCase):
         self.assertLessEqual({c["section_id"] for c in after["citations"]},
                              set(sections))  # fmt: skip
 
+    def test_a_source_that_had_failed_before_the_build_is_left_alone(self):
+        failed = Source.objects.create(
+            collection=self.gate, title="Scan", file_name="scan.pdf", text="",
+            content_hash="scan", status=Source.Status.FAILED,
+            error="scan.pdf has no text layer",
+        )  # fmt: skip
+        shadow = reindexing.start(self.gate, {"chunk_tokens": 250}, self.staff)
+        self.assertEqual(reindexing.run(shadow.pk), "swapped")
+        shadow.refresh_from_db()
+        self.assertEqual(shadow.progress["requeued"], [])
+        failed.refresh_from_db()
+        self.assertEqual(failed.status, Source.Status.FAILED)
+        self.assertEqual(failed.error, "scan.pdf has no text layer")
+        self.assertNotContains(dashboard(self.client, self.gate), "scan.pdf")
+
     def test_asks_during_the_build_answer_from_the_old_index(self):
         before = self._ask()
         live_chunks = chunk_ids(self.gate)
