@@ -254,7 +254,8 @@ def record_feedback(user, entry_id: Any, helpful: Any, note: Any = "") -> Questi
     if "\x00" in note:
         raise FeedbackError('"note" holds a NUL character.')
     in_range = 0 < entry_id < 2**63  # a bigint: PostgreSQL refuses larger ids
-    entry = Question.objects.filter(pk=entry_id).first() if in_range else None
+    # Only in a collection the user may still ask in, as the answer's own page.
+    entry = visible_to(user).filter(pk=entry_id).first() if in_range else None
     if entry is None:
         raise FeedbackError("No such logged answer.", status=404)
     if entry.user_id != user.pk:
@@ -316,7 +317,8 @@ def replay(entry: Question) -> Replay:
 
 
 def _cited(cites: list[dict[str, Any]]) -> list[tuple]:
-    return [tuple(c.get(k) for k in CITATION_KEYS) for c in cites]
+    """The places cited, in any order: the same places reordered are no change."""
+    return sorted({tuple(c.get(k) for k in CITATION_KEYS) for c in cites}, key=repr)
 
 
 def _api_citation(cite: dict[str, Any]) -> dict[str, Any]:

@@ -179,6 +179,15 @@ class FeedbackTestCase(DemoTestCase):
         self.assertIn("someone else", response.json()["error"])
         self.assertIsNone(Question.objects.get(pk=self.entry_id).is_helpful)
 
+    def test_feedback_is_refused_once_the_collection_is_out_of_reach(self):
+        entry = Question.objects.get(pk=self.entry_id)
+        entry.collection.groups.add(Group.objects.create(name="legal"))
+        self.client.force_login(self.editor)  # an asker outside "legal"
+        Question.objects.filter(pk=self.entry_id).update(user=self.editor)
+        response = self.feedback({"id": self.entry_id, "helpful": False})
+        self.assertEqual(response.status_code, 404)
+        self.assertIsNone(Question.objects.get(pk=self.entry_id).is_helpful)
+
     def test_a_note_over_2000_characters_is_refused(self):
         response = self.feedback(
             {"id": self.entry_id, "helpful": False, "note": "x" * 2001}
@@ -345,6 +354,13 @@ class ReplayTestCase(DemoTestCase):
         self.assertIs(shown["changed"], False)
         self.assertEqual(shown["citations_before"], shown["citations_after"])
         self.assertEqual((shown["sections_gained"], shown["sections_lost"]), ([], []))
+
+    def test_the_same_places_cited_in_another_order_are_no_change(self):
+        entry = self._logged()
+        self.assertGreater(len(entry.citations), 1)
+        Question.objects.filter(pk=entry.pk).update(citations=entry.citations[::-1])
+        entry.refresh_from_db()
+        self.assertIs(self._replay_json(entry)["changed"], False)
 
     def test_replay_shows_a_changed_citation_after_a_source_edit(self):
         entry = self._logged()
