@@ -36,7 +36,16 @@ from django.db import connection, transaction
 from django.utils import timezone
 from redis.exceptions import RedisError
 
-from kb import embedding, evaluation, ingestion, jobs, keywords, parsing, questions
+from kb import (
+    embedding,
+    evaluation,
+    golden,
+    ingestion,
+    jobs,
+    keywords,
+    parsing,
+    questions,
+)
 from kb.metadata import BUILTIN_FIELDS, Policy
 from kb.models import (
     Chunk,
@@ -217,9 +226,9 @@ def evaluate(shadow: ShadowIndex) -> tuple[EvalRun | None, EvalRun | None]:
     _advance(shadow, Status.BUILDING, Status.EVALUATING, stage="evaluating")
     collection = Collection.objects.get(pk=shadow.collection_id)
     stale = [{k: c[k] for k in ("id", "question", "problems")}
-             for c in evaluation.stale_cases(collection)]  # fmt: skip
+             for c in golden.stale_cases(collection)]  # fmt: skip
     left_out = {c["id"] for c in stale}
-    cases = [c for c in evaluation.cases_of(collection) if c["id"] not in left_out]
+    cases = [c for c in golden.cases_of(collection) if c["id"] not in left_out]
     if not cases:
         return None, None
     extra = {"cases": len(cases), "stale_cases": stale}
@@ -410,7 +419,7 @@ def _move(copy: Source, source: Source) -> None:
             text=copy.text, reader_summary=copy.reader_summary
         )
         source.text = copy.text
-        evaluation.reanchor_spans(source)
+        golden.reanchor_spans(source)
     OverflowRejection.objects.filter(source=source).delete()
     Source.objects.filter(pk=source.pk).update(
         status=Source.Status.INDEXED, error="", indexed_version=source.version,

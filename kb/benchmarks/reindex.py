@@ -19,7 +19,7 @@ from typing import Any
 
 from django.conf import settings
 
-from kb import evaluation, ingestion, reindexing
+from kb import golden, ingestion, reindexing
 from kb.benchmarks.speed import SHARED
 from kb.models import Chunk, Collection
 
@@ -61,7 +61,7 @@ def run(
             made.append(collection)
             progress(f"{corpus}: indexing the live collection")
             _index(collection, SHARED / "corpora" / corpus)
-            evaluation.import_cases(
+            golden.import_cases(
                 collection, (EVALS / f"{corpus}.jsonl").read_text("utf-8")
             )
             progress(f"{corpus}: shadow index at {tokens} tokens")
