@@ -340,16 +340,11 @@ def scratch_copy(
 ) -> Collection:
     """A hidden collection with the same sources (or these of them) under other
     settings (and another metadata policy); cases stay with the collection."""
-    fields = {f: getattr(collection, f) for f in CONFIG_FIELDS}
-    fields.update(
-        {k: v for k, v in overrides.items() if k in CONFIG_FIELDS and v is not None}
-    )
-    scratch = Collection.objects.create(
-        name=f"{collection.name} [scratch {timezone.now():%Y%m%d-%H%M%S-%f}]",
+    scratch = scratch_collection(
+        collection,
+        overrides,
         description=f"Evaluation copy of {collection.name}",
         metadata_policy=collection.metadata_policy if policy is None else policy,
-        is_scratch=True,
-        **fields,
     )
     scratch.groups.set(collection.groups.all())  # its text is as restricted
     for source in collection.sources.all() if sources is None else sources:
@@ -361,6 +356,24 @@ def scratch_copy(
             metadata=source.metadata,
         )
     return scratch
+
+
+def scratch_collection(
+    base: Collection, overrides: dict[str, Any], **fields: Any
+) -> Collection:
+    """A new hidden collection (`is_scratch`) with the settings of `base` (saved or
+    not: `Collection()` is the defaults) but for the `overrides` that are not None,
+    named after `base` and the time to the microsecond."""
+    config = {f: getattr(base, f) for f in CONFIG_FIELDS}
+    config.update(
+        {k: v for k, v in overrides.items() if k in CONFIG_FIELDS and v is not None}
+    )
+    return Collection.objects.create(
+        name=f"{base.name} [scratch {timezone.now():%Y%m%d-%H%M%S-%f}]",
+        is_scratch=True,
+        **config,
+        **fields,
+    )
 
 
 def _stored_bytes(source: Source) -> bytes:

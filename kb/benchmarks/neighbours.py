@@ -30,7 +30,7 @@ from django.db import connection, transaction
 
 from kb import embedding, golden, keywords, retrieval
 from kb.benchmarks import scale
-from kb.benchmarks.speed import SHARED, Progress, load_documents, percentile
+from kb.benchmarks.corpus import SHARED, Progress, load_documents, percentile
 from kb.models import Chunk, Collection, Source
 
 CORPUS = SHARED / "corpora" / "rq-docs"

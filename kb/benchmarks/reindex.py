@@ -12,7 +12,6 @@ The collections are deleted at the end unless kept.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -20,14 +19,12 @@ from typing import Any
 from django.conf import settings
 
 from kb import golden, ingestion, reindexing
-from kb.benchmarks.speed import SHARED
+from kb.benchmarks.corpus import SHARED, Progress
 from kb.models import Chunk, Collection
 
 CORPORA = ("handbook", "rq-docs")
 EVALS = Path(settings.BASE_DIR) / "evals"
 NEW_TOKENS = 120
-
-Progress = Callable[[str], None]
 
 
 @dataclass

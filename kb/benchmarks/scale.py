@@ -23,7 +23,7 @@ import re
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,7 +35,7 @@ from django.db.models import Count
 
 from kb import answering, embedding, ingestion, jobs, keywords, parsing, retrieval
 from kb.benchmarks import quality
-from kb.benchmarks.speed import Doc, megabytes, percentile, synthesize
+from kb.benchmarks.corpus import Doc, Progress, megabytes, percentile, synthesize
 from kb.models import HNSW_EF_CONSTRUCTION, HNSW_M, Chunk, Collection, Source
 
 INGEST_BYTES = 500_000
@@ -55,8 +55,6 @@ STAGES = ("embed", "vector_search", "keyword_search", "expand", "total")
 HNSW_BUILD_MEMORY = "1GB"
 
 _VECTOR_LITERAL_RE = re.compile(r"'\[[^\]]*\]'")
-
-Progress = Callable[[str], None]
 
 
 @dataclass

@@ -4,7 +4,6 @@ import json
 from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
-from django.utils import timezone
 
 from kb import evaluation, golden, ingestion, retrieval
 from kb.management.commands.kb_ingest import _files
@@ -149,19 +148,16 @@ class Command(BaseCommand):
         elif strategy == retrieval.FIXED:
             tokens = retrieval.FIXED_CHUNK_TOKENS
         fixed = strategy == retrieval.FIXED
-        settings = {
-            "chunk_strategy": "fixed" if fixed else defaults.chunk_strategy,
+        overrides = {
+            "chunk_strategy": "fixed" if fixed else None,
             "chunk_tokens": options["max_tokens"] or tokens,
             "chunk_overlap": options["overlap"] or 0,
-            "top_k": options["k"] or defaults.top_k,
-            "context_budget": options["budget"] or defaults.context_budget,
-            "retrieval_mode": options["retrieval"] or defaults.retrieval_mode,
+            "top_k": options["k"] or None,
+            "context_budget": options["budget"] or None,
+            "retrieval_mode": options["retrieval"] or None,
         }
-        return Collection.objects.create(
-            name=f"kb_eval {timezone.now():%Y%m%d-%H%M%S-%f}",
-            is_scratch=True,
-            **settings,
-        )
+        defaults.name = "kb_eval"
+        return evaluation.scratch_collection(defaults, overrides)
 
     def _ingest(self, collection: Collection, corpus: Path) -> None:
         files = list(_files([corpus]))
