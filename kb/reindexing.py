@@ -41,10 +41,10 @@ from kb import (
     evaluation,
     golden,
     ingestion,
-    jobs,
     keywords,
     parsing,
     questions,
+    queueing,
 )
 from kb.metadata import BUILTIN_FIELDS, Policy
 from kb.models import (
@@ -124,7 +124,7 @@ def start(
             old_settings=settings_of(live),
             requested_by=user,
         )
-        if queue and not jobs.enqueue_shadow(shadow):
+        if queue and not queueing.enqueue_shadow(shadow):
             _close(shadow, Status.FAILED, "the job queue cannot be reached; make "
                    "the change again once it is back", user)  # fmt: skip
     return shadow
@@ -298,7 +298,7 @@ def approve(shadow: ShadowIndex, user) -> bool:
         held = ShadowIndex.objects.filter(pk=shadow.pk, status=Status.HELD).update(
             status=Status.APPROVED, decided_by=user
         )
-        if held and not jobs.enqueue_swap(shadow):
+        if held and not queueing.enqueue_swap(shadow):
             ShadowIndex.objects.filter(pk=shadow.pk).update(
                 status=Status.HELD, decided_by=None
             )
@@ -336,7 +336,7 @@ def _close(shadow: ShadowIndex, status: str, why: str, user=None) -> None:
         "scratch_id", flat=True
     )[0]
     if scratch:
-        transaction.on_commit(partial(jobs.enqueue_drop_scratch, scratch))
+        transaction.on_commit(partial(queueing.enqueue_drop_scratch, scratch))
 
 
 # --- the swap -------------------------------------------------------------------
@@ -391,12 +391,12 @@ def swap_in(shadow_id: int, expected: str, why: str) -> ShadowIndex | None:
         collection.save(update_fields=[*SETTING_FIELDS, "is_index_stale"])
         for source in again:
             ingestion.mark_queued(source)  # a job of the old settings stands down
-            jobs.enqueue_ingest(source)
+            queueing.enqueue_ingest(source)
         shadow.status, shadow.decision = Status.SWAPPED, why
         shadow.finished = timezone.now()
         shadow.progress = {"requeued": [s.file_name for s in again]}
         shadow.save(update_fields=["status", "decision", "finished", "progress"])
-        transaction.on_commit(partial(jobs.enqueue_count_terms, collection.pk))
+        transaction.on_commit(partial(queueing.enqueue_count_terms, collection.pk))
         transaction.on_commit(partial(after_swap, collection))
     return shadow
 

@@ -33,7 +33,15 @@ from django.conf import settings
 from django.db import DataError, connection, transaction
 from django.db.models import Count
 
-from kb import answering, embedding, ingestion, jobs, keywords, parsing, retrieval
+from kb import (
+    answering,
+    embedding,
+    ingestion,
+    keywords,
+    parsing,
+    queueing,
+    retrieval,
+)
 from kb.benchmarks import quality
 from kb.benchmarks.corpus import Doc, Progress, megabytes, percentile, synthesize
 from kb.models import HNSW_EF_CONSTRUCTION, HNSW_M, Chunk, Collection, Source
@@ -201,7 +209,7 @@ def ingest_with_workers(
         source, _ = ingestion.store_source(
             collection, doc.name, doc.text.encode(), title=_title(doc)
         )
-        jobs.enqueue_ingest(source)
+        queueing.enqueue_ingest(source)
     processes = [_start_worker(name, i) for i in range(workers)]
     peaks, peak_total, first_job = [0.0] * workers, 0.0, None
     sources = Source.objects.filter(collection=collection)

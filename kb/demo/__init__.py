@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TextIO
 
-from kb import golden, ingestion, jobs
+from kb import golden, ingestion, queueing
 from kb.models import Collection
 
 CONTENT_DIR = Path(__file__).resolve().parent / "content"
@@ -27,7 +27,7 @@ def load_demo(*, sync: bool = False, stdout: TextIO | None = None) -> Collection
             if sync:
                 ingestion.ingest(source.pk, source.version)
             else:
-                jobs.enqueue_ingest(source)
+                queueing.enqueue_ingest(source)
         if stdout:
             stdout.write(f"Demo source {path.name}: {outcome}")
     report = golden.import_cases(collection, GOLDEN_FILE.read_text("utf-8"))
