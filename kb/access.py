@@ -37,7 +37,7 @@ def create_token(
         name=name,
         key_hash=_hash(key),
         expires=expires,
-        password_stamp=password_stamp(user),
+        password_stamp=ApiToken.stamp(user),
     )
     return key
 
@@ -54,7 +54,7 @@ def token_user(request: HttpRequest) -> AbstractBaseUser | None:
         .filter(Q(expires=None) | Q(expires__gt=now))
         .first()
     )
-    if token is None or token.password_stamp != password_stamp(token.user):
+    if token is None or token.password_stamp != ApiToken.stamp(token.user):
         return None
     if token.last_used is None or token.last_used < now - LAST_USED_EVERY:
         ApiToken.objects.filter(pk=token.pk).update(last_used=now)
@@ -63,11 +63,6 @@ def token_user(request: HttpRequest) -> AbstractBaseUser | None:
 
 def has_bearer(request: HttpRequest) -> bool:
     return request.headers.get("Authorization", "").lower().startswith("bearer ")
-
-
-def password_stamp(user: AbstractBaseUser) -> str:
-    """A digest of the user's password hash: it changes with the password."""
-    return hashlib.sha256((user.password or "").encode()).hexdigest()
 
 
 def revoke(tokens) -> int:

@@ -6,7 +6,7 @@ from typing import Any
 
 from django.http import QueryDict
 
-from kb import charts, evaluation, reindexing
+from kb import charts, evaluation, golden, reindexing
 from kb.forms import EvalRunForm, parse_id
 from kb.models import Collection, EvalRun
 
@@ -45,7 +45,7 @@ def context(params: QueryDict, user) -> dict[str, Any]:
             [r.recall for r in reversed(live) if r.recall is not None]
         ),
         "comparison": _comparison(runs, params.get("a"), params.get("b")),
-        "stale": evaluation.stale_cases(collection),
+        "stale": golden.stale_cases(collection),
     }
 
 

@@ -11,7 +11,7 @@ from django.contrib.admin.forms import AdminAuthenticationForm
 from django.core.exceptions import ValidationError
 from django.template.defaultfilters import filesizeformat
 
-from kb import ingestion, metadata, parsing, ratelimit
+from kb import golden, ingestion, metadata, parsing, ratelimit
 from kb.models import Collection, GoldenCase, Source
 
 # An id read from a query string or JSON: ASCII digits, within PostgreSQL's bigint
@@ -434,8 +434,6 @@ class GoldenCaseForm(forms.ModelForm):
         return self.cleaned_data["question"].strip()
 
     def clean(self) -> dict[str, Any]:
-        from kb import evaluation
-
         data = super().clean()
         collection = data.get("collection")
         asked = data.get("from_question")
@@ -454,9 +452,9 @@ class GoldenCaseForm(forms.ModelForm):
             "required_spans": data["required_spans"],
         }
         try:
-            case = evaluation.parse_case(raw)
-            evaluation.check_spans(collection, [case])
-        except evaluation.GoldenImportError as exc:
+            case = golden.parse_case(raw)
+            golden.check_spans(collection, [case])
+        except golden.GoldenImportError as exc:
             self.add_error("required_spans", str(exc))
             return data
         data["required_spans"] = case["required_spans"]

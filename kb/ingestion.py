@@ -26,7 +26,7 @@ from django.db import connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from kb import chunking, embedding, evaluation, limits, parsing, readers
+from kb import chunking, embedding, golden, limits, parsing, readers
 from kb.metadata import Policy, chunk_values
 from kb.models import Chunk, Collection, OverflowRejection, Section, Source
 
@@ -665,7 +665,7 @@ def _publish(source, version, prepared: Prepared, vectors, stats, reading=None) 
         )
         _set_section_vectors(sections, prepared, vectors)
         # With the new text searchable, golden spans follow it (or are flagged).
-        spans = evaluation.reanchor_spans(current)
+        spans = golden.reanchor_spans(current)
         if spans["moved"] or spans["stale"]:
             logger.info("%s: golden spans moved %d, stale %d", current.file_name,
                         spans["moved"], spans["stale"])  # fmt: skip

@@ -5,11 +5,10 @@ from __future__ import annotations
 import logging
 import os
 from datetime import timedelta
-from functools import partial
 
 import django_rq
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import connection
 from django.utils import timezone
 from redis.exceptions import RedisError
 from rq.job import Job, JobStatus
@@ -19,17 +18,20 @@ from rq.worker import Worker
 from kb import embedding, ingestion, keywords
 from kb.models import Collection, Source
 
+# QUEUE_DOWN and enqueue_ingest: kb/admin.py still reaches them through kb.jobs.
+from kb.queueing import (  # noqa: F401
+    QUEUE_DOWN,
+    WAITING,
+    enqueue_count_terms,
+    enqueue_ingest,
+    ingest_job_id,
+)
+
 logger = logging.getLogger(__name__)
-_WAITING = {JobStatus.QUEUED, JobStatus.DEFERRED, JobStatus.SCHEDULED}
 # A source queued this long ago whose job is gone was lost (queue emptied, or a
 # Redis without persistence restarted); younger ones may not be enqueued yet, as
 # jobs go to Redis when the transaction commits.
 STRANDED_AFTER = timedelta(seconds=60)
-# What editors are told when a job cannot be queued (enqueue_ingest).
-QUEUE_DOWN = "stored; it will be queued when the queue is back"
-# A shadow index rebuilds the whole collection, as an evaluation run with a
-# chunking override does.
-SHADOW_TIMEOUT = 3600
 
 
 def ingest_source(source_id: int, version: int) -> str:
@@ -50,59 +52,6 @@ def count_terms(collection_id: int) -> int:
     """Recount a collection's keyword statistics (kb.keywords.count_terms)."""
     collection = Collection.objects.filter(pk=collection_id).first()
     return keywords.count_terms(collection) if collection else 0
-
-
-def enqueue_count_terms(collection_id: int):
-    """Queue a recount unless one is already waiting: a batch of uploads gets one."""
-    queue = django_rq.get_queue()
-    job_id = f"kb-count-terms-{collection_id}"
-    waiting = queue.fetch_job(job_id)
-    if waiting is not None and waiting.get_status() in _WAITING:
-        return waiting
-    return queue.enqueue(count_terms, collection_id, job_id=job_id)
-
-
-def enqueue_ingest(source: Source) -> bool:
-    """Queue the source's current version once the surrounding transaction commits.
-
-    False when the queue cannot be reached: the source is stored and shown as
-    queued, and a worker queues it once the queue is back (requeue_stranded).
-    """
-    Source.objects.filter(pk=source.pk).update(
-        status=Source.Status.QUEUED,
-        progress={"stage": "queued"},
-        updated=timezone.now(),
-    )
-    if not queue_reachable():
-        return False
-    transaction.on_commit(partial(_push_ingest, source.pk, source.version))
-    return True
-
-
-def queue_reachable() -> bool:
-    try:
-        return bool(django_rq.get_queue().connection.ping())
-    except RedisError:
-        logger.warning("Redis unreachable: jobs are queued once it is back")
-        return False
-
-
-def _push_ingest(source_id: int, version: int) -> None:
-    # Redis may go away between the check and the commit: the stored source then
-    # waits for requeue_stranded like any lost job, instead of a 500.
-    job_id = _ingest_job_id(source_id, version)
-    try:
-        django_rq.enqueue(ingest_source, source_id, version, job_id=job_id)
-    except RedisError:
-        logger.warning("Redis unreachable: source %s queued once it is back", source_id)
-
-
-def ingest_job_id(source: Source) -> str:
-    return _ingest_job_id(source.pk, source.version)
-
-
-def _ingest_job_id(source_id: int, version: int) -> str:
-    return f"kb-ingest-{source_id}-v{version}"
 
 
 def stranded(sources) -> list[Source]:
@@ -135,7 +84,7 @@ def stranded(sources) -> list[Source]:
         elif status == JobStatus.STARTED:
             dead_job = job.worker_name in dead
         else:  # ended (abandoned by a dead worker, say), yet the source waits on it
-            dead_job = status not in _WAITING
+            dead_job = status not in WAITING
         if dead_job:
             lost.append(source)
     return lost
@@ -222,29 +171,6 @@ def drop_scratch(collection_id: int) -> int:
     from kb import reindexing
 
     return reindexing.drop_scratch(collection_id)
-
-
-def enqueue_shadow(shadow) -> bool:
-    """Queue the build once the surrounding transaction commits; False when the
-    queue cannot be reached."""
-    if not queue_reachable():
-        return False
-    django_rq.enqueue(build_shadow, shadow.pk, job_timeout=SHADOW_TIMEOUT)
-    return True
-
-
-def enqueue_swap(shadow) -> bool:
-    if not queue_reachable():
-        return False
-    django_rq.enqueue(swap_shadow, shadow.pk, job_timeout=SHADOW_TIMEOUT)
-    return True
-
-
-def enqueue_drop_scratch(collection_id: int) -> None:
-    try:
-        django_rq.enqueue(drop_scratch, collection_id, job_timeout=SHADOW_TIMEOUT)
-    except RedisError:  # the hidden copy stays until dropped by hand
-        logger.warning("Redis unreachable: scratch collection %s kept", collection_id)
 
 
 def prune_questions() -> int:

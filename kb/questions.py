@@ -217,12 +217,12 @@ def maybe_enqueue_prune(redis) -> bool:
     from their maintenance loop (kb/worker.py), so no scheduler is needed."""
     import django_rq
 
-    from kb import jobs
-
     every = max(1, settings.KB_QUESTION_PRUNE_SECONDS)
     if not redis.set(PRUNE_LOCK, "1", nx=True, ex=every):
         return False
-    django_rq.get_queue().enqueue(jobs.prune_questions, job_id="kb-prune-questions")
+    django_rq.get_queue().enqueue(
+        "kb.jobs.prune_questions", job_id="kb-prune-questions"
+    )
     return True
 
 
@@ -365,9 +365,7 @@ def enqueue_replay_report(collection: Collection, n: int = REPLAY_LAST):
     """Queue a replay report of the collection (after a re-index goes live)."""
     import django_rq
 
-    from kb import jobs
-
-    return django_rq.enqueue(jobs.replay_recent, collection.pk, n)
+    return django_rq.enqueue("kb.jobs.replay_recent", collection.pk, n)
 
 
 # --- content gaps --------------------------------------------------------------------

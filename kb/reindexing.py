@@ -36,7 +36,16 @@ from django.db import connection, transaction
 from django.utils import timezone
 from redis.exceptions import RedisError
 
-from kb import embedding, evaluation, ingestion, jobs, keywords, parsing, questions
+from kb import (
+    embedding,
+    evaluation,
+    golden,
+    ingestion,
+    keywords,
+    parsing,
+    questions,
+    queueing,
+)
 from kb.metadata import BUILTIN_FIELDS, Policy
 from kb.models import (
     Chunk,
@@ -115,7 +124,7 @@ def start(
             old_settings=settings_of(live),
             requested_by=user,
         )
-        if queue and not jobs.enqueue_shadow(shadow):
+        if queue and not queueing.enqueue_shadow(shadow):
             _close(shadow, Status.FAILED, "the job queue cannot be reached; make "
                    "the change again once it is back", user)  # fmt: skip
     return shadow
@@ -223,9 +232,9 @@ def evaluate(shadow: ShadowIndex) -> tuple[EvalRun | None, EvalRun | None]:
     _advance(shadow, Status.BUILDING, Status.EVALUATING, stage="evaluating")
     collection = Collection.objects.get(pk=shadow.collection_id)
     stale = [{k: c[k] for k in ("id", "question", "problems")}
-             for c in evaluation.stale_cases(collection)]  # fmt: skip
+             for c in golden.stale_cases(collection)]  # fmt: skip
     left_out = {c["id"] for c in stale}
-    cases = [c for c in evaluation.cases_of(collection) if c["id"] not in left_out]
+    cases = [c for c in golden.cases_of(collection) if c["id"] not in left_out]
     if not cases:
         return None, None
     extra = {"cases": len(cases), "stale_cases": stale}
@@ -295,7 +304,7 @@ def approve(shadow: ShadowIndex, user) -> bool:
         held = ShadowIndex.objects.filter(pk=shadow.pk, status=Status.HELD).update(
             status=Status.APPROVED, decided_by=user
         )
-        if held and not jobs.enqueue_swap(shadow):
+        if held and not queueing.enqueue_swap(shadow):
             ShadowIndex.objects.filter(pk=shadow.pk).update(
                 status=Status.HELD, decided_by=None
             )
@@ -333,7 +342,7 @@ def _close(shadow: ShadowIndex, status: str, why: str, user=None) -> None:
         "scratch_id", flat=True
     )[0]
     if scratch:
-        transaction.on_commit(partial(jobs.enqueue_drop_scratch, scratch))
+        transaction.on_commit(partial(queueing.enqueue_drop_scratch, scratch))
 
 
 # --- the swap -------------------------------------------------------------------
@@ -394,12 +403,12 @@ def swap_in(shadow_id: int, expected: str, why: str) -> ShadowIndex | None:
         collection.save(update_fields=[*SETTING_FIELDS, "is_index_stale"])
         for source in again:
             ingestion.mark_queued(source)  # a job of the old settings stands down
-            jobs.enqueue_ingest(source)
+            queueing.enqueue_ingest(source)
         shadow.status, shadow.decision = Status.SWAPPED, why
         shadow.finished = timezone.now()
         shadow.progress = {"requeued": [s.file_name for s in again]}
         shadow.save(update_fields=["status", "decision", "finished", "progress"])
-        transaction.on_commit(partial(jobs.enqueue_count_terms, collection.pk))
+        transaction.on_commit(partial(queueing.enqueue_count_terms, collection.pk))
         transaction.on_commit(partial(after_swap, collection))
     return shadow
 
@@ -422,7 +431,7 @@ def _move(copy: Source, source: Source) -> None:
             text=copy.text, reader_summary=copy.reader_summary
         )
         source.text = copy.text
-        evaluation.reanchor_spans(source)
+        golden.reanchor_spans(source)
     OverflowRejection.objects.filter(source=source).delete()
     Source.objects.filter(pk=source.pk).update(
         status=Source.Status.INDEXED, error="", indexed_version=source.version,

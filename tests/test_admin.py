@@ -11,7 +11,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils.html import escape
 
-from kb import evaluation, ingestion, permissions
+from kb import golden, ingestion, permissions
 from kb.demo import load_demo
 from kb.models import Chunk, Collection, GoldenCase, Section, ShadowIndex, Source
 from tests.base import DemoTestCase, make_tree, make_users
@@ -244,7 +244,7 @@ class GoldenAdminTestCase(DemoTestCase):
     def test_an_import_says_what_it_did_in_a_sentence_and_accepts_a_bom(self):
         case = GoldenCase.objects.filter(collection=self.demo).first()
         upload = SimpleUploadedFile(
-            "golden.jsonl", "\ufeff".encode() + evaluation.case_line(case).encode()
+            "golden.jsonl", "\ufeff".encode() + golden.case_line(case).encode()
         )
         response = self.client.post(
             reverse("admin:kb_goldencase_import"),

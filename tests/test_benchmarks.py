@@ -9,6 +9,7 @@ import numpy as np
 from django.test import SimpleTestCase
 
 from kb.benchmarks import metrics, quality, speed, splitters
+from kb.benchmarks.corpus import Doc, megabytes, percentile, synthesize
 from kb.benchmarks.metrics import Located
 from kb.embedding import get_embedder
 from tests.base import SHARED, SHARED_MISSING
@@ -148,15 +149,15 @@ class SpeedHelpersTestCase(SimpleTestCase):
         values = [5.0, 1.0, 3.0, 2.0, 4.0, 10.0]
         for q in (0, 50, 95, 100):
             self.assertAlmostEqual(
-                speed.percentile(values, q), float(np.percentile(values, q))
+                percentile(values, q), float(np.percentile(values, q))
             )
 
     def test_it_repeats_documents_with_shifted_digits(self):
-        docs = [speed.Doc("a.md", "# A 19\n\ntext"), speed.Doc("b.md", "b 0")]
-        corpus = speed.synthesize(docs, 40)
+        docs = [Doc("a.md", "# A 19\n\ntext"), Doc("b.md", "b 0")]
+        corpus = synthesize(docs, 40)
         self.assertEqual([d.name for d in corpus[:3]], ["a.md", "b.md", "copy-1/a.md"])
         self.assertEqual(corpus[2].text, "# A 20\n\ntext")
-        self.assertGreaterEqual(speed.megabytes(corpus) * 1e6, 40)
+        self.assertGreaterEqual(megabytes(corpus) * 1e6, 40)
         self.assertEqual(len({d.text for d in corpus}), len(corpus))
 
     def test_the_heading_dense_row_parses_and_chunks_every_section(self):
@@ -166,8 +167,8 @@ class SpeedHelpersTestCase(SimpleTestCase):
         self.assertGreater(row.mb_per_s, 0)
 
     def test_it_skips_a_document_that_overshoots_the_target(self):
-        docs = [speed.Doc("small.md", "x" * 10), speed.Doc("big.md", "y" * 100)]
-        corpus = speed.synthesize(docs, 30)
+        docs = [Doc("small.md", "x" * 10), Doc("big.md", "y" * 100)]
+        corpus = synthesize(docs, 30)
         self.assertEqual({d.text for d in corpus}, {"x" * 10})
 
 

@@ -13,7 +13,7 @@ from django.test import TestCase
 from django.urls import reverse
 from django.utils import timezone
 
-from kb import answering, evaluation, ingestion, jobs, permissions
+from kb import answering, evaluation, ingestion, jobs, permissions, queueing
 from kb.models import Collection, GoldenCase, Source
 from tests.base import DemoTestCase, make_users
 
@@ -247,7 +247,7 @@ class LostJobsTestCase(TestCase):
         collection = Collection.objects.create(name="Lost")
         self.source, _ = ingestion.store_source(collection, "a.md", b"# A\n\nA.\n")
         with self.captureOnCommitCallbacks(execute=True):  # jobs go on commit
-            jobs.enqueue_ingest(self.source)
+            queueing.enqueue_ingest(self.source)
         Source.objects.filter(pk=self.source.pk).update(
             updated=timezone.now() - jobs.STRANDED_AFTER * 2
         )
@@ -267,7 +267,7 @@ class LostJobsTestCase(TestCase):
         with self.captureOnCommitCallbacks(execute=True):
             self.assertEqual(jobs.requeue_stranded(), 1)
         self.source.refresh_from_db()
-        job = django_rq.get_queue().fetch_job(jobs.ingest_job_id(self.source))
+        job = django_rq.get_queue().fetch_job(queueing.ingest_job_id(self.source))
         self.assertEqual(job.args, (self.source.pk, self.source.version))
         self.assertEqual(jobs.requeue_stranded(), 0)
 

@@ -13,7 +13,7 @@ from django.template.defaultfilters import floatformat
 from django.test import SimpleTestCase, TestCase, TransactionTestCase
 from django.urls import reverse
 
-from kb import evaluation, ingestion
+from kb import evaluation, golden, ingestion
 from kb.demo import CONTENT_DIR, GOLDEN_FILE, load_demo
 from kb.models import Collection, EvalRun, GoldenCase, Source
 from tests.base import DemoTestCase, make_users, run_burst_worker
@@ -89,8 +89,8 @@ class GoldenParseTestCase(SimpleTestCase):
     """What a golden file must hold; each refusal names the line and the case."""
 
     def assertRefused(self, jsonl: str, *words: str):
-        with self.assertRaises(evaluation.GoldenImportError) as caught:
-            evaluation.parse_cases(jsonl)
+        with self.assertRaises(golden.GoldenImportError) as caught:
+            golden.parse_cases(jsonl)
         for word in words:
             self.assertIn(word, str(caught.exception))
 
@@ -108,7 +108,7 @@ class GoldenParseTestCase(SimpleTestCase):
                            "definition, procedure", "tail, free")  # fmt: skip
         no_kind = json.loads(_line())
         del no_kind["kind"]
-        self.assertEqual(evaluation.parse_cases(json.dumps(no_kind))[0]["kind"], "free")
+        self.assertEqual(golden.parse_cases(json.dumps(no_kind))[0]["kind"], "free")
 
     def test_a_repeated_id_is_refused_with_both_lines(self):
         self.assertRefused(_line() + "\n\n" + _line(), "line 3", "c1", "line 1")
@@ -121,7 +121,7 @@ class GoldenParseTestCase(SimpleTestCase):
                                    "whole number")  # fmt: skip
 
     def test_a_byte_order_mark_is_accepted(self):
-        self.assertEqual(len(evaluation.parse_cases("\ufeff" + _line())), 1)
+        self.assertEqual(len(golden.parse_cases("\ufeff" + _line())), 1)
 
 
 class GoldenImportTestCase(TestCase):
@@ -131,18 +131,18 @@ class GoldenImportTestCase(TestCase):
     def test_a_span_whose_text_does_not_match_is_an_error_naming_the_case(self):
         spans = [_span("refund-policy.md", 0, 5)]
         line = json.dumps({"id": "bad-one", "question": "q?", "required_spans": spans})
-        with self.assertRaisesMessage(evaluation.GoldenImportError, "bad-one"):
-            evaluation.import_cases(self.demo, line)
+        with self.assertRaisesMessage(golden.GoldenImportError, "bad-one"):
+            golden.import_cases(self.demo, line)
 
     def test_unknown_keys_are_ignored_and_export_round_trips(self):
-        exported = evaluation.export_cases(self.demo)
+        exported = golden.export_cases(self.demo)
         first = json.loads(exported.splitlines()[0])
         first["reviewer"] = "someone"
-        report = evaluation.import_cases(self.demo, json.dumps(first))
+        report = golden.import_cases(self.demo, json.dumps(first))
         self.assertEqual(report["unchanged"], 1)
 
     def test_the_demo_set_meets_its_floor_and_beats_the_fixed_baseline(self):
-        cases = evaluation.parse_cases(GOLDEN_FILE.read_text("utf-8"))
+        cases = golden.parse_cases(GOLDEN_FILE.read_text("utf-8"))
         floor = json.loads(FLOOR_FILE.read_text())["recall_at_k"]
         default = evaluation.evaluate(self.demo, cases)["aggregate"]
         self.assertGreaterEqual(default["recall_at_k"], floor)
@@ -334,7 +334,7 @@ class KbEvalCommandTestCase(TestCase):
         report["cases"] = report["cases"][:5]
         earlier.write_text(json.dumps(report))
         printed = self._eval("--baseline", str(earlier))
-        total = len(evaluation.parse_cases(GOLDEN_FILE.read_text("utf-8")))
+        total = len(golden.parse_cases(GOLDEN_FILE.read_text("utf-8")))
         self.assertIn(f"{total - 5} case(s) only in the later run", printed)
 
 
@@ -362,15 +362,15 @@ class StaleSpansTestCase(DemoTestCase):
         span = self._friday_spans()[0]
         text = Source.objects.get(pk=self.runbook.pk).text
         self.assertEqual(text[span["start"] : span["end"]], span["text"])
-        self.assertEqual(evaluation.stale_cases(self.demo), [])
+        self.assertEqual(golden.stale_cases(self.demo), [])
         # Export, then import again: nothing to refuse, nothing changed.
-        report = evaluation.import_cases(self.demo, evaluation.export_cases(self.demo))
+        report = golden.import_cases(self.demo, golden.export_cases(self.demo))
         self.assertEqual(report["unchanged"], GoldenCase.objects.count())
 
     def test_a_span_whose_text_went_is_flagged_and_left_out_of_runs(self):
         sentence = self._friday_spans()[0]["text"]
         self._edit(self.runbook.text.replace(sentence, "Deploys are never frozen."))
-        [stale] = evaluation.stale_cases(self.demo)
+        [stale] = golden.stale_cases(self.demo)
         self.assertEqual(stale["id"], "friday-deploy")
         self.assertIn("no longer in deployment-runbook.md", stale["problems"][0])
 
@@ -406,7 +406,7 @@ class StaleSpansTestCase(DemoTestCase):
         )
         self.assertContains(several, "golden cases use these sources")
         self.client.post(url, {"post": "yes"})
-        problems = {c["id"]: c["problems"] for c in evaluation.stale_cases(self.demo)}
+        problems = {c["id"]: c["problems"] for c in golden.stale_cases(self.demo)}
         self.assertIn("friday-deploy", problems)
         self.assertIn("deployment-runbook.md is gone", problems["friday-deploy"][0])
 

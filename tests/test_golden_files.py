@@ -12,7 +12,7 @@ from unittest import TestCase, skipUnless
 
 from django.conf import settings
 
-from kb import evaluation
+from kb import golden
 from tests.base import SHARED, SHARED_MISSING
 
 EVALS = Path(settings.BASE_DIR) / "evals"
@@ -39,7 +39,7 @@ class GoldenFilesTestCase(TestCase):
 
     def test_each_span_is_its_file_slice_and_occurs_once(self):
         for name, corpus in SETS.items():
-            cases = evaluation.parse_cases(_read(EVALS / name))
+            cases = golden.parse_cases(_read(EVALS / name))
             for case in cases:
                 for span in case["required_spans"]:
                     with self.subTest(set=name, case=case["id"], file=span["file"]):
@@ -55,7 +55,7 @@ class GoldenFilesTestCase(TestCase):
             ids = [case["id"] for case in raw]
             self.assertEqual(len(ids), len(set(ids)), name)
             self.assertLessEqual(
-                {case["kind"] for case in raw}, set(evaluation.KINDS), name
+                {case["kind"] for case in raw}, set(golden.KINDS), name
             )
 
     def test_held_out_spans_overlap_no_tuning_span(self):
@@ -78,7 +78,7 @@ class GoldenFilesTestCase(TestCase):
                 )
 
     def _spans(self, name: str) -> list[tuple[str, int, int]]:
-        cases = evaluation.parse_cases(_read(EVALS / name))
+        cases = golden.parse_cases(_read(EVALS / name))
         return [
             (s["file"], s["start"], s["end"])
             for case in cases

@@ -404,9 +404,9 @@ class WorkerIngestionTestCase(TransactionTestCase):
         source, _ = ingestion.store_source(
             self.collection, source.file_name, big.encode()
         )
-        from kb import jobs
+        from kb import queueing
 
-        jobs.enqueue_ingest(source)
+        queueing.enqueue_ingest(source)
         worker = start_worker()
         try:
             _wait_for(
@@ -420,7 +420,7 @@ class WorkerIngestionTestCase(TransactionTestCase):
             worker.wait()
         self.assertEqual(sorted(source.chunks.values_list("pk", flat=True)), old)
 
-        jobs.enqueue_ingest(Source.objects.get(pk=source.pk))
+        queueing.enqueue_ingest(Source.objects.get(pk=source.pk))
         run_burst_worker()
         source.refresh_from_db()
         self.assertEqual(source.status, Source.Status.INDEXED, source.error)

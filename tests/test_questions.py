@@ -18,7 +18,7 @@ from django.test import (
 from django.urls import reverse
 from django.utils import timezone
 
-from kb import access, evaluation, ingestion, jobs, permissions, questions
+from kb import access, evaluation, golden, ingestion, jobs, permissions, questions
 from kb.models import Chunk, Collection, GoldenCase, Question, ReplayReport
 from tests import base
 
@@ -542,14 +542,14 @@ class RealQuestionExportTestCase(DemoTestCase):
         case = GoldenCase.objects.filter(collection=self.demo).first()
         case.is_real_question = True
         case.save()
-        line = evaluation.case_line(case)
+        line = golden.case_line(case)
         self.assertIs(json.loads(line)["real_question"], True)
         case.is_real_question = False
         case.save()
-        self.assertEqual(evaluation.import_cases(self.demo, line)["updated"], 1)
+        self.assertEqual(golden.import_cases(self.demo, line)["updated"], 1)
         case.refresh_from_db()
         self.assertTrue(case.is_real_question)
-        self.assertIs(evaluation.parse_cases(line)[0]["real"], True)
+        self.assertIs(golden.parse_cases(line)[0]["real"], True)
 
 
 class GapThresholdBenchmarkTestCase(SimpleTestCase):

@@ -12,7 +12,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import TestCase, TransactionTestCase
 from django.urls import reverse
 
-from kb import ingestion, jobs
+from kb import ingestion, jobs, queueing
 from kb.models import Collection, Source
 from tests.base import forget_jobs, make_users, run_burst_worker
 from tests.documents import Page, build_pdf, scanned_page
@@ -199,7 +199,7 @@ class ReadingInTheWorkerTestCase(TransactionTestCase):
             "notes.md",
             b"# Notes\n\nThe lift is serviced on Mondays.\n",
         )
-        self.assertTrue(jobs.enqueue_ingest(small))  # queued after manual.pdf
+        self.assertTrue(queueing.enqueue_ingest(small))  # queued after manual.pdf
 
         run_burst_worker(env={"KB_PARSE_TIMEOUT": "0.2"})
         manual = Source.objects.get(file_name="manual.pdf")
@@ -225,7 +225,7 @@ class ReadingInTheWorkerTestCase(TransactionTestCase):
         source, _ = ingestion.store_source(self.collection, "manual.pdf", data)
         django_rq.get_queue().enqueue(
             jobs.ingest_source, source.pk, source.version,
-            job_id=jobs.ingest_job_id(source), job_timeout=8,
+            job_id=queueing.ingest_job_id(source), job_timeout=8,
         )  # fmt: skip
 
         marker = f"KB_TEST_RUN={uuid.uuid4()}"

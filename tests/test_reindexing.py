@@ -10,7 +10,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import TestCase, TransactionTestCase
 from django.urls import reverse
 
-from kb import evaluation, ingestion, jobs, permissions, reindexing
+from kb import evaluation, ingestion, jobs, permissions, queueing, reindexing
 from kb.demo import load_part
 from kb.models import (
     Chunk,
@@ -386,7 +386,7 @@ class ShadowWorkerTestCase(TransactionTestCase):
         faq.text += "\nWhere do I park? In the garage on the next street.\n"
         faq.version += 1
         faq.save()
-        jobs.enqueue_ingest(faq)
+        queueing.enqueue_ingest(faq)
         run_burst_worker()  # both published to the live index, old settings
         self.assertEqual(built_with(self.gate), {200})
 

@@ -150,7 +150,7 @@ class LocateCasesTestCase(TestCase):
         )  # fmt: skip
 
     def test_it_moves_spans_to_the_rendering_and_reports_the_rest(self):
-        from kb import evaluation
+        from kb import evaluation, golden
 
         markdown = "# Deploy\n\nRoll *back* when the error rate rises above 2%.\n"
         start = markdown.index("Roll")
@@ -161,7 +161,7 @@ class LocateCasesTestCase(TestCase):
             {"id": "a", "required_spans": [{**gone, "alternatives": [found]}]},
             {"id": "b", "required_spans": [found, gone]},
         ]
-        located, problems = evaluation.locate_cases(self.collection, cases)
+        located, problems = golden.locate_cases(self.collection, cases)
         span = located[0]["required_spans"][0]
         self.assertEqual(
             (span["file"], span["text"]),

@@ -25,7 +25,7 @@ from django.utils import timezone
 from rq.job import JobStatus
 from rq.utils import utcformat
 
-from kb import ingestion, jobs
+from kb import ingestion, jobs, queueing
 from kb.models import Collection, Source
 from tests.base import DEMO_DIR, make_users, run_burst_worker, start_worker
 
@@ -86,7 +86,7 @@ class WorkerFaultsTestCase(TransactionTestCase):
 
     def _store(self, name: str, data: bytes) -> Source:
         source, _ = ingestion.store_source(self.collection, name, data)
-        self.assertTrue(jobs.enqueue_ingest(source))  # not in a transaction: now
+        self.assertTrue(queueing.enqueue_ingest(source))  # not in a transaction: now
         return source
 
     def test_it_recovers_after_its_database_connections_are_terminated(self):
@@ -132,7 +132,7 @@ class WorkerFaultsTestCase(TransactionTestCase):
             )
         self.assertEqual(response.status_code, 302)
         shown = [str(m) for m in get_messages(response.wsgi_request)]
-        self.assertIn(f"deployment-runbook.md: created: {jobs.QUEUE_DOWN}", shown)
+        self.assertIn(f"deployment-runbook.md: created: {queueing.QUEUE_DOWN}", shown)
         source = Source.objects.get()
         self.assertEqual(source.status, Source.Status.QUEUED)
         self.assertTrue(source.file.storage.exists(source.file.name))
@@ -229,12 +229,12 @@ class StartedJobLivenessTestCase(TestCase):
         collection = Collection.objects.create(name="Liveness")
         self.source, _ = ingestion.store_source(collection, "a.md", b"# A\n\nA.\n")
         with self.captureOnCommitCallbacks(execute=True):
-            jobs.enqueue_ingest(self.source)
+            queueing.enqueue_ingest(self.source)
         Source.objects.filter(pk=self.source.pk).update(status=Source.Status.INDEXING)
         self.source.refresh_from_db()
         self.redis = django_rq.get_queue().connection
         self.key = f"rq:worker:kb-test-{uuid.uuid4().hex}"
-        job = django_rq.get_queue().fetch_job(jobs.ingest_job_id(self.source))
+        job = django_rq.get_queue().fetch_job(queueing.ingest_job_id(self.source))
         job.set_status(JobStatus.STARTED)
         job.worker_name = self.key.removeprefix("rq:worker:")
         job.save()
@@ -263,6 +263,6 @@ class QueueDownTestCase(TestCase):
         with override_settings(RQ_QUEUES=dead):
             call_command("kb_ingest", str(RUNBOOK), collection="Down", stdout=out)
         said = out.getvalue()
-        self.assertIn(f"deployment-runbook.md: created, {jobs.QUEUE_DOWN}", said)
+        self.assertIn(f"deployment-runbook.md: created, {queueing.QUEUE_DOWN}", said)
         source = Source.objects.get(collection__name="Down")
         self.assertEqual(source.status, Source.Status.QUEUED)

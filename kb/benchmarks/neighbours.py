@@ -28,9 +28,9 @@ import numpy as np
 from django.conf import settings
 from django.db import connection, transaction
 
-from kb import embedding, evaluation, keywords, retrieval
+from kb import embedding, golden, keywords, retrieval
 from kb.benchmarks import scale
-from kb.benchmarks.speed import SHARED, Progress, load_documents, percentile
+from kb.benchmarks.corpus import SHARED, Progress, load_documents, percentile
 from kb.models import Chunk, Collection, Source
 
 CORPUS = SHARED / "corpora" / "rq-docs"
@@ -62,7 +62,7 @@ def run(*, quick: bool, keep: bool, progress: Progress) -> NeighboursReport:
     tag = f"bench-{time.strftime('%Y%m%d-%H%M%S')}"
     created: list[Collection] = []
     skipped: list[str] = []
-    cases = evaluation.parse_cases(QUESTIONS.read_text(encoding="utf-8"))
+    cases = golden.parse_cases(QUESTIONS.read_text(encoding="utf-8"))
     questions = [case["question"] for case in cases]
     questions = questions[:QUICK_QUESTIONS] if quick else questions
     docs = load_documents([(CORPUS, "**/*.md")])

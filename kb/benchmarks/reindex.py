@@ -12,22 +12,19 @@ The collections are deleted at the end unless kept.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from django.conf import settings
 
-from kb import evaluation, ingestion, reindexing
-from kb.benchmarks.speed import SHARED
+from kb import golden, ingestion, reindexing
+from kb.benchmarks.corpus import SHARED, Progress
 from kb.models import Chunk, Collection
 
 CORPORA = ("handbook", "rq-docs")
 EVALS = Path(settings.BASE_DIR) / "evals"
 NEW_TOKENS = 120
-
-Progress = Callable[[str], None]
 
 
 @dataclass
@@ -61,7 +58,7 @@ def run(
             made.append(collection)
             progress(f"{corpus}: indexing the live collection")
             _index(collection, SHARED / "corpora" / corpus)
-            evaluation.import_cases(
+            golden.import_cases(
                 collection, (EVALS / f"{corpus}.jsonl").read_text("utf-8")
             )
             progress(f"{corpus}: shadow index at {tokens} tokens")

@@ -23,7 +23,7 @@ import re
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,9 +33,17 @@ from django.conf import settings
 from django.db import DataError, connection, transaction
 from django.db.models import Count
 
-from kb import answering, embedding, ingestion, jobs, keywords, parsing, retrieval
+from kb import (
+    answering,
+    embedding,
+    ingestion,
+    keywords,
+    parsing,
+    queueing,
+    retrieval,
+)
 from kb.benchmarks import quality
-from kb.benchmarks.speed import Doc, megabytes, percentile, synthesize
+from kb.benchmarks.corpus import Doc, Progress, megabytes, percentile, synthesize
 from kb.models import HNSW_EF_CONSTRUCTION, HNSW_M, Chunk, Collection, Source
 
 INGEST_BYTES = 500_000
@@ -55,8 +63,6 @@ STAGES = ("embed", "vector_search", "keyword_search", "expand", "total")
 HNSW_BUILD_MEMORY = "1GB"
 
 _VECTOR_LITERAL_RE = re.compile(r"'\[[^\]]*\]'")
-
-Progress = Callable[[str], None]
 
 
 @dataclass
@@ -203,7 +209,7 @@ def ingest_with_workers(
         source, _ = ingestion.store_source(
             collection, doc.name, doc.text.encode(), title=_title(doc)
         )
-        jobs.enqueue_ingest(source)
+        queueing.enqueue_ingest(source)
     processes = [_start_worker(name, i) for i in range(workers)]
     peaks, peak_total, first_job = [0.0] * workers, 0.0, None
     sources = Source.objects.filter(collection=collection)

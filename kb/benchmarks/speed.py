@@ -20,10 +20,8 @@ optional extra (`pip install torch==2.13.0`), its rows are left out without it.
 
 from __future__ import annotations
 
-import math
 import os
 import platform
-import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -31,15 +29,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from django.conf import settings
 
 from kb import chunking, parsing
-from kb.benchmarks import rerank
+from kb.benchmarks import neighbours, rerank, scale
+from kb.benchmarks.corpus import Doc, Progress, load_documents, megabytes, synthesize
 from kb.embedding import Embedder, get_embedder
 
-SHARED = Path(settings.BASE_DIR).parent / "shared"
-# (folder, pattern): the Chroma corpora, then the app's sample corpora.
-SOURCES = ((SHARED / "benchmarks" / "chroma", "*.md"), (SHARED / "corpora", "**/*.md"))
 CORPUS_BYTES = 5_000_000
 QUICK_BYTES = 300_000
 BUDGETS = (200, 250, 256)  # 256 is MiniLM's whole window, the peers' natural size
@@ -49,80 +44,6 @@ QUICK_EMBED_TEXTS = 32
 EMBED_BATCH = 16
 DENSE_HEADINGS = 10_000  # the heading-dense row (issue #15)
 QUICK_DENSE_HEADINGS = 1_000
-_DIGIT_RE = re.compile(r"[0-9]")
-
-Progress = Callable[[str], None]
-
-
-@dataclass(frozen=True)
-class Doc:
-    name: str  # a relative .md path, as an upload would carry it
-    text: str
-
-    @property
-    def size(self) -> int:
-        return len(self.text.encode("utf-8"))
-
-
-# --- the corpus ---------------------------------------------------------------
-
-
-def load_documents(sources: Sequence[tuple[Path, str]] = SOURCES) -> list[Doc]:
-    """Every Markdown file of the shared corpora except their READMEs."""
-    docs = []
-    for folder, pattern in sources:
-        for path in sorted(Path(folder).glob(pattern)):
-            if path.name.lower() != "readme.md":
-                name = f"{folder.name}/{path.relative_to(folder)}"
-                docs.append(Doc(name, path.read_text(encoding="utf-8")))
-    return docs
-
-
-def synthesize(docs: Sequence[Doc], target_bytes: int) -> list[Doc]:
-    """`docs` repeated until `target_bytes`, each copy slightly varied.
-
-    Copy n shifts every digit by n (mod 10) and lives under `copy-n/`: no two
-    documents are identical, while structure and length stay the same. A
-    document that would overshoot the target by more than 5 % is skipped.
-    """
-    out: list[Doc] = []
-    total = copy = 0
-    while total < target_bytes:
-        added = False
-        for doc in docs:
-            if total >= target_bytes:
-                break
-            if out and total + doc.size > target_bytes * 1.05:
-                continue
-            out.append(_variant(doc, copy))
-            total += doc.size
-            added = True
-        if not added:
-            break
-        copy += 1
-    return out
-
-
-def _variant(doc: Doc, copy: int) -> Doc:
-    if copy == 0:
-        return doc
-    text = _DIGIT_RE.sub(lambda m: str((int(m.group()) + copy) % 10), doc.text)
-    return Doc(f"copy-{copy}/{doc.name}", text)
-
-
-def megabytes(docs: Sequence[Doc]) -> float:
-    return sum(doc.size for doc in docs) / 1e6
-
-
-def percentile(values: Sequence[float], q: float) -> float:
-    """The q-th percentile (0-100), linear between closest ranks (numpy's default)."""
-    if not values:
-        return math.nan
-    ordered = sorted(values)
-    position = (len(ordered) - 1) * q / 100
-    low = math.floor(position)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
 
 
 # --- 1. parse + chunk ---------------------------------------------------------
@@ -390,8 +311,6 @@ def _cpu_model() -> str:
 
 
 def run(quick: bool, keep: bool, progress: Progress) -> Report:
-    from kb.benchmarks import neighbours, scale
-
     began = time.perf_counter()
     started = time.strftime("%Y-%m-%d %H:%M %Z")
     base = load_documents()
@@ -423,8 +342,6 @@ def run(quick: bool, keep: bool, progress: Progress) -> Report:
 
 
 def markdown(report: Report) -> str:
-    from kb.benchmarks import neighbours, scale
-
     parts = [
         _corpus_line(report),
         _chunk_table(report.chunking),

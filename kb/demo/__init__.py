@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TextIO
 
-from kb import ingestion, jobs
+from kb import golden, ingestion, queueing
 from kb.models import Collection
 
 CONTENT_DIR = Path(__file__).resolve().parent / "content"
@@ -27,14 +27,12 @@ def load_demo(*, sync: bool = False, stdout: TextIO | None = None) -> Collection
             if sync:
                 ingestion.ingest(source.pk, source.version)
             else:
-                jobs.enqueue_ingest(source)
+                queueing.enqueue_ingest(source)
         if stdout:
             stdout.write(f"Demo source {path.name}: {outcome}")
-    from kb import evaluation
-
-    report = evaluation.import_cases(collection, GOLDEN_FILE.read_text("utf-8"))
+    report = golden.import_cases(collection, GOLDEN_FILE.read_text("utf-8"))
     if stdout:
-        stdout.write(evaluation.import_summary(collection, report))
+        stdout.write(golden.import_summary(collection, report))
     return collection
 
 
@@ -42,8 +40,6 @@ def load_part(name: str, files: list[str]) -> Collection:
     """A collection of some demo files, indexed in this process, with the demo
     cases whose evidence is all in them (a small golden set for a quick gate)."""
     import json
-
-    from kb import evaluation
 
     collection = Collection.objects.create(name=name, description=DESCRIPTION)
     for file_name in files:
@@ -55,5 +51,5 @@ def load_part(name: str, files: list[str]) -> Collection:
         for line in GOLDEN_FILE.read_text("utf-8").splitlines()
         if all(s["file"] in files for s in json.loads(line)["required_spans"])
     ]
-    evaluation.import_cases(collection, "\n".join(lines))
+    golden.import_cases(collection, "\n".join(lines))
     return collection

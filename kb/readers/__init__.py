@@ -9,45 +9,14 @@ from __future__ import annotations
 
 import io
 import zipfile
-from dataclasses import dataclass, field
 from pathlib import PurePosixPath
-from typing import Any
 
-from kb.parsing import ParseError, decode_upload
+from kb.parsing import decode_upload
+from kb.readers.reading import ReaderError, Reading
 
 EXTENSIONS = {".html": "html", ".htm": "html", ".docx": "docx", ".pdf": "pdf"}
 MAX_HTML_BYTES = 50 * 1024 * 1024
 DEFAULT_MAX_PDF_PAGES = 2000
-
-
-class ReaderError(ParseError):
-    """The file cannot be read; the message names it and says why.
-
-    A ParseError, so that every place that refuses a bad upload refuses these.
-    """
-
-
-@dataclass
-class Reading:
-    """A file's Markdown text and what the reader kept and lost.
-
-    `pages` maps (page number, start, end) character ranges of `text` to the page
-    they came from (PDF only, else None). `summary` counts headings, tables with
-    and without a header row, list items, code blocks, images dropped and, for
-    PDF, pages, running headers removed, characters per page and empty pages.
-    """
-
-    text: str
-    pages: list[tuple[int, int, int]] | None = None
-    summary: dict[str, Any] = field(default_factory=dict)
-    warnings: list[str] = field(default_factory=list)
-
-    def pages_of(self, start: int, end: int) -> tuple[int, int] | None:
-        """First and last page of the text between `start` and `end`."""
-        hit = [
-            p for p, s, e in self.pages or () if s < max(end, start + 1) and e > start
-        ]
-        return (min(hit), max(hit)) if hit else None
 
 
 def text_of(name: str, data: bytes) -> str:

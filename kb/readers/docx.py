@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 from lxml import etree
 
-from kb.readers import ReaderError, Reading
 from kb.readers.markdown import Writer
+from kb.readers.reading import ReaderError, Reading
 
 MAX_RATIO = 20  # uncompressed size over file size: above it, a zip bomb
 MAX_UNCOMPRESSED = 200 * 1024 * 1024

@@ -13,8 +13,8 @@ import re
 import lxml.etree
 import lxml.html
 
-from kb.readers import ReaderError, Reading
 from kb.readers.markdown import Writer, clean
+from kb.readers.reading import ReaderError, Reading
 
 MAX_DEPTH = 150  # deeper nesting is read as plain text, not recursed into
 _HEADINGS = {f"h{i}": i for i in range(1, 7)}

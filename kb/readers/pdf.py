@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 import pypdfium2 as pdfium
 import pypdfium2.raw as raw
 
-from kb.readers import ReaderError, Reading
 from kb.readers.markdown import Writer, clean
+from kb.readers.reading import ReaderError, Reading
 
 GAP_EMS = 1.5  # a horizontal gap wider than this many font sizes splits a line
 CHUNK_EMS = 0.6  # a gap wider than this (a word space is ~0.3) may part two cells

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django import template
 
-from kb import evaluation, ingestion, reindexing
+from kb import golden, ingestion, reindexing
 from kb.models import Collection, GoldenCase, Source
 
 register = template.Library()
@@ -14,7 +14,7 @@ register = template.Library()
 def golden_cases_using(sources) -> list[GoldenCase]:
     """The golden cases with spans in a source (or in any of several): the admin's
     delete confirmation cannot list them itself, as spans name files, not rows."""
-    return evaluation.cases_using([sources] if isinstance(sources, Source) else sources)
+    return golden.cases_using([sources] if isinstance(sources, Source) else sources)
 
 
 @register.simple_tag

@@ -4,9 +4,8 @@ import json
 from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
-from django.utils import timezone
 
-from kb import evaluation, ingestion, retrieval
+from kb import evaluation, golden, ingestion, retrieval
 from kb.management.commands.kb_ingest import _files
 from kb.models import Collection
 
@@ -63,14 +62,14 @@ class Command(BaseCommand):
         if not options["corpus"].is_dir():
             raise CommandError(f"{options['corpus']} is not a folder")
         try:
-            cases = evaluation.parse_cases(options["cases"].read_text("utf-8"))
-        except (OSError, evaluation.GoldenImportError) as exc:
+            cases = golden.parse_cases(options["cases"].read_text("utf-8"))
+        except (OSError, golden.GoldenImportError) as exc:
             raise CommandError(str(exc)) from None
         unanswerable = None
         if path := options["unanswerable"]:
             try:
-                unanswerable = evaluation.parse_questions(path.read_text("utf-8"))
-            except (OSError, evaluation.GoldenImportError) as exc:
+                unanswerable = golden.parse_questions(path.read_text("utf-8"))
+            except (OSError, golden.GoldenImportError) as exc:
                 raise CommandError(f"--unanswerable {path}: {exc}") from None
         baseline = options["baseline"] and _read_baseline(options["baseline"])
         strategy = {"structure": retrieval.DEFAULT, None: None}.get(
@@ -81,9 +80,9 @@ class Command(BaseCommand):
             self._ingest(collection, options["corpus"])
             problems = None
             if options["match"] == "text":
-                cases, problems = evaluation.locate_cases(collection, cases)
+                cases, problems = golden.locate_cases(collection, cases)
             else:
-                evaluation.check_spans(collection, cases)
+                golden.check_spans(collection, cases)
             outcome = evaluation.evaluate(collection, cases, strategy=strategy)
             if problems is not None:
                 evaluation.mark_unlocatable(outcome, problems)
@@ -92,7 +91,7 @@ class Command(BaseCommand):
                     collection, unanswerable
                 )
             config = evaluation.config_of(collection, strategy)
-        except evaluation.GoldenImportError as exc:
+        except golden.GoldenImportError as exc:
             raise CommandError(str(exc)) from None
         finally:
             if not options["keep"]:
@@ -149,19 +148,16 @@ class Command(BaseCommand):
         elif strategy == retrieval.FIXED:
             tokens = retrieval.FIXED_CHUNK_TOKENS
         fixed = strategy == retrieval.FIXED
-        settings = {
-            "chunk_strategy": "fixed" if fixed else defaults.chunk_strategy,
+        overrides = {
+            "chunk_strategy": "fixed" if fixed else None,
             "chunk_tokens": options["max_tokens"] or tokens,
             "chunk_overlap": options["overlap"] or 0,
-            "top_k": options["k"] or defaults.top_k,
-            "context_budget": options["budget"] or defaults.context_budget,
-            "retrieval_mode": options["retrieval"] or defaults.retrieval_mode,
+            "top_k": options["k"] or None,
+            "context_budget": options["budget"] or None,
+            "retrieval_mode": options["retrieval"] or None,
         }
-        return Collection.objects.create(
-            name=f"kb_eval {timezone.now():%Y%m%d-%H%M%S-%f}",
-            is_scratch=True,
-            **settings,
-        )
+        defaults.name = "kb_eval"
+        return evaluation.scratch_collection(defaults, overrides)
 
     def _ingest(self, collection: Collection, corpus: Path) -> None:
         files = list(_files([corpus]))

@@ -4,7 +4,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from kb import ingestion, jobs, keywords, parsing
+from kb import ingestion, keywords, parsing, queueing
 from kb.models import Collection
 
 
@@ -56,8 +56,8 @@ class Command(BaseCommand):
                     self.stdout.write(f"{shown}: unchanged")
                     return True
                 if not sync:
-                    queued = jobs.enqueue_ingest(source)
-                    note = "queued" if queued else jobs.QUEUE_DOWN
+                    queued = queueing.enqueue_ingest(source)
+                    note = "queued" if queued else queueing.QUEUE_DOWN
                     self.stdout.write(f"{shown}: {outcome}, {note}")
                     return True
             self.stdout.write(f"{shown}: {outcome}, {ingestion.ingest(source.pk)}")

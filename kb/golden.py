@@ -1,0 +1,408 @@
+"""Golden cases: the questions with the evidence spans that answer them.
+
+Reading them (JSON Lines, refused whole with the line named), importing and
+exporting them, checking and locating their spans in the sources' text, moving
+spans when a source's new text is indexed (re-anchoring) and listing the cases
+whose spans went stale. Measuring retrieval against them is kb.evaluation's."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.db import transaction
+
+from kb import retrieval
+from kb import spans as locator
+from kb.models import Collection, GoldenCase, Source
+
+KINDS = [k.value for k in GoldenCase.Kind]
+MAX_ID_CHARS = GoldenCase._meta.get_field("external_id").max_length
+
+
+class GoldenImportError(ValueError):
+    pass
+
+
+def parse_cases(jsonl: str) -> list[dict[str, Any]]:
+    """Read JSON Lines golden cases; unknown keys are ignored, a leading byte order
+    mark too. Each case keeps its "line" so later refusals can name it."""
+    return _json_lines(jsonl, parse_case)
+
+
+def _json_lines(jsonl: str, parse) -> list[dict[str, Any]]:
+    """Each non-blank line's object through `parse(raw, lineno)` (which returns a
+    dict with an "id"), refusing lines that are not JSON and repeated ids."""
+    items: list[dict[str, Any]] = []
+    first_line: dict[str, int] = {}
+    for lineno, line in enumerate(jsonl.removeprefix("\ufeff").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            raw = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise GoldenImportError(f"line {lineno}: not JSON ({exc.msg})") from None
+        item = parse(raw, lineno)
+        if item["id"] in first_line:
+            raise GoldenImportError(
+                f"{_where({**item, 'line': lineno})}: line {first_line[item['id']]} "
+                "has the same id; each case needs its own"
+            )
+        first_line[item["id"]] = lineno
+        items.append(item)
+    return items
+
+
+def parse_case(raw: Any, lineno: int | None = None) -> dict[str, Any]:
+    """One golden case from its decoded JSON, or GoldenImportError naming it."""
+    if not isinstance(raw, dict):
+        raise GoldenImportError(f"line {lineno}: expected a JSON object")
+    case = {"id": str(raw.get("id") or f"line-{lineno}"), "line": lineno}
+    if len(case["id"]) > MAX_ID_CHARS:
+        raise GoldenImportError(
+            f"{_where(case)}: the id is {len(case['id'])} characters long; "
+            f"the limit is {MAX_ID_CHARS}"
+        )
+    question = raw.get("question")
+    if not isinstance(question, str) or not question.strip():
+        raise GoldenImportError(f"{_where(case)}: 'question' is missing")
+    try:  # the ask path's own check: a run would fail on this question otherwise
+        retrieval.check_question(question)
+    except retrieval.QuestionError as exc:
+        raise GoldenImportError(f"{_where(case)}: {exc}") from None
+    kind = raw.get("kind") or GoldenCase.Kind.FREE
+    if kind not in KINDS:
+        raise GoldenImportError(
+            f"{_where(case)}: unknown kind {kind!r}; the kinds are {', '.join(KINDS)}"
+        )
+    spans = raw.get("required_spans")
+    if not isinstance(spans, list) or not spans:
+        raise GoldenImportError(f"{_where(case)}: 'required_spans' must be a list")
+    real = raw.get("real_question", False)
+    if not isinstance(real, bool):
+        raise GoldenImportError(f"{_where(case)}: 'real_question' must be true/false")
+    return {
+        **case,
+        "question": question.strip(),
+        "kind": str(kind),
+        "required_spans": [_span(s, _where(case)) for s in spans],
+        # Made from a question staff asked (issue #18): recall shown apart.
+        "real": real,
+    }
+
+
+def _where(case: dict[str, Any]) -> str:
+    """How a refusal names a case: its line (when read from a file) and id."""
+    shown = case["id"] if len(case["id"]) <= 40 else case["id"][:40] + "…"
+    line = case.get("line")
+    return f"line {line}, case {shown}" if line else f"case {shown}"
+
+
+def _span(raw: Any, where: str) -> dict[str, Any]:
+    if not isinstance(raw, dict) or not all(
+        isinstance(raw.get(key), str) and raw[key] for key in ("file", "text")
+    ):
+        raise GoldenImportError(f"{where}: each span needs file, start, end and text")
+    span = {
+        "file": raw["file"],
+        "start": _offset(raw, "start", where),
+        "end": _offset(raw, "end", where),
+        "text": raw["text"],
+    }
+    if not 0 <= span["start"] < span["end"]:
+        raise GoldenImportError(f"{where}: span {span['start']}-{span['end']}")
+    alternatives = raw.get("alternatives") or []
+    if alternatives:
+        span["alternatives"] = [_span(a, where) for a in alternatives]
+    return span
+
+
+def _offset(raw: dict[str, Any], key: str, where: str) -> int:
+    value = raw.get(key)
+    # JSON true is a Python int, and 2827.7 would be truncated: neither is an offset.
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise GoldenImportError(
+            f"{where}: span {key} must be a whole number of characters, "
+            f"not {json.dumps(value)}"
+        )
+    return value
+
+
+def check_spans(collection: Collection, cases: list[dict[str, Any]]) -> None:
+    """Every span's text must equal its source's text between the offsets."""
+    texts = dict(collection.sources.values_list("file_name", "text"))
+    for case in cases:
+        for span in case["required_spans"]:
+            for one in [span, *span.get("alternatives", [])]:
+                text = texts.get(one["file"])
+                if text is None:
+                    raise GoldenImportError(
+                        f"{_where(case)}: no source {one['file']!r} in {collection}"
+                    )
+                if text[one["start"] : one["end"]] != one["text"]:
+                    raise GoldenImportError(
+                        f"{_where(case)}: {one['file']}[{one['start']}:{one['end']}]"
+                        " does not match the span's text"
+                    )
+
+
+def locate_cases(
+    collection: Collection, cases: list[dict[str, Any]]
+) -> tuple[list[dict[str, Any]], dict[str, list[str]]]:
+    """`kb_eval --match text`: the cases with every span moved to where its text
+    is in the collection's stored texts (kb.spans.locate), in the source of the
+    same name or stem ("docs/a.md" finds "docs/a.pdf"), so one golden file scores
+    a corpus in any format. Returns the located cases and, by case id, why spans
+    could not be located: such a span stays required but cannot be covered (the
+    case is a miss, and counted apart)."""
+    texts = dict(collection.sources.values_list("file_name", "text"))
+    skeletons: dict[str, locator.Skeleton] = {}
+    located, problems = [], {}
+    for case in cases:
+        required = []
+        for span in case["required_spans"]:
+            found, why = [], []
+            for one in [span, *span.get("alternatives", [])]:
+                try:
+                    found.append(_locate(one, texts, skeletons))
+                except locator.Unlocatable as exc:
+                    why.append(f"{one['file']}[{one['start']}:{one['end']}]: {exc}")
+            if not found:
+                problems.setdefault(case["id"], []).extend(why)
+                required.append({**span, "file": "", "start": 0, "end": 1,
+                                 "alternatives": []})  # fmt: skip
+                continue
+            first, *rest = found
+            required.append({**first, "alternatives": rest} if rest else first)
+        located.append({**case, "required_spans": required})
+    return located, problems
+
+
+def _locate(span: dict[str, Any], texts: dict[str, str], skeletons: dict) -> dict:
+    names = [span["file"]] if span["file"] in texts else sorted(
+        n for n in texts if locator.same_document(span["file"], n)
+    )  # fmt: skip
+    if not names:
+        raise locator.Unlocatable("no source of that name in the collection")
+    for name in names:
+        text = texts[name]
+        if text[span["start"] : span["end"]] == span["text"]:  # offsets still right
+            return {"file": name, **{k: span[k] for k in ("start", "end", "text")}}
+        if name not in skeletons:
+            skeletons[name] = locator.skeleton(text)
+        hint = span["start"] / max(len(text), 1)
+        try:
+            start, end = locator.locate(
+                span["text"], text, hint, within=skeletons[name]
+            )
+        except locator.Unlocatable:
+            if name == names[-1]:
+                raise
+            continue
+        return {"file": name, "start": start, "end": end, "text": text[start:end]}
+    raise locator.Unlocatable("no source of that name in the collection")
+
+
+def import_cases(collection: Collection, jsonl: str) -> dict[str, int]:
+    """Validate every case, then create or update them all (or none)."""
+    cases = parse_cases(jsonl)
+    check_spans(collection, cases)
+    report = {"created": 0, "updated": 0, "unchanged": 0}
+    with transaction.atomic():
+        for case in cases:
+            fields = {
+                "question": case["question"],
+                "kind": case["kind"],
+                "required_spans": case["required_spans"],
+                "is_real_question": case["real"],
+            }
+            obj, created = GoldenCase.objects.get_or_create(
+                collection=collection, external_id=case["id"], defaults=fields
+            )
+            if created:
+                report["created"] += 1
+            elif any(getattr(obj, k) != v for k, v in fields.items()):
+                GoldenCase.objects.filter(pk=obj.pk).update(**fields)
+                report["updated"] += 1
+            else:
+                report["unchanged"] += 1
+    return report
+
+
+# --- spans against their sources' current text ---------------------------------
+# Spans name their source by file name, not by a foreign key: cases travel between
+# installations as JSON Lines. When a source's new text is indexed, each span whose
+# text no longer sits at its offsets but occurs exactly once is moved there
+# (reanchor_spans); the rest are stale: listed with the reason, and left out of runs
+# (a stale span cannot be covered, so counting it as a miss would blame retrieval).
+
+
+def reanchor_spans(source: Source) -> dict[str, int]:
+    """Move the golden spans in `source` to where their text now stands when it
+    occurs exactly once in it; count the spans moved and those left stale."""
+    moved = stale = 0
+    # Locked: two sources of one collection published at once would otherwise each
+    # write back the list the other had not moved yet.
+    cases = GoldenCase.objects.select_for_update().filter(
+        collection_id=source.collection_id
+    )
+    for case in cases.order_by("pk"):
+        changed = False
+        for one in _every_span(case.required_spans):
+            if one["file"] != source.file_name or _matches(one, source.text):
+                continue
+            at = _only_place(source.text, one["text"])
+            if at is None:
+                stale += 1
+                continue
+            one["start"], one["end"] = at, at + len(one["text"])
+            moved += 1
+            changed = True
+        if changed:
+            GoldenCase.objects.filter(pk=case.pk).update(
+                required_spans=case.required_spans
+            )
+    return {"moved": moved, "stale": stale}
+
+
+def stale_cases(
+    collection: Collection | None = None, among=None
+) -> list[dict[str, Any]]:
+    """The cases (of every live collection when None, or of the collections in the
+    queryset `among`) with spans that no longer match their source, each with the
+    reason per span: [{"id", "pk", "question", "problems": [str]}]."""
+    if collection is None:
+        live = (among if among is not None else Collection.objects).filter(
+            is_scratch=False, golden_cases__isnull=False
+        )
+        return [c for one in live.distinct().order_by("name") for c in stale_cases(one)]
+    cases = list(collection.golden_cases.order_by("external_id"))
+    files = {one["file"] for c in cases for one in _every_span(c.required_spans)}
+    sources = {
+        s.file_name: s
+        for s in collection.sources.filter(file_name__in=files).only(
+            "file_name", "text", "version", "indexed_version"
+        )
+    }
+    found = []
+    for case in cases:
+        problems = [
+            span_problem(one, sources.get(one["file"]))
+            for one in _every_span(case.required_spans)
+        ]
+        if any(problems):
+            found.append(
+                {"id": case.external_id, "pk": case.pk, "question": case.question,
+                 "problems": [p for p in problems if p]}
+            )  # fmt: skip
+    return found
+
+
+def cases_using(sources) -> list[GoldenCase]:
+    """Golden cases with a span in any of these sources (by collection and file)."""
+    files: dict[int, set[str]] = {}
+    for source in sources:
+        files.setdefault(source.collection_id, set()).add(source.file_name)
+    return [
+        case
+        for case in GoldenCase.objects.filter(collection_id__in=files).order_by(
+            "external_id"
+        )
+        if any(
+            one["file"] in files[case.collection_id]
+            for one in _every_span(case.required_spans)
+        )
+    ]
+
+
+def _every_span(spans: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [one for span in spans for one in [span, *span.get("alternatives", [])]]
+
+
+def _matches(span: dict[str, Any], text: str) -> bool:
+    return text[span["start"] : span["end"]] == span["text"]
+
+
+def _only_place(text: str, part: str) -> int | None:
+    first = text.find(part)
+    if first < 0 or text.find(part, first + 1) >= 0:
+        return None
+    return first
+
+
+def span_problem(span: dict[str, Any], source: Source | None) -> str:
+    """Why a span no longer matches its source ("" when it does)."""
+    where = f"{span['file']}[{span['start']}:{span['end']}]"
+    if source is None:
+        return f"{where}: {span['file']} is gone from the collection"
+    if _matches(span, source.text):
+        return ""
+    count = source.text.count(span["text"])
+    if count == 0:
+        why = f"its text is no longer in {span['file']}"
+    elif count > 1:
+        why = f"its text now occurs {count} times in {span['file']}: pick one"
+    else:
+        why = "its text moved"
+    if source.indexed_version != source.version:
+        why += "; the source's new text is not indexed yet (spans move when it is)"
+    return f"{where}: {why}"
+
+
+def import_summary(collection: Collection, report: dict[str, int]) -> str:
+    """What import_cases did, as a sentence."""
+    total = sum(report.values())
+    return (
+        f"Imported {total} golden case{'' if total == 1 else 's'} into {collection}: "
+        f"{report['created']} created, {report['updated']} updated, "
+        f"{report['unchanged']} unchanged."
+    )
+
+
+def case_line(case: GoldenCase) -> str:
+    """One case in the JSON Lines format, newline included."""
+    record = {
+        "id": case.external_id,
+        "question": case.question,
+        "kind": case.kind,
+        "required_spans": case.required_spans,
+    }
+    if case.is_real_question:
+        record["real_question"] = True
+    return json.dumps(record, ensure_ascii=False) + "\n"
+
+
+def export_cases(collection: Collection) -> str:
+    return "".join(
+        case_line(case) for case in collection.golden_cases.order_by("external_id")
+    )
+
+
+def parse_questions(jsonl: str) -> list[dict[str, str]]:
+    """Questions the corpus does not answer, one JSON object per line with "id" and
+    "question" (other keys are ignored): the answerer should decline them."""
+    questions = _json_lines(jsonl, _question)
+    if not questions:
+        raise GoldenImportError("no questions in the file")
+    return questions
+
+
+def _question(raw: Any, lineno: int) -> dict[str, str]:
+    if not isinstance(raw, dict) or not all(
+        isinstance(raw.get(key), str) and raw[key].strip() for key in ("id", "question")
+    ):
+        raise GoldenImportError(f'line {lineno}: needs "id" and "question" text')
+    return {"id": raw["id"], "question": raw["question"]}
+
+
+def cases_of(collection: Collection) -> list[dict[str, Any]]:
+    return [
+        {
+            "id": c.external_id,
+            "question": c.question,
+            "kind": c.kind,
+            "required_spans": c.required_spans,
+            "real": c.is_real_question,
+        }
+        for c in collection.golden_cases.order_by("external_id")
+    ]

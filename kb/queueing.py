@@ -1,0 +1,106 @@
+"""Putting work on the queue: the enqueue side of kb.jobs.
+
+Each job is named by its dotted path ("kb.jobs.ingest_source"), as RQ stores it
+anyway, so domain modules (kb.reindexing, kb.questions) can queue work without
+importing kb.jobs, whose jobs call them.
+"""
+
+from __future__ import annotations
+
+import logging
+from functools import partial
+
+import django_rq
+from django.db import transaction
+from django.utils import timezone
+from redis.exceptions import RedisError
+from rq.job import JobStatus
+
+from kb.models import Source
+
+# Its warnings keep the logger they had in kb.jobs.
+logger = logging.getLogger("kb.jobs")
+WAITING = {JobStatus.QUEUED, JobStatus.DEFERRED, JobStatus.SCHEDULED}
+# What editors are told when a job cannot be queued (enqueue_ingest).
+QUEUE_DOWN = "stored; it will be queued when the queue is back"
+# A shadow index rebuilds the whole collection, as an evaluation run with a
+# chunking override does.
+SHADOW_TIMEOUT = 3600
+
+
+def enqueue_count_terms(collection_id: int):
+    """Queue a recount unless one is already waiting: a batch of uploads gets one."""
+    queue = django_rq.get_queue()
+    job_id = f"kb-count-terms-{collection_id}"
+    waiting = queue.fetch_job(job_id)
+    if waiting is not None and waiting.get_status() in WAITING:
+        return waiting
+    return queue.enqueue("kb.jobs.count_terms", collection_id, job_id=job_id)
+
+
+def enqueue_ingest(source: Source) -> bool:
+    """Queue the source's current version once the surrounding transaction commits.
+
+    False when the queue cannot be reached: the source is stored and shown as
+    queued, and a worker queues it once the queue is back (requeue_stranded).
+    """
+    Source.objects.filter(pk=source.pk).update(
+        status=Source.Status.QUEUED,
+        progress={"stage": "queued"},
+        updated=timezone.now(),
+    )
+    if not queue_reachable():
+        return False
+    transaction.on_commit(partial(_push_ingest, source.pk, source.version))
+    return True
+
+
+def queue_reachable() -> bool:
+    try:
+        return bool(django_rq.get_queue().connection.ping())
+    except RedisError:
+        logger.warning("Redis unreachable: jobs are queued once it is back")
+        return False
+
+
+def _push_ingest(source_id: int, version: int) -> None:
+    # Redis may go away between the check and the commit: the stored source then
+    # waits for requeue_stranded like any lost job, instead of a 500.
+    job_id = _ingest_job_id(source_id, version)
+    try:
+        django_rq.enqueue("kb.jobs.ingest_source", source_id, version, job_id=job_id)
+    except RedisError:
+        logger.warning("Redis unreachable: source %s queued once it is back", source_id)
+
+
+def ingest_job_id(source: Source) -> str:
+    return _ingest_job_id(source.pk, source.version)
+
+
+def _ingest_job_id(source_id: int, version: int) -> str:
+    return f"kb-ingest-{source_id}-v{version}"
+
+
+def enqueue_shadow(shadow) -> bool:
+    """Queue the build once the surrounding transaction commits; False when the
+    queue cannot be reached."""
+    if not queue_reachable():
+        return False
+    django_rq.enqueue("kb.jobs.build_shadow", shadow.pk, job_timeout=SHADOW_TIMEOUT)
+    return True
+
+
+def enqueue_swap(shadow) -> bool:
+    if not queue_reachable():
+        return False
+    django_rq.enqueue("kb.jobs.swap_shadow", shadow.pk, job_timeout=SHADOW_TIMEOUT)
+    return True
+
+
+def enqueue_drop_scratch(collection_id: int) -> None:
+    try:
+        django_rq.enqueue(
+            "kb.jobs.drop_scratch", collection_id, job_timeout=SHADOW_TIMEOUT
+        )
+    except RedisError:  # the hidden copy stays until dropped by hand
+        logger.warning("Redis unreachable: scratch collection %s kept", collection_id)

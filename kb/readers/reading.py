@@ -1,0 +1,40 @@
+"""What every reader returns (`Reading`) and raises (`ReaderError`): apart from
+the package's dispatch (kb/readers/__init__.py) so the readers, which the
+dispatch imports, need not import it back."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from kb.parsing import ParseError
+
+
+class ReaderError(ParseError):
+    """The file cannot be read; the message names it and says why.
+
+    A ParseError, so that every place that refuses a bad upload refuses these.
+    """
+
+
+@dataclass
+class Reading:
+    """A file's Markdown text and what the reader kept and lost.
+
+    `pages` maps (page number, start, end) character ranges of `text` to the page
+    they came from (PDF only, else None). `summary` counts headings, tables with
+    and without a header row, list items, code blocks, images dropped and, for
+    PDF, pages, running headers removed, characters per page and empty pages.
+    """
+
+    text: str
+    pages: list[tuple[int, int, int]] | None = None
+    summary: dict[str, Any] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+    def pages_of(self, start: int, end: int) -> tuple[int, int] | None:
+        """First and last page of the text between `start` and `end`."""
+        hit = [
+            p for p, s, e in self.pages or () if s < max(end, start + 1) and e > start
+        ]
+        return (min(hit), max(hit)) if hit else None

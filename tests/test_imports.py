@@ -1,0 +1,173 @@
+"""The layout of kb/ (issue #19): no import cycle between its modules, and the
+text stages import no ORM, so they run (and test) without a database."""
+
+from __future__ import annotations
+
+import ast
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from django.conf import settings
+from django.test import SimpleTestCase
+
+ROOT = Path(settings.BASE_DIR)
+
+# Text in, dataclasses out: importing these must load neither Django's ORM nor
+# kb.models. (The integrator adds kb/retrieval/'s pure stages here.)
+ORM_FREE = [
+    "kb.parsing",
+    "kb.chunking",
+    "kb.embedding",
+    "kb.readers",
+    "kb.readers.docx",
+    "kb.readers.html",
+    "kb.readers.pdf",
+    "kb.readers.markdown",
+    "kb.readers.reading",
+    "kb.spans",
+]
+
+
+def modules_of(root: Path, package: str) -> dict[str, Path]:
+    """Every module of `package` (a folder under `root`) by dotted name."""
+    found = {}
+    for path in sorted((root / package).rglob("*.py")):
+        parts = list(path.relative_to(root).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        found[".".join(parts)] = path
+    return found
+
+
+def import_graph(root: Path, package: str) -> dict[str, dict[str, int]]:
+    """module -> {module it imports: line}, for the imports between modules of
+    `package`, wherever they are written (in functions too: a cycle hidden in a
+    function is still a cycle)."""
+    modules = modules_of(root, package)
+    graph: dict[str, dict[str, int]] = {name: {} for name in modules}
+    for name, path in modules.items():
+        here = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text("utf-8"), str(path))):
+            for target in _targets(node, here, modules):
+                if target != name:
+                    graph[name].setdefault(target, node.lineno)
+    return graph
+
+
+def _targets(node: ast.AST, here: str, modules) -> list[str]:
+    if isinstance(node, ast.Import):
+        return [m for a in node.names if (m := _module(a.name, modules))]
+    if not isinstance(node, ast.ImportFrom):
+        return []
+    base = node.module or ""
+    if node.level:  # relative: from the importing module's package upwards
+        package = here.split(".")[: len(here.split(".")) - node.level + 1]
+        base = ".".join([*package, *([base] if base else [])])
+    found = []
+    for alias in node.names:
+        # `from kb.readers import docx` imports the module kb.readers.docx;
+        # `from kb.readers import Reading` imports a name of kb.readers.
+        full = f"{base}.{alias.name}"
+        found.append(full if full in modules else _module(base, modules))
+    return [m for m in found if m]
+
+
+def _module(dotted: str, modules) -> str | None:
+    """The longest prefix of `dotted` that is one of the modules, if any."""
+    while dotted and dotted not in modules:
+        dotted = dotted.rpartition(".")[0]
+    return dotted or None
+
+
+def cycles(graph: dict[str, dict[str, int]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for nxt in graph[node]:
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                top = stack.pop()
+                component.append(top)
+                if top == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return sorted(found)
+
+
+def describe(graph: dict[str, dict[str, int]], component: list[str]) -> str:
+    """A cycle named by its modules and the import lines that close it."""
+    lines = [
+        f"  {a} imports {b} (line {graph[a][b]})"
+        for a in component
+        for b in sorted(graph[a])
+        if b in component
+    ]
+    return "import cycle: " + " <-> ".join(component) + "\n" + "\n".join(lines)
+
+
+class ImportCycleTestCase(SimpleTestCase):
+    def test_it_finds_no_import_cycle_in_kb(self):
+        graph = import_graph(ROOT, "kb")
+        found = [describe(graph, c) for c in cycles(graph)]
+        self.assertEqual(found, [], "\n\n" + "\n\n".join(found))
+
+    def test_it_names_a_cycle_hidden_in_a_function(self):
+        with tempfile.TemporaryDirectory() as folder:
+            package = Path(folder) / "pkg"
+            (package / "sub").mkdir(parents=True)
+            files = {
+                "__init__.py": "",
+                "a.py": "from pkg import b\n",
+                "b.py": "def f():\n    from pkg.sub import c\n",
+                "sub/__init__.py": "from . import c\n",
+                "sub/c.py": "from ..a import x\n",
+                "d.py": "import pkg.a\nfrom pkg import sub\n",  # imports, no cycle
+            }
+            for name, text in files.items():
+                (package / name).write_text(text)
+            graph = import_graph(Path(folder), "pkg")
+            found = cycles(graph)
+        self.assertEqual(found, [["pkg.a", "pkg.b", "pkg.sub.c"]])
+        self.assertIn("pkg.b imports pkg.sub.c (line 2)", describe(graph, found[0]))
+
+
+class OrmFreeModulesTestCase(SimpleTestCase):
+    def test_the_text_stages_import_no_orm(self):
+        # A fresh interpreter with the settings configured but no app loaded:
+        # importing kb.models there fails, and Django's ORM would show in
+        # sys.modules if any of these modules (or what they import) loaded it.
+        check = (
+            "import importlib, sys; importlib.import_module(sys.argv[1]); "
+            "print(sorted(m for m in ('django.db.models', 'kb.models') "
+            "if m in sys.modules))"
+        )
+        env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings",
+               "KB_TESTING": "1"}  # fmt: skip
+        for module in ORM_FREE:
+            with self.subTest(module):
+                done = subprocess.run(
+                    [sys.executable, "-c", check, module],
+                    cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
+                )  # fmt: skip
+                self.assertEqual(done.returncode, 0, done.stderr[-2000:])
+                self.assertEqual(done.stdout.strip(), "[]", f"{module} loads the ORM")
