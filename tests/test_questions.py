@@ -110,6 +110,20 @@ class QuestionLogTestCase(DemoTestCase):
         page = self.client.get(reverse("kb:question", args=[entry.pk]))
         self.assertEqual(page.status_code, 404)
 
+    def test_a_logged_answer_reads_as_formatted_text_as_on_the_ask_page(self):
+        self.client.force_login(self.staff)
+        entry = Question.objects.create(
+            user=self.staff, collection=self.demo, question="How do I start?",
+            answerer="extractive",
+            answer="Run it:\n\n```python\nimport os\nprint(os.getcwd())\n```\n\n"
+            "Use `kb_run` <b>now</b> [1]",
+        )  # fmt: skip
+        page = self.client.get(reverse("kb:question", args=[entry.pk]))
+        self.assertContains(page, '<pre><code class="language-python">import os\n')
+        self.assertContains(page, "<code>kb_run</code> &lt;b&gt;now&lt;/b&gt; [1]")
+        replay = self.client.get(reverse("admin:kb_question_replay", args=[entry.pk]))
+        self.assertContains(replay, '<pre><code class="language-python">import os\n')
+
     @override_settings(KB_QUESTION_LOG_DAYS=0)
     def test_with_logging_off_nothing_is_stored_and_the_api_gives_no_id(self):
         self.client.force_login(self.staff)
