@@ -314,6 +314,14 @@ class SourceAdmin(CollectionScoped, admin.ModelAdmin):
             )
         )
 
+    def get_deleted_objects(self, objs, request):
+        """A source's sections, chunks and overflow rejections are its index:
+        whoever may delete the source deletes them with it (editors have no
+        delete permission on them one by one)."""
+        deleted, counts, needed, protected = super().get_deleted_objects(objs, request)
+        owned = {m._meta.verbose_name for m in (Section, Chunk, OverflowRejection)}
+        return deleted, counts, needed - owned, protected
+
     @admin.display(description="Uploaded file")
     def file_link(self, obj: Source) -> str:
         if not obj.file:

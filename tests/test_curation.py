@@ -14,7 +14,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from kb import answering, evaluation, ingestion, jobs, permissions, queueing
-from kb.models import Collection, GoldenCase, Source
+from kb.models import Collection, GoldenCase, Section, Source
 from tests.base import DemoTestCase, make_users
 
 
@@ -161,6 +161,19 @@ class GroupLimitsInTheAdminTestCase(TestCase):
         self.assertEqual(response.status_code, 403)
         section.refresh_from_db()
         self.assertEqual(section.source_id, self.shown.pk)
+
+    def test_an_editor_deletes_a_source_with_its_index_but_no_hidden_one(self):
+        url = reverse("admin:kb_source_delete", args=[self.shown.pk])
+        page = self.client.get(url)
+        self.assertContains(page, "Are you sure")
+        self.assertNotContains(page, "permission to delete")
+        self.assertRedirects(self.client.post(url, {"post": "yes"}),
+                             reverse("admin:kb_source_changelist"))  # fmt: skip
+        self.assertFalse(Source.objects.filter(pk=self.shown.pk).exists())
+        self.assertFalse(Section.objects.filter(source_id=self.shown.pk).exists())
+        hidden = reverse("admin:kb_source_delete", args=[self.hidden.pk])
+        self.client.post(hidden, {"post": "yes"})
+        self.assertTrue(Source.objects.filter(pk=self.hidden.pk).exists())
 
     def test_lists_pages_and_forms_leave_the_collection_out(self):
         sources = self.client.get(reverse("admin:kb_source_changelist"))
