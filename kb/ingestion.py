@@ -502,7 +502,7 @@ def _ingest(source: Source, version: int, started: float) -> str:
             f"chunk {first.data.chunk_index} in '{first.data.heading_path}' has "
             f"{first.token_count} tokens, the model reads {prepared.window}"
         )
-    vectors = _embed(source, prepared)
+    vectors = _embed(source, version, prepared)
     duration = time.perf_counter() - started
     stats = {**_stats(prepared, duration), "config": build_config(collection)}
     _publish(source, version, prepared, vectors, stats, reading)
@@ -580,7 +580,10 @@ def _original(source: Source) -> bytes:
         return stored.read()
 
 
-def _embed(source: Source, prepared: Prepared):
+def _embed(source: Source, version: int, prepared: Prepared):
+    """The chunks' vectors, batch by batch; a source deleted, or given a newer
+    version, meanwhile stops the job at the next batch (StaleJob) instead of
+    keeping the worker busy with text nobody will search."""
     import numpy as np
 
     total = len(prepared.chunks)
@@ -597,11 +600,13 @@ def _embed(source: Source, prepared: Prepared):
             parts.append(embedding.get_embedder().embed_truncating(texts[batch]))
         else:
             parts.append(embedding.embed(texts[batch], origins=origins[batch]))
-        _set_progress(
-            source, None, stage="embedding",
-            chunks_embedded=min(start + EMBED_BATCH, total), chunks_total=total,
-            blocks=prepared.blocks,
-        )  # fmt: skip
+        progress = {"stage": "embedding", "blocks": prepared.blocks,
+                    "chunks_embedded": min(start + EMBED_BATCH, total),
+                    "chunks_total": total}  # fmt: skip
+        if not Source.objects.filter(pk=source.pk, version=version).update(
+            progress=progress
+        ):
+            raise StaleJob(f"version {version} deleted or superseded while embedded")
     return np.concatenate(parts) if parts else np.zeros((0, 384), dtype="float32")
 
 

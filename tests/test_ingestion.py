@@ -434,3 +434,44 @@ def _wait_for(predicate, timeout: float = 120) -> None:
             return
         time.sleep(0.05)
     raise AssertionError("condition not reached")
+
+
+class StopWhileEmbeddingTestCase(TransactionTestCase):
+    """A source deleted while its job embeds it frees the worker at the next batch
+    instead of embedding text nobody will search (the job runs in a thread here:
+    another connection, as a worker's)."""
+
+    def test_a_source_deleted_while_embedded_stops_its_job(self):
+        import threading
+
+        from django.db import connection
+
+        collection = Collection.objects.create(name="Big")
+        text = "# Big\n\n" + "\n\n".join(
+            f"Paragraph {i} says something about topic number {i}." for i in range(8000)
+        )
+        source = _store(collection, "big.md", text.encode())
+        outcome: dict[str, str] = {}
+
+        def run() -> None:
+            try:
+                outcome["result"] = ingestion.ingest(source.pk)
+            finally:
+                connection.close()
+
+        job = threading.Thread(target=run)
+        job.start()
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and job.is_alive():
+            progress = Source.objects.get(pk=source.pk).progress or {}
+            if progress.get("stage") == "embedding":
+                break
+            time.sleep(0.05)
+        self.assertLess(progress["chunks_embedded"], progress["chunks_total"])
+        Source.objects.filter(pk=source.pk).delete()
+        job.join(300)
+        self.assertEqual(
+            outcome["result"],
+            f"skipped: version {source.version} deleted or superseded while embedded",
+        )
+        self.assertFalse(Section.objects.filter(source_id=source.pk).exists())
