@@ -11,6 +11,9 @@ from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.template.defaultfilters import filesizeformat
 
+# filesizeformat writes a no-break space: the charset must be said.
+PLAIN = "text/plain; charset=utf-8"
+
 logger = logging.getLogger(__name__)
 
 API_PREFIX = "/api/"
@@ -47,9 +50,10 @@ class RequestLimitsMiddleware:
             )
             if not api:
                 message += (
-                    " Upload fewer files at a time (KB_MAX_UPLOAD_REQUEST_BYTES)."
+                    " Upload a smaller file, or fewer files at a time (the limit "
+                    "of one request: KB_MAX_UPLOAD_REQUEST_BYTES)."
                 )
-                return HttpResponse(message, status=413, content_type="text/plain")
+                return HttpResponse(message, status=413, content_type=PLAIN)
             return JsonResponse({"error": message}, status=413)
         return self.get_response(request)
 
@@ -65,14 +69,14 @@ class RequestLimitsMiddleware:
                 f"The request holds more than {settings.DATA_UPLOAD_MAX_NUMBER_FILES}"
                 " files; upload fewer at a time.",
                 status=400,
-                content_type="text/plain",
+                content_type=PLAIN,
             )
         except RequestDataTooBig:
             limit = filesizeformat(settings.DATA_UPLOAD_MAX_MEMORY_SIZE)
             return HttpResponse(
                 f"The form's fields besides files hold over {limit}.",
                 status=413,
-                content_type="text/plain",
+                content_type=PLAIN,
             )
         return None
 

@@ -149,6 +149,9 @@ class SizeCapTestCase(StaffTestCase):
                 CONTENT_LENGTH=str(60 * 1024 * 1024),
             )
         self.assertEqual(response.status_code, 413)
+        self.assertEqual(response["Content-Type"], "text/plain; charset=utf-8")
+        self.assertIn("the limit is 50.0\xa0MB", response.content.decode())
+        self.assertIn("Upload a smaller file, or fewer", response.content.decode())
         self.assertIn("KB_MAX_UPLOAD_REQUEST_BYTES", response.content.decode())
         self.assertFalse(Source.objects.exists())
         upload.seek(0)  # the same upload, its true length: stored
