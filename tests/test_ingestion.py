@@ -309,7 +309,7 @@ class IngestCommandTestCase(TestCase):
                     data
                 )
             errors = StringIO()
-            with self.assertRaisesMessage(CommandError, "failed"):
+            with self.assertRaisesMessage(CommandError, "1 refused, nothing stored"):
                 call_command(
                     "kb_ingest", folder, collection="Docs", stdout=StringIO(),
                     stderr=errors,

@@ -631,12 +631,19 @@ class IngestConvertedTestCase(TestCase):
         folder = Path(self.enterContext(_temporary_folder()))
         (folder / "scan.pdf").write_bytes(build_pdf([scanned_page()]))
         err = StringIO()
-        with self.assertRaisesMessage(CommandError, "0 of 1 file(s)"):
+        with self.assertRaisesMessage(
+            CommandError,
+            "0 of 1 file(s) stored and indexed or queued. 1 stored but failed to "
+            "index: kept as failed sources with the reason",
+        ):
             call_command(
                 "kb_ingest", str(folder), "--collection", "Policies", "--sync",
                 stderr=err,
             )  # fmt: skip
-        self.assertIn("scan.pdf: refused: scan.pdf has no text layer", err.getvalue())
+        self.assertIn(
+            "scan.pdf: stored, but indexing failed: scan.pdf has no text layer",
+            err.getvalue(),
+        )
         source = Source.objects.get(file_name="scan.pdf")
         self.assertEqual(source.status, Source.Status.FAILED)
         self.assertIn("scan.pdf has no text layer (scanned?)", source.error)

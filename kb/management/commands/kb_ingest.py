@@ -33,19 +33,28 @@ class Command(BaseCommand):
             raise CommandError(
                 f"No {', '.join(ingestion.ALLOWED_EXTENSIONS)} files found."
             )
-        failed = 0
+        outcomes = []
         for root, path in files:
             name = path.relative_to(root).as_posix() if root != path else path.name
-            failed += not self._one(collection, name, path, options["sync"])
+            outcomes.append(self._one(collection, name, path, options["sync"]))
         if options["sync"]:
             keywords.count_terms(collection)
-        total = len(files)
-        summary = f"{total - failed} of {total} file(s) stored and indexed or queued."
+        total, done = len(files), outcomes.count("done")
+        refused, failed = outcomes.count("refused"), outcomes.count("failed")
+        summary = f"{done} of {total} file(s) stored and indexed or queued."
         if failed:
-            raise CommandError(f"{summary} {failed} failed (see above).")
+            summary += (
+                f" {failed} stored but failed to index: kept as failed sources "
+                "with the reason (a previous version stays live)."
+            )
+        if refused:
+            summary += f" {refused} refused, nothing stored."
+        if refused or failed:
+            raise CommandError(f"{summary} See above.")
         self.stdout.write(self.style.SUCCESS(summary))
 
-    def _one(self, collection: Collection, name: str, path: Path, sync: bool) -> bool:
+    def _one(self, collection: Collection, name: str, path: Path, sync: bool) -> str:
+        """done, refused (nothing stored) or failed (stored, not indexed)."""
         shown = ingestion.shown_name(name)  # a name that is not UTF-8 still prints
         try:
             with ingestion.storing():
@@ -54,20 +63,21 @@ class Command(BaseCommand):
                 )
                 if outcome == "unchanged" and source.indexed_version == source.version:
                     self.stdout.write(f"{shown}: unchanged")
-                    return True
+                    return "done"
                 if not sync:
                     queued = queueing.enqueue_ingest(source)
                     note = "queued" if queued else queueing.QUEUE_DOWN
                     self.stdout.write(f"{shown}: {outcome}, {note}")
-                    return True
-            self.stdout.write(f"{shown}: {outcome}, {ingestion.ingest(source.pk)}")
+                    return "done"
         except (ingestion.IngestionError, parsing.ParseError) as exc:
             self.stderr.write(f"{shown}: refused: {exc}")
-            return False
-        except Exception as exc:  # an embedding error, recorded on the source
-            self.stderr.write(f"{shown}: failed: {exc}")
-            return False
-        return True
+            return "refused"
+        try:
+            self.stdout.write(f"{shown}: {outcome}, {ingestion.ingest(source.pk)}")
+        except Exception as exc:  # recorded on the source, which stays as failed
+            self.stderr.write(f"{shown}: stored, but indexing failed: {exc}")
+            return "failed"
+        return "done"
 
 
 def _files(paths: list[Path]):
