@@ -19,6 +19,7 @@ from kb import (
     questions,
     readers,
     reindexing,
+    staff,
 )
 from kb.forms import CollectionForm, GoldenCaseForm, LoginForm, SourceChangeForm
 from kb.models import (
@@ -33,8 +34,8 @@ from kb.models import (
     Section,
     Source,
 )
-from kb.staff import sources
-from kb.staff import urls as staff_urls
+from kb.staff import sources as source_pages
+from kb.staff import urls as staff_pages
 
 ACTIVE = [Source.Status.QUEUED, Source.Status.INDEXING]
 # Failed logins lock a user name and an address out for a while (kb/ratelimit.py).
@@ -48,12 +49,8 @@ class CollectionScoped:
     collection_path = "collection"
 
     def get_queryset(self, request):
-        allowed = Collection.objects.open_to(request.user).values("pk")
-        return (
-            super()
-            .get_queryset(request)
-            .filter(**{f"{self.collection_path}__in": allowed})
-        )
+        rows = super().get_queryset(request)
+        return staff.open_to(request.user, rows, self.collection_path)
 
     def formfield_for_foreignkey(self, db_field, request, **kwargs):
         if db_field.name == "collection":
@@ -84,7 +81,7 @@ class ReadOnly:
 
 @admin.register(Collection)
 class CollectionAdmin(StaffPages, CollectionScoped, admin.ModelAdmin):
-    staff_urls = staff_urls.COLLECTION
+    staff_urls = staff_pages.COLLECTION
     collection_path = "pk"
     form = CollectionForm
     list_display = ["name", *Collection.CONFIG_FIELDS, "source_count", "index_state"]
@@ -145,7 +142,7 @@ class CollectionAdmin(StaffPages, CollectionScoped, admin.ModelAdmin):
         super().save_model(request, obj, form, change)
         if changes:
             shadow = reindexing.start(obj, changes, request.user)
-            sources.shadow_message(request, shadow, "chunking settings")
+            source_pages.shadow_message(request, shadow, "chunking settings")
 
 
 class EmbeddingFilter(admin.SimpleListFilter):
@@ -181,7 +178,7 @@ def _stored_count(key: str, model) -> Coalesce:
 
 @admin.register(Source)
 class SourceAdmin(StaffPages, CollectionScoped, admin.ModelAdmin):
-    staff_urls = staff_urls.SOURCE
+    staff_urls = staff_pages.SOURCE
     form = SourceChangeForm
     list_display = [
         "title",
@@ -316,11 +313,11 @@ class SourceAdmin(StaffPages, CollectionScoped, admin.ModelAdmin):
     @admin.action(description="Re-index selected sources")
     def reindex(self, request: HttpRequest, queryset) -> None:
         with transaction.atomic():
-            count, note = sources.requeue(queryset)
+            count, note = source_pages.requeue(queryset)
         self.message_user(request, f"Queued {count} source(s) for re-indexing{note}.")
 
     def add_view(self, request, form_url="", extra_context=None):
-        return sources.upload(request)
+        return source_pages.upload(request)
 
     def save_model(self, request, obj: Source, form, change) -> None:
         meta = form.metadata_value()
@@ -512,7 +509,7 @@ class StaleSpansFilter(admin.SimpleListFilter):
 
 @admin.register(GoldenCase)
 class GoldenCaseAdmin(StaffPages, CollectionScoped, admin.ModelAdmin):
-    staff_urls = staff_urls.GOLDEN_CASE
+    staff_urls = staff_pages.GOLDEN_CASE
     form = GoldenCaseForm
     list_display = ["external_id", "question", "kind", "collection", "span_count",
                     "is_real_question"]  # fmt: skip
@@ -594,7 +591,7 @@ class GoldenCaseAdmin(StaffPages, CollectionScoped, admin.ModelAdmin):
 
 @admin.register(EvalRun)
 class EvalRunAdmin(StaffPages, CollectionScoped, admin.ModelAdmin):
-    staff_urls = staff_urls.EVAL_RUN
+    staff_urls = staff_pages.EVAL_RUN
     list_display = ["__str__", "status", "recall", "created", "finished"]
     list_filter = ["status", ("collection", admin.RelatedOnlyFieldListFilter)]
     readonly_fields = ["collection", "status", "config", "aggregate", "progress",
@@ -624,7 +621,7 @@ class FeedbackFilter(admin.SimpleListFilter):
 
 @admin.register(Question)
 class QuestionAdmin(StaffPages, ReadOnly, CollectionScoped, admin.ModelAdmin):
-    staff_urls = staff_urls.QUESTION
+    staff_urls = staff_pages.QUESTION
     """The question log: read-only; pruned by age and size (kb/questions.py)."""
 
     list_display = ["question", "collection", "user", "created", "answerer",

@@ -22,8 +22,8 @@ def may_view(user, model: type[Model]) -> bool:
     return user.has_perm(f"kb.view_{name}") or user.has_perm(f"kb.change_{name}")
 
 
-def open_to(user, model: type[Model], path: str = "collection") -> QuerySet:
-    """The rows of `model` in collections the user may see, as the admin lists
-    them (kb.admin.CollectionScoped)."""
+def open_to(user, rows: QuerySet, path: str = "collection") -> QuerySet:
+    """The rows in collections the user may see (CollectionQuerySet.open_to), the
+    admin's lists too; `path` leads from a row to its collection's id."""
     allowed = Collection.objects.open_to(user).values("pk")
-    return model.objects.filter(**{f"{path}__in": allowed})
+    return rows.filter(**{f"{path}__in": allowed})

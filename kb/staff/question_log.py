@@ -19,7 +19,7 @@ from kb.staff import may_view, open_to
 
 @admin.site.admin_view
 def replay(request: HttpRequest, pk: int) -> HttpResponse:
-    entry = get_object_or_404(open_to(request.user, Question), pk=pk)
+    entry = get_object_or_404(open_to(request.user, Question.objects.all()), pk=pk)
     if not may_view(request.user, Question):
         raise PermissionDenied
     context = {

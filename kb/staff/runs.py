@@ -69,7 +69,7 @@ def run(request: HttpRequest) -> HttpResponse:
 def floor(request: HttpRequest, pk: int) -> HttpResponse:
     if not permissions.can_change_policy(request.user):
         raise PermissionDenied
-    chosen = get_object_or_404(open_to(request.user, EvalRun), pk=pk)
+    chosen = get_object_or_404(open_to(request.user, EvalRun.objects.all()), pk=pk)
     if evaluation.is_experiment(chosen):
         messages.warning(
             request, "Only a run of the live configuration sets the floor."

@@ -133,7 +133,7 @@ def _store_uploads(form: SourceUploadForm) -> list[tuple[str, str]]:
 @admin.site.admin_view
 @require_POST
 def reindex_source(request: HttpRequest, pk: int) -> HttpResponse:
-    source = get_object_or_404(open_to(request.user, Source), pk=pk)
+    source = get_object_or_404(open_to(request.user, Source.objects.all()), pk=pk)
     if not request.user.has_perm("kb.change_source"):
         raise PermissionDenied
     with transaction.atomic():
