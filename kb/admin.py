@@ -1,29 +1,17 @@
 from __future__ import annotations
 
-from django.conf import settings
 from django.contrib import admin, messages
-from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.db.models import Count, F, Func, IntegerField, OuterRef, Subquery
 from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Cast, Coalesce
-from django.http import (
-    HttpRequest,
-    HttpResponse,
-    HttpResponseBadRequest,
-    HttpResponseRedirect,
-    JsonResponse,
-)
-from django.shortcuts import get_object_or_404, redirect
+from django.http import HttpRequest, HttpResponse
 from django.template.loader import render_to_string
-from django.template.response import TemplateResponse
-from django.urls import path, reverse
+from django.urls import reverse
 from django.utils.html import format_html, format_html_join
-from django.views.decorators.http import require_POST
 
 from kb import (
     charts,
-    dashboard,
     evaluation,
     ingestion,
     jobs,
@@ -31,19 +19,9 @@ from kb import (
     questions,
     readers,
     reindexing,
+    staff,
 )
-from kb.forms import (
-    CollectionForm,
-    EvalRunForm,
-    GapHandledForm,
-    GoldenCaseForm,
-    GoldenImportForm,
-    LoginForm,
-    PolicyForm,
-    SourceChangeForm,
-    SourceUploadForm,
-    parse_id,
-)
+from kb.forms import CollectionForm, GoldenCaseForm, LoginForm, SourceChangeForm
 from kb.models import (
     ApiToken,
     Chunk,
@@ -54,9 +32,10 @@ from kb.models import (
     Question,
     ReplayReport,
     Section,
-    ShadowIndex,
     Source,
 )
+from kb.staff import sources as source_pages
+from kb.staff import urls as staff_pages
 
 ACTIVE = [Source.Status.QUEUED, Source.Status.INDEXING]
 # Failed logins lock a user name and an address out for a while (kb/ratelimit.py).
@@ -70,12 +49,8 @@ class CollectionScoped:
     collection_path = "collection"
 
     def get_queryset(self, request):
-        allowed = Collection.objects.open_to(request.user).values("pk")
-        return (
-            super()
-            .get_queryset(request)
-            .filter(**{f"{self.collection_path}__in": allowed})
-        )
+        rows = super().get_queryset(request)
+        return staff.open_to(request.user, rows, self.collection_path)
 
     def formfield_for_foreignkey(self, db_field, request, **kwargs):
         if db_field.name == "collection":
@@ -83,18 +58,30 @@ class CollectionScoped:
         return super().formfield_for_foreignkey(db_field, request, **kwargs)
 
 
-def _reindex(sources) -> tuple[int, str]:
-    """Queue the sources again; returns how many, and "" or why they wait."""
-    count, queued = 0, True
-    for source in sources:
-        ingestion.mark_queued(source)
-        queued = jobs.enqueue_ingest(source) and queued
-        count += 1
-    return count, "" if queued else f" ({jobs.QUEUE_DOWN})"
+class StaffPages:
+    """Serves the model's staff pages (kb/staff/urls.py) under its admin URLs,
+    before the admin's own catch-all object URLs."""
+
+    staff_urls: list = []
+
+    def get_urls(self):
+        return [*self.staff_urls, *super().get_urls()]
+
+
+class ReadOnly:
+    """Rows made by ingestion, evaluation or the question log: shown, never added
+    or edited by hand."""
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
 
 
 @admin.register(Collection)
-class CollectionAdmin(CollectionScoped, admin.ModelAdmin):
+class CollectionAdmin(StaffPages, CollectionScoped, admin.ModelAdmin):
+    staff_urls = staff_pages.COLLECTION
     collection_path = "pk"
     form = CollectionForm
     list_display = ["name", *Collection.CONFIG_FIELDS, "source_count", "index_state"]
@@ -142,43 +129,6 @@ class CollectionAdmin(CollectionScoped, admin.ModelAdmin):
     def has_delete_permission(self, request, obj=None) -> bool:
         return permissions.can_change_policy(request.user)
 
-    def get_urls(self):
-        own = [
-            path(
-                "<int:pk>/policy/",
-                self.admin_site.admin_view(self.policy_view),
-                name="kb_collection_policy",
-            ),
-            path(
-                "<int:pk>/reindex/",
-                self.admin_site.admin_view(require_POST(self.reindex_view)),
-                name="kb_collection_reindex",
-            ),
-        ]
-        return own + super().get_urls()
-
-    def policy_view(self, request: HttpRequest, pk: int) -> HttpResponse:
-        collection = get_object_or_404(self.get_queryset(request), pk=pk)
-        if not permissions.can_change_policy(request.user):
-            raise PermissionDenied
-        policy = ingestion.policy_for(collection)
-        form = PolicyForm(request.POST or None, policy=policy)
-        if request.method == "POST" and form.is_valid():
-            if form.cleaned_data != policy.decisions:
-                changes = {"metadata_policy": form.cleaned_data}
-                shadow = reindexing.start(collection, changes, request.user)
-                _shadow_message(request, shadow, "policy")
-            return redirect("admin:kb_collection_policy", pk=pk)
-        context = {
-            **self.admin_site.each_context(request),
-            "title": f"Metadata policy: {collection}",
-            "collection": collection,
-            "form": form,
-            "opts": self.model._meta,
-            "example": _example_chunk(collection),
-        }
-        return TemplateResponse(request, "admin/kb/collection/policy.html", context)
-
     def save_model(self, request, obj: Collection, form, change) -> None:
         # Chunking settings go live with a shadow index that holds on the golden
         # set (kb/reindexing.py): until it swaps, the collection keeps the live ones.
@@ -192,42 +142,7 @@ class CollectionAdmin(CollectionScoped, admin.ModelAdmin):
         super().save_model(request, obj, form, change)
         if changes:
             shadow = reindexing.start(obj, changes, request.user)
-            _shadow_message(request, shadow, "chunking settings")
-
-    def reindex_view(self, request: HttpRequest, pk: int) -> HttpResponse:
-        collection = get_object_or_404(self.get_queryset(request), pk=pk)
-        if not permissions.can_change_policy(request.user):
-            raise PermissionDenied
-        with transaction.atomic():
-            count, note = _reindex(collection.sources.all())
-            Collection.objects.filter(pk=pk).update(is_index_stale=False)
-        messages.success(
-            request, f"Re-indexing {count} source(s) of {collection}{note}."
-        )
-        return redirect("admin:kb_source_changelist")
-
-
-def _shadow_message(request: HttpRequest, shadow: ShadowIndex | None, what: str):
-    if shadow is None:
-        messages.info(request, f"The {what} apply as they are: no index to rebuild.")
-    elif shadow.status == ShadowIndex.Status.FAILED:
-        messages.error(request, f"The new {what} are not applied: {shadow.error}.")
-    else:
-        messages.info(
-            request,
-            f"The new {what} are being built as shadow index {shadow.pk} beside the "
-            "live one, which answers until the shadow holds on the golden set and "
-            "swaps in (evaluation dashboard).",
-        )
-
-
-def _example_chunk(collection: Collection) -> Chunk | None:
-    return (
-        Chunk.objects.filter(source__collection=collection)
-        .select_related("source")
-        .order_by("source_id", "chunk_index")
-        .first()
-    )
+            source_pages.shadow_message(request, shadow, "chunking settings")
 
 
 class EmbeddingFilter(admin.SimpleListFilter):
@@ -262,7 +177,8 @@ def _stored_count(key: str, model) -> Coalesce:
 
 
 @admin.register(Source)
-class SourceAdmin(CollectionScoped, admin.ModelAdmin):
+class SourceAdmin(StaffPages, CollectionScoped, admin.ModelAdmin):
+    staff_urls = staff_pages.SOURCE
     form = SourceChangeForm
     list_display = [
         "title",
@@ -405,72 +321,11 @@ class SourceAdmin(CollectionScoped, admin.ModelAdmin):
     @admin.action(description="Re-index selected sources")
     def reindex(self, request: HttpRequest, queryset) -> None:
         with transaction.atomic():
-            count, note = _reindex(queryset)
+            count, note = source_pages.requeue(queryset)
         self.message_user(request, f"Queued {count} source(s) for re-indexing{note}.")
 
     def add_view(self, request, form_url="", extra_context=None):
-        return self.upload_view(request)
-
-    def get_urls(self):
-        own = [
-            path("upload/", self.admin_site.admin_view(self.upload_view),
-                 name="kb_source_upload"),
-            path("<int:pk>/reindex/",
-                 self.admin_site.admin_view(require_POST(self.reindex_one)),
-                 name="kb_source_reindex"),
-        ]  # fmt: skip
-        return own + super().get_urls()
-
-    def upload_view(self, request: HttpRequest) -> HttpResponse:
-        if not self.has_add_permission(request):
-            raise PermissionDenied
-        form = SourceUploadForm(request.POST or None, request.FILES or None)
-        allowed = Collection.objects.visible_to(request.user)
-        form.fields["collection"].queryset = allowed
-        if request.method == "POST" and form.is_valid():
-            outcomes = self._store_uploads(form)
-            for name, outcome in outcomes:
-                messages.info(request, f"{name}: {outcome}")
-            return redirect("admin:kb_source_changelist")
-        context = {
-            **self.admin_site.each_context(request),
-            "title": "Upload sources",
-            "form": form,
-            "opts": self.model._meta,
-            "max_bytes": settings.KB_MAX_UPLOAD_BYTES,
-        }
-        status = 400 if request.method == "POST" else 200
-        return TemplateResponse(
-            request, "admin/kb/source/upload.html", context, status=status
-        )
-
-    def _store_uploads(self, form: SourceUploadForm) -> list[tuple[str, str]]:
-        outcomes = []
-        with ingestion.storing():  # all files or none, on disk too
-            for upload in form.cleaned_data["files"]:  # checked by the form
-                source, outcome = ingestion.store_checked(
-                    form.cleaned_data["collection"],
-                    upload,
-                    title=form.cleaned_data.get("title", ""),
-                    metadata=form.metadata_value(),
-                )
-                if outcome == "unchanged":
-                    outcome = "same content as the stored version; not re-indexed"
-                elif jobs.enqueue_ingest(source):
-                    outcome = f"{outcome}, queued for indexing"
-                else:
-                    outcome = f"{outcome}: {jobs.QUEUE_DOWN}"
-                outcomes.append((upload.file_name, outcome))
-        return outcomes
-
-    def reindex_one(self, request: HttpRequest, pk: int) -> HttpResponse:
-        source = get_object_or_404(self.get_queryset(request), pk=pk)
-        if not self.has_change_permission(request, source):
-            raise PermissionDenied
-        with transaction.atomic():
-            _, note = _reindex([source])
-        messages.success(request, f"Queued {source} for re-indexing{note}.")
-        return redirect("admin:kb_source_change", source.pk)
+        return source_pages.upload(request)
 
     def save_model(self, request, obj: Source, form, change) -> None:
         meta = form.metadata_value()
@@ -484,11 +339,7 @@ class SourceAdmin(CollectionScoped, admin.ModelAdmin):
             obj.is_title_auto = False  # the editor's, kept over the document's
         if changed:
             obj.content_hash = ingestion.content_hash(obj.text)
-            # The version now, not the one read with the form: an upload may have
-            # bumped it meanwhile (locked until this edit commits).
-            current = Source.objects.select_for_update().filter(pk=obj.pk)
-            obj.version = (current.values_list("version", flat=True).first() or 0) + 1
-            obj.status = Source.Status.QUEUED
+            obj.queue_new_version()
         super().save_model(request, obj, form, change)
         if changed and jobs.enqueue_ingest(obj):
             messages.info(request, "Changes saved; the source is queued for indexing.")
@@ -568,7 +419,7 @@ def _mark_lost_jobs(sources) -> None:
 
 
 @admin.register(Section)
-class SectionAdmin(CollectionScoped, admin.ModelAdmin):
+class SectionAdmin(ReadOnly, CollectionScoped, admin.ModelAdmin):
     collection_path = "source__collection"
     list_display = ["heading_path", "source", "level", "order", "start", "end"]
     list_filter = [("source__collection", admin.RelatedOnlyFieldListFilter)]
@@ -578,15 +429,10 @@ class SectionAdmin(CollectionScoped, admin.ModelAdmin):
     exclude = ["embedding"]
 
     # Sections are what ingestion made of a source: edit the source, not them.
-    def has_add_permission(self, request) -> bool:
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False
 
 
 @admin.register(Chunk)
-class ChunkAdmin(CollectionScoped, admin.ModelAdmin):
+class ChunkAdmin(ReadOnly, CollectionScoped, admin.ModelAdmin):
     collection_path = "source__collection"
     list_display = ["__str__", "heading", "kind", "token_count", "start", "end"]
     list_filter = [
@@ -625,15 +471,9 @@ class ChunkAdmin(CollectionScoped, admin.ModelAdmin):
             obj.section.body[obj.start - base : obj.end - base],
         )
 
-    def has_add_permission(self, request) -> bool:
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False
-
 
 @admin.register(OverflowRejection)
-class OverflowRejectionAdmin(CollectionScoped, admin.ModelAdmin):
+class OverflowRejectionAdmin(ReadOnly, CollectionScoped, admin.ModelAdmin):
     collection_path = "source__collection"
     list_display = [
         "source",
@@ -659,12 +499,6 @@ class OverflowRejectionAdmin(CollectionScoped, admin.ModelAdmin):
             return "(not indexed yet)"
         return format_html('<a href="{}">{}</a>', section.get_absolute_url(), "open")
 
-    def has_add_permission(self, request) -> bool:
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False
-
 
 class StaleSpansFilter(admin.SimpleListFilter):
     title = "spans"
@@ -682,7 +516,8 @@ class StaleSpansFilter(admin.SimpleListFilter):
 
 
 @admin.register(GoldenCase)
-class GoldenCaseAdmin(CollectionScoped, admin.ModelAdmin):
+class GoldenCaseAdmin(StaffPages, CollectionScoped, admin.ModelAdmin):
+    staff_urls = staff_pages.GOLDEN_CASE
     form = GoldenCaseForm
     list_display = ["external_id", "question", "kind", "collection", "span_count",
                     "is_real_question"]  # fmt: skip
@@ -761,61 +596,10 @@ class GoldenCaseAdmin(CollectionScoped, admin.ModelAdmin):
         response["Content-Disposition"] = 'attachment; filename="golden.jsonl"'
         return response
 
-    def get_urls(self):
-        own = [
-            path("import/", self.admin_site.admin_view(self.import_view),
-                 name="kb_goldencase_import"),
-            path("sources/", self.admin_site.admin_view(self.sources_view),
-                 name="kb_goldencase_sources"),
-        ]  # fmt: skip
-        return own + super().get_urls()
-
-    def sources_view(self, request: HttpRequest) -> JsonResponse:
-        """The span picker's texts: every source of one collection, as stored."""
-        if not self.has_view_permission(request):
-            raise PermissionDenied
-        pk = parse_id(request.GET.get("collection", ""))
-        if pk is None:
-            return JsonResponse(
-                {"error": "collection must be a collection id (digits 0-9)."},
-                status=400,
-            )
-        visible = Collection.objects.open_to(request.user)
-        collection = get_object_or_404(visible, pk=pk)
-        sources = collection.sources.order_by("file_name").values("file_name", "text")
-        return JsonResponse(
-            {"sources": [{"file": s["file_name"], "text": s["text"]} for s in sources]}
-        )
-
-    def import_view(self, request: HttpRequest) -> HttpResponse:
-        if not self.has_add_permission(request):
-            raise PermissionDenied
-        form = GoldenImportForm(request.POST or None, request.FILES or None)
-        allowed = Collection.objects.visible_to(request.user)
-        form.fields["collection"].queryset = allowed
-        if request.method == "POST" and form.is_valid():
-            collection = form.cleaned_data["collection"]
-            try:
-                report = evaluation.import_cases(collection, form.cleaned_data["file"])
-            except evaluation.GoldenImportError as exc:
-                form.add_error("file", str(exc))
-            else:
-                messages.success(request, evaluation.import_summary(collection, report))
-                return redirect("admin:kb_goldencase_changelist")
-        context = {
-            **self.admin_site.each_context(request),
-            "title": "Import golden cases",
-            "form": form,
-            "opts": self.model._meta,
-        }
-        status = 400 if request.method == "POST" else 200
-        return TemplateResponse(
-            request, "admin/kb/goldencase/import.html", context, status=status
-        )
-
 
 @admin.register(EvalRun)
-class EvalRunAdmin(CollectionScoped, admin.ModelAdmin):
+class EvalRunAdmin(StaffPages, CollectionScoped, admin.ModelAdmin):
+    staff_urls = staff_pages.EVAL_RUN
     list_display = ["__str__", "status", "recall", "created", "finished"]
     list_filter = ["status", ("collection", admin.RelatedOnlyFieldListFilter)]
     readonly_fields = ["collection", "status", "config", "aggregate", "progress",
@@ -825,98 +609,6 @@ class EvalRunAdmin(CollectionScoped, admin.ModelAdmin):
 
     def has_add_permission(self, request) -> bool:
         return False
-
-    def get_urls(self):
-        own = [
-            path("dashboard/", self.admin_site.admin_view(self.dashboard_view),
-                 name="kb_evalrun_dashboard"),
-            path("dashboard/run/", self._post_view(self.run_view),
-                 name="kb_evalrun_run"),
-            path("<int:pk>/floor/", self._post_view(self.floor_view),
-                 name="kb_evalrun_floor"),
-            path("shadow/<int:pk>/approve/", self._post_view(self.approve_view),
-                 name="kb_shadow_approve"),
-            path("shadow/<int:pk>/discard/", self._post_view(self.discard_view),
-                 name="kb_shadow_discard"),
-        ]  # fmt: skip
-        return own + super().get_urls()
-
-    def _post_view(self, view):
-        return self.admin_site.admin_view(require_POST(view))
-
-    def dashboard_view(self, request: HttpRequest) -> HttpResponse:
-        if not self.has_view_permission(request):
-            raise PermissionDenied
-        try:
-            shown = dashboard.context(request.GET, request.user)
-        except dashboard.BadParameter as exc:
-            return HttpResponseBadRequest(str(exc), content_type="text/plain")
-        context = {
-            **self.admin_site.each_context(request),
-            **shown,
-            "title": "Retrieval evaluation",
-            "opts": self.model._meta,
-            "can_run": permissions.can_change_policy(request.user),
-        }
-        return TemplateResponse(request, "admin/kb/evalrun/dashboard.html", context)
-
-    def run_view(self, request: HttpRequest) -> HttpResponse:
-        if not permissions.can_change_policy(request.user):
-            raise PermissionDenied
-        form = EvalRunForm(request.POST)
-        allowed = Collection.objects.visible_to(request.user)
-        form.fields["collection"].queryset = allowed
-        if not form.is_valid():
-            messages.error(request, f"Not started: {form.errors.as_text()}")
-            return redirect("admin:kb_evalrun_dashboard")
-        collection = form.cleaned_data["collection"]
-        with transaction.atomic():
-            run = evaluation.start_run(collection, form.overrides())
-            jobs.enqueue_evaluation(run)
-        messages.success(request, f"Evaluation run {run.pk} of {collection} queued.")
-        url = reverse("admin:kb_evalrun_dashboard") + f"?collection={collection.pk}"
-        return HttpResponseRedirect(url)
-
-    def floor_view(self, request: HttpRequest, pk: int) -> HttpResponse:
-        if not permissions.can_change_policy(request.user):
-            raise PermissionDenied
-        run = get_object_or_404(self.get_queryset(request), pk=pk)
-        if evaluation.is_experiment(run):
-            messages.warning(
-                request, "Only a run of the live configuration sets the floor."
-            )
-        elif evaluation.raise_floor(run.collection, run):
-            messages.success(request, f"Recall floor raised to {run.recall:.3f}.")
-        else:
-            messages.warning(request, "The floor is only ever raised; left as it was.")
-        url = reverse("admin:kb_evalrun_dashboard") + f"?collection={run.collection_id}"
-        return HttpResponseRedirect(url)
-
-    def approve_view(self, request: HttpRequest, pk: int) -> HttpResponse:
-        shadow = self._shadow(request, pk)
-        if reindexing.approve(shadow, request.user):
-            messages.success(request, f"Shadow index {pk} approved: swapping it in.")
-        else:
-            messages.warning(request, f"Shadow index {pk} is not held; left as it is.")
-        return self._to_dashboard(shadow)
-
-    def discard_view(self, request: HttpRequest, pk: int) -> HttpResponse:
-        shadow = self._shadow(request, pk)
-        if reindexing.discard(shadow, request.user):
-            messages.success(request, f"Shadow index {pk} discarded; live unchanged.")
-        else:
-            messages.warning(request, f"Shadow index {pk} has ended; left as it is.")
-        return self._to_dashboard(shadow)
-
-    def _shadow(self, request: HttpRequest, pk: int) -> ShadowIndex:
-        if not permissions.can_change_policy(request.user):
-            raise PermissionDenied
-        allowed = Collection.objects.visible_to(request.user)
-        return get_object_or_404(ShadowIndex, pk=pk, collection__in=allowed)
-
-    def _to_dashboard(self, shadow: ShadowIndex) -> HttpResponse:
-        url = reverse("admin:kb_evalrun_dashboard")
-        return HttpResponseRedirect(f"{url}?collection={shadow.collection_id}#shadows")
 
 
 class FeedbackFilter(admin.SimpleListFilter):
@@ -936,7 +628,8 @@ class FeedbackFilter(admin.SimpleListFilter):
 
 
 @admin.register(Question)
-class QuestionAdmin(CollectionScoped, admin.ModelAdmin):
+class QuestionAdmin(StaffPages, ReadOnly, CollectionScoped, admin.ModelAdmin):
+    staff_urls = staff_pages.QUESTION
     """The question log: read-only; pruned by age and size (kb/questions.py)."""
 
     list_display = ["question", "collection", "user", "created", "answerer",
@@ -978,67 +671,9 @@ class QuestionAdmin(CollectionScoped, admin.ModelAdmin):
             "admin/kb/question/_retrieved.html", {"retrieved": obj.retrieved}
         )
 
-    def has_add_permission(self, request) -> bool:
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False
-
-    def get_urls(self):
-        own = [
-            path("<int:pk>/replay/", self.admin_site.admin_view(self.replay_view),
-                 name="kb_question_replay"),
-            path("gaps/", self.admin_site.admin_view(self.gaps_view),
-                 name="kb_question_gaps"),
-            path("gaps/handled/",
-                 self.admin_site.admin_view(require_POST(self.handled_view)),
-                 name="kb_question_handled"),
-        ]  # fmt: skip
-        return own + super().get_urls()
-
-    def replay_view(self, request: HttpRequest, pk: int) -> HttpResponse:
-        entry = get_object_or_404(self.get_queryset(request), pk=pk)
-        if not self.has_view_permission(request, entry):
-            raise PermissionDenied
-        context = {
-            **self.admin_site.each_context(request),
-            "title": f"Replay: {entry.question[:60]}",
-            "opts": self.model._meta,
-            "entry": entry,
-            "replay": questions.replay(entry),
-        }
-        return TemplateResponse(request, "admin/kb/question/replay.html", context)
-
-    def gaps_view(self, request: HttpRequest) -> HttpResponse:
-        """Content gaps for editors: whoever may write golden cases."""
-        if not request.user.has_perm("kb.add_goldencase"):
-            raise PermissionDenied
-        context = {
-            **self.admin_site.each_context(request),
-            "title": "Content gaps",
-            "opts": self.model._meta,
-            "gaps": questions.gaps(request.user),
-            "threshold": settings.KB_GAP_SIMILARITY,
-            "form": GapHandledForm(),
-        }
-        return TemplateResponse(request, "admin/kb/question/gaps.html", context)
-
-    def handled_view(self, request: HttpRequest) -> HttpResponse:
-        if not request.user.has_perm("kb.add_goldencase"):
-            raise PermissionDenied
-        form = GapHandledForm(request.POST)
-        if not form.is_valid():
-            messages.error(request, f"Not marked: {form.errors.as_text()}")
-            return redirect("admin:kb_question_gaps")
-        count = questions.mark_handled(
-            request.user, form.cleaned_data["ids"], form.cleaned_data["note"]
-        )
-        messages.success(request, f"{count} question(s) marked handled.")
-        return redirect("admin:kb_question_gaps")
-
 
 @admin.register(ReplayReport)
-class ReplayReportAdmin(CollectionScoped, admin.ModelAdmin):
+class ReplayReportAdmin(ReadOnly, CollectionScoped, admin.ModelAdmin):
     """Logged questions answered again after a re-index (kb.questions)."""
 
     list_display = ["__str__", "status", "replayed", "changed_count", "created"]
@@ -1056,12 +691,6 @@ class ReplayReportAdmin(CollectionScoped, admin.ModelAdmin):
         return render_to_string(
             "admin/kb/question/_report.html", {"changed": obj.changed}
         )
-
-    def has_add_permission(self, request) -> bool:
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False
 
 
 @admin.register(ApiToken)

@@ -23,7 +23,6 @@ from typing import Any, NamedTuple
 from django.conf import settings
 from django.core.files.base import ContentFile
 from django.db import connection, transaction
-from django.db.models import F
 from django.utils import timezone
 
 from kb import chunking, embedding, golden, limits, parsing, readers
@@ -196,9 +195,7 @@ def _store(
         source.text = text
     source.content_hash = digest
     source.metadata = metadata
-    if not created:
-        source.version += 1
-    source.status = Source.Status.QUEUED
+    source.queue_new_version()
     previous = source.file.name
     source.file.save(PurePosixPath(file_name).name, ContentFile(data), save=False)
     written = (source.file.storage, source.file.name)
@@ -262,10 +259,7 @@ def _title_from(text: str, file_name: str) -> str:
 
 def mark_queued(source: Source) -> None:
     """A re-index of unchanged content: a new version so older jobs stand down."""
-    Source.objects.filter(pk=source.pk).update(
-        version=F("version") + 1, status=Source.Status.QUEUED
-    )
-    source.refresh_from_db()
+    source.queue_new_version()
 
 
 # --- preparing chunks (no writes) ----------------------------------------------

@@ -125,6 +125,18 @@ class Collection(models.Model):
     def is_visible_to(self, user) -> bool:
         return Collection.objects.visible_to(user).filter(pk=self.pk).exists()
 
+    def set_metadata_policy(
+        self, decisions: dict[str, str], user=None
+    ) -> ShadowIndex | None:
+        """Ask for a new metadata policy ({field: decision}, kb/metadata.py). The
+        live index keeps the current one until a shadow index built with the new
+        one holds on the golden set and swaps in (kb/reindexing.py). Returns the
+        ShadowIndex, or None when nothing needs building (the same policy, or
+        nothing indexed yet: the policy then applies at once)."""
+        from kb import reindexing  # it builds on these models
+
+        return reindexing.start(self, {"metadata_policy": decisions}, user)
+
 
 class Source(models.Model):
     """An uploaded document and the outcome of its last ingestion."""
@@ -176,6 +188,21 @@ class Source(models.Model):
 
     def __str__(self) -> str:
         return self.title
+
+    def queue_new_version(self) -> None:
+        """Make the source a new version to index, queued: a job only publishes
+        the version it was started for, so jobs of older ones stand down. One
+        UPDATE counts from the stored version, not the one this row was read
+        with (an upload or an edit may have bumped it meanwhile), and locks the
+        row until the caller's transaction commits. A source not saved yet is
+        its first version."""
+        self.status = Source.Status.QUEUED
+        if self.pk is None:
+            return
+        Source.objects.filter(pk=self.pk).update(
+            version=models.F("version") + 1, status=self.status
+        )
+        self.refresh_from_db(fields=["version", "status"])
 
     def forget_file(self, name: str | None) -> None:
         """Delete a stored upload (this source's old one, or its current one when

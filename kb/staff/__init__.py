@@ -1,0 +1,29 @@
+"""Staff pages beside the admin's lists and forms: plain function views that
+render in the admin's look (admin.site.each_context) and are served under their
+model's admin URLs (urls.py), so their names stay admin:kb_<model>_<page>.
+
+  sources.py       a collection's metadata policy and re-index, uploading and
+                   re-indexing sources
+  golden_cases.py  the span picker's texts, importing golden cases
+  runs.py          the evaluation dashboard: runs, the recall floor, shadow indexes
+  question_log.py  replaying a logged question, content gaps
+"""
+
+from __future__ import annotations
+
+from django.db.models import Model, QuerySet
+
+from kb.models import Collection
+
+
+def may_view(user, model: type[Model]) -> bool:
+    """The admin's view permission on a model: its view or its change permission."""
+    name = model._meta.model_name
+    return user.has_perm(f"kb.view_{name}") or user.has_perm(f"kb.change_{name}")
+
+
+def open_to(user, rows: QuerySet, path: str = "collection") -> QuerySet:
+    """The rows in collections the user may see (CollectionQuerySet.open_to), the
+    admin's lists too; `path` leads from a row to its collection's id."""
+    allowed = Collection.objects.open_to(user).values("pk")
+    return rows.filter(**{f"{path}__in": allowed})

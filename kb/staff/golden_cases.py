@@ -1,0 +1,60 @@
+"""The span picker's source texts and importing golden cases (JSON Lines)."""
+
+from __future__ import annotations
+
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import get_object_or_404, redirect
+from django.template.response import TemplateResponse
+
+from kb import evaluation
+from kb.forms import GoldenImportForm, parse_id
+from kb.models import Collection, GoldenCase
+from kb.staff import may_view
+
+
+@admin.site.admin_view
+def span_sources(request: HttpRequest) -> JsonResponse:
+    """The span picker's texts: every source of one collection, as stored."""
+    if not may_view(request.user, GoldenCase):
+        raise PermissionDenied
+    pk = parse_id(request.GET.get("collection", ""))
+    if pk is None:
+        return JsonResponse(
+            {"error": "collection must be a collection id (digits 0-9)."},
+            status=400,
+        )
+    visible = Collection.objects.open_to(request.user)
+    collection = get_object_or_404(visible, pk=pk)
+    sources = collection.sources.order_by("file_name").values("file_name", "text")
+    return JsonResponse(
+        {"sources": [{"file": s["file_name"], "text": s["text"]} for s in sources]}
+    )
+
+
+@admin.site.admin_view
+def import_cases(request: HttpRequest) -> HttpResponse:
+    if not request.user.has_perm("kb.add_goldencase"):
+        raise PermissionDenied
+    form = GoldenImportForm(request.POST or None, request.FILES or None)
+    form.fields["collection"].queryset = Collection.objects.visible_to(request.user)
+    if request.method == "POST" and form.is_valid():
+        collection = form.cleaned_data["collection"]
+        try:
+            report = evaluation.import_cases(collection, form.cleaned_data["file"])
+        except evaluation.GoldenImportError as exc:
+            form.add_error("file", str(exc))
+        else:
+            messages.success(request, evaluation.import_summary(collection, report))
+            return redirect("admin:kb_goldencase_changelist")
+    context = {
+        **admin.site.each_context(request),
+        "title": "Import golden cases",
+        "form": form,
+        "opts": GoldenCase._meta,
+    }
+    status = 400 if request.method == "POST" else 200
+    return TemplateResponse(
+        request, "admin/kb/goldencase/import.html", context, status=status
+    )

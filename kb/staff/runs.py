@@ -1,0 +1,110 @@
+"""The evaluation dashboard and what it posts: start a run, raise the recall
+floor from one, approve or discard a shadow index."""
+
+from __future__ import annotations
+
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.db import transaction
+from django.http import (
+    HttpRequest,
+    HttpResponse,
+    HttpResponseBadRequest,
+    HttpResponseRedirect,
+)
+from django.shortcuts import get_object_or_404, redirect
+from django.template.response import TemplateResponse
+from django.urls import reverse
+from django.views.decorators.http import require_POST
+
+from kb import dashboard, evaluation, jobs, permissions, reindexing
+from kb.forms import EvalRunForm
+from kb.models import Collection, EvalRun, ShadowIndex
+from kb.staff import may_view, open_to
+
+
+@admin.site.admin_view
+def evaluation_dashboard(request: HttpRequest) -> HttpResponse:
+    if not may_view(request.user, EvalRun):
+        raise PermissionDenied
+    try:
+        shown = dashboard.context(request.GET, request.user)
+    except dashboard.BadParameter as exc:
+        return HttpResponseBadRequest(str(exc), content_type="text/plain")
+    context = {
+        **admin.site.each_context(request),
+        **shown,
+        "title": "Retrieval evaluation",
+        "opts": EvalRun._meta,
+        "can_run": permissions.can_change_policy(request.user),
+    }
+    return TemplateResponse(request, "admin/kb/evalrun/dashboard.html", context)
+
+
+def _to_dashboard(collection_id: int, anchor: str = "") -> HttpResponse:
+    url = reverse("admin:kb_evalrun_dashboard")
+    return HttpResponseRedirect(f"{url}?collection={collection_id}{anchor}")
+
+
+@admin.site.admin_view
+@require_POST
+def run(request: HttpRequest) -> HttpResponse:
+    if not permissions.can_change_policy(request.user):
+        raise PermissionDenied
+    form = EvalRunForm(request.POST)
+    form.fields["collection"].queryset = Collection.objects.visible_to(request.user)
+    if not form.is_valid():
+        messages.error(request, f"Not started: {form.errors.as_text()}")
+        return redirect("admin:kb_evalrun_dashboard")
+    collection = form.cleaned_data["collection"]
+    with transaction.atomic():
+        started = evaluation.start_run(collection, form.overrides())
+        jobs.enqueue_evaluation(started)
+    messages.success(request, f"Evaluation run {started.pk} of {collection} queued.")
+    return _to_dashboard(collection.pk)
+
+
+@admin.site.admin_view
+@require_POST
+def floor(request: HttpRequest, pk: int) -> HttpResponse:
+    if not permissions.can_change_policy(request.user):
+        raise PermissionDenied
+    chosen = get_object_or_404(open_to(request.user, EvalRun.objects.all()), pk=pk)
+    if evaluation.is_experiment(chosen):
+        messages.warning(
+            request, "Only a run of the live configuration sets the floor."
+        )
+    elif evaluation.raise_floor(chosen.collection, chosen):
+        messages.success(request, f"Recall floor raised to {chosen.recall:.3f}.")
+    else:
+        messages.warning(request, "The floor is only ever raised; left as it was.")
+    return _to_dashboard(chosen.collection_id)
+
+
+@admin.site.admin_view
+@require_POST
+def approve_shadow(request: HttpRequest, pk: int) -> HttpResponse:
+    shadow = _shadow(request, pk)
+    if reindexing.approve(shadow, request.user):
+        messages.success(request, f"Shadow index {pk} approved: swapping it in.")
+    else:
+        messages.warning(request, f"Shadow index {pk} is not held; left as it is.")
+    return _to_dashboard(shadow.collection_id, "#shadows")
+
+
+@admin.site.admin_view
+@require_POST
+def discard_shadow(request: HttpRequest, pk: int) -> HttpResponse:
+    shadow = _shadow(request, pk)
+    if reindexing.discard(shadow, request.user):
+        messages.success(request, f"Shadow index {pk} discarded; live unchanged.")
+    else:
+        messages.warning(request, f"Shadow index {pk} has ended; left as it is.")
+    return _to_dashboard(shadow.collection_id, "#shadows")
+
+
+def _shadow(request: HttpRequest, pk: int) -> ShadowIndex:
+    if not permissions.can_change_policy(request.user):
+        raise PermissionDenied
+    allowed = Collection.objects.visible_to(request.user)
+    return get_object_or_404(ShadowIndex, pk=pk, collection__in=allowed)

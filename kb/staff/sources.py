@@ -1,0 +1,142 @@
+"""A collection's metadata policy and re-index; uploading and re-indexing sources."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.db import transaction
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect
+from django.template.response import TemplateResponse
+from django.views.decorators.http import require_POST
+
+from kb import ingestion, jobs, permissions
+from kb.forms import PolicyForm, SourceUploadForm
+from kb.models import Chunk, Collection, ShadowIndex, Source
+from kb.staff import open_to
+
+
+@admin.site.admin_view
+def policy(request: HttpRequest, pk: int) -> HttpResponse:
+    collection = get_object_or_404(Collection.objects.open_to(request.user), pk=pk)
+    if not permissions.can_change_policy(request.user):
+        raise PermissionDenied
+    current = ingestion.policy_for(collection)
+    form = PolicyForm(request.POST or None, policy=current)
+    if request.method == "POST" and form.is_valid():
+        if form.cleaned_data != current.decisions:
+            shadow = collection.set_metadata_policy(form.cleaned_data, request.user)
+            shadow_message(request, shadow, "policy")
+        return redirect("admin:kb_collection_policy", pk=pk)
+    context = {
+        **admin.site.each_context(request),
+        "title": f"Metadata policy: {collection}",
+        "collection": collection,
+        "form": form,
+        "opts": Collection._meta,
+        "example": _example_chunk(collection),
+    }
+    return TemplateResponse(request, "admin/kb/collection/policy.html", context)
+
+
+def shadow_message(request: HttpRequest, shadow: ShadowIndex | None, what: str):
+    """Tell what became of changed settings (kb/reindexing.py start)."""
+    if shadow is None:
+        messages.info(request, f"The {what} apply as they are: no index to rebuild.")
+    elif shadow.status == ShadowIndex.Status.FAILED:
+        messages.error(request, f"The new {what} are not applied: {shadow.error}.")
+    else:
+        messages.info(
+            request,
+            f"The new {what} are being built as shadow index {shadow.pk} beside the "
+            "live one, which answers until the shadow holds on the golden set and "
+            "swaps in (evaluation dashboard).",
+        )
+
+
+def _example_chunk(collection: Collection) -> Chunk | None:
+    return (
+        Chunk.objects.filter(source__collection=collection)
+        .select_related("source")
+        .order_by("source_id", "chunk_index")
+        .first()
+    )
+
+
+@admin.site.admin_view
+@require_POST
+def reindex_collection(request: HttpRequest, pk: int) -> HttpResponse:
+    collection = get_object_or_404(Collection.objects.open_to(request.user), pk=pk)
+    if not permissions.can_change_policy(request.user):
+        raise PermissionDenied
+    with transaction.atomic():
+        count, note = requeue(collection.sources.all())
+        Collection.objects.filter(pk=pk).update(is_index_stale=False)
+    messages.success(request, f"Re-indexing {count} source(s) of {collection}{note}.")
+    return redirect("admin:kb_source_changelist")
+
+
+def requeue(sources) -> tuple[int, str]:
+    """Queue the sources again; returns how many, and "" or why they wait."""
+    count, queued = 0, True
+    for source in sources:
+        ingestion.mark_queued(source)
+        queued = jobs.enqueue_ingest(source) and queued
+        count += 1
+    return count, "" if queued else f" ({jobs.QUEUE_DOWN})"
+
+
+@admin.site.admin_view
+def upload(request: HttpRequest) -> HttpResponse:
+    if not request.user.has_perm("kb.add_source"):
+        raise PermissionDenied
+    form = SourceUploadForm(request.POST or None, request.FILES or None)
+    form.fields["collection"].queryset = Collection.objects.visible_to(request.user)
+    if request.method == "POST" and form.is_valid():
+        for name, outcome in _store_uploads(form):
+            messages.info(request, f"{name}: {outcome}")
+        return redirect("admin:kb_source_changelist")
+    context = {
+        **admin.site.each_context(request),
+        "title": "Upload sources",
+        "form": form,
+        "opts": Source._meta,
+        "max_bytes": settings.KB_MAX_UPLOAD_BYTES,
+    }
+    status = 400 if request.method == "POST" else 200
+    return TemplateResponse(
+        request, "admin/kb/source/upload.html", context, status=status
+    )
+
+
+def _store_uploads(form: SourceUploadForm) -> list[tuple[str, str]]:
+    outcomes = []
+    with ingestion.storing():  # all files or none, on disk too
+        for checked in form.cleaned_data["files"]:  # checked by the form
+            source, outcome = ingestion.store_checked(
+                form.cleaned_data["collection"],
+                checked,
+                title=form.cleaned_data.get("title", ""),
+                metadata=form.metadata_value(),
+            )
+            if outcome == "unchanged":
+                outcome = "same content as the stored version; not re-indexed"
+            elif jobs.enqueue_ingest(source):
+                outcome = f"{outcome}, queued for indexing"
+            else:
+                outcome = f"{outcome}: {jobs.QUEUE_DOWN}"
+            outcomes.append((checked.file_name, outcome))
+    return outcomes
+
+
+@admin.site.admin_view
+@require_POST
+def reindex_source(request: HttpRequest, pk: int) -> HttpResponse:
+    source = get_object_or_404(open_to(request.user, Source.objects.all()), pk=pk)
+    if not request.user.has_perm("kb.change_source"):
+        raise PermissionDenied
+    with transaction.atomic():
+        _, note = requeue([source])
+    messages.success(request, f"Queued {source} for re-indexing{note}.")
+    return redirect("admin:kb_source_change", source.pk)
