@@ -54,7 +54,8 @@ class AdminPagesTestCase(TestCase):
         form = self.client.get(url).context["form"]
         data = {name: field.initial for name, field in form.fields.items()}
         data["title"] = "retrieve"
-        self.client.post(url, data)
+        response = self.client.post(url, data, follow=True)
+        self.assertContains(response, "The new metadata policy is being built as")
         self.demo.refresh_from_db()
         # The live index keeps its policy until the shadow holds (kb/reindexing.py).
         self.assertFalse(self.demo.is_index_stale)

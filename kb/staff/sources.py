@@ -27,7 +27,7 @@ def policy(request: HttpRequest, pk: int) -> HttpResponse:
     if request.method == "POST" and form.is_valid():
         if form.cleaned_data != current.decisions:
             shadow = collection.set_metadata_policy(form.cleaned_data, request.user)
-            shadow_message(request, shadow, "policy")
+            shadow_message(request, shadow, "metadata policy")
         return redirect("admin:kb_collection_policy", pk=pk)
     context = {
         **admin.site.each_context(request),
@@ -41,17 +41,20 @@ def policy(request: HttpRequest, pk: int) -> HttpResponse:
 
 
 def shadow_message(request: HttpRequest, shadow: ShadowIndex | None, what: str):
-    """Tell what became of changed settings (kb/reindexing.py start)."""
+    """Tell what became of changed settings (kb/reindexing.py start); `what`
+    names them ("chunking settings", "metadata policy")."""
+    plural = what.endswith("s")
+    are, apply = ("are", "apply") if plural else ("is", "applies")
     if shadow is None:
-        messages.info(request, f"The {what} apply as they are: no index to rebuild.")
+        messages.info(request, f"The {what} {apply} as set: no index to rebuild.")
     elif shadow.status == ShadowIndex.Status.FAILED:
-        messages.error(request, f"The new {what} are not applied: {shadow.error}.")
+        messages.error(request, f"The new {what} {are} not applied: {shadow.error}.")
     else:
         messages.info(
             request,
-            f"The new {what} are being built as shadow index {shadow.pk} beside the "
-            "live one, which answers until the shadow holds on the golden set and "
-            "swaps in (evaluation dashboard).",
+            f"The new {what} {are} being built as shadow index {shadow.pk} beside "
+            "the live one, which answers until the shadow holds on the golden set "
+            "and swaps in (evaluation dashboard).",
         )
 
 
