@@ -195,6 +195,10 @@ class GoldenAdminTestCase(DemoTestCase):
         url = reverse("admin:kb_goldencase_sources")
         found = self.client.get(url, {"collection": self.demo.pk}).json()["sources"]
         self.assertIn({"file": "glossary.md", "text": "\nA seat.\n"}, found)
+        # A source whose reading failed has no text to point into: not offered.
+        self.demo.sources.filter(file_name="glossary.md").update(text="")
+        found = self.client.get(url, {"collection": self.demo.pk}).json()["sources"]
+        self.assertNotIn("glossary.md", [s["file"] for s in found])
         self.assertEqual(self.client.get(url, {"collection": "x"}).status_code, 400)
 
     def test_the_picker_shows_no_collection_the_user_may_not_ask_in(self):

@@ -16,7 +16,8 @@ from kb.staff import may_view
 
 @admin.site.admin_view
 def span_sources(request: HttpRequest) -> JsonResponse:
-    """The span picker's texts: every source of one collection, as stored."""
+    """The span picker's texts: every source of one collection with text, as
+    stored."""
     if not may_view(request.user, GoldenCase):
         raise PermissionDenied
     pk = parse_id(request.GET.get("collection", ""))
@@ -27,7 +28,12 @@ def span_sources(request: HttpRequest) -> JsonResponse:
         )
     visible = Collection.objects.open_to(request.user)
     collection = get_object_or_404(visible, pk=pk)
-    sources = collection.sources.order_by("file_name").values("file_name", "text")
+    # A source whose reading failed has no text a span could point into.
+    sources = (
+        collection.sources.exclude(text="")
+        .order_by("file_name")
+        .values("file_name", "text")
+    )
     return JsonResponse(
         {"sources": [{"file": s["file_name"], "text": s["text"]} for s in sources]}
     )
