@@ -172,7 +172,7 @@ class ShadowTestCase(TestCase):
         self.assertContains(page, f"Shadow index #{shadow.pk}: Held")
         self.assertContains(page, "recall@k on the shadow <strong class=\"below-"
                             "floor\">0.800</strong> against a bar of <strong>1.000"
-                            "</strong> (the recall floor)")  # fmt: skip
+                            "</strong> (the recall floor then)")  # fmt: skip
         self.assertContains(page, f"(shadow index #{shadow.pk})")  # its run
         self.assertContains(page, LOST_AT_120)
         approve = reverse("admin:kb_shadow_approve", args=[shadow.pk])
@@ -277,6 +277,10 @@ class ShadowTestCase(TestCase):
         shadow.refresh_from_db()
         self.assertEqual(shadow.status, Status.HELD)
         self.assertIn("the live index's recall 1.000 (no floor set)", shadow.decision)
+        # A floor set afterwards does not rewrite what this shadow was held against.
+        Collection.objects.filter(pk=self.gate.pk).update(recall_floor=0.9)
+        self.assertContains(dashboard(self.client, self.gate),
+                            "(no floor set then: the live index's recall)")  # fmt: skip
 
     def test_a_later_change_supersedes_an_open_shadow(self):
         first = reindexing.start(self.gate, {"chunk_tokens": 120}, self.staff)
