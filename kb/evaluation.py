@@ -697,7 +697,8 @@ def config_of(collection: Collection, strategy: str | None = None) -> dict[str, 
     """Everything that decides retrieval quality, as recorded with a run: the
     strategy, the chunking its index was actually built with (values listed when
     its sources differ), and how that index differs from the settings."""
-    from kb import embedding, ingestion, keywords, reranking, retrieval
+    from kb import embedding, ingestion, reranking, retrieval
+    from kb.retrieval import keywords
 
     embedder = embedding.get_embedder()
     built = ingestion.index_config(collection)
@@ -766,7 +767,8 @@ def _stored_bytes(source: Source) -> bytes:
 
 
 def index_all(collection: Collection, progress=None) -> None:
-    from kb import ingestion, keywords
+    from kb import ingestion
+    from kb.retrieval import keywords
 
     sources = list(collection.sources.all())
     for i, source in enumerate(sources, 1):

@@ -16,8 +16,9 @@ from rq.job import Job, JobStatus
 from rq.utils import utcparse
 from rq.worker import Worker
 
-from kb import embedding, ingestion, keywords
+from kb import embedding, ingestion
 from kb.models import Collection, Source
+from kb.retrieval import keywords
 
 logger = logging.getLogger(__name__)
 _WAITING = {JobStatus.QUEUED, JobStatus.DEFERRED, JobStatus.SCHEDULED}
@@ -47,7 +48,7 @@ def ingest_source(source_id: int, version: int) -> str:
 
 
 def count_terms(collection_id: int) -> int:
-    """Recount a collection's keyword statistics (kb.keywords.count_terms)."""
+    """Recount a collection's keyword statistics (kb.retrieval.keywords.count_terms)."""
     collection = Collection.objects.filter(pk=collection_id).first()
     return keywords.count_terms(collection) if collection else 0
 

@@ -36,7 +36,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 from redis.exceptions import RedisError
 
-from kb import embedding, evaluation, ingestion, jobs, keywords, parsing, questions
+from kb import embedding, evaluation, ingestion, jobs, parsing, questions
 from kb.metadata import BUILTIN_FIELDS, Policy
 from kb.models import (
     Chunk,
@@ -48,6 +48,7 @@ from kb.models import (
     ShadowIndex,
     Source,
 )
+from kb.retrieval import keywords
 
 logger = logging.getLogger(__name__)
 

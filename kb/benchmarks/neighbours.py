@@ -28,10 +28,11 @@ import numpy as np
 from django.conf import settings
 from django.db import connection, transaction
 
-from kb import embedding, evaluation, keywords, retrieval
+from kb import embedding, evaluation, retrieval
 from kb.benchmarks import scale
 from kb.benchmarks.speed import SHARED, Progress, load_documents, percentile
 from kb.models import Chunk, Collection, Source
+from kb.retrieval import keywords
 
 CORPUS = SHARED / "corpora" / "rq-docs"
 QUESTIONS = Path(settings.BASE_DIR) / "evals" / "rq-docs.jsonl"

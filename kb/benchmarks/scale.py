@@ -33,10 +33,11 @@ from django.conf import settings
 from django.db import DataError, connection, transaction
 from django.db.models import Count
 
-from kb import answering, embedding, ingestion, jobs, keywords, parsing, retrieval
+from kb import answering, embedding, ingestion, jobs, parsing, retrieval
 from kb.benchmarks import quality
 from kb.benchmarks.speed import Doc, megabytes, percentile, synthesize
 from kb.models import HNSW_EF_CONSTRUCTION, HNSW_M, Chunk, Collection, Source
+from kb.retrieval import keywords
 
 INGEST_BYTES = 500_000
 QUICK_INGEST_BYTES = 40_000

@@ -4,8 +4,9 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from kb import ingestion, jobs, keywords, parsing
+from kb import ingestion, jobs, parsing
 from kb.models import Collection
+from kb.retrieval import keywords
 
 
 class Command(BaseCommand):
