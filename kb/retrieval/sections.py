@@ -173,7 +173,8 @@ def _chunk_rows(best: list[tuple[int, list[Hit]]], sections: dict) -> list[tuple
     """All chunks of a section that fits the budget, else windows around its hits.
 
     Sections of unstructured text can hold hundreds of chunks; no context budget
-    reaches further than WINDOW_CHUNKS from a hit that gets a seat (_further_hits).
+    reaches further than WINDOW_CHUNKS from a hit that gets a seat (step 2 of
+    expansion.expand).
     """
     whole: list[int] = []
     windows: list[tuple[int, int, int]] = []  # section id, first and last index
