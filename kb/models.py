@@ -279,7 +279,7 @@ class Chunk(models.Model):
         indexes = [
             # Nearest chunks by cosine distance (retrieval.search.vector_ids).
             cosine_hnsw("chunk_embedding_hnsw"),
-            # Keyword matches with PostgreSQL full-text search (kb.keywords); the
+            # Keyword matches with PostgreSQL full-text search (retrieval.keywords); the
             # embedded text, so headings and titles match too. No pending list
             # (fastupdate): every search read the entries an ingestion left there
             # until the next vacuum (keyword search 10 -> 6 ms at 10,000 chunks).
@@ -450,7 +450,7 @@ class Term(models.Model):
 
     class Meta:
         constraints = [
-            # keywords.frequencies: the question's words of one collection.
+            # keywords._WORDS: the Term counts of the question's words, one collection.
             models.UniqueConstraint(
                 fields=["collection", "lexeme"], name="term_collection_lexeme"
             )

@@ -94,7 +94,7 @@ def searched_exactly(collection: Collection) -> bool:
     through the HNSW index, which is shared by all collections: a small one's
     nearest chunks are reached only after the other collections' neighbours
     (532 chunks beside two collections of 20,000: vector search 4.7 -> 66-97 ms,
-    issue #15). Sized by the chunk count of the last keyword count (kb.keywords),
+    issue #15). Sized by the chunk count of the last keyword count (keywords.py),
     which runs after every ingestion; never counted, the planner chooses."""
     return (
         collection.terms_counted is not None
