@@ -6,11 +6,12 @@ with the SQL it runs beside it:
 - question.py: clean and check the question; embed it.
 - search.py: the nearest chunks by cosine (pgvector) and the nearest sections
   by their centroid; keywords.py: the best keyword matches (PostgreSQL full-text
-  search, BM25). search.fuse: both rankings by reciprocal rank fusion, plus the
-  rank of each chunk's section, into hits.
+  search, ts_rank or BM25). search.fuse: both rankings by reciprocal rank
+  fusion, plus the rank of each chunk's section, into hits.
 - sections.py: group hits by section, keeping each section's best score; take
   the top k (then kb.reranking may reorder them) and load what expansion reads.
-  tables.py: the header line of the table a loaded row belongs to.
+  rows.py: what it loads (section and chunk rows, Selected); tables.py: the
+  header line of the table a loaded row belongs to.
 - expansion.py: each section whole when the token budget allows, otherwise the
   neighbourhood of its hits (adjacent chunks, nearest first, widened to whole
   sentences); then sections.preceding: the section before a whole one.
