@@ -247,14 +247,14 @@ KB_MIN_SIMILARITY = envfloat("KB_MIN_SIMILARITY", 0.30)
 # Collections with fewer chunks are searched exactly, larger ones through the
 # shared HNSW index with iterative scan (kb.retrieval.searched_exactly, issue #15).
 KB_EXACT_SEARCH_CHUNKS = envint("KB_EXACT_SEARCH_CHUNKS", 5_000)
-# How the keyword leg ranks its matches (kb/keywords.py, issue #17): ts_rank won
-# the pooled tuned golden sets by one case of 88 at section weight 1.0 and ties
-# BM25 at 0.5 (76 each; docs/benchmarks.md).
+# How the keyword leg ranks its matches (kb/retrieval/keywords.py, issue #17):
+# ts_rank won the pooled tuned golden sets by one case of 88 at section weight 1.0
+# and ties BM25 at 0.5 (76 each; docs/benchmarks.md).
 KB_KEYWORD_RANKING = os.environ.get("KB_KEYWORD_RANKING", "ts_rank")
 if KB_KEYWORD_RANKING not in ("bm25", "ts_rank"):
     raise ImproperlyConfigured("KB_KEYWORD_RANKING must be bm25 or ts_rank")
 # Weight of the section-centroid ranking beside the chunk rankings in the fusion
-# (kb/retrieval.py): 1.0 until issue #17; 0.5 found 76 of the 88 pooled tuned
+# (kb/retrieval/search.py): 1.0 until issue #17; 0.5 found 76 of the 88 pooled tuned
 # golden cases against 75 (docs/benchmarks.md, "Ranking on three corpora").
 KB_SECTION_WEIGHT = envfloat("KB_SECTION_WEIGHT", 0.5)
 if KB_SECTION_WEIGHT < 0:
@@ -262,8 +262,8 @@ if KB_SECTION_WEIGHT < 0:
 
 # Windows of sections not taken whole widened to whole sentences and list items,
 # over short gaps and to a short paragraph their hit refers back to, before they
-# grow by chunks (kb/retrieval.py, issue #17): equal recall on the pooled tuned
-# sets with fewer tokens and duplicates (docs/benchmarks.md).
+# grow by chunks (kb/retrieval/expansion.py, issue #17): equal recall on the pooled
+# tuned sets with fewer tokens and duplicates (docs/benchmarks.md).
 KB_WINDOW_GROWTH = envbool("KB_WINDOW_GROWTH", "1")
 
 # --- Reranker (kb/reranking.py, issue #17): off unless KB_RERANKER_DIR names a

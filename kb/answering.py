@@ -444,8 +444,9 @@ def _choose(sentences: list[Sentence]) -> list[Sentence]:
 def _headers_of(chosen: list[Sentence], headers: list[Sentence]) -> list[Sentence]:
     """The header line (column names) of each table a chosen row comes from.
 
-    Header lines of long tables are passages of their own (retrieval._regions):
-    not an answer by themselves, but a row's cells mean nothing without them.
+    Header lines of long tables are passages of their own
+    (retrieval.expansion.regions_of): not an answer by themselves, but a row's
+    cells mean nothing without them.
     """
     added: list[Sentence] = []
     for s in chosen:

@@ -18,6 +18,7 @@ import re
 from bisect import bisect_right
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 from kb.parsing import Block, Document, ParseError, SectionData, TableRow
 
@@ -28,6 +29,15 @@ STRATEGIES = ("structure", "fixed")
 MIN_BUDGET = 16
 # An intro sentence, a row label or a column name may use this share at most.
 CONTEXT_SHARE = 0.25
+
+
+class ChunkKind(StrEnum):
+    """What a chunk holds (Chunk.kind): retrieval treats table rows apart."""
+
+    TEXT = "text"
+    TABLE_ROW = "table_row"
+    CODE = "code"
+
 
 _WORD_RE = re.compile(r"\S+")
 # A sentence ends at . ! ? (plus closing quotes/brackets/emphasis) before
@@ -56,7 +66,7 @@ class ChunkData:
     text: str
     embed_text: str
     heading_path: str
-    kind: str  # "text", "table_row" or "code"
+    kind: ChunkKind
     token_count: int  # count_tokens(embed_text), special tokens included
     is_fallback: bool = False  # a boundary was cut inside a sentence
 
@@ -91,7 +101,7 @@ class _Piece:
 class _Draft:
     start: int
     end: int
-    kind: str
+    kind: ChunkKind
     embed_text: str | None = None  # None: the source text itself
     is_fallback: bool = False
 
@@ -292,7 +302,9 @@ def _text_drafts(
         return []
     groups = _pack(_glue(pieces, text, tokens, budget), text, tokens, budget - overlap)
     drafts = [
-        _Draft(group[0].start, group[-1].end, "text", None, _any_fallback(group))
+        _Draft(
+            group[0].start, group[-1].end, ChunkKind.TEXT, None, _any_fallback(group)
+        )
         for group in groups
     ]
     if overlap:
@@ -523,11 +535,11 @@ def _table_drafts(
     for row in block.rows:
         cells = _labelled_cells(row, labels, text, tokens, budget)
         if not cells:
-            drafts.append(_Draft(row.start, row.end, "table_row"))
+            drafts.append(_Draft(row.start, row.end, ChunkKind.TABLE_ROW))
             continue
         embed_text = "; ".join(cell.text for cell in cells)
         if tokens(embed_text) <= budget:
-            drafts.append(_Draft(row.start, row.end, "table_row", embed_text))
+            drafts.append(_Draft(row.start, row.end, ChunkKind.TABLE_ROW, embed_text))
         else:
             drafts += _split_row(row, cells, text, tokens, budget, limit)
     return drafts
@@ -587,7 +599,7 @@ def _split_row(
         span = _stripped(text, start, end)[0]
         embed_text = _row_part_text(key, group, cells, tokens, budget)
         fallback = any(cell.is_fallback for cell in group)
-        drafts.append(_Draft(*span, "table_row", embed_text, fallback))
+        drafts.append(_Draft(*span, ChunkKind.TABLE_ROW, embed_text, fallback))
     return drafts
 
 
@@ -638,7 +650,9 @@ def _code_drafts(
         embed_text = head + text[group[0].start : group[-1].end]
         start = block.start if number == 0 else group[0].start
         end = block.end if number == len(groups) - 1 else group[-1].end
-        drafts.append(_Draft(start, end, "code", embed_text, _any_fallback(group)))
+        drafts.append(
+            _Draft(start, end, ChunkKind.CODE, embed_text, _any_fallback(group))
+        )
     return drafts
 
 
@@ -701,7 +715,7 @@ def _fixed_drafts(
             used += costs[last]
             last += 1
         section = doc.sections[max(0, bisect_right(starts, words[first].start()) - 1)]
-        draft = _Draft(words[first].start(), words[last - 1].end(), "text")
+        draft = _Draft(words[first].start(), words[last - 1].end(), ChunkKind.TEXT)
         placed.append((section, draft))
         first = last if last == len(words) else _back_off(costs, first, last, overlap)
     return placed

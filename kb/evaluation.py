@@ -11,9 +11,10 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
-from kb import answering, embedding, ingestion, keywords, readers, reranking, retrieval
+from kb import answering, embedding, ingestion, readers, reranking, retrieval
 from kb.golden import cases_of, stale_cases
 from kb.models import Collection, EvalRun, Source
+from kb.retrieval import keywords
 
 # Golden-case names kb/admin.py's staff pages still reach through this module
 # (issue #19 moved them to kb.golden while those pages moved out of admin.py).

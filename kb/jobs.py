@@ -15,7 +15,7 @@ from rq.job import Job, JobStatus
 from rq.utils import utcparse
 from rq.worker import Worker
 
-from kb import embedding, ingestion, keywords
+from kb import embedding, ingestion
 from kb.models import Collection, Source
 
 # QUEUE_DOWN and enqueue_ingest: kb/admin.py still reaches them through kb.jobs.
@@ -26,6 +26,7 @@ from kb.queueing import (  # noqa: F401
     enqueue_ingest,
     ingest_job_id,
 )
+from kb.retrieval import keywords
 
 logger = logging.getLogger(__name__)
 # A source queued this long ago whose job is gone was lost (queue emptied, or a
@@ -49,7 +50,7 @@ def ingest_source(source_id: int, version: int) -> str:
 
 
 def count_terms(collection_id: int) -> int:
-    """Recount a collection's keyword statistics (kb.keywords.count_terms)."""
+    """Recount a collection's keyword statistics (kb.retrieval.keywords.count_terms)."""
     collection = Collection.objects.filter(pk=collection_id).first()
     return keywords.count_terms(collection) if collection else 0
 

@@ -103,7 +103,7 @@ class Collection(models.Model):
     )
     created = models.DateTimeField(default=timezone.now)
     # When the keyword statistics (Term rows) were last counted, and over how many
-    # chunks; see kb/keywords.py.
+    # chunks; see kb/retrieval/keywords.py.
     terms_counted = models.DateTimeField(null=True, blank=True)
     terms_chunks = models.PositiveIntegerField(default=0)
 
@@ -249,7 +249,7 @@ class Section(models.Model):
     class Meta:
         ordering = ["source_id", "order"]
         indexes = [
-            # Nearest sections by cosine distance (retrieval._section_ranks).
+            # Nearest sections by cosine distance (retrieval.search.section_ranks).
             cosine_hnsw("section_embedding_hnsw"),
         ]
 
@@ -306,9 +306,9 @@ class Chunk(models.Model):
     class Meta:
         ordering = ["source_id", "chunk_index"]
         indexes = [
-            # Nearest chunks by cosine distance (retrieval._vector_ids).
+            # Nearest chunks by cosine distance (retrieval.search.vector_ids).
             cosine_hnsw("chunk_embedding_hnsw"),
-            # Keyword matches with PostgreSQL full-text search (kb.keywords); the
+            # Keyword matches with PostgreSQL full-text search (retrieval.keywords); the
             # embedded text, so headings and titles match too. No pending list
             # (fastupdate): every search read the entries an ingestion left there
             # until the next vacuum (keyword search 10 -> 6 ms at 10,000 chunks).
@@ -465,7 +465,7 @@ def _delete_scratch(sender, instance: ShadowIndex, **kwargs) -> None:
 
 
 class Term(models.Model):
-    """How many of a collection's chunks hold a stemmed word (kb/keywords.py).
+    """How many of a collection's chunks hold a stemmed word (kb/retrieval/keywords.py).
 
     Counted after ingestion, so it can lag behind the index; retrieval uses it only
     to leave words that match too many chunks out of the any-word query.
@@ -479,7 +479,7 @@ class Term(models.Model):
 
     class Meta:
         constraints = [
-            # keywords.frequencies: the question's words of one collection.
+            # keywords._WORDS: the Term counts of the question's words, one collection.
             models.UniqueConstraint(
                 fields=["collection", "lexeme"], name="term_collection_lexeme"
             )

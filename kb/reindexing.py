@@ -41,7 +41,6 @@ from kb import (
     evaluation,
     golden,
     ingestion,
-    keywords,
     parsing,
     questions,
     queueing,
@@ -57,6 +56,7 @@ from kb.models import (
     ShadowIndex,
     Source,
 )
+from kb.retrieval import keywords
 
 logger = logging.getLogger(__name__)
 

@@ -5,7 +5,7 @@ and its `tokenizer.json` (the layout of the common ms-marco MiniLM cross-encoder
 exported to ONNX). Retrieval then takes max(k, KB_RERANKER_TOP_N) sections, has
 the model score the first KB_RERANKER_TOP_N against the question, puts them in
 the order of its scores (the rest keep theirs, after them) and packs the budget
-from the first k (kb/retrieval.py).
+from the first k (kb/retrieval/).
 
 The model reads `[CLS] question [SEP] passage [SEP]` (the tokenizer's own pair
 template) and gives one relevance logit per pair. Its window is KB_RERANKER_WINDOW,
@@ -343,7 +343,7 @@ def run_config() -> dict[str, Any]:
     }
 
 
-# --- sections (called by kb/retrieval.py) ----------------------------------------
+# --- sections (called by kb/retrieval/) -------------------------------------------
 
 
 @dataclass
@@ -386,7 +386,7 @@ def pool_size(k: int) -> int:
 def rerank_sections(
     question: str, selected: list, k: int
 ) -> tuple[list, Report | None]:
-    """The first k of `selected` (retrieval's _Selected, best first) once its top
+    """The first k of `selected` (retrieval's rows.Selected, best first) once its top
     KB_RERANKER_TOP_N are reordered by the reranker, and the report; unchanged
     with no report when no reranker is configured."""
     if not enabled() or not selected:

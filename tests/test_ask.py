@@ -7,7 +7,9 @@ from django.test import SimpleTestCase, TestCase, override_settings
 from django.urls import reverse
 
 from kb import access, answering, evaluation, ingestion, retrieval
+from kb.chunking import ChunkKind
 from kb.models import Collection, GoldenCase
+from kb.retrieval import expansion
 from tests import base
 
 ROLLBACK_RULE = "Roll back at once if the HTTP 5xx error rate stays above 2%"
@@ -537,15 +539,15 @@ class TableRowsTestCase(TestCase):
 
 class RegionsTestCase(SimpleTestCase):
     def test_a_header_a_run_already_holds_is_not_counted_again(self):
-        def chunk(index, start, end, kind="table_row"):
+        def chunk(index, start, end, kind=ChunkKind.TABLE_ROW):
             return retrieval.ChunkRow(
                 index, 1, 1, index, start, end, 5, "x" * (end - start), "", kind
             )
 
-        chunks = [chunk(0, 0, 40, "text"), chunk(1, 60, 80), chunk(2, 81, 100),
+        chunks = [chunk(0, 0, 40, ChunkKind.TEXT), chunk(1, 60, 80), chunk(2, 81, 100),
                   chunk(3, 101, 120)]  # fmt: skip
         headers = {1: (42, 50), 2: (42, 50), 3: (42, 50)}
-        regions = retrieval._regions(chunks, dict.fromkeys([0, 1, 3]), headers)
+        regions = expansion.regions_of(chunks, dict.fromkeys([0, 1, 3]), headers)
         self.assertEqual(regions, [(0, 80, [0, 1]), (101, 120, [3])])
-        regions = retrieval._regions(chunks, dict.fromkeys([3]), headers)
+        regions = expansion.regions_of(chunks, dict.fromkeys([3]), headers)
         self.assertEqual(regions, [(42, 50, []), (101, 120, [3])])

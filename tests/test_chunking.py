@@ -19,7 +19,7 @@ from hypothesis import given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
-from kb.chunking import ChunkData, ChunkResult, chunk_document
+from kb.chunking import ChunkData, ChunkKind, ChunkResult, chunk_document
 from kb.embedding import count_tokens, get_embedder
 from kb.parsing import Document, ParseError, decode_upload, parse, parse_markdown
 from tests.test_parsing import NESTED_50, markdown_documents
@@ -77,9 +77,9 @@ def test_it_keeps_offsets_exact_and_embed_text_inside_the_window(text, budget):
         assert chunk.text == text[chunk.start : chunk.end]
         assert chunk.token_count == count_tokens(chunk.embed_text)
         assert chunk.token_count <= budget <= usable
-        if chunk.kind == "table_row":
+        if chunk.kind == ChunkKind.TABLE_ROW:
             assert "\n" not in chunk.text and "\r" not in chunk.text
-        elif chunk.kind == "text":
+        elif chunk.kind == ChunkKind.TEXT:
             assert chunk.embed_text == chunk.text
 
 
@@ -141,7 +141,7 @@ def test_it_raises_nothing_but_parse_error_on_arbitrary_text(text):
 def test_it_labels_table_row_values_with_their_column_names():
     text, result = _demo("refund-policy.md")
     (row,) = _containing(result, "Team, annual")
-    assert row.kind == "table_row"
+    assert row.kind == ChunkKind.TABLE_ROW
     assert row.text == text[row.start : row.end]
     assert row.text.startswith("| Team, annual") and row.text.endswith("|")
     assert "Refund window: 45 days" in row.embed_text
@@ -151,7 +151,7 @@ def test_it_labels_table_row_values_with_their_column_names():
 
 def test_it_never_cuts_a_code_block_mid_line():
     text, result = _demo("api-reference.md", max_tokens=80)
-    code = [chunk for chunk in result.chunks if chunk.kind == "code"]
+    code = [chunk for chunk in result.chunks if chunk.kind == ChunkKind.CODE]
     assert len(code) > 2  # the Python example does not fit in 80 tokens
     for chunk in code:
         assert chunk.start == 0 or text[chunk.start - 1] == "\n"
@@ -221,9 +221,9 @@ def test_it_chunks_deep_lists_ragged_tables_and_open_fences():
         "| 1 | 2 | 3 |\n\n# Code\n\nRun:\n\n```sh\necho hi\r\nexit\n"
     )
     result = _chunk(text, max_tokens=30)
-    rows = [c.embed_text for c in result.chunks if c.kind == "table_row"]
+    rows = [c.embed_text for c in result.chunks if c.kind == ChunkKind.TABLE_ROW]
     assert rows == ["a: 1", "a: 1; b: 2; Column 3: 3"]
-    code = [c for c in result.chunks if c.kind == "code"]
+    code = [c for c in result.chunks if c.kind == ChunkKind.CODE]
     assert code[-1].embed_text.startswith("Run:\n```sh\n")
     assert code[-1].end == len(text.rstrip())
 
@@ -233,7 +233,7 @@ def test_it_splits_an_over_budget_table_row_between_cells():
     head = " | ".join(f"Col {n}" for n in range(8))
     text = f"| {head} |\n|{'---|' * 8}\n| {cells} |\n"
     result = _chunk(text, max_tokens=40)
-    parts = [c for c in result.chunks if c.kind == "table_row"]
+    parts = [c for c in result.chunks if c.kind == ChunkKind.TABLE_ROW]
     assert len(parts) > 1
     assert all(p.embed_text.startswith("Col 0: Value 0") for p in parts)
     assert parts[0].start == text.index("| Value 0")

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from django.test import TestCase
 
-from kb import ingestion, keywords, retrieval
+from kb import ingestion, retrieval
 from kb.models import Chunk, Collection
+from kb.retrieval import keywords
 
 # Twelve notes that all mention the job queue; one mentions the zebra migration.
 NOTES = {

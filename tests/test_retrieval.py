@@ -4,8 +4,9 @@ import numpy as np
 from django.db import connection
 from django.test import TestCase, override_settings
 
-from kb import keywords, retrieval
+from kb import retrieval
 from kb.models import EMBEDDING_DIM, Chunk, Collection, Section, Source
+from kb.retrieval import keywords, search
 
 SMALL = 30  # chunks of the small collection, one section each
 COPIES = 200  # near copies of each small vector in the large collection
@@ -138,7 +139,7 @@ class FusionTestCase(TestCase):
         a, b, *others = self.chunks
         vector_ids = [a.pk, *(c.pk for c in others[:3]), b.pk]
         section_ranks = {a.section_id: 1, b.section_id: 30}
-        hits = retrieval._fuse(vector_ids, [b.pk], section_ranks)
+        hits = search.fuse(vector_ids, [b.pk], section_ranks)
         self.assertEqual([h.chunk_id for h in hits[:2]], [b.pk, a.pk])
         self.assertEqual(hits[0].matched, "both")
 
@@ -147,9 +148,9 @@ class FusionTestCase(TestCase):
         vector_ids = [a.pk, *(c.pk for c in others[:3]), b.pk]
         section_ranks = {a.section_id: 1, b.section_id: 30}
         with override_settings(KB_SECTION_WEIGHT=1.0):  # the weight before #17
-            hits = retrieval._fuse(vector_ids, [b.pk], section_ranks)
+            hits = search.fuse(vector_ids, [b.pk], section_ranks)
         self.assertEqual([h.chunk_id for h in hits[:2]], [a.pk, b.pk])
         with override_settings(KB_SECTION_WEIGHT=0):  # chunk rankings alone
-            hits = retrieval._fuse(vector_ids, [b.pk], section_ranks)
+            hits = search.fuse(vector_ids, [b.pk], section_ranks)
         score = {h.chunk_id: h.score for h in hits}
         self.assertAlmostEqual(score[a.pk], 1 / (retrieval.RRF_K + 1))

@@ -28,10 +28,11 @@ import numpy as np
 from django.conf import settings
 from django.db import connection, transaction
 
-from kb import embedding, golden, keywords, retrieval
+from kb import embedding, golden, retrieval
 from kb.benchmarks import scale
 from kb.benchmarks.corpus import SHARED, Progress, load_documents, percentile
 from kb.models import Chunk, Collection, Source
+from kb.retrieval import keywords
 
 CORPUS = SHARED / "corpora" / "rq-docs"
 QUESTIONS = Path(settings.BASE_DIR) / "evals" / "rq-docs.jsonl"

@@ -37,7 +37,6 @@ from kb import (
     answering,
     embedding,
     ingestion,
-    keywords,
     parsing,
     queueing,
     retrieval,
@@ -45,6 +44,7 @@ from kb import (
 from kb.benchmarks import quality
 from kb.benchmarks.corpus import Doc, Progress, megabytes, percentile, synthesize
 from kb.models import HNSW_EF_CONSTRUCTION, HNSW_M, Chunk, Collection, Source
+from kb.retrieval import keywords
 
 INGEST_BYTES = 500_000
 QUICK_INGEST_BYTES = 40_000

@@ -4,8 +4,9 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from kb import ingestion, keywords, parsing, queueing
+from kb import ingestion, parsing, queueing
 from kb.models import Collection
+from kb.retrieval import keywords
 
 
 class Command(BaseCommand):

@@ -1,0 +1,239 @@
+"""What retrieval hands on: hits, passages and their locations, the result; and
+the last stage, merging passages of one source that overlap or touch.
+
+Pure: no database here (tests/test_retrieval_stages.py checks it).
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from kb import embedding
+
+if TYPE_CHECKING:
+    from kb import reranking
+
+
+@dataclass
+class Hit:
+    chunk_id: int
+    source_id: int
+    section_id: int
+    chunk_index: int
+    start: int
+    end: int
+    vector_rank: int | None = None
+    keyword_rank: int | None = None
+    score: float = 0.0
+    heading_path: str = ""
+
+    @property
+    def matched(self) -> str:
+        if self.vector_rank is not None and self.keyword_rank is not None:
+            return "both"
+        return "vector" if self.vector_rank is not None else "keyword"
+
+
+@dataclass
+class Location:
+    """One original place a passage stands for: exact enough to cite."""
+
+    section_id: int
+    heading_path: str
+    start: int
+    end: int
+    chunk_indexes: list[int]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "section_id": self.section_id,
+            "heading_path": self.heading_path,
+            "start": self.start,
+            "end": self.end,
+            "chunk_indexes": self.chunk_indexes,
+        }
+
+
+class TextWindow:
+    """The parts of a source's text retrieval read, sliced by offsets into the whole.
+
+    Built from section bodies, which tile the document: a source can be one long
+    document, and loading all of it for a few sections cost more than the search
+    (issue #8). Slicing outside the loaded parts raises IndexError.
+    """
+
+    def __init__(self, parts: Iterable[tuple[int, str]] = ()) -> None:
+        self.parts: list[tuple[int, str]] = []
+        for start, text in sorted(parts):
+            if self.parts:
+                last_start, last = self.parts[-1]
+                if start <= last_start + len(last):
+                    tail = text[last_start + len(last) - start :]
+                    self.parts[-1] = (last_start, last + tail)
+                    continue
+            self.parts.append((start, text))
+        self._starts = [start for start, _ in self.parts]
+
+    def __getitem__(self, key: slice) -> str:
+        lo, hi = key.start, key.stop
+        i = bisect.bisect_right(self._starts, lo) - 1
+        if i >= 0:
+            start, text = self.parts[i]
+            if hi <= start + len(text):
+                return text[lo - start : hi - start]
+        raise IndexError(f"{lo}:{hi} of the source was not loaded")
+
+
+def heading_label(source_title: str, heading_path: str) -> str:
+    """Source › heading path, without the title twice (paths start with it)."""
+    path = heading_path.replace(" > ", " › ")
+    if heading_path.split(" > ")[0] == source_title:
+        return path
+    return f"{source_title} › {path}"
+
+
+@dataclass
+class Passage:
+    source_id: int
+    source_title: str
+    file_name: str
+    start: int
+    end: int
+    text: str
+    score: float
+    matched: set[str]
+    locations: list[Location]
+    tokens: int = 0
+    rank: int = 0  # 1-based position in the context
+    metadata: dict[str, Any] = field(default_factory=dict)
+    source_text: TextWindow = field(default_factory=TextWindow, repr=False)
+
+    @property
+    def heading_path(self) -> str:
+        return self.locations[0].heading_path if self.locations else ""
+
+    @property
+    def label(self) -> str:
+        return heading_label(self.source_title, self.heading_path)
+
+    @property
+    def chunk_indexes(self) -> list[int]:
+        return sorted({i for loc in self.locations for i in loc.chunk_indexes})
+
+    @property
+    def matched_label(self) -> str:
+        # A table's header line merged into a passage says nothing of how it matched.
+        matched = self.matched - {"header"} or self.matched
+        return (
+            "both"
+            if "both" in matched or len(matched) > 1
+            else (next(iter(matched), ""))
+        )
+
+    @property
+    def is_header(self) -> bool:
+        """Only a table's header line, for the rows after it (expansion.regions)."""
+        return self.matched == {"header"}
+
+    @property
+    def sections_merged(self) -> int:
+        return len({loc.section_id for loc in self.locations})
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "n": self.rank,
+            "source_id": self.source_id,
+            "source": self.source_title,
+            "file": self.file_name,
+            "heading_path": self.heading_path,
+            "chunk_indexes": self.chunk_indexes,
+            "start": self.start,
+            "end": self.end,
+            "score": round(self.score, 5),
+            "matched": self.matched_label,
+            "tokens": self.tokens,
+            "text": self.text,
+            "locations": [loc.as_dict() for loc in self.locations],
+            "metadata": self.metadata,
+        }
+
+
+@dataclass
+class Result:
+    question: str
+    passages: list[Passage]
+    context_tokens: int
+    budget_tokens: int
+    k: int
+    mode: str
+    timings_ms: dict[str, float]
+    hits: list[Hit] = field(default_factory=list)
+    # Cosine similarity of the nearest chunk to the question (None without vector
+    # search): how close the collection comes to the question at all.
+    top_similarity: float | None = None
+    # What the cross-encoder did to the top sections (None: no reranker set).
+    reranking: reranking.Report | None = None
+    # The question's embedding (None without vector search): the question log keeps
+    # it to group similar questions (kb/questions.py).
+    vector: Any = field(default=None, repr=False)
+
+
+def context_tokens(text: str) -> int:
+    """Tokens a passage of this text adds to the context (no [CLS]/[SEP]: it is
+    not embedded)."""
+    return max(0, embedding.count_tokens(text) - 2)
+
+
+def cut_to_tokens(text: str, tokens: int) -> str:
+    """The longest prefix of `text` (whole words) within `tokens` context tokens."""
+    if context_tokens(text) <= tokens:
+        return text
+    lo, hi = 0, len(text)  # lo fits, hi does not
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if context_tokens(text[:mid]) <= tokens:
+            lo = mid
+        else:
+            hi = mid
+    cut = text[:lo]
+    if lo < len(text) and not text[lo].isspace() and " " in cut:
+        cut = cut[: cut.rfind(" ")]  # no half word
+    return cut.rstrip()
+
+
+def merge(passages: list[Passage]) -> list[Passage]:
+    """Join passages of one source that overlap or touch; the best rank leads."""
+    merged: list[Passage] = []
+    for passage in passages:
+        for other in merged:
+            if other.source_id == passage.source_id and _touch(other, passage):
+                _absorb(other, passage)
+                break
+        else:
+            merged.append(passage)
+    # Absorbing can make two earlier passages touch: repeat until stable.
+    if len(merged) < len(passages):
+        return merge(merged)
+    return merged
+
+
+def _touch(a: Passage, b: Passage) -> bool:
+    """Overlapping, or separated by nothing but whitespace."""
+    if a.start <= b.end and b.start <= a.end:
+        return True
+    lo, hi = (a.end, b.start) if a.end <= b.start else (b.end, a.start)
+    try:
+        return not a.source_text[lo:hi].strip()
+    except IndexError:  # not loaded: another section lies between them
+        return False
+
+
+def _absorb(into: Passage, other: Passage) -> None:
+    into.start, into.end = min(into.start, other.start), max(into.end, other.end)
+    into.text = into.source_text[into.start : into.end]
+    into.locations = sorted(into.locations + other.locations, key=lambda loc: loc.start)
+    into.matched |= other.matched
+    into.score = max(into.score, other.score)

@@ -1,0 +1,108 @@
+"""retrieve(): the stages in order, timed (see the package docstring)."""
+
+from __future__ import annotations
+
+import time
+
+from kb import reranking
+from kb.models import Collection
+from kb.retrieval import baselines, expansion, keywords, search, sections
+from kb.retrieval.passages import Hit, Passage, Result, context_tokens, merge
+from kb.retrieval.question import clean_question, embed_question
+
+
+def retrieve(
+    collection: Collection,
+    question: str,
+    *,
+    k: int | None = None,
+    budget: int | None = None,
+    mode: str | None = None,
+    include_deprecated: bool = False,
+    strategy: str | None = None,
+) -> Result:
+    """`strategy` "sections": the simple baseline's packing (sections_baseline)
+    instead of the default's; "default" or None: as the collection is set up."""
+    question = clean_question(question)
+    k = k or collection.top_k
+    budget = budget or collection.context_budget
+    mode = mode or collection.retrieval_mode
+    timings: dict[str, float] = {}
+    clock = time.perf_counter()
+
+    vector = None
+    vector_ids: list[int] = []
+    similarity: float | None = None
+    section_ranks: dict[int, int] = {}
+    if mode in ("vector", "hybrid"):
+        vector = embed_question(question)
+        clock = _lap(timings, "embed", clock)
+        with search.hnsw_scan(collection):
+            vector_ids, similarity = search.vector_ids(
+                collection, vector, include_deprecated
+            )
+            clock = _lap(timings, "vector_search", clock)
+            section_ranks = search.section_ranks(collection, vector, include_deprecated)
+            clock = _lap(timings, "section_search", clock)
+    keyword_ids: list[int] = []
+    if mode in ("keyword", "hybrid"):
+        keyword_ids = keywords.search(
+            collection,
+            question,
+            search.CANDIDATES,
+            include_deprecated=include_deprecated,
+        )
+        clock = _lap(timings, "keyword_search", clock)
+
+    hits = search.fuse(vector_ids, keyword_ids, section_ranks)
+    reranked: reranking.Report | None = None
+    if strategy == baselines.SECTIONS:
+        passages = merge(baselines.sections_baseline(hits, budget))
+    elif collection.chunk_strategy == Collection.Strategy.FIXED:
+        # The baseline as commonly built: the top-k chunks as they are, no expansion,
+        # held to the same context budget (the first chunk always goes in).
+        passages = merge(
+            baselines.within_budget(baselines.chunk_passages(hits[:k]), budget)
+        )
+    else:
+        passages, reranked = _context(question, hits, k, budget)
+    for rank, passage in enumerate(passages, 1):
+        passage.rank = rank
+        passage.tokens = context_tokens(passage.text)  # exact, after merging
+    _lap(timings, "expand", clock)
+    if reranked:  # its own entry, out of "expand"
+        timings["rerank"] = reranked.ms
+        timings["expand"] -= reranked.ms
+    timings["total"] = sum(timings.values())
+    return Result(
+        question=question,
+        passages=passages,
+        context_tokens=sum(p.tokens for p in passages),
+        budget_tokens=budget,
+        k=k,
+        mode=mode,
+        timings_ms={key: round(v, 2) for key, v in timings.items()},
+        hits=hits,
+        top_similarity=similarity,
+        reranking=reranked,
+        vector=vector,
+    )
+
+
+def _context(
+    question: str, hits: list[Hit], k: int, budget: int
+) -> tuple[list[Passage], reranking.Report | None]:
+    """The default pipeline's context: the k best sections (reranked when a
+    reranker is set), expanded within the budget, with the section before each
+    one taken whole while budget is left; passages that touch merged."""
+    selected = sections.select(hits, reranking.pool_size(k))
+    selected, reranked = reranking.rerank_sections(question, selected, k)
+    expanded = expansion.expand(selected, budget)
+    before = sections.preceding(expanded.whole, expanded.remaining)
+    return merge(expanded.passages + before), reranked
+
+
+def _lap(timings: dict[str, float], name: str, since: float) -> float:
+    now = time.perf_counter()
+    timings[name] = (now - since) * 1000
+    return now

@@ -1,0 +1,197 @@
+"""Search: the question's nearest chunks and nearest sections by cosine
+(pgvector), then reciprocal rank fusion of those with the keyword leg's ranks
+(keywords.py) into hits.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+from django.conf import settings
+from django.db import connection, transaction
+from pgvector import Vector
+
+from kb import metadata
+from kb.retrieval.passages import Hit
+
+if TYPE_CHECKING:
+    from kb.models import Collection
+
+CANDIDATES = 80  # chunks taken from each ranking before fusion
+RRF_K = 60  # reciprocal rank fusion constant (Cormack et al.)
+# Keyword ranks count less than vector ranks (chosen by evaluation, see issue #7).
+KEYWORD_WEIGHT = 0.3
+HNSW_EF_SEARCH = 100
+# Collections of fewer chunks are searched exactly, without the HNSW index
+# (searched_exactly, issue #15). Exact costs about 2-5 us per chunk (20,160
+# chunks: 107 ms); a filtered HNSW scan about ef_search x (all chunks / the
+# collection's) tuples (504 chunks beside 40,000: 38 ms, and some searches ended
+# at hnsw.max_scan_tuples with no rows). They cross near 2,000 chunks beside
+# 40,000 and 10,000 beside a million; exact also never comes back short.
+# The threshold is settings.KB_EXACT_SEARCH_CHUNKS (5,000).
+
+
+# Hot path (issue #8): plain SQL, as ORM query building cost more than the queries.
+# The collection's sources as an array: a filter on the row itself, which the
+# HNSW scan checks without a join, and an index condition for the exact search.
+_CHUNK_DISTANCES = """
+SELECT c.id, c.embedding <=> %(vector)s::vector AS distance FROM kb_chunk c
+WHERE c.source_id = ANY(ARRAY(
+        SELECT s.id FROM kb_source s WHERE s.collection_id = %(collection)s))
+    AND c.embedding IS NOT NULL {current}
+"""
+_SECTION_DISTANCES = """
+SELECT t.id, t.embedding <=> %(vector)s::vector AS distance FROM kb_section t
+WHERE t.source_id = ANY(ARRAY(
+        SELECT s.id FROM kb_source s WHERE s.collection_id = %(collection)s
+        {current}))
+    AND t.embedding IS NOT NULL
+"""
+# Approximate: the HNSW index, read until enough rows pass the collection filter
+# (hnsw_scan); relaxed_order can return them slightly out of order, so they are
+# sorted again (as pgvector's README advises).
+_HNSW_NEAREST = """
+WITH nearest AS MATERIALIZED ({distances} ORDER BY distance LIMIT %(limit)s)
+SELECT id, distance FROM nearest ORDER BY distance, id
+"""
+# Exact: every vector of the collection, found through its sources; the planner
+# cannot order a materialised CTE by the HNSW index (issue #15).
+_EXACT_NEAREST = """
+WITH scored AS MATERIALIZED ({distances})
+SELECT id, distance FROM scored ORDER BY distance, id LIMIT %(limit)s
+"""
+
+
+@contextmanager
+def hnsw_scan(collection: Collection | None = None):
+    """A transaction for vector searches: HNSW scans go on reading the graph until
+    enough rows pass the collection filter (pgvector 0.8 iterative scans).
+
+    For `collection`, the plan is also fixed by its size, not left to the
+    planner, which estimates a collection's rows from its number of sources:
+    beside one 20,000-chunk source it read the index for 504 chunks in 24
+    sources (vector search 56 ms, exact 8) and sorted a 20,000-chunk collection
+    (147 ms, the index 2). Exact: no sequential scan of all collections' rows.
+    Above the threshold: no sort, so the index. A collection never counted is
+    left to the planner."""
+    counted = collection is not None and collection.terms_counted is not None
+    exact = counted and searched_exactly(collection)
+    index = counted and not exact
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT set_config('hnsw.ef_search', %s, true), "
+            "set_config('hnsw.iterative_scan', 'relaxed_order', true), "
+            "set_config('enable_seqscan', %s, true), "
+            "set_config('enable_sort', %s, true)",
+            [str(HNSW_EF_SEARCH), "off" if exact else "on", "off" if index else "on"],
+        )
+        yield
+
+
+def searched_exactly(collection: Collection) -> bool:
+    """Whether the collection's vectors are compared one by one rather than found
+    through the HNSW index, which is shared by all collections: a small one's
+    nearest chunks are reached only after the other collections' neighbours
+    (532 chunks beside two collections of 20,000: vector search 4.7 -> 66-97 ms,
+    issue #15). Sized by the chunk count of the last keyword count (keywords.py),
+    which runs after every ingestion; never counted, the planner chooses."""
+    return (
+        collection.terms_counted is not None
+        and collection.terms_chunks < settings.KB_EXACT_SEARCH_CHUNKS
+    )
+
+
+def nearest_query(
+    collection: Collection, vector, include_deprecated: bool = False, sections=False
+) -> tuple[str, dict[str, Any]]:
+    """The SQL and parameters of the nearest-chunks (or -sections) search, to run
+    inside hnsw_scan(collection); the benchmark EXPLAINs the very same statement."""
+    sql, table = (_SECTION_DISTANCES, "s") if sections else (_CHUNK_DISTANCES, "c")
+    current = "" if include_deprecated else f"AND {metadata.current_sql(table)}"
+    plan = _EXACT_NEAREST if searched_exactly(collection) else _HNSW_NEAREST
+    params = {
+        "collection": collection.pk,
+        "vector": Vector._to_db(vector),
+        "limit": CANDIDATES,
+    }
+    return plan.format(distances=sql.format(current=current)), params
+
+
+def _nearest(
+    collection: Collection, vector, include_deprecated: bool, sections: bool = False
+) -> list[tuple]:
+    query = nearest_query(collection, vector, include_deprecated, sections)
+    with connection.cursor() as cursor:
+        cursor.execute(*query)
+        return cursor.fetchall()
+
+
+def vector_ids(
+    collection: Collection, vector, include_deprecated: bool
+) -> tuple[list[int], float | None]:
+    """The chunks nearest to the question vector by cosine, best first, and the
+    cosine similarity of the nearest (None when the collection has no vectors)."""
+    rows = _nearest(collection, vector, include_deprecated)
+    return [row[0] for row in rows], (1.0 - rows[0][1] if rows else None)
+
+
+def section_ranks(
+    collection: Collection, vector, include_deprecated: bool
+) -> dict[int, int]:
+    """Sections by the cosine of their centroid (mean of their chunk vectors)."""
+    rows = _nearest(collection, vector, include_deprecated, sections=True)
+    return {row[0]: rank for rank, row in enumerate(rows, 1)}
+
+
+_HIT_ROWS = """
+SELECT c.id, c.source_id, c.section_id, c.chunk_index, c.start, c."end",
+       t.heading_path
+FROM kb_chunk c JOIN kb_section t ON t.id = c.section_id
+WHERE c.id = ANY(%s)
+"""
+
+
+def fuse(
+    vector_ids: list[int], keyword_ids: list[int], section_ranks: dict[int, int]
+) -> list[Hit]:
+    """Reciprocal rank fusion of chunk ranks, plus the rank of the chunk's section.
+
+    The section term lifts chunks of sections that are about the question as a
+    whole, though no single chunk of theirs ranks high (issue #7's measurements).
+    It weighs KB_SECTION_WEIGHT (0.5): at 1.0 the vector model spoke twice, through
+    a chunk and through its section, and a chunk both legs found ranked below one
+    only the vector leg and its section's centroid put first (issue #17).
+    """
+    scores: dict[int, dict[str, int]] = {}
+    for rank, chunk_id in enumerate(vector_ids, 1):
+        scores.setdefault(chunk_id, {})["vector"] = rank
+    for rank, chunk_id in enumerate(keyword_ids, 1):
+        scores.setdefault(chunk_id, {})["keyword"] = rank
+    with connection.cursor() as cursor:
+        cursor.execute(_HIT_ROWS, [list(scores)])
+        rows = cursor.fetchall()
+    section_weight = settings.KB_SECTION_WEIGHT
+    hits = []
+    for chunk_id, source_id, section_id, index, start, end, path in rows:
+        ranks = scores[chunk_id]
+        hit = Hit(
+            chunk_id=chunk_id,
+            source_id=source_id,
+            section_id=section_id,
+            chunk_index=index,
+            start=start,
+            end=end,
+            vector_rank=ranks.get("vector"),
+            keyword_rank=ranks.get("keyword"),
+            heading_path=path,
+        )
+        hit.score = sum(
+            (KEYWORD_WEIGHT if kind == "keyword" else 1.0) / (RRF_K + r)
+            for kind, r in ranks.items()
+        )
+        if section_id in section_ranks:
+            hit.score += section_weight / (RRF_K + section_ranks[section_id])
+        hits.append(hit)
+    hits.sort(key=lambda h: (-h.score, h.chunk_id))
+    return hits

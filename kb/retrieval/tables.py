@@ -1,0 +1,72 @@
+"""Tables: the header line of the table each loaded row belongs to, so a window
+of rows comes with its column names (the header is in no chunk's range).
+
+Pure: no database here (tests/test_retrieval_stages.py checks it); the sections
+stage loads the first rows of tables that windows start inside (sections.py).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import NamedTuple
+
+from kb.chunking import ChunkKind
+from kb.retrieval.rows import ChunkRow, lead_start, next_to
+
+_DELIMITER_RE = re.compile(r"\|?\s*:?-+:?\s*(\|\s*:?-+:?\s*)*\|?")
+
+
+class FirstRow(NamedTuple):
+    source_id: int
+    start: int
+    lead: str
+
+
+def header_line(lead: str, lead_at: int) -> tuple[int, int] | None:
+    """(start, end) of the header line in the text before a table's first row:
+    the line above its delimiter line (`| --- | :-: |`, `---|---`)."""
+    lines = lead.rstrip().split("\n")
+    if len(lines) < 2 or not lines[-2].strip():
+        return None
+    if not _DELIMITER_RE.fullmatch(lines[-1].strip()):
+        return None
+    header = lines[-2]
+    offset = lead_at + sum(len(line) + 1 for line in lines[:-2])
+    start = offset + len(header) - len(header.lstrip())
+    return start, offset + len(header.rstrip())
+
+
+def mid_table_start(chunks: list[ChunkRow], i: int) -> bool:
+    """Loaded chunk i continues a table whose rows before it were not loaded."""
+    c = chunks[i]
+    if c.kind != ChunkKind.TABLE_ROW or c.lead.strip():
+        return False
+    return not (
+        i and chunks[i - 1].kind == ChunkKind.TABLE_ROW and next_to(chunks, i - 1, i)
+    )
+
+
+def table_headers(
+    chunks: list[ChunkRow], first_rows: dict[tuple[int, int], FirstRow]
+) -> dict[int, tuple[int, int]]:
+    """Chunk position -> header line of its table, for every loaded table row.
+
+    A table's first row holds the header and delimiter lines in its lead; the
+    rows after it (and the parts of a split row) have only whitespace there. A
+    window of a long section can start mid-table: `first_rows` has the first row
+    of that table, by (section id, chunk index) of the window's first row.
+    """
+    headers: dict[int, tuple[int, int]] = {}
+    current: tuple[int, int] | None = None
+    for i, c in enumerate(chunks):
+        if c.kind != ChunkKind.TABLE_ROW:
+            current = None
+            continue
+        if c.lead.strip():
+            current = header_line(c.lead, lead_start(c))
+        elif mid_table_start(chunks, i):
+            first = first_rows.get((c.section_id, c.chunk_index))
+            current = first and header_line(first.lead, lead_start(first))
+        if current:
+            headers[i] = current
+    return headers

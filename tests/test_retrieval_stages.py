@@ -1,0 +1,191 @@
+"""The pure stages of retrieval (kb/retrieval/): tables, expansion, passages.
+
+No database: these are SimpleTestCases, and the stages themselves must import no
+ORM, so they can be read and tested apart from the queries that feed them.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from django.conf import settings
+from django.test import SimpleTestCase, override_settings
+
+from kb.chunking import ChunkKind
+from kb.retrieval import expansion, tables
+from kb.retrieval.passages import (
+    Hit,
+    Location,
+    Passage,
+    TextWindow,
+    context_tokens,
+    merge,
+)
+from kb.retrieval.rows import ChunkRow, SectionRow, Selected
+
+PURE_STAGES = [
+    "kb.retrieval.expansion",
+    "kb.retrieval.passages",
+    "kb.retrieval.rows",
+    "kb.retrieval.tables",
+]
+ORM = ("django.db", "kb.models", "django.apps")
+
+
+def _passage(start: int, end: int, text: str, section_id: int = 1) -> Passage:
+    location = Location(section_id, f"Guide > {section_id}", start, end, [section_id])
+    return Passage(
+        1, "Guide", "guide.md", start, end, text[start:end], 1.0 / section_id,
+        {"vector"}, [location], source_text=TextWindow([(0, text)]),
+    )  # fmt: skip
+
+
+def _chunk(
+    index: int, start: int, end: int, text: str, after: int, kind=ChunkKind.TEXT
+):
+    """Chunk `index` of section 1 over text[start:end]; its lead is the text
+    between the chunk before it (ending at `after`) and itself."""
+    return ChunkRow(
+        10 + index, 1, 1, index, start, end, context_tokens(text[start:end]),
+        text[start:end], text[after:start], kind,
+    )  # fmt: skip
+
+
+class PureStagesTestCase(SimpleTestCase):
+    def test_it_imports_the_pure_stages_without_the_orm(self):
+        code = (
+            f"import sys\nfor m in {PURE_STAGES!r}: __import__(m)\n"
+            f"print(sorted(m for m in sys.modules if m.startswith({ORM!r})))"
+        )
+        env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
+        done = subprocess.run(
+            [sys.executable, "-c", code], cwd=settings.BASE_DIR, env=env,
+            capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        self.assertEqual(done.returncode, 0, done.stderr)
+        self.assertEqual(done.stdout.strip(), "[]")
+
+
+class MergeTestCase(SimpleTestCase):
+    TEXT = "First part of the guide.\n\nSecond part.\n\nThird part, far below."
+
+    def test_it_merges_overlapping_passages_keeping_every_location(self):
+        merged = merge([_passage(0, 30, self.TEXT, 1), _passage(20, 40, self.TEXT, 2)])
+        self.assertEqual(len(merged), 1)
+        self.assertEqual((merged[0].start, merged[0].end), (0, 40))
+        self.assertEqual(merged[0].text, self.TEXT[:40])
+        self.assertEqual([loc.section_id for loc in merged[0].locations], [1, 2])
+        self.assertEqual(merged[0].sections_merged, 2)
+
+    def test_it_merges_passages_only_whitespace_apart(self):
+        first, second = self.TEXT.index("Second"), self.TEXT.index("Third")
+        merged = merge(
+            [_passage(0, 24, self.TEXT, 1), _passage(first, 38, self.TEXT, 2)]
+        )
+        self.assertEqual([(p.start, p.end) for p in merged], [(0, 38)])
+        apart = merge(
+            [_passage(0, 24, self.TEXT, 1), _passage(second, 50, self.TEXT, 2)]
+        )
+        self.assertEqual(len(apart), 2)
+
+    def test_the_best_ranked_passage_leads_a_merge(self):
+        later, earlier = _passage(20, 40, self.TEXT, 1), _passage(0, 30, self.TEXT, 2)
+        merged = merge([later, earlier])
+        self.assertIs(merged[0], later)
+        self.assertEqual(merged[0].score, 1.0)
+        self.assertEqual([loc.start for loc in merged[0].locations], [0, 20])
+
+
+class TableHeadersTestCase(SimpleTestCase):
+    TEXT = (
+        "Limits of the plans.\n\n"
+        "| Plan | Jobs |\n| --- | ---: |\n| Free | 10 |\n| Pro | 1000 |\n\n"
+        "Ask support for more."
+    )
+
+    def _chunks(self) -> list[ChunkRow]:
+        free, pro = self.TEXT.index("| Free"), self.TEXT.index("| Pro")
+        after = self.TEXT.index("Ask")
+        row = ChunkKind.TABLE_ROW
+        return [
+            _chunk(0, 0, 20, self.TEXT, 0),
+            _chunk(1, free, free + 13, self.TEXT, 20, row),
+            _chunk(2, pro, pro + 14, self.TEXT, free + 13, row),
+            _chunk(3, after, len(self.TEXT), self.TEXT, pro + 14),
+        ]
+
+    def test_every_row_of_a_table_gets_its_header_line(self):
+        headers = tables.table_headers(self._chunks(), {})
+        header = self.TEXT.index("| Plan")
+        self.assertEqual(headers, {1: (header, header + 15), 2: (header, header + 15)})
+        self.assertEqual(self.TEXT[slice(*headers[1])], "| Plan | Jobs |")
+
+    def test_a_lead_without_a_delimiter_line_has_no_header(self):
+        self.assertIsNone(tables.header_line("Just a paragraph.\n\n", 0))
+        self.assertEqual(tables.header_line("a | b\n---|---\n", 100), (100, 105))
+
+    def test_a_window_starting_mid_table_takes_the_header_of_its_first_row(self):
+        first, second = self._chunks()[1:3]
+        window = [second]  # a window of a long section, without the first row
+        self.assertTrue(tables.mid_table_start(window, 0))
+        self.assertEqual(tables.table_headers(window, {}), {})
+        found = {(1, 2): tables.FirstRow(1, first.start, first.lead)}
+        header = self.TEXT.index("| Plan")
+        self.assertEqual(
+            tables.table_headers(window, found), {0: (header, header + 15)}
+        )
+
+
+class ExpansionTestCase(SimpleTestCase):
+    TEXT = (
+        "Apples grow on trees in the orchard.\n\n"
+        "Pears ripen after they are picked.\n\n"
+        "Plums are dried into prunes."
+    )
+
+    def _selected(self) -> Selected:
+        starts = [0, self.TEXT.index("Pears"), self.TEXT.index("Plums")]
+        ends = [
+            self.TEXT.index(".") + 1,
+            self.TEXT.index("picked.") + 7,
+            len(self.TEXT),
+        ]
+        chunks = [
+            _chunk(i, s, e, self.TEXT, ends[i - 1] if i else 0)
+            for i, (s, e) in enumerate(zip(starts, ends, strict=True))
+        ]
+        section = SectionRow(
+            1, 1, "Fruit", "fruit.md", "Fruit", 0, 0, len(self.TEXT),
+            context_tokens(self.TEXT), self.TEXT,
+        )  # fmt: skip
+        hit = Hit(12, 1, 1, 2, starts[2], ends[2], vector_rank=1, score=0.5)
+        return Selected(section, [hit], 0.5, chunks, TextWindow([(0, self.TEXT)]))
+
+    def test_a_section_that_fits_goes_in_whole(self):
+        item = self._selected()
+        expanded = expansion.expand([item], 1000)
+        [passage] = expanded.passages
+        self.assertEqual(passage.text, self.TEXT)
+        self.assertEqual(passage.chunk_indexes, [0, 1, 2])
+        self.assertEqual(expanded.whole, [item])
+        self.assertEqual(expanded.remaining, 1000 - context_tokens(self.TEXT))
+
+    @override_settings(KB_WINDOW_GROWTH=True)
+    def test_a_tight_budget_keeps_only_the_hit(self):
+        item = self._selected()
+        hit_text = self.TEXT[self.TEXT.index("Plums") :]
+        expanded = expansion.expand([item], context_tokens(hit_text))
+        [passage] = expanded.passages
+        self.assertEqual((passage.text, passage.chunk_indexes), (hit_text, [2]))
+        self.assertEqual((expanded.whole, expanded.remaining), ([], 0))
+
+    def test_a_section_whose_best_chunk_does_not_fit_is_dropped(self):
+        expanded = expansion.expand([self._selected()], 2)
+        self.assertEqual(expanded.passages, [])
+
+    def test_regions_join_adjacent_taken_chunks(self):
+        chunks = self._selected().chunks
+        regions = expansion.regions_of(chunks, dict.fromkeys([1, 2]))
+        self.assertEqual(regions, [(chunks[1].start, chunks[2].end, [1, 2])])
