@@ -125,18 +125,6 @@ class Collection(models.Model):
     def is_visible_to(self, user) -> bool:
         return Collection.objects.visible_to(user).filter(pk=self.pk).exists()
 
-    def set_metadata_policy(
-        self, decisions: dict[str, str], user=None
-    ) -> ShadowIndex | None:
-        """Ask for a new metadata policy ({field: decision}, kb/metadata.py). The
-        live index keeps the current one until a shadow index built with the new
-        one holds on the golden set and swaps in (kb/reindexing.py). Returns the
-        ShadowIndex, or None when nothing needs building (the same policy, or
-        nothing indexed yet: the policy then applies at once)."""
-        from kb import reindexing  # it builds on these models
-
-        return reindexing.start(self, {"metadata_policy": decisions}, user)
-
 
 class Source(models.Model):
     """An uploaded document and the outcome of its last ingestion."""

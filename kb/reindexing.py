@@ -141,6 +141,17 @@ def _same(collection: Collection, a: dict[str, Any], b: dict[str, Any]) -> bool:
     return decisions[0] == decisions[1]
 
 
+def set_metadata_policy(
+    collection: Collection, decisions: dict[str, str], user=None
+) -> ShadowIndex | None:
+    """Ask for a new metadata policy ({field: decision}, kb/metadata.py). The live
+    index keeps the current one until a shadow index built with the new one holds
+    on the golden set and swaps in. Returns the ShadowIndex, or None when nothing
+    needs building (the same policy, or nothing indexed yet: the policy then
+    applies at once)."""
+    return start(collection, {"metadata_policy": decisions}, user)
+
+
 def changed_settings(shadow: ShadowIndex) -> dict[str, Any]:
     """What the shadow changes, field by field: {field: (live, new)}; a policy
     by the fields whose decision changes."""

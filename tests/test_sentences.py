@@ -15,7 +15,7 @@ from unittest import skipUnless
 from django.test import SimpleTestCase
 from markdown_it import MarkdownIt
 
-from kb import answering, chunking, ingestion, parsing, retrieval
+from kb import answering, chunking, ingestion, parsing, retrieval, sentences
 from kb.models import GoldenCase
 from tests import base
 
@@ -74,7 +74,7 @@ class SplitterOnTheCorporaTestCase(SimpleTestCase):
         text = parsing.decode_upload(path.read_bytes(), path.name)
         checked = 0
         for section in parsing.parse(text, path.name).sections:
-            for start, end in answering.units(text, section.body_start, section.end):
+            for start, end in sentences.units(text, section.body_start, section.end):
                 self.assertEqual(
                     problems(text, start, end), [], f"{path.name}: {text[start:end]!r}"
                 )

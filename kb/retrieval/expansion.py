@@ -15,6 +15,7 @@ from django.conf import settings
 
 from kb.retrieval.passages import Location, Passage, TextWindow, context_tokens
 from kb.retrieval.rows import ChunkRow, Selected, is_long, next_to
+from kb.sentences import units, widened
 
 HIT_CHUNKS = 4  # hit chunks per section taken before expansion (issue #7)
 # The collection's best keyword match is taken with its section's best chunk.
@@ -279,8 +280,6 @@ def window_reach(
 
     Returns the new (start, end) and the tokens it added.
     """
-    from kb.answering import _widened, units
-
     hi = len(text) if hi is None else hi
     cost = context_tokens(text[a:b])
     spent = 0
@@ -296,7 +295,7 @@ def window_reach(
         return True
 
     start, end = a, b
-    wide = _widened(text, a, b)
+    wide = widened(text, a, b)
     found = units(text, max(lo, wide[0]), min(hi, wide[1]))
     for s, e in found:
         if s < end < e and fits(start, e):

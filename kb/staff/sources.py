@@ -11,7 +11,7 @@ from django.shortcuts import get_object_or_404, redirect
 from django.template.response import TemplateResponse
 from django.views.decorators.http import require_POST
 
-from kb import ingestion, jobs, permissions
+from kb import ingestion, jobs, permissions, reindexing
 from kb.forms import PolicyForm, SourceUploadForm
 from kb.models import Chunk, Collection, ShadowIndex, Source
 from kb.staff import open_to
@@ -26,7 +26,9 @@ def policy(request: HttpRequest, pk: int) -> HttpResponse:
     form = PolicyForm(request.POST or None, policy=current)
     if request.method == "POST" and form.is_valid():
         if form.cleaned_data != current.decisions:
-            shadow = collection.set_metadata_policy(form.cleaned_data, request.user)
+            shadow = reindexing.set_metadata_policy(
+                collection, form.cleaned_data, request.user
+            )
             shadow_message(request, shadow, "metadata policy")
         return redirect("admin:kb_collection_policy", pk=pk)
     context = {

@@ -1,0 +1,183 @@
+"""Where sentences, list items, table rows and code blocks begin and end in
+Markdown text: the units an answer quotes and a cited range covers whole (a
+sentence continues across a soft line break, never ends inside inline code or a
+link). Pure text functions: the answerer splits passages with them and the
+retrieval's windows grow to them."""
+
+from __future__ import annotations
+
+import re
+
+MAX_ROW_WORDS = 60  # a longer table row is answered by its sentences
+MAX_WIDEN = 1500  # characters a location grows by to reach whole sentences
+
+_SENTENCE_END_RE = re.compile(r"(?<=[.!?])[\"')\]*_]*\s+(?=[\"'(\[*_]*[A-Z0-9`])")
+# A list item's marker ("1.", "2)", "a.", "-", "*", "+"): never a sentence of its own.
+_LIST_MARKER_RE = re.compile(r"(?:[-*+]|\d{1,9}[.)]|[A-Za-z][.)])(?=\s|$)")
+_WORD_CHAR_RE = re.compile(r"\w")
+
+
+def _line(text: str, pos: int) -> tuple[int, int]:
+    """Start and end (before its newline) of the line holding `pos`."""
+    end = text.find("\n", pos)
+    return text.rfind("\n", 0, pos) + 1, len(text) if end < 0 else end
+
+
+def widened(text: str, lo: int, hi: int) -> tuple[int, int]:
+    """[lo, hi) grown to the start and end of the paragraph lines it cuts into.
+
+    Only running text is crossed: blank lines, headings, fences, table rows,
+    shortcodes and the start of a list item bound a paragraph. At most
+    MAX_WIDEN characters each way.
+    """
+    if hi <= lo:
+        return lo, hi
+    floor, ceiling = max(0, lo - MAX_WIDEN), min(len(text), hi + MAX_WIDEN)
+    start, _ = _line(text, lo)
+    if _kind(text, start) in ("text", "item", "quote", "row"):
+        lo = max(start, floor)
+        while lo > floor and _kind(text, lo) in ("text", "quote"):
+            prev, _ = _line(text, lo - 1)
+            if prev < floor or _kind(text, prev) not in ("text", "item", "quote"):
+                break
+            lo = prev
+    start, end = _line(text, hi - 1)
+    if _kind(text, start) in ("text", "item", "quote", "row"):
+        hi = min(max(hi, end), ceiling)
+        while hi < ceiling and _kind(text, hi + 1) in ("text", "quote"):
+            hi = min(_line(text, hi + 1)[1], ceiling)
+    return lo, hi
+
+
+_HEADING_RE = re.compile(r"#{1,6}(?:\s|$)")
+_RULE_RE = re.compile(r"(?:[-:| ]+|=+|([*_])(?:\s*\1){2,}\s*)$")
+# A list item's first line: its marker, then text (or nothing).
+_ITEM_RE = re.compile(r"(?:[-*+]|\d{1,9}[.)]|[A-Za-z][.)])(?:[ \t]|$)")
+
+
+def _kind(text: str, pos: int) -> str:
+    """What the line starting at `pos` is, as far as sentences care."""
+    start, end = _line(text, pos)
+    line = text[start:end].strip()
+    if not line:
+        return "blank"
+    if line.startswith(("```", "~~~")):
+        return "fence"
+    if _HEADING_RE.match(line):
+        return "heading"
+    if _RULE_RE.match(line):
+        return "rule"  # a table's separator row, a thematic break, a setext line
+    if line.startswith("|"):
+        return "row"
+    if line.startswith(("{{<", "{{%", "<!--")):
+        return "markup"  # Hugo shortcodes and comments: no sentence
+    if line.startswith(">"):
+        return "quote"
+    if _ITEM_RE.match(line):
+        return "item"
+    return "text"
+
+
+def units(text: str, start: int, end: int) -> list[tuple[int, int]]:
+    """The answerable units of text[start:end], as (start, end) offsets into text.
+
+    A paragraph's sentences (a single line break inside a paragraph continues the
+    sentence), a list item's sentences, a table row (a long one's sentences), a
+    whole fenced code block.
+    """
+    found: list[tuple[int, int]] = []
+    para: tuple[int, int] | None = None  # start and end of the open paragraph
+    fence: tuple[int, str] | None = None  # start and marker of an open code block
+    pos = start
+    while pos < end:
+        line_start, line_end = pos, min(_line(text, pos)[1], end)
+        pos = line_end + 1
+        line = text[line_start:line_end]
+        stripped = line.strip()
+        lead = line_start + len(line) - len(line.lstrip())
+        tail = line_start + len(line.rstrip())
+        if fence is not None:
+            mark = fence[1]
+            if stripped.startswith(mark) and not stripped.strip(mark[0]):
+                found.append((fence[0], tail))
+                fence = None
+            continue
+        kind = _kind(text, line_start)
+        if kind == "fence":
+            mark = stripped[:3]
+            fence = (lead, stripped[: len(stripped) - len(stripped.lstrip(mark[0]))])
+        if kind in ("text", "quote") and para is not None:
+            opened_by = _kind(text, para[0])
+            if kind == "text" or opened_by == "quote":
+                para = (para[0], tail)
+                continue
+        if para is not None:
+            found.extend(_sentences(text, *para))
+            para = None
+        if kind in ("text", "quote", "item"):
+            para = (lead, tail)
+        if kind == "row" and len(line.split()) <= MAX_ROW_WORDS:
+            found.append((lead, tail))
+        elif kind == "row":  # a row of paragraphs: its sentences, as in the text
+            found.extend(_sentences(text, lead, tail))
+    if para is not None:
+        found.extend(_sentences(text, *para))
+    if fence is not None:
+        found.append((fence[0], end))
+    return [(s, e) for s, e in found if e > s and _has_words(text, s, e)]
+
+
+def _has_words(text: str, start: int, end: int) -> bool:
+    """Words besides a list marker: "1." or "..." alone answers nothing."""
+    marker = _LIST_MARKER_RE.match(text, start, end)
+    return bool(_WORD_CHAR_RE.search(text, marker.end() if marker else start, end))
+
+
+# Inline code (a run of n backticks up to the next run of exactly n), links and
+# their targets, autolinks and bare URLs: a sentence never ends inside one.
+_BACKTICKS_RE = re.compile(r"`+")
+_LINK_RE = re.compile(
+    r"!?\[[^\]]{0,500}\](?:\([^)]{0,500}\)|\[[^\]]{0,200}\])?"
+    r"|<[a-z][a-z0-9+.-]{1,31}:[^\s<>]*>"
+    r"|\bhttps?://[^\s<>]*[^\s<>.,;:!?)\]'\"]",
+    re.IGNORECASE,
+)
+_ABBREVIATIONS = frozenset(
+    "e.g. i.e. etc. vs. cf. approx. no. fig. mr. ms. dr.".split()
+)
+
+
+def _sentences(text: str, start: int, end: int) -> list[tuple[int, int]]:
+    inside = _inline_spans(text, start, end)
+    spans, last = [], start
+    for match in _SENTENCE_END_RE.finditer(text, start, end):
+        stop = match.start()  # just after the full stop
+        if any(s < stop <= e for s, e in inside):
+            continue  # inside `code`, a [link](...) or a URL
+        words = text[last:stop].split()
+        word = words[-1].lstrip("(\"'*_") if words else ""
+        if word.lower() in _ABBREVIATIONS or re.fullmatch(r"[A-Z]\.", word):
+            continue  # "e.g. The", "J. Smith"
+        if _LIST_MARKER_RE.fullmatch(text, last, stop):
+            continue  # "1. Announce…": the marker stays with its item's text
+        spans.append((last, stop))
+        last = match.end()
+    spans.append((last, end))
+    return spans
+
+
+def _inline_spans(text: str, start: int, end: int) -> list[tuple[int, int]]:
+    spans: list[tuple[int, int]] = []
+    pos = start
+    while (run := _BACKTICKS_RE.search(text, pos, end)) is not None:
+        pos = run.end()
+        closing = _BACKTICKS_RE.search(text, pos, end)
+        while closing is not None and len(closing.group()) != len(run.group()):
+            closing = _BACKTICKS_RE.search(text, closing.end(), end)
+        if closing is not None:
+            spans.append((run.start(), closing.end()))
+            pos = closing.end()
+    for link in _LINK_RE.finditer(text, start, end):
+        if not any(s <= link.start() < e for s, e in spans):  # not in code
+            spans.append((link.start(), link.end()))
+    return spans
