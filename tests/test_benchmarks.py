@@ -11,6 +11,7 @@ from django.test import SimpleTestCase
 from kb.benchmarks import metrics, quality, speed, splitters
 from kb.benchmarks.metrics import Located
 from kb.embedding import get_embedder
+from kb.percentiles import percentile
 from tests.base import SHARED, SHARED_MISSING
 
 CHROMA = SHARED / "benchmarks" / "chroma"
@@ -148,7 +149,7 @@ class SpeedHelpersTestCase(SimpleTestCase):
         values = [5.0, 1.0, 3.0, 2.0, 4.0, 10.0]
         for q in (0, 50, 95, 100):
             self.assertAlmostEqual(
-                speed.percentile(values, q), float(np.percentile(values, q))
+                percentile(values, q), float(np.percentile(values, q))
             )
 
     def test_it_repeats_documents_with_shifted_digits(self):

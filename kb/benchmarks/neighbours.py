@@ -30,8 +30,9 @@ from django.db import connection, transaction
 
 from kb import embedding, evaluation, keywords, retrieval
 from kb.benchmarks import scale
-from kb.benchmarks.speed import SHARED, Progress, load_documents, percentile
+from kb.benchmarks.speed import SHARED, Progress, load_documents
 from kb.models import Chunk, Collection, Source
+from kb.percentiles import percentile
 
 CORPUS = SHARED / "corpora" / "rq-docs"
 QUESTIONS = Path(settings.BASE_DIR) / "evals" / "rq-docs.jsonl"

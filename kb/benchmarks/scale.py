@@ -35,8 +35,9 @@ from django.db.models import Count
 
 from kb import answering, embedding, ingestion, jobs, keywords, parsing, retrieval
 from kb.benchmarks import quality
-from kb.benchmarks.speed import Doc, megabytes, percentile, synthesize
+from kb.benchmarks.speed import Doc, megabytes, synthesize
 from kb.models import HNSW_EF_CONSTRUCTION, HNSW_M, Chunk, Collection, Source
+from kb.percentiles import percentile
 
 INGEST_BYTES = 500_000
 QUICK_INGEST_BYTES = 40_000
@@ -207,7 +208,7 @@ def ingest_with_workers(
     processes = [_start_worker(name, i) for i in range(workers)]
     peaks, peak_total, first_job = [0.0] * workers, 0.0, None
     sources = Source.objects.filter(collection=collection)
-    pending = Source.Status.QUEUED, Source.Status.INDEXING
+    pending = Source.ACTIVE
     deadline = started + WORKER_TIMEOUT
     while time.perf_counter() < deadline:
         rss = [_tree_rss_mb(p.pid) for p in processes]

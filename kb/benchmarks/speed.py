@@ -20,7 +20,6 @@ optional extra (`pip install torch==2.13.0`), its rows are left out without it.
 
 from __future__ import annotations
 
-import math
 import os
 import platform
 import re
@@ -112,17 +111,6 @@ def _variant(doc: Doc, copy: int) -> Doc:
 
 def megabytes(docs: Sequence[Doc]) -> float:
     return sum(doc.size for doc in docs) / 1e6
-
-
-def percentile(values: Sequence[float], q: float) -> float:
-    """The q-th percentile (0-100), linear between closest ranks (numpy's default)."""
-    if not values:
-        return math.nan
-    ordered = sorted(values)
-    position = (len(ordered) - 1) * q / 100
-    low = math.floor(position)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
 
 
 # --- 1. parse + chunk ---------------------------------------------------------
