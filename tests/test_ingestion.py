@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import codecs
+import json
 import os
 import signal
 import tempfile
@@ -95,6 +96,28 @@ class IngestTestCase(TestCase):
             self.assertEqual(len(chunk.embedding), 384)
             self.assertLessEqual(chunk.token_count, 256)
         self.assertEqual(source.stats["chunks"], len(chunks))
+
+    def test_its_token_figures_are_those_kb_chunk_prints_for_the_file(self):
+        # Two chunks of different lengths: every percentile definition differs.
+        # Nothing is prefixed to the embedded texts, which kb_chunk knows nothing of.
+        retrieved = {"title": "retrieve", "heading_path": "retrieve"}
+        self.collection.metadata_policy = retrieved
+        self.collection.save()
+        text = "# Notes\n\nShort.\n\n## More\n\n" + "A longer line of words. " * 20
+        source = _store(self.collection, "notes.md", text.encode())
+        ingestion.ingest(source.pk)
+        source.refresh_from_db()
+        with tempfile.TemporaryDirectory() as folder:
+            path = Path(folder) / "notes.md"
+            path.write_text(text)
+            out = StringIO()
+            call_command("kb_chunk", str(path), "--json", stdout=out)
+        report = json.loads(out.getvalue())
+        figures = ("median_tokens", "p95_tokens", "max_tokens")
+        self.assertEqual(source.stats["chunks"], 2)
+        self.assertEqual(
+            {k: source.stats[k] for k in figures}, {k: report[k] for k in figures}
+        )
 
     def test_section_bodies_and_chunk_leads_tile_the_document(self):
         # Retrieval cites from these instead of loading whole sources.
