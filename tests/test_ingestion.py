@@ -36,6 +36,13 @@ def _store(
     return source
 
 
+def _indexed(collection: Collection) -> Source:
+    """The demo's runbook, stored and indexed in this process."""
+    source = _store(collection)
+    ingestion.ingest(source.pk)
+    return source
+
+
 class StoreSourceTestCase(TestCase):
     def setUp(self):
         self.collection = Collection.objects.create(name="Docs")
@@ -92,8 +99,7 @@ class IngestTestCase(TestCase):
         self.assertEqual(source.indexed_version, source.version - 1)
 
     def test_it_indexes_sections_chunks_and_vectors(self):
-        source = _store(self.collection)
-        ingestion.ingest(source.pk)
+        source = _indexed(self.collection)
         source.refresh_from_db()
         self.assertEqual(source.status, Source.Status.INDEXED)
         chunks = list(source.chunks.all())
@@ -128,8 +134,7 @@ class IngestTestCase(TestCase):
 
     def test_section_bodies_and_chunk_leads_tile_the_document(self):
         # Retrieval cites from these instead of loading whole sources.
-        source = _store(self.collection)
-        ingestion.ingest(source.pk)
+        source = _indexed(self.collection)
         sections = list(source.sections.order_by("order"))
         first = sections[0].start
         self.assertEqual("".join(s.body for s in sections), source.text[first:])
@@ -138,8 +143,7 @@ class IngestTestCase(TestCase):
         self.assertEqual(tiled, source.text[: chunks[-1].end])
 
     def test_it_embeds_the_heading_path_and_keeps_the_file_name_out(self):
-        source = _store(self.collection)
-        ingestion.ingest(source.pk)
+        source = _indexed(self.collection)
         chunk = source.chunks.exclude(section__level__lte=1).first()
         self.assertIn(chunk.section.heading_path, chunk.embedded_text)
         self.assertNotIn("deployment-runbook.md", chunk.embedded_text)
@@ -164,8 +168,7 @@ class IngestTestCase(TestCase):
         self.assertEqual(result.passages[0].metadata["author"], "Priya Natarajan")
 
     def test_an_overflowing_prefix_is_rejected_and_the_old_version_stays(self):
-        source = _store(self.collection)
-        ingestion.ingest(source.pk)
+        source = _indexed(self.collection)
         old_chunks = list(source.chunks.values_list("pk", flat=True))
 
         self.collection.metadata_policy = {"summary": "embed"}
@@ -187,8 +190,7 @@ class IngestTestCase(TestCase):
         self.assertEqual(list(source.chunks.values_list("pk", flat=True)), old_chunks)
 
     def test_a_parse_over_the_time_limit_fails_and_the_old_version_stays(self):
-        source = _store(self.collection)
-        ingestion.ingest(source.pk)
+        source = _indexed(self.collection)
         sections = sorted(source.sections.values_list("pk", flat=True))
         big = "# Big\n\n" + "\n\n".join(
             f"## Part {i}\n\n- item one of {i}\n- item two\n\n| a | b |\n|---|---|\n"
@@ -416,8 +418,7 @@ class WorkerIngestionTestCase(TransactionTestCase):
         self.assertContains(page, "front.md has no content besides its front matter")
 
     def test_a_killed_worker_leaves_nothing_partial_and_a_retry_succeeds(self):
-        source = _store(self.collection)
-        ingestion.ingest(source.pk)
+        source = _indexed(self.collection)
         old = sorted(source.chunks.values_list("pk", flat=True))
         # A long new version, so the kill lands while it is being embedded.
         big = "# Big\n\n" + "\n\n".join(
