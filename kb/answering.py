@@ -33,6 +33,12 @@ MAX_SENTENCES = 6
 MAX_ANSWER_WORDS = 170
 TOP_LOCATIONS = 3  # each of these contributes its best sentence
 LLM_TIMEOUT_S = 60
+# A sentence's score (_score): the idf of the question's words it holds, plus
+HEADING_WEIGHT = 0.5  # times the idf of those only its heading path holds;
+CAVEAT_BOOST = 1.3  # times this when it states an exception (_CAVEATS);
+RANK_DECAY = 0.15  # over 1 + this per rank below the best-ranked passage.
+KEEP_SHARE = 0.35  # _choose adds sentences scoring at least this share of the best
+MIN_STEM = 3  # letters a word keeps when _stem strips a suffix
 
 _WORD_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9'_-]*")
 _MARKER_RE = re.compile(r"\[(\d{1,3})\]")
@@ -226,7 +232,7 @@ def terms(text: str) -> list[str]:
 
 def _stem(word: str) -> str:
     for suffix in ("ing", "ed", "es", "s"):
-        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+        if word.endswith(suffix) and len(word) - len(suffix) >= MIN_STEM:
             return word[: -len(suffix)]
     return word
 
@@ -239,11 +245,12 @@ def _score(sentences: list[Sentence], question: str) -> None:
     for sentence, words in zip(sentences, docs, strict=True):
         own = set(terms(sentence.text))
         overlap = sum(idf[t] for t in asked & own)
-        overlap += 0.5 * sum(idf[t] for t in asked & (words - own))  # via heading
+        via_heading = sum(idf[t] for t in asked & (words - own))
+        overlap += HEADING_WEIGHT * via_heading
         if overlap and _CAVEATS.search(sentence.text):
-            overlap *= 1.3
+            overlap *= CAVEAT_BOOST
         # Earlier (better-ranked) passages win ties.
-        sentence.score = overlap / (1 + 0.15 * (sentence.passage.rank - 1))
+        sentence.score = overlap / (1 + RANK_DECAY * (sentence.passage.rank - 1))
 
 
 def _choose(sentences: list[Sentence]) -> list[Sentence]:
@@ -260,7 +267,7 @@ def _choose(sentences: list[Sentence]) -> list[Sentence]:
     best = chosen[0].score
     words = sum(len(s.text.split()) for s in chosen)
     for s in ranked:
-        if len(chosen) >= MAX_SENTENCES or s.score < 0.35 * best:
+        if len(chosen) >= MAX_SENTENCES or s.score < KEEP_SHARE * best:
             break
         if s in chosen:
             continue

@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import math
 import re
+import statistics
 from bisect import bisect_right
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
 from kb.parsing import Block, Document, ParseError, SectionData, TableRow
+from kb.percentiles import percentile
 
 DEFAULT_MAX_TOKENS = 200
 DEFAULT_OVERLAP = 0
@@ -86,6 +88,18 @@ class ChunkResult:
     @property
     def word_fallback_share(self) -> float:
         return self.word_fallbacks / len(self.chunks) if self.chunks else 0.0
+
+
+def length_figures(counts: Sequence[int]) -> dict[str, float]:
+    """How long chunks are in tokens (`counts`: count_tokens of each embed_text),
+    as the source statistics and kb_chunk print them; zeros for no chunks."""
+    if not counts:
+        return {"median_tokens": 0, "p95_tokens": 0, "max_tokens": 0}
+    return {
+        "median_tokens": statistics.median(counts),
+        "p95_tokens": round(percentile(counts, 95), 1),
+        "max_tokens": max(counts),
+    }
 
 
 @dataclass

@@ -525,6 +525,13 @@ def count_tokens(text: str) -> int:
     return get_embedder().count_tokens(text)
 
 
+def count_text_tokens(text: str) -> int:
+    """Tokens of `text` alone, [CLS] and [SEP] left out: what it adds to a text it
+    is joined to, or to an answerer's context (which is not embedded)."""
+    embedder = get_embedder()
+    return max(0, embedder.count_tokens(text) - embedder.special_tokens)
+
+
 def embed(texts: list[str], origins: list[str] | None = None) -> np.ndarray:
     """Unit vectors for `texts`; raises WindowExceededError instead of truncating."""
     return get_embedder().embed(texts, origins)

@@ -14,6 +14,7 @@ from django.utils import timezone
 from kb import answering, embedding, ingestion, readers, reranking, retrieval
 from kb.golden import cases_of, stale_cases
 from kb.models import Collection, EvalRun, Source
+from kb.percentiles import percentile
 from kb.retrieval import keywords
 
 # Golden-case names kb/admin.py's staff pages still reach through this module
@@ -162,8 +163,8 @@ def aggregate(results: list[dict[str, Any]], k: int) -> dict[str, Any]:
             ),
             "context_tokens_mean": round(sum(r["context_tokens"] for r in rows) / n, 1),
             "duplicates_mean": round(sum(r["duplicates"] for r in rows) / n, 3),
-            "latency_p50_ms": round(_percentile(latencies, 50), 2),
-            "latency_p95_ms": round(_percentile(latencies, 95), 2),
+            "latency_p50_ms": round(percentile(latencies, 50), 2),
+            "latency_p95_ms": round(percentile(latencies, 95), 2),
             "declined": sum(bool(r.get("declined")) for r in rows),
         }
 
@@ -258,17 +259,6 @@ def paired_difference(changed: list[dict[str, Any]]) -> dict[str, Any]:
     else:
         verdict = "better" if gained > lost else "worse"
     return {"gained": gained, "lost": lost, "p": round(p, 4), "verdict": verdict}
-
-
-def _percentile(sorted_values: list[float], pct: float) -> float:
-    if not sorted_values:
-        return 0.0
-    index = (len(sorted_values) - 1) * pct / 100
-    low = int(index)
-    high = min(low + 1, len(sorted_values) - 1)
-    return sorted_values[low] + (sorted_values[high] - sorted_values[low]) * (
-        index - low
-    )
 
 
 def evaluate(

@@ -11,12 +11,19 @@ from django.contrib.admin.forms import AdminAuthenticationForm
 from django.core.exceptions import ValidationError
 from django.template.defaultfilters import filesizeformat
 
-from kb import golden, ingestion, metadata, parsing, ratelimit
+from kb import chunking, golden, ingestion, metadata, parsing, ratelimit
 from kb.models import Collection, GoldenCase, Source
 
 # An id read from a query string or JSON: ASCII digits, within PostgreSQL's bigint
 # (int() takes "²" and "١" and refuses over 4,300 digits).
 MAX_ID_DIGITS = 18
+# Retrieval settings of a collection (CollectionForm) or a run (EvalRunForm).
+MAX_TOP_K = 50  # sections
+MIN_CONTEXT = 50  # tokens: a smaller context holds no answer
+MAX_CONTEXT = 20_000  # tokens
+# Chunking a run may try: a fixed-size baseline may exceed the window on purpose.
+MAX_RUN_CHUNK_TOKENS = 2000
+MAX_RUN_OVERLAP = 500
 
 
 def parse_id(value: object) -> int | None:
@@ -160,9 +167,6 @@ class SourceUploadForm(MetadataFieldsMixin):
 class CollectionForm(forms.ModelForm):
     """A collection's settings, refused when no index or answer could be built."""
 
-    MAX_TOP_K = 50
-    MIN_CONTEXT = 50
-
     class Meta:
         model = Collection
         fields = "__all__"
@@ -173,7 +177,7 @@ class CollectionForm(forms.ModelForm):
         }
 
     def clean_chunk_tokens(self) -> int:
-        from kb import chunking, embedding
+        from kb import embedding
 
         value = self.cleaned_data["chunk_tokens"]
         usable = embedding.get_embedder().usable_window
@@ -187,15 +191,15 @@ class CollectionForm(forms.ModelForm):
 
     def clean_top_k(self) -> int:
         value = self.cleaned_data["top_k"]
-        if not 1 <= value <= self.MAX_TOP_K:
-            raise ValidationError(f"Take 1 to {self.MAX_TOP_K} sections.")
+        if not 1 <= value <= MAX_TOP_K:
+            raise ValidationError(f"Take 1 to {MAX_TOP_K} sections.")
         return value
 
     def clean_context_budget(self) -> int:
         value = self.cleaned_data["context_budget"]
-        if value < self.MIN_CONTEXT:
+        if value < MIN_CONTEXT:
             raise ValidationError(
-                f"A context of under {self.MIN_CONTEXT} tokens holds no answer."
+                f"A context of under {MIN_CONTEXT} tokens holds no answer."
             )
         return value
 
@@ -358,14 +362,22 @@ class EvalRunForm(forms.Form):
         label="Strategy",
     )
     chunk_tokens = forms.IntegerField(
-        required=False, min_value=16, max_value=2000, label="Chunk tokens"
+        required=False,
+        min_value=chunking.MIN_BUDGET,
+        max_value=MAX_RUN_CHUNK_TOKENS,
+        label="Chunk tokens",
     )
     chunk_overlap = forms.IntegerField(
-        required=False, min_value=0, max_value=500, label="Overlap"
+        required=False, min_value=0, max_value=MAX_RUN_OVERLAP, label="Overlap"
     )
-    top_k = forms.IntegerField(required=False, min_value=1, max_value=50, label="k")
+    top_k = forms.IntegerField(
+        required=False, min_value=1, max_value=MAX_TOP_K, label="k"
+    )
     context_budget = forms.IntegerField(
-        required=False, min_value=50, max_value=20000, label="Context budget"
+        required=False,
+        min_value=MIN_CONTEXT,
+        max_value=MAX_CONTEXT,
+        label="Context budget",
     )
     retrieval_mode = forms.ChoiceField(
         required=False,

@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
-import statistics
 import time
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -27,12 +26,21 @@ from django.utils import timezone
 
 from kb import chunking, embedding, golden, limits, parsing, readers
 from kb.metadata import Policy, chunk_values
-from kb.models import Chunk, Collection, OverflowRejection, Section, Source
+from kb.models import (
+    EMBEDDING_DIM,
+    Chunk,
+    Collection,
+    OverflowRejection,
+    Section,
+    Source,
+)
 
 logger = logging.getLogger(__name__)
 
 ALLOWED_EXTENSIONS = (".md", ".markdown", ".txt", *parsing.CONVERTED_EXTENSIONS)
-EMBED_BATCH = 32  # chunks per progress update
+# Chunks embedded between two progress updates (embed() batches them by
+# settings.KB_EMBED_BATCH).
+PROGRESS_EVERY = 32
 TITLE_CHARS = 300  # Source.title's length; a longer first heading is cut here
 MIN_CONTENT_TOKENS = 48  # never shrink a chunk budget below this for a prefix
 _CONTROL_RE = re.compile(r"[\x00-\x1f\x7f-\x9f]")
@@ -331,7 +339,9 @@ def prepare(
 
     # Room for each section's metadata prefix (its heading path differs).
     prefix_cost = {
-        s.index: _prefix_tokens(policy.prefix(values(s.heading_path, s.index, 0, 0)))
+        s.index: embedding.count_text_tokens(
+            policy.prefix(values(s.heading_path, s.index, 0, 0))
+        )
         for s in document.sections
     }
     if collection.chunk_strategy == Collection.Strategy.FIXED:
@@ -373,13 +383,6 @@ def prepare(
         "chunk_s": chunked - parsed,
     }
     return prepared
-
-
-def _prefix_tokens(prefix: str) -> int:
-    # count_tokens adds [CLS]/[SEP]; a prefix joined to a chunk adds no specials.
-    if not prefix:
-        return 0
-    return embedding.count_tokens(prefix) - embedding.get_embedder().special_tokens
 
 
 # --- what the index was built with ------------------------------------------------
@@ -588,20 +591,22 @@ def _embed(source: Source, version: int, prepared: Prepared):
     ]
     parts = []
     truncate = source.collection.chunk_strategy == "fixed"
-    for start in range(0, total, EMBED_BATCH):
-        batch = slice(start, start + EMBED_BATCH)
+    for start in range(0, total, PROGRESS_EVERY):
+        batch = slice(start, start + PROGRESS_EVERY)
         if truncate:
             parts.append(embedding.get_embedder().embed_truncating(texts[batch]))
         else:
             parts.append(embedding.embed(texts[batch], origins=origins[batch]))
         progress = {"stage": "embedding", "blocks": prepared.blocks,
-                    "chunks_embedded": min(start + EMBED_BATCH, total),
+                    "chunks_embedded": min(start + PROGRESS_EVERY, total),
                     "chunks_total": total}  # fmt: skip
         if not Source.objects.filter(pk=source.pk, version=version).update(
             progress=progress
         ):
             raise StaleJob(f"version {version} deleted or superseded while embedded")
-    return np.concatenate(parts) if parts else np.zeros((0, 384), dtype="float32")
+    if not parts:
+        return np.zeros((0, EMBEDDING_DIM), dtype="float32")
+    return np.concatenate(parts)
 
 
 def _stats(prepared: Prepared, duration: float) -> dict[str, Any]:
@@ -611,9 +616,7 @@ def _stats(prepared: Prepared, duration: float) -> dict[str, Any]:
         "sections": len(prepared.document.sections),
         "chunks": len(counts),
         "blocks": prepared.blocks,
-        "median_tokens": statistics.median(counts) if counts else 0,
-        "p95_tokens": counts[int(0.95 * (len(counts) - 1))] if counts else 0,
-        "max_tokens": counts[-1] if counts else 0,
+        **chunking.length_figures(counts),
         "token_counts": counts,
         "window": window,
         "truncated": sum(1 for c in counts if c > window),
@@ -653,7 +656,7 @@ def _publish(source, version, prepared: Prepared, vectors, stats, reading=None) 
                     lead=lead,
                     embedded_text=c.embedded_text,
                     token_count=c.token_count,
-                    text_tokens=_plain_tokens(c.data.text),
+                    text_tokens=embedding.count_text_tokens(c.data.text),
                     is_fallback=c.data.is_fallback,
                     metadata=c.metadata,
                     embedding=vector,
@@ -710,7 +713,7 @@ def _create_sections(
                 start=s.start,
                 end=s.end,
                 body=text[s.start : ends[i]],
-                tokens=_plain_tokens(text[s.start : s.end]),
+                tokens=embedding.count_text_tokens(text[s.start : s.end]),
                 page_start=pages[i][0],
                 page_end=pages[i][1],
             )
@@ -740,12 +743,6 @@ def _set_section_vectors(sections: list[Section], prepared: Prepared, vectors) -
             sections[index].embedding = mean / norm
             changed.append(sections[index])
     Section.objects.bulk_update(changed, ["embedding"], batch_size=500)
-
-
-def _plain_tokens(text: str) -> int:
-    return max(
-        0, embedding.count_tokens(text) - embedding.get_embedder().special_tokens
-    )
 
 
 def _record_rejections(source: Source, prepared: Prepared) -> None:

@@ -33,6 +33,9 @@ logger = logging.getLogger(__name__)
 # Redis without persistence restarted); younger ones may not be enqueued yet, as
 # jobs go to Redis when the transaction commits.
 STRANDED_AFTER = timedelta(seconds=60)
+# Seconds an evaluation run may take: with a chunking override it rebuilds the
+# whole collection, as a shadow index does (queueing.SHADOW_TIMEOUT).
+EVAL_TIMEOUT = 3600
 
 
 def ingest_source(source_id: int, version: int) -> str:
@@ -63,8 +66,7 @@ def stranded(sources) -> list[Source]:
     waiting = [
         source
         for source in sources
-        if source.status in (Source.Status.QUEUED, Source.Status.INDEXING)
-        and not source.collection.is_scratch
+        if source.status in Source.ACTIVE and not source.collection.is_scratch
     ]
     if not waiting:
         return []
@@ -112,10 +114,9 @@ def _dead_workers(redis, names: set[str | None]) -> set[str | None]:
 
 def requeue_stranded() -> int:
     """Queue again every source whose job was lost; returns how many."""
-    active = [Source.Status.QUEUED, Source.Status.INDEXING]
     lost = stranded(
         Source.objects.filter(
-            status__in=active, collection__is_scratch=False
+            status__in=Source.ACTIVE, collection__is_scratch=False
         ).select_related("collection")
     )
     for source in lost:
@@ -147,7 +148,7 @@ def run_evaluation(run_id: int) -> dict:
 
 
 def enqueue_evaluation(run):
-    return django_rq.enqueue(run_evaluation, run.pk, job_timeout=3600)
+    return django_rq.enqueue(run_evaluation, run.pk, job_timeout=EVAL_TIMEOUT)
 
 
 # --- shadow indexes (kb/reindexing.py) ---------------------------------------------

@@ -15,6 +15,8 @@ from django.urls import reverse
 from django.utils import timezone
 from pgvector.django import HnswIndex, VectorField
 
+from kb import chunking
+
 EMBEDDING_DIM = 384
 
 
@@ -69,10 +71,12 @@ class Collection(models.Model):
         max_length=20, choices=Strategy.choices, default=Strategy.STRUCTURE
     )
     chunk_tokens = models.PositiveIntegerField(
-        default=200, help_text="Chunk budget in the embedding model's tokens."
+        default=chunking.DEFAULT_MAX_TOKENS,
+        help_text="Chunk budget in the embedding model's tokens.",
     )
     chunk_overlap = models.PositiveIntegerField(
-        default=0, help_text="Tokens repeated from the previous chunk."
+        default=chunking.DEFAULT_OVERLAP,
+        help_text="Tokens repeated from the previous chunk.",
     )
     top_k = models.PositiveIntegerField(
         default=5, help_text="Sections handed to the answerer."
@@ -135,6 +139,10 @@ class Source(models.Model):
         INDEXING = "indexing", "Indexing"
         INDEXED = "indexed", "Indexed"
         FAILED = "failed", "Failed"
+
+    # Statuses with an ingestion job queued or running (pages refresh, workers
+    # check that the job still exists).
+    ACTIVE = (Status.QUEUED, Status.INDEXING)
 
     collection = models.ForeignKey(
         Collection, on_delete=models.CASCADE, related_name="sources"
@@ -467,7 +475,7 @@ class Term(models.Model):
 
     class Meta:
         constraints = [
-            # keywords._WORDS: the Term counts of the question's words, one collection.
+            # The keyword search's Term counts of the question's words, one collection.
             models.UniqueConstraint(
                 fields=["collection", "lexeme"], name="term_collection_lexeme"
             )

@@ -397,7 +397,7 @@ def swap_in(shadow_id: int, expected: str, why: str) -> ShadowIndex | None:
                 copy is not None
                 and copy.status == Source.Status.INDEXED
                 and source.version == version
-                and source.status not in (Source.Status.QUEUED, Source.Status.INDEXING)
+                and source.status not in Source.ACTIVE
             ):
                 _move(copy, source)
             elif (

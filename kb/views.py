@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import functools
 import json
 
 from django.contrib import messages
@@ -54,21 +55,33 @@ class BadRequest(ValueError):
     """The API request cannot be answered as sent; the message says why."""
 
 
-@csrf_exempt  # token requests carry no cookie; session requests are checked below
+def _json_api(view):
+    """A JSON endpoint for a bearer token or a staff session (_api_user): `view`
+    gets the user and the body's JSON object, and a BadRequest it raises is
+    answered 400 with its message."""
+
+    @functools.wraps(view)
+    def checked(request: HttpRequest) -> JsonResponse:
+        user, refusal = _api_user(request)
+        if refusal is not None:
+            return refusal
+        try:
+            return view(request, user, _json_object(request.body))
+        except BadRequest as exc:
+            return JsonResponse({"error": str(exc)}, status=400)
+
+    return checked
+
+
+@csrf_exempt  # token requests carry no cookie; session requests are checked
 @require_POST
 @never_cache
-def api_ask(request: HttpRequest) -> JsonResponse:
-    user, refusal = _api_user(request)
-    if refusal is not None:
-        return refusal
-    try:
-        payload = _json_object(request.body)
-        question = payload.get("question", "")
-        if not isinstance(question, str):
-            raise BadRequest('"question" must be a string.')
-        collection = _collection_for(user, payload.get("collection"))
-    except BadRequest as exc:
-        return JsonResponse({"error": str(exc)}, status=400)
+@_json_api
+def api_ask(request: HttpRequest, user, payload: dict) -> JsonResponse:
+    question = payload.get("question", "")
+    if not isinstance(question, str):
+        raise BadRequest('"question" must be a string.')
+    collection = _collection_for(user, payload.get("collection"))
     if collection is None:
         return JsonResponse({"error": "No such collection for this user."}, status=404)
     try:
@@ -81,20 +94,15 @@ def api_ask(request: HttpRequest) -> JsonResponse:
     return JsonResponse(shown)
 
 
-@csrf_exempt  # as api_ask: token requests carry no cookie, sessions are checked
+@csrf_exempt  # as api_ask
 @require_POST
 @never_cache
-def api_feedback(request: HttpRequest) -> JsonResponse:
-    user, refusal = _api_user(request)
-    if refusal is not None:
-        return refusal
+@_json_api
+def api_feedback(request: HttpRequest, user, payload: dict) -> JsonResponse:
     try:
-        payload = _json_object(request.body)
         questions.record_feedback(
             user, payload.get("id"), payload.get("helpful"), payload.get("note", "")
         )
-    except BadRequest as exc:
-        return JsonResponse({"error": str(exc)}, status=400)
     except questions.FeedbackError as exc:
         return JsonResponse({"error": str(exc)}, status=exc.status)
     return JsonResponse({"ok": True})

@@ -5,13 +5,16 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
 from django.db import connection
 from django.test import TestCase
 
+from kb import permissions
 from kb.demo import load_demo
 from kb.models import Chunk, Collection, Section, Source
 
@@ -22,8 +25,9 @@ SHARED_MISSING = (
 DEMO_DIR = Path(settings.BASE_DIR) / "kb" / "demo" / "content"
 
 
-def make_users():
-    """staff: the admin superuser; editor: staff without superuser; alice: not staff."""
+def make_users(editor_group: str | None = None):
+    """staff: the admin superuser; editor: staff without superuser (a member of
+    `editor_group`, one of kb.permissions' groups, when given); alice: not staff."""
     User = get_user_model()
     staff = User.objects.create_superuser(
         "staff", "staff@example.invalid", "pw-staff-1"
@@ -32,6 +36,9 @@ def make_users():
         "editor", "editor@example.invalid", "pw-editor-1", is_staff=True
     )
     alice = User.objects.create_user("alice", "alice@example.invalid", "pw-alice-1")
+    if editor_group:
+        permissions.ensure_groups()
+        editor.groups.add(Group.objects.get(name=editor_group))
     return staff, editor, alice
 
 
@@ -129,3 +136,14 @@ def start_worker(**env: str) -> subprocess.Popen:
         env=env, start_new_session=True,
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
+
+
+def wait_for(predicate, timeout: float = 120) -> None:
+    """Return once `predicate()` is true (another process's work); fail after
+    `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.05)
+    raise AssertionError("condition not reached")

@@ -119,6 +119,17 @@ class Page:
         return "\n".join(ops).encode("latin-1")
 
 
+def running_pages(header: str, count: int = 3) -> list[Page]:
+    """`count` pages with the same small header and a "Page n of count" footer."""
+    pages = []
+    for number in range(1, count + 1):
+        page = Page()
+        page.text(72, 770, header, 9)
+        page.text(300, 30, f"Page {number} of {count}", 9)
+        pages.append(page)
+    return pages
+
+
 def scanned_page() -> Page:
     """A page holding only a picture: what a scanner produces."""
     page = Page()

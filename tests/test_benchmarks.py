@@ -9,9 +9,10 @@ import numpy as np
 from django.test import SimpleTestCase
 
 from kb.benchmarks import metrics, quality, speed, splitters
-from kb.benchmarks.corpus import Doc, megabytes, percentile, synthesize
+from kb.benchmarks.corpus import Doc, megabytes, synthesize
 from kb.benchmarks.metrics import Located
 from kb.embedding import get_embedder
+from kb.percentiles import percentile
 from tests.base import SHARED, SHARED_MISSING
 
 CHROMA = SHARED / "benchmarks" / "chroma"

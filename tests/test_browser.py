@@ -27,6 +27,34 @@ def _words(text: str) -> str:
     return " ".join(re.findall(r"\w+", text))
 
 
+def _log_in(page: Page, live_server, next_url: str, user="staff", password="pw-1"):
+    page.goto(f"{live_server.url}/admin/login/?next={next_url}")
+    page.fill("#id_username", user)
+    page.fill("#id_password", password)
+    page.click("input[type=submit]")
+
+
+def _ask(page: Page, question: str, collection: Collection) -> None:
+    page.fill("#id_q", question)
+    page.select_option("#id_collection", str(collection.pk))
+    page.click("form[role=search] button[type=submit]")
+
+
+def _select_in_source(page: Page, wanted: str) -> None:
+    """Select `wanted` in the golden-case form's source text, as an editor would."""
+    page.locator(".kb-span-source").evaluate(
+        """(pre, wanted) => {
+          const node = pre.firstChild, at = node.data.indexOf(wanted);
+          const range = document.createRange();
+          range.setStart(node, at);
+          range.setEnd(node, at + wanted.length);
+          getSelection().removeAllRanges();
+          getSelection().addRange(range);
+        }""",
+        wanted,
+    )
+
+
 @pytest.fixture
 def page(monkeypatch):
     if not CHROMIUM.exists():
@@ -56,15 +84,10 @@ def test_it_asks_and_follows_a_citation(transactional_db, live_server, page: Pag
     get_user_model().objects.create_superuser("staff", "s@example.invalid", "pw-1")
     demo = load_demo(sync=True)
 
-    page.goto(f"{live_server.url}/admin/login/?next=/")
-    page.fill("#id_username", "staff")
-    page.fill("#id_password", "pw-1")
-    page.click("input[type=submit]")
+    _log_in(page, live_server, "/")
     page.wait_for_url(f"{live_server.url}/")
 
-    page.fill("#id_q", QUESTION)
-    page.select_option("#id_collection", str(demo.pk))
-    page.click("form[role=search] button[type=submit]")
+    _ask(page, QUESTION, demo)
     cite = page.locator("#answer a.cite").first
     expect(cite).to_be_visible()
 
@@ -95,22 +118,10 @@ def test_a_golden_case_is_created_by_selecting_text(
         collection=collection, title="Animals", file_name="animals.md", text=text
     )
 
-    page.goto(f"{live_server.url}/admin/login/?next=/admin/kb/goldencase/add/")
-    page.fill("#id_username", "staff")
-    page.fill("#id_password", "pw-1")
-    page.click("input[type=submit]")
+    _log_in(page, live_server, "/admin/kb/goldencase/add/")
     page.select_option("#id_collection", str(collection.pk))
     page.select_option("#kb-span-file", "animals.md")
-    page.locator(".kb-span-source").evaluate(
-        """pre => {
-          const node = pre.firstChild, at = node.data.indexOf("quick brown fox");
-          const range = document.createRange();
-          range.setStart(node, at);
-          range.setEnd(node, at + "quick brown fox".length);
-          getSelection().removeAllRanges();
-          getSelection().addRange(range);
-        }"""
-    )
+    _select_in_source(page, "quick brown fox")
     page.click("#kb-span-add")
     page.fill("#id_external_id", "fox")
     page.fill("#id_question", "What jumps over the lazy dog?")
@@ -135,10 +146,7 @@ def test_auto_refresh_never_throws_away_what_an_editor_types(
         text="# Busy\n\nText.\n", status=Source.Status.QUEUED,
     )  # fmt: skip
     url = f"{live_server.url}/admin/kb/source/{source.pk}/change/"
-    page.goto(f"{live_server.url}/admin/login/?next={url}")
-    page.fill("#id_username", "staff")
-    page.fill("#id_password", "pw-1")
-    page.click("input[type=submit]")
+    _log_in(page, live_server, url)
     page.wait_for_url(url)
     expect(page.locator("#kb-refresh-note")).to_contain_text("refreshes itself")
 
@@ -166,10 +174,7 @@ def test_a_pdf_uploaded_in_the_admin_is_cited_with_its_page(
     pdf = tmp_path / "handbook.pdf"
     pdf.write_bytes(build_pdf(handbook_pages()))
 
-    page.goto(f"{live_server.url}/admin/login/?next=/admin/kb/source/upload/")
-    page.fill("#id_username", "staff")
-    page.fill("#id_password", "pw-1")
-    page.click("input[type=submit]")
+    _log_in(page, live_server, "/admin/kb/source/upload/")
     page.select_option("#id_collection", str(handbook.pk))
     page.set_input_files("#id_files", str(pdf))
     page.click("input[type=submit][value='Upload and index']")
@@ -182,9 +187,7 @@ def test_a_pdf_uploaded_in_the_admin_is_cited_with_its_page(
     expect(page.locator("#result_list")).to_contain_text("Indexed")
 
     page.goto(f"{live_server.url}/")
-    page.fill("#id_q", MEALS_Q)
-    page.select_option("#id_collection", str(handbook.pk))
-    page.click("form[role=search] button[type=submit]")
+    _ask(page, MEALS_Q, handbook)
     citation = page.locator("ol.citations li", has_text="Meals").first
     expect(citation).to_contain_text("handbook.pdf, p. 2,")
     citation.locator("a").click()
@@ -212,14 +215,9 @@ def test_a_question_marked_not_helpful_becomes_a_golden_case(
     demo = load_demo(sync=True)
 
     # Staff ask, and find the answer not helpful.
-    page.goto(f"{live_server.url}/admin/login/?next=/")
-    page.fill("#id_username", "staff")
-    page.fill("#id_password", "pw-1")
-    page.click("input[type=submit]")
+    _log_in(page, live_server, "/")
     page.wait_for_url(f"{live_server.url}/")
-    page.fill("#id_q", QUESTION)
-    page.select_option("#id_collection", str(demo.pk))
-    page.click("form[role=search] button[type=submit]")
+    _ask(page, QUESTION, demo)
     expect(page.locator("#answer a.cite").first).to_be_visible()
     page.fill("#id_note", "It leaves out who approves a roll-forward.")
     page.click("#feedback-not-helpful")
@@ -228,10 +226,7 @@ def test_a_question_marked_not_helpful_becomes_a_golden_case(
     page.click("header form.logout button")
 
     # An editor finds it among the content gaps and makes a golden case of it.
-    page.goto(f"{live_server.url}/admin/login/?next=/admin/kb/goldencase/")
-    page.fill("#id_username", "editor")
-    page.fill("#id_password", "pw-2")
-    page.click("input[type=submit]")
+    _log_in(page, live_server, "/admin/kb/goldencase/", "editor", "pw-2")
     page.get_by_role("link", name="Content gaps").click()
     row = page.locator("#gaps tr.kb-gap", has_text=QUESTION)
     expect(row).to_contain_text("It leaves out who approves a roll-forward.")
@@ -239,17 +234,7 @@ def test_a_question_marked_not_helpful_becomes_a_golden_case(
     expect(page.locator("#id_question")).to_have_value(QUESTION)
     page.select_option("#kb-span-file", "deployment-runbook.md")
     wanted = "on-call engineering manager has approved it"
-    page.locator(".kb-span-source").evaluate(
-        """(pre, wanted) => {
-          const node = pre.firstChild, at = node.data.indexOf(wanted);
-          const range = document.createRange();
-          range.setStart(node, at);
-          range.setEnd(node, at + wanted.length);
-          getSelection().removeAllRanges();
-          getSelection().addRange(range);
-        }""",
-        wanted,
-    )
+    _select_in_source(page, wanted)
     page.click("#kb-span-add")
     page.click("input[name=_save]")
     page.wait_for_url(f"{live_server.url}/admin/kb/goldencase/")

@@ -24,10 +24,8 @@ SETTINGS = {
 class CollectionGroupsTestCase(TestCase):
     @classmethod
     def setUpTestData(cls):
-        cls.staff, cls.editor, cls.alice = make_users()
-        permissions.ensure_groups()
         # editor: an admin-group member (may change collections), no superuser
-        cls.editor.groups.add(Group.objects.get(name=permissions.ADMIN))
+        cls.staff, cls.editor, cls.alice = make_users(permissions.ADMIN)
         cls.legal = Group.objects.create(name="legal-team")
         cls.open = Collection.objects.create(name="Handbook")
         cls.secret = Collection.objects.create(name="Secret")

@@ -139,9 +139,7 @@ class GroupLimitsInTheAdminTestCase(TestCase):
 
     @classmethod
     def setUpTestData(cls):
-        cls.staff, cls.editor, _ = make_users()
-        permissions.ensure_groups()
-        cls.editor.groups.add(Group.objects.get(name=permissions.CONTENT_EDITOR))
+        cls.staff, cls.editor, _ = make_users(permissions.CONTENT_EDITOR)
         cls.secret = Collection.objects.create(name="Salaries")
         cls.secret.groups.add(Group.objects.create(name="payroll"))
         cls.open = Collection.objects.create(name="Handbook")

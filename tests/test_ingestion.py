@@ -1,10 +1,10 @@
 from __future__ import annotations
 
 import codecs
+import json
 import os
 import signal
 import tempfile
-import time
 from io import StringIO
 from pathlib import Path
 
@@ -22,6 +22,7 @@ from tests.base import (
     make_users,
     run_burst_worker,
     start_worker,
+    wait_for,
 )
 
 RUNBOOK = DEMO_DIR / "deployment-runbook.md"
@@ -32,6 +33,13 @@ def _store(
 ):
     data = data if data is not None else (DEMO_DIR / name).read_bytes()
     source, _ = ingestion.store_source(collection, name, data, **kw)
+    return source
+
+
+def _indexed(collection: Collection) -> Source:
+    """The demo's runbook, stored and indexed in this process."""
+    source = _store(collection)
+    ingestion.ingest(source.pk)
     return source
 
 
@@ -83,9 +91,15 @@ class IngestTestCase(TestCase):
     def setUp(self):
         self.collection = Collection.objects.create(name="Docs")
 
+    def _assert_it_fails_keeping_the_old_version(self, source, error, message):
+        with self.assertRaisesMessage(error, message):
+            ingestion.ingest(source.pk)
+        source.refresh_from_db()
+        self.assertEqual(source.status, Source.Status.FAILED)
+        self.assertEqual(source.indexed_version, source.version - 1)
+
     def test_it_indexes_sections_chunks_and_vectors(self):
-        source = _store(self.collection)
-        ingestion.ingest(source.pk)
+        source = _indexed(self.collection)
         source.refresh_from_db()
         self.assertEqual(source.status, Source.Status.INDEXED)
         chunks = list(source.chunks.all())
@@ -96,10 +110,31 @@ class IngestTestCase(TestCase):
             self.assertLessEqual(chunk.token_count, 256)
         self.assertEqual(source.stats["chunks"], len(chunks))
 
+    def test_its_token_figures_are_those_kb_chunk_prints_for_the_file(self):
+        # Two chunks of different lengths: every percentile definition differs.
+        # Nothing is prefixed to the embedded texts, which kb_chunk knows nothing of.
+        retrieved = {"title": "retrieve", "heading_path": "retrieve"}
+        self.collection.metadata_policy = retrieved
+        self.collection.save()
+        text = "# Notes\n\nShort.\n\n## More\n\n" + "A longer line of words. " * 20
+        source = _store(self.collection, "notes.md", text.encode())
+        ingestion.ingest(source.pk)
+        source.refresh_from_db()
+        with tempfile.TemporaryDirectory() as folder:
+            path = Path(folder) / "notes.md"
+            path.write_text(text)
+            out = StringIO()
+            call_command("kb_chunk", str(path), "--json", stdout=out)
+        report = json.loads(out.getvalue())
+        figures = ("median_tokens", "p95_tokens", "max_tokens")
+        self.assertEqual(source.stats["chunks"], 2)
+        self.assertEqual(
+            {k: source.stats[k] for k in figures}, {k: report[k] for k in figures}
+        )
+
     def test_section_bodies_and_chunk_leads_tile_the_document(self):
         # Retrieval cites from these instead of loading whole sources.
-        source = _store(self.collection)
-        ingestion.ingest(source.pk)
+        source = _indexed(self.collection)
         sections = list(source.sections.order_by("order"))
         first = sections[0].start
         self.assertEqual("".join(s.body for s in sections), source.text[first:])
@@ -108,8 +143,7 @@ class IngestTestCase(TestCase):
         self.assertEqual(tiled, source.text[: chunks[-1].end])
 
     def test_it_embeds_the_heading_path_and_keeps_the_file_name_out(self):
-        source = _store(self.collection)
-        ingestion.ingest(source.pk)
+        source = _indexed(self.collection)
         chunk = source.chunks.exclude(section__level__lte=1).first()
         self.assertIn(chunk.section.heading_path, chunk.embedded_text)
         self.assertNotIn("deployment-runbook.md", chunk.embedded_text)
@@ -134,8 +168,7 @@ class IngestTestCase(TestCase):
         self.assertEqual(result.passages[0].metadata["author"], "Priya Natarajan")
 
     def test_an_overflowing_prefix_is_rejected_and_the_old_version_stays(self):
-        source = _store(self.collection)
-        ingestion.ingest(source.pk)
+        source = _indexed(self.collection)
         old_chunks = list(source.chunks.values_list("pk", flat=True))
 
         self.collection.metadata_policy = {"summary": "embed"}
@@ -157,8 +190,7 @@ class IngestTestCase(TestCase):
         self.assertEqual(list(source.chunks.values_list("pk", flat=True)), old_chunks)
 
     def test_a_parse_over_the_time_limit_fails_and_the_old_version_stays(self):
-        source = _store(self.collection)
-        ingestion.ingest(source.pk)
+        source = _indexed(self.collection)
         sections = sorted(source.sections.values_list("pk", flat=True))
         big = "# Big\n\n" + "\n\n".join(
             f"## Part {i}\n\n- item one of {i}\n- item two\n\n| a | b |\n|---|---|\n"
@@ -168,16 +200,13 @@ class IngestTestCase(TestCase):
             self.collection, source.file_name, big.encode()
         )
         with self.settings(KB_PARSE_TIMEOUT=0.01):
-            with self.assertRaisesMessage(
+            self._assert_it_fails_keeping_the_old_version(
+                source,
                 ingestion.ParseTimeout,
                 "deployment-runbook.md: reading and parsing took longer than the "
                 "limit of 0.01 s (KB_PARSE_TIMEOUT)",
-            ):
-                ingestion.ingest(source.pk)
-        source.refresh_from_db()
-        self.assertEqual(source.status, Source.Status.FAILED)
+            )
         self.assertIn("KB_PARSE_TIMEOUT", source.error)
-        self.assertEqual(source.indexed_version, source.version - 1)
         self.assertEqual(sorted(source.sections.values_list("pk", flat=True)), sections)
 
     def test_a_read_over_the_memory_limit_fails_and_the_old_version_stays(self):
@@ -188,15 +217,12 @@ class IngestTestCase(TestCase):
             # 26 MB of empty elements: some 350 MB as a tree in lxml
             bloated = page + b"<span></span>" * 2_000_000 + b"</p></main>"
             source = _store(self.collection, "lifts.html", bloated)
-            with self.assertRaisesMessage(
+            self._assert_it_fails_keeping_the_old_version(
+                source,
                 ingestion.IngestionError,
                 "lifts.html: reading and parsing needed more memory than the limit "
                 "of 32 MB (KB_PARSE_MEMORY_MB); the previous version stays live",
-            ):
-                ingestion.ingest(source.pk)
-        source.refresh_from_db()
-        self.assertEqual(source.status, Source.Status.FAILED)
-        self.assertEqual(source.indexed_version, source.version - 1)
+            )
         self.assertTrue(source.sections.filter(heading="Lifts").exists())
 
     def test_a_superseded_job_stands_down(self):
@@ -392,8 +418,7 @@ class WorkerIngestionTestCase(TransactionTestCase):
         self.assertContains(page, "front.md has no content besides its front matter")
 
     def test_a_killed_worker_leaves_nothing_partial_and_a_retry_succeeds(self):
-        source = _store(self.collection)
-        ingestion.ingest(source.pk)
+        source = _indexed(self.collection)
         old = sorted(source.chunks.values_list("pk", flat=True))
         # A long new version, so the kill lands while it is being embedded.
         big = "# Big\n\n" + "\n\n".join(
@@ -409,7 +434,7 @@ class WorkerIngestionTestCase(TransactionTestCase):
         queueing.enqueue_ingest(source)
         worker = start_worker()
         try:
-            _wait_for(
+            wait_for(
                 lambda: (
                     Source.objects.get(pk=source.pk).progress.get("stage")
                     == "embedding"
@@ -425,15 +450,6 @@ class WorkerIngestionTestCase(TransactionTestCase):
         source.refresh_from_db()
         self.assertEqual(source.status, Source.Status.INDEXED, source.error)
         self.assertTrue(set(old).isdisjoint(source.chunks.values_list("pk", flat=True)))
-
-
-def _wait_for(predicate, timeout: float = 120) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.05)
-    raise AssertionError("condition not reached")
 
 
 class StopWhileEmbeddingTestCase(TransactionTestCase):
@@ -461,13 +477,13 @@ class StopWhileEmbeddingTestCase(TransactionTestCase):
 
         job = threading.Thread(target=run)
         job.start()
-        deadline = time.monotonic() + 300
-        while time.monotonic() < deadline and job.is_alive():
-            progress = Source.objects.get(pk=source.pk).progress or {}
-            if progress.get("stage") == "embedding":
-                break
-            time.sleep(0.05)
-        self.assertLess(progress["chunks_embedded"], progress["chunks_total"])
+
+        def progress() -> dict:
+            return Source.objects.get(pk=source.pk).progress or {}
+
+        wait_for(lambda: progress().get("stage") == "embedding", timeout=300)
+        now = progress()
+        self.assertLess(now["chunks_embedded"], now["chunks_total"])
         Source.objects.filter(pk=source.pk).delete()
         job.join(300)
         self.assertEqual(

@@ -16,13 +16,19 @@ NOTES = {
 NOTES["zebra.md"] = "# Zebra\n\nThe job queue paused for the zebra migration.\n"
 
 
+def _indexed(name: str, files: dict[str, str]) -> Collection:
+    """A collection of these files (name: Markdown text), indexed in this process."""
+    collection = Collection.objects.create(name=name)
+    for file_name, text in files.items():
+        source, _ = ingestion.store_source(collection, file_name, text.encode())
+        ingestion.ingest(source.pk)
+    return collection
+
+
 class KeywordSearchTestCase(TestCase):
     @classmethod
     def setUpTestData(cls):
-        cls.collection = Collection.objects.create(name="Notes")
-        for name, text in NOTES.items():
-            source, _ = ingestion.store_source(cls.collection, name, text.encode())
-            ingestion.ingest(source.pk)
+        cls.collection = _indexed("Notes", NOTES)
 
     def _files(self, ids: list[int]) -> set[str]:
         return set(
@@ -82,10 +88,7 @@ class KeywordRankingTestCase(TestCase):
 
     @classmethod
     def setUpTestData(cls):
-        cls.collection = Collection.objects.create(name="Wordy")
-        for name, text in WORDY.items():
-            source, _ = ingestion.store_source(cls.collection, name, text.encode())
-            ingestion.ingest(source.pk)
+        cls.collection = _indexed("Wordy", WORDY)
         keywords.count_terms(cls.collection)
 
     def _first(self, question: str) -> str:

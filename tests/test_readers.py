@@ -25,7 +25,7 @@ from kb import ingestion, readers
 from kb.models import Collection, Source
 from kb.readers import ReaderError
 from tests.base import make_users
-from tests.documents import Page, build_pdf, scanned_page
+from tests.documents import Page, build_pdf, running_pages, scanned_page
 
 FIXTURES = Path(__file__).parent / "fixtures" / "readers"
 
@@ -312,12 +312,7 @@ def _add_part(data: bytes, name: str, content: str) -> bytes:
 
 def _report_pages() -> list[Page]:
     """A three-page report with a running header and footer on every page."""
-    pages = []
-    for number in range(1, 4):
-        page = Page()
-        page.text(72, 770, "ACME Corp - Expense policy", 9)
-        page.text(300, 30, f"Page {number} of 3", 9)
-        pages.append(page)
+    pages = running_pages("ACME Corp - Expense policy")
     one, two, three = pages
     one.heading("Expense policy", 22).paragraph(
         ["This policy says which costs the company pays back and how", "to claim them."]

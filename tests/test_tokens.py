@@ -6,7 +6,6 @@ import json
 from datetime import timedelta
 from io import StringIO
 
-from django.contrib.auth.models import Group
 from django.core.management import call_command
 from django.test import TestCase
 from django.urls import reverse
@@ -128,10 +127,8 @@ class TokenTestCase(TestCase):
 class TokenAdminTestCase(TestCase):
     @classmethod
     def setUpTestData(cls):
-        cls.staff, cls.editor, cls.alice = make_users()
-        permissions.ensure_groups()
         # An admin-group member: may change collections, not see tokens.
-        cls.editor.groups.add(Group.objects.get(name=permissions.ADMIN))
+        cls.staff, cls.editor, cls.alice = make_users(permissions.ADMIN)
         cls.key = access.create_token(cls.editor, "ci")
 
     def test_superusers_list_and_revoke_tokens(self):

@@ -27,7 +27,7 @@ from rq.utils import utcformat
 
 from kb import ingestion, jobs, queueing
 from kb.models import Collection, Source
-from tests.base import DEMO_DIR, make_users, run_burst_worker, start_worker
+from tests.base import DEMO_DIR, make_users, run_burst_worker, start_worker, wait_for
 
 RUNBOOK = DEMO_DIR / "deployment-runbook.md"
 FAST_TTL = "6"  # seconds: a dead worker is noticed in seconds, not a minute
@@ -60,15 +60,6 @@ def _settled(source: Source, timeout: float = 180) -> Source:
             break
         time.sleep(0.2)
     return source
-
-
-def _wait_for(predicate, timeout: float = 120) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.05)
-    raise AssertionError("condition not reached")
 
 
 @pytest.mark.slow
@@ -106,7 +97,7 @@ class WorkerFaultsTestCase(TransactionTestCase):
     def test_a_killed_workers_source_is_queued_again_and_indexed(self):
         source = self._store("big.md", _big_text())
         doomed = start_worker(KB_WORKER_TTL=FAST_TTL)
-        _wait_for(
+        wait_for(
             lambda: (
                 Source.objects.get(pk=source.pk).progress.get("stage") == "embedding"
             )
@@ -117,7 +108,7 @@ class WorkerFaultsTestCase(TransactionTestCase):
         started = time.monotonic()
         self.workers.append(start_worker(KB_WORKER_TTL=FAST_TTL))
         # Found once the dead worker's heartbeat expires, then indexed again.
-        _wait_for(lambda: Source.objects.get(pk=source.pk).version > source.version, 30)
+        wait_for(lambda: Source.objects.get(pk=source.pk).version > source.version, 30)
         self.assertLess(time.monotonic() - started, 30)
         self.assertEqual(_settled(source).status, Source.Status.INDEXED, source.error)
 

@@ -4,7 +4,6 @@ target size by `synthesize`, and the percentile their latencies are reported at.
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -75,14 +74,3 @@ def _variant(doc: Doc, copy: int) -> Doc:
 
 def megabytes(docs: Sequence[Doc]) -> float:
     return sum(doc.size for doc in docs) / 1e6
-
-
-def percentile(values: Sequence[float], q: float) -> float:
-    """The q-th percentile (0-100), linear between closest ranks (numpy's default)."""
-    if not values:
-        return math.nan
-    ordered = sorted(values)
-    position = (len(ordered) - 1) * q / 100
-    low = math.floor(position)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)

@@ -28,7 +28,7 @@ from urllib.parse import urlsplit
 from django.conf import settings
 from django.db import connection
 
-from kb.benchmarks.corpus import percentile
+from kb.percentiles import percentile
 
 LEVELS = (1, 4, 16, 32)
 REQUEST_TIMEOUT = 120.0  # seconds; a request still unanswered counts as an error

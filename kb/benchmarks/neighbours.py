@@ -30,8 +30,9 @@ from django.db import connection, transaction
 
 from kb import embedding, golden, retrieval
 from kb.benchmarks import scale
-from kb.benchmarks.corpus import SHARED, Progress, load_documents, percentile
+from kb.benchmarks.corpus import SHARED, Progress, load_documents
 from kb.models import Chunk, Collection, Source
+from kb.percentiles import percentile
 from kb.retrieval import keywords
 
 CORPUS = SHARED / "corpora" / "rq-docs"
@@ -202,16 +203,13 @@ def _uses_index(collection: Collection, question: str) -> bool:
 
 
 def markdown(report: NeighboursReport) -> str:
-    head = " | ".join(f"{stage} p50 / p95" for stage in STAGES)
     lines = [
         f"| collection asked | chunks | other collections' chunks | search | questions"
-        f" | {head} |",
+        f" | {scale.stage_columns(STAGES)} |",
         "|---|---:|---:|---|---:|" + "---:|" * len(STAGES),
     ]
     for r in report.rows:
-        cells = " | ".join(
-            f"{r.stages[s][0]:.1f} / {r.stages[s][1]:.1f}" for s in STAGES
-        )
+        cells = scale.stage_cells(r.stages, STAGES)
         lines.append(
             f"| {r.label} | {r.chunks} | {r.other_chunks} | {r.search} "
             f"| {r.questions} | {cells} |"

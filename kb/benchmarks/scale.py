@@ -42,8 +42,9 @@ from kb import (
     retrieval,
 )
 from kb.benchmarks import quality
-from kb.benchmarks.corpus import Doc, Progress, megabytes, percentile, synthesize
+from kb.benchmarks.corpus import Doc, Progress, megabytes, synthesize
 from kb.models import HNSW_EF_CONSTRUCTION, HNSW_M, Chunk, Collection, Source
+from kb.percentiles import percentile
 from kb.retrieval import keywords
 
 INGEST_BYTES = 500_000
@@ -213,7 +214,7 @@ def ingest_with_workers(
     processes = [_start_worker(name, i) for i in range(workers)]
     peaks, peak_total, first_job = [0.0] * workers, 0.0, None
     sources = Source.objects.filter(collection=collection)
-    pending = Source.Status.QUEUED, Source.Status.INDEXING
+    pending = Source.ACTIVE
     deadline = started + WORKER_TIMEOUT
     while time.perf_counter() < deadline:
         rss = [_tree_rss_mb(p.pid) for p in processes]
@@ -577,15 +578,12 @@ def _ingest_table(report: ScaleReport) -> str:
 
 
 def _latency_table(report: ScaleReport) -> str:
-    head = " | ".join(f"{stage} p50 / p95" for stage in STAGES)
     lines = [
-        f"| set | chunks | questions | {head} | ask() p50 / p95 |",
+        f"| set | chunks | questions | {stage_columns(STAGES)} | ask() p50 / p95 |",
         "|---|---:|---:|" + "---:|" * (len(STAGES) + 1),
     ]
     for r in report.latency:
-        cells = " | ".join(
-            f"{r.retrieval[s][0]:.1f} / {r.retrieval[s][1]:.1f}" for s in STAGES
-        )
+        cells = stage_cells(r.retrieval, STAGES)
         lines.append(
             f"| {r.label} | {r.chunks} | {r.questions} | {cells} "
             f"| {r.answer[0]:.1f} / {r.answer[1]:.1f} |"
@@ -616,6 +614,16 @@ def as_json(report: ScaleReport) -> dict[str, Any]:
     from dataclasses import asdict
 
     return asdict(report)
+
+
+def stage_columns(stages: Sequence[str]) -> str:
+    """Markdown table headings of `stages`' latencies, for stage_cells."""
+    return " | ".join(f"{stage} p50 / p95" for stage in stages)
+
+
+def stage_cells(figures: dict[str, tuple[float, float]], stages: Sequence[str]) -> str:
+    """Each stage's (p50, p95) in ms, as cells under stage_columns."""
+    return " | ".join(f"{figures[s][0]:.1f} / {figures[s][1]:.1f}" for s in stages)
 
 
 def stage_timings(

@@ -47,7 +47,7 @@ class Command(BaseCommand):
             help="add the configuration of a named strategy (as in kb_eval): "
             + ", ".join(f"{k} = {v}" for k, v in quality.STRATEGY_CONFIGS.items()),
         )
-        run.add_argument("--json", type=Path, metavar="OUT", help="also write JSON")
+        _add_json(run)
         run.add_argument(
             "--quick",
             action="store_true",
@@ -67,7 +67,7 @@ class Command(BaseCommand):
             help="embedder precision (the published figures are fp32)",
         )
         fast = benches.add_parser("speed", help="throughput and latency (issue #8)")
-        fast.add_argument("--json", type=Path, metavar="OUT", help="also write JSON")
+        _add_json(fast)
         fast.add_argument(
             "--quick",
             action="store_true",
@@ -131,10 +131,15 @@ class Command(BaseCommand):
             help="the shadow's chunk tokens (the live index has 200)",
         )
         gate.add_argument("--keep", action="store_true", help="keep the collections")
-        gate.add_argument("--json", type=Path, metavar="OUT", help="also write JSON")
+        _add_json(gate)
         benches.add_parser(
             "gaps", help="grouping threshold of the content gaps page (issue #18)"
         )
+
+    def _write_json(self, options: dict[str, Any], report: Any) -> None:
+        if options["json"]:
+            options["json"].write_text(json.dumps(report, indent=1))
+            self.stdout.write(f"JSON written to {options['json']}")
 
     def handle(self, *args: Any, **options: Any) -> None:
         if options["bench"] == "reindex":
@@ -161,9 +166,7 @@ class Command(BaseCommand):
         load = os.getloadavg()[0]
         self.stdout.write(f"kb_bench reindex, {started}, load {load}\n")
         self.stdout.write(reindex.markdown(rows, options["tokens"]))
-        if options["json"]:
-            options["json"].write_text(json.dumps(reindex.as_json(rows), indent=1))
-            self.stdout.write(f"JSON written to {options['json']}")
+        self._write_json(options, reindex.as_json(rows))
 
     def _formats(self, options: dict[str, Any]) -> None:
         started = time.strftime("%Y-%m-%d %H:%M %Z")
@@ -210,9 +213,7 @@ class Command(BaseCommand):
             ) from exc
         self.stdout.write(f"kb_bench speed, {report.started}\n")
         self.stdout.write(speed.markdown(report))
-        if options["json"]:
-            options["json"].write_text(json.dumps(speed.as_json(report), indent=1))
-            self.stdout.write(f"JSON written to {options['json']}")
+        self._write_json(options, speed.as_json(report))
 
     def _neighbours(self, options: dict[str, Any]) -> None:
         from kb.benchmarks import neighbours
@@ -226,9 +227,7 @@ class Command(BaseCommand):
         load = os.getloadavg()[0]
         self.stdout.write(f"kb_bench speed --only neighbours, {started}, load {load}\n")
         self.stdout.write(neighbours.markdown(report))
-        if options["json"]:
-            options["json"].write_text(json.dumps(neighbours.as_json(report), indent=1))
-            self.stdout.write(f"JSON written to {options['json']}")
+        self._write_json(options, neighbours.as_json(report))
 
     def _quality(self, options: dict[str, Any]) -> None:
         names = list(options["configs"])
@@ -262,6 +261,8 @@ class Command(BaseCommand):
             f"{report.seconds:.0f} s\n"
         )
         self.stdout.write(quality.markdown(report))
-        if options["json"]:
-            options["json"].write_text(json.dumps(quality.as_json(report), indent=1))
-            self.stdout.write(f"JSON written to {options['json']}")
+        self._write_json(options, quality.as_json(report))
+
+
+def _add_json(parser: CommandParser) -> None:
+    parser.add_argument("--json", type=Path, metavar="OUT", help="also write JSON")

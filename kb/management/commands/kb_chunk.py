@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import json
-import math
-import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from kb.chunking import DEFAULT_MAX_TOKENS, STRATEGIES, ChunkData, chunk_document
+from kb.chunking import (
+    DEFAULT_MAX_TOKENS,
+    STRATEGIES,
+    ChunkData,
+    chunk_document,
+    length_figures,
+)
 from kb.embedding import get_embedder
 from kb.parsing import (
     CONVERTED_EXTENSIONS,
@@ -108,16 +112,10 @@ def _collect(root: Path) -> list[Path]:
     return files
 
 
-def _percentile(values: list[int], share: float) -> int:
-    """Nearest-rank percentile: a value that actually occurs."""
-    ordered = sorted(values)
-    return ordered[max(0, math.ceil(share * len(ordered)) - 1)]
-
-
 def _report(
     totals: _Totals, window: int, usable: int, budget: int, options: dict[str, Any]
 ) -> dict[str, Any]:
-    counts = [chunk.token_count for _, chunk in totals.chunks] or [0]
+    counts = [chunk.token_count for _, chunk in totals.chunks]
     fallbacks = sum(chunk.is_fallback for _, chunk in totals.chunks)
     total = len(totals.chunks)
     return {
@@ -130,9 +128,7 @@ def _report(
         "skipped": totals.skipped,
         "sections": totals.sections,
         "chunks_total": total,
-        "median_tokens": statistics.median(counts),
-        "p95_tokens": _percentile(counts, 0.95),
-        "max_tokens": max(counts),
+        **length_figures(counts),
         "over_window": sum(count > window for count in counts),
         "word_fallbacks": fallbacks,
         "word_fallback_share": round(fallbacks / total, 4) if total else 0.0,
