@@ -28,6 +28,11 @@ ORM_FREE = [
     "kb.readers.markdown",
     "kb.readers.reading",
     "kb.spans",
+    "kb.sentences",
+    "kb.retrieval.tables",
+    "kb.retrieval.expansion",
+    "kb.retrieval.passages",
+    "kb.retrieval.rows",
 ]
 
 
