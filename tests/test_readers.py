@@ -21,7 +21,7 @@ from docx.enum.style import WD_STYLE_TYPE
 from docx.oxml import OxmlElement
 from docx.oxml.ns import qn
 
-from kb import ingestion, readers
+from kb import ingestion, readers, rendering
 from kb.models import Collection, Source
 from kb.readers import ReaderError
 from tests.base import make_users
@@ -116,6 +116,52 @@ class HtmlReaderTestCase(SimpleTestCase):
         self.assertNotIn("example.org", reading.text)
         self.assertEqual(reading.summary["images_dropped"], 2)
         self.assertEqual(reading.summary["links"], 1)
+
+    def test_markdown_written_as_text_renders_as_text(self):
+        # Text that reads as Markdown must not become links, images, rules or
+        # other blocks on the section page; the reader's own markup stays.
+        reading = readers.read(
+            "i.html",
+            _html(
+                "<article><h1>Portal #</h1>"
+                "<p>Visit [the portal](https://evil.example/phish) now.</p>"
+                "<p>![logo](https://evil.example/t.png) and &lt;https://evil.example&gt;"
+                " &amp;copy; \\*not emphasis* or _this_ but snake_case"
+                " and <code>a_b*c</code>.</p>"
+                "<p>---</p><p>***</p><p>1. not a list</p><p>+</p>"
+                "<p>[ref]: https://evil.example/ref</p><p>See [ref].</p>"
+                "<ul><li>> not a quote</li><li># not a heading</li></ul>"
+                "<table><tr><th>[x](https://evil.example)</th></tr>"
+                "<tr><td>*y*</td></tr></table></article>"
+            ),
+        )
+        html = str(rendering.render(reading.text))
+        self.assertNotIn("<a", html)
+        self.assertNotIn("<hr", html)
+        self.assertNotIn("<em", html)
+        self.assertNotIn("<blockquote", html)
+        self.assertNotIn("<ol", html)
+        self.assertNotIn("<h1>Portal</h1>", html)
+        self.assertEqual(html.count("<li>"), 2)
+        self.assertEqual(html.count("<h"), 1)
+        for text in (
+            "<h1>Portal #</h1>",
+            "Visit [the portal](https://evil.example/phish) now.",
+            "![logo](https://evil.example/t.png) and &lt;https://evil.example&gt;"
+            " &amp;copy; \\*not emphasis* or _this_ but snake_case"
+            " and <code>a_b*c</code>.",
+            "<p>---</p>",
+            "<p>***</p>",
+            "<p>1. not a list</p>",
+            "<p>+</p>",
+            "<li>&gt; not a quote</li>",
+            "<li># not a heading</li>",
+            "<th>[x](https://evil.example)</th>",
+            "<td>*y*</td>",
+            "See [ref].",
+        ):
+            self.assertIn(text, html)
+        self.assertIn("snake_case and `a_b*c`.", reading.text)
 
     def test_it_reads_deep_nesting_or_refuses_it_without_losing_text(self):
         deep = "<div>" * 1500 + "deep text" + "</div>" * 1500
@@ -252,6 +298,28 @@ class DocxReaderTestCase(SimpleTestCase):
             "Pass `on_failure=Callback(f)` and run `rq worker -c settings`.\n\n"
             "```\n$ rq worker\n```\n",
         )
+
+    def test_markdown_written_as_text_renders_as_text(self):
+        document = docx.Document()
+        document.add_heading("Seats", level=1)
+        document.add_paragraph("See [portal](https://evil.example/x) for *details*.")
+        document.add_paragraph("---")
+        document.add_paragraph("- not a list", style="List Bullet")
+        paragraph = document.add_paragraph("Run ")
+        paragraph.add_run("rq_worker *").font.name = "Consolas"
+        paragraph.add_run(" or ![x](https://evil.example/t.png)")
+        reading = readers.read("i.docx", _docx_bytes(document))
+        html = str(rendering.render(reading.text))
+        self.assertNotIn("<a", html)
+        self.assertNotIn("<hr", html)
+        self.assertNotIn("<em", html)
+        for text in (
+            "See [portal](https://evil.example/x) for *details*.",
+            "<p>---</p>",
+            "<li>- not a list</li>",
+            "Run <code>rq_worker *</code> or ![x](https://evil.example/t.png)",
+        ):
+            self.assertIn(text, html)
 
     def test_it_puts_footnotes_in_a_final_section(self):
         document = docx.Document()

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from lxml import etree
 
 from kb.readers import ReaderError, Reading
-from kb.readers.markdown import Writer
+from kb.readers.markdown import Writer, escape
 
 MAX_RATIO = 20  # uncompressed size over file size: above it, a zip bomb
 MAX_UNCOMPRESSED = 200 * 1024 * 1024
@@ -210,7 +210,16 @@ class _Reader:
         `inline_code` is False (the lines of a code block)."""
         parts: list[str] = []
         self._collect(el, parts, inline_code)
-        return _with_code_spans(parts)
+        if not inline_code:
+            return "".join(parts)
+        escaped: list[str] = []
+        for part in parts:
+            if type(part) is str:
+                part = escape(part)
+                if escaped and isinstance(escaped[-1], _Markup):
+                    part = re.sub(r"^\(", r"\\(", part)  # "[1](…)" is no link
+            escaped.append(part)
+        return _with_code_spans(escaped)
 
     def _collect(
         self, el: etree._Element, parts: list[str], inline_code: bool = True
@@ -232,7 +241,7 @@ class _Reader:
                 self._collect(child, parts, inline_code)
             elif tag == _FOOTNOTE_REF:
                 self.footnote_ids.append(child.get(_w("id")) or "")
-                parts.append(f"[{len(self.footnote_ids)}]")
+                parts.append(_Markup(f"[{len(self.footnote_ids)}]"))
             elif tag in _PICTURES:
                 self.out.counts["images_dropped"] += 1
                 for doc_pr in child.iter(f"{{{WP}}}docPr"):
@@ -374,6 +383,10 @@ class _Code(str):
     """The text of one run of inline code."""
 
 
+class _Markup(str):
+    """Markdown the reader writes itself (a footnote reference): not escaped."""
+
+
 def _with_code_spans(parts: list[str]) -> str:
     """The parts joined, each stretch of adjacent code runs in backticks (as the
     HTML reader writes <code>: none when the code holds a backtick itself), its
@@ -391,6 +404,8 @@ def _with_code_spans(parts: list[str]) -> str:
                 lead = joined[: len(joined) - len(joined.lstrip())]
                 trail = joined[len(joined.rstrip()) :]
                 joined = f"{lead}`{inner}`{trail}"
+            else:
+                joined = escape(joined)
             out.append(joined)
             code = []
         out.append(part)

@@ -14,7 +14,7 @@ import lxml.etree
 import lxml.html
 
 from kb.readers import ReaderError, Reading
-from kb.readers.markdown import Writer, clean
+from kb.readers.markdown import Writer, clean, escape
 
 MAX_DEPTH = 150  # deeper nesting is read as plain text, not recursed into
 _HEADINGS = {f"h{i}": i for i in range(1, 7)}
@@ -105,7 +105,7 @@ def read(name: str, data: bytes) -> Reading:
     content = _main_content(body)
     walker = _Walker()
     if title and not any(True for _ in content.iter("h1")):
-        walker.out.heading(1, title)
+        walker.out.heading(1, escape(title))
     try:
         walker.container(content, 0)
     except RecursionError as exc:
@@ -189,15 +189,15 @@ class _Walker:
         self, el: lxml.html.HtmlElement, skip_blocks: bool = False, depth: int = 0
     ) -> str:
         if depth > MAX_DEPTH:
-            return el.text_content()  # deeper nesting: its text, not recursed into
-        parts: list[str] = [el.text or ""]
+            return escape(el.text_content())  # deeper nesting: not recursed into
+        parts: list[str] = [escape(el.text or "")]
         for child in el:
             if isinstance(child.tag, str):
                 if skip_blocks and child.tag in ("ul", "ol", "table", "pre"):
                     pass
                 else:
                     parts.append(self._inline_child(child, depth + 1))
-            parts.append(child.tail or "")
+            parts.append(escape(child.tail or ""))
         return "".join(parts)
 
     def _inline_child(self, el: lxml.html.HtmlElement, depth: int = 0) -> str:
@@ -205,14 +205,14 @@ class _Walker:
         if tag == "img":
             self.out.counts["images_dropped"] += 1
             alt = clean(el.get("alt") or "")
-            return f" {alt} " if alt else " "
+            return f" {escape(alt)} " if alt else " "
         if tag == "br":
             return "\n"
         if tag == "a" and el.get("href"):
             self.out.counts["links"] += 1
         if tag == "code" and el.getparent().tag != "pre":
             code = clean(el.text_content())
-            return f"`{code}`" if code and "`" not in code else code
+            return f"`{code}`" if code and "`" not in code else escape(code)
         text = self.inline(el, depth=depth)
         return f" {text} " if tag in _BLOCK_TAGS or tag in ("td", "th") else text
 
@@ -221,12 +221,12 @@ class _Walker:
     def container(self, el: lxml.html.HtmlElement, depth: int) -> None:
         """Blocks of an element whose children mix blocks and inline text."""
         if depth > MAX_DEPTH:
-            self.out.paragraph(el.text_content())
+            self.out.paragraph(escape(el.text_content()))
             return
-        loose: list[str] = [el.text or ""]
+        loose: list[str] = [escape(el.text or "")]
         for child in el:
             if not isinstance(child.tag, str):
-                loose.append(child.tail or "")
+                loose.append(escape(child.tail or ""))
                 continue
             if child.tag in _BLOCK_TAGS:
                 self.out.paragraph("".join(loose))
@@ -234,7 +234,7 @@ class _Walker:
                 self.block(child, depth + 1)
             else:
                 loose.append(self._inline_child(child))
-            loose.append(child.tail or "")
+            loose.append(escape(child.tail or ""))
         self.out.paragraph("".join(loose))
 
     def block(self, el: lxml.html.HtmlElement, depth: int) -> None:
@@ -335,13 +335,13 @@ class _Walker:
     def _paragraphs(self, el: lxml.html.HtmlElement, depth: int) -> list[str]:
         """The paragraphs of a block quote or panel, nested blocks flattened."""
         paragraphs: list[str] = []
-        loose: list[str] = [el.text or ""]
+        loose: list[str] = [escape(el.text or "")]
         for child in el:
             if isinstance(child.tag, str) and child.tag in _BLOCK_TAGS:
                 paragraphs.append("".join(loose))
                 loose = []
                 if child.tag in ("pre", "table") or depth > MAX_DEPTH:
-                    paragraphs.append(clean(child.text_content()))
+                    paragraphs.append(escape(clean(child.text_content())))
                 elif child.tag in ("ul", "ol"):
                     paragraphs += [self.inline(li) for li in child.iter("li")]
                 elif child.tag in ("div", "section", "blockquote", "figure"):
@@ -350,7 +350,7 @@ class _Walker:
                     paragraphs.append(self.inline(child))
             elif isinstance(child.tag, str):
                 loose.append(self._inline_child(child))
-            loose.append(child.tail or "")
+            loose.append(escape(child.tail or ""))
         paragraphs.append("".join(loose))
         return paragraphs
 
