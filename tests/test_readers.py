@@ -163,6 +163,24 @@ class HtmlReaderTestCase(SimpleTestCase):
             self.assertIn(text, html)
         self.assertIn("snake_case and `a_b*c`.", reading.text)
 
+    def test_it_keeps_each_value_of_a_spanned_table_under_its_header(self):
+        reading = readers.read(
+            "s.html",
+            _html(
+                "<table><tr><th>Team</th><th colspan='2'>Weekdays</th></tr>"
+                "<tr><td rowspan='2'>Ops</td><td>Mon</td><td>Tue</td></tr>"
+                "<tr><td>Wed</td><td>Thu</td></tr>"
+                "<tr><td>Dev</td><td>Fri</td><td rowspan='0'>Sat</td></tr>"
+                "<tr><td>QA</td><td>Sun</td></tr></table>"
+            ),
+        )
+        self.assertIn(
+            "| Team | Weekdays | Weekdays |\n| --- | --- | --- |\n"
+            "| Ops | Mon | Tue |\n| Ops | Wed | Thu |\n"
+            "| Dev | Fri | Sat |\n| QA | Sun | Sat |\n",
+            reading.text,
+        )
+
     def test_it_reads_deep_nesting_or_refuses_it_without_losing_text(self):
         deep = "<div>" * 1500 + "deep text" + "</div>" * 1500
         self.assertIn("deep text", readers.read("d.html", _html(deep)).text)
@@ -320,6 +338,22 @@ class DocxReaderTestCase(SimpleTestCase):
             "Run <code>rq_worker *</code> or ![x](https://evil.example/t.png)",
         ):
             self.assertIn(text, html)
+
+    def test_it_keeps_each_value_of_merged_table_cells_under_its_header(self):
+        document = docx.Document()
+        table = document.add_table(rows=4, cols=3)
+        values = ("Team", "Weekdays", ""), ("Ops", "Mon", "Tue"), ("", "Wed", "Thu")
+        for r, row in enumerate((*values, ("Dev", "Fri", "Sat"))):
+            for c, value in enumerate(row):
+                table.cell(r, c).text = value
+        table.cell(0, 1).merge(table.cell(0, 2))  # gridSpan
+        table.cell(1, 0).merge(table.cell(2, 0))  # vMerge
+        reading = readers.read("m.docx", _docx_bytes(document))
+        self.assertEqual(
+            reading.text,
+            "| Team | Weekdays | Weekdays |\n| --- | --- | --- |\n"
+            "| Ops | Mon | Tue |\n| Ops | Wed | Thu |\n| Dev | Fri | Sat |\n",
+        )
 
     def test_it_puts_footnotes_in_a_final_section(self):
         document = docx.Document()

@@ -345,15 +345,24 @@ class _Reader:
     def table(self, tbl: etree._Element) -> None:
         rows: list[list[str]] = []
         repeat_header = False
+        merged: dict[int, str] = {}  # text of vertically merged cells, by column
         for i, tr in enumerate(tbl.iterchildren(_w("tr"))):
             if i == 0:
                 repeat_header = tr.find(f"{{{W}}}trPr/{{{W}}}tblHeader") is not None
-            cells: list[str] = []
+            before = tr.find(f"{{{W}}}trPr/{{{W}}}gridBefore")
+            skipped = _int(before.get(_VAL), 0) if before is not None else 0
+            cells = [""] * min(skipped, 50)  # grid columns the row leaves out
             for tc in tr.iterchildren(_w("tc")):
-                cells.append(" ".join(self.text(p) for p in tc.iter(_w("p"))))
+                text = " ".join(self.text(p) for p in tc.iter(_w("p")))
+                merge = tc.find(f"{{{W}}}tcPr/{{{W}}}vMerge")
+                if merge is not None and merge.get(_VAL) != "restart":
+                    text = merged.get(len(cells), text)  # the cell above, merged down
                 span = tc.find(f"{{{W}}}tcPr/{{{W}}}gridSpan")
-                if span is not None:
-                    cells += [""] * (min(_int(span.get(_w("val")), 1), 50) - 1)
+                width = min(_int(span.get(_VAL), 1), 50) if span is not None else 1
+                for _ in range(max(width, 1)):  # a merged cell repeats in each column
+                    if merge is not None:
+                        merged[len(cells)] = text
+                    cells.append(text)
             rows.append(cells)
         if not repeat_header and rows:
             self.warnings.append("a table without a repeat-header row: first row used")

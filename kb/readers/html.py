@@ -17,6 +17,8 @@ from kb.readers import ReaderError, Reading
 from kb.readers.markdown import Writer, clean, escape
 
 MAX_DEPTH = 150  # deeper nesting is read as plain text, not recursed into
+MAX_COLSPAN = 50  # wider spans are read as this many columns
+MAX_ROWSPAN = 1000  # a spanning cell repeats in at most this many rows (0: all)
 _HEADINGS = {f"h{i}": i for i in range(1, 7)}
 _DROP_TAGS = {
     "script",
@@ -295,6 +297,8 @@ class _Walker:
     def table(self, el: lxml.html.HtmlElement) -> None:
         rows: list[list[str]] = []
         header = False
+        # a cell spanning rows, by column: its text and the rows it still covers
+        spanning: dict[int, tuple[str, int]] = {}
         for tr in el.iter("tr"):
             if _owning_table(tr) is not el:
                 continue  # a row of a nested table
@@ -302,9 +306,17 @@ class _Walker:
             for cell in tr:
                 if cell.tag not in ("td", "th"):
                     continue
-                cells.append(self.inline(cell))
-                span = cell.get("colspan") or "1"
-                cells += [""] * (min(int(span), 50) - 1 if span.isdigit() else 0)
+                _spanned(cells, spanning)
+                text = self.inline(cell)
+                rows = _span(cell.get("rowspan"), MAX_ROWSPAN, zero=MAX_ROWSPAN)
+                rows_left = rows - 1
+                for _ in range(_span(cell.get("colspan"), MAX_COLSPAN)):
+                    if rows_left > 0:  # a spanned cell repeats under its column
+                        spanning[len(cells)] = (text, rows_left)
+                    cells.append(text)
+            while spanning and max(spanning) >= len(cells):
+                if not _spanned(cells, spanning):
+                    cells.append("")
             if not cells:
                 continue
             if not rows:
@@ -371,6 +383,26 @@ def _nearest_owner(el: lxml.html.HtmlElement, li: lxml.html.HtmlElement) -> bool
         if ancestor.tag in ("li", "ul", "ol", "table", "pre"):
             return False
     return False
+
+
+def _span(value: str | None, limit: int, zero: int = 1) -> int:
+    """A colspan or rowspan: 1 unless a number, `zero` for 0, at most `limit`."""
+    value = (value or "").strip()
+    if not value.isdigit():
+        return 1
+    return min(int(value), limit) or zero
+
+
+def _spanned(cells: list[str], spanning: dict[int, tuple[str, int]]) -> bool:
+    """Append the cells that rows above span into here; whether there were any."""
+    found = False
+    while len(cells) in spanning:
+        text, rows_left = spanning.pop(len(cells))
+        if rows_left > 1:
+            spanning[len(cells)] = (text, rows_left - 1)
+        cells.append(text)
+        found = True
+    return found
 
 
 def _owning_table(tr: lxml.html.HtmlElement) -> lxml.html.HtmlElement | None:
