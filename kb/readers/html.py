@@ -308,8 +308,8 @@ class _Walker:
                     continue
                 _spanned(cells, spanning)
                 text = self.inline(cell)
-                rows = _span(cell.get("rowspan"), MAX_ROWSPAN, zero=MAX_ROWSPAN)
-                rows_left = rows - 1
+                down = _span(cell.get("rowspan"), MAX_ROWSPAN, zero=MAX_ROWSPAN)
+                rows_left = down - 1
                 for _ in range(_span(cell.get("colspan"), MAX_COLSPAN)):
                     if rows_left > 0:  # a spanned cell repeats under its column
                         spanning[len(cells)] = (text, rows_left)
