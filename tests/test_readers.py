@@ -54,6 +54,25 @@ class SniffingTestCase(SimpleTestCase):
         ):
             readers.read("sheet.docx", buffer.getvalue())
 
+    def test_it_reads_html_decoded_by_its_byte_order_mark(self):
+        page = "<html><body><h1>Caf\u00e9</h1><p>Open at 8.</p></body></html>"
+        for encoding in ("utf-16", "utf-8-sig", "utf-32"):
+            data = page.encode(encoding)
+            readers.check("bom.html", data)
+            self.assertEqual(
+                readers.read("bom.html", data).text, "# Caf\u00e9\n\nOpen at 8.\n"
+            )
+
+    def test_it_names_the_nul_bytes_of_html_it_refuses(self):
+        for data in (_html("<p>a\x00b</p>"), _html("<p>x</p>" * 500 + "\x00")):
+            with self.assertRaisesRegex(
+                ReaderError, r"^nul\.html looks like a binary file \(it has NUL"
+            ):
+                readers.check("nul.html", data)
+        data = "<p>a\x00b</p>".encode("utf-16")
+        with self.assertRaisesRegex(ReaderError, r"^nul\.html line 1 has a NUL"):
+            readers.read("nul.html", data)
+
     def test_it_refuses_html_over_50_mb(self):
         data = b"<html><body><p>" + b"a " * (25 * 2**20 + 1) + b"</p></body></html>"
         with self.assertRaisesRegex(ReaderError, r"big\.html is 50 MB of HTML"):

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any
 
+from kb import parsing
 from kb.parsing import ParseError, decode_upload
 
 EXTENSIONS = {".html": "html", ".htm": "html", ".docx": "docx", ".pdf": "pdf"}
@@ -140,6 +141,10 @@ def _kind(name: str, data: bytes) -> str:
     if not data.strip():
         raise ReaderError(f"{name} is empty")
     found = sniff(data)
+    if kind == "html" and found in ("html", "other"):
+        text = decoded_html(name, data)  # NULs or a byte order mark: why refused
+        if text is not None and "<" in text[:1024]:
+            found = "html"
     if kind == "docx" and found == "broken zip":
         raise ReaderError(f"{name} is a corrupt .docx file: a truncated or damaged zip")
     if found != kind:
@@ -152,6 +157,19 @@ def _kind(name: str, data: bytes) -> str:
             f"the limit is {MAX_HTML_BYTES // 2**20} MB"
         )
     return kind
+
+
+def decoded_html(name: str, data: bytes) -> str | None:
+    """HTML with a byte order mark or NUL bytes decoded as a text upload is (by
+    its mark, else UTF-8), or ReaderError saying why it cannot be; None for
+    other HTML, whose <meta charset> the HTML parser reads itself."""
+    if not data.startswith(parsing.BOMS) and b"\x00" not in data:
+        return None
+    try:
+        text = parsing.decode_text(data, name)
+    except ParseError as exc:
+        raise ReaderError(str(exc)) from exc
+    return text
 
 
 def _max_pdf_pages() -> int:

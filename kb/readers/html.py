@@ -13,7 +13,7 @@ import re
 import lxml.etree
 import lxml.html
 
-from kb.readers import ReaderError, Reading
+from kb.readers import ReaderError, Reading, decoded_html
 from kb.readers.markdown import Writer, clean, escape
 
 MAX_DEPTH = 150  # deeper nesting is read as plain text, not recursed into
@@ -120,7 +120,7 @@ def read(name: str, data: bytes) -> Reading:
 
 def _parse(name: str, data: bytes) -> lxml.html.HtmlElement:
     try:
-        markup: str | bytes = data.decode("utf-8-sig")
+        markup: str | bytes = decoded_html(name, data) or data.decode("utf-8")
         markup = re.sub(r"^\s*<\?xml[^>]*>", "", markup)  # str input must not declare
     except UnicodeDecodeError:
         markup = data  # lxml reads the <meta charset> itself
