@@ -122,6 +122,31 @@ class HtmlReaderTestCase(SimpleTestCase):
         )
         self.assertEqual(reading.text, "# Real\n\nBody text.\n")
 
+    def test_without_landmarks_it_drops_divs_named_as_navigation(self):
+        reading = readers.read(
+            "n.html",
+            _html(
+                "<div id='top-nav'><a href='/'>Home</a> <a href='/d'>Docs</a></div>"
+                "<div class='page-breadcrumbs'>Root / Guides</div>"
+                "<div class='left_sidebar menu'>Related pages</div><div id='toc'>"
+                "Contents</div><h1>Guide</h1><p class='canvas-note'>Canvas sizes."
+                "</p><div class='navigator'>Pick a navigator.</div><p>Body.</p>",
+                head="<title>T</title>",
+            ),
+        )
+        self.assertEqual(
+            reading.text, "# Guide\n\nCanvas sizes.\n\nPick a navigator.\n\nBody.\n"
+        )
+        # in a page with a landmark, its content is all kept
+        reading = readers.read(
+            "m.html",
+            _html(
+                "<div id='top-nav'>Home Docs</div><main><h1>Canteen</h1>"
+                "<div class='menu-of-the-day'>Soup and bread.</div></main>"
+            ),
+        )
+        self.assertEqual(reading.text, "# Canteen\n\nSoup and bread.\n")
+
     def test_it_keeps_link_text_and_image_alt_without_urls(self):
         reading = readers.read(
             "l.html",

@@ -56,6 +56,13 @@ _FURNITURE_RE = re.compile(
     r"|toc|.*toc-macro|table-of-contents|page-metadata|pagesection|likes-and-labels-container)$",
     re.I,
 )
+# words of a class or id (split at "-", "_" and spaces) that name navigation;
+# read as such only in a page without landmarks
+_NAVIGATION_WORDS = frozenset(
+    ("nav", "navbar", "navigation", "menu", "breadcrumb", "breadcrumbs")
+    + ("sidebar", "toc")
+)
+_WORD_SPLIT_RE = re.compile(r"[-_\s]+")
 # containers of the main content in export formats, tried after the landmarks
 _CONTENT_XPATHS = (
     ".//*[@id='main-content']",  # Confluence
@@ -105,6 +112,8 @@ def read(name: str, data: bytes) -> Reading:
     title = clean(root.findtext(".//title") or "")
     _drop_furniture(body)
     content = _main_content(body)
+    if content is body:  # no landmark: navigation may be any div
+        _drop(body, _is_navigation)
     walker = _Walker()
     if title and not any(True for _ in content.iter("h1")):
         walker.out.heading(1, escape(title))
@@ -154,8 +163,19 @@ def _is_furniture(el: lxml.html.HtmlElement) -> bool:
     return any(_FURNITURE_RE.match(w) for w in words)
 
 
+def _is_navigation(el: lxml.html.HtmlElement) -> bool:
+    """Whether a class or id names navigation by one of its words: "top-nav",
+    "main_menu", "breadcrumbs" (not "canvas" or "navigator")."""
+    words = f"{el.get('class') or ''} {el.get('id') or ''}".lower()
+    return not _NAVIGATION_WORDS.isdisjoint(_WORD_SPLIT_RE.split(words))
+
+
 def _drop_furniture(body: lxml.html.HtmlElement) -> None:
-    doomed = [el for el in body.iter() if isinstance(el.tag, str) and _is_furniture(el)]
+    _drop(body, _is_furniture)
+
+
+def _drop(body: lxml.html.HtmlElement, doomed_if) -> None:
+    doomed = [el for el in body.iter() if isinstance(el.tag, str) and doomed_if(el)]
     for el in doomed:
         if el.getparent() is not None:
             el.drop_tree()  # keeps its tail text
