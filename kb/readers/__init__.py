@@ -141,7 +141,7 @@ def _kind(name: str, data: bytes) -> str:
     if not data.strip():
         raise ReaderError(f"{name} is empty")
     found = sniff(data)
-    if kind == "html" and found in ("html", "other"):
+    if kind == "html" and found in ("html", "other") and len(data) <= MAX_HTML_BYTES:
         text = decoded_html(name, data)  # NULs or a byte order mark: why refused
         if text is not None and "<" in text[:1024]:
             found = "html"
