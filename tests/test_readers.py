@@ -224,6 +224,17 @@ class HtmlReaderTestCase(SimpleTestCase):
             "| Dev | Fri | Sat |\n| QA | Sun | Sat |\n",
             reading.text,
         )
+        # a long cell spanning many rows is repeated only while that stays small
+        data = _html(
+            "<table><tr><th>A</th><th>B</th></tr><tr><td rowspan='0'>"
+            + "long text " * 10_000
+            + "</td><td>1</td></tr>"
+            + "<tr><td>2</td></tr>" * 900
+            + "</table>"
+        )
+        text = readers.read("long.html", data).text
+        self.assertLess(len(text), 5 * len(data))
+        self.assertEqual(text.count("| long text"), 3)  # itself and 2 repeats
 
     def test_it_reads_deep_nesting_or_refuses_it_without_losing_text(self):
         deep = "<div>" * 1500 + "deep text" + "</div>" * 1500

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from lxml import etree
 
 from kb.readers import ReaderError, Reading
-from kb.readers.markdown import Writer, escape
+from kb.readers.markdown import Repeats, Writer, escape
 
 MAX_RATIO = 20  # uncompressed size over file size: above it, a zip bomb
 MAX_UNCOMPRESSED = 200 * 1024 * 1024
@@ -346,6 +346,7 @@ class _Reader:
         rows: list[list[str]] = []
         repeat_header = False
         merged: dict[int, str] = {}  # text of vertically merged cells, by column
+        repeats = Repeats()
         for i, tr in enumerate(tbl.iterchildren(_w("tr"))):
             if i == 0:
                 repeat_header = tr.find(f"{{{W}}}trPr/{{{W}}}tblHeader") is not None
@@ -353,16 +354,17 @@ class _Reader:
             skipped = _int(before.get(_VAL), 0) if before is not None else 0
             cells = [""] * min(skipped, 50)  # grid columns the row leaves out
             for tc in tr.iterchildren(_w("tc")):
-                text = " ".join(self.text(p) for p in tc.iter(_w("p")))
+                text = repeats.read(" ".join(self.text(p) for p in tc.iter(_w("p"))))
                 merge = tc.find(f"{{{W}}}tcPr/{{{W}}}vMerge")
-                if merge is not None and merge.get(_VAL) != "restart":
-                    text = merged.get(len(cells), text)  # the cell above, merged down
+                below = merge is not None and merge.get(_VAL) != "restart"
+                if below:  # the cell above, merged down
+                    text = merged.get(len(cells), text)
                 span = tc.find(f"{{{W}}}tcPr/{{{W}}}gridSpan")
                 width = min(_int(span.get(_VAL), 1), 50) if span is not None else 1
-                for _ in range(max(width, 1)):  # a merged cell repeats in each column
+                for i in range(max(width, 1)):  # a merged cell repeats in each column
                     if merge is not None:
                         merged[len(cells)] = text
-                    cells.append(text)
+                    cells.append(repeats.again(text) if i or below else text)
             rows.append(cells)
         if not repeat_header and rows:
             self.warnings.append("a table without a repeat-header row: first row used")

@@ -14,7 +14,7 @@ import lxml.etree
 import lxml.html
 
 from kb.readers import ReaderError, Reading, decoded_html
-from kb.readers.markdown import Writer, clean, escape
+from kb.readers.markdown import Repeats, Writer, clean, escape
 
 MAX_DEPTH = 150  # deeper nesting is read as plain text, not recursed into
 MAX_COLSPAN = 50  # wider spans are read as this many columns
@@ -319,6 +319,7 @@ class _Walker:
         header = False
         # a cell spanning rows, by column: its text and the rows it still covers
         spanning: dict[int, tuple[str, int]] = {}
+        repeats = Repeats()
         for tr in el.iter("tr"):
             if _owning_table(tr) is not el:
                 continue  # a row of a nested table
@@ -326,16 +327,17 @@ class _Walker:
             for cell in tr:
                 if cell.tag not in ("td", "th"):
                     continue
-                _spanned(cells, spanning)
-                text = self.inline(cell)
+                _spanned(cells, spanning, repeats)
+                text = repeats.read(self.inline(cell))
                 down = _span(cell.get("rowspan"), MAX_ROWSPAN, zero=MAX_ROWSPAN)
                 rows_left = down - 1
-                for _ in range(_span(cell.get("colspan"), MAX_COLSPAN)):
+                for i in range(_span(cell.get("colspan"), MAX_COLSPAN)):
                     if rows_left > 0:  # a spanned cell repeats under its column
                         spanning[len(cells)] = (text, rows_left)
-                    cells.append(text)
-            while spanning and max(spanning) >= len(cells):
-                if not _spanned(cells, spanning):
+                    cells.append(repeats.again(text) if i else text)
+            last = max(spanning, default=-1)
+            while len(cells) <= last:
+                if not _spanned(cells, spanning, repeats):
                     cells.append("")
             if not cells:
                 continue
@@ -413,14 +415,16 @@ def _span(value: str | None, limit: int, zero: int = 1) -> int:
     return min(int(value), limit) or zero
 
 
-def _spanned(cells: list[str], spanning: dict[int, tuple[str, int]]) -> bool:
+def _spanned(
+    cells: list[str], spanning: dict[int, tuple[str, int]], repeats: Repeats
+) -> bool:
     """Append the cells that rows above span into here; whether there were any."""
     found = False
     while len(cells) in spanning:
         text, rows_left = spanning.pop(len(cells))
         if rows_left > 1:
             spanning[len(cells)] = (text, rows_left - 1)
-        cells.append(text)
+        cells.append(repeats.again(text))
         found = True
     return found
 

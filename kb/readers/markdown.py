@@ -57,6 +57,26 @@ def _cell(text: str) -> str:
 
 
 @dataclass
+class Repeats:
+    """The text of a merged table cell for each further cell it spans, while the
+    repeats stay within twice the table's own text (plus a little): an empty
+    cell after that, so that output stays linear in the input."""
+
+    left: int = 10_000
+
+    def read(self, text: str) -> str:
+        """A cell's own text, which earns its repeats."""
+        self.left += 2 * len(text)
+        return text
+
+    def again(self, text: str) -> str:
+        if len(text) > self.left:
+            return ""
+        self.left -= len(text)
+        return text
+
+
+@dataclass
 class _Block:
     text: str
     page: int | None
