@@ -152,9 +152,7 @@ def decode_upload(data: bytes, filename: str) -> str:
     """
     if not data.strip():
         raise ParseError(f"{filename} is empty")
-    text = _decode(data, filename)
-    _check_not_binary(text, filename)
-    text = normalise_newlines(text)
+    text = normalise_newlines(decode_text(data, filename))
     if not text.strip():
         raise ParseError(f"{filename} is empty")
     _check_no_blobs(text, filename)
@@ -182,6 +180,17 @@ _UTF16_MIN_BYTES = 32  # fewer tell nothing
 # followed by a long text tail is still binary.
 _BINARY_SAMPLE = 65536
 _CONTROL_RE = re.compile(r"[\x00-\x08\x0b\x0e-\x1f\x7f-\x9f]")
+
+
+BOMS = tuple(bom for bom, _, _ in _BOMS)
+
+
+def decode_text(data: bytes, filename: str) -> str:
+    """Bytes decoded by their byte order mark (else UTF-8) and free of NULs and
+    of too many control characters, or ParseError saying which is wrong."""
+    text = _decode(data, filename)
+    _check_not_binary(text, filename)
+    return text
 
 
 def _decode(data: bytes, filename: str) -> str:

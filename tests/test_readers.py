@@ -21,7 +21,7 @@ from docx.enum.style import WD_STYLE_TYPE
 from docx.oxml import OxmlElement
 from docx.oxml.ns import qn
 
-from kb import ingestion, readers
+from kb import ingestion, readers, rendering
 from kb.models import Collection, Source
 from kb.readers import ReaderError
 from tests.base import make_users
@@ -53,6 +53,25 @@ class SniffingTestCase(SimpleTestCase):
             ReaderError, r"sheet\.docx .*without word/document"
         ):
             readers.read("sheet.docx", buffer.getvalue())
+
+    def test_it_reads_html_decoded_by_its_byte_order_mark(self):
+        page = "<html><body><h1>Caf\u00e9</h1><p>Open at 8.</p></body></html>"
+        for encoding in ("utf-16", "utf-8-sig", "utf-32"):
+            data = page.encode(encoding)
+            readers.check("bom.html", data)
+            self.assertEqual(
+                readers.read("bom.html", data).text, "# Caf\u00e9\n\nOpen at 8.\n"
+            )
+
+    def test_it_names_the_nul_bytes_of_html_it_refuses(self):
+        for data in (_html("<p>a\x00b</p>"), _html("<p>x</p>" * 500 + "\x00")):
+            with self.assertRaisesRegex(
+                ReaderError, r"^nul\.html looks like a binary file \(it has NUL"
+            ):
+                readers.check("nul.html", data)
+        data = "<p>a\x00b</p>".encode("utf-16")
+        with self.assertRaisesRegex(ReaderError, r"^nul\.html line 1 has a NUL"):
+            readers.read("nul.html", data)
 
     def test_it_refuses_html_over_50_mb(self):
         data = b"<html><body><p>" + b"a " * (25 * 2**20 + 1) + b"</p></body></html>"
@@ -103,6 +122,31 @@ class HtmlReaderTestCase(SimpleTestCase):
         )
         self.assertEqual(reading.text, "# Real\n\nBody text.\n")
 
+    def test_without_landmarks_it_drops_divs_named_as_navigation(self):
+        reading = readers.read(
+            "n.html",
+            _html(
+                "<div id='top-nav'><a href='/'>Home</a> <a href='/d'>Docs</a></div>"
+                "<div class='page-breadcrumbs'>Root / Guides</div>"
+                "<div class='left_sidebar menu'>Related pages</div><div id='toc'>"
+                "Contents</div><h1>Guide</h1><p class='canvas-note'>Canvas sizes."
+                "</p><div class='navigator'>Pick a navigator.</div><p>Body.</p>",
+                head="<title>T</title>",
+            ),
+        )
+        self.assertEqual(
+            reading.text, "# Guide\n\nCanvas sizes.\n\nPick a navigator.\n\nBody.\n"
+        )
+        # in a page with a landmark, its content is all kept
+        reading = readers.read(
+            "m.html",
+            _html(
+                "<div id='top-nav'>Home Docs</div><main><h1>Canteen</h1>"
+                "<div class='menu-of-the-day'>Soup and bread.</div></main>"
+            ),
+        )
+        self.assertEqual(reading.text, "# Canteen\n\nSoup and bread.\n")
+
     def test_it_keeps_link_text_and_image_alt_without_urls(self):
         reading = readers.read(
             "l.html",
@@ -116,6 +160,81 @@ class HtmlReaderTestCase(SimpleTestCase):
         self.assertNotIn("example.org", reading.text)
         self.assertEqual(reading.summary["images_dropped"], 2)
         self.assertEqual(reading.summary["links"], 1)
+
+    def test_markdown_written_as_text_renders_as_text(self):
+        # Text that reads as Markdown must not become links, images, rules or
+        # other blocks on the section page; the reader's own markup stays.
+        reading = readers.read(
+            "i.html",
+            _html(
+                "<article><h1>Portal #</h1>"
+                "<p>Visit [the portal](https://evil.example/phish) now.</p>"
+                "<p>![logo](https://evil.example/t.png) and &lt;https://evil.example&gt;"
+                " &amp;copy; \\*not emphasis* or _this_ but snake_case"
+                " and <code>a_b*c</code>.</p>"
+                "<p>---</p><p>***</p><p>1. not a list</p><p>+</p>"
+                "<p>[ref]: https://evil.example/ref</p><p>See [ref].</p>"
+                "<ul><li>> not a quote</li><li># not a heading</li></ul>"
+                "<table><tr><th>[x](https://evil.example)</th></tr>"
+                "<tr><td>*y*</td></tr></table></article>"
+            ),
+        )
+        html = str(rendering.render(reading.text))
+        self.assertNotIn("<a", html)
+        self.assertNotIn("<hr", html)
+        self.assertNotIn("<em", html)
+        self.assertNotIn("<blockquote", html)
+        self.assertNotIn("<ol", html)
+        self.assertNotIn("<h1>Portal</h1>", html)
+        self.assertEqual(html.count("<li>"), 2)
+        self.assertEqual(html.count("<h"), 1)
+        for text in (
+            "<h1>Portal #</h1>",
+            "Visit [the portal](https://evil.example/phish) now.",
+            "![logo](https://evil.example/t.png) and &lt;https://evil.example&gt;"
+            " &amp;copy; \\*not emphasis* or _this_ but snake_case"
+            " and <code>a_b*c</code>.",
+            "<p>---</p>",
+            "<p>***</p>",
+            "<p>1. not a list</p>",
+            "<p>+</p>",
+            "<li>&gt; not a quote</li>",
+            "<li># not a heading</li>",
+            "<th>[x](https://evil.example)</th>",
+            "<td>*y*</td>",
+            "See [ref].",
+        ):
+            self.assertIn(text, html)
+        self.assertIn("snake_case and `a_b*c`.", reading.text)
+
+    def test_it_keeps_each_value_of_a_spanned_table_under_its_header(self):
+        reading = readers.read(
+            "s.html",
+            _html(
+                "<table><tr><th>Team</th><th colspan='2'>Weekdays</th></tr>"
+                "<tr><td rowspan='2'>Ops</td><td>Mon</td><td>Tue</td></tr>"
+                "<tr><td>Wed</td><td>Thu</td></tr>"
+                "<tr><td>Dev</td><td>Fri</td><td rowspan='0'>Sat</td></tr>"
+                "<tr><td>QA</td><td>Sun</td></tr></table>"
+            ),
+        )
+        self.assertIn(
+            "| Team | Weekdays | Weekdays |\n| --- | --- | --- |\n"
+            "| Ops | Mon | Tue |\n| Ops | Wed | Thu |\n"
+            "| Dev | Fri | Sat |\n| QA | Sun | Sat |\n",
+            reading.text,
+        )
+        # a long cell spanning many rows is repeated only while that stays small
+        data = _html(
+            "<table><tr><th>A</th><th>B</th></tr><tr><td rowspan='0'>"
+            + "long text " * 10_000
+            + "</td><td>1</td></tr>"
+            + "<tr><td>2</td></tr>" * 900
+            + "</table>"
+        )
+        text = readers.read("long.html", data).text
+        self.assertLess(len(text), 5 * len(data))
+        self.assertEqual(text.count("| long text"), 3)  # itself and 2 repeats
 
     def test_it_reads_deep_nesting_or_refuses_it_without_losing_text(self):
         deep = "<div>" * 1500 + "deep text" + "</div>" * 1500
@@ -251,6 +370,44 @@ class DocxReaderTestCase(SimpleTestCase):
             reading.text,
             "Pass `on_failure=Callback(f)` and run `rq worker -c settings`.\n\n"
             "```\n$ rq worker\n```\n",
+        )
+
+    def test_markdown_written_as_text_renders_as_text(self):
+        document = docx.Document()
+        document.add_heading("Seats", level=1)
+        document.add_paragraph("See [portal](https://evil.example/x) for *details*.")
+        document.add_paragraph("---")
+        document.add_paragraph("- not a list", style="List Bullet")
+        paragraph = document.add_paragraph("Run ")
+        paragraph.add_run("rq_worker *").font.name = "Consolas"
+        paragraph.add_run(" or ![x](https://evil.example/t.png)")
+        reading = readers.read("i.docx", _docx_bytes(document))
+        html = str(rendering.render(reading.text))
+        self.assertNotIn("<a", html)
+        self.assertNotIn("<hr", html)
+        self.assertNotIn("<em", html)
+        for text in (
+            "See [portal](https://evil.example/x) for *details*.",
+            "<p>---</p>",
+            "<li>- not a list</li>",
+            "Run <code>rq_worker *</code> or ![x](https://evil.example/t.png)",
+        ):
+            self.assertIn(text, html)
+
+    def test_it_keeps_each_value_of_merged_table_cells_under_its_header(self):
+        document = docx.Document()
+        table = document.add_table(rows=4, cols=3)
+        values = ("Team", "Weekdays", ""), ("Ops", "Mon", "Tue"), ("", "Wed", "Thu")
+        for r, row in enumerate((*values, ("Dev", "Fri", "Sat"))):
+            for c, value in enumerate(row):
+                table.cell(r, c).text = value
+        table.cell(0, 1).merge(table.cell(0, 2))  # gridSpan
+        table.cell(1, 0).merge(table.cell(2, 0))  # vMerge
+        reading = readers.read("m.docx", _docx_bytes(document))
+        self.assertEqual(
+            reading.text,
+            "| Team | Weekdays | Weekdays |\n| --- | --- | --- |\n"
+            "| Ops | Mon | Tue |\n| Ops | Wed | Thu |\n| Dev | Fri | Sat |\n",
         )
 
     def test_it_puts_footnotes_in_a_final_section(self):

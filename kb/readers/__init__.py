@@ -12,7 +12,7 @@ import zipfile
 from pathlib import PurePosixPath
 
 from kb.parsing import decode_upload
-from kb.readers.reading import ReaderError, Reading
+from kb.readers.reading import ReaderError, Reading, decoded_html
 
 EXTENSIONS = {".html": "html", ".htm": "html", ".docx": "docx", ".pdf": "pdf"}
 MAX_HTML_BYTES = 50 * 1024 * 1024
@@ -109,6 +109,10 @@ def _kind(name: str, data: bytes) -> str:
     if not data.strip():
         raise ReaderError(f"{name} is empty")
     found = sniff(data)
+    if kind == "html" and found in ("html", "other") and len(data) <= MAX_HTML_BYTES:
+        text = decoded_html(name, data)  # NULs or a byte order mark: why refused
+        if text is not None and "<" in text[:1024]:
+            found = "html"
     if kind == "docx" and found == "broken zip":
         raise ReaderError(f"{name} is a corrupt .docx file: a truncated or damaged zip")
     if found != kind:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from lxml import etree
 
-from kb.readers.markdown import Writer
+from kb.readers.markdown import Repeats, Writer, escape
 from kb.readers.reading import ReaderError, Reading
 
 MAX_RATIO = 20  # uncompressed size over file size: above it, a zip bomb
@@ -210,7 +210,16 @@ class _Reader:
         `inline_code` is False (the lines of a code block)."""
         parts: list[str] = []
         self._collect(el, parts, inline_code)
-        return _with_code_spans(parts)
+        if not inline_code:
+            return "".join(parts)
+        escaped: list[str] = []
+        for part in parts:
+            if type(part) is str:
+                part = escape(part)
+                if escaped and isinstance(escaped[-1], _Markup):
+                    part = re.sub(r"^\(", r"\\(", part)  # "[1](…)" is no link
+            escaped.append(part)
+        return _with_code_spans(escaped)
 
     def _collect(
         self, el: etree._Element, parts: list[str], inline_code: bool = True
@@ -232,7 +241,7 @@ class _Reader:
                 self._collect(child, parts, inline_code)
             elif tag == _FOOTNOTE_REF:
                 self.footnote_ids.append(child.get(_w("id")) or "")
-                parts.append(f"[{len(self.footnote_ids)}]")
+                parts.append(_Markup(f"[{len(self.footnote_ids)}]"))
             elif tag in _PICTURES:
                 self.out.counts["images_dropped"] += 1
                 for doc_pr in child.iter(f"{{{WP}}}docPr"):
@@ -336,15 +345,26 @@ class _Reader:
     def table(self, tbl: etree._Element) -> None:
         rows: list[list[str]] = []
         repeat_header = False
+        merged: dict[int, str] = {}  # text of vertically merged cells, by column
+        repeats = Repeats()
         for i, tr in enumerate(tbl.iterchildren(_w("tr"))):
             if i == 0:
                 repeat_header = tr.find(f"{{{W}}}trPr/{{{W}}}tblHeader") is not None
-            cells: list[str] = []
+            before = tr.find(f"{{{W}}}trPr/{{{W}}}gridBefore")
+            skipped = _int(before.get(_VAL), 0) if before is not None else 0
+            cells = [""] * min(skipped, 50)  # grid columns the row leaves out
             for tc in tr.iterchildren(_w("tc")):
-                cells.append(" ".join(self.text(p) for p in tc.iter(_w("p"))))
+                text = repeats.read(" ".join(self.text(p) for p in tc.iter(_w("p"))))
+                merge = tc.find(f"{{{W}}}tcPr/{{{W}}}vMerge")
+                below = merge is not None and merge.get(_VAL) != "restart"
+                if below:  # the cell above, merged down
+                    text = merged.get(len(cells), text)
                 span = tc.find(f"{{{W}}}tcPr/{{{W}}}gridSpan")
-                if span is not None:
-                    cells += [""] * (min(_int(span.get(_w("val")), 1), 50) - 1)
+                width = min(_int(span.get(_VAL), 1), 50) if span is not None else 1
+                for i in range(max(width, 1)):  # a merged cell repeats in each column
+                    if merge is not None:
+                        merged[len(cells)] = text
+                    cells.append(repeats.again(text) if i or below else text)
             rows.append(cells)
         if not repeat_header and rows:
             self.warnings.append("a table without a repeat-header row: first row used")
@@ -374,6 +394,10 @@ class _Code(str):
     """The text of one run of inline code."""
 
 
+class _Markup(str):
+    """Markdown the reader writes itself (a footnote reference): not escaped."""
+
+
 def _with_code_spans(parts: list[str]) -> str:
     """The parts joined, each stretch of adjacent code runs in backticks (as the
     HTML reader writes <code>: none when the code holds a backtick itself), its
@@ -391,6 +415,8 @@ def _with_code_spans(parts: list[str]) -> str:
                 lead = joined[: len(joined) - len(joined.lstrip())]
                 trail = joined[len(joined.rstrip()) :]
                 joined = f"{lead}`{inner}`{trail}"
+            else:
+                joined = escape(joined)
             out.append(joined)
             code = []
         out.append(part)

@@ -13,10 +13,12 @@ import re
 import lxml.etree
 import lxml.html
 
-from kb.readers.markdown import Writer, clean
-from kb.readers.reading import ReaderError, Reading
+from kb.readers.markdown import Repeats, Writer, clean, escape
+from kb.readers.reading import ReaderError, Reading, decoded_html
 
 MAX_DEPTH = 150  # deeper nesting is read as plain text, not recursed into
+MAX_COLSPAN = 50  # wider spans are read as this many columns
+MAX_ROWSPAN = 1000  # a spanning cell repeats in at most this many rows (0: all)
 _HEADINGS = {f"h{i}": i for i in range(1, 7)}
 _DROP_TAGS = {
     "script",
@@ -54,6 +56,13 @@ _FURNITURE_RE = re.compile(
     r"|toc|.*toc-macro|table-of-contents|page-metadata|pagesection|likes-and-labels-container)$",
     re.I,
 )
+# words of a class or id (split at "-", "_" and spaces) that name navigation;
+# read as such only in a page without landmarks
+_NAVIGATION_WORDS = frozenset(
+    ("nav", "navbar", "navigation", "menu", "breadcrumb", "breadcrumbs")
+    + ("sidebar", "toc")
+)
+_WORD_SPLIT_RE = re.compile(r"[-_\s]+")
 # containers of the main content in export formats, tried after the landmarks
 _CONTENT_XPATHS = (
     ".//*[@id='main-content']",  # Confluence
@@ -103,9 +112,11 @@ def read(name: str, data: bytes) -> Reading:
     title = clean(root.findtext(".//title") or "")
     _drop_furniture(body)
     content = _main_content(body)
+    if content is body:  # no landmark: navigation may be any div
+        _drop(body, _is_navigation)
     walker = _Walker()
     if title and not any(True for _ in content.iter("h1")):
-        walker.out.heading(1, title)
+        walker.out.heading(1, escape(title))
     try:
         walker.container(content, 0)
     except RecursionError as exc:
@@ -118,7 +129,7 @@ def read(name: str, data: bytes) -> Reading:
 
 def _parse(name: str, data: bytes) -> lxml.html.HtmlElement:
     try:
-        markup: str | bytes = data.decode("utf-8-sig")
+        markup: str | bytes = decoded_html(name, data) or data.decode("utf-8")
         markup = re.sub(r"^\s*<\?xml[^>]*>", "", markup)  # str input must not declare
     except UnicodeDecodeError:
         markup = data  # lxml reads the <meta charset> itself
@@ -152,8 +163,19 @@ def _is_furniture(el: lxml.html.HtmlElement) -> bool:
     return any(_FURNITURE_RE.match(w) for w in words)
 
 
+def _is_navigation(el: lxml.html.HtmlElement) -> bool:
+    """Whether a class or id names navigation by one of its words: "top-nav",
+    "main_menu", "breadcrumbs" (not "canvas" or "navigator")."""
+    words = f"{el.get('class') or ''} {el.get('id') or ''}".lower()
+    return not _NAVIGATION_WORDS.isdisjoint(_WORD_SPLIT_RE.split(words))
+
+
 def _drop_furniture(body: lxml.html.HtmlElement) -> None:
-    doomed = [el for el in body.iter() if isinstance(el.tag, str) and _is_furniture(el)]
+    _drop(body, _is_furniture)
+
+
+def _drop(body: lxml.html.HtmlElement, doomed_if) -> None:
+    doomed = [el for el in body.iter() if isinstance(el.tag, str) and doomed_if(el)]
     for el in doomed:
         if el.getparent() is not None:
             el.drop_tree()  # keeps its tail text
@@ -189,15 +211,15 @@ class _Walker:
         self, el: lxml.html.HtmlElement, skip_blocks: bool = False, depth: int = 0
     ) -> str:
         if depth > MAX_DEPTH:
-            return el.text_content()  # deeper nesting: its text, not recursed into
-        parts: list[str] = [el.text or ""]
+            return escape(el.text_content())  # deeper nesting: not recursed into
+        parts: list[str] = [escape(el.text or "")]
         for child in el:
             if isinstance(child.tag, str):
                 if skip_blocks and child.tag in ("ul", "ol", "table", "pre"):
                     pass
                 else:
                     parts.append(self._inline_child(child, depth + 1))
-            parts.append(child.tail or "")
+            parts.append(escape(child.tail or ""))
         return "".join(parts)
 
     def _inline_child(self, el: lxml.html.HtmlElement, depth: int = 0) -> str:
@@ -205,14 +227,14 @@ class _Walker:
         if tag == "img":
             self.out.counts["images_dropped"] += 1
             alt = clean(el.get("alt") or "")
-            return f" {alt} " if alt else " "
+            return f" {escape(alt)} " if alt else " "
         if tag == "br":
             return "\n"
         if tag == "a" and el.get("href"):
             self.out.counts["links"] += 1
         if tag == "code" and el.getparent().tag != "pre":
             code = clean(el.text_content())
-            return f"`{code}`" if code and "`" not in code else code
+            return f"`{code}`" if code and "`" not in code else escape(code)
         text = self.inline(el, depth=depth)
         return f" {text} " if tag in _BLOCK_TAGS or tag in ("td", "th") else text
 
@@ -221,12 +243,12 @@ class _Walker:
     def container(self, el: lxml.html.HtmlElement, depth: int) -> None:
         """Blocks of an element whose children mix blocks and inline text."""
         if depth > MAX_DEPTH:
-            self.out.paragraph(el.text_content())
+            self.out.paragraph(escape(el.text_content()))
             return
-        loose: list[str] = [el.text or ""]
+        loose: list[str] = [escape(el.text or "")]
         for child in el:
             if not isinstance(child.tag, str):
-                loose.append(child.tail or "")
+                loose.append(escape(child.tail or ""))
                 continue
             if child.tag in _BLOCK_TAGS:
                 self.out.paragraph("".join(loose))
@@ -234,7 +256,7 @@ class _Walker:
                 self.block(child, depth + 1)
             else:
                 loose.append(self._inline_child(child))
-            loose.append(child.tail or "")
+            loose.append(escape(child.tail or ""))
         self.out.paragraph("".join(loose))
 
     def block(self, el: lxml.html.HtmlElement, depth: int) -> None:
@@ -295,6 +317,9 @@ class _Walker:
     def table(self, el: lxml.html.HtmlElement) -> None:
         rows: list[list[str]] = []
         header = False
+        # a cell spanning rows, by column: its text and the rows it still covers
+        spanning: dict[int, tuple[str, int]] = {}
+        repeats = Repeats()
         for tr in el.iter("tr"):
             if _owning_table(tr) is not el:
                 continue  # a row of a nested table
@@ -302,9 +327,18 @@ class _Walker:
             for cell in tr:
                 if cell.tag not in ("td", "th"):
                     continue
-                cells.append(self.inline(cell))
-                span = cell.get("colspan") or "1"
-                cells += [""] * (min(int(span), 50) - 1 if span.isdigit() else 0)
+                _spanned(cells, spanning, repeats)
+                text = repeats.read(self.inline(cell))
+                down = _span(cell.get("rowspan"), MAX_ROWSPAN, zero=MAX_ROWSPAN)
+                rows_left = down - 1
+                for i in range(_span(cell.get("colspan"), MAX_COLSPAN)):
+                    if rows_left > 0:  # a spanned cell repeats under its column
+                        spanning[len(cells)] = (text, rows_left)
+                    cells.append(repeats.again(text) if i else text)
+            last = max(spanning, default=-1)
+            while len(cells) <= last:
+                if not _spanned(cells, spanning, repeats):
+                    cells.append("")
             if not cells:
                 continue
             if not rows:
@@ -335,13 +369,13 @@ class _Walker:
     def _paragraphs(self, el: lxml.html.HtmlElement, depth: int) -> list[str]:
         """The paragraphs of a block quote or panel, nested blocks flattened."""
         paragraphs: list[str] = []
-        loose: list[str] = [el.text or ""]
+        loose: list[str] = [escape(el.text or "")]
         for child in el:
             if isinstance(child.tag, str) and child.tag in _BLOCK_TAGS:
                 paragraphs.append("".join(loose))
                 loose = []
                 if child.tag in ("pre", "table") or depth > MAX_DEPTH:
-                    paragraphs.append(clean(child.text_content()))
+                    paragraphs.append(escape(clean(child.text_content())))
                 elif child.tag in ("ul", "ol"):
                     paragraphs += [self.inline(li) for li in child.iter("li")]
                 elif child.tag in ("div", "section", "blockquote", "figure"):
@@ -350,7 +384,7 @@ class _Walker:
                     paragraphs.append(self.inline(child))
             elif isinstance(child.tag, str):
                 loose.append(self._inline_child(child))
-            loose.append(child.tail or "")
+            loose.append(escape(child.tail or ""))
         paragraphs.append("".join(loose))
         return paragraphs
 
@@ -371,6 +405,28 @@ def _nearest_owner(el: lxml.html.HtmlElement, li: lxml.html.HtmlElement) -> bool
         if ancestor.tag in ("li", "ul", "ol", "table", "pre"):
             return False
     return False
+
+
+def _span(value: str | None, limit: int, zero: int = 1) -> int:
+    """A colspan or rowspan: 1 unless a number, `zero` for 0, at most `limit`."""
+    value = (value or "").strip()
+    if not value.isdigit():
+        return 1
+    return min(int(value), limit) or zero
+
+
+def _spanned(
+    cells: list[str], spanning: dict[int, tuple[str, int]], repeats: Repeats
+) -> bool:
+    """Append the cells that rows above span into here; whether there were any."""
+    found = False
+    while len(cells) in spanning:
+        text, rows_left = spanning.pop(len(cells))
+        if rows_left > 1:
+            spanning[len(cells)] = (text, rows_left - 1)
+        cells.append(repeats.again(text))
+        found = True
+    return found
 
 
 def _owning_table(tr: lxml.html.HtmlElement) -> lxml.html.HtmlElement | None:

@@ -12,8 +12,25 @@ from dataclasses import dataclass, field
 from typing import Any
 
 _SPACE_RE = re.compile(r"\s+")
-# Text that Markdown would read as structure at the start of a block.
-_BLOCK_START_RE = re.compile(r"^(#{1,6}(\s|$)|>|[-+*]\s|\d{1,9}[.)]\s|```|~~~|\|)")
+# Text that Markdown would read as structure at the start of a block: a heading,
+# quote, bullet, fence, table row or thematic break (escaped by a backslash), or
+# an ordered list item (its "." or ")" escaped).
+_BLOCK_START_RE = re.compile(
+    r"^(#{1,6}(\s|$)|>|[-+*](\s|$)|```|~~~|\||([-*_])([ \t]*\4){2,}[ \t]*$)"
+)
+_ORDERED_START_RE = re.compile(r"^(\d{1,9})([.)](\s|$))")
+_CLOSING_HASHES_RE = re.compile(r"(\s)(#+)$")
+# Inline markup in text, as CommonMark (markdown-it, raw HTML off) reads it. The
+# text is one node of a document, so its ends may touch anything: a character is
+# escaped unless its neighbours inside the text prove it inert.
+_INLINE_RE = re.compile(
+    r"[`\[]"  # code spans, links, images, reference definitions
+    r"|\\(?=[!-/:-@\[-`{-~]|$)"  # a backslash that would escape what follows
+    r"|(?<!\s)\*|\*(?!\s)"  # emphasis, unless spaces on both sides
+    r"|(?<![^\W_])_|_(?![^\W_])"  # emphasis, unless inside a word
+    r"|<(?!\s)"  # autolinks
+    r"|&(?=#?\w+;|$)"  # entities
+)
 _FENCE_RE = re.compile(r"^(`{3,}|~{3,})", re.M)
 LIST_INDENT = "    "  # enough for any marker up to "99. " to nest under
 
@@ -23,12 +40,40 @@ def clean(text: str) -> str:
     return _SPACE_RE.sub(" ", text.replace("\u00a0", " ")).strip()
 
 
+def escape(text: str) -> str:
+    """Text of the document, its Markdown markup escaped so that it renders as
+    written (readers escape text nodes, then add their own markup)."""
+    return _INLINE_RE.sub(r"\\\g<0>", text)
+
+
 def _escape_start(text: str) -> str:
-    return "\\" + text if _BLOCK_START_RE.match(text) else text
+    if _BLOCK_START_RE.match(text):
+        return "\\" + text
+    return _ORDERED_START_RE.sub(r"\1\\\2", text, count=1)
 
 
 def _cell(text: str) -> str:
     return clean(text).replace("|", "\\|")
+
+
+@dataclass
+class Repeats:
+    """The text of a merged table cell for each further cell it spans, while the
+    repeats stay within twice the table's own text (plus a little): an empty
+    cell after that, so that output stays linear in the input."""
+
+    left: int = 10_000
+
+    def read(self, text: str) -> str:
+        """A cell's own text, which earns its repeats."""
+        self.left += 2 * len(text)
+        return text
+
+    def again(self, text: str) -> str:
+        if len(text) > self.left:
+            return ""
+        self.left -= len(text)
+        return text
 
 
 @dataclass
@@ -68,6 +113,7 @@ class Writer:
         text = clean(text)
         if text:
             self.counts["headings"] += 1
+            text = _CLOSING_HASHES_RE.sub(r"\1\\\2", text)  # not a closing sequence
             self._add("#" * max(1, min(level, 6)) + " " + text)
 
     def paragraph(self, text: str) -> None:
@@ -78,7 +124,7 @@ class Writer:
 
     def item(self, depth: int, text: str, number: int | None = None) -> None:
         """A list item at `depth` (0 = top); `number` for ordered lists."""
-        text = clean(text) or "\u200b"  # an empty item still holds its place
+        text = _escape_start(clean(text)) or "\u200b"  # an empty item holds its place
         marker = f"{number}." if number is not None else "-"
         self.counts["list_items"] += 1
         self._add(LIST_INDENT * max(depth, 0) + f"{marker} {text}", tight=True)
@@ -113,7 +159,7 @@ class Writer:
         self._add(f"{fence}{clean(language)}\n{text}\n{fence}")
 
     def quote(self, paragraphs: list[str]) -> None:
-        paragraphs = [clean(p) for p in paragraphs if clean(p)]
+        paragraphs = [_escape_start(clean(p)) for p in paragraphs if clean(p)]
         if paragraphs:
             self.counts["block_quotes"] += 1
             self._add("\n>\n".join("> " + p for p in paragraphs))

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from kb import parsing
 from kb.parsing import ParseError
 
 
@@ -38,3 +39,16 @@ class Reading:
             p for p, s, e in self.pages or () if s < max(end, start + 1) and e > start
         ]
         return (min(hit), max(hit)) if hit else None
+
+
+def decoded_html(name: str, data: bytes) -> str | None:
+    """HTML with a byte order mark or NUL bytes decoded as a text upload is (by
+    its mark, else UTF-8), or ReaderError saying why it cannot be; None for
+    other HTML, whose <meta charset> the HTML parser reads itself."""
+    if not data.startswith(parsing.BOMS) and b"\x00" not in data:
+        return None
+    try:
+        text = parsing.decode_text(data, name)
+    except ParseError as exc:
+        raise ReaderError(str(exc)) from exc
+    return text
