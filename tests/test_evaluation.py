@@ -125,8 +125,9 @@ class GoldenParseTestCase(SimpleTestCase):
 
 
 class GoldenImportTestCase(TestCase):
-    def setUp(self):
-        self.demo = load_demo(sync=True)
+    @classmethod
+    def setUpTestData(cls):
+        cls.demo = load_demo(sync=True)
 
     def test_a_span_whose_text_does_not_match_is_an_error_naming_the_case(self):
         spans = [_span("refund-policy.md", 0, 5)]

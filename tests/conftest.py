@@ -1,0 +1,50 @@
+"""Session-wide set-up: the real embedder remembers the vectors it computed.
+
+The demo and the shared corpora are indexed again by many test classes (each
+TestCase class rolls its rows back; each TransactionTestCase flushes them), and
+re-embedding the same texts was most of the suite's time. The vectors are a pure
+function of the texts, so the process-wide embedder keeps each call's result,
+computed by the real ONNX model, and gives it back when the very same call
+(same texts, batch size and threads) comes again: the same bits, without the wait.
+Worker processes started by tests embed with their own, ordinary embedder.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from django.conf import settings
+
+from kb import embedding
+
+
+class RememberingEmbedder(embedding.Embedder):
+    """The real embedder; a repeated call returns the vectors of its first run."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._vectors: dict[tuple, np.ndarray] = {}
+
+    def embed(self, texts, origins=None, batch_size=None):
+        key = ("embed", self.threads, batch_size or self.batch_size, tuple(texts))
+        if key not in self._vectors:
+            # Not remembered: computed (and checked against the window) as ever.
+            self._vectors[key] = super().embed(texts, origins, batch_size)
+        return self._vectors[key].copy()
+
+    def embed_truncating(self, texts):
+        key = ("truncating", self.threads, self.batch_size, tuple(texts))
+        if key not in self._vectors:
+            self._vectors[key] = super().embed_truncating(texts)
+        return self._vectors[key].copy()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def remembered_vectors():
+    """Make the default embedder of this process a RememberingEmbedder."""
+    precision = settings.KB_EMBED_PRECISION
+    with embedding._embedders_lock:
+        embedding._embedders[precision] = RememberingEmbedder.from_settings(precision)
+    yield
+    with embedding._embedders_lock:
+        embedding._embedders.pop(precision, None)
