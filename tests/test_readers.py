@@ -543,6 +543,19 @@ class PdfReaderTestCase(SimpleTestCase):
         self.assertEqual(reading.summary["pages_without_text"], [2])
         self.assertEqual(reading.summary["chars_per_page"][1], 0)
 
+    def test_it_counts_the_text_of_a_page_holding_only_a_table(self):
+        first = Page().heading("Price list", 22)
+        first.paragraph(["The price list follows on the next page."])
+        second = Page().table(
+            [["Item", "Price"], ["Chair", "450 EUR"], ["Lamp", "40 EUR"]], [150, 120]
+        )
+        reading = readers.read("prices.pdf", build_pdf([first, second]))
+        self.assertIn("| Chair | 450 EUR |", reading.text)
+        # "ItemPriceChair450 EURLamp40 EUR": the characters of its cells
+        self.assertEqual(reading.summary["chars_per_page"], [50, 31])
+        self.assertEqual(reading.summary["pages_without_text"], [])
+        self.assertEqual(reading.warnings, [])
+
 
 class PdfBadInputTestCase(SimpleTestCase):
     def test_it_refuses_a_scanned_pdf(self):

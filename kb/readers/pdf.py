@@ -193,10 +193,12 @@ def read(name: str, data: bytes, *, max_pages: int) -> Reading:
     document = _open(name, data, max_pages)
     try:
         count = len(document)
-        pages = [_page_items(name, document, i) for i in range(count)]
+        items = [_page_items(name, document, i) for i in range(count)]
     finally:
         document.close()
-    chars = [sum(len(line.text) for line in lines) for lines, _ in pages]
+    # every character of the text layer, in tables too
+    chars = [n for _, _, n in items]
+    pages = [(lines, tables) for lines, tables, _ in items]
     if not any(chars):
         raise ReaderError(f"{name} has no text layer (scanned?); OCR is not supported")
     removed = _drop_running_lines(pages)
@@ -232,9 +234,10 @@ def _page_items(name: str, document: pdfium.PdfDocument, index: int):
             textpage.close()
     finally:
         page.close()
+    chars = sum(len(line.text) for line in lines)
     free, tables = _tables(lines, rules, index + 1)
     free, unruled = _unruled_tables(free, index + 1)
-    return free, tables + unruled
+    return free, tables + unruled, chars
 
 
 def _rules(page: pdfium.PdfPage) -> _Rules:
