@@ -406,6 +406,29 @@ class PdfReaderTestCase(SimpleTestCase):
         self.assertNotIn("Page 2 of 3", self.reading.text)
         self.assertEqual(self.reading.summary["running_lines_removed"], 6)
 
+    def test_it_keeps_body_lines_repeated_at_the_same_place_on_pages(self):
+        # Templated paragraphs: the second line of the first paragraph of pages
+        # 2 and 3 is the same words at the same place, but under a body line,
+        # not between the page's edge and its body as a running header is.
+        pages = []
+        for number in range(1, 4):
+            page = Page()
+            page.text(300, 30, f"Page {number} of 3", 9)
+            for rule in range(12):
+                page.paragraph(
+                    [
+                        f"Rule {number}.{rule}: staff follow procedure {rule} closely,",
+                        "documenting each exception with the security officer.",
+                    ]
+                )
+            pages.append(page)
+        reading = readers.read("rules.pdf", build_pdf(pages))
+        self.assertEqual(
+            reading.text.count("documenting each exception with the security"), 36
+        )
+        self.assertNotIn("Page 2 of 3", reading.text)
+        self.assertEqual(reading.summary["running_lines_removed"], 3)
+
     def test_it_maps_each_section_to_its_pages(self):
         text = self.reading.text
         self.assertEqual([p for p, _, _ in self.reading.pages], [1, 2, 3])

@@ -34,6 +34,8 @@ PROSE_COLUMN_EMS = 15  # a column of running text is at least this wide
 LONG_RUN = 8  # rows of a run that is not a table, skipped as a whole
 OPEN = 10**6  # the missing edge of a table row cut by a page break
 MARGIN_SHARE = 0.1  # top and bottom share of a page searched for running lines
+RUNNING_GAP_EMS = 1.6  # running lines stand further than this from the body (the
+# space between two paragraphs is ~1.2 of their font size)
 FIXED_PITCH = 1  # PDF font descriptor flags
 FORCE_BOLD = 1 << 18
 _BULLET_RE = re.compile(r"^([•◦▪▫●○■□‣⁃∙·*–-])\s+(.*)$")
@@ -707,18 +709,38 @@ def _drop_running_lines(pages) -> int:
     folios = {off for off, n in offsets.items() if n >= 3}
     removed = 0
     for i, (lines, _) in enumerate(pages):
-        keep = []
-        for ln in lines:
-            margin = in_margin(ln, i)
-            if margin and (
+
+        def running(ln: _Line, i: int = i) -> bool:
+            return in_margin(ln, i) and bool(
                 seen[_margin_key(ln, height)] >= threshold
                 or _PAGE_NUMBER_RE.match(ln.text)
                 or _folio_offset(rows[i].get(round(ln.y), ""), i) in folios
-            ):
-                removed += 1
-            else:
-                keep.append(ln)
-        lines[:] = keep
+            )
+
+        # Only the rows between the page's edge and its body: walking in from
+        # the top and from the bottom, the first row that is not running ends
+        # the walk (body text repeated at the same place on two pages stays),
+        # and the running rows stand apart from the body by more than the
+        # space between two paragraphs (templated paragraphs repeat too).
+        drop: set[int] = set()
+        baseline_rows = _baseline_rows(lines)
+        for walk in (baseline_rows, baseline_rows[::-1]):
+            run: list[list[_Line]] = []
+            for row in walk:
+                if not all(running(ln) for ln in row):
+                    break
+                run.append(row)
+            while run and len(run) < len(walk):
+                edge, body = run[-1], walk[len(run)]
+                space = abs(edge[0].y - body[0].y) - min(
+                    max(ln.size for ln in row) for row in (edge, body)
+                )
+                if space > RUNNING_GAP_EMS * min(ln.size for ln in [*edge, *body]):
+                    break
+                run.pop()  # a body line set at line spacing from the next
+            drop.update(id(ln) for row in run for ln in row)
+        removed += len(drop)
+        lines[:] = [ln for ln in lines if id(ln) not in drop]
     return removed
 
 
