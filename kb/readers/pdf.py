@@ -494,7 +494,8 @@ def _run(rows: list[list[_Line]], i: int) -> tuple[int, list[tuple[float, float]
     first = _row_chunks(rows[i])
     size = rows[i][0].size
     columns = _merged([(x0, x1) for x0, x1, _ in first], size)
-    if len(columns) < 2:
+    if len(columns) < 2 or _mixed_sizes(rows[i], size):
+        # a heading beside a line of text: a page's columns, not a table's
         return i + 1, columns
     bottom = min(ln.y for ln in rows[i])
     steps: list[float] = []
@@ -504,7 +505,7 @@ def _run(rows: list[list[_Line]], i: int) -> tuple[int, list[tuple[float, float]
         step = bottom - max(ln.y for ln in row)
         usual = statistics.median(steps) + 0.6 * size if steps else 0
         limit = max(usual, 2.2 * size if len(steps) < 2 else 1.9 * size)
-        if step > limit or any(abs(ln.size - size) > 0.1 * size for ln in row):
+        if step > limit or _mixed_sizes(row, size):
             break
         spans = [(x0, x1) for x0, x1, _ in _row_chunks(row)]
         merged = _merged(columns + spans, size)
@@ -517,6 +518,10 @@ def _run(rows: list[list[_Line]], i: int) -> tuple[int, list[tuple[float, float]
     return end, columns
 
 
+def _mixed_sizes(row: list[_Line], size: float) -> bool:
+    return any(abs(ln.size - size) > 0.1 * size for ln in row)
+
+
 def _run_start(rows: list[list[_Line]], i: int, done: int, columns) -> int:
     """The first row of the run that row `i` starts: the line or two above it
     of a header cell that wraps (centred, it begins higher than the others)."""
@@ -526,7 +531,7 @@ def _run_start(rows: list[list[_Line]], i: int, done: int, columns) -> int:
         i > first
         and min(ln.y for ln in rows[i - 1]) - max(ln.y for ln in rows[i])
         <= WRAP_EMS * size
-        and all(abs(ln.size - size) <= 0.1 * size for ln in rows[i - 1])
+        and not _mixed_sizes(rows[i - 1], size)
         and len(_merged(columns + [c[:2] for c in _row_chunks(rows[i - 1])], size))
         == len(columns)
     ):
@@ -792,9 +797,10 @@ def _reading_order(lines: list[_Line], tables: list[_Table]) -> list[_Line | _Ta
 
 
 def _fills(items: list, width: float) -> bool:
-    """Whether lines fill their half of the page, as a column's text does (the
-    cells of a table without rules are short)."""
-    return statistics.median(it.x1 - it.x0 for it in items) >= 0.6 * width
+    """Whether a half of the page holds a column of running text: lines that
+    fill it, two at least (headings, list items and a paragraph's last line
+    in it are short; the cells of a table without rules all are)."""
+    return sum(it.x1 - it.x0 >= 0.6 * width for it in items) >= 2
 
 
 # --- lines -> Markdown blocks ------------------------------------------------------
@@ -984,6 +990,16 @@ class _Assembler:
 
     def _start_item(self, line: _Line, marker: re.Match) -> None:
         x = line.x0
+        prev = getattr(self, "prev", None)
+        if (
+            self.list_stack
+            and prev is not None
+            and prev.page == line.page
+            and line.y > prev.top
+            and x > self.list_stack[0] + 3
+        ):  # the list goes on at the top of the next column, at its first level
+            shift = x - self.list_stack[0]
+            self.list_stack = [level + shift for level in self.list_stack]
         while self.list_stack and x < self.list_stack[-1] - 3:
             self.list_stack.pop()
         if not self.list_stack or x > self.list_stack[-1] + 3:
