@@ -240,3 +240,35 @@ def test_a_two_column_page_is_read_left_column_first_not_as_tables(tmp_path):
     assert (summary["tables_with_header"], summary["tables_without_header"]) == (0, 0)
     assert (summary["headings"], summary["paragraphs"]) == (5, 5)
     assert summary["chars_per_page"][0] > 900
+
+
+TABLES = """<!doctype html><html><head><meta charset="utf-8"><style>
+html{background-color:#fdfdfd} body{font-family:sans-serif;font-size:12pt}
+.pandoc{border-collapse:collapse} .pandoc th{border-top:1px solid #1a1a1a}
+.pandoc tbody{border-top:1px solid #1a1a1a;border-bottom:1px solid #1a1a1a}
+th,td{padding:0.25em 0.5em}</style></head><body>
+<h1>Incident guide</h1><p>Page the on-call engineer first.</p>
+<table class="pandoc"><thead><tr><th>Severity</th><th>Response</th></tr></thead>
+<tbody><tr><td>SEV1</td><td>15 min</td></tr><tr><td>SEV2</td><td>1 hour</td></tr>
+</tbody></table><p>Report a lost laptop within one hour.</p>
+<table border=1><thead><tr><th>Level</th><th>Response time</th></tr></thead>
+<tbody><tr><td>Critical</td><td>15 minutes</td></tr><tr><td>High</td><td>4 hours</td>
+</tr></tbody></table></body></html>"""
+
+
+def test_tables_printed_in_pandocs_style_or_with_a_border_keep_their_columns(
+    tmp_path,
+):
+    """pandoc's HTML style: a page background (no code block's shading) and
+    rules only above and below the rows; `border=1`: the table's border
+    beside each cell's, which bounds no column."""
+    reading = _print(tmp_path, "tables", TABLES)
+    assert reading.text == (
+        "# Incident guide\n\nPage the on-call engineer first.\n\n"
+        "| Severity | Response |\n| --- | --- |\n| SEV1 | 15 min |\n"
+        "| SEV2 | 1 hour |\n\nReport a lost laptop within one hour.\n\n"
+        "| Level | Response time |\n| --- | --- |\n| Critical | 15 minutes |\n"
+        "| High | 4 hours |\n"
+    ), reading.text
+    summary = reading.summary
+    assert (summary["tables_with_header"], summary["tables_without_header"]) == (2, 0)

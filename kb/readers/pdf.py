@@ -29,6 +29,7 @@ GAP_EMS = 1.5  # a horizontal gap wider than this many font sizes splits a line
 CHUNK_EMS = 0.6  # a gap wider than this (a word space is ~0.3) may part two cells
 COLUMN_GAP_EMS = 0.75  # columns of a table stand this far apart at least (the
 # spaces of justified text reach ~0.6)
+MIN_CELL = 4  # rules closer than this (PDF units) bound no cell between them
 WRAP_EMS = 1.35  # the widest line step inside a table cell whose text wraps
 PROSE_COLUMN_EMS = 15  # a column of running text is at least this wide
 LONG_RUN = 8  # rows of a run that is not a table, skipped as a whole
@@ -337,6 +338,17 @@ def _lines(textpage: pdfium.PdfTextPage, page: int, rules: _Rules) -> list[_Line
         ln.box = rules.box(ln) if rules.boxes else None
         prose = [(n, size) for size, n in ln.sizes.items() if size]
         ln.size = max(prose)[1] if prose else ln.size
+    # a shaded box is a code block's when its text is mostly monospaced; one
+    # around text (a page's or a panel's background) holds no code
+    mono: Counter[int] = Counter()
+    held: Counter[int] = Counter()
+    for ln in lines:
+        if ln.box is not None:
+            held[ln.box] += 1
+            mono[ln.box] += ln.is_mono()
+    for ln in lines:
+        if ln.box is not None and 2 * mono[ln.box] < held[ln.box]:
+            ln.box = None
     for ln in lines:
         if rules.bullets and rules.bullet_before(ln) and not _BULLET_RE.match(ln.text):
             ln.chars.insert(0, "• ")  # a bullet drawn as a shape, not a character
@@ -413,7 +425,10 @@ def _columns(rules: _Rules, y: float) -> tuple[float, ...]:
     rightmost one."""
     xs: list[float] = []
     for x in sorted(round(x) for x, lo, hi in rules.vertical if lo - 2 <= y <= hi + 2):
-        if not xs or x - xs[-1] > 2:
+        if xs and x - xs[-1] <= MIN_CELL:
+            xs[-1] = x  # a double rule (a table's border beside its cells'):
+            # the inner one is the cell's edge
+        else:
             xs.append(x)
     return tuple(xs[:-1])
 
