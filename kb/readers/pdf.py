@@ -2,8 +2,9 @@
 
 Characters with their positions, sizes and fonts are grouped into lines (split
 at wide gaps and at vertical rules), lines repeated in the top or bottom margin
-of many pages (running headers, footers, page numbers) are dropped, the rest
-is put in reading order (two-column pages: the left column first) and read as
+of many pages (running headers, footers, page numbers), between the page's edge
+and its body, are dropped, the rest is put in reading order (two-column pages:
+the left column first) and read as
 headings (font size and weight against the body text), list items (bullet or
 number markers, nesting by indentation), code (monospaced lines), ruled tables
 (cells between the page's drawn rules; the first row is the header when bold)
