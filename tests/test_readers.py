@@ -411,13 +411,13 @@ class PdfReaderTestCase(SimpleTestCase):
         # 2 and 3 is the same words at the same place, but under a body line,
         # not between the page's edge and its body as a running header is.
         pages = []
-        for number in range(1, 4):
+        for number, topic in enumerate(("Passwords", "Laptops", "Travel"), start=1):
             page = Page()
             page.text(300, 30, f"Page {number} of 3", 9)
             for rule in range(12):
                 page.paragraph(
                     [
-                        f"Rule {number}.{rule}: staff follow procedure {rule} closely,",
+                        f"{topic} rule {rule}: staff follow procedure {rule} closely,",
                         "documenting each exception with the security officer.",
                     ]
                 )

@@ -36,8 +36,6 @@ PROSE_COLUMN_EMS = 15  # a column of running text is at least this wide
 LONG_RUN = 8  # rows of a run that is not a table, skipped as a whole
 OPEN = 10**6  # the missing edge of a table row cut by a page break
 MARGIN_SHARE = 0.1  # top and bottom share of a page searched for running lines
-RUNNING_GAP_EMS = 1.6  # running lines stand further than this from the body (the
-# space between two paragraphs is ~1.2 of their font size)
 FIXED_PITCH = 1  # PDF font descriptor flags
 FORCE_BOLD = 1 << 18
 _BULLET_RE = re.compile(r"^([•◦▪▫●○■□‣⁃∙·*–-])\s+(.*)$")
@@ -248,6 +246,7 @@ def _rules(page: pdfium.PdfPage) -> _Rules:
     """Thin drawn lines and rectangles: the rules of ruled tables."""
     rules = _Rules()
     left, bottom, right, top = (ctypes.c_float() for _ in range(4))
+    page_width, page_height = page.get_size()
     for i in range(raw.FPDFPage_CountObjects(page)):
         obj = raw.FPDFPage_GetObject(page, i)
         if raw.FPDFPageObj_GetType(obj) != raw.FPDF_PAGEOBJ_PATH:
@@ -260,6 +259,8 @@ def _rules(page: pdfium.PdfPage) -> _Rules:
                 ((left.value + right.value) / 2, (bottom.value + top.value) / 2)
             )
         elif width > 40 and height > 8:
+            if width >= 0.8 * page_width and height >= 0.8 * page_height:
+                continue  # the page's background (pandoc's style), no code block
             rules.boxes.append((left.value, bottom.value, right.value, top.value))
         elif width <= 2.5 and height > 4:
             rules.vertical.append(
@@ -339,17 +340,6 @@ def _lines(textpage: pdfium.PdfTextPage, page: int, rules: _Rules) -> list[_Line
         ln.box = rules.box(ln) if rules.boxes else None
         prose = [(n, size) for size, n in ln.sizes.items() if size]
         ln.size = max(prose)[1] if prose else ln.size
-    # a shaded box is a code block's when its text is mostly monospaced; one
-    # around text (a page's or a panel's background) holds no code
-    mono: Counter[int] = Counter()
-    held: Counter[int] = Counter()
-    for ln in lines:
-        if ln.box is not None:
-            held[ln.box] += 1
-            mono[ln.box] += ln.is_mono()
-    for ln in lines:
-        if ln.box is not None and 2 * mono[ln.box] < held[ln.box]:
-            ln.box = None
     for ln in lines:
         if rules.bullets and rules.bullet_before(ln) and not _BULLET_RE.match(ln.text):
             ln.chars.insert(0, "• ")  # a bullet drawn as a shape, not a character
@@ -739,27 +729,17 @@ def _drop_running_lines(pages) -> int:
             )
 
         # Only the rows between the page's edge and its body: walking in from
-        # the top and from the bottom, the first row that is not running ends
-        # the walk (body text repeated at the same place on two pages stays),
-        # and the running rows stand apart from the body by more than the
-        # space between two paragraphs (templated paragraphs repeat too).
+        # the top and from the bottom, a row that is not all running (the page
+        # number beside a line of text aside) ends the walk, so body text
+        # repeated at the same place on two pages stays.
         drop: set[int] = set()
         baseline_rows = _baseline_rows(lines)
         for walk in (baseline_rows, baseline_rows[::-1]):
-            run: list[list[_Line]] = []
             for row in walk:
-                if not all(running(ln) for ln in row):
+                found = [ln for ln in row if running(ln)]
+                drop.update(id(ln) for ln in found)
+                if len(found) < len(row):
                     break
-                run.append(row)
-            while run and len(run) < len(walk):
-                edge, body = run[-1], walk[len(run)]
-                space = abs(edge[0].y - body[0].y) - min(
-                    max(ln.size for ln in row) for row in (edge, body)
-                )
-                if space > RUNNING_GAP_EMS * min(ln.size for ln in [*edge, *body]):
-                    break
-                run.pop()  # a body line set at line spacing from the next
-            drop.update(id(ln) for row in run for ln in row)
         removed += len(drop)
         lines[:] = [ln for ln in lines if id(ln) not in drop]
     return removed
