@@ -111,6 +111,7 @@ class _Rules:
     horizontal: list[tuple[float, float, float]] = field(default_factory=list)
     bullets: list[tuple[float, float]] = field(default_factory=list)
     boxes: list[tuple[float, float, float, float]] = field(default_factory=list)
+    pages: set[int] = field(default_factory=set)  # boxes the size of the page
 
     def box(self, line: _Line) -> int | None:
         """The shaded box (a code block's background) the line sits in."""
@@ -260,7 +261,7 @@ def _rules(page: pdfium.PdfPage) -> _Rules:
             )
         elif width > 40 and height > 8:
             if width >= 0.8 * page_width and height >= 0.8 * page_height:
-                continue  # the page's background (pandoc's style), no code block
+                rules.pages.add(len(rules.boxes))  # a page's background?
             rules.boxes.append((left.value, bottom.value, right.value, top.value))
         elif width <= 2.5 and height > 4:
             rules.vertical.append(
@@ -340,6 +341,15 @@ def _lines(textpage: pdfium.PdfTextPage, page: int, rules: _Rules) -> list[_Line
         ln.box = rules.box(ln) if rules.boxes else None
         prose = [(n, size) for size, n in ln.sizes.items() if size]
         ln.size = max(prose)[1] if prose else ln.size
+    # a box the size of the page around text that is mostly not monospaced is
+    # the page's background (pandoc's style), not a code block's
+    mono: Counter[int] = Counter()
+    for ln in lines:
+        if ln.box in rules.pages:
+            mono[ln.box] += 1 if ln.is_mono() else -1
+    for ln in lines:
+        if ln.box in rules.pages and mono[ln.box] <= 0:
+            ln.box = None
     for ln in lines:
         if rules.bullets and rules.bullet_before(ln) and not _BULLET_RE.match(ln.text):
             ln.chars.insert(0, "• ")  # a bullet drawn as a shape, not a character
