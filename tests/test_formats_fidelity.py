@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import subprocess
 import tempfile
 from pathlib import Path
 
@@ -159,3 +160,115 @@ def test_a_table_printed_without_borders_keeps_its_rows_and_header(tmp_path):
     assert len(re.findall(r"^\| --- ", text, re.M)) == 1, text  # one table
     summary = reading.summary
     assert (summary["tables_with_header"], summary["tables_without_header"]) == (1, 0)
+
+
+def _print(tmp_path: Path, name: str, html: str) -> readers.Reading:
+    """The HTML printed by Chromium as a user prints it (no header and footer
+    of its own), and read back."""
+    if not shutil.which(formats.CHROMIUM):
+        _tools_or_skip()
+    source, target = tmp_path / f"{name}.html", tmp_path / f"{name}.pdf"
+    source.write_text(html, "utf-8")
+    subprocess.run(
+        [
+            formats.CHROMIUM,
+            *formats.CHROMIUM_FLAGS,
+            "--no-pdf-header-footer",
+            f"--print-to-pdf={target}",
+            source.as_uri(),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+    return readers.read(target.name, target.read_bytes())
+
+
+NEWSLETTER = """<!doctype html><html><head><meta charset="utf-8"><style>
+@page{size:A4;margin:2cm} body{font-family:serif;font-size:11pt}
+.cols{column-count:2;column-gap:1.2cm} h1{font-size:26pt} h2{font-size:16pt}
+pre{font-size:10pt}
+</style></head><body><h1>Quarterly Newsletter</h1><div class="cols">
+<h2>Kitchen rules</h2>
+<p>The kitchen on floor two is cleaned every evening at six. Please put your
+dishes in the dishwasher before you leave; dishes left in the sink after six are
+thrown away on Fridays.</p>
+<p>The coffee machine descaling happens every second Tuesday, and during that
+hour the machine on floor three should be used instead.</p>
+<h2>Office plants</h2>
+<p>Each team adopts one plant. Watering is done on Mondays by the team whose name
+is first on the rota pinned next to the lifts, and a forgotten plant is reassigned
+after two dry weeks.</p>
+<ol><li>Check the rota</li><li>Water the plant<ul><li>Use the green can</li>
+<li>Half a litre at most</li></ul></li><li>Sign the sheet</li></ol>
+<h2>Wi-Fi</h2>
+<p>Guests connect to the network named Larkspur with the daily code shown at
+reception. Staff use the staff network with their own credentials.</p>
+<pre>nmcli dev wifi list</pre>
+<h2>Desk booking</h2>
+<p>Desks are booked in the app up to two weeks ahead. A booking not checked in
+by ten o'clock is released automatically so that others may take the desk.</p>
+</div></body></html>"""
+
+
+def test_a_two_column_page_is_read_left_column_first_not_as_tables(tmp_path):
+    """Chromium's CSS columns: the lines of the two columns stand side by side,
+    a heading of one beside a line of the other; no table, and each column's
+    headings, paragraphs, list (going on in the right column) and code kept."""
+    reading = _print(tmp_path, "newsletter", NEWSLETTER)
+    assert reading.text == (
+        "# Quarterly Newsletter\n\n## Kitchen rules\n\n"
+        "The kitchen on floor two is cleaned every evening at six. Please put your "
+        "dishes in the dishwasher before you leave; dishes left in the sink after "
+        "six are thrown away on Fridays.\n\n"
+        "The coffee machine descaling happens every second Tuesday, and during "
+        "that hour the machine on floor three should be used instead.\n\n"
+        "## Office plants\n\n"
+        "Each team adopts one plant. Watering is done on Mondays by the team whose "
+        "name is first on the rota pinned next to the lifts, and a forgotten plant "
+        "is reassigned after two dry weeks.\n\n"
+        "1. Check the rota\n2. Water the plant\n    - Use the green can\n"
+        "    - Half a litre at most\n3. Sign the sheet\n\n## Wi-Fi\n\n"
+        "Guests connect to the network named Larkspur with the daily code shown at "
+        "reception. Staff use the staff network with their own credentials."
+        "\n\n```\nnmcli dev wifi list\n```\n\n## Desk booking\n\n"
+        "Desks are booked in the app up to two weeks ahead. A booking not checked "
+        "in by ten o'clock is released automatically so that others may take the "
+        "desk.\n"
+    ), reading.text
+    summary = reading.summary
+    assert (summary["tables_with_header"], summary["tables_without_header"]) == (0, 0)
+    assert (summary["headings"], summary["paragraphs"]) == (5, 5)
+    assert summary["chars_per_page"][0] > 900
+
+
+TABLES = """<!doctype html><html><head><meta charset="utf-8"><style>
+html{background-color:#fdfdfd} body{font-family:sans-serif;font-size:12pt}
+.pandoc{border-collapse:collapse} .pandoc th{border-top:1px solid #1a1a1a}
+.pandoc tbody{border-top:1px solid #1a1a1a;border-bottom:1px solid #1a1a1a}
+th,td{padding:0.25em 0.5em}</style></head><body>
+<h1>Incident guide</h1><p>Page the on-call engineer first.</p>
+<table class="pandoc"><thead><tr><th>Severity</th><th>Response</th></tr></thead>
+<tbody><tr><td>SEV1</td><td>15 min</td></tr><tr><td>SEV2</td><td>1 hour</td></tr>
+</tbody></table><p>Report a lost laptop within one hour.</p>
+<table border=1><thead><tr><th>Level</th><th>Response time</th></tr></thead>
+<tbody><tr><td>Critical</td><td>15 minutes</td></tr><tr><td>High</td><td>4 hours</td>
+</tr></tbody></table></body></html>"""
+
+
+def test_tables_printed_in_pandocs_style_or_with_a_border_keep_their_columns(
+    tmp_path,
+):
+    """pandoc's HTML style: a page background (no code block's shading) and
+    rules only above and below the rows; `border=1`: the table's border
+    beside each cell's, which bounds no column."""
+    reading = _print(tmp_path, "tables", TABLES)
+    assert reading.text == (
+        "# Incident guide\n\nPage the on-call engineer first.\n\n"
+        "| Severity | Response |\n| --- | --- |\n| SEV1 | 15 min |\n"
+        "| SEV2 | 1 hour |\n\nReport a lost laptop within one hour.\n\n"
+        "| Level | Response time |\n| --- | --- |\n| Critical | 15 minutes |\n"
+        "| High | 4 hours |\n"
+    ), reading.text
+    summary = reading.summary
+    assert (summary["tables_with_header"], summary["tables_without_header"]) == (2, 0)

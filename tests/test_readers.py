@@ -558,6 +558,29 @@ class PdfReaderTestCase(SimpleTestCase):
         self.assertNotIn("Page 2 of 3", self.reading.text)
         self.assertEqual(self.reading.summary["running_lines_removed"], 6)
 
+    def test_it_keeps_body_lines_repeated_at_the_same_place_on_pages(self):
+        # Templated paragraphs: the second line of the first paragraph of pages
+        # 2 and 3 is the same words at the same place, but under a body line,
+        # not between the page's edge and its body as a running header is.
+        pages = []
+        for number, topic in enumerate(("Passwords", "Laptops", "Travel"), start=1):
+            page = Page()
+            page.text(300, 30, f"Page {number} of 3", 9)
+            for rule in range(12):
+                page.paragraph(
+                    [
+                        f"{topic} rule {rule}: staff follow procedure {rule} closely,",
+                        "documenting each exception with the security officer.",
+                    ]
+                )
+            pages.append(page)
+        reading = readers.read("rules.pdf", build_pdf(pages))
+        self.assertEqual(
+            reading.text.count("documenting each exception with the security"), 36
+        )
+        self.assertNotIn("Page 2 of 3", reading.text)
+        self.assertEqual(reading.summary["running_lines_removed"], 3)
+
     def test_it_maps_each_section_to_its_pages(self):
         text = self.reading.text
         self.assertEqual([p for p, _, _ in self.reading.pages], [1, 2, 3])
@@ -694,6 +717,19 @@ class PdfReaderTestCase(SimpleTestCase):
         )
         self.assertEqual(reading.summary["pages_without_text"], [2])
         self.assertEqual(reading.summary["chars_per_page"][1], 0)
+
+    def test_it_counts_the_text_of_a_page_holding_only_a_table(self):
+        first = Page().heading("Price list", 22)
+        first.paragraph(["The price list follows on the next page."])
+        second = Page().table(
+            [["Item", "Price"], ["Chair", "450 EUR"], ["Lamp", "40 EUR"]], [150, 120]
+        )
+        reading = readers.read("prices.pdf", build_pdf([first, second]))
+        self.assertIn("| Chair | 450 EUR |", reading.text)
+        # "ItemPriceChair450 EURLamp40 EUR": the characters of its cells
+        self.assertEqual(reading.summary["chars_per_page"], [50, 31])
+        self.assertEqual(reading.summary["pages_without_text"], [])
+        self.assertEqual(reading.warnings, [])
 
 
 class PdfBadInputTestCase(SimpleTestCase):

@@ -2,8 +2,9 @@
 
 Characters with their positions, sizes and fonts are grouped into lines (split
 at wide gaps and at vertical rules), lines repeated in the top or bottom margin
-of many pages (running headers, footers, page numbers) are dropped, the rest
-is put in reading order (two-column pages: the left column first) and read as
+of many pages (running headers, footers, page numbers), between the page's edge
+and its body, are dropped, the rest is put in reading order (two-column pages:
+the left column first) and read as
 headings (font size and weight against the body text), list items (bullet or
 number markers, nesting by indentation), code (monospaced lines), ruled tables
 (cells between the page's drawn rules; the first row is the header when bold)
@@ -29,6 +30,7 @@ GAP_EMS = 1.5  # a horizontal gap wider than this many font sizes splits a line
 CHUNK_EMS = 0.6  # a gap wider than this (a word space is ~0.3) may part two cells
 COLUMN_GAP_EMS = 0.75  # columns of a table stand this far apart at least (the
 # spaces of justified text reach ~0.6)
+MIN_CELL = 4  # rules closer than this (PDF units) bound no cell between them
 WRAP_EMS = 1.35  # the widest line step inside a table cell whose text wraps
 PROSE_COLUMN_EMS = 15  # a column of running text is at least this wide
 LONG_RUN = 8  # rows of a run that is not a table, skipped as a whole
@@ -109,6 +111,7 @@ class _Rules:
     horizontal: list[tuple[float, float, float]] = field(default_factory=list)
     bullets: list[tuple[float, float]] = field(default_factory=list)
     boxes: list[tuple[float, float, float, float]] = field(default_factory=list)
+    pages: set[int] = field(default_factory=set)  # boxes the size of the page
 
     def box(self, line: _Line) -> int | None:
         """The shaded box (a code block's background) the line sits in."""
@@ -193,10 +196,12 @@ def read(name: str, data: bytes, *, max_pages: int) -> Reading:
     document = _open(name, data, max_pages)
     try:
         count = len(document)
-        pages = [_page_items(name, document, i) for i in range(count)]
+        items = [_page_items(name, document, i) for i in range(count)]
     finally:
         document.close()
-    chars = [sum(len(line.text) for line in lines) for lines, _ in pages]
+    # every character of the text layer, in tables too
+    chars = [n for _, _, n in items]
+    pages = [(lines, tables) for lines, tables, _ in items]
     if not any(chars):
         raise ReaderError(f"{name} has no text layer (scanned?); OCR is not supported")
     removed = _drop_running_lines(pages)
@@ -232,15 +237,17 @@ def _page_items(name: str, document: pdfium.PdfDocument, index: int):
             textpage.close()
     finally:
         page.close()
+    chars = sum(len(line.text) for line in lines)
     free, tables = _tables(lines, rules, index + 1)
     free, unruled = _unruled_tables(free, index + 1)
-    return free, tables + unruled
+    return free, tables + unruled, chars
 
 
 def _rules(page: pdfium.PdfPage) -> _Rules:
     """Thin drawn lines and rectangles: the rules of ruled tables."""
     rules = _Rules()
     left, bottom, right, top = (ctypes.c_float() for _ in range(4))
+    page_width, page_height = page.get_size()
     for i in range(raw.FPDFPage_CountObjects(page)):
         obj = raw.FPDFPage_GetObject(page, i)
         if raw.FPDFPageObj_GetType(obj) != raw.FPDF_PAGEOBJ_PATH:
@@ -253,6 +260,8 @@ def _rules(page: pdfium.PdfPage) -> _Rules:
                 ((left.value + right.value) / 2, (bottom.value + top.value) / 2)
             )
         elif width > 40 and height > 8:
+            if width >= 0.8 * page_width and height >= 0.8 * page_height:
+                rules.pages.add(len(rules.boxes))  # a page's background?
             rules.boxes.append((left.value, bottom.value, right.value, top.value))
         elif width <= 2.5 and height > 4:
             rules.vertical.append(
@@ -332,6 +341,15 @@ def _lines(textpage: pdfium.PdfTextPage, page: int, rules: _Rules) -> list[_Line
         ln.box = rules.box(ln) if rules.boxes else None
         prose = [(n, size) for size, n in ln.sizes.items() if size]
         ln.size = max(prose)[1] if prose else ln.size
+    # a box the size of the page around text that is mostly not monospaced is
+    # the page's background (pandoc's style), not a code block's
+    mono: Counter[int] = Counter()
+    for ln in lines:
+        if ln.box in rules.pages:
+            mono[ln.box] += 1 if ln.is_mono() else -1
+    for ln in lines:
+        if ln.box in rules.pages and mono[ln.box] <= 0:
+            ln.box = None
     for ln in lines:
         if rules.bullets and rules.bullet_before(ln) and not _BULLET_RE.match(ln.text):
             ln.chars.insert(0, "• ")  # a bullet drawn as a shape, not a character
@@ -408,7 +426,10 @@ def _columns(rules: _Rules, y: float) -> tuple[float, ...]:
     rightmost one."""
     xs: list[float] = []
     for x in sorted(round(x) for x, lo, hi in rules.vertical if lo - 2 <= y <= hi + 2):
-        if not xs or x - xs[-1] > 2:
+        if xs and x - xs[-1] <= MIN_CELL:
+            xs[-1] = x  # a double rule (a table's border beside its cells'):
+            # the inner one is the cell's edge
+        else:
             xs.append(x)
     return tuple(xs[:-1])
 
@@ -489,7 +510,8 @@ def _run(rows: list[list[_Line]], i: int) -> tuple[int, list[tuple[float, float]
     first = _row_chunks(rows[i])
     size = rows[i][0].size
     columns = _merged([(x0, x1) for x0, x1, _ in first], size)
-    if len(columns) < 2:
+    if len(columns) < 2 or _mixed_sizes(rows[i], size):
+        # a heading beside a line of text: a page's columns, not a table's
         return i + 1, columns
     bottom = min(ln.y for ln in rows[i])
     steps: list[float] = []
@@ -499,7 +521,7 @@ def _run(rows: list[list[_Line]], i: int) -> tuple[int, list[tuple[float, float]
         step = bottom - max(ln.y for ln in row)
         usual = statistics.median(steps) + 0.6 * size if steps else 0
         limit = max(usual, 2.2 * size if len(steps) < 2 else 1.9 * size)
-        if step > limit or any(abs(ln.size - size) > 0.1 * size for ln in row):
+        if step > limit or _mixed_sizes(row, size):
             break
         spans = [(x0, x1) for x0, x1, _ in _row_chunks(row)]
         merged = _merged(columns + spans, size)
@@ -512,6 +534,10 @@ def _run(rows: list[list[_Line]], i: int) -> tuple[int, list[tuple[float, float]
     return end, columns
 
 
+def _mixed_sizes(row: list[_Line], size: float) -> bool:
+    return any(abs(ln.size - size) > 0.1 * size for ln in row)
+
+
 def _run_start(rows: list[list[_Line]], i: int, done: int, columns) -> int:
     """The first row of the run that row `i` starts: the line or two above it
     of a header cell that wraps (centred, it begins higher than the others)."""
@@ -521,7 +547,7 @@ def _run_start(rows: list[list[_Line]], i: int, done: int, columns) -> int:
         i > first
         and min(ln.y for ln in rows[i - 1]) - max(ln.y for ln in rows[i])
         <= WRAP_EMS * size
-        and all(abs(ln.size - size) <= 0.1 * size for ln in rows[i - 1])
+        and not _mixed_sizes(rows[i - 1], size)
         and len(_merged(columns + [c[:2] for c in _row_chunks(rows[i - 1])], size))
         == len(columns)
     ):
@@ -704,18 +730,28 @@ def _drop_running_lines(pages) -> int:
     folios = {off for off, n in offsets.items() if n >= 3}
     removed = 0
     for i, (lines, _) in enumerate(pages):
-        keep = []
-        for ln in lines:
-            margin = in_margin(ln, i)
-            if margin and (
+
+        def running(ln: _Line, i: int = i) -> bool:
+            return in_margin(ln, i) and bool(
                 seen[_margin_key(ln, height)] >= threshold
                 or _PAGE_NUMBER_RE.match(ln.text)
                 or _folio_offset(rows[i].get(round(ln.y), ""), i) in folios
-            ):
-                removed += 1
-            else:
-                keep.append(ln)
-        lines[:] = keep
+            )
+
+        # Only the rows between the page's edge and its body: walking in from
+        # the top and from the bottom, a row that is not all running (the page
+        # number beside a line of text aside) ends the walk, so body text
+        # repeated at the same place on two pages stays.
+        drop: set[int] = set()
+        baseline_rows = _baseline_rows(lines)
+        for walk in (baseline_rows, baseline_rows[::-1]):
+            for row in walk:
+                found = [ln for ln in row if running(ln)]
+                drop.update(id(ln) for ln in found)
+                if len(found) < len(row):
+                    break
+        removed += len(drop)
+        lines[:] = [ln for ln in lines if id(ln) not in drop]
     return removed
 
 
@@ -767,9 +803,10 @@ def _reading_order(lines: list[_Line], tables: list[_Table]) -> list[_Line | _Ta
 
 
 def _fills(items: list, width: float) -> bool:
-    """Whether lines fill their half of the page, as a column's text does (the
-    cells of a table without rules are short)."""
-    return statistics.median(it.x1 - it.x0 for it in items) >= 0.6 * width
+    """Whether a half of the page holds a column of running text: lines that
+    fill it, two at least (headings, list items and a paragraph's last line
+    in it are short; the cells of a table without rules all are)."""
+    return sum(it.x1 - it.x0 >= 0.6 * width for it in items) >= 2
 
 
 # --- lines -> Markdown blocks ------------------------------------------------------
@@ -959,6 +996,16 @@ class _Assembler:
 
     def _start_item(self, line: _Line, marker: re.Match) -> None:
         x = line.x0
+        prev = getattr(self, "prev", None)
+        if (
+            self.list_stack
+            and prev is not None
+            and prev.page == line.page
+            and line.y > prev.top
+            and x > self.list_stack[0] + 3
+        ):  # the list goes on at the top of the next column, at its first level
+            shift = x - self.list_stack[0]
+            self.list_stack = [level + shift for level in self.list_stack]
         while self.list_stack and x < self.list_stack[-1] - 3:
             self.list_stack.pop()
         if not self.list_stack or x > self.list_stack[-1] + 3:
