@@ -12,11 +12,12 @@ from django.utils.html import format_html, format_html_join
 
 from kb import (
     charts,
-    evaluation,
+    golden,
     ingestion,
     jobs,
     permissions,
     questions,
+    queueing,
     readers,
     reindexing,
     staff,
@@ -341,10 +342,10 @@ class SourceAdmin(StaffPages, CollectionScoped, admin.ModelAdmin):
             obj.content_hash = ingestion.content_hash(obj.text)
             obj.queue_new_version()
         super().save_model(request, obj, form, change)
-        if changed and jobs.enqueue_ingest(obj):
+        if changed and queueing.enqueue_ingest(obj):
             messages.info(request, "Changes saved; the source is queued for indexing.")
         elif changed:
-            messages.info(request, f"Changes saved and {jobs.QUEUE_DOWN}.")
+            messages.info(request, f"Changes saved and {queueing.QUEUE_DOWN}.")
 
     def get_changelist_instance(self, request):
         listed = super().get_changelist_instance(request)
@@ -510,7 +511,7 @@ class StaleSpansFilter(admin.SimpleListFilter):
     def queryset(self, request, queryset):
         if self.value() == "stale":
             among = Collection.objects.open_to(request.user)
-            stale = evaluation.stale_cases(among=among)
+            stale = golden.stale_cases(among=among)
             return queryset.filter(pk__in=[c["pk"] for c in stale])
         return queryset
 
@@ -562,7 +563,7 @@ class GoldenCaseAdmin(StaffPages, CollectionScoped, admin.ModelAdmin):
                 "…{}<mark>{}</mark>{}…</span></p>",
                 span["file"], s, e, text[max(0, s - 120):s], text[s:e], text[e:e + 120],
             ))  # fmt: skip
-            if problem := evaluation.span_problem(span, source):
+            if problem := golden.span_problem(span, source):
                 rows.append(format_html('<p class="errornote">{}</p>', problem))
         return format_html_join("", "{}", ((r,) for r in rows))
 
@@ -583,15 +584,13 @@ class GoldenCaseAdmin(StaffPages, CollectionScoped, admin.ModelAdmin):
 
     def changelist_view(self, request, extra_context=None):
         among = Collection.objects.open_to(request.user)
-        stale = evaluation.stale_cases(among=among)
+        stale = golden.stale_cases(among=among)
         extra_context = {**(extra_context or {}), "stale": stale}
         return super().changelist_view(request, extra_context)
 
     @admin.action(description="Export selected cases as JSON Lines")
     def export_jsonl(self, request: HttpRequest, queryset) -> HttpResponse:
-        lines = [
-            evaluation.case_line(case) for case in queryset.order_by("external_id")
-        ]
+        lines = [golden.case_line(case) for case in queryset.order_by("external_id")]
         response = HttpResponse("".join(lines), content_type="application/x-ndjson")
         response["Content-Disposition"] = 'attachment; filename="golden.jsonl"'
         return response

@@ -17,16 +17,6 @@ from kb.models import Collection, EvalRun, Source
 from kb.percentiles import percentile
 from kb.retrieval import keywords
 
-# Golden-case names kb/admin.py's staff pages still reach through this module
-# (issue #19 moved them to kb.golden while those pages moved out of admin.py).
-from kb.golden import (  # noqa: F401  isort: skip
-    GoldenImportError,
-    case_line,
-    import_cases,
-    import_summary,
-    span_problem,
-)
-
 
 def mark_unlocatable(outcome: dict[str, Any], problems: dict[str, list[str]]) -> None:
     """Add the spans `locate_cases` could not place to a run's cases and count

@@ -17,14 +17,12 @@ from rq.worker import Worker
 
 from kb import embedding, ingestion
 from kb.models import Collection, Source
-
-# QUEUE_DOWN and enqueue_ingest: kb/admin.py still reaches them through kb.jobs.
-from kb.queueing import (  # noqa: F401
-    QUEUE_DOWN,
+from kb.queueing import (
+    SHADOW_TIMEOUT,
     WAITING,
     enqueue_count_terms,
-    enqueue_ingest,
     ingest_job_id,
+    requeue,
 )
 from kb.retrieval import keywords
 
@@ -34,8 +32,8 @@ logger = logging.getLogger(__name__)
 # jobs go to Redis when the transaction commits.
 STRANDED_AFTER = timedelta(seconds=60)
 # Seconds an evaluation run may take: with a chunking override it rebuilds the
-# whole collection, as a shadow index does (queueing.SHADOW_TIMEOUT).
-EVAL_TIMEOUT = 3600
+# whole collection, as a shadow index does.
+EVAL_TIMEOUT = SHADOW_TIMEOUT
 
 
 def ingest_source(source_id: int, version: int) -> str:
@@ -119,10 +117,7 @@ def requeue_stranded() -> int:
             status__in=Source.ACTIVE, collection__is_scratch=False
         ).select_related("collection")
     )
-    for source in lost:
-        ingestion.mark_queued(source)  # a new version: a late old job stands down
-        enqueue_ingest(source)
-    return len(lost)
+    return requeue(lost)[0]
 
 
 def check_worker() -> dict:

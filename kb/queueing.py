@@ -55,6 +55,17 @@ def enqueue_ingest(source: Source) -> bool:
     return True
 
 
+def requeue(sources) -> tuple[int, bool]:
+    """Queue the sources again, each as a new version (a late job of an older one
+    stands down); how many, and whether the queue took them all."""
+    count, queued = 0, True
+    for source in sources:
+        source.queue_new_version()
+        queued = enqueue_ingest(source) and queued
+        count += 1
+    return count, queued
+
+
 def queue_reachable() -> bool:
     try:
         return bool(django_rq.get_queue().connection.ping())

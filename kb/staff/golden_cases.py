@@ -8,7 +8,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect
 from django.template.response import TemplateResponse
 
-from kb import evaluation
+from kb import golden
 from kb.forms import GoldenImportForm, parse_id
 from kb.models import Collection, GoldenCase
 from kb.staff import may_view
@@ -48,11 +48,11 @@ def import_cases(request: HttpRequest) -> HttpResponse:
     if request.method == "POST" and form.is_valid():
         collection = form.cleaned_data["collection"]
         try:
-            report = evaluation.import_cases(collection, form.cleaned_data["file"])
-        except evaluation.GoldenImportError as exc:
+            report = golden.import_cases(collection, form.cleaned_data["file"])
+        except golden.GoldenImportError as exc:
             form.add_error("file", str(exc))
         else:
-            messages.success(request, evaluation.import_summary(collection, report))
+            messages.success(request, golden.import_summary(collection, report))
             return redirect("admin:kb_goldencase_changelist")
     context = {
         **admin.site.each_context(request),

@@ -11,7 +11,7 @@ from django.shortcuts import get_object_or_404, redirect
 from django.template.response import TemplateResponse
 from django.views.decorators.http import require_POST
 
-from kb import ingestion, jobs, permissions, reindexing
+from kb import ingestion, permissions, queueing, reindexing
 from kb.forms import PolicyForm, SourceUploadForm
 from kb.models import Chunk, Collection, ShadowIndex, Source
 from kb.staff import open_to
@@ -84,12 +84,8 @@ def reindex_collection(request: HttpRequest, pk: int) -> HttpResponse:
 
 def requeue(sources) -> tuple[int, str]:
     """Queue the sources again; returns how many, and "" or why they wait."""
-    count, queued = 0, True
-    for source in sources:
-        ingestion.mark_queued(source)
-        queued = jobs.enqueue_ingest(source) and queued
-        count += 1
-    return count, "" if queued else f" ({jobs.QUEUE_DOWN})"
+    count, queued = queueing.requeue(sources)
+    return count, "" if queued else f" ({queueing.QUEUE_DOWN})"
 
 
 @admin.site.admin_view
@@ -127,10 +123,10 @@ def _store_uploads(form: SourceUploadForm) -> list[tuple[str, str]]:
             )
             if outcome == "unchanged":
                 outcome = "same content as the stored version; not re-indexed"
-            elif jobs.enqueue_ingest(source):
+            elif queueing.enqueue_ingest(source):
                 outcome = f"{outcome}, queued for indexing"
             else:
-                outcome = f"{outcome}: {jobs.QUEUE_DOWN}"
+                outcome = f"{outcome}: {queueing.QUEUE_DOWN}"
             outcomes.append((checked.file_name, outcome))
     return outcomes
 
