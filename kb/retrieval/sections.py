@@ -27,7 +27,6 @@ from kb.retrieval.rows import (
 from kb.retrieval.tables import FirstRow, mid_table_start, table_headers
 
 WINDOW_CHUNKS = 8  # chunks loaded around a hit of a section too long to take whole
-PRECEDING_CONTEXT = True  # the section before a whole chosen one, if budget is left
 SIBLINGS = 3  # of the k sections, at most this many under one parent heading
 
 _SECTION_COLUMNS = """
@@ -42,7 +41,7 @@ UNION ALL
 SELECT {_SECTION_COLUMNS}, false FROM kb_section chosen
 JOIN kb_section t ON t.source_id = chosen.source_id AND t."order" = chosen."order" - 1
 JOIN kb_source s ON s.id = t.source_id
-WHERE chosen.id = ANY(%(ids)s) AND %(before)s
+WHERE chosen.id = ANY(%(ids)s)
 """
 _CHUNK_COLUMNS = """
 c.id, c.section_id, c.source_id, c.chunk_index, c.start, c."end", c.text_tokens,
@@ -148,13 +147,9 @@ def _first_rows(
 def _sections(
     ids: list[int],
 ) -> tuple[dict[int, SectionRow], dict[tuple[int, int], SectionRow]]:
-    """The sections by id, and (with PRECEDING_CONTEXT) the section before each by
-    (source id, order); bodies only of sections short enough to read whole."""
-    params = {
-        "ids": ids,
-        "whole": MAX_WHOLE_SECTION_TOKENS,
-        "before": PRECEDING_CONTEXT,
-    }
+    """The sections by id, and the section before each by (source id, order);
+    bodies only of sections short enough to read whole."""
+    params = {"ids": ids, "whole": MAX_WHOLE_SECTION_TOKENS}
     with connection.cursor() as cursor:
         cursor.execute(_SECTIONS, params)
         rows = cursor.fetchall()
@@ -250,8 +245,6 @@ def preceding(kept: list[Selected], remaining: int) -> list[Passage]:
     exceptions" or "Rollback exceptions" needs the rule above it. The passage
     merges with the chosen one (both whole, they touch), so k is unchanged.
     """
-    if not PRECEDING_CONTEXT:
-        return []
     chosen = {item.section.id for item in kept}
     taken: list[tuple[Selected, SectionRow]] = []
     for item in kept:
