@@ -8,6 +8,7 @@ source could point them anywhere), their alt text stays as a link.
 
 from __future__ import annotations
 
+import re
 import urllib.parse
 
 from django.utils.safestring import SafeString, mark_safe
@@ -50,6 +51,38 @@ def render(text: str) -> SafeString:
 def render_inline(text: str) -> SafeString:
     """One sentence's inline Markdown (code, emphasis, links) as HTML."""
     return mark_safe(_MD.renderInline(text))  # noqa: S308 - as render()
+
+
+_CELL_SPLIT_RE = re.compile(r"(?<!\\)\|")
+_DELIMITER_RE = re.compile(r"^\s*:?-+:?\s*$")
+
+
+def is_table_row(text: str) -> bool:
+    """Whether a piece of text is a Markdown table row ("| a | b |")."""
+    text = text.strip()
+    return len(text) > 1 and text.startswith("|") and text.endswith("|")
+
+
+def render_row(text: str) -> SafeString:
+    """A table row quoted alone (an answer's sentence) as a one-row table.
+
+    Alone, "| a | b |" is no table to Markdown and showed as raw pipes. A header
+    line quoted with its delimiter row ("| A | B | |---|---|", on one line) gives
+    header cells. Cells are inline Markdown, escaped as everywhere.
+    """
+    cells = [c.strip() for c in _CELL_SPLIT_RE.split(text.strip())[1:-1]]
+    header = False
+    while cells and _DELIMITER_RE.match(cells[-1]):
+        cells.pop()
+        header = True
+    while cells and not cells[-1]:  # "| A | |---|" leaves empty cells between
+        cells.pop()
+    tag = "th" if header else "td"
+    row = "".join(
+        f"<{tag}>{_MD.renderInline(cell.replace(chr(92) + '|', '|'))}</{tag}>"
+        for cell in cells
+    )
+    return mark_safe(f'<table class="quoted-row"><tr>{row}</tr></table>')  # noqa: S308
 
 
 def render_cited(body: str, start: int, end: int) -> SafeString:

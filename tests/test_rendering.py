@@ -39,6 +39,17 @@ class RenderTestCase(SimpleTestCase):
         )
         self.assertNotIn("<img", rendering.render("![x](https://e.example/x.png)"))
 
+    def test_a_quoted_table_row_is_a_table_row(self):
+        html = rendering.render_row("| `--lock` | Do <b>not</b> install \\| lock |")
+        self.assertEqual(
+            html,
+            '<table class="quoted-row"><tr><td><code>--lock</code></td>'
+            "<td>Do &lt;b&gt;not&lt;/b&gt; install | lock</td></tr></table>",
+        )
+        header = rendering.render_row("| Name | Default | |---|:-:|")
+        self.assertIn("<th>Name</th><th>Default</th></tr>", header)
+        self.assertFalse(rendering.is_table_row("a | b"))
+
     def test_the_cited_blocks_are_marked(self):
         body = "# H\n\nIntro.\n\n- one\n- two\n  more\n\nLast.\n"
         html = rendering.render_cited(body, body.index("two"), body.index("more") + 4)
@@ -76,6 +87,21 @@ class PagesTestCase(base.DemoTestCase):
         )
         self.assertIn("<code>polish</code>", answer)
         self.assertNotIn("`polish`", answer)
+
+    def test_an_answer_quoting_a_table_row_shows_a_table(self):
+        response = self.client.get(
+            reverse("kb:ask"),
+            {"q": "How often is a Sprocket polished?", "collection": self.demo.pk},
+        )
+        answer = (
+            response.content.decode().split('id="answer"')[1].split("</section>")[0]
+        )
+        self.assertIn(
+            '<table class="quoted-row"><tr><td>Sprocket &lt;i&gt;x&lt;/i&gt;</td>'
+            "<td>weekly</td></tr></table>",
+            answer,
+        )
+        self.assertNotIn("| weekly |", answer)
 
     def test_the_section_page_is_formatted_and_keeps_the_exact_range(self):
         _, reply = answering.ask(self.demo, QUESTION)

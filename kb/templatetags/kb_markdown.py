@@ -18,8 +18,11 @@ def markdown(text: str) -> SafeString:
 
 @register.filter
 def answer_piece(text: str) -> SafeString:
-    """One sentence of an answer: inline Markdown, or a code block as such."""
+    """One sentence of an answer: inline Markdown, or a code block or a table row
+    as such."""
     text = str(text)
+    if rendering.is_table_row(text):
+        return format_html('<div class="sentence">{}</div>', rendering.render_row(text))
     if text.lstrip().startswith(("```", "~~~")):
         return format_html('<div class="sentence">{}</div>', rendering.render(text))
     return format_html(
