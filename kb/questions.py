@@ -11,6 +11,7 @@ workers queue every KB_QUESTION_PRUNE_SECONDS (maybe_enqueue_prune).
 
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -28,6 +29,9 @@ logger = logging.getLogger(__name__)
 
 MAX_NOTE = 2000
 HISTORY_SHOWN = 10
+# The same user asking the same question of an unchanged index again within this
+# long (a reload of the ask page, a client's retry) is not logged again.
+REPEAT_WINDOW = timedelta(minutes=10)
 # Questions a replay report answers again after a re-index.
 REPLAY_LAST = 50
 # Gap questions grouped on the content gaps page (the newest): grouping compares
@@ -84,6 +88,21 @@ def log(user, collection: Collection, result, reply) -> Question | None:
     """Store an answered question; None when the log is off (KB_QUESTION_LOG_DAYS=0)."""
     if not is_on():
         return None
+    now = timezone.now()
+    stamp = fingerprint(collection)
+    repeat = (
+        Question.objects.filter(
+            user=user,
+            collection=collection,
+            question=result.question,
+            answer=reply.text,
+            created__gte=now - REPEAT_WINDOW,
+        )
+        .order_by("-created")
+        .first()
+    )
+    if repeat is not None and repeat.fingerprint == json.loads(json.dumps(stamp)):
+        return repeat
     entry = Question.objects.create(
         user=user,
         collection=collection,
@@ -96,8 +115,9 @@ def log(user, collection: Collection, result, reply) -> Question | None:
         retrieved=retrieved(result),
         citations=citations(result, reply),
         latency_ms=result.timings_ms.get("total", 0.0),
-        fingerprint=fingerprint(collection),
+        fingerprint=stamp,
         embedding=_vector(result),
+        created=now,
     )
     prune_collection(collection.pk)
     return entry

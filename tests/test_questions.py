@@ -110,6 +110,21 @@ class QuestionLogTestCase(DemoTestCase):
         page = self.client.get(reverse("kb:question", args=[entry.pk]))
         self.assertEqual(page.status_code, 404)
 
+    def test_reloading_the_ask_page_logs_the_question_once(self):
+        self.client.force_login(self.staff)
+        for _ in range(3):  # reloads of one answer page
+            self.client.get(reverse("kb:ask"), {"q": ROLLBACK})
+        self.assertEqual(Question.objects.filter(user=self.staff).count(), 1)
+        self.client.get(reverse("kb:ask"), {"q": SOURDOUGH})  # another question
+        self.client.force_login(self.editor)  # another asker
+        self.client.get(reverse("kb:ask"), {"q": ROLLBACK})
+        self.assertEqual(Question.objects.count(), 3)
+        # Asked again after the index changed: a new answer to log.
+        self.demo.is_index_stale = True
+        self.demo.save()
+        self.client.get(reverse("kb:ask"), {"q": ROLLBACK})
+        self.assertEqual(Question.objects.filter(user=self.editor).count(), 2)
+
     def test_a_logged_answer_reads_as_formatted_text_as_on_the_ask_page(self):
         self.client.force_login(self.staff)
         entry = Question.objects.create(
