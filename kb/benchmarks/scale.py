@@ -43,7 +43,14 @@ from kb import (
 )
 from kb.benchmarks import quality
 from kb.benchmarks.corpus import Doc, Progress, megabytes, synthesize
-from kb.models import HNSW_EF_CONSTRUCTION, HNSW_M, Chunk, Collection, Source
+from kb.models import (
+    EMBEDDING_DIM,
+    HNSW_EF_CONSTRUCTION,
+    HNSW_M,
+    Chunk,
+    Collection,
+    Source,
+)
 from kb.percentiles import percentile
 from kb.retrieval import keywords
 
@@ -440,9 +447,9 @@ def hnsw_build(collection: Collection, progress: Progress) -> tuple[float, float
     with connection.cursor() as cursor:
         cursor.execute(f"DROP TABLE IF EXISTS {table}")
         cursor.execute(
-            f"CREATE UNLOGGED TABLE {table} AS SELECT c.embedding::vector(384) "
-            "AS embedding FROM kb_chunk c JOIN kb_source s ON s.id = c.source_id "
-            "WHERE s.collection_id = %s",
+            f"CREATE UNLOGGED TABLE {table} AS SELECT "
+            f"c.embedding::vector({EMBEDDING_DIM}) AS embedding FROM kb_chunk c "
+            "JOIN kb_source s ON s.id = c.source_id WHERE s.collection_id = %s",
             [collection.pk],
         )
         try:
