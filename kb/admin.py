@@ -134,11 +134,7 @@ class CollectionAdmin(StaffPages, CollectionScoped, admin.ModelAdmin):
         # set (kb/reindexing.py): until it swaps, the collection keeps the live ones.
         changes = {}
         if change:
-            live = Collection.objects.get(pk=obj.pk)
-            changes = {f: getattr(obj, f) for f in ingestion.INDEX_FIELDS
-                       if f in form.changed_data}  # fmt: skip
-            for field in changes:
-                setattr(obj, field, getattr(live, field))
+            changes = reindexing.hold_index_settings(obj, form.changed_data)
         super().save_model(request, obj, form, change)
         if changes:
             shadow = reindexing.start(obj, changes, request.user)
@@ -329,17 +325,7 @@ class SourceAdmin(StaffPages, CollectionScoped, admin.ModelAdmin):
 
     def save_model(self, request, obj: Source, form, change) -> None:
         meta = form.metadata_value()
-        changed = (
-            "text" in form.changed_data
-            or meta != obj.metadata
-            or ("title" in form.changed_data)
-        )
-        obj.metadata = meta
-        if "title" in form.changed_data:
-            obj.is_title_auto = False  # the editor's, kept over the document's
-        if changed:
-            obj.content_hash = ingestion.content_hash(obj.text)
-            obj.queue_new_version()
+        changed = ingestion.apply_edit(obj, form.changed_data, meta)
         super().save_model(request, obj, form, change)
         if changed and queueing.enqueue_ingest(obj):
             messages.info(request, "Changes saved; the source is queued for indexing.")

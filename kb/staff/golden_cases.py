@@ -10,7 +10,7 @@ from django.shortcuts import get_object_or_404, redirect
 from kb import golden
 from kb.forms import GoldenImportForm, parse_id
 from kb.models import Collection, GoldenCase
-from kb.staff import form_page, may_view
+from kb.staff import form_page, may_view, upload_form
 
 
 @admin.site.admin_view
@@ -40,10 +40,7 @@ def span_sources(request: HttpRequest) -> JsonResponse:
 
 @admin.site.admin_view
 def import_cases(request: HttpRequest) -> HttpResponse:
-    if not request.user.has_perm("kb.add_goldencase"):
-        raise PermissionDenied
-    form = GoldenImportForm(request.POST or None, request.FILES or None)
-    form.fields["collection"].queryset = Collection.objects.visible_to(request.user)
+    form = upload_form(request, GoldenImportForm, "kb.add_goldencase")
     if request.method == "POST" and form.is_valid():
         collection = form.cleaned_data["collection"]
         try:

@@ -14,7 +14,7 @@ from django.views.decorators.http import require_POST
 from kb import ingestion, permissions, queueing, reindexing
 from kb.forms import PolicyForm, SourceUploadForm
 from kb.models import Chunk, Collection, ShadowIndex, Source
-from kb.staff import form_page, open_to
+from kb.staff import form_page, open_to, upload_form
 
 
 @admin.site.admin_view
@@ -94,10 +94,7 @@ def _waiting(queued: bool) -> str:
 
 @admin.site.admin_view
 def upload(request: HttpRequest) -> HttpResponse:
-    if not request.user.has_perm("kb.add_source"):
-        raise PermissionDenied
-    form = SourceUploadForm(request.POST or None, request.FILES or None)
-    form.fields["collection"].queryset = Collection.objects.visible_to(request.user)
+    form = upload_form(request, SourceUploadForm, "kb.add_source")
     if request.method == "POST" and form.is_valid():
         for name, outcome in _store_uploads(form):
             messages.info(request, f"{name}: {outcome}")
