@@ -413,12 +413,7 @@ def build_synthetic(
     noise = rng.normal(0, NOISE_SIGMA, (NOISE_VECTORS, embedding.get_embedder().dim))
     started = time.perf_counter()
     with connection.cursor() as cursor:
-        cursor.execute("DROP TABLE IF EXISTS bench_noise")
-        cursor.execute("CREATE TEMP TABLE bench_noise (i int PRIMARY KEY, v vector)")
-        cursor.executemany(
-            "INSERT INTO bench_noise VALUES (%s, %s::vector)",
-            [(i, _vector_literal(v)) for i, v in enumerate(noise)],
-        )
+        noise_table(cursor, noise)
         for copy in range(copies):
             params = {
                 "target": collection.pk,
@@ -434,6 +429,17 @@ def build_synthetic(
     analyze()
     keywords.count_terms(collection)
     return collection, time.perf_counter() - started
+
+
+def noise_table(cursor, noise: np.ndarray) -> None:
+    """The temporary table bench_noise (i, v) of the `noise` vectors that perturb
+    the copies' embeddings (_COPY_SECTIONS, _COPY_CHUNKS)."""
+    cursor.execute("DROP TABLE IF EXISTS bench_noise")
+    cursor.execute("CREATE TEMP TABLE bench_noise (i int PRIMARY KEY, v vector)")
+    cursor.executemany(
+        "INSERT INTO bench_noise VALUES (%s, %s::vector)",
+        [(i, _vector_literal(v)) for i, v in enumerate(noise)],
+    )
 
 
 def _vector_literal(vector: np.ndarray) -> str:
