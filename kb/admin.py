@@ -38,7 +38,6 @@ from kb.models import (
 from kb.staff import sources as source_pages
 from kb.staff import urls as staff_pages
 
-ACTIVE = [Source.Status.QUEUED, Source.Status.INDEXING]
 # Failed logins lock a user name and an address out for a while (kb/ratelimit.py).
 admin.site.login_form = LoginForm
 
@@ -135,11 +134,7 @@ class CollectionAdmin(StaffPages, CollectionScoped, admin.ModelAdmin):
         # set (kb/reindexing.py): until it swaps, the collection keeps the live ones.
         changes = {}
         if change:
-            live = Collection.objects.get(pk=obj.pk)
-            changes = {f: getattr(obj, f) for f in ingestion.INDEX_FIELDS
-                       if f in form.changed_data}  # fmt: skip
-            for field in changes:
-                setattr(obj, field, getattr(live, field))
+            changes = reindexing.hold_index_settings(obj, form.changed_data)
         super().save_model(request, obj, form, change)
         if changes:
             shadow = reindexing.start(obj, changes, request.user)
@@ -295,7 +290,7 @@ class SourceAdmin(StaffPages, CollectionScoped, admin.ModelAdmin):
     @admin.display(description="Progress")
     def progress_display(self, obj: Source) -> str:
         p = obj.progress or {}
-        if obj.status not in ACTIVE:
+        if obj.status not in Source.ACTIVE:
             return "-"
         if getattr(obj, "job_lost", False):
             return "its job was lost: re-index it"
@@ -330,17 +325,7 @@ class SourceAdmin(StaffPages, CollectionScoped, admin.ModelAdmin):
 
     def save_model(self, request, obj: Source, form, change) -> None:
         meta = form.metadata_value()
-        changed = (
-            "text" in form.changed_data
-            or meta != obj.metadata
-            or ("title" in form.changed_data)
-        )
-        obj.metadata = meta
-        if "title" in form.changed_data:
-            obj.is_title_auto = False  # the editor's, kept over the document's
-        if changed:
-            obj.content_hash = ingestion.content_hash(obj.text)
-            obj.queue_new_version()
+        changed = ingestion.apply_edit(obj, form.changed_data, meta)
         super().save_model(request, obj, form, change)
         if changed and queueing.enqueue_ingest(obj):
             messages.info(request, "Changes saved; the source is queued for indexing.")
@@ -362,7 +347,7 @@ class SourceAdmin(StaffPages, CollectionScoped, admin.ModelAdmin):
         response = super().changelist_view(request, extra_context)
         listed = getattr(response, "context_data", {}).get("cl")
         if listed is not None:  # refresh while a source shown is being indexed
-            active = [s for s in listed.result_list if s.status in ACTIVE]
+            active = [s for s in listed.result_list if s.status in Source.ACTIVE]
             lost = [s for s in active if s.job_lost]
             response.context_data["auto_refresh"] = len(active) > len(lost)
             if lost:
@@ -376,7 +361,7 @@ class SourceAdmin(StaffPages, CollectionScoped, admin.ModelAdmin):
 
     def render_change_form(self, request, context, *args, obj=None, **kwargs):
         # obj comes from get_object, which marked whether its job was lost.
-        working = bool(obj and obj.status in ACTIVE and not obj.job_lost)
+        working = bool(obj and obj.status in Source.ACTIVE and not obj.job_lost)
         context["auto_refresh"] = working
         return super().render_change_form(request, context, *args, obj=obj, **kwargs)
 

@@ -357,6 +357,24 @@ def scratch_collection(
     )
 
 
+def strategy_chunking(
+    strategy: str | None, chunk_tokens: int | None = None
+) -> dict[str, Any]:
+    """The chunking a named strategy (retrieval.STRATEGIES) is built on: its
+    chunk strategy, and a baseline's chunk budget unless `chunk_tokens` is given;
+    {} for none."""
+    structure, fixed = Collection.Strategy.STRUCTURE, Collection.Strategy.FIXED
+    if strategy == retrieval.SECTIONS:
+        tokens = chunk_tokens or retrieval.SECTIONS_CHUNK_TOKENS
+        return {"chunk_strategy": structure, "chunk_tokens": tokens}
+    if strategy == retrieval.FIXED:
+        tokens = chunk_tokens or retrieval.FIXED_CHUNK_TOKENS
+        return {"chunk_strategy": fixed, "chunk_tokens": tokens}
+    if strategy == retrieval.DEFAULT:
+        return {"chunk_strategy": structure}
+    return {}
+
+
 def _stored_bytes(source: Source) -> bytes:
     """The original of a file the worker reads (PDF, ...), else the stored text."""
     if readers.format_of(source.file_name) and source.file:

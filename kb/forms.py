@@ -11,7 +11,15 @@ from django.contrib.admin.forms import AdminAuthenticationForm
 from django.core.exceptions import ValidationError
 from django.template.defaultfilters import filesizeformat
 
-from kb import chunking, golden, ingestion, metadata, parsing, ratelimit
+from kb import (
+    chunking,
+    golden,
+    ingestion,
+    metadata,
+    parsing,
+    ratelimit,
+    retrieval,
+)
 from kb.models import Collection, GoldenCase, Source
 
 # An id read from a query string or JSON: ASCII digits, within PostgreSQL's bigint
@@ -349,9 +357,17 @@ class EvalRunForm(forms.Form):
         required=False,
         choices=[
             ("", "(as configured)"),
-            ("default", "Default pipeline"),
-            ("sections", "Simple baseline: 120-token chunks, 3 best whole sections"),
-            ("fixed", "Fixed-size baseline: 800-token chunks, top k"),
+            (retrieval.DEFAULT, "Default pipeline"),
+            (
+                retrieval.SECTIONS,
+                f"Simple baseline: {retrieval.SECTIONS_CHUNK_TOKENS}-token chunks, "
+                f"{retrieval.SECTIONS_K} best whole sections",
+            ),
+            (
+                retrieval.FIXED,
+                f"Fixed-size baseline: {retrieval.FIXED_CHUNK_TOKENS}-token chunks, "
+                "top k",
+            ),
         ],
         label="Pipeline",
         help_text="A baseline is indexed on a scratch copy for the run.",
@@ -396,24 +412,18 @@ class EvalRunForm(forms.Form):
             and value not in (None, "")
             and value != getattr(collection, name)
         }
-        if data.get("strategy") == "sections":  # a packing, not a collection field
-            found["strategy"] = "sections"
+        if data.get("strategy") == retrieval.SECTIONS:  # a packing, not a field
+            found["strategy"] = retrieval.SECTIONS
         return found
 
     def _strategy_settings(self) -> dict[str, Any]:
         """The chunking a named pipeline is built on, unless given explicitly."""
-        from kb import retrieval
+        from kb import evaluation
 
-        data, strategy = self.cleaned_data, self.cleaned_data.get("strategy")
-        if strategy == retrieval.SECTIONS:
-            tokens = data.get("chunk_tokens") or retrieval.SECTIONS_CHUNK_TOKENS
-            return {"chunk_strategy": "structure", "chunk_tokens": tokens}
-        if strategy == retrieval.FIXED:
-            tokens = data.get("chunk_tokens") or retrieval.FIXED_CHUNK_TOKENS
-            return {"chunk_strategy": "fixed", "chunk_tokens": tokens}
-        if strategy == retrieval.DEFAULT:
-            return {"chunk_strategy": "structure"}
-        return {}
+        data = self.cleaned_data
+        return evaluation.strategy_chunking(
+            data.get("strategy"), data.get("chunk_tokens")
+        )
 
 
 class GoldenCaseForm(forms.ModelForm):

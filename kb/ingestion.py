@@ -13,6 +13,7 @@ import hashlib
 import logging
 import re
 import time
+from collections.abc import Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -263,6 +264,26 @@ def _title_from(text: str, file_name: str) -> str:
         title = parsing.markdown_title(text)
     title = " ".join((title or parsing.title_from_filename(file_name)).split())
     return title if len(title) <= TITLE_CHARS else title[: TITLE_CHARS - 1] + "…"
+
+
+def apply_edit(
+    source: Source, changed_fields: Sequence[str], metadata: dict[str, Any]
+) -> bool:
+    """Take an editor's change of the source (the admin's form, before it saves):
+    a new text, title or metadata makes it a new version to index, and a title
+    typed in is kept over the document's. True when it is to be indexed again."""
+    changed = (
+        "text" in changed_fields
+        or metadata != source.metadata
+        or "title" in changed_fields
+    )
+    source.metadata = metadata
+    if "title" in changed_fields:
+        source.is_title_auto = False  # the editor's, kept over the document's
+    if changed:
+        source.content_hash = content_hash(source.text)
+        source.queue_new_version()
+    return changed
 
 
 def mark_queued(source: Source) -> None:

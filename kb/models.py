@@ -273,7 +273,7 @@ class Chunk(models.Model):
         Section, on_delete=models.CASCADE, related_name="chunks"
     )
     chunk_index = models.PositiveIntegerField()
-    kind = models.CharField(max_length=20, default="text")
+    kind = models.CharField(max_length=20, default=chunking.ChunkKind.TEXT)
     start = models.PositiveIntegerField()
     end = models.PositiveIntegerField()
     text = models.TextField()

@@ -16,7 +16,7 @@ from django.utils import timezone
 from redis.exceptions import RedisError
 from rq.job import JobStatus
 
-from kb.models import Source
+from kb.models import Collection, Source
 
 # Its warnings keep the logger they had in kb.jobs.
 logger = logging.getLogger("kb.jobs")
@@ -64,6 +64,14 @@ def requeue(sources) -> tuple[int, bool]:
         queued = enqueue_ingest(source) and queued
         count += 1
     return count, queued
+
+
+def requeue_collection(collection: Collection) -> tuple[int, bool]:
+    """Queue every source of the collection again: indexed anew under its current
+    settings, the index is no longer stale. As requeue."""
+    found = requeue(collection.sources.all())
+    Collection.objects.filter(pk=collection.pk).update(is_index_stale=False)
+    return found
 
 
 def queue_reachable() -> bool:

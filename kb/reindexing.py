@@ -29,6 +29,7 @@ transaction and indexed under the new settings: no upload is lost.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from functools import partial
 from typing import Any
 
@@ -139,6 +140,20 @@ def _same(collection: Collection, a: dict[str, Any], b: dict[str, Any]) -> bool:
     decisions = [Policy.build(x["metadata_policy"] or {}, keys).decisions
                  for x in (a, b)]  # fmt: skip
     return decisions[0] == decisions[1]
+
+
+def hold_index_settings(
+    collection: Collection, changed: Iterable[str]
+) -> dict[str, Any]:
+    """Put the chunking settings among the `changed` fields of an edited collection
+    back to their live values, and return the new ones: they go live with a
+    shadow index (`start`), not at once."""
+    live = Collection.objects.get(pk=collection.pk)
+    changes = {f: getattr(collection, f) for f in ingestion.INDEX_FIELDS
+               if f in changed}  # fmt: skip
+    for field in changes:
+        setattr(collection, field, getattr(live, field))
+    return changes
 
 
 def set_metadata_policy(

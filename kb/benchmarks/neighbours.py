@@ -149,12 +149,7 @@ def build_large(
     sections = _COPY_SECTIONS.format(numbered=_NUMBERED)
     chunks = _COPY_CHUNKS.format(numbered=_NUMBERED)
     with connection.cursor() as cursor:
-        cursor.execute("DROP TABLE IF EXISTS bench_noise")
-        cursor.execute("CREATE TEMP TABLE bench_noise (i int PRIMARY KEY, v vector)")
-        cursor.executemany(
-            "INSERT INTO bench_noise VALUES (%s, %s::vector)",
-            [(i, scale._vector_literal(v)) for i, v in enumerate(noise)],
-        )
+        scale.noise_table(cursor, noise)
         for copy in range(copies):
             params = {"target": source.pk, "origin": origin.pk, "copy": copy}
             with transaction.atomic():

@@ -22,6 +22,8 @@ from typing import Any
 
 import numpy as np
 
+from kb.percentiles import percentile
+
 SECTIONS = 10  # passages scored per question (KB_RERANKER_TOP_N's default)
 PAIR_LENGTHS = (256, 512)  # tokens per pair, question and specials included
 REPEATS = 20
@@ -224,8 +226,8 @@ def time_reranker(
         name,
         SECTIONS,
         round(mean + question + reranker.pair_specials),
-        float(np.percentile(times, 50)),
-        float(np.percentile(times, 95)),
+        percentile(times, 50),
+        percentile(times, 95),
         repeats,
     )
 

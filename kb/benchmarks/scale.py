@@ -43,7 +43,14 @@ from kb import (
 )
 from kb.benchmarks import quality
 from kb.benchmarks.corpus import Doc, Progress, megabytes, synthesize
-from kb.models import HNSW_EF_CONSTRUCTION, HNSW_M, Chunk, Collection, Source
+from kb.models import (
+    EMBEDDING_DIM,
+    HNSW_EF_CONSTRUCTION,
+    HNSW_M,
+    Chunk,
+    Collection,
+    Source,
+)
 from kb.percentiles import percentile
 from kb.retrieval import keywords
 
@@ -406,12 +413,7 @@ def build_synthetic(
     noise = rng.normal(0, NOISE_SIGMA, (NOISE_VECTORS, embedding.get_embedder().dim))
     started = time.perf_counter()
     with connection.cursor() as cursor:
-        cursor.execute("DROP TABLE IF EXISTS bench_noise")
-        cursor.execute("CREATE TEMP TABLE bench_noise (i int PRIMARY KEY, v vector)")
-        cursor.executemany(
-            "INSERT INTO bench_noise VALUES (%s, %s::vector)",
-            [(i, _vector_literal(v)) for i, v in enumerate(noise)],
-        )
+        noise_table(cursor, noise)
         for copy in range(copies):
             params = {
                 "target": collection.pk,
@@ -429,6 +431,17 @@ def build_synthetic(
     return collection, time.perf_counter() - started
 
 
+def noise_table(cursor, noise: np.ndarray) -> None:
+    """The temporary table bench_noise (i, v) of the `noise` vectors that perturb
+    the copies' embeddings (_COPY_SECTIONS, _COPY_CHUNKS)."""
+    cursor.execute("DROP TABLE IF EXISTS bench_noise")
+    cursor.execute("CREATE TEMP TABLE bench_noise (i int PRIMARY KEY, v vector)")
+    cursor.executemany(
+        "INSERT INTO bench_noise VALUES (%s, %s::vector)",
+        [(i, _vector_literal(v)) for i, v in enumerate(noise)],
+    )
+
+
 def _vector_literal(vector: np.ndarray) -> str:
     return "[" + ",".join(f"{x:.6f}" for x in vector) + "]"
 
@@ -440,9 +453,9 @@ def hnsw_build(collection: Collection, progress: Progress) -> tuple[float, float
     with connection.cursor() as cursor:
         cursor.execute(f"DROP TABLE IF EXISTS {table}")
         cursor.execute(
-            f"CREATE UNLOGGED TABLE {table} AS SELECT c.embedding::vector(384) "
-            "AS embedding FROM kb_chunk c JOIN kb_source s ON s.id = c.source_id "
-            "WHERE s.collection_id = %s",
+            f"CREATE UNLOGGED TABLE {table} AS SELECT "
+            f"c.embedding::vector({EMBEDDING_DIM}) AS embedding FROM kb_chunk c "
+            "JOIN kb_source s ON s.id = c.source_id WHERE s.collection_id = %s",
             [collection.pk],
         )
         try:

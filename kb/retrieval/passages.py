@@ -184,7 +184,7 @@ class Result:
 def context_tokens(text: str) -> int:
     """Tokens a passage of this text adds to the context (no [CLS]/[SEP]: it is
     not embedded)."""
-    return max(0, embedding.count_tokens(text) - 2)
+    return embedding.count_text_tokens(text)
 
 
 def cut_to_tokens(text: str, tokens: int) -> str:

@@ -11,7 +11,12 @@ model's admin URLs (urls.py), so their names stay admin:kb_<model>_<page>.
 
 from __future__ import annotations
 
+from django import forms
+from django.contrib import admin
+from django.core.exceptions import PermissionDenied
 from django.db.models import Model, QuerySet
+from django.http import HttpRequest
+from django.template.response import TemplateResponse
 
 from kb.models import Collection
 
@@ -27,3 +32,36 @@ def open_to(user, rows: QuerySet, path: str = "collection") -> QuerySet:
     admin's lists too; `path` leads from a row to its collection's id."""
     allowed = Collection.objects.open_to(user).values("pk")
     return rows.filter(**{f"{path}__in": allowed})
+
+
+def upload_form(
+    request: HttpRequest, form_class: type[forms.Form], permission: str
+) -> forms.Form:
+    """The page's form with what was posted, files too, offering the collections
+    the user may see; PermissionDenied without `permission` ("kb.add_source")."""
+    if not request.user.has_perm(permission):
+        raise PermissionDenied
+    form = form_class(request.POST or None, request.FILES or None)
+    form.fields["collection"].queryset = Collection.objects.visible_to(request.user)
+    return form
+
+
+def form_page(
+    request: HttpRequest,
+    template: str,
+    title: str,
+    form: forms.Form,
+    model: type[Model],
+    **extra,
+) -> TemplateResponse:
+    """A page with a form in the admin's look: 400 on a POST (its form was
+    refused, or the view would have redirected)."""
+    context = {
+        **admin.site.each_context(request),
+        "title": title,
+        "form": form,
+        "opts": model._meta,
+        **extra,
+    }
+    status = 400 if request.method == "POST" else 200
+    return TemplateResponse(request, template, context, status=status)

@@ -6,12 +6,11 @@ from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect
-from django.template.response import TemplateResponse
 
 from kb import golden
 from kb.forms import GoldenImportForm, parse_id
 from kb.models import Collection, GoldenCase
-from kb.staff import may_view
+from kb.staff import form_page, may_view, upload_form
 
 
 @admin.site.admin_view
@@ -41,10 +40,7 @@ def span_sources(request: HttpRequest) -> JsonResponse:
 
 @admin.site.admin_view
 def import_cases(request: HttpRequest) -> HttpResponse:
-    if not request.user.has_perm("kb.add_goldencase"):
-        raise PermissionDenied
-    form = GoldenImportForm(request.POST or None, request.FILES or None)
-    form.fields["collection"].queryset = Collection.objects.visible_to(request.user)
+    form = upload_form(request, GoldenImportForm, "kb.add_goldencase")
     if request.method == "POST" and form.is_valid():
         collection = form.cleaned_data["collection"]
         try:
@@ -54,13 +50,5 @@ def import_cases(request: HttpRequest) -> HttpResponse:
         else:
             messages.success(request, golden.import_summary(collection, report))
             return redirect("admin:kb_goldencase_changelist")
-    context = {
-        **admin.site.each_context(request),
-        "title": "Import golden cases",
-        "form": form,
-        "opts": GoldenCase._meta,
-    }
-    status = 400 if request.method == "POST" else 200
-    return TemplateResponse(
-        request, "admin/kb/goldencase/import.html", context, status=status
-    )
+    template = "admin/kb/goldencase/import.html"
+    return form_page(request, template, "Import golden cases", form, GoldenCase)

@@ -3,6 +3,9 @@ floor from one, approve or discard a shadow index."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
@@ -84,27 +87,34 @@ def floor(request: HttpRequest, pk: int) -> HttpResponse:
 @admin.site.admin_view
 @require_POST
 def approve_shadow(request: HttpRequest, pk: int) -> HttpResponse:
-    shadow = _shadow(request, pk)
-    if reindexing.approve(shadow, request.user):
-        messages.success(request, f"Shadow index {pk} approved: swapping it in.")
-    else:
-        messages.warning(request, f"Shadow index {pk} is not held; left as it is.")
-    return _to_dashboard(shadow.collection_id, "#shadows")
+    return _decide_shadow(
+        request, pk, reindexing.approve, "approved: swapping it in.", "is not held"
+    )
 
 
 @admin.site.admin_view
 @require_POST
 def discard_shadow(request: HttpRequest, pk: int) -> HttpResponse:
-    shadow = _shadow(request, pk)
-    if reindexing.discard(shadow, request.user):
-        messages.success(request, f"Shadow index {pk} discarded; live unchanged.")
-    else:
-        messages.warning(request, f"Shadow index {pk} has ended; left as it is.")
-    return _to_dashboard(shadow.collection_id, "#shadows")
+    return _decide_shadow(
+        request, pk, reindexing.discard, "discarded; live unchanged.", "has ended"
+    )
 
 
-def _shadow(request: HttpRequest, pk: int) -> ShadowIndex:
+def _decide_shadow(
+    request: HttpRequest,
+    pk: int,
+    decide: Callable[[ShadowIndex, Any], bool],
+    done: str,
+    too_late: str,
+) -> HttpResponse:
+    """Approve or discard a shadow index (`decide`); the message says it is `done`,
+    or why it was `too_late` to (it is no longer held)."""
     if not permissions.can_change_policy(request.user):
         raise PermissionDenied
     allowed = Collection.objects.visible_to(request.user)
-    return get_object_or_404(ShadowIndex, pk=pk, collection__in=allowed)
+    shadow = get_object_or_404(ShadowIndex, pk=pk, collection__in=allowed)
+    if decide(shadow, request.user):
+        messages.success(request, f"Shadow index {pk} {done}")
+    else:
+        messages.warning(request, f"Shadow index {pk} {too_late}; left as it is.")
+    return _to_dashboard(shadow.collection_id, "#shadows")

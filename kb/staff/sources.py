@@ -14,7 +14,7 @@ from django.views.decorators.http import require_POST
 from kb import ingestion, permissions, queueing, reindexing
 from kb.forms import PolicyForm, SourceUploadForm
 from kb.models import Chunk, Collection, ShadowIndex, Source
-from kb.staff import open_to
+from kb.staff import form_page, open_to, upload_form
 
 
 @admin.site.admin_view
@@ -76,8 +76,8 @@ def reindex_collection(request: HttpRequest, pk: int) -> HttpResponse:
     if not permissions.can_change_policy(request.user):
         raise PermissionDenied
     with transaction.atomic():
-        count, note = requeue(collection.sources.all())
-        Collection.objects.filter(pk=pk).update(is_index_stale=False)
+        count, queued = queueing.requeue_collection(collection)
+    note = _waiting(queued)
     messages.success(request, f"Re-indexing {count} source(s) of {collection}{note}.")
     return redirect("admin:kb_source_changelist")
 
@@ -85,29 +85,27 @@ def reindex_collection(request: HttpRequest, pk: int) -> HttpResponse:
 def requeue(sources) -> tuple[int, str]:
     """Queue the sources again; returns how many, and "" or why they wait."""
     count, queued = queueing.requeue(sources)
-    return count, "" if queued else f" ({queueing.QUEUE_DOWN})"
+    return count, _waiting(queued)
+
+
+def _waiting(queued: bool) -> str:
+    return "" if queued else f" ({queueing.QUEUE_DOWN})"
 
 
 @admin.site.admin_view
 def upload(request: HttpRequest) -> HttpResponse:
-    if not request.user.has_perm("kb.add_source"):
-        raise PermissionDenied
-    form = SourceUploadForm(request.POST or None, request.FILES or None)
-    form.fields["collection"].queryset = Collection.objects.visible_to(request.user)
+    form = upload_form(request, SourceUploadForm, "kb.add_source")
     if request.method == "POST" and form.is_valid():
         for name, outcome in _store_uploads(form):
             messages.info(request, f"{name}: {outcome}")
         return redirect("admin:kb_source_changelist")
-    context = {
-        **admin.site.each_context(request),
-        "title": "Upload sources",
-        "form": form,
-        "opts": Source._meta,
-        "max_bytes": settings.KB_MAX_UPLOAD_BYTES,
-    }
-    status = 400 if request.method == "POST" else 200
-    return TemplateResponse(
-        request, "admin/kb/source/upload.html", context, status=status
+    return form_page(
+        request,
+        "admin/kb/source/upload.html",
+        "Upload sources",
+        form,
+        Source,
+        max_bytes=settings.KB_MAX_UPLOAD_BYTES,
     )
 
 

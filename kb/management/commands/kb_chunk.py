@@ -11,6 +11,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from kb.chunking import (
     DEFAULT_MAX_TOKENS,
+    DEFAULT_OVERLAP,
     STRATEGIES,
     ChunkData,
     chunk_document,
@@ -56,7 +57,9 @@ class Command(BaseCommand):
             help="chunk budget in tokens, specials included (structure: clamped "
             "to the usable window; fixed: may exceed the window on purpose)",
         )
-        parser.add_argument("--overlap", type=int, default=0, help="in tokens")
+        parser.add_argument(
+            "--overlap", type=int, default=DEFAULT_OVERLAP, help="in tokens"
+        )
         parser.add_argument("--strategy", choices=STRATEGIES, default="structure")
 
     def handle(self, *args: Any, **options: Any) -> None:

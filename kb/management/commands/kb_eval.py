@@ -8,6 +8,7 @@ from django.core.management.base import BaseCommand, CommandError
 from kb import evaluation, golden, ingestion, retrieval
 from kb.management.commands.kb_ingest import _files
 from kb.models import Collection
+from kb.retrieval import baselines
 
 
 class Command(BaseCommand):
@@ -23,11 +24,13 @@ class Command(BaseCommand):
         parser.add_argument("--corpus", type=Path, required=True, help="Folder.")
         parser.add_argument(
             "--strategy",
-            choices=["default", "sections", "fixed", "structure"],
+            choices=[*retrieval.STRATEGIES, "structure"],
             help="default (= structure): the tuned pipeline; sections: the simple "
-            "baseline (120-token structure-first chunks, top 20 hits grouped into "
-            "the 3 best whole sections, cut to the budget); fixed: fixed-size "
-            "chunks (800 tokens unless --max-tokens), top k as they are.",
+            f"baseline ({baselines.SECTIONS_CHUNK_TOKENS}-token structure-first "
+            f"chunks, top {baselines.SECTIONS_HITS} hits grouped into the "
+            f"{baselines.SECTIONS_K} best whole sections, cut to the budget); fixed: "
+            f"fixed-size chunks ({baselines.FIXED_CHUNK_TOKENS} tokens unless "
+            "--max-tokens), top k as they are.",
         )
         parser.add_argument("--max-tokens", type=int, help="Chunk budget in tokens.")
         parser.add_argument("--overlap", type=int)
@@ -75,7 +78,7 @@ class Command(BaseCommand):
         strategy = {"structure": retrieval.DEFAULT, None: None}.get(
             options["strategy"], options["strategy"]
         )
-        collection = self._scratch(options)
+        collection = self._scratch(options, strategy)
         try:
             self._ingest(collection, options["corpus"])
             problems = None
@@ -140,24 +143,19 @@ class Command(BaseCommand):
             "unlike": found["unlike"],
         }
 
-    def _scratch(self, options) -> Collection:
-        defaults = Collection()
-        strategy, tokens = options["strategy"], defaults.chunk_tokens
-        if strategy == retrieval.SECTIONS:
-            tokens = retrieval.SECTIONS_CHUNK_TOKENS
-        elif strategy == retrieval.FIXED:
-            tokens = retrieval.FIXED_CHUNK_TOKENS
-        fixed = strategy == retrieval.FIXED
+    def _scratch(self, options, strategy: str | None) -> Collection:
+        """A scratch collection of the default settings but for the options and
+        the chunking of the strategy."""
+        tokens = options["max_tokens"] or None
         overrides = {
-            "chunk_strategy": "fixed" if fixed else None,
-            "chunk_tokens": options["max_tokens"] or tokens,
+            "chunk_tokens": tokens,
             "chunk_overlap": options["overlap"] or 0,
             "top_k": options["k"] or None,
             "context_budget": options["budget"] or None,
             "retrieval_mode": options["retrieval"] or None,
+            **evaluation.strategy_chunking(strategy, tokens),
         }
-        defaults.name = "kb_eval"
-        return evaluation.scratch_collection(defaults, overrides)
+        return evaluation.scratch_collection(Collection(name="kb_eval"), overrides)
 
     def _ingest(self, collection: Collection, corpus: Path) -> None:
         files = list(_files([corpus]))
