@@ -120,8 +120,10 @@ class QuestionLogTestCase(DemoTestCase):
         self.client.get(reverse("kb:ask"), {"q": ROLLBACK})
         self.assertEqual(Question.objects.count(), 3)
         # Asked again after the index changed: a new answer to log.
-        self.demo.is_index_stale = True
-        self.demo.save()
+        source, _ = ingestion.store_source(
+            self.demo, "kettles.md", b"# Kettles\n\nDescale the kettle monthly.\n"
+        )
+        ingestion.ingest(source.pk)
         self.client.get(reverse("kb:ask"), {"q": ROLLBACK})
         self.assertEqual(Question.objects.filter(user=self.editor).count(), 2)
 
