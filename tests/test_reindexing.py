@@ -188,7 +188,15 @@ class ShadowTestCase(TestCase):
     def test_an_admin_approves_a_held_shadow_and_it_swaps(self):
         shadow = self._held()
         url = reverse("admin:kb_shadow_approve", args=[shadow.pk])
-        response = self.client.post(url)
+        # The button leads to a page that says what the swap loses, and asks.
+        page = self.client.post(url)
+        self.assertContains(page, f"Swap shadow index #{shadow.pk} into live?")
+        self.assertContains(page, "against a bar of <strong>1.000</strong>")
+        self.assertContains(page, LOST_AT_120)
+        self.assertContains(page, '<input type="hidden" name="confirmed" value="yes">')
+        shadow.refresh_from_db()
+        self.assertEqual(shadow.status, Status.HELD)  # not yet
+        response = self.client.post(url, {"confirmed": "yes"})
         self.assertRedirects(
             response,
             reverse("admin:kb_evalrun_dashboard")
@@ -394,7 +402,9 @@ class ShadowWorkerTestCase(TransactionTestCase):
         run_burst_worker()  # both published to the live index, old settings
         self.assertEqual(built_with(self.gate), {200})
 
-        self.client.post(reverse("admin:kb_shadow_approve", args=[shadow.pk]))
+        self.client.post(
+            reverse("admin:kb_shadow_approve", args=[shadow.pk]), {"confirmed": "yes"}
+        )
         run_burst_worker()
         shadow.refresh_from_db()
         self.assertEqual(shadow.status, Status.SWAPPED, shadow.error)

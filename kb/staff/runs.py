@@ -87,6 +87,10 @@ def floor(request: HttpRequest, pk: int) -> HttpResponse:
 @admin.site.admin_view
 @require_POST
 def approve_shadow(request: HttpRequest, pk: int) -> HttpResponse:
+    """Swapping in a shadow the gate held (below the bar) takes a second POST
+    from a page that shows what it loses, as deleting does in the admin."""
+    if request.POST.get("confirmed") != "yes":
+        return _confirm_approval(request, pk)
     return _decide_shadow(
         request, pk, reindexing.approve, "approved: swapping it in.", "is not held"
     )
@@ -98,6 +102,24 @@ def discard_shadow(request: HttpRequest, pk: int) -> HttpResponse:
     return _decide_shadow(
         request, pk, reindexing.discard, "discarded; live unchanged.", "has ended"
     )
+
+
+def _confirm_approval(request: HttpRequest, pk: int) -> HttpResponse:
+    if not permissions.can_change_policy(request.user):
+        raise PermissionDenied
+    allowed = Collection.objects.visible_to(request.user)
+    shadow = get_object_or_404(ShadowIndex, pk=pk, collection__in=allowed)
+    if shadow.status != ShadowIndex.Status.HELD:
+        messages.warning(request, f"Shadow index {pk} is not held; left as it is.")
+        return _to_dashboard(shadow.collection_id, "#shadows")
+    context = {
+        **admin.site.each_context(request),
+        "title": f"Swap shadow index #{pk} into live?",
+        "opts": EvalRun._meta,
+        "shadow": shadow,
+        "changes": reindexing.changed_settings(shadow),
+    }
+    return TemplateResponse(request, "admin/kb/evalrun/approve_shadow.html", context)
 
 
 def _decide_shadow(
