@@ -319,8 +319,12 @@ def _cite(sentences: list[Sentence]) -> list[Citation]:
         cite = citations[key]
         cite.start, cite.end = min(cite.start, s.start), max(cite.end, s.end)
         s.citation = cite.n
+    versions = indexed_versions({c.source_id for c in citations.values()})
     for cite in citations.values():
-        cite.url = citation_url(cite.section_id, cite.start, cite.end)
+        cite.url = citation_url(
+            cite.section_id, cite.start, cite.end,
+            cite.source_id, versions.get(cite.source_id),
+        )  # fmt: skip
         cite.chunk_indexes = _chunks_covering(cite)
     return list(citations.values())
 
@@ -348,9 +352,31 @@ def _chunks_covering(cite: Citation) -> list[int]:
     return sorted(indexes) or cite.chunk_indexes
 
 
-def citation_url(section_id: int, start: int, end: int) -> str:
+def citation_url(
+    section_id: int,
+    start: int,
+    end: int,
+    source_id: int | None = None,
+    version: int | None = None,
+) -> str:
+    """The cited range on its section's page. With the source and the version of
+    its text that was indexed, the link outlives a re-index, which replaces the
+    sections: views.section finds the range in the source's current index."""
     url = reverse("kb:section", args=[section_id])
-    return f"{url}?start={start}&end={end}#cited"
+    query = f"start={start}&end={end}"
+    if source_id is not None:
+        query += f"&source={source_id}"
+        if version is not None:
+            query += f"&v={version}"
+    return f"{url}?{query}#cited"
+
+
+def indexed_versions(source_ids: set[int]) -> dict[int, int | None]:
+    """The version of each source's text its index was built from."""
+    from kb.models import Source
+
+    rows = Source.objects.filter(pk__in=source_ids)
+    return dict(rows.values_list("pk", "indexed_version"))
 
 
 # --- the optional LLM answerer -------------------------------------------------------
@@ -386,7 +412,8 @@ def check_llm_answer(text: str, result: Result) -> Answer:
     used = sorted({int(m) for m in _MARKER_RE.findall(text)})
     if not used:
         warnings.append("The answer cites no section: do not trust it.")
-    citations = [_passage_citation(given[n]) for n in used]
+    versions = indexed_versions({given[n].source_id for n in used})
+    citations = [_passage_citation(given[n], versions) for n in used]
     return Answer(
         text=text.strip(),
         citations=citations,
@@ -396,7 +423,7 @@ def check_llm_answer(text: str, result: Result) -> Answer:
     )
 
 
-def _passage_citation(p: Passage) -> Citation:
+def _passage_citation(p: Passage, versions: dict[int, int | None]) -> Citation:
     loc = p.locations[0]
     return Citation(
         n=p.rank,
@@ -408,7 +435,9 @@ def _passage_citation(p: Passage) -> Citation:
         chunk_indexes=p.chunk_indexes,
         start=p.start,
         end=p.end,
-        url=citation_url(loc.section_id, p.start, p.end),
+        url=citation_url(
+            loc.section_id, p.start, p.end, p.source_id, versions.get(p.source_id)
+        ),
     )
 
 

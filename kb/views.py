@@ -8,6 +8,7 @@ from django.contrib.admin.views.decorators import staff_member_required
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse, JsonResponse
 from django.middleware.csrf import CsrfViewMiddleware
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
@@ -202,7 +203,9 @@ def _collection_for(user, ref) -> Collection | None:
 @staff_member_required
 @never_cache  # source text: never kept in a browser's or a proxy's cache
 def section(request: HttpRequest, pk: int) -> HttpResponse:
-    obj = get_object_or_404(Section.objects.select_related("source__collection"), pk=pk)
+    obj = Section.objects.select_related("source__collection").filter(pk=pk).first()
+    if obj is None:  # re-indexed since the link was made, or deleted
+        return _section_moved(request)
     if not obj.source.collection.is_visible_to(request.user):
         raise Http404
     # The section as it was indexed: citations carry offsets of that text, and the
@@ -219,8 +222,52 @@ def section(request: HttpRequest, pk: int) -> HttpResponse:
         "start": start,
         "end": end,
         "edited_since": obj.source.text[base : base + len(body)] != body,
+        "cited_version": _cited_version(request, obj.source),
     }
     return render(request, "kb/section.html", context)
+
+
+def _section_moved(request: HttpRequest) -> HttpResponse:
+    """A citation whose section a re-index replaced: the same characters in the
+    source's current index, when the link names its source (answering.citation_url);
+    else a page that says the cited section is gone."""
+    source = None
+    if (source_id := request.GET.get("source", "")).isdigit():
+        found = Source.objects.select_related("collection").filter(pk=source_id)
+        source = found.first()
+    if source is not None and not source.collection.is_visible_to(request.user):
+        source = None
+    try:
+        start = int(request.GET.get("start", ""))
+    except ValueError:
+        start = None
+    current = None
+    if source is not None and start is not None:
+        current = (
+            Section.objects.filter(source=source, start__lte=start)
+            .order_by("-start")
+            .only("pk")
+            .first()
+        )
+    if current is None:
+        message = (
+            "The cited section is no longer in the index: its source was deleted "
+            "or re-indexed, and this link does not say which source it cites."
+            if source is None
+            else f"“{source.title}” has no indexed section at the cited place any more."
+        )
+        return render(request, "kb/section_gone.html", {"message": message}, status=404)
+    url = reverse("kb:section", args=[current.pk])
+    return redirect(f"{url}?{request.GET.urlencode()}#cited")
+
+
+def _cited_version(request: HttpRequest, source: Source) -> int | None:
+    """The version of the source's text a citation was made from, when the link
+    says so and the index has been rebuilt from another one since."""
+    cited = request.GET.get("v", "")
+    if not cited.isdigit() or int(cited) == source.indexed_version:
+        return None
+    return int(cited)
 
 
 def _cited_range(request: HttpRequest, obj: Section) -> tuple[int, int]:

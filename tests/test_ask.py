@@ -5,10 +5,11 @@ import json
 from django.contrib.auth.models import Group
 from django.test import SimpleTestCase, TestCase, override_settings
 from django.urls import reverse
+from django.utils.html import escape
 
 from kb import access, answering, evaluation, ingestion, retrieval
 from kb.chunking import ChunkKind
-from kb.models import Collection, GoldenCase
+from kb.models import Collection, GoldenCase, Section
 from kb.retrieval import expansion
 from tests import base
 
@@ -268,6 +269,43 @@ class AskPageTestCase(DemoTestCase):
         text = self.demo.sources.get(pk=cite.source_id).text[cite.start : cite.end]
         self.assertContains(response, '<mark id="cited"')
         self.assertIn(text.split("\n")[0][:40], response.content.decode())
+
+    def test_a_citation_outlives_a_re_index_of_its_source(self):
+        self.client.force_login(self.staff)
+        _, reply = answering.ask(self.demo, "When should I roll back a deploy?")
+        cite = reply.citations[0]
+        source = self.demo.sources.get(pk=cite.source_id)
+        cited = source.text[cite.start : cite.end]
+        ingestion.ingest(source.pk)  # the same text indexed again: new sections
+        self.assertFalse(Section.objects.filter(pk=cite.section_id).exists())
+        response = self.client.get(cite.url, follow=True)
+        self.assertEqual(response.status_code, 200)
+        page = response.content.decode()
+        self.assertIn(f'<mark id="cited" aria-label="cited passage, characters '
+                      f'{cite.start} to {cite.end}">', page)  # fmt: skip
+        self.assertIn(escape(cited.split("\n")[0]), page)
+        self.assertNotIn("may now hold other text", page)
+        # Edited and indexed again: the page says the cited text may have moved.
+        source.text = "Intro line.\n\n" + source.text
+        source.version += 1
+        source.save()
+        ingestion.ingest(source.pk, source.version)
+        response = self.client.get(cite.url, follow=True)
+        self.assertContains(response, "may now hold other text")
+        # Deleted: a page that says so, not a bare 404.
+        source.delete()
+        response = self.client.get(cite.url)
+        self.assertContains(response, "Cited section not found", status_code=404)
+
+    def test_a_citation_to_a_collection_the_user_cannot_see_stays_hidden(self):
+        _, reply = answering.ask(self.demo, "When should I roll back a deploy?")
+        cite = reply.citations[0]
+        ingestion.ingest(cite.source_id)
+        self.demo.groups.add(Group.objects.create(name="legal"))
+        self.client.force_login(self.editor)  # not in "legal"
+        response = self.client.get(cite.url)
+        self.assertEqual(response.status_code, 404)
+        self.assertNotContains(response, "roll", status_code=404)
 
 
 class ApiAskTestCase(DemoTestCase):
