@@ -77,8 +77,18 @@ def _row(run: EvalRun, floor: float | None) -> dict[str, Any]:
         "run": run,
         "experiment": evaluation.is_experiment(run),
         "below_floor": _below(run, floor),
+        "raises_floor": _raises(run, floor),
         "summary": _config_summary(run.config),
     }
+
+
+def _raises(run: EvalRun, floor: float | None) -> bool:
+    """Whether setting the floor from this run would raise it (a finished live
+    run above the floor): the floor is only ever raised."""
+    recall = run.recall
+    if run.status != EvalRun.Status.DONE or recall is None:
+        return False
+    return not evaluation.is_experiment(run) and (floor is None or recall > floor)
 
 
 def _below(run: EvalRun, floor: float | None) -> bool:

@@ -13,7 +13,7 @@ from playwright.sync_api import Page, expect, sync_playwright
 
 from kb.demo import load_demo
 from kb.management.commands.kb_screenshots import CHROMIUM_ARGS, QUESTION
-from kb.models import Collection, GoldenCase, Source
+from kb.models import Collection, EvalRun, GoldenCase, Source
 from tests.documents import build_pdf
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -96,7 +96,9 @@ def test_it_asks_and_follows_a_citation(transactional_db, live_server, page: Pag
     sentence = cite.evaluate("a => a.previousSibling.textContent")
     assert _squash(sentence), "no sentence before the first citation"
     cite.click()
-    page.wait_for_url(re.compile(r"/kb/sections/\d+/\?start=\d+&end=\d+#cited$"))
+    page.wait_for_url(
+        re.compile(r"/kb/sections/\d+/\?start=\d+&end=\d+&source=\d+&v=\d+#cited$")
+    )
     mark = page.locator("mark#cited")
     expect(mark).to_be_visible()
     # The answer shows the sentence formatted (no backticks), the mark the source.
@@ -163,6 +165,37 @@ def test_auto_refresh_never_throws_away_what_an_editor_types(
 
 
 @pytest.mark.slow
+def test_setting_the_floor_asks_first(transactional_db, live_server, page: Page):
+    get_user_model().objects.create_superuser("staff", "s@example.invalid", "pw-1")
+    collection = Collection.objects.create(name="Gate")
+    run = EvalRun.objects.create(
+        collection=collection, status="done", aggregate={"recall_at_k": 0.9}
+    )
+    url = f"{live_server.url}/admin/kb/evalrun/dashboard/?collection={collection.pk}"
+    _log_in(page, live_server, url)
+    page.wait_for_url(url)
+    asked = []
+
+    def answer(dialog, accept: bool):
+        asked.append(dialog.message)
+        dialog.accept() if accept else dialog.dismiss()
+
+    page.once("dialog", lambda dialog: answer(dialog, False))
+    page.click(f"button[form=floor-{run.pk}]")
+    page.wait_for_timeout(500)
+    assert "Raise the recall floor of Gate to 0.900?" in asked[0]
+    collection.refresh_from_db()
+    assert collection.recall_floor is None  # dismissed: nothing posted
+    page.once("dialog", lambda dialog: answer(dialog, True))
+    page.click(f"button[form=floor-{run.pk}]")
+    expect(page.locator(".messagelist")).to_contain_text("Recall floor raised to 0.900")
+    collection.refresh_from_db()
+    assert collection.recall_floor == 0.9
+    # At the floor now: no button to set it again from the same run.
+    expect(page.locator(f"button[form=floor-{run.pk}]")).to_have_count(0)
+
+
+@pytest.mark.slow
 def test_a_pdf_uploaded_in_the_admin_is_cited_with_its_page(
     transactional_db, live_server, page: Page, tmp_path
 ):
@@ -191,7 +224,9 @@ def test_a_pdf_uploaded_in_the_admin_is_cited_with_its_page(
     citation = page.locator("ol.citations li", has_text="Meals").first
     expect(citation).to_contain_text("handbook.pdf, p. 2,")
     citation.locator("a").click()
-    page.wait_for_url(re.compile(r"/kb/sections/\d+/\?start=\d+&end=\d+#cited$"))
+    page.wait_for_url(
+        re.compile(r"/kb/sections/\d+/\?start=\d+&end=\d+&source=\d+&v=\d+#cited$")
+    )
     expect(page.locator("mark#cited")).to_contain_text("sixty euros in Paris")
     original = page.locator("a.page-link")
     expect(original).to_have_text("p. 2 of the original")

@@ -178,8 +178,10 @@ class ShadowTestCase(TestCase):
         approve = reverse("admin:kb_shadow_approve", args=[shadow.pk])
         discard = reverse("admin:kb_shadow_discard", args=[shadow.pk])
         for url in (approve, discard):  # forms that POST with the CSRF token
-            self.assertContains(page, f'method="post" action="{url}"><input '
-                                'type="hidden" name="csrfmiddlewaretoken"')  # fmt: skip
+            form = f'method="post" action="{url}"[^>]*><input type="hidden" '
+            self.assertRegex(page.content.decode(), form + 'name="csrfmiddlewaretoken"')
+        # Discarding throws the build away: the browser asks first (dashboard.js).
+        self.assertContains(page, f'data-confirm="Discard shadow index #{shadow.pk}?')
         # Both runs are kept: the shadow's as an experiment, the live one beside it.
         self.assertContains(page, f"#{shadow.run_id}</a>")
         self.assertTrue(evaluation.is_experiment(shadow.run))

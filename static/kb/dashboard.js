@@ -5,4 +5,10 @@ document.addEventListener("DOMContentLoaded", function () {
   if (select) {
     select.addEventListener("change", function () { select.form.submit(); });
   }
+  // Setting the floor and discarding a shadow cannot be undone: ask first.
+  document.querySelectorAll("form[data-confirm]").forEach(function (form) {
+    form.addEventListener("submit", function (event) {
+      if (!window.confirm(form.dataset.confirm)) { event.preventDefault(); }
+    });
+  });
 });
