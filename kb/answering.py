@@ -188,7 +188,7 @@ def extractive_answer(result: Result) -> Answer:
     rows = [s for s in sentences if not s.passage.is_header]
     chosen = _choose(rows or sentences)
     chosen += _headers_of(chosen, headers)
-    chosen.sort(key=lambda s: (s.passage.rank, s.start))
+    _best_first(chosen)
     citations = _cite(chosen)
     text = " ".join(f"{_one_line(s.text)} [{s.citation}]" for s in chosen)
     return Answer(text=text, citations=citations, sentences=chosen)
@@ -259,7 +259,11 @@ def _choose(sentences: list[Sentence]) -> list[Sentence]:
     locations: list[tuple[int, int]] = []
     for s in ranked:  # the best sentence of each of the best locations first
         key = (s.passage.rank, s.location.start)
-        if s.score > 0 and key not in locations and len(locations) < TOP_LOCATIONS:
+        # One shared word ("class" in "yoga class" and "economy class") is not
+        # enough for a location of its own: its sentence must weigh a share of
+        # the best one's, as every further sentence must.
+        fair = s.score > 0 and (not chosen or s.score >= KEEP_SHARE * chosen[0].score)
+        if fair and key not in locations and len(locations) < TOP_LOCATIONS:
             locations.append(key)
             chosen.append(s)
     if not chosen:
@@ -276,6 +280,17 @@ def _choose(sentences: list[Sentence]) -> list[Sentence]:
         chosen.append(s)
         words += len(s.text.split())
     return chosen
+
+
+def _best_first(chosen: list[Sentence]) -> None:
+    """Sections in the order of their best sentence, each in document order (a
+    table's header line before its rows): the answer opens with what answers."""
+    best: dict[int, float] = {}
+    for s in chosen:
+        key = s.location.section_id
+        best[key] = max(best.get(key, 0.0), s.score)
+    chosen.sort(key=lambda s: (-best[s.location.section_id], s.location.section_id,
+                               s.start))  # fmt: skip
 
 
 def _headers_of(chosen: list[Sentence], headers: list[Sentence]) -> list[Sentence]:

@@ -443,6 +443,38 @@ class ApiAskTestCase(DemoTestCase):
         self.assertEqual(response.status_code, 403)
 
 
+class AnswerFocusTestCase(TestCase):
+    """An answer keeps to what the question asks and opens with it."""
+
+    @classmethod
+    def setUpTestData(cls):
+        cls.collection = Collection.objects.create(name="Office")
+        files = {
+            "wellness.md": "# Wellness\n\nYoga runs on Tuesdays at noon in the "
+            "quiet room. Bring your own mat.\n",
+            "travel.md": "# Travel\n\nEconomy class is mandatory for flights "
+            "under six hours. Business class needs a director's approval.\n",
+            "parking.md": "# Parking\n\n## Visitors\n\nVisitors park in the "
+            "front row and sign in at reception.\n\n## Overnight\n\nCars may "
+            "stay overnight in the back row with a permit.\n\n## Motorbikes\n\n"
+            "Motorbikes park in the covered bay beside the bike racks.\n",
+        }
+        for name, text in files.items():
+            source, _ = ingestion.store_source(cls.collection, name, text.encode())
+            ingestion.ingest(source.pk)
+
+    def test_a_sentence_sharing_one_common_word_is_left_out(self):
+        _, reply = answering.ask(self.collection, "When does the yoga class run?")
+        self.assertIn("Yoga runs on Tuesdays", reply.text)
+        self.assertNotIn("Economy class", reply.text)
+
+    def test_the_answer_opens_with_the_sentence_that_answers(self):
+        _, reply = answering.ask(self.collection, "Where do motorbikes park?")
+        self.assertTrue(
+            reply.text.startswith("Motorbikes park in the covered bay"), reply.text
+        )
+
+
 class LongSectionTestCase(TestCase):
     """A section far over the whole-section limit: retrieval reads a window of it."""
 
