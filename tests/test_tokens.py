@@ -6,7 +6,7 @@ import json
 from datetime import timedelta
 from io import StringIO
 
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 from django.test import TestCase
 from django.urls import reverse
 from django.utils import timezone
@@ -116,6 +116,15 @@ class TokenTestCase(TestCase):
         self.assertTrue(lines[1].endswith("\tactive"))
         self.assertTrue(lines[2].endswith("\trevoked"))
         self.assertNotIn(key, out.getvalue())
+
+    def test_a_second_token_of_the_same_name_is_refused(self):
+        call_command("kb_token", "editor", "--name", "ci", stdout=StringIO())
+        with self.assertRaisesMessage(CommandError, "A token named 'ci' is in use"):
+            call_command("kb_token", "staff", "--name", "ci", stdout=StringIO())
+        self.assertEqual(ApiToken.objects.filter(name="ci").count(), 1)
+        call_command("kb_token", "--revoke", "ci", stdout=StringIO())
+        call_command("kb_token", "staff", "--name", "ci", stdout=StringIO())  # free
+        self.assertEqual(ApiToken.objects.filter(name="ci").count(), 2)
 
     def test_the_old_invocation_still_creates_a_token(self):
         out = StringIO()

@@ -46,7 +46,16 @@ class Command(BaseCommand):
         user = User.objects.filter(username=options["username"]).first()
         if user is None:
             raise CommandError(f"No user {options['username']!r}")
-        key = access.create_token(user, options["name"], expires_days=days)
+        name = options["name"]
+        taken = ApiToken.objects.filter(name=name, revoked__isnull=True).first()
+        if taken is not None:
+            raise CommandError(
+                f"A token named {name!r} is in use (id {taken.pk}, for "
+                f"{taken.user.get_username()}); give this one another --name, so "
+                "that --revoke NAME revokes only the token you mean, or revoke "
+                "that one first."
+            )
+        key = access.create_token(user, name, expires_days=days)
         self.stdout.write(key)
 
     def _list(self) -> None:
