@@ -114,6 +114,8 @@ def _config_summary(config: dict[str, Any]) -> str:
         text += f" ({config['keyword_ranking']})"
     if config.get("shadow"):  # issue #18
         text += f" (shadow index #{config['shadow']})"
+    elif config.get("measured_on_shadow"):
+        text += f" (measured on shadow index #{config['measured_on_shadow']}, now live)"
     elif config.get("scratch"):
         text += " (scratch copy)"
     if overrides:

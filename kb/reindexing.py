@@ -381,11 +381,36 @@ def swap(shadow_id: int, expected: str, why: str) -> bool:
     shadow = swap_in(shadow_id, expected, why)
     if shadow is None:
         return False
+    adopt_run(shadow)
     drop_scratch(shadow.scratch_id or 0)
     logger.info("%s: shadow index %s swapped in (%s); queued again: %s",
                 shadow.collection, shadow.pk, why,
                 shadow.progress.get("requeued"))  # fmt: skip
     return True
+
+
+def adopt_run(shadow: ShadowIndex) -> EvalRun | None:
+    """The shadow's evaluation as a run of the live configuration, now that its
+    index is the live one: the dashboard's headline and chart then show the
+    settings in use, not the ones before the swap. Not when sources were queued
+    again after the swap (they changed during the build): the index then differs
+    from the one measured, and the next run measures it."""
+    measured = shadow.run
+    if measured is None or shadow.progress.get("requeued"):
+        return None
+    config = {
+        key: value
+        for key, value in measured.config.items()
+        if key not in ("overrides", "scratch", "shadow")
+    }
+    return EvalRun.objects.create(
+        collection_id=shadow.collection_id,
+        status=EvalRun.Status.DONE,
+        config={**config, "measured_on_shadow": shadow.pk},
+        aggregate=measured.aggregate,
+        cases=measured.cases,
+        finished=timezone.now(),
+    )
 
 
 def swap_in(shadow_id: int, expected: str, why: str) -> ShadowIndex | None:

@@ -15,6 +15,7 @@ from kb.demo import load_part
 from kb.models import (
     Chunk,
     Collection,
+    EvalRun,
     Question,
     ReplayReport,
     Section,
@@ -215,6 +216,15 @@ class ShadowTestCase(TestCase):
         self.gate.refresh_from_db()
         self.assertEqual(self.gate.chunk_tokens, 120)
         self.assertEqual(built_with(self.gate), {120})
+        # The dashboard's headline is now about the settings in use: the shadow's
+        # measurement, as a run of the live configuration.
+        page = dashboard(self.client, self.gate)
+        live = EvalRun.objects.filter(collection=self.gate).latest("created")
+        self.assertFalse(evaluation.is_experiment(live))
+        self.assertEqual(live.recall, shadow.recall)
+        self.assertContains(page, f"Run #{live.pk}: recall@")
+        self.assertContains(page, f"measured on shadow index #{shadow.pk}, now live")
+        self.assertContains(page, "structure 120 tok")
         again = self.client.post(url, follow=True)
         self.assertContains(again, "is not held; left as it is")
 
