@@ -389,6 +389,9 @@ class StaleSpansTestCase(DemoTestCase):
         page = self.client.get(reverse("admin:kb_evalrun_dashboard"))
         self.assertContains(page, flag)
         self.assertContains(page, f"1 of {total} cases left out")
+        self.assertContains(
+            page, f"{total} golden cases (1 left out of runs until their spans"
+        )
         cases = self.client.get(reverse("admin:kb_goldencase_changelist"))
         self.assertContains(cases, flag)
         self.assertContains(cases, "friday-deploy")
