@@ -131,7 +131,12 @@ def question(request: HttpRequest, pk: int) -> HttpResponse:
     """One of the user's own logged answers, as given, with its feedback form."""
     entry = get_object_or_404(questions.history_of(request.user), pk=pk)
     form = FeedbackForm(initial={"helpful": _helpful_choice(entry), "note": entry.note})
-    return render(request, "kb/question.html", {"entry": entry, "feedback": form})
+    return _question_page(request, entry, form)
+
+
+def _question_page(request: HttpRequest, entry, form, status: int = 200):
+    context = {"entry": entry, "parts": questions.answer_parts(entry), "feedback": form}
+    return render(request, "kb/question.html", context, status=status)
 
 
 @staff_member_required
@@ -140,8 +145,7 @@ def feedback(request: HttpRequest, pk: int) -> HttpResponse:
     entry = get_object_or_404(questions.history_of(request.user), pk=pk)
     form = FeedbackForm(request.POST)
     if not form.is_valid():
-        context = {"entry": entry, "feedback": form}
-        return render(request, "kb/question.html", context, status=400)
+        return _question_page(request, entry, form, status=400)
     questions.record_feedback(
         request.user, entry.pk, form.cleaned_data["helpful"], form.cleaned_data["note"]
     )

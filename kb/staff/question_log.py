@@ -27,6 +27,7 @@ def replay(request: HttpRequest, pk: int) -> HttpResponse:
         "title": f"Replay: {entry.question[:60]}",
         "opts": Question._meta,
         "entry": entry,
+        "logged_parts": questions.answer_parts(entry),
         "replay": questions.replay(entry),
     }
     return TemplateResponse(request, "admin/kb/question/replay.html", context)
