@@ -27,28 +27,37 @@ FILE_TYPES = {
 def ask(request: HttpRequest) -> HttpResponse:
     form = AskForm(request.GET or None, user=request.user)
     context = {"form": form}
-    status = 200
-    if request.GET and (wait := ratelimit.question_wait(request.user, request)):
-        context["limited"] = ratelimit.question_message(wait)
-        response = render(request, "kb/ask.html", context, status=429)
-        response["Retry-After"] = str(wait)
-        return response
-    if request.GET and form.is_valid():
-        collection = form.cleaned_data["collection"]
-        try:
-            result, reply = answering.ask(collection, form.cleaned_data["q"])
-            entry = questions.log(request.user, collection, result, reply)
-            context.update(
-                result=result, answer=reply, collection=collection, entry=entry,
-                feedback=FeedbackForm(),
-            )  # fmt: skip
-        except retrieval.QuestionError as exc:
-            form.add_error("q", str(exc))
-            status = 400
-    elif request.GET:
+    status, wait = 200, 0
+    if request.GET and not form.is_valid():
         status = 400
+    elif request.GET:
+        # Only a question that could be asked counts towards the limit.
+        if wait := ratelimit.question_wait(request.user, request):
+            context["limited"] = ratelimit.question_message(wait)
+            status = 429
+        else:
+            status = _answer(request, form, context)
     context["history"] = questions.history(request.user)  # with this question
-    return render(request, "kb/ask.html", context, status=status)
+    response = render(request, "kb/ask.html", context, status=status)
+    if wait:
+        response["Retry-After"] = str(wait)
+    return response
+
+
+def _answer(request: HttpRequest, form: AskForm, context: dict) -> int:
+    """Answer the form's question into the ask page's context; the status."""
+    collection = form.cleaned_data["collection"]
+    try:
+        result, reply = answering.ask(collection, form.cleaned_data["q"])
+    except retrieval.QuestionError as exc:
+        form.add_error("q", str(exc))
+        return 400
+    entry = questions.log(request.user, collection, result, reply)
+    context.update(
+        result=result, answer=reply, collection=collection, entry=entry,
+        feedback=FeedbackForm(),
+    )  # fmt: skip
+    return 200
 
 
 class BadRequest(ValueError):
@@ -81,9 +90,17 @@ def api_ask(request: HttpRequest, user, payload: dict) -> JsonResponse:
     question = payload.get("question", "")
     if not isinstance(question, str):
         raise BadRequest('"question" must be a string.')
+    try:
+        retrieval.clean_question(question)
+    except retrieval.QuestionError as exc:
+        raise BadRequest(str(exc)) from None
     collection = _collection_for(user, payload.get("collection"))
     if collection is None:
         return JsonResponse({"error": "No such collection for this user."}, status=404)
+    # Only a question that could be asked counts towards the limit.
+    if wait := ratelimit.question_wait(user, request):
+        error = {"error": ratelimit.question_message(wait)}
+        return JsonResponse(error, status=429, headers={"Retry-After": str(wait)})
     try:
         result, reply = answering.ask(collection, question)
     except retrieval.QuestionError as exc:
@@ -110,7 +127,7 @@ def api_feedback(request: HttpRequest, user, payload: dict) -> JsonResponse:
 
 def _api_user(request: HttpRequest):
     """The asking user and None, or None and the JSON refusal: a bearer token or a
-    staff session (with its CSRF token), within the question rate limit."""
+    staff session (with its CSRF token)."""
     user = access.token_user(request) if access.has_bearer(request) else request.user
     if user is None or not user.is_authenticated:
         return None, JsonResponse({"error": "Authentication required."}, status=401)
@@ -118,10 +135,6 @@ def _api_user(request: HttpRequest):
         return None, JsonResponse({"error": "CSRF check failed."}, status=403)
     if not user.is_staff:  # as on the ask page, which sends them to the login
         return None, JsonResponse({"error": "Only staff users may ask."}, status=403)
-    if wait := ratelimit.question_wait(user, request):
-        error = {"error": ratelimit.question_message(wait)}
-        headers = {"Retry-After": str(wait)}
-        return None, JsonResponse(error, status=429, headers=headers)
     return user, None
 
 

@@ -180,6 +180,26 @@ class QuestionLimitTestCase(DemoTestCase):
         self.assertNotContains(r, 'id="answer"', status_code=429)
         self.assertTrue(1 <= int(r["Retry-After"]) <= 60)
 
+    def test_bad_api_requests_do_not_spend_the_limit(self):
+        bodies = ["{bad", json.dumps({"question": ""}), json.dumps({"question": 5})]
+        for body in bodies * 2:
+            r = self.client.post("/api/ask", body, content_type="application/json")
+            self.assertEqual(r.status_code, 400)
+        for _ in range(2):
+            self.assertEqual(self.api().status_code, 200)
+        self.assertEqual(self.api().status_code, 429)
+
+    def test_bad_ask_pages_do_not_spend_the_limit(self):
+        for _ in range(3):
+            r = self.client.get("/", {"q": "", "collection": ""})
+            self.assertContains(r, "This field is required", status_code=400)
+        for _ in range(2):
+            self.assertContains(self.page(), 'id="answer"')
+        r = self.page()
+        self.assertContains(r, "Too many questions", status_code=429)
+        self.assertNotContains(r, "This field is required", status_code=429)
+        self.assertContains(r, "Your recent questions", status_code=429)
+
     @override_settings(KB_ASK_PER_MINUTE=0)
     def test_zero_turns_the_limit_off(self):
         for _ in range(4):
