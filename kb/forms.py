@@ -286,7 +286,7 @@ class LoginForm(AdminAuthenticationForm):
 class AskForm(forms.Form):
     q = forms.CharField(
         label="Question",
-        max_length=2000,
+        max_length=retrieval.MAX_QUESTION_CHARS,
         widget=forms.TextInput(
             attrs={"autofocus": True, "size": 60, "placeholder": "Ask a question"}
         ),
@@ -295,6 +295,9 @@ class AskForm(forms.Form):
 
     def __init__(self, *args: Any, user: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        # clean_q checks length and NUL characters with the API's messages; the
+        # field's own validators would say it otherwise, first.
+        self.fields["q"].validators = []
         visible = Collection.objects.visible_to(user).order_by("name")
         self.fields["collection"].queryset = visible
         if visible.count() == 1:
@@ -306,11 +309,9 @@ class AskForm(forms.Form):
                 self.data["collection"] = str(only.pk)
 
     def clean_q(self) -> str:
-        from kb.retrieval import QuestionError, clean_question
-
         try:
-            return clean_question(self.cleaned_data["q"])
-        except QuestionError as exc:
+            return retrieval.clean_question(self.cleaned_data["q"])
+        except retrieval.QuestionError as exc:
             raise ValidationError(str(exc)) from None
 
 

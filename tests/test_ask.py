@@ -228,12 +228,24 @@ class AskPageTestCase(DemoTestCase):
         response = self._ask("why " * 400)
         self.assertContains(response, "the limit is 1000", status_code=400)
 
-    def test_a_nul_character_in_the_question_gets_a_clear_message(self):
+    def test_a_nul_character_in_the_question_gets_the_api_s_message(self):
         self.client.force_login(self.staff)
         response = self._ask("roll\x00back")
-        self.assertContains(
-            response, "Null characters are not allowed", status_code=400
-        )
+        message = "The question contains a NUL character (\\x00); remove it"
+        self.assertContains(response, message, status_code=400)
+        api = self.client.post(
+            reverse("kb:api-ask"), {"question": "roll\x00back"},
+            content_type="application/json",
+        )  # fmt: skip
+        self.assertIn(message, api.json()["error"])
+
+    def test_the_ask_box_takes_as_many_characters_as_a_question_may_have(self):
+        self.client.force_login(self.staff)
+        response = self.client.get(self.url)
+        limit = retrieval.MAX_QUESTION_CHARS
+        self.assertContains(response, f'maxlength="{limit}"')
+        over = self._ask("x" * (limit + 1))
+        self.assertContains(over, f"the limit is {limit}", status_code=400)
 
     def test_html_in_a_question_is_escaped(self):
         self.client.force_login(self.staff)
