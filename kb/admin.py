@@ -116,6 +116,8 @@ class CollectionAdmin(StaffPages, CollectionScoped, admin.ModelAdmin):
         # Groups lift or set a collection's limit, and the widget lists every
         # group: superusers only (issue #15).
         fields = super().get_readonly_fields(request, obj)
+        if not permissions.can_change_policy(request.user):  # it would be a 403
+            fields = [f for f in fields if f != "policy_link"]
         if request.user.is_superuser:
             return fields
         return [*fields, "groups"]
