@@ -51,6 +51,16 @@ def is_utf8(text: str) -> bool:
     return True
 
 
+def readable_errors(form: forms.Form) -> str:
+    """A form's errors as sentences for a message, each after its field's label:
+    "Chunk tokens: Ensure this value is less than or equal to 2000."."""
+    said = []
+    for name, errors in form.errors.items():
+        label = f"{form[name].label}: " if name in form.fields else ""
+        said.extend(f"{label}{error}" for error in errors)
+    return " ".join(said)
+
+
 class MultipleFileInput(forms.ClearableFileInput):
     allow_multiple_selected = True
 
@@ -336,7 +346,7 @@ class FeedbackForm(forms.Form):
 class GapHandledForm(forms.Form):
     """ "Mark handled" on the content gaps page: the group's entries and a note."""
 
-    ids = forms.CharField(widget=forms.HiddenInput)
+    ids = forms.CharField(widget=forms.HiddenInput, label="Questions")
     note = forms.CharField(
         required=False, max_length=2000, widget=forms.TextInput(attrs={"size": 40})
     )
@@ -344,7 +354,7 @@ class GapHandledForm(forms.Form):
     def clean_ids(self) -> list[int]:
         ids = [parse_id(part) for part in self.cleaned_data["ids"].split(",")]
         if not ids or None in ids or len(ids) > 1000:
-            raise ValidationError("ids must be logged question ids, comma-separated.")
+            raise ValidationError("Not logged question ids, comma-separated.")
         return ids
 
 

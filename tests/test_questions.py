@@ -566,6 +566,15 @@ class GapsTestCase(DemoTestCase):
         bad = self.client.post(reverse("admin:kb_question_handled"), {"ids": "x"})
         self.assertRedirects(bad, self.url)
 
+    def test_a_refused_mark_handled_says_why_plainly(self):
+        self.client.force_login(self.editor)
+        url = reverse("admin:kb_question_handled")
+        page = self.client.post(url, {"ids": "x"}, follow=True)
+        self.assertContains(
+            page, "Not marked: Questions: Not logged question ids, comma-separated."
+        )
+        self.assertNotContains(page, "* ids")
+
     def test_only_editors_see_the_gaps_page(self):
         self.assertEqual(self.client.get(self.url).status_code, 302)  # anonymous
         self.client.force_login(self.editor)
