@@ -21,7 +21,7 @@ from django.test import TestCase, override_settings
 from django.urls import reverse
 
 from kb import access, ratelimit
-from kb.models import Chunk, Collection, GoldenCase, Section, Source
+from kb.models import Chunk, Collection, GoldenCase, Question, Section, Source
 from tests.base import DemoTestCase, make_users
 from tests.test_browser import Page, page  # noqa: F401 (the Chromium fixture)
 
@@ -231,6 +231,21 @@ class _InlineCode(HTMLParser):
         self.found += [f"{name}= on <{tag}>" for name in names if name[:2] == "on"]
 
 
+class _Described(HTMLParser):
+    """Collects the ids on a page and the ids its aria-describedby point at."""
+
+    def __init__(self):
+        super().__init__()
+        self.ids: set[str] = set()
+        self.described_by: set[str] = set()
+
+    def handle_starttag(self, tag, attrs):
+        found = dict(attrs)
+        if found.get("id"):
+            self.ids.add(found["id"])
+        self.described_by.update((found.get("aria-describedby") or "").split())
+
+
 class ContentSecurityPolicyTestCase(DemoTestCase):
     """Every page kb serves sends the policy and holds nothing it would block."""
 
@@ -279,6 +294,15 @@ class ContentSecurityPolicyTestCase(DemoTestCase):
                 parser = _InlineCode()
                 parser.feed(r.content.decode())
                 self.assertEqual(parser.found, [])
+
+    def test_every_aria_describedby_points_at_an_id_on_the_page(self):
+        self.client.get(self.pages()[0])  # logs the question: its page too
+        entry = Question.objects.get()
+        for url in [*self.pages(), reverse("kb:question", args=[entry.pk])]:
+            with self.subTest(url=url):
+                parser = _Described()
+                parser.feed(self.client.get(url).content.decode())
+                self.assertEqual(parser.described_by - parser.ids, set())
 
     def test_the_login_page_and_errors_send_it_too(self):
         self.client.logout()
