@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import json
 
-from django.contrib.auth.models import Group
+from django.contrib.auth.models import Group, Permission
 from django.test import SimpleTestCase, TestCase, override_settings
 from django.urls import reverse
 
@@ -216,6 +216,18 @@ class AskPageTestCase(DemoTestCase):
         # Heading paths start with the document title: it is not shown twice.
         self.assertContains(response, "Deployment runbook › Deploy › Rollback")
         self.assertNotContains(response, "Deployment runbook › Deployment runbook")
+
+    def test_the_admin_link_is_shown_only_to_those_with_admin_pages(self):
+        link = f'<a href="{reverse("admin:index")}">Admin</a>'
+        self.client.force_login(self.staff)
+        self.assertContains(self.client.get(self.url), link)
+        self.client.force_login(self.editor)  # staff without any permission
+        self.assertNotContains(self.client.get(self.url), link)
+        self.editor.groups.add(Group.objects.create(name="viewers"))
+        Group.objects.get(name="viewers").permissions.add(
+            Permission.objects.get(codename="view_source")
+        )
+        self.assertContains(self.client.get(self.url), link)
 
     def test_with_one_collection_a_question_alone_asks_it(self):
         self.client.force_login(self.staff)
