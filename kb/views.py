@@ -98,9 +98,8 @@ def api_ask(request: HttpRequest, user, payload: dict) -> JsonResponse:
     if collection is None:
         return JsonResponse({"error": "No such collection for this user."}, status=404)
     # Only a question that could be asked counts towards the limit.
-    if wait := ratelimit.question_wait(user, request):
-        error = {"error": ratelimit.question_message(wait)}
-        return JsonResponse(error, status=429, headers={"Retry-After": str(wait)})
+    if (refusal := _over_limit(user, request)) is not None:
+        return refusal
     try:
         result, reply = answering.ask(collection, question)
     except retrieval.QuestionError as exc:
@@ -116,6 +115,8 @@ def api_ask(request: HttpRequest, user, payload: dict) -> JsonResponse:
 @never_cache
 @_json_api
 def api_feedback(request: HttpRequest, user, payload: dict) -> JsonResponse:
+    if (refusal := _over_limit(user, request)) is not None:
+        return refusal
     try:
         questions.record_feedback(
             user, payload.get("id"), payload.get("helpful"), payload.get("note", "")
@@ -136,6 +137,15 @@ def _api_user(request: HttpRequest):
     if not user.is_staff:  # as on the ask page, which sends them to the login
         return None, JsonResponse({"error": "Only staff users may ask."}, status=403)
     return user, None
+
+
+def _over_limit(user, request: HttpRequest) -> JsonResponse | None:
+    """Count a request (body read as JSON) towards the question rate limit; the
+    429 refusal when it is over."""
+    if wait := ratelimit.question_wait(user, request):
+        error = {"error": ratelimit.question_message(wait)}
+        return JsonResponse(error, status=429, headers={"Retry-After": str(wait)})
+    return None
 
 
 @staff_member_required
