@@ -194,7 +194,7 @@ def answer_parts(entry: Question) -> list[tuple[str, dict[str, Any] | None]]:
     by_n = {
         c["n"]: {
             **c,
-            "label": heading_label(c.get("source", ""), c["heading_path"]),
+            "label": heading_label(c.get("source", ""), c.get("heading_path", "")),
             "url": answering.citation_url(c["section_id"], c["start"], c["end"]),
         }
         for c in entry.citations
