@@ -116,6 +116,8 @@ class CollectionAdmin(StaffPages, CollectionScoped, admin.ModelAdmin):
         # Groups lift or set a collection's limit, and the widget lists every
         # group: superusers only (issue #15).
         fields = super().get_readonly_fields(request, obj)
+        if not permissions.can_change_policy(request.user):  # it would be a 403
+            fields = [f for f in fields if f != "policy_link"]
         if request.user.is_superuser:
             return fields
         return [*fields, "groups"]
@@ -624,7 +626,7 @@ class QuestionAdmin(StaffPages, ReadOnly, CollectionScoped, admin.ModelAdmin):
     search_fields = ["question", "answer", "note", "user__username"]
     date_hierarchy = "created"
     exclude = ["embedding", "citations", "retrieved"]
-    readonly_fields = ["replay_link", "cited", "sections"]
+    readonly_fields = ["replay_link", "given", "cited", "sections"]
 
     @admin.display(description="Feedback", ordering="is_helpful")
     def feedback(self, obj: Question) -> str:
@@ -642,6 +644,12 @@ class QuestionAdmin(StaffPages, ReadOnly, CollectionScoped, admin.ModelAdmin):
     def replay_link(self, obj: Question) -> str:
         url = reverse("admin:kb_question_replay", args=[obj.pk])
         return format_html('<a href="{}">Answer it again on the current index</a>', url)
+
+    @admin.display(description="Answer as shown")
+    def given(self, obj: Question) -> str:
+        return render_to_string(
+            "kb/_answer.html", {"parts": questions.answer_parts(obj)}
+        )
 
     @admin.display(description="Citations (text as cited then)")
     def cited(self, obj: Question) -> str:

@@ -124,15 +124,23 @@ class Answer:
 
     def parts(self) -> list[tuple[str, Citation | None]]:
         """The answer as (text, citation) pieces, for templates to link markers."""
-        by_n = {c.n: c for c in self.citations}
-        pieces: list[tuple[str, Citation | None]] = []
-        last = 0
-        for match in _MARKER_RE.finditer(self.text):
-            pieces.append((self.text[last : match.start()], None))
-            pieces.append((match.group(0), by_n.get(int(match.group(1)))))
+        return marked_parts(self.text, {c.n: c for c in self.citations})
+
+
+def marked_parts(text: str, by_n: dict[int, Any]) -> list[tuple[str, Any]]:
+    """`text` as (text, citation) pieces: each [n] marker with its citation in
+    `by_n`, the text between with None (a marker citing nothing stays text).
+    The ask page and a logged answer's pages show answers so (kb/_answer.html)."""
+    pieces: list[tuple[str, Any]] = []
+    last = 0
+    for match in _MARKER_RE.finditer(text):
+        cite = by_n.get(int(match.group(1)))
+        if cite is not None:
+            pieces.append((text[last : match.start()], None))
+            pieces.append((match.group(0), cite))
             last = match.end()
-        pieces.append((self.text[last:], None))
-        return [(t, c) for t, c in pieces if t]
+    pieces.append((text[last:], None))
+    return [(t, c) for t, c in pieces if t]
 
 
 # --- the extractive answerer ------------------------------------------------------

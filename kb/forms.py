@@ -51,6 +51,16 @@ def is_utf8(text: str) -> bool:
     return True
 
 
+def readable_errors(form: forms.Form) -> str:
+    """A form's errors as sentences for a message, each after its field's label:
+    "Chunk tokens: Ensure this value is less than or equal to 2000."."""
+    said = []
+    for name, errors in form.errors.items():
+        label = f"{form[name].label}: " if name in form.fields else ""
+        said.extend(f"{label}{error}" for error in errors)
+    return " ".join(said)
+
+
 class MultipleFileInput(forms.ClearableFileInput):
     allow_multiple_selected = True
 
@@ -286,7 +296,7 @@ class LoginForm(AdminAuthenticationForm):
 class AskForm(forms.Form):
     q = forms.CharField(
         label="Question",
-        max_length=2000,
+        max_length=retrieval.MAX_QUESTION_CHARS,
         widget=forms.TextInput(
             attrs={"autofocus": True, "size": 60, "placeholder": "Ask a question"}
         ),
@@ -295,6 +305,9 @@ class AskForm(forms.Form):
 
     def __init__(self, *args: Any, user: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        # clean_q checks length and NUL characters with the API's messages; the
+        # field's own validators would say it otherwise, first.
+        self.fields["q"].validators = []
         visible = Collection.objects.visible_to(user).order_by("name")
         self.fields["collection"].queryset = visible
         if visible.count() == 1:
@@ -306,11 +319,9 @@ class AskForm(forms.Form):
                 self.data["collection"] = str(only.pk)
 
     def clean_q(self) -> str:
-        from kb.retrieval import QuestionError, clean_question
-
         try:
-            return clean_question(self.cleaned_data["q"])
-        except QuestionError as exc:
+            return retrieval.clean_question(self.cleaned_data["q"])
+        except retrieval.QuestionError as exc:
             raise ValidationError(str(exc)) from None
 
 
@@ -335,7 +346,7 @@ class FeedbackForm(forms.Form):
 class GapHandledForm(forms.Form):
     """ "Mark handled" on the content gaps page: the group's entries and a note."""
 
-    ids = forms.CharField(widget=forms.HiddenInput)
+    ids = forms.CharField(widget=forms.HiddenInput, label="Questions")
     note = forms.CharField(
         required=False, max_length=2000, widget=forms.TextInput(attrs={"size": 40})
     )
@@ -343,7 +354,7 @@ class GapHandledForm(forms.Form):
     def clean_ids(self) -> list[int]:
         ids = [parse_id(part) for part in self.cleaned_data["ids"].split(",")]
         if not ids or None in ids or len(ids) > 1000:
-            raise ValidationError("ids must be logged question ids, comma-separated.")
+            raise ValidationError("Not logged question ids, comma-separated.")
         return ids
 
 

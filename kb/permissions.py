@@ -6,6 +6,10 @@ from django.contrib.auth.models import Group, Permission
 
 CONTENT_EDITOR = "content editor"
 ADMIN = "admin"
+POLICY_REFUSED = (
+    "Only admins (the admin group or superusers) can change a collection's "
+    "metadata policy."
+)
 
 # codename prefixes per model, per group
 _EDITOR_PERMS = {

@@ -185,6 +185,23 @@ def _cited_text(result, cite) -> str:
     return ""
 
 
+def answer_parts(entry: Question) -> list[tuple[str, dict[str, Any] | None]]:
+    """The logged answer as the ask page shows an answer (answering.marked_parts):
+    each [n] with its logged citation, which links to the section as cited then."""
+    from kb import answering
+    from kb.retrieval import heading_label
+
+    by_n = {
+        c["n"]: {
+            **c,
+            "label": heading_label(c.get("source", ""), c.get("heading_path", "")),
+            "url": answering.citation_url(c["section_id"], c["start"], c["end"]),
+        }
+        for c in entry.citations
+    }
+    return answering.marked_parts(entry.answer, by_n)
+
+
 def history_of(user) -> QuerySet[Question]:
     """A user's own entries, in collections they may still ask in."""
     visible = Collection.objects.visible_to(user)

@@ -28,28 +28,37 @@ FILE_TYPES = {
 def ask(request: HttpRequest) -> HttpResponse:
     form = AskForm(request.GET or None, user=request.user)
     context = {"form": form}
-    status = 200
-    if request.GET and (wait := ratelimit.question_wait(request.user, request)):
-        context["limited"] = ratelimit.question_message(wait)
-        response = render(request, "kb/ask.html", context, status=429)
-        response["Retry-After"] = str(wait)
-        return response
-    if request.GET and form.is_valid():
-        collection = form.cleaned_data["collection"]
-        try:
-            result, reply = answering.ask(collection, form.cleaned_data["q"])
-            entry = questions.log(request.user, collection, result, reply)
-            context.update(
-                result=result, answer=reply, collection=collection, entry=entry,
-                feedback=FeedbackForm(),
-            )  # fmt: skip
-        except retrieval.QuestionError as exc:
-            form.add_error("q", str(exc))
-            status = 400
-    elif request.GET:
+    status, wait = 200, 0
+    if request.GET and not form.is_valid():
         status = 400
+    elif request.GET:
+        # Only a question that could be asked counts towards the limit.
+        if wait := ratelimit.question_wait(request.user, request):
+            context["limited"] = ratelimit.question_message(wait)
+            status = 429
+        else:
+            status = _answer(request, form, context)
     context["history"] = questions.history(request.user)  # with this question
-    return render(request, "kb/ask.html", context, status=status)
+    response = render(request, "kb/ask.html", context, status=status)
+    if wait:
+        response["Retry-After"] = str(wait)
+    return response
+
+
+def _answer(request: HttpRequest, form: AskForm, context: dict) -> int:
+    """Answer the form's question into the ask page's context; the status."""
+    collection = form.cleaned_data["collection"]
+    try:
+        result, reply = answering.ask(collection, form.cleaned_data["q"])
+    except retrieval.QuestionError as exc:
+        form.add_error("q", str(exc))
+        return 400
+    entry = questions.log(request.user, collection, result, reply)
+    context.update(
+        result=result, answer=reply, collection=collection, entry=entry,
+        feedback=FeedbackForm(),
+    )  # fmt: skip
+    return 200
 
 
 class BadRequest(ValueError):
@@ -82,9 +91,16 @@ def api_ask(request: HttpRequest, user, payload: dict) -> JsonResponse:
     question = payload.get("question", "")
     if not isinstance(question, str):
         raise BadRequest('"question" must be a string.')
+    try:
+        retrieval.clean_question(question)
+    except retrieval.QuestionError as exc:
+        raise BadRequest(str(exc)) from None
     collection = _collection_for(user, payload.get("collection"))
     if collection is None:
         return JsonResponse({"error": "No such collection for this user."}, status=404)
+    # Only a question that could be asked counts towards the limit.
+    if (refusal := _over_limit(user, request)) is not None:
+        return refusal
     try:
         result, reply = answering.ask(collection, question)
     except retrieval.QuestionError as exc:
@@ -100,6 +116,8 @@ def api_ask(request: HttpRequest, user, payload: dict) -> JsonResponse:
 @never_cache
 @_json_api
 def api_feedback(request: HttpRequest, user, payload: dict) -> JsonResponse:
+    if (refusal := _over_limit(user, request)) is not None:
+        return refusal
     try:
         questions.record_feedback(
             user, payload.get("id"), payload.get("helpful"), payload.get("note", "")
@@ -111,7 +129,7 @@ def api_feedback(request: HttpRequest, user, payload: dict) -> JsonResponse:
 
 def _api_user(request: HttpRequest):
     """The asking user and None, or None and the JSON refusal: a bearer token or a
-    staff session (with its CSRF token), within the question rate limit."""
+    staff session (with its CSRF token)."""
     user = access.token_user(request) if access.has_bearer(request) else request.user
     if user is None or not user.is_authenticated:
         return None, JsonResponse({"error": "Authentication required."}, status=401)
@@ -119,11 +137,16 @@ def _api_user(request: HttpRequest):
         return None, JsonResponse({"error": "CSRF check failed."}, status=403)
     if not user.is_staff:  # as on the ask page, which sends them to the login
         return None, JsonResponse({"error": "Only staff users may ask."}, status=403)
+    return user, None
+
+
+def _over_limit(user, request: HttpRequest) -> JsonResponse | None:
+    """Count a request (body read as JSON) towards the question rate limit; the
+    429 refusal when it is over."""
     if wait := ratelimit.question_wait(user, request):
         error = {"error": ratelimit.question_message(wait)}
-        headers = {"Retry-After": str(wait)}
-        return None, JsonResponse(error, status=429, headers=headers)
-    return user, None
+        return JsonResponse(error, status=429, headers={"Retry-After": str(wait)})
+    return None
 
 
 @staff_member_required
@@ -132,7 +155,12 @@ def question(request: HttpRequest, pk: int) -> HttpResponse:
     """One of the user's own logged answers, as given, with its feedback form."""
     entry = get_object_or_404(questions.history_of(request.user), pk=pk)
     form = FeedbackForm(initial={"helpful": _helpful_choice(entry), "note": entry.note})
-    return render(request, "kb/question.html", {"entry": entry, "feedback": form})
+    return _question_page(request, entry, form)
+
+
+def _question_page(request: HttpRequest, entry, form, status: int = 200):
+    context = {"entry": entry, "parts": questions.answer_parts(entry), "feedback": form}
+    return render(request, "kb/question.html", context, status=status)
 
 
 @staff_member_required
@@ -141,8 +169,7 @@ def feedback(request: HttpRequest, pk: int) -> HttpResponse:
     entry = get_object_or_404(questions.history_of(request.user), pk=pk)
     form = FeedbackForm(request.POST)
     if not form.is_valid():
-        context = {"entry": entry, "feedback": form}
-        return render(request, "kb/question.html", context, status=400)
+        return _question_page(request, entry, form, status=400)
     questions.record_feedback(
         request.user, entry.pk, form.cleaned_data["helpful"], form.cleaned_data["note"]
     )

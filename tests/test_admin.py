@@ -38,6 +38,15 @@ class AdminPagesTestCase(TestCase):
         self.assertContains(response, "<svg", html=False)
         self.assertContains(response, "Re-index")
 
+    def test_only_those_who_may_change_the_policy_are_offered_its_page(self):
+        change = reverse("admin:kb_collection_change", args=[self.demo.pk])
+        policy = reverse("admin:kb_collection_policy", args=[self.demo.pk])
+        self.assertContains(self.client.get(change), "Edit the metadata policy")
+        self.client.force_login(self.editor)  # a content editor
+        self.assertNotContains(self.client.get(change), "Edit the metadata policy")
+        refused = self.client.get(policy)
+        self.assertContains(refused, "Only admins", status_code=403)
+
     def test_the_source_list_shows_status_and_counts(self):
         response = self.client.get(reverse("admin:kb_source_changelist"))
         self.assertContains(response, "Indexed")

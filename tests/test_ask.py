@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import json
 
-from django.contrib.auth.models import Group
+from django.contrib.auth.models import Group, Permission
 from django.test import SimpleTestCase, TestCase, override_settings
 from django.urls import reverse
 from django.utils.html import escape
@@ -218,6 +218,18 @@ class AskPageTestCase(DemoTestCase):
         self.assertContains(response, "Deployment runbook › Deploy › Rollback")
         self.assertNotContains(response, "Deployment runbook › Deployment runbook")
 
+    def test_the_admin_link_is_shown_only_to_those_with_admin_pages(self):
+        link = f'<a href="{reverse("admin:index")}">Admin</a>'
+        self.client.force_login(self.staff)
+        self.assertContains(self.client.get(self.url), link)
+        self.client.force_login(self.editor)  # staff without any permission
+        self.assertNotContains(self.client.get(self.url), link)
+        self.editor.groups.add(Group.objects.create(name="viewers"))
+        Group.objects.get(name="viewers").permissions.add(
+            Permission.objects.get(codename="view_source")
+        )
+        self.assertContains(self.client.get(self.url), link)
+
     def test_with_one_collection_a_question_alone_asks_it(self):
         self.client.force_login(self.staff)
         response = self.client.get(self.url, {"q": "When should I roll back a deploy?"})
@@ -229,12 +241,24 @@ class AskPageTestCase(DemoTestCase):
         response = self._ask("why " * 400)
         self.assertContains(response, "the limit is 1000", status_code=400)
 
-    def test_a_nul_character_in_the_question_gets_a_clear_message(self):
+    def test_a_nul_character_in_the_question_gets_the_api_s_message(self):
         self.client.force_login(self.staff)
         response = self._ask("roll\x00back")
-        self.assertContains(
-            response, "Null characters are not allowed", status_code=400
-        )
+        message = "The question contains a NUL character (\\x00); remove it"
+        self.assertContains(response, message, status_code=400)
+        api = self.client.post(
+            reverse("kb:api-ask"), {"question": "roll\x00back"},
+            content_type="application/json",
+        )  # fmt: skip
+        self.assertIn(message, api.json()["error"])
+
+    def test_the_ask_box_takes_as_many_characters_as_a_question_may_have(self):
+        self.client.force_login(self.staff)
+        response = self.client.get(self.url)
+        limit = retrieval.MAX_QUESTION_CHARS
+        self.assertContains(response, f'maxlength="{limit}"')
+        over = self._ask("x" * (limit + 1))
+        self.assertContains(over, f"the limit is {limit}", status_code=400)
 
     def test_html_in_a_question_is_escaped(self):
         self.client.force_login(self.staff)

@@ -197,6 +197,25 @@ class DashboardTestCase(TransactionTestCase):
         self.assertContains(page, "below floor")
 
 
+class DashboardFormTestCase(TestCase):
+    def test_a_refused_setting_is_said_plainly_and_kept_in_the_form(self):
+        staff, _, _ = make_users()
+        collection = Collection.objects.create(name="C")
+        self.client.force_login(staff)
+        response = self.client.post(
+            reverse("admin:kb_evalrun_run"),
+            {"collection": collection.pk, "chunk_tokens": "5000"},
+        )
+        self.assertContains(
+            response,
+            "Not started: Chunk tokens: Ensure this value is less than or equal "
+            "to 2000.",
+            status_code=400,
+        )
+        self.assertContains(response, 'value="5000"', status_code=400)
+        self.assertFalse(EvalRun.objects.exists())
+
+
 class ComparisonTestCase(TestCase):
     def _run(self, collection, hits):
         cases = [

@@ -19,7 +19,14 @@ from django.urls import reverse
 from django.utils import timezone
 
 from kb import access, evaluation, golden, ingestion, jobs, permissions, questions
-from kb.models import Chunk, Collection, GoldenCase, Question, ReplayReport
+from kb.models import (
+    Chunk,
+    Collection,
+    GoldenCase,
+    Question,
+    ReplayReport,
+    Section,
+)
 from tests import base
 
 ROLLBACK = "When should I roll back a deploy?"
@@ -140,6 +147,32 @@ class QuestionLogTestCase(DemoTestCase):
         self.assertContains(page, "<code>kb_run</code> &lt;b&gt;now&lt;/b&gt; [1]")
         replay = self.client.get(reverse("admin:kb_question_replay", args=[entry.pk]))
         self.assertContains(replay, '<pre><code class="language-python">import os\n')
+
+    def test_a_logged_answer_shows_table_rows_and_links_markers_as_asked(self):
+        section = Section.objects.filter(source__collection=self.demo).first()
+        cite = {"n": 1, "source": section.source.title, "file": "f.md",
+                "heading_path": section.heading_path, "chunk_indexes": [0],
+                "start": section.start, "end": section.start + 5, "url": "",
+                "section_id": section.pk, "source_id": section.source_id,
+                "pages": None, "text": "x"}  # fmt: skip
+        entry = Question.objects.create(
+            user=self.staff, collection=self.demo, question="Which office?",
+            answerer="extractive", answer="| Office 5 | Oslo | [1]",
+            citations=[cite],
+        )  # fmt: skip
+        url = reverse("kb:section", args=[section.pk])
+        url += f"?start={cite['start']}&amp;end={cite['end']}"
+        self.client.force_login(self.staff)
+        pages = [
+            reverse("kb:question", args=[entry.pk]),
+            reverse("admin:kb_question_replay", args=[entry.pk]),
+            reverse("admin:kb_question_change", args=[entry.pk]),
+        ]
+        for page in pages:
+            with self.subTest(page=page):
+                response = self.client.get(page)
+                self.assertContains(response, '<table class="quoted-row"><tr><td>')
+                self.assertContains(response, f'<a class="cite" href="{url}#cited"')
 
     @override_settings(KB_QUESTION_LOG_DAYS=0)
     def test_with_logging_off_nothing_is_stored_and_the_api_gives_no_id(self):
@@ -532,6 +565,15 @@ class GapsTestCase(DemoTestCase):
         self.assertNotContains(self.client.get(self.url), SOURDOUGH)
         bad = self.client.post(reverse("admin:kb_question_handled"), {"ids": "x"})
         self.assertRedirects(bad, self.url)
+
+    def test_a_refused_mark_handled_says_why_plainly(self):
+        self.client.force_login(self.editor)
+        url = reverse("admin:kb_question_handled")
+        page = self.client.post(url, {"ids": "x"}, follow=True)
+        self.assertContains(
+            page, "Not marked: Questions: Not logged question ids, comma-separated."
+        )
+        self.assertNotContains(page, "* ids")
 
     def test_only_editors_see_the_gaps_page(self):
         self.assertEqual(self.client.get(self.url).status_code, 302)  # anonymous

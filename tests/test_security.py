@@ -21,7 +21,7 @@ from django.test import TestCase, override_settings
 from django.urls import reverse
 
 from kb import access, ratelimit
-from kb.models import Chunk, Collection, GoldenCase, Section, Source
+from kb.models import Chunk, Collection, GoldenCase, Question, Section, Source
 from tests.base import DemoTestCase, make_users
 from tests.test_browser import Page, page  # noqa: F401 (the Chromium fixture)
 
@@ -180,6 +180,26 @@ class QuestionLimitTestCase(DemoTestCase):
         self.assertNotContains(r, 'id="answer"', status_code=429)
         self.assertTrue(1 <= int(r["Retry-After"]) <= 60)
 
+    def test_bad_api_requests_do_not_spend_the_limit(self):
+        bodies = ["{bad", json.dumps({"question": ""}), json.dumps({"question": 5})]
+        for body in bodies * 2:
+            r = self.client.post("/api/ask", body, content_type="application/json")
+            self.assertEqual(r.status_code, 400)
+        for _ in range(2):
+            self.assertEqual(self.api().status_code, 200)
+        self.assertEqual(self.api().status_code, 429)
+
+    def test_bad_ask_pages_do_not_spend_the_limit(self):
+        for _ in range(3):
+            r = self.client.get("/", {"q": "", "collection": ""})
+            self.assertContains(r, "This field is required", status_code=400)
+        for _ in range(2):
+            self.assertContains(self.page(), 'id="answer"')
+        r = self.page()
+        self.assertContains(r, "Too many questions", status_code=429)
+        self.assertNotContains(r, "This field is required", status_code=429)
+        self.assertContains(r, "Your recent questions", status_code=429)
+
     @override_settings(KB_ASK_PER_MINUTE=0)
     def test_zero_turns_the_limit_off(self):
         for _ in range(4):
@@ -209,6 +229,21 @@ class _InlineCode(HTMLParser):
             self.found.append(f"<{tag}> element")
         self.found += [f"{name}= on <{tag}>" for name in names if name == "style"]
         self.found += [f"{name}= on <{tag}>" for name in names if name[:2] == "on"]
+
+
+class _Described(HTMLParser):
+    """Collects the ids on a page and the ids its aria-describedby point at."""
+
+    def __init__(self):
+        super().__init__()
+        self.ids: set[str] = set()
+        self.described_by: set[str] = set()
+
+    def handle_starttag(self, tag, attrs):
+        found = dict(attrs)
+        if found.get("id"):
+            self.ids.add(found["id"])
+        self.described_by.update((found.get("aria-describedby") or "").split())
 
 
 class ContentSecurityPolicyTestCase(DemoTestCase):
@@ -259,6 +294,15 @@ class ContentSecurityPolicyTestCase(DemoTestCase):
                 parser = _InlineCode()
                 parser.feed(r.content.decode())
                 self.assertEqual(parser.found, [])
+
+    def test_every_aria_describedby_points_at_an_id_on_the_page(self):
+        self.client.get(self.pages()[0])  # logs the question: its page too
+        entry = Question.objects.get()
+        for url in [*self.pages(), reverse("kb:question", args=[entry.pk])]:
+            with self.subTest(url=url):
+                parser = _Described()
+                parser.feed(self.client.get(url).content.decode())
+                self.assertEqual(parser.described_by - parser.ids, set())
 
     def test_the_login_page_and_errors_send_it_too(self):
         self.client.logout()

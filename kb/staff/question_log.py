@@ -12,7 +12,7 @@ from django.template.response import TemplateResponse
 from django.views.decorators.http import require_POST
 
 from kb import questions
-from kb.forms import GapHandledForm
+from kb.forms import GapHandledForm, readable_errors
 from kb.models import Question
 from kb.staff import may_view, open_to
 
@@ -27,6 +27,7 @@ def replay(request: HttpRequest, pk: int) -> HttpResponse:
         "title": f"Replay: {entry.question[:60]}",
         "opts": Question._meta,
         "entry": entry,
+        "logged_parts": questions.answer_parts(entry),
         "replay": questions.replay(entry),
     }
     return TemplateResponse(request, "admin/kb/question/replay.html", context)
@@ -59,7 +60,7 @@ def handled(request: HttpRequest) -> HttpResponse:
         raise PermissionDenied
     form = GapHandledForm(request.POST)
     if not form.is_valid():
-        messages.error(request, f"Not marked: {form.errors.as_text()}")
+        messages.error(request, f"Not marked: {readable_errors(form)}")
         return redirect("admin:kb_question_gaps")
     count = questions.mark_handled(
         request.user, form.cleaned_data["ids"], form.cleaned_data["note"]

@@ -14,6 +14,7 @@ from django.http import (
     HttpResponse,
     HttpResponseBadRequest,
     HttpResponseRedirect,
+    QueryDict,
 )
 from django.shortcuts import get_object_or_404, redirect
 from django.template.response import TemplateResponse
@@ -21,7 +22,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from kb import dashboard, evaluation, jobs, permissions, reindexing
-from kb.forms import EvalRunForm
+from kb.forms import EvalRunForm, readable_errors
 from kb.models import Collection, EvalRun, ShadowIndex
 from kb.staff import may_view, open_to
 
@@ -34,6 +35,10 @@ def evaluation_dashboard(request: HttpRequest) -> HttpResponse:
         shown = dashboard.context(request.GET, request.user)
     except dashboard.BadParameter as exc:
         return HttpResponseBadRequest(str(exc), content_type="text/plain")
+    return _dashboard_page(request, shown)
+
+
+def _dashboard_page(request: HttpRequest, shown: dict, status: int = 200):
     context = {
         **admin.site.each_context(request),
         **shown,
@@ -41,7 +46,8 @@ def evaluation_dashboard(request: HttpRequest) -> HttpResponse:
         "opts": EvalRun._meta,
         "can_run": permissions.can_change_policy(request.user),
     }
-    return TemplateResponse(request, "admin/kb/evalrun/dashboard.html", context)
+    template = "admin/kb/evalrun/dashboard.html"
+    return TemplateResponse(request, template, context, status=status)
 
 
 def _to_dashboard(collection_id: int, anchor: str = "") -> HttpResponse:
@@ -56,9 +62,15 @@ def run(request: HttpRequest) -> HttpResponse:
         raise PermissionDenied
     form = EvalRunForm(request.POST)
     form.fields["collection"].queryset = Collection.objects.visible_to(request.user)
-    if not form.is_valid():
-        messages.error(request, f"Not started: {form.errors.as_text()}")
-        return redirect("admin:kb_evalrun_dashboard")
+    if not form.is_valid():  # the dashboard again, with what was typed
+        messages.error(request, f"Not started: {readable_errors(form)}")
+        params = QueryDict(mutable=True)
+        params["collection"] = request.POST.get("collection", "")
+        try:
+            shown = dashboard.context(params, request.user)
+        except dashboard.BadParameter:
+            return redirect("admin:kb_evalrun_dashboard")
+        return _dashboard_page(request, {**shown, "form": form}, status=400)
     collection = form.cleaned_data["collection"]
     with transaction.atomic():
         started = evaluation.start_run(collection, form.overrides())

@@ -21,7 +21,7 @@ from kb.staff import form_page, open_to, upload_form
 def policy(request: HttpRequest, pk: int) -> HttpResponse:
     collection = get_object_or_404(Collection.objects.open_to(request.user), pk=pk)
     if not permissions.can_change_policy(request.user):
-        raise PermissionDenied
+        raise PermissionDenied(permissions.POLICY_REFUSED)
     current = ingestion.policy_for(collection)
     form = PolicyForm(request.POST or None, policy=current)
     if request.method == "POST" and form.is_valid():

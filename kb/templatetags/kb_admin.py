@@ -1,8 +1,10 @@
-"""Template tags for admin pages that Django's own views render."""
+"""Template tags for admin pages that Django's own views render, and for the
+Admin link in the site's header."""
 
 from __future__ import annotations
 
 from django import template
+from django.contrib import admin
 
 from kb import golden, ingestion, reindexing
 from kb.models import Collection, GoldenCase, Source
@@ -30,3 +32,11 @@ def open_shadow(collection: Collection) -> dict | None:
     if shadow is None:
         return None
     return {"shadow": shadow, "changes": reindexing.changed_settings(shadow)}
+
+
+@register.simple_tag(takes_context=True)
+def has_admin_pages(context) -> bool:
+    """Whether the user may open any admin list: staff without any permission
+    would only be told there is nothing for them."""
+    request = context.get("request")
+    return bool(request and request.user.is_staff and admin.site.get_app_list(request))

@@ -18,12 +18,12 @@ def markdown(text: str) -> SafeString:
 
 @register.filter
 def answer_piece(text: str) -> SafeString:
-    """One sentence of an answer: inline Markdown, or a code block or a table row
-    as such."""
+    """One sentence of an answer: inline Markdown, or a code block, a table row or
+    paragraphs (an LLM's answer, between its markers) as such."""
     text = str(text)
     if rendering.is_table_row(text):
         return format_html('<div class="sentence">{}</div>', rendering.render_row(text))
-    if text.lstrip().startswith(("```", "~~~")):
+    if text.lstrip().startswith(("```", "~~~")) or "\n\n" in text.strip():
         return format_html('<div class="sentence">{}</div>', rendering.render(text))
     return format_html(
         '<span class="sentence">{}</span>', rendering.render_inline(text)
