@@ -187,15 +187,25 @@ def _cited_text(result, cite) -> str:
 
 def answer_parts(entry: Question) -> list[tuple[str, dict[str, Any] | None]]:
     """The logged answer as the ask page shows an answer (answering.marked_parts):
-    each [n] with its logged citation, which links to the section as cited then."""
+    each [n] with its logged citation, which links to the cited characters (and
+    still does after the source is re-indexed, views.section)."""
     from kb import answering
     from kb.retrieval import heading_label
+
+    versions = (entry.fingerprint or {}).get("sources", {})
+
+    def url(c: dict[str, Any]) -> str:  # entries logged before links named sources
+        source = c.get("source_id")
+        version = versions.get(str(source)) if source is not None else None
+        return answering.citation_url(
+            c["section_id"], c["start"], c["end"], source, version
+        )
 
     by_n = {
         c["n"]: {
             **c,
             "label": heading_label(c.get("source", ""), c.get("heading_path", "")),
-            "url": answering.citation_url(c["section_id"], c["start"], c["end"]),
+            "url": c.get("url") if "source=" in c.get("url", "") else url(c),
         }
         for c in entry.citations
     }

@@ -3,8 +3,10 @@ replay and the content gaps page."""
 
 from __future__ import annotations
 
+import html
 import io
 import json
+import re
 from datetime import timedelta
 
 from django.contrib.auth.models import Group
@@ -17,6 +19,7 @@ from django.test import (
 )
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.html import escape
 
 from kb import access, evaluation, golden, ingestion, jobs, permissions, questions
 from kb.models import (
@@ -162,6 +165,7 @@ class QuestionLogTestCase(DemoTestCase):
         )  # fmt: skip
         url = reverse("kb:section", args=[section.pk])
         url += f"?start={cite['start']}&amp;end={cite['end']}"
+        url += f"&amp;source={section.source_id}"  # the link outlives a re-index
         self.client.force_login(self.staff)
         pages = [
             reverse("kb:question", args=[entry.pk]),
@@ -173,6 +177,19 @@ class QuestionLogTestCase(DemoTestCase):
                 response = self.client.get(page)
                 self.assertContains(response, '<table class="quoted-row"><tr><td>')
                 self.assertContains(response, f'<a class="cite" href="{url}#cited"')
+
+    def test_a_logged_answers_citations_still_open_after_a_re_index(self):
+        self.client.force_login(self.staff)
+        self.client.get(reverse("kb:ask"), {"q": ROLLBACK})
+        entry = Question.objects.get(user=self.staff)
+        cite = entry.citations[0]
+        ingestion.ingest(cite["source_id"])  # new sections, new ids
+        self.assertFalse(Section.objects.filter(pk=cite["section_id"]).exists())
+        page = self.client.get(reverse("kb:question", args=[entry.pk])).content
+        link = re.search(r'<a class="cite" href="([^"]+)"', page.decode()).group(1)
+        response = self.client.get(html.unescape(link), follow=True)
+        self.assertContains(response, f"cited passage, characters {cite['start']} to")
+        self.assertContains(response, escape(cite["text"].split("\n")[0]))
 
     @override_settings(KB_QUESTION_LOG_DAYS=0)
     def test_with_logging_off_nothing_is_stored_and_the_api_gives_no_id(self):
