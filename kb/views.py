@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import functools
-import json
 
 from django.contrib import messages
 from django.contrib.admin.views.decorators import staff_member_required
@@ -12,7 +11,16 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
-from kb import access, answering, questions, ratelimit, readers, rendering, retrieval
+from kb import (
+    access,
+    answering,
+    jsontext,
+    questions,
+    ratelimit,
+    readers,
+    rendering,
+    retrieval,
+)
 from kb.forms import AskForm, FeedbackForm, is_utf8, parse_id
 from kb.models import Collection, Section, Source
 
@@ -160,15 +168,9 @@ def _csrf_failure(request: HttpRequest) -> bool:
 
 def _json_object(body: bytes) -> dict:
     try:
-        payload = json.loads(body or b"{}")
-    except UnicodeDecodeError:
-        raise BadRequest("The body must be UTF-8 encoded JSON.") from None
-    except json.JSONDecodeError:
-        raise BadRequest("The body must be JSON.") from None
-    except RecursionError:
-        raise BadRequest("The body is nested too deeply.") from None
-    except ValueError:  # an integer of over 4,300 digits
-        raise BadRequest("The body holds a number too long to read.") from None
+        payload = jsontext.loads(body or b"{}")
+    except jsontext.JsonError as exc:
+        raise BadRequest(f"The body {exc}.") from None
     if not isinstance(payload, dict):
         raise BadRequest("The body must be a JSON object.")
     return payload

@@ -314,6 +314,19 @@ class KbEvalCommandTestCase(TestCase):
             self._eval("--unanswerable", str(bad))
         self.assertFalse(Collection.objects.exists())
 
+    def test_cases_or_a_baseline_json_cannot_read_are_refused_naming_them(self):
+        cases = self.folder / "cases.jsonl"
+        cases.write_text(GOLDEN_FILE.read_text("utf-8").splitlines()[0] + "\n"
+                         + "[" * 100000 + "\n")  # fmt: skip
+        with self.assertRaisesMessage(CommandError, "line 2 is nested too deeply"):
+            call_command("kb_eval", "--cases", str(cases), "--corpus",
+                         str(CONTENT_DIR), stdout=StringIO())  # fmt: skip
+        baseline = self.folder / "baseline.json"
+        baseline.write_text('{"aggregate": ' + "1" * 5000 + "}")
+        with self.assertRaisesMessage(CommandError, "holds a number too long"):
+            self._eval("--baseline", str(baseline))
+        self.assertFalse(Collection.objects.exists())
+
     def test_a_file_that_is_not_a_baseline_is_refused_before_any_work(self):
         bad = self.folder / "bad.json"
         bad.write_text('{"aggregate": {}}')
