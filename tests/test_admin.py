@@ -201,6 +201,19 @@ class GoldenAdminTestCase(DemoTestCase):
         self.assertNotIn("glossary.md", [s["file"] for s in found])
         self.assertEqual(self.client.get(url, {"collection": "x"}).status_code, 400)
 
+    def test_the_picker_leaves_out_a_failed_source_never_indexed(self):
+        failed, _ = ingestion.store_source(
+            self.demo, "frontonly.md", b"---\nx: 1\n---\n"
+        )
+        Source.objects.filter(pk=failed.pk).update(status=Source.Status.FAILED)
+        self.demo.sources.filter(file_name="glossary.md").update(
+            status=Source.Status.FAILED
+        )  # a later re-index failed: its indexed version is still searched
+        url = reverse("admin:kb_goldencase_sources")
+        found = self.client.get(url, {"collection": self.demo.pk}).json()["sources"]
+        self.assertNotIn("frontonly.md", [s["file"] for s in found])
+        self.assertIn("glossary.md", [s["file"] for s in found])
+
     def test_the_picker_shows_no_collection_the_user_may_not_ask_in(self):
         editor = get_user_model().objects.get(username="editor")  # staff
         alice = get_user_model().objects.get(username="alice")  # not staff

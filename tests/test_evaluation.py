@@ -120,6 +120,14 @@ class GoldenParseTestCase(SimpleTestCase):
                 self.assertRefused(_line(required_spans=[span]), "line 1", "c1",
                                    "whole number")  # fmt: skip
 
+    def test_a_span_whose_offsets_make_no_range_says_what_is_wrong(self):
+        for start, end, why in [(10, 5, "span 10-5 ends before it starts"),
+                                (4, 4, "span 4-4 is empty"),
+                                (-1, 4, "span -1-4 starts before the text")]:  # fmt: skip
+            with self.subTest(why=why):
+                span = _span("glossary.md", start, end)
+                self.assertRefused(_line(required_spans=[span]), "line 1, case c1", why)
+
     def test_a_byte_order_mark_is_accepted(self):
         self.assertEqual(len(golden.parse_cases("\ufeff" + _line())), 1)
 
