@@ -454,12 +454,16 @@ def index_differences(collection: Collection) -> list[str]:
         reasons.append(f"{unknown} source(s) indexed before settings were recorded")
     if collection.is_index_stale:
         reasons.append("built under another metadata policy")
-    failed = collection.sources.filter(status=Source.Status.FAILED)
+    # Only sources the index holds in an older version: one that failed and was
+    # never indexed is in no index (re-indexing would fail it again; the source
+    # list shows it failed, with the reason).
+    failed = collection.sources.filter(
+        status=Source.Status.FAILED, indexed_version__isnull=False
+    )
     if count := failed.count():
-        still = failed.filter(indexed_version__isnull=False).count()
         reasons.append(
-            f"{count} source(s) failed their last indexing"
-            + (f", {still} searched in their previous version" if still else "")
+            f"{count} source(s) failed their last indexing, {count} searched in "
+            "their previous version"
         )
     return reasons
 

@@ -450,6 +450,17 @@ class LiveConfigurationTestCase(DemoTestCase):
             "version",
         )
 
+    def test_a_source_that_failed_and_was_never_indexed_leaves_it_up_to_date(self):
+        failed, _ = ingestion.store_source(
+            self.demo, "frontonly.md", b"---\nx: 1\n---\n"
+        )
+        Source.objects.filter(pk=failed.pk).update(status=Source.Status.FAILED)
+        self.assertEqual(ingestion.index_differences(self.demo), [])
+        listed = self.client.get(reverse("admin:kb_collection_changelist"))
+        self.assertContains(listed, "up to date")
+        self.assertNotContains(listed, "failed their last indexing")
+        self.assertEqual(self._run().config["index_out_of_date"], [])
+
     def test_new_chunk_settings_leave_the_index_out_of_date_until_reindexed(self):
         Collection.objects.filter(pk=self.demo.pk).update(chunk_tokens=120)
         listed = self.client.get(reverse("admin:kb_collection_changelist"))
