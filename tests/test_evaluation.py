@@ -121,9 +121,11 @@ class GoldenParseTestCase(SimpleTestCase):
                                    "whole number")  # fmt: skip
 
     def test_a_span_whose_offsets_make_no_range_says_what_is_wrong(self):
-        for start, end, why in [(10, 5, "span 10-5 ends before it starts"),
-                                (4, 4, "span 4-4 is empty"),
-                                (-1, 4, "span -1-4 starts before the text")]:  # fmt: skip
+        for start, end, why in [
+            (10, 5, "span 10-5 ends before it starts"),
+            (4, 4, "span 4-4 is empty"),
+            (-1, 4, "span -1-4 starts before the text"),
+        ]:
             with self.subTest(why=why):
                 span = _span("glossary.md", start, end)
                 self.assertRefused(_line(required_spans=[span]), "line 1, case c1", why)
@@ -460,6 +462,20 @@ class LiveConfigurationTestCase(DemoTestCase):
         self.assertContains(listed, "up to date")
         self.assertNotContains(listed, "failed their last indexing")
         self.assertEqual(self._run().config["index_out_of_date"], [])
+
+    def test_a_chunking_experiment_copies_only_the_sources_in_the_live_index(self):
+        failed, _ = ingestion.store_source(
+            self.demo, "frontonly.md", b"---\nx: 1\n---\n"
+        )
+        Source.objects.filter(pk=failed.pk).update(status=Source.Status.FAILED)
+        run = self._run({"chunk_tokens": 120})
+        self.assertEqual(run.status, EvalRun.Status.DONE, run.error)
+        self.assertEqual(run.config["sources_left_out"], ["frontonly.md"])
+        dashboard = self.client.get(reverse("admin:kb_evalrun_dashboard"))
+        self.assertContains(
+            dashboard, "1 source(s) not in the live index left out of the copy "
+            "(frontonly.md)"
+        )  # fmt: skip
 
     def test_new_chunk_settings_leave_the_index_out_of_date_until_reindexed(self):
         Collection.objects.filter(pk=self.demo.pk).update(chunk_tokens=120)
