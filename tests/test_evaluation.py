@@ -15,6 +15,7 @@ from django.urls import reverse
 
 from kb import evaluation, golden, ingestion
 from kb.demo import CONTENT_DIR, GOLDEN_FILE, load_demo
+from kb.forms import EvalRunForm
 from kb.models import Collection, EvalRun, GoldenCase, Source
 from tests.base import DemoTestCase, make_users, run_burst_worker
 
@@ -205,6 +206,48 @@ class DashboardTestCase(TransactionTestCase):
         self.assertEqual(collection.recall_floor, 0.9)
         page = self.client.get(reverse("admin:kb_evalrun_dashboard"))
         self.assertContains(page, "below floor")
+
+
+class ExperimentFormTestCase(TestCase):
+    """The dashboard's experiments refuse the chunking a collection refuses (a run
+    is labelled with the settings it was built with), the fixed-size baseline
+    apart, which exceeds the window on purpose."""
+
+    def setUp(self):
+        self.collection = Collection.objects.create(name="C")
+
+    def _errors(self, **fields) -> dict[str, str]:
+        form = EvalRunForm({"collection": self.collection.pk, **fields})
+        form.is_valid()
+        return {field: " ".join(errors) for field, errors in form.errors.items()}
+
+    def test_it_refuses_chunks_past_the_window_and_overlap_past_half(self):
+        self.assertIn("Chunks need 16 to 254 tokens",
+                      self._errors(chunk_tokens=1000)["chunk_tokens"])  # fmt: skip
+        self.assertIn(
+            "An overlap of 200 tokens is over half of a 100-token chunk",
+            self._errors(chunk_tokens=100, chunk_overlap=200)["chunk_overlap"],
+        )
+        # The collection's own overlap, under the chunks tried.
+        Collection.objects.filter(pk=self.collection.pk).update(chunk_overlap=80)
+        self.assertIn("over half of a 100-token chunk",
+                      self._errors(chunk_tokens=100)["chunk_tokens"])  # fmt: skip
+        self.assertEqual(self._errors(top_k=8), {})  # retrieval only: not rebuilt
+        staff, _, _ = make_users()
+        self.client.force_login(staff)
+        self.client.post(
+            reverse("admin:kb_evalrun_run"),
+            {"collection": self.collection.pk, "chunk_tokens": 1000},
+        )
+        self.assertFalse(EvalRun.objects.exists())
+
+    def test_the_fixed_size_baseline_stays_selectable(self):
+        form = EvalRunForm({"collection": self.collection.pk, "strategy": "fixed"})
+        self.assertTrue(form.is_valid(), form.errors)
+        self.assertEqual(form.overrides()["chunk_tokens"], 800)
+        self.assertEqual(self._errors(chunk_strategy="fixed", chunk_tokens=800), {})
+        too_big = self._errors(strategy="fixed", chunk_tokens=5000)
+        self.assertIn("Fixed-size chunks need 16 to 2000", too_big["chunk_tokens"])
 
 
 class ComparisonTestCase(TestCase):
