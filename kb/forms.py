@@ -9,12 +9,14 @@ from django import forms
 from django.conf import settings
 from django.contrib.admin.forms import AdminAuthenticationForm
 from django.core.exceptions import ValidationError
+from django.forms.fields import InvalidJSONInput
 from django.template.defaultfilters import filesizeformat
 
 from kb import (
     chunking,
     golden,
     ingestion,
+    jsontext,
     metadata,
     parsing,
     ratelimit,
@@ -458,6 +460,25 @@ class EvalRunForm(forms.Form):
         )
 
 
+class JSONInputField(forms.JSONField):
+    """Django's JSONField, refusing JSON nested too deeply or holding a number
+    too long to read with the reason (kb.jsontext) instead of a 500."""
+
+    def to_python(self, value: Any) -> Any:
+        if isinstance(value, str) and value not in self.empty_values:
+            try:
+                jsontext.loads(value)
+            except jsontext.JsonError as exc:
+                raise ValidationError(f"The JSON {exc}.", code="invalid") from None
+        return super().to_python(value)
+
+    def bound_data(self, data: Any, initial: Any) -> Any:
+        try:
+            return super().bound_data(data, initial)
+        except (RecursionError, ValueError):  # shown again as typed
+            return InvalidJSONInput(data)
+
+
 class GoldenCaseForm(forms.ModelForm):
     """Spans as JSON, checked against the sources' text on save."""
 
@@ -470,6 +491,7 @@ class GoldenCaseForm(forms.ModelForm):
             # Set by "make a golden case" on the content gaps page.
             "from_question": forms.HiddenInput,
         }
+        field_classes = {"required_spans": JSONInputField}
         help_texts = {
             "required_spans": "Fill it with the span picker below (choose the "
             "collection, a source, select the evidence, add it), or write the JSON. "

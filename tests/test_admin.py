@@ -166,6 +166,18 @@ class GoldenAdminTestCase(DemoTestCase):
         self.assertContains(response, "does not match")
         self.assertFalse(GoldenCase.objects.filter(external_id="new").exists())
 
+    def test_spans_json_cannot_read_are_refused_with_the_reason(self):
+        huge = '[{"file": "glossary.md", "start": ' + "1" * 5000 + "}]"
+        for spans, why in (("[" * 100000, "nested too deeply"),
+                           (huge, "number too long")):  # fmt: skip
+            response = self.client.post(
+                reverse("admin:kb_goldencase_add"),
+                {"collection": self.demo.pk, "external_id": "deep", "kind": "free",
+                 "question": "What is a seat?", "required_spans": spans},
+            )  # fmt: skip
+            self.assertContains(response, why)
+        self.assertFalse(GoldenCase.objects.filter(external_id="deep").exists())
+
     def test_a_case_whose_question_could_not_be_asked_is_refused(self):
         response = self.client.post(
             reverse("admin:kb_goldencase_add"),
