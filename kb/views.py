@@ -11,17 +11,9 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
-from kb import (
-    access,
-    answering,
-    jsontext,
-    questions,
-    ratelimit,
-    readers,
-    rendering,
-    retrieval,
-)
+from kb import access, answering, questions, ratelimit, readers, rendering, retrieval
 from kb.forms import AskForm, FeedbackForm, is_utf8, parse_id
+from kb.jsontext import JsonError, loads
 from kb.models import Collection, Section, Source
 
 FILE_TYPES = {
@@ -168,8 +160,8 @@ def _csrf_failure(request: HttpRequest) -> bool:
 
 def _json_object(body: bytes) -> dict:
     try:
-        payload = jsontext.loads(body or b"{}")
-    except jsontext.JsonError as exc:
+        payload = loads(body or b"{}")
+    except JsonError as exc:
         raise BadRequest(f"The body {exc}.") from None
     if not isinstance(payload, dict):
         raise BadRequest("The body must be a JSON object.")
