@@ -122,6 +122,12 @@ def _config_summary(config: dict[str, Any]) -> str:
         text = "experiment: " + text
     if config.get("index_out_of_date"):
         text += f"; index out of date: {'; '.join(config['index_out_of_date'])}"
+    if left_out := config.get("sources_left_out"):
+        named = ", ".join(left_out[:3]) + (", …" if len(left_out) > 3 else "")
+        text += (
+            f"; {len(left_out)} source(s) not in the live index left out of the "
+            f"copy ({named})"
+        )
     return text
 
 

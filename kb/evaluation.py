@@ -5,6 +5,7 @@ themselves (reading, importing, spans) are kb.golden's."""
 
 from __future__ import annotations
 
+import logging
 import math
 from typing import Any
 
@@ -16,6 +17,8 @@ from kb.golden import cases_of, stale_cases
 from kb.models import Collection, EvalRun, Source
 from kb.percentiles import percentile
 from kb.retrieval import keywords
+
+logger = logging.getLogger(__name__)
 
 
 def mark_unlocatable(outcome: dict[str, Any], problems: dict[str, list[str]]) -> None:
@@ -319,8 +322,8 @@ def scratch_copy(
     policy: dict[str, str] | None = None,
     sources=None,
 ) -> Collection:
-    """A hidden collection with the same sources (or these of them) under other
-    settings (and another metadata policy); cases stay with the collection."""
+    """A hidden collection with the sources of the live index (or these) under
+    other settings (and another metadata policy); cases stay with the collection."""
     scratch = scratch_collection(
         collection,
         overrides,
@@ -328,7 +331,7 @@ def scratch_copy(
         metadata_policy=collection.metadata_policy if policy is None else policy,
     )
     scratch.groups.set(collection.groups.all())  # its text is as restricted
-    for source in collection.sources.all() if sources is None else sources:
+    for source in indexed_sources(collection) if sources is None else sources:
         ingestion.store_source(
             scratch,
             source.file_name,
@@ -337,6 +340,13 @@ def scratch_copy(
             metadata=source.metadata,
         )
     return scratch
+
+
+def indexed_sources(collection: Collection):
+    """The sources the live index holds (some version of each indexed): what a
+    copy under other settings is built from. One that failed and was never
+    indexed is in no index, and would only fail the copy again."""
+    return collection.sources.filter(indexed_version__isnull=False).order_by("pk")
 
 
 def scratch_collection(
@@ -412,9 +422,10 @@ def execute_run(run_id: int) -> EvalRun:
     rebuild = {k: v for k, v in overrides.items() if k in ingestion.INDEX_FIELDS}
     retrieval = {k: v for k, v in overrides.items() if k in RETRIEVAL_OPTIONS}
     _progress(run, status=EvalRun.Status.RUNNING, stage="starting")
-    target = collection
+    target, not_indexed = collection, []
     try:
         if rebuild:
+            not_indexed = _not_indexed(collection)
             target = scratch_copy(collection, rebuild)
             index_all(
                 target, lambda i, n: _progress(run, stage="indexing", done=i, total=n)
@@ -433,7 +444,8 @@ def execute_run(run_id: int) -> EvalRun:
         found = config_of(target, overrides.get("strategy"))
         run.config = {**found, **retrieval, "overrides": overrides,
                       "scratch": bool(rebuild), "cases": len(cases),
-                      "stale_cases": stale}  # fmt: skip
+                      "stale_cases": stale,
+                      "sources_left_out": not_indexed}  # fmt: skip
         run.aggregate = outcome["aggregate"]
         run.cases = outcome["cases"]
         run.status = EvalRun.Status.DONE
@@ -449,6 +461,21 @@ def execute_run(run_id: int) -> EvalRun:
         if target is not collection:
             target.delete()
     return run
+
+
+def _not_indexed(collection: Collection) -> list[str]:
+    """The files a scratch copy leaves out (not in the live index), logged."""
+    names = list(
+        collection.sources.filter(indexed_version__isnull=True)
+        .order_by("file_name")
+        .values_list("file_name", flat=True)
+    )
+    if names:
+        logger.info(
+            "evaluation copy of %s leaves out %d source(s) not in the live index: %s",
+            collection, len(names), ", ".join(names),
+        )  # fmt: skip
+    return names
 
 
 def _progress(run: EvalRun, status: str | None = None, **progress: Any) -> None:

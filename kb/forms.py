@@ -9,12 +9,14 @@ from django import forms
 from django.conf import settings
 from django.contrib.admin.forms import AdminAuthenticationForm
 from django.core.exceptions import ValidationError
+from django.forms.fields import InvalidJSONInput
 from django.template.defaultfilters import filesizeformat
 
 from kb import (
     chunking,
     golden,
     ingestion,
+    jsontext,
     metadata,
     parsing,
     ratelimit,
@@ -29,9 +31,9 @@ MAX_ID_DIGITS = 18
 MAX_TOP_K = 50  # sections
 MIN_CONTEXT = 50  # tokens: a smaller context holds no answer
 MAX_CONTEXT = 20_000  # tokens
-# Chunking a run may try: a fixed-size baseline may exceed the window on purpose.
+# Fixed-size chunks an experiment run may try: the fixed-size baseline exceeds the
+# model's window on purpose (evaluation only: ingestion.prepare lets it through).
 MAX_RUN_CHUNK_TOKENS = 2000
-MAX_RUN_OVERLAP = 500
 
 
 def parse_id(value: object) -> int | None:
@@ -194,19 +196,6 @@ class CollectionForm(forms.ModelForm):
             "name": {"unique": "This name cannot be used; choose another."}
         }
 
-    def clean_chunk_tokens(self) -> int:
-        from kb import embedding
-
-        value = self.cleaned_data["chunk_tokens"]
-        usable = embedding.get_embedder().usable_window
-        if not chunking.MIN_BUDGET <= value <= usable:
-            raise ValidationError(
-                f"Chunks need {chunking.MIN_BUDGET} to {usable} tokens: the model "
-                f"reads {usable} besides [CLS] and [SEP], and nothing past that "
-                "reaches the vector."
-            )
-        return value
-
     def clean_top_k(self) -> int:
         value = self.cleaned_data["top_k"]
         if not 1 <= value <= MAX_TOP_K:
@@ -224,13 +213,41 @@ class CollectionForm(forms.ModelForm):
     def clean(self) -> dict[str, Any]:
         data = super().clean()
         tokens, overlap = data.get("chunk_tokens"), data.get("chunk_overlap")
-        if tokens and overlap is not None and overlap * 2 > tokens:
-            self.add_error(
-                "chunk_overlap",
-                f"An overlap of {overlap} tokens is over half of a {tokens}-token "
-                "chunk: most of the index would be repeats.",
-            )
+        if tokens is not None:
+            for field, message in chunking_errors(tokens, overlap).items():
+                self.add_error(field, message)
         return data
+
+
+def chunking_errors(
+    tokens: int, overlap: int | None, *, fixed_size: bool = False
+) -> dict[str, str]:
+    """Why chunks of `tokens` with `overlap` are refused, by field ({}: they are
+    not), for a collection and for an experiment run alike: chunks of MIN_BUDGET
+    to the model's usable window, an overlap of at most half a chunk (chunking
+    caps it there, so more would label the index or run with an overlap it was
+    not built with). `fixed_size`: an experiment's fixed-size chunks, which may
+    exceed the window (up to MAX_RUN_CHUNK_TOKENS)."""
+    from kb import embedding
+
+    usable = embedding.get_embedder().usable_window
+    if fixed_size and not chunking.MIN_BUDGET <= tokens <= MAX_RUN_CHUNK_TOKENS:
+        return {
+            "chunk_tokens": f"Fixed-size chunks need {chunking.MIN_BUDGET} to "
+            f"{MAX_RUN_CHUNK_TOKENS} tokens."
+        }
+    if not fixed_size and not chunking.MIN_BUDGET <= tokens <= usable:
+        return {
+            "chunk_tokens": f"Chunks need {chunking.MIN_BUDGET} to {usable} tokens: "
+            f"the model reads {usable} besides [CLS] and [SEP], and nothing past "
+            "that reaches the vector."
+        }
+    if overlap is not None and overlap * 2 > tokens:
+        return {
+            "chunk_overlap": f"An overlap of {overlap} tokens is over half of a "
+            f"{tokens}-token chunk: most of the index would be repeats."
+        }
+    return {}
 
 
 def _refuse_same_names(uploads: list) -> None:
@@ -388,15 +405,8 @@ class EvalRunForm(forms.Form):
         choices=[("", "(as configured)"), *Collection.Strategy.choices],
         label="Strategy",
     )
-    chunk_tokens = forms.IntegerField(
-        required=False,
-        min_value=chunking.MIN_BUDGET,
-        max_value=MAX_RUN_CHUNK_TOKENS,
-        label="Chunk tokens",
-    )
-    chunk_overlap = forms.IntegerField(
-        required=False, min_value=0, max_value=MAX_RUN_OVERLAP, label="Overlap"
-    )
+    chunk_tokens = forms.IntegerField(required=False, label="Chunk tokens")
+    chunk_overlap = forms.IntegerField(required=False, min_value=0, label="Overlap")
     top_k = forms.IntegerField(
         required=False, min_value=1, max_value=MAX_TOP_K, label="k"
     )
@@ -411,6 +421,30 @@ class EvalRunForm(forms.Form):
         choices=[("", "(as configured)"), *Collection.Retrieval.choices],
         label="Retrieval",
     )
+
+    def clean(self) -> dict[str, Any]:
+        """Chunking tried on a scratch copy obeys the collection form's rules
+        (chunking_errors), applied to what the copy would be built with: the
+        fields given, the pipeline's chunking, the collection's settings."""
+        data = super().clean()
+        collection = data.get("collection")
+        asked = [f for f in ("strategy", *ingestion.INDEX_FIELDS) if data.get(f)]
+        if collection is None or not asked or self.errors:
+            return data
+        built = {**data, **self._strategy_settings()}
+        value = {
+            field: getattr(collection, field) if built.get(field) in (None, "")
+            else built[field]
+            for field in ingestion.INDEX_FIELDS
+        }  # fmt: skip
+        fixed = value["chunk_strategy"] == Collection.Strategy.FIXED
+        errors = chunking_errors(
+            value["chunk_tokens"], value["chunk_overlap"], fixed_size=fixed
+        )
+        for field, message in errors.items():
+            # The value may be the collection's: then on what made it wrong.
+            self.add_error(field if field in asked else asked[-1], message)
+        return data
 
     def overrides(self) -> dict[str, Any]:
         """Settings that differ from the collection's own (they need a scratch copy)."""
@@ -437,6 +471,25 @@ class EvalRunForm(forms.Form):
         )
 
 
+class JSONInputField(forms.JSONField):
+    """Django's JSONField, refusing JSON nested too deeply or holding a number
+    too long to read with the reason (kb.jsontext) instead of a 500."""
+
+    def to_python(self, value: Any) -> Any:
+        if isinstance(value, str) and value not in self.empty_values:
+            try:
+                jsontext.loads(value)
+            except jsontext.JsonError as exc:
+                raise ValidationError(f"The JSON {exc}.", code="invalid") from None
+        return super().to_python(value)
+
+    def bound_data(self, data: Any, initial: Any) -> Any:
+        try:
+            return super().bound_data(data, initial)
+        except (RecursionError, ValueError):  # shown again as typed
+            return InvalidJSONInput(data)
+
+
 class GoldenCaseForm(forms.ModelForm):
     """Spans as JSON, checked against the sources' text on save."""
 
@@ -449,6 +502,7 @@ class GoldenCaseForm(forms.ModelForm):
             # Set by "make a golden case" on the content gaps page.
             "from_question": forms.HiddenInput,
         }
+        field_classes = {"required_spans": JSONInputField}
         help_texts = {
             "required_spans": "Fill it with the span picker below (choose the "
             "collection, a source, select the evidence, add it), or write the JSON. "

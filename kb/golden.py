@@ -12,7 +12,7 @@ from typing import Any
 
 from django.db import transaction
 
-from kb import retrieval
+from kb import jsontext, retrieval
 from kb import spans as locator
 from kb.models import Collection, GoldenCase, Source
 
@@ -39,9 +39,9 @@ def _json_lines(jsonl: str, parse) -> list[dict[str, Any]]:
         if not line.strip():
             continue
         try:
-            raw = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise GoldenImportError(f"line {lineno}: not JSON ({exc.msg})") from None
+            raw = jsontext.loads(line)
+        except jsontext.JsonError as exc:
+            raise GoldenImportError(f"line {lineno} {exc}") from None
         item = parse(raw, lineno)
         if item["id"] in first_line:
             raise GoldenImportError(
@@ -109,12 +109,25 @@ def _span(raw: Any, where: str) -> dict[str, Any]:
         "end": _offset(raw, "end", where),
         "text": raw["text"],
     }
-    if not 0 <= span["start"] < span["end"]:
-        raise GoldenImportError(f"{where}: span {span['start']}-{span['end']}")
+    if problem := _range_problem(span["start"], span["end"]):
+        raise GoldenImportError(
+            f"{where}: span {span['start']}-{span['end']} {problem}"
+        )
     alternatives = raw.get("alternatives") or []
     if alternatives:
         span["alternatives"] = [_span(a, where) for a in alternatives]
     return span
+
+
+def _range_problem(start: int, end: int) -> str:
+    """What is wrong with a span's offsets, as words after "span 10-5" ("")."""
+    if start < 0:
+        return "starts before the text (offsets count from 0)"
+    if end < start:
+        return "ends before it starts"
+    if end == start:
+        return "is empty: it must hold at least one character"
+    return ""
 
 
 def _offset(raw: dict[str, Any], key: str, where: str) -> int:

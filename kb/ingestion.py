@@ -454,12 +454,16 @@ def index_differences(collection: Collection) -> list[str]:
         reasons.append(f"{unknown} source(s) indexed before settings were recorded")
     if collection.is_index_stale:
         reasons.append("built under another metadata policy")
-    failed = collection.sources.filter(status=Source.Status.FAILED)
+    # Only sources the index holds in an older version: one that failed and was
+    # never indexed is in no index (re-indexing would fail it again; the source
+    # list shows it failed, with the reason).
+    failed = collection.sources.filter(
+        status=Source.Status.FAILED, indexed_version__isnull=False
+    )
     if count := failed.count():
-        still = failed.filter(indexed_version__isnull=False).count()
         reasons.append(
-            f"{count} source(s) failed their last indexing"
-            + (f", {still} searched in their previous version" if still else "")
+            f"{count} source(s) failed their last indexing, {count} searched in "
+            "their previous version"
         )
     return reasons
 
@@ -512,6 +516,8 @@ def _ingest(source: Source, version: int, started: float) -> str:
     read = time.perf_counter()
     prepared = prepare(source, collection, policy_for(collection), document)
     prepared.timings["parse_s"] = read - started  # reading the file included
+    if not prepared.chunks:  # indexed, it would be found by no question
+        raise parsing.ParseError(_nothing_to_index(source.file_name, document))
     if prepared.rejections:
         _record_rejections(source, prepared)
         first = prepared.rejections[0]
@@ -525,6 +531,13 @@ def _ingest(source: Source, version: int, started: float) -> str:
     stats = {**_stats(prepared, duration), "config": build_config(collection)}
     _publish(source, version, prepared, vectors, stats, reading)
     return f"indexed {source.file_name}: {len(prepared.chunks)} chunks"
+
+
+def _nothing_to_index(name: str, document: parsing.Document) -> str:
+    """Why a parsed source yields no chunk: headings alone make no passage."""
+    if not any(section.blocks for section in document.sections):
+        return f"{name} has no text to index besides its headings"
+    return f"{name} has no text to index"
 
 
 def read_source(source: Source) -> tuple[readers.Reading | None, parsing.Document]:

@@ -88,7 +88,20 @@ def stranded(sources) -> list[Source]:
             dead_job = status not in WAITING
         if dead_job:
             lost.append(source)
-    return lost
+    return _still_waiting(lost)
+
+
+def _still_waiting(sources: list[Source]) -> list[Source]:
+    """Of these sources, those still waiting on the same version, read now: a
+    job that ended between reading the rows and asking Redis has published its
+    source (or failed it), and a newer version has a job of its own."""
+    if not sources:
+        return []
+    waiting = Source.objects.filter(
+        pk__in=[s.pk for s in sources], status__in=Source.ACTIVE
+    )
+    now = dict(waiting.values_list("pk", "version"))
+    return [s for s in sources if now.get(s.pk) == s.version]
 
 
 def _dead_workers(redis, names: set[str | None]) -> set[str | None]:

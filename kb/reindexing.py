@@ -213,9 +213,7 @@ def build(shadow: ShadowIndex) -> Collection:
     shadow's settings and index them (in this process, as evaluation runs do)."""
     collection = shadow.collection
     settings = shadow.new_settings
-    sources = list(
-        collection.sources.filter(indexed_version__isnull=False).order_by("pk")
-    )
+    sources = list(evaluation.indexed_sources(collection))
     with ingestion.storing():  # all copies or none, files included
         scratch = evaluation.scratch_copy(
             collection,

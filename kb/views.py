@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import functools
-import json
 
 from django.contrib import messages
 from django.contrib.admin.views.decorators import staff_member_required
@@ -15,6 +14,7 @@ from django.views.decorators.http import require_POST
 
 from kb import access, answering, questions, ratelimit, readers, rendering, retrieval
 from kb.forms import AskForm, FeedbackForm, is_utf8, parse_id
+from kb.jsontext import JsonError, loads
 from kb.models import Collection, Section, Source
 
 FILE_TYPES = {
@@ -188,15 +188,9 @@ def _csrf_failure(request: HttpRequest) -> bool:
 
 def _json_object(body: bytes) -> dict:
     try:
-        payload = json.loads(body or b"{}")
-    except UnicodeDecodeError:
-        raise BadRequest("The body must be UTF-8 encoded JSON.") from None
-    except json.JSONDecodeError:
-        raise BadRequest("The body must be JSON.") from None
-    except RecursionError:
-        raise BadRequest("The body is nested too deeply.") from None
-    except ValueError:  # an integer of over 4,300 digits
-        raise BadRequest("The body holds a number too long to read.") from None
+        payload = loads(body or b"{}")
+    except JsonError as exc:
+        raise BadRequest(f"The body {exc}.") from None
     if not isinstance(payload, dict):
         raise BadRequest("The body must be a JSON object.")
     return payload

@@ -175,6 +175,18 @@ class GoldenAdminTestCase(DemoTestCase):
         self.assertContains(response, "does not match")
         self.assertFalse(GoldenCase.objects.filter(external_id="new").exists())
 
+    def test_spans_json_cannot_read_are_refused_with_the_reason(self):
+        huge = '[{"file": "glossary.md", "start": ' + "1" * 5000 + "}]"
+        for spans, why in (("[" * 100000, "nested too deeply"),
+                           (huge, "number too long")):  # fmt: skip
+            response = self.client.post(
+                reverse("admin:kb_goldencase_add"),
+                {"collection": self.demo.pk, "external_id": "deep", "kind": "free",
+                 "question": "What is a seat?", "required_spans": spans},
+            )  # fmt: skip
+            self.assertContains(response, why)
+        self.assertFalse(GoldenCase.objects.filter(external_id="deep").exists())
+
     def test_a_case_whose_question_could_not_be_asked_is_refused(self):
         response = self.client.post(
             reverse("admin:kb_goldencase_add"),
@@ -209,6 +221,19 @@ class GoldenAdminTestCase(DemoTestCase):
         found = self.client.get(url, {"collection": self.demo.pk}).json()["sources"]
         self.assertNotIn("glossary.md", [s["file"] for s in found])
         self.assertEqual(self.client.get(url, {"collection": "x"}).status_code, 400)
+
+    def test_the_picker_leaves_out_a_failed_source_never_indexed(self):
+        failed, _ = ingestion.store_source(
+            self.demo, "frontonly.md", b"---\nx: 1\n---\n"
+        )
+        Source.objects.filter(pk=failed.pk).update(status=Source.Status.FAILED)
+        self.demo.sources.filter(file_name="glossary.md").update(
+            status=Source.Status.FAILED
+        )  # a later re-index failed: its indexed version is still searched
+        url = reverse("admin:kb_goldencase_sources")
+        found = self.client.get(url, {"collection": self.demo.pk}).json()["sources"]
+        self.assertNotIn("frontonly.md", [s["file"] for s in found])
+        self.assertIn("glossary.md", [s["file"] for s in found])
 
     def test_the_picker_shows_no_collection_the_user_may_not_ask_in(self):
         editor = get_user_model().objects.get(username="editor")  # staff

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+from django.contrib.auth.models import Permission
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.db import connection
 from django.test import TestCase, TransactionTestCase
@@ -138,6 +139,27 @@ class SizeCapTestCase(StaffTestCase):
             )
         self.assertContains(response, "KB_MAX_GOLDEN_BYTES", status_code=400)
         self.assertContains(response, "limited to 1000", status_code=400)
+        self.assertFalse(GoldenCase.objects.exists())
+
+    def test_a_golden_line_json_cannot_read_is_refused_naming_the_line(self):
+        self.client.force_login(self.editor)
+        self.editor.user_permissions.add(
+            Permission.objects.get(codename="add_goldencase")
+        )
+        span = '{"file": "a.md", "start": ' + "1" * 5000 + ', "end": 9, "text": "x"}'
+        good = json.dumps({"id": "c1", "question": "Where?", "required_spans": [
+            {"file": "a.md", "start": 0, "end": 1, "text": "#"}]})  # fmt: skip
+        huge = '{"id": "c2", "question": "Where?", "required_spans": [' + span + "]}"
+        for line, why in (
+            ("[" * 100000, "line 2 is nested too deeply"),
+            (huge, "line 2 holds a number too long to read"),
+        ):
+            upload = SimpleUploadedFile("g.jsonl", f"{good}\n{line}\n".encode())
+            response = self.client.post(
+                reverse("admin:kb_goldencase_import"),
+                {"collection": self.collection.pk, "file": upload},
+            )
+            self.assertContains(response, why, status_code=400)
         self.assertFalse(GoldenCase.objects.exists())
 
     def test_an_upload_request_over_the_cap_is_refused_unread(self):

@@ -12,6 +12,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import TestCase
 from django.urls import reverse
 from django.utils import timezone
+from rq.job import JobStatus
 
 from kb import answering, evaluation, ingestion, jobs, permissions, queueing
 from kb.models import Collection, GoldenCase, Section, Source
@@ -281,6 +282,20 @@ class LostJobsTestCase(TestCase):
         job = django_rq.get_queue().fetch_job(queueing.ingest_job_id(self.source))
         self.assertEqual(job.args, (self.source.pk, self.source.version))
         self.assertEqual(jobs.requeue_stranded(), 0)
+
+    def test_a_source_published_after_its_row_was_read_is_not_flagged(self):
+        # The page read the row while queued; the job then finished and
+        # published the source before the queue was asked.
+        job = django_rq.get_queue().fetch_job(queueing.ingest_job_id(self.source))
+        job.set_status(JobStatus.FINISHED)
+        Source.objects.filter(pk=self.source.pk).update(
+            status=Source.Status.INDEXED, indexed_version=self.source.version
+        )
+        self.assertEqual(self.source.status, Source.Status.QUEUED)  # as read
+        self.assertEqual(jobs.stranded([self.source]), [])
+        # Still waiting when read again: flagged, as before.
+        Source.objects.filter(pk=self.source.pk).update(status=Source.Status.QUEUED)
+        self.assertEqual(jobs.stranded([self.source]), [self.source])
 
     def test_a_dead_indexing_job_counts_and_evaluation_copies_do_not(self):
         django_rq.get_queue().empty()

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 from django.conf import settings
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 from django.test import SimpleTestCase
 from hypothesis import example, given
 from hypothesis import settings as hypothesis_settings
@@ -222,3 +222,10 @@ class EmbedderCommandTestCase(SimpleTestCase):
         expected = get_embedder("fp32").embed(texts)
         for row, vector in zip(rows, expected):
             self.assertGreater(_cosine(np.array(row["vector"]), vector), 0.999999)
+
+    def test_it_refuses_a_line_json_cannot_read_naming_it(self) -> None:
+        with tempfile.TemporaryDirectory() as directory:
+            path = Path(directory) / "in.jsonl"
+            path.write_text('{"text": "a"}\n' + "[" * 100000 + "\n", "utf-8")
+            with self.assertRaisesMessage(CommandError, "line 2 is nested too deeply"):
+                call_command("kb_embedder", embed=str(path), stdout=StringIO())

@@ -15,6 +15,7 @@ from django.urls import reverse
 
 from kb import evaluation, golden, ingestion
 from kb.demo import CONTENT_DIR, GOLDEN_FILE, load_demo
+from kb.forms import EvalRunForm
 from kb.models import Collection, EvalRun, GoldenCase, Source
 from tests.base import DemoTestCase, make_users, run_burst_worker
 
@@ -120,6 +121,16 @@ class GoldenParseTestCase(SimpleTestCase):
                 self.assertRefused(_line(required_spans=[span]), "line 1", "c1",
                                    "whole number")  # fmt: skip
 
+    def test_a_span_whose_offsets_make_no_range_says_what_is_wrong(self):
+        for start, end, why in [
+            (10, 5, "span 10-5 ends before it starts"),
+            (4, 4, "span 4-4 is empty"),
+            (-1, 4, "span -1-4 starts before the text"),
+        ]:
+            with self.subTest(why=why):
+                span = _span("glossary.md", start, end)
+                self.assertRefused(_line(required_spans=[span]), "line 1, case c1", why)
+
     def test_a_byte_order_mark_is_accepted(self):
         self.assertEqual(len(golden.parse_cases("\ufeff" + _line())), 1)
 
@@ -208,12 +219,54 @@ class DashboardFormTestCase(TestCase):
         )
         self.assertContains(
             response,
-            "Not started: Chunk tokens: Ensure this value is less than or equal "
-            "to 2000.",
+            "Not started: Chunk tokens: Chunks need 16 to 254 tokens: the model "
+            "reads 254 besides [CLS] and [SEP]",
             status_code=400,
         )
         self.assertContains(response, 'value="5000"', status_code=400)
         self.assertFalse(EvalRun.objects.exists())
+
+
+class ExperimentFormTestCase(TestCase):
+    """The dashboard's experiments refuse the chunking a collection refuses (a run
+    is labelled with the settings it was built with), the fixed-size baseline
+    apart, which exceeds the window on purpose."""
+
+    def setUp(self):
+        self.collection = Collection.objects.create(name="C")
+
+    def _errors(self, **fields) -> dict[str, str]:
+        form = EvalRunForm({"collection": self.collection.pk, **fields})
+        form.is_valid()
+        return {field: " ".join(errors) for field, errors in form.errors.items()}
+
+    def test_it_refuses_chunks_past_the_window_and_overlap_past_half(self):
+        self.assertIn("Chunks need 16 to 254 tokens",
+                      self._errors(chunk_tokens=1000)["chunk_tokens"])  # fmt: skip
+        self.assertIn(
+            "An overlap of 200 tokens is over half of a 100-token chunk",
+            self._errors(chunk_tokens=100, chunk_overlap=200)["chunk_overlap"],
+        )
+        # The collection's own overlap, under the chunks tried.
+        Collection.objects.filter(pk=self.collection.pk).update(chunk_overlap=80)
+        self.assertIn("over half of a 100-token chunk",
+                      self._errors(chunk_tokens=100)["chunk_tokens"])  # fmt: skip
+        self.assertEqual(self._errors(top_k=8), {})  # retrieval only: not rebuilt
+        staff, _, _ = make_users()
+        self.client.force_login(staff)
+        self.client.post(
+            reverse("admin:kb_evalrun_run"),
+            {"collection": self.collection.pk, "chunk_tokens": 1000},
+        )
+        self.assertFalse(EvalRun.objects.exists())
+
+    def test_the_fixed_size_baseline_stays_selectable(self):
+        form = EvalRunForm({"collection": self.collection.pk, "strategy": "fixed"})
+        self.assertTrue(form.is_valid(), form.errors)
+        self.assertEqual(form.overrides()["chunk_tokens"], 800)
+        self.assertEqual(self._errors(chunk_strategy="fixed", chunk_tokens=800), {})
+        too_big = self._errors(strategy="fixed", chunk_tokens=5000)
+        self.assertIn("Fixed-size chunks need 16 to 2000", too_big["chunk_tokens"])
 
 
 class ComparisonTestCase(TestCase):
@@ -333,6 +386,19 @@ class KbEvalCommandTestCase(TestCase):
             self._eval("--unanswerable", str(bad))
         self.assertFalse(Collection.objects.exists())
 
+    def test_cases_or_a_baseline_json_cannot_read_are_refused_naming_them(self):
+        cases = self.folder / "cases.jsonl"
+        cases.write_text(GOLDEN_FILE.read_text("utf-8").splitlines()[0] + "\n"
+                         + "[" * 100000 + "\n")  # fmt: skip
+        with self.assertRaisesMessage(CommandError, "line 2 is nested too deeply"):
+            call_command("kb_eval", "--cases", str(cases), "--corpus",
+                         str(CONTENT_DIR), stdout=StringIO())  # fmt: skip
+        baseline = self.folder / "baseline.json"
+        baseline.write_text('{"aggregate": ' + "1" * 5000 + "}")
+        with self.assertRaisesMessage(CommandError, "holds a number too long"):
+            self._eval("--baseline", str(baseline))
+        self.assertFalse(Collection.objects.exists())
+
     def test_a_file_that_is_not_a_baseline_is_refused_before_any_work(self):
         bad = self.folder / "bad.json"
         bad.write_text('{"aggregate": {}}')
@@ -450,6 +516,31 @@ class LiveConfigurationTestCase(DemoTestCase):
             "1 source(s) failed their last indexing, 1 searched in their previous "
             "version",
         )
+
+    def test_a_source_that_failed_and_was_never_indexed_leaves_it_up_to_date(self):
+        failed, _ = ingestion.store_source(
+            self.demo, "frontonly.md", b"---\nx: 1\n---\n"
+        )
+        Source.objects.filter(pk=failed.pk).update(status=Source.Status.FAILED)
+        self.assertEqual(ingestion.index_differences(self.demo), [])
+        listed = self.client.get(reverse("admin:kb_collection_changelist"))
+        self.assertContains(listed, "up to date")
+        self.assertNotContains(listed, "failed their last indexing")
+        self.assertEqual(self._run().config["index_out_of_date"], [])
+
+    def test_a_chunking_experiment_copies_only_the_sources_in_the_live_index(self):
+        failed, _ = ingestion.store_source(
+            self.demo, "frontonly.md", b"---\nx: 1\n---\n"
+        )
+        Source.objects.filter(pk=failed.pk).update(status=Source.Status.FAILED)
+        run = self._run({"chunk_tokens": 120})
+        self.assertEqual(run.status, EvalRun.Status.DONE, run.error)
+        self.assertEqual(run.config["sources_left_out"], ["frontonly.md"])
+        dashboard = self.client.get(reverse("admin:kb_evalrun_dashboard"))
+        self.assertContains(
+            dashboard, "1 source(s) not in the live index left out of the copy "
+            "(frontonly.md)"
+        )  # fmt: skip
 
     def test_new_chunk_settings_leave_the_index_out_of_date_until_reindexed(self):
         Collection.objects.filter(pk=self.demo.pk).update(chunk_tokens=120)

@@ -110,6 +110,26 @@ class IngestTestCase(TestCase):
             self.assertLessEqual(chunk.token_count, 256)
         self.assertEqual(source.stats["chunks"], len(chunks))
 
+    def test_a_file_of_only_headings_fails_with_the_reason_keeping_the_old_one(self):
+        source = _indexed(self.collection)
+        old = sorted(source.chunks.values_list("pk", flat=True))
+        again, _ = ingestion.store_source(
+            self.collection, source.file_name, b"# A\n## B\n### C\n"
+        )
+        self._assert_it_fails_keeping_the_old_version(
+            again, parsing.ParseError,
+            "deployment-runbook.md has no text to index besides its headings",
+        )  # fmt: skip
+        self.assertEqual(sorted(again.chunks.values_list("pk", flat=True)), old)
+        new, _ = ingestion.store_source(self.collection, "h.md", b"# A\n## B\n")
+        with self.assertRaisesMessage(parsing.ParseError, "h.md has no text"):
+            ingestion.ingest(new.pk)
+        new.refresh_from_db()
+        self.assertEqual(
+            (new.status, new.indexed_version), (Source.Status.FAILED, None)
+        )
+        self.assertFalse(new.sections.exists())
+
     def test_its_token_figures_are_those_kb_chunk_prints_for_the_file(self):
         # Two chunks of different lengths: every percentile definition differs.
         # Nothing is prefixed to the embedded texts, which kb_chunk knows nothing of.

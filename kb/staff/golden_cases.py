@@ -9,7 +9,7 @@ from django.shortcuts import get_object_or_404, redirect
 
 from kb import golden
 from kb.forms import GoldenImportForm, parse_id
-from kb.models import Collection, GoldenCase
+from kb.models import Collection, GoldenCase, Source
 from kb.staff import form_page, may_view, upload_form
 
 
@@ -27,9 +27,11 @@ def span_sources(request: HttpRequest) -> JsonResponse:
         )
     visible = Collection.objects.open_to(request.user)
     collection = get_object_or_404(visible, pk=pk)
-    # A source whose reading failed has no text a span could point into.
+    # A source whose reading failed has no text a span could point into, and one
+    # that failed and was never indexed is in no index a run could cover it in.
     sources = (
         collection.sources.exclude(text="")
+        .exclude(status=Source.Status.FAILED, indexed_version__isnull=True)
         .order_by("file_name")
         .values("file_name", "text")
     )

@@ -13,7 +13,7 @@ from typing import Any, TextIO
 import numpy as np
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from kb import onnx_export
+from kb import jsontext, onnx_export
 from kb.embedding import (
     PRECISIONS,
     Embedder,
@@ -183,9 +183,9 @@ def _open(path: str) -> TextIO:
 
 def _parse(number: int, line: str) -> dict[str, Any]:
     try:
-        row = json.loads(line)
-    except json.JSONDecodeError as error:
-        raise CommandError(f"line {number}: invalid JSON ({error})") from error
+        row = jsontext.loads(line)
+    except jsontext.JsonError as error:
+        raise CommandError(f"line {number} {error}") from None
     if not isinstance(row, dict) or not isinstance(row.get("text"), str):
         raise CommandError(f"line {number}: expected an object with a 'text' string")
     return row

@@ -5,7 +5,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from kb import evaluation, golden, ingestion, retrieval
+from kb import evaluation, golden, ingestion, jsontext, retrieval
 from kb.management.commands.kb_ingest import _files
 from kb.models import Collection
 from kb.retrieval import baselines
@@ -221,8 +221,10 @@ class Command(BaseCommand):
 def _read_baseline(path: Path) -> dict:
     """An earlier --json output, checked before any ingestion starts."""
     try:
-        data = json.loads(path.read_text("utf-8"))
-    except (OSError, ValueError) as exc:
+        data = jsontext.loads(path.read_text("utf-8"))
+    except jsontext.JsonError as exc:
+        raise CommandError(f"--baseline {path} {exc}") from None
+    except (OSError, ValueError) as exc:  # unreadable, or not UTF-8
         raise CommandError(f"--baseline {path}: {exc}") from None
     if not (
         isinstance(data, dict)
