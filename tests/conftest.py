@@ -1,4 +1,5 @@
-"""Session-wide set-up: the real embedder remembers the vectors it computed.
+"""Session-wide set-up: the real embedder remembers the vectors it computed, and
+passwords are hashed with a fast hasher.
 
 The demo and the shared corpora are indexed again by many test classes (each
 TestCase class rolls its rows back; each TransactionTestCase flushes them), and
@@ -7,6 +8,11 @@ function of the texts, so the process-wide embedder keeps each call's result,
 computed by the real ONNX model, and gives it back when the very same call
 (same texts, batch size and threads) comes again: the same bits, without the wait.
 Worker processes started by tests embed with their own, ordinary embedder.
+
+Django's default hasher (PBKDF2) takes a fifth of a second or more on purpose,
+for every user a test creates and every login it tries; hashing with MD5 first
+(as healthchecks' tests do) saves that wait. The other hashers stay listed, so a
+password a worker or command hashed the usual way is still checked.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from django.conf import settings
+from django.test import override_settings
 
 from kb import embedding
 
@@ -48,3 +55,11 @@ def remembered_vectors():
     yield
     with embedding._embedders_lock:
         embedding._embedders.pop(precision, None)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def fast_password_hashing():
+    """Hash the tests' passwords with MD5 (checking still works with any hasher)."""
+    hashers = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+    with override_settings(PASSWORD_HASHERS=hashers + settings.PASSWORD_HASHERS):
+        yield

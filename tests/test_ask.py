@@ -3,14 +3,12 @@ from __future__ import annotations
 import json
 
 from django.contrib.auth.models import Group, Permission
-from django.test import SimpleTestCase, TestCase, override_settings
+from django.test import TestCase, override_settings
 from django.urls import reverse
 from django.utils.html import escape
 
 from kb import access, answering, evaluation, ingestion, retrieval
-from kb.chunking import ChunkKind
 from kb.models import Collection, GoldenCase, Section
-from kb.retrieval import expansion
 from tests import base
 
 ROLLBACK_RULE = "Roll back at once if the HTTP 5xx error rate stays above 2%"
@@ -105,41 +103,6 @@ class AnswerTestCase(DemoTestCase):
 
 
 FOREIGN = ["What is the capital of Australia?", "What's a good recipe for sourdough?"]
-
-
-class SentenceSplitTestCase(SimpleTestCase):
-    def _split(self, text: str) -> list[str]:
-        location = retrieval.Location(1, "Steps", 0, len(text), [0])
-        passage = retrieval.Passage(
-            1, "Runbook", "runbook.md", 0, len(text), text, 1.0, {"vector"}, [location]
-        )
-        return [s.text for s in answering.split_sentences(passage)]
-
-    def test_list_markers_stay_with_their_item(self):
-        text = (
-            "1. Announce the deploy. Then wait.\n"
-            "2) Run the plan.\n"
-            "a. Start the canary.\n"
-            "- Watch the dashboard.\n"
-            "* Promote it.\n"
-            "  10. Post the build number.\n"
-        )
-        self.assertEqual(
-            self._split(text),
-            [
-                "1. Announce the deploy.",
-                "Then wait.",
-                "2) Run the plan.",
-                "a. Start the canary.",
-                "- Watch the dashboard.",
-                "* Promote it.",
-                "10. Post the build number.",
-            ],
-        )
-
-    def test_a_unit_without_words_is_no_sentence(self):
-        text = "1.\n- \n...\nRoll back. 2. Then tell the channel.\n"
-        self.assertEqual(self._split(text), ["Roll back.", "2. Then tell the channel."])
 
 
 class OffTopicTestCase(DemoTestCase):
@@ -629,19 +592,3 @@ class TableRowsTestCase(TestCase):
                 header, text = _offices(80, indent, pipes)
                 name = f"Offices {len(indent)} {pipes}"
                 self._context(_ingest_text(name, "o.md", text), text, header)
-
-
-class RegionsTestCase(SimpleTestCase):
-    def test_a_header_a_run_already_holds_is_not_counted_again(self):
-        def chunk(index, start, end, kind=ChunkKind.TABLE_ROW):
-            return retrieval.ChunkRow(
-                index, 1, 1, index, start, end, 5, "x" * (end - start), "", kind
-            )
-
-        chunks = [chunk(0, 0, 40, ChunkKind.TEXT), chunk(1, 60, 80), chunk(2, 81, 100),
-                  chunk(3, 101, 120)]  # fmt: skip
-        headers = {1: (42, 50), 2: (42, 50), 3: (42, 50)}
-        regions = expansion.regions_of(chunks, dict.fromkeys([0, 1, 3]), headers)
-        self.assertEqual(regions, [(0, 80, [0, 1]), (101, 120, [3])])
-        regions = expansion.regions_of(chunks, dict.fromkeys([3]), headers)
-        self.assertEqual(regions, [(42, 50, []), (101, 120, [3])])

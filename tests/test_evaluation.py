@@ -16,28 +16,29 @@ from django.urls import reverse
 from kb import evaluation, golden, ingestion
 from kb.demo import CONTENT_DIR, GOLDEN_FILE, load_demo
 from kb.forms import EvalRunForm
-from kb.models import Collection, EvalRun, GoldenCase, Source
+from kb.models import Collection, EvalRun, Source
 from tests.base import DemoTestCase, make_users, run_burst_worker
+from tests.test_golden import golden_span
 
 FLOOR_FILE = Path(settings.BASE_DIR) / "evals" / "demo-floor.json"
 
 
-def _span(file="a.md", start=0, end=10, **extra):
-    return {"file": file, "start": start, "end": end, "text": "x", **extra}
-
-
 class MeasureTestCase(SimpleTestCase):
     def test_a_span_is_covered_jointly_by_ranges_of_one_source(self):
-        self.assertTrue(evaluation.covered(_span(), [("a.md", 0, 4), ("a.md", 4, 12)]))
-        self.assertFalse(evaluation.covered(_span(), [("a.md", 0, 4), ("a.md", 5, 12)]))
-        self.assertFalse(evaluation.covered(_span(), [("b.md", 0, 20)]))
+        self.assertTrue(
+            evaluation.covered(golden_span(), [("a.md", 0, 4), ("a.md", 4, 12)])
+        )
+        self.assertFalse(
+            evaluation.covered(golden_span(), [("a.md", 0, 4), ("a.md", 5, 12)])
+        )
+        self.assertFalse(evaluation.covered(golden_span(), [("b.md", 0, 20)]))
 
     def test_an_alternative_span_is_equally_acceptable(self):
-        span = _span(alternatives=[_span("b.md", 5, 9)])
+        span = golden_span(alternatives=[golden_span("b.md", 5, 9)])
         self.assertTrue(evaluation.covered(span, [("b.md", 0, 20)]))
 
     def test_a_hit_needs_every_span_and_partial_credit_counts_them(self):
-        case = {"required_spans": [_span(), _span(start=50, end=60)]}
+        case = {"required_spans": [golden_span(), golden_span(start=50, end=60)]}
         half = evaluation.score_case(case, [[("a.md", 0, 20)]])
         self.assertEqual((half["hit"], half["partial"]), (False, 0.5))
         full = evaluation.score_case(case, [[("a.md", 0, 20)], [("a.md", 45, 70)]])
@@ -80,78 +81,12 @@ class MeasureTestCase(SimpleTestCase):
         self.assertEqual(evaluation.paired_difference([])["p"], 1.0)
 
 
-def _line(**fields) -> str:
-    case = {"id": "c1", "question": "What is a seat?", "kind": "definition",
-            "required_spans": [_span("glossary.md", 0, 4)], **fields}  # fmt: skip
-    return json.dumps(case)
+class DemoSetTestCase(TestCase):
+    """The demo's golden set, measured on the demo."""
 
-
-class GoldenParseTestCase(SimpleTestCase):
-    """What a golden file must hold; each refusal names the line and the case."""
-
-    def assertRefused(self, jsonl: str, *words: str):
-        with self.assertRaises(golden.GoldenImportError) as caught:
-            golden.parse_cases(jsonl)
-        for word in words:
-            self.assertIn(word, str(caught.exception))
-
-    def test_a_question_the_ask_path_would_refuse_is_refused(self):
-        self.assertRefused(_line(question="why " * 5000), "line 1", "c1",
-                           "the limit is 1000")  # fmt: skip
-        many_tokens = "@ " * 400  # 800 characters, a token each
-        self.assertRefused(_line(question=many_tokens), "c1", "the model reads 256")
-
-    def test_an_id_longer_than_the_column_is_refused(self):
-        self.assertRefused(_line(id="x" * 101), "line 1", "xxxx", "the limit is 100")
-
-    def test_an_unknown_kind_is_refused_with_the_known_ones(self):
-        self.assertRefused(_line(kind="tabel"), "line 1", "c1", "'tabel'",
-                           "definition, procedure", "tail, free")  # fmt: skip
-        no_kind = json.loads(_line())
-        del no_kind["kind"]
-        self.assertEqual(golden.parse_cases(json.dumps(no_kind))[0]["kind"], "free")
-
-    def test_a_repeated_id_is_refused_with_both_lines(self):
-        self.assertRefused(_line() + "\n\n" + _line(), "line 3", "c1", "line 1")
-
-    def test_offsets_must_be_whole_numbers(self):
-        for bad in [2827.7, 3.0, True, "4", None]:
-            with self.subTest(bad=bad):
-                span = _span("glossary.md", 0, bad)
-                self.assertRefused(_line(required_spans=[span]), "line 1", "c1",
-                                   "whole number")  # fmt: skip
-
-    def test_a_span_whose_offsets_make_no_range_says_what_is_wrong(self):
-        for start, end, why in [
-            (10, 5, "span 10-5 ends before it starts"),
-            (4, 4, "span 4-4 is empty"),
-            (-1, 4, "span -1-4 starts before the text"),
-        ]:
-            with self.subTest(why=why):
-                span = _span("glossary.md", start, end)
-                self.assertRefused(_line(required_spans=[span]), "line 1, case c1", why)
-
-    def test_a_byte_order_mark_is_accepted(self):
-        self.assertEqual(len(golden.parse_cases("\ufeff" + _line())), 1)
-
-
-class GoldenImportTestCase(TestCase):
     @classmethod
     def setUpTestData(cls):
         cls.demo = load_demo(sync=True)
-
-    def test_a_span_whose_text_does_not_match_is_an_error_naming_the_case(self):
-        spans = [_span("refund-policy.md", 0, 5)]
-        line = json.dumps({"id": "bad-one", "question": "q?", "required_spans": spans})
-        with self.assertRaisesMessage(golden.GoldenImportError, "bad-one"):
-            golden.import_cases(self.demo, line)
-
-    def test_unknown_keys_are_ignored_and_export_round_trips(self):
-        exported = golden.export_cases(self.demo)
-        first = json.loads(exported.splitlines()[0])
-        first["reviewer"] = "someone"
-        report = golden.import_cases(self.demo, json.dumps(first))
-        self.assertEqual(report["unchanged"], 1)
 
     def test_the_demo_set_meets_its_floor_and_beats_the_fixed_baseline(self):
         cases = golden.parse_cases(GOLDEN_FILE.read_text("utf-8"))
@@ -422,82 +357,6 @@ class KbEvalCommandTestCase(TestCase):
         printed = self._eval("--baseline", str(earlier))
         total = len(golden.parse_cases(GOLDEN_FILE.read_text("utf-8")))
         self.assertIn(f"{total - 5} case(s) only in the later run", printed)
-
-
-class StaleSpansTestCase(DemoTestCase):
-    """Golden spans after their source's text is edited or the source deleted."""
-
-    @classmethod
-    def setUpTestData(cls):
-        super().setUpTestData()
-        cls.runbook = cls.demo.sources.get(file_name="deployment-runbook.md")
-
-    def _edit(self, text: str) -> None:
-        """What the source form does: a new version of the text, then indexing."""
-        source = Source.objects.get(pk=self.runbook.pk)
-        source.text = text
-        source.version += 1
-        source.save()
-        ingestion.ingest(source.pk)
-
-    def _friday_spans(self) -> list[dict]:
-        return GoldenCase.objects.get(external_id="friday-deploy").required_spans
-
-    def test_spans_whose_text_is_still_there_once_move_with_it(self):
-        self._edit(self.runbook.text.replace("\n\n", "\n\nA new opening line.\n\n", 1))
-        span = self._friday_spans()[0]
-        text = Source.objects.get(pk=self.runbook.pk).text
-        self.assertEqual(text[span["start"] : span["end"]], span["text"])
-        self.assertEqual(golden.stale_cases(self.demo), [])
-        # Export, then import again: nothing to refuse, nothing changed.
-        report = golden.import_cases(self.demo, golden.export_cases(self.demo))
-        self.assertEqual(report["unchanged"], GoldenCase.objects.count())
-
-    def test_a_span_whose_text_went_is_flagged_and_left_out_of_runs(self):
-        sentence = self._friday_spans()[0]["text"]
-        self._edit(self.runbook.text.replace(sentence, "Deploys are never frozen."))
-        [stale] = golden.stale_cases(self.demo)
-        self.assertEqual(stale["id"], "friday-deploy")
-        self.assertIn("no longer in deployment-runbook.md", stale["problems"][0])
-
-        run = evaluation.start_run(self.demo)
-        evaluation.execute_run(run.pk)
-        run.refresh_from_db()
-        total = GoldenCase.objects.count()
-        self.assertEqual(run.aggregate["n"], total - 1)  # not counted as a miss
-        self.assertNotIn("friday-deploy", [c["id"] for c in run.cases])
-        self.assertEqual(
-            [c["id"] for c in run.config["stale_cases"]], ["friday-deploy"]
-        )
-
-        flag = "1 case has spans that no longer match their source"
-        page = self.client.get(reverse("admin:kb_evalrun_dashboard"))
-        self.assertContains(page, flag)
-        self.assertContains(page, f"1 of {total} cases left out")
-        self.assertContains(
-            page, f"{total} golden cases (1 left out of runs until their spans"
-        )
-        cases = self.client.get(reverse("admin:kb_goldencase_changelist"))
-        self.assertContains(cases, flag)
-        self.assertContains(cases, "friday-deploy")
-        case = GoldenCase.objects.get(external_id="friday-deploy")
-        page = self.client.get(reverse("admin:kb_goldencase_change", args=[case.pk]))
-        self.assertContains(page, "its text is no longer in deployment-runbook.md")
-
-    def test_deleting_a_source_warns_of_the_golden_cases_using_it(self):
-        url = reverse("admin:kb_source_delete", args=[self.runbook.pk])
-        page = self.client.get(url)
-        self.assertContains(page, "golden cases use this source")
-        self.assertContains(page, "friday-deploy")
-        several = self.client.post(
-            reverse("admin:kb_source_changelist"),
-            {"action": "delete_selected", "_selected_action": [self.runbook.pk]},
-        )
-        self.assertContains(several, "golden cases use these sources")
-        self.client.post(url, {"post": "yes"})
-        problems = {c["id"]: c["problems"] for c in golden.stale_cases(self.demo)}
-        self.assertIn("friday-deploy", problems)
-        self.assertIn("deployment-runbook.md is gone", problems["friday-deploy"][0])
 
 
 class LiveConfigurationTestCase(DemoTestCase):

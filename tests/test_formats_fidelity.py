@@ -41,7 +41,7 @@ def test_the_handbook_keeps_its_structure_in_every_format():
     _tools_or_skip()
     with tempfile.TemporaryDirectory() as tmp:
         (Path(tmp) / "handbook").symlink_to(CORPUS)
-        report = formats.run(Path(tmp), formats.FORMATS)
+        report = formats.run(Path(tmp), formats.FORMATS, timings=False)
     assert report.errors == []
     assert report.pages > 0
     for fmt in formats.FORMATS:
@@ -184,6 +184,15 @@ def _print(tmp_path: Path, name: str, html: str) -> readers.Reading:
     return readers.read(target.name, target.read_bytes())
 
 
+def _assert_read(reading: readers.Reading, text: str, tables: tuple[int, int]):
+    """The reading's text is `text`, with `tables` tables (with a header row,
+    without one); returns its summary."""
+    assert reading.text == text, reading.text
+    summary = reading.summary
+    assert (summary["tables_with_header"], summary["tables_without_header"]) == tables
+    return summary
+
+
 NEWSLETTER = """<!doctype html><html><head><meta charset="utf-8"><style>
 @page{size:A4;margin:2cm} body{font-family:serif;font-size:11pt}
 .cols{column-count:2;column-gap:1.2cm} h1{font-size:26pt} h2{font-size:16pt}
@@ -216,7 +225,7 @@ def test_a_two_column_page_is_read_left_column_first_not_as_tables(tmp_path):
     a heading of one beside a line of the other; no table, and each column's
     headings, paragraphs, list (going on in the right column) and code kept."""
     reading = _print(tmp_path, "newsletter", NEWSLETTER)
-    assert reading.text == (
+    text = (
         "# Quarterly Newsletter\n\n## Kitchen rules\n\n"
         "The kitchen on floor two is cleaned every evening at six. Please put your "
         "dishes in the dishwasher before you leave; dishes left in the sink after "
@@ -235,9 +244,8 @@ def test_a_two_column_page_is_read_left_column_first_not_as_tables(tmp_path):
         "Desks are booked in the app up to two weeks ahead. A booking not checked "
         "in by ten o'clock is released automatically so that others may take the "
         "desk.\n"
-    ), reading.text
-    summary = reading.summary
-    assert (summary["tables_with_header"], summary["tables_without_header"]) == (0, 0)
+    )
+    summary = _assert_read(reading, text, tables=(0, 0))
     assert (summary["headings"], summary["paragraphs"]) == (5, 5)
     assert summary["chars_per_page"][0] > 900
 
@@ -263,12 +271,11 @@ def test_tables_printed_in_pandocs_style_or_with_a_border_keep_their_columns(
     rules only above and below the rows; `border=1`: the table's border
     beside each cell's, which bounds no column."""
     reading = _print(tmp_path, "tables", TABLES)
-    assert reading.text == (
+    text = (
         "# Incident guide\n\nPage the on-call engineer first.\n\n"
         "| Severity | Response |\n| --- | --- |\n| SEV1 | 15 min |\n"
         "| SEV2 | 1 hour |\n\nReport a lost laptop within one hour.\n\n"
         "| Level | Response time |\n| --- | --- |\n| Critical | 15 minutes |\n"
         "| High | 4 hours |\n"
-    ), reading.text
-    summary = reading.summary
-    assert (summary["tables_with_header"], summary["tables_without_header"]) == (2, 0)
+    )
+    _assert_read(reading, text, tables=(2, 0))

@@ -94,7 +94,10 @@ class LlmClientTestCase(DemoTestCase):
     def test_the_ask_page_shows_no_raw_connection_error(self):
         closed = _serve()
         url = _url(closed)
-        closed.server_close()  # nothing listens there any more
+        # nothing listens there any more (and no thread polls a closed socket,
+        # which would spin and slow every later test of the session)
+        closed.shutdown()
+        closed.server_close()
         with (
             override_settings(KB_LLM_URL=url, KB_LLM_API_KEY=KEY),
             self.assertLogs("kb.answering", "ERROR"),

@@ -22,8 +22,8 @@ def _collection(
     """A counted collection of `sources` sources, vector i a section of one chunk
     in source i modulo `sources` (the section's vector too, with `centroids`)."""
     collection = Collection.objects.create(name=name)
-    owners = [
-        Source.objects.create(
+    owners = Source.objects.bulk_create(
+        Source(
             collection=collection,
             title=name,
             file_name=f"{name}-{i}.md",
@@ -31,7 +31,7 @@ def _collection(
             content_hash=name,
         )  # fmt: skip
         for i in range(sources)
-    ]
+    )
     sections = Section.objects.bulk_create(
         Section(
             source=owners[i % sources],

@@ -189,3 +189,19 @@ class ExpansionTestCase(SimpleTestCase):
         chunks = self._selected().chunks
         regions = expansion.regions_of(chunks, dict.fromkeys([1, 2]))
         self.assertEqual(regions, [(chunks[1].start, chunks[2].end, [1, 2])])
+
+
+class RegionsTestCase(SimpleTestCase):
+    def test_a_header_a_run_already_holds_is_not_counted_again(self):
+        def chunk(index, start, end, kind=ChunkKind.TABLE_ROW):
+            return ChunkRow(
+                index, 1, 1, index, start, end, 5, "x" * (end - start), "", kind
+            )
+
+        chunks = [chunk(0, 0, 40, ChunkKind.TEXT), chunk(1, 60, 80), chunk(2, 81, 100),
+                  chunk(3, 101, 120)]  # fmt: skip
+        headers = {1: (42, 50), 2: (42, 50), 3: (42, 50)}
+        regions = expansion.regions_of(chunks, dict.fromkeys([0, 1, 3]), headers)
+        self.assertEqual(regions, [(0, 80, [0, 1]), (101, 120, [3])])
+        regions = expansion.regions_of(chunks, dict.fromkeys([3]), headers)
+        self.assertEqual(regions, [(42, 50, []), (101, 120, [3])])

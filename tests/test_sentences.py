@@ -216,6 +216,41 @@ class SplitterTestCase(SimpleTestCase):
         )
 
 
+class SentenceSplitTestCase(SimpleTestCase):
+    def _split(self, text: str) -> list[str]:
+        location = retrieval.Location(1, "Steps", 0, len(text), [0])
+        passage = retrieval.Passage(
+            1, "Runbook", "runbook.md", 0, len(text), text, 1.0, {"vector"}, [location]
+        )
+        return [s.text for s in answering.split_sentences(passage)]
+
+    def test_list_markers_stay_with_their_item(self):
+        text = (
+            "1. Announce the deploy. Then wait.\n"
+            "2) Run the plan.\n"
+            "a. Start the canary.\n"
+            "- Watch the dashboard.\n"
+            "* Promote it.\n"
+            "  10. Post the build number.\n"
+        )
+        self.assertEqual(
+            self._split(text),
+            [
+                "1. Announce the deploy.",
+                "Then wait.",
+                "2) Run the plan.",
+                "a. Start the canary.",
+                "- Watch the dashboard.",
+                "* Promote it.",
+                "10. Post the build number.",
+            ],
+        )
+
+    def test_a_unit_without_words_is_no_sentence(self):
+        text = "1.\n- \n...\nRoll back. 2. Then tell the channel.\n"
+        self.assertEqual(self._split(text), ["Roll back.", "2. Then tell the channel."])
+
+
 class DemoAnswerSentencesTestCase(base.DemoTestCase):
     def test_answer_sentences_and_citations_are_whole_sentences(self):
         texts = dict(self.demo.sources.values_list("pk", "text"))

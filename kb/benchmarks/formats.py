@@ -211,7 +211,12 @@ def run(
     formats: tuple[str, ...] = FORMATS,
     progress: Callable[[str], None] = lambda line: None,
     css: str = CSS,
+    timings: bool = True,
 ) -> Report:
+    """Every corpus's renderings read back and their structure compared
+    (`report.recall`, `pages`, `errors`); with `timings`, also the readers'
+    speed beside their peers', in a forked child, and on one long PDF. Without
+    them the reading and its figures are the same, only sooner."""
     missing = [
         tool
         for tool, fmt in ((CHROMIUM, "pdf"), ("pandoc", "docx"))
@@ -220,7 +225,8 @@ def run(
     if missing:
         raise FileNotFoundError(f"{', '.join(missing)} not found")
     report = Report()
-    report.notes = peer_notes()
+    if timings:
+        report.notes = peer_notes()
     with tempfile.TemporaryDirectory(prefix="kb-formats-") as tmp:
         for corpus in sorted(p for p in corpora_dir.iterdir() if p.is_dir()):
             files = sorted(corpus.rglob("*.md"))
@@ -229,8 +235,8 @@ def run(
             progress(f"{corpus.name}: {len(files)} files")
             rendered = _render_all(files, corpus.name, Path(tmp), formats, css)
             for path, paths in zip(files, rendered, strict=True):
-                _read_back(path, corpus.name, paths, formats, report)
-        if "pdf" in formats:
+                _read_back(path, corpus.name, paths, formats, report, timings)
+        if "pdf" in formats and timings:
             report.long_pdf = _long_pdf(corpora_dir, Path(tmp))
     return report
 
@@ -287,7 +293,9 @@ def _render_all(
     return rendered
 
 
-def _read_back(path: Path, corpus: str, files: dict, formats, report: Report) -> None:
+def _read_back(
+    path: Path, corpus: str, files: dict, formats, report: Report, timings: bool
+) -> None:
     markdown = path.read_text("utf-8")
     original = structure(_FRONT_MATTER_RE.sub("", markdown))
     for fmt in formats:
@@ -305,23 +313,31 @@ def _read_back(path: Path, corpus: str, files: dict, formats, report: Report) ->
         report.seconds[fmt] += time.perf_counter() - started
         report.size[fmt] += len(data)
         report.files[fmt] += 1
-        report.child_seconds[fmt] += _child_seconds(files[fmt].name, data)
-        if fmt == "pdf":
-            report.plumber_seconds += _plumber_seconds(data)
-        for label, extract in peers(fmt):
-            started = time.perf_counter()
-            flat = extract(files[fmt], data)
-            report.peer_seconds[label] += time.perf_counter() - started
-            found, total = recall(original, structure(flat))["headings"]
-            kept = report.peer_headings.setdefault(label, [0, 0])
-            kept[0] += found
-            kept[1] += total
+        if timings:
+            _time_peers(fmt, files[fmt], data, original, report)
         counts = report.recall.setdefault(
             (fmt, corpus), {kind: [0, 0] for kind in KINDS}
         )
         for kind, (found, total) in recall(original, structure(text)).items():
             counts[kind][0] += found
             counts[kind][1] += total
+
+
+def _time_peers(
+    fmt: str, path: Path, data: bytes, original: Structure, report: Report
+) -> None:
+    """The same file read in a forked child and by the peers, timed."""
+    report.child_seconds[fmt] += _child_seconds(path.name, data)
+    if fmt == "pdf":
+        report.plumber_seconds += _plumber_seconds(data)
+    for label, extract in peers(fmt):
+        started = time.perf_counter()
+        flat = extract(path, data)
+        report.peer_seconds[label] += time.perf_counter() - started
+        found, total = recall(original, structure(flat))["headings"]
+        kept = report.peer_headings.setdefault(label, [0, 0])
+        kept[0] += found
+        kept[1] += total
 
 
 # --- recall@k of the golden sets on each rendering (kb_eval --match text) -------
