@@ -286,11 +286,6 @@ def apply_edit(
     return changed
 
 
-def mark_queued(source: Source) -> None:
-    """A re-index of unchanged content: a new version so older jobs stand down."""
-    source.queue_new_version()
-
-
 # --- preparing chunks (no writes) ----------------------------------------------
 
 

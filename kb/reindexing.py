@@ -451,7 +451,7 @@ def swap_in(shadow_id: int, expected: str, why: str) -> ShadowIndex | None:
         collection.is_index_stale = False
         collection.save(update_fields=[*SETTING_FIELDS, "is_index_stale"])
         for source in again:
-            ingestion.mark_queued(source)  # a job of the old settings stands down
+            source.queue_new_version()  # a job of the old settings stands down
             queueing.enqueue_ingest(source)
         shadow.status, shadow.decision = Status.SWAPPED, why
         shadow.finished = timezone.now()

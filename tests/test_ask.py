@@ -70,7 +70,7 @@ class AnswerTestCase(DemoTestCase):
         source = self.demo.sources.get(file_name="deployment-runbook.md")
         source.metadata = {"deprecated": True}
         source.save()
-        ingestion.mark_queued(source)
+        source.queue_new_version()
         ingestion.ingest(source.pk)
         question = "When should I roll back a deploy?"
         for mode in ("vector", "keyword", "hybrid"):

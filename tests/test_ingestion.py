@@ -179,7 +179,7 @@ class IngestTestCase(TestCase):
 
         self.collection.metadata_policy = {"author": "retrieve"}
         self.collection.save()
-        ingestion.mark_queued(source)
+        source.queue_new_version()
         ingestion.ingest(source.pk)
         chunk = source.chunks.first()
         self.assertNotIn("Priya", chunk.embedded_text)
@@ -195,7 +195,7 @@ class IngestTestCase(TestCase):
         self.collection.save()
         source.metadata = {"summary": "word " * 400}
         source.save()
-        ingestion.mark_queued(source)
+        source.queue_new_version()
         with self.assertRaises(ingestion.IngestionError):
             ingestion.ingest(source.pk)
 

@@ -250,7 +250,7 @@ class ShadowTestCase(TestCase):
         # every chunk of this source overflows the model's window.
         source = self.gate.sources.get(file_name="office-faq.txt")
         Source.objects.filter(pk=source.pk).update(metadata={"summary": "word " * 400})
-        ingestion.mark_queued(source)
+        source.queue_new_version()
         ingestion.ingest(source.pk)
         live_chunks = chunk_ids(self.gate)
         url = reverse("admin:kb_collection_policy", args=[self.gate.pk])
