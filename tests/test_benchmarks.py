@@ -6,12 +6,14 @@ import importlib.util
 import unittest
 
 import numpy as np
-from django.test import SimpleTestCase
+from django.test import SimpleTestCase, TestCase
 
-from kb.benchmarks import metrics, quality, speed, splitters
+from kb import ingestion
+from kb.benchmarks import metrics, quality, scale, speed, splitters
 from kb.benchmarks.corpus import Doc, megabytes, synthesize
 from kb.benchmarks.metrics import Located
 from kb.embedding import get_embedder
+from kb.models import Chunk, Collection, Section, Source
 from kb.percentiles import percentile
 from tests.base import SHARED, SHARED_MISSING
 
@@ -195,3 +197,33 @@ class SectionsBaselineBenchTestCase(SimpleTestCase):
             [sections[3], sections[0], sections[1]],
         )
         self.assertEqual(quality.CONFIGS["kb-sections-120"].kind, "kb-sections")
+
+
+class SyntheticSetTestCase(TestCase):
+    """kb_bench speed's 100,000-chunk set: copies of a real collection made in SQL,
+    which must keep up with the tables' columns (it broke when sources gained
+    is_title_auto and reader_summary)."""
+
+    def test_it_copies_every_source_section_and_chunk(self):
+        real = Collection.objects.create(name="real", is_scratch=True)
+        for name, text in [("a.md", "# A\n\nAlpha text.\n\n## B\n\nBeta text.\n"),
+                           ("b.md", "# C\n\nGamma text here.\n")]:  # fmt: skip
+            source, _ = ingestion.store_source(real, name, text.encode())
+            ingestion.ingest(source.pk)
+        created: list[Collection] = []
+        copy, _ = scale.build_synthetic(real, 3, "t", created, lambda line: None)
+        self.assertEqual(created, [copy])
+        for model, field in [(Source, "collection"), (Section, "source__collection"),
+                             (Chunk, "source__collection")]:  # fmt: skip
+            with self.subTest(model=model.__name__):
+                self.assertEqual(
+                    model.objects.filter(**{field: copy}).count(),
+                    3 * model.objects.filter(**{field: real}).count(),
+                )
+        self.assertTrue(
+            Source.objects.filter(collection=copy, file_name="synthetic-2/b.md")
+            .exclude(title="")
+            .exists()
+        )
+        self.assertEqual(copy.terms_chunks, Chunk.objects.filter(
+            source__collection=copy).count())  # fmt: skip

@@ -357,12 +357,12 @@ def build_real(
 # --- 3. the synthetic set -----------------------------------------------------
 
 _COPY_SOURCES = """
-INSERT INTO kb_source (collection_id, title, file, file_name, text, content_hash,
-    metadata, status, error, progress, version, indexed_version, stats, created,
-    updated, indexed)
-SELECT %(target)s, title, '', %(prefix)s || file_name, text, content_hash,
-    metadata, status, error, progress, version, indexed_version, '{}', now(),
-    now(), now()
+INSERT INTO kb_source (collection_id, title, is_title_auto, file, file_name, text,
+    content_hash, metadata, status, error, progress, version, indexed_version,
+    stats, reader_summary, created, updated, indexed)
+SELECT %(target)s, title, is_title_auto, '', %(prefix)s || file_name, text,
+    content_hash, metadata, status, error, progress, version, indexed_version,
+    '{}', reader_summary, now(), now(), now()
 FROM kb_source WHERE collection_id = %(origin)s
 """
 _COPY_SECTIONS = f"""
