@@ -28,6 +28,7 @@ from urllib.parse import urlsplit
 from django.conf import settings
 from django.db import connection
 
+from kb.benchmarks.tables import markdown_table
 from kb.percentiles import percentile
 
 LEVELS = (1, 4, 16, 32)
@@ -142,20 +143,19 @@ def run(
 
 
 def table(levels: Sequence[Level]) -> str:
-    lines = [
-        "| concurrency | seconds | answered | req/s | p50 ms | p95 ms | p99 ms "
-        "| errors |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|",
-    ]
-    for r in levels:
-        errors = sum(r.errors.values())
-        kinds = ", ".join(f"{k} × {n}" for k, n in sorted(r.errors.items()))
-        lines.append(
-            f"| {r.concurrency} | {r.seconds:g} | {len(r.latencies_ms)} "
-            f"| {r.per_s:.1f} | {r.p(50):.0f} | {r.p(95):.0f} | {r.p(99):.0f} "
-            f"| {errors}{f' ({kinds})' if kinds else ''} |"
-        )
-    return "\n".join(lines)
+    header = ["concurrency", "seconds", "answered", "req/s", "p50 ms", "p95 ms",
+              "p99 ms", "errors"]  # fmt: skip
+    return markdown_table(header, "rrrrrrrr", [_cells(r) for r in levels])
+
+
+def _cells(r: Level) -> list[object]:
+    errors = sum(r.errors.values())
+    kinds = ", ".join(f"{k} × {n}" for k, n in sorted(r.errors.items()))
+    return [
+        r.concurrency, f"{r.seconds:g}", len(r.latencies_ms), f"{r.per_s:.1f}",
+        f"{r.p(50):.0f}", f"{r.p(95):.0f}", f"{r.p(99):.0f}",
+        f"{errors}{f' ({kinds})' if kinds else ''}",
+    ]  # fmt: skip
 
 
 def read_questions(path: Path) -> list[str]:

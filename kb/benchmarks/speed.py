@@ -33,6 +33,7 @@ import numpy as np
 from kb import chunking, parsing
 from kb.benchmarks import neighbours, rerank, scale
 from kb.benchmarks.corpus import Doc, Progress, load_documents, megabytes, synthesize
+from kb.benchmarks.tables import markdown_table
 from kb.embedding import Embedder, get_embedder
 
 CORPUS_BYTES = 5_000_000
@@ -365,18 +366,21 @@ def _corpus_line(report: Report) -> str:
 
 
 def _chunk_table(rows: list[ChunkRow]) -> str:
-    lines = [
-        "| chunker | budget | MB/s | chunks | mean tokens | max tokens "
-        "| over 256 tokens |",
-        "|---|---:|---:|---:|---:|---:|---:|",
+    header = ["chunker", "budget", "MB/s", "chunks", "mean tokens", "max tokens",
+              "over 256 tokens"]  # fmt: skip
+    cells = [
+        [
+            r.chunker,
+            r.budget,
+            f"{r.mb_per_s:.2f}",
+            r.chunks,
+            f"{r.mean_tokens:.0f}",
+            r.max_tokens,
+            f"{r.over_window} ({100 * r.over_share:.1f} %)",
+        ]  # fmt: skip
+        for r in rows
     ]
-    for r in rows:
-        lines.append(
-            f"| {r.chunker} | {r.budget} | {r.mb_per_s:.2f} | {r.chunks} "
-            f"| {r.mean_tokens:.0f} | {r.max_tokens} "
-            f"| {r.over_window} ({100 * r.over_share:.1f} %) |"
-        )
-    return "\n".join(lines)
+    return markdown_table(header, "lrrrrrr", cells)
 
 
 def _embed_table(report: EmbedReport) -> str:
