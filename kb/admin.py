@@ -296,6 +296,9 @@ class SourceAdmin(StaffPages, CollectionScoped, admin.ModelAdmin):
             return "-"
         if getattr(obj, "job_lost", False):
             return "its job was lost: re-index it"
+        ahead = getattr(obj, "jobs_ahead", None)
+        if obj.status == Source.Status.QUEUED and ahead:
+            return f"queued behind {ahead} job(s)"
         if p.get("stage") == "embedding":
             done, total = p.get("chunks_embedded", 0), p.get("chunks_total", "?")
             return f"embedding {done} of {total}"
@@ -402,8 +405,10 @@ def reading_context(source: Source) -> dict:
 
 def _mark_lost_jobs(sources) -> None:
     lost = {source.pk for source in jobs.stranded(sources)}
+    ahead = jobs.jobs_ahead(sources)
     for source in sources:
         source.job_lost = source.pk in lost
+        source.jobs_ahead = ahead.get(source.pk)
 
 
 @admin.register(Section)

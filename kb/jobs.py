@@ -91,6 +91,29 @@ def stranded(sources) -> list[Source]:
     return _still_waiting(lost)
 
 
+def jobs_ahead(sources) -> dict[int, int]:
+    """For each queued source whose job waits on the queue, how many jobs come
+    before it: those running, then those ahead of it in the queue. A large
+    upload holds a worker for minutes, and the sources behind it should say so.
+    {} when Redis cannot be reached."""
+    queued = [s for s in sources if s.status == Source.Status.QUEUED]
+    if not queued:
+        return {}
+    queue = django_rq.get_queue()
+    try:
+        order = queue.get_job_ids()
+        running = queue.started_job_registry.count
+    except RedisError:
+        return {}
+    position = {job_id: running + i for i, job_id in enumerate(order)}
+    ahead = {}
+    for source in queued:
+        index = position.get(ingest_job_id(source))
+        if index is not None:
+            ahead[source.pk] = index
+    return ahead
+
+
 def _still_waiting(sources: list[Source]) -> list[Source]:
     """Of these sources, those still waiting on the same version, read now: a
     job that ended between reading the rows and asking Redis has published its

@@ -339,6 +339,22 @@ class LostJobsTestCase(TestCase):
         self.assertEqual(job.args, (self.source.pk, self.source.version))
         self.assertEqual(jobs.requeue_stranded(), 0)
 
+    def test_a_queued_source_says_how_many_jobs_come_before_it(self):
+        collection = self.source.collection
+        later = []
+        for name in ("b.md", "c.md"):
+            source, _ = ingestion.store_source(collection, name, b"# B\n\nB.\n")
+            with self.captureOnCommitCallbacks(execute=True):
+                queueing.enqueue_ingest(source)
+            later.append(source)
+        self.assertEqual(
+            jobs.jobs_ahead([self.source, *later]),
+            {self.source.pk: 0, later[0].pk: 1, later[1].pk: 2},
+        )
+        page = self.client.get(reverse("admin:kb_source_changelist"))
+        self.assertContains(page, "queued behind 2 job(s)")
+        self.assertContains(page, "queued behind 1 job(s)")
+
     def test_a_source_published_after_its_row_was_read_is_not_flagged(self):
         # The page read the row while queued; the job then finished and
         # published the source before the queue was asked.
