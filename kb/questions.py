@@ -192,20 +192,18 @@ def answer_parts(entry: Question) -> list[tuple[str, dict[str, Any] | None]]:
     from kb import answering
     from kb.retrieval import heading_label
 
-    versions = (entry.fingerprint or {}).get("sources", {})
-
-    def url(c: dict[str, Any]) -> str:  # entries logged before links named sources
-        source = c.get("source_id")
-        version = versions.get(str(source)) if source is not None else None
-        return answering.citation_url(
-            c["section_id"], c["start"], c["end"], source, version
-        )
-
+    versions = (entry.fingerprint or {}).get("sources", {})  # {id: version}
     by_n = {
         c["n"]: {
             **c,
             "label": heading_label(c.get("source", ""), c.get("heading_path", "")),
-            "url": c.get("url") if "source=" in c.get("url", "") else url(c),
+            "url": answering.citation_url(
+                c["section_id"],
+                c["start"],
+                c["end"],
+                c.get("source_id"),
+                versions.get(str(c.get("source_id"))),
+            ),  # fmt: skip
         }
         for c in entry.citations
     }

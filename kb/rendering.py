@@ -53,7 +53,8 @@ def render_inline(text: str) -> SafeString:
     return mark_safe(_MD.renderInline(text))  # noqa: S308 - as render()
 
 
-_CELL_SPLIT_RE = re.compile(r"(?<!\\)\|")
+_CELL_SPLIT_RE = re.compile(r"(?<!\\)\|")  # a cell ends at a pipe not escaped
+ESCAPED_PIPE = "\\|"
 _DELIMITER_RE = re.compile(r"^\s*:?-+:?\s*$")
 
 
@@ -79,7 +80,7 @@ def render_row(text: str) -> SafeString:
         cells.pop()
     tag = "th" if header else "td"
     row = "".join(
-        f"<{tag}>{_MD.renderInline(cell.replace(chr(92) + '|', '|'))}</{tag}>"
+        f"<{tag}>{_MD.renderInline(cell.replace(ESCAPED_PIPE, '|'))}</{tag}>"
         for cell in cells
     )
     return mark_safe(f'<table class="quoted-row"><tr>{row}</tr></table>')  # noqa: S308

@@ -252,24 +252,15 @@ def _section_moved(request: HttpRequest) -> HttpResponse:
     """A citation whose section a re-index replaced: the same characters in the
     source's current index, when the link names its source (answering.citation_url);
     else a page that says the cited section is gone."""
-    source = None
-    if (source_id := request.GET.get("source", "")).isdigit():
-        found = Source.objects.select_related("collection").filter(pk=source_id)
-        source = found.first()
+    source_id = parse_id(request.GET.get("source"))
+    start = parse_id(request.GET.get("start"))  # an offset: a whole number too
+    source = Source.objects.select_related("collection").filter(pk=source_id).first()
     if source is not None and not source.collection.is_visible_to(request.user):
         source = None
-    try:
-        start = int(request.GET.get("start", ""))
-    except ValueError:
-        start = None
     current = None
     if source is not None and start is not None:
-        current = (
-            Section.objects.filter(source=source, start__lte=start)
-            .order_by("-start")
-            .only("pk")
-            .first()
-        )
+        sections = Section.objects.filter(source=source, start__lte=start)
+        current = sections.order_by("-start").only("pk").first()
     if current is None:
         message = (
             "The cited section is no longer in the index: its source was deleted "
@@ -285,10 +276,8 @@ def _section_moved(request: HttpRequest) -> HttpResponse:
 def _cited_version(request: HttpRequest, source: Source) -> int | None:
     """The version of the source's text a citation was made from, when the link
     says so and the index has been rebuilt from another one since."""
-    cited = request.GET.get("v", "")
-    if not cited.isdigit() or int(cited) == source.indexed_version:
-        return None
-    return int(cited)
+    cited = parse_id(request.GET.get("v"))
+    return None if cited == source.indexed_version else cited
 
 
 def _cited_range(request: HttpRequest, obj: Section) -> tuple[int, int]:

@@ -116,11 +116,16 @@ def discard_shadow(request: HttpRequest, pk: int) -> HttpResponse:
     )
 
 
-def _confirm_approval(request: HttpRequest, pk: int) -> HttpResponse:
+def _shadow_for(request: HttpRequest, pk: int) -> ShadowIndex:
+    """The shadow index `pk`, for an admin who sees its collection (else 403/404)."""
     if not permissions.can_change_policy(request.user):
         raise PermissionDenied
     allowed = Collection.objects.visible_to(request.user)
-    shadow = get_object_or_404(ShadowIndex, pk=pk, collection__in=allowed)
+    return get_object_or_404(ShadowIndex, pk=pk, collection__in=allowed)
+
+
+def _confirm_approval(request: HttpRequest, pk: int) -> HttpResponse:
+    shadow = _shadow_for(request, pk)
     if shadow.status != ShadowIndex.Status.HELD:
         messages.warning(request, f"Shadow index {pk} is not held; left as it is.")
         return _to_dashboard(shadow.collection_id, "#shadows")
@@ -143,10 +148,7 @@ def _decide_shadow(
 ) -> HttpResponse:
     """Approve or discard a shadow index (`decide`); the message says it is `done`,
     or why it was `too_late` to (it is no longer held)."""
-    if not permissions.can_change_policy(request.user):
-        raise PermissionDenied
-    allowed = Collection.objects.visible_to(request.user)
-    shadow = get_object_or_404(ShadowIndex, pk=pk, collection__in=allowed)
+    shadow = _shadow_for(request, pk)
     if decide(shadow, request.user):
         messages.success(request, f"Shadow index {pk} {done}")
     else:
