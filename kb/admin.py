@@ -89,7 +89,7 @@ class CollectionAdmin(StaffPages, CollectionScoped, admin.ModelAdmin):
     search_fields = ["name", "description"]
     # Set by evaluation runs and jobs, not by hand: a floor is only ever raised
     # (from a run, on the dashboard), and a scratch copy is made by a run.
-    readonly_fields = ["is_index_stale", "policy_link", "is_scratch", "recall_floor",
+    readonly_fields = ["policy_link", "is_scratch", "recall_floor",
                        "floor_run", "terms_counted", "terms_chunks",
                        "created"]  # fmt: skip
     exclude = ["metadata_policy"]

@@ -410,8 +410,8 @@ INDEX_FIELDS = ["chunk_strategy", "chunk_tokens", "chunk_overlap"]
 
 
 def build_config(collection: Collection) -> dict[str, Any]:
-    """The settings an index built now would have (the metadata policy apart:
-    Collection.is_index_stale follows that)."""
+    """The settings an index built now would have (the metadata policy apart: a
+    new policy is built as a shadow index and swapped in whole, kb/reindexing.py)."""
     embedder = embedding.get_embedder()
     return {
         **{f: getattr(collection, f) for f in INDEX_FIELDS},
@@ -447,8 +447,6 @@ def index_differences(collection: Collection) -> list[str]:
             reasons.append(f"{key} {shown} in the index, {wanted} in the settings")
     if unknown := sum(1 for c in built if not c):
         reasons.append(f"{unknown} source(s) indexed before settings were recorded")
-    if collection.is_index_stale:
-        reasons.append("built under another metadata policy")
     # Only sources the index holds in an older version: one that failed and was
     # never indexed is in no index (re-indexing would fail it again; the source
     # list shows it failed, with the reason).

@@ -89,7 +89,6 @@ class Collection(models.Model):
     )
     # {field name: "embed" | "retrieve" | "ignore"}; see kb/metadata.py
     metadata_policy = models.JSONField(default=dict, blank=True)
-    is_index_stale = models.BooleanField(default=False)
     is_scratch = models.BooleanField(
         default=False, help_text="Built by an evaluation; not shown to staff."
     )

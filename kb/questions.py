@@ -73,7 +73,6 @@ def fingerprint(collection: Collection) -> dict[str, Any]:
     return {
         **{key: _one_or_all(built[key], current[key]) for key in current},
         "metadata_policy": ingestion.policy_for(collection).decisions,
-        "is_index_stale": collection.is_index_stale,
         "sources": versions,
     }
 

@@ -68,10 +68,8 @@ def requeue(sources) -> tuple[int, bool]:
 
 def requeue_collection(collection: Collection) -> tuple[int, bool]:
     """Queue every source of the collection again: indexed anew under its current
-    settings, the index is no longer stale. As requeue."""
-    found = requeue(collection.sources.all())
-    Collection.objects.filter(pk=collection.pk).update(is_index_stale=False)
-    return found
+    settings. As requeue."""
+    return requeue(collection.sources.all())
 
 
 def queue_reachable() -> bool:

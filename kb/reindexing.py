@@ -448,8 +448,7 @@ def swap_in(shadow_id: int, expected: str, why: str) -> ShadowIndex | None:
                 again.append(source)
         for field, value in shadow.new_settings.items():
             setattr(collection, field, value)
-        collection.is_index_stale = False
-        collection.save(update_fields=[*SETTING_FIELDS, "is_index_stale"])
+        collection.save(update_fields=SETTING_FIELDS)
         for source in again:
             source.queue_new_version()  # a job of the old settings stands down
             queueing.enqueue_ingest(source)
