@@ -27,6 +27,11 @@ MAX_CONTROL_SHARE = 0.01
 # The tokenizer reads a run of letters and digits longer than 100 characters as one
 # [UNK]: counted as one token, it would still fill the answerer's context.
 MAX_WORD_CHARS = 1000
+# Words the model reads as one [UNK] each (over 100 letters and digits, and not
+# hex, which keyword search still finds whole): a text mostly made of them has
+# nothing to embed, and every one of its chunks gets the same vector.
+UNREADABLE_WORD_CHARS = 100
+MAX_UNREADABLE_SHARE = 0.5
 MIN_BASE64_LINES = 10  # wrapped base64 (an embedded file) becomes noise chunks
 MAX_DATA_URI_CHARS = 1000
 # ASCII only: CJK text has no spaces, and the tokenizer reads each ideograph alone.
@@ -34,6 +39,11 @@ MAX_DATA_URI_CHARS = 1000
 # from each of its letters (quadratic in the run, 9 s on 10 MB of 1,000-letter
 # words).
 _LONG_WORD_RE = re.compile(rf"(?<![A-Za-z0-9])[A-Za-z0-9]{{{MAX_WORD_CHARS + 1},}}")
+_UNREADABLE_WORD_RE = re.compile(
+    rf"(?<![A-Za-z0-9])[A-Za-z0-9]{{{UNREADABLE_WORD_CHARS + 1},{MAX_WORD_CHARS}}}"
+    r"(?![A-Za-z0-9])"
+)
+_NOT_ALNUM_RE = re.compile(r"[^A-Za-z0-9]+")
 _BASE64_LINE_RE = re.compile(r"[ \t>]*[A-Za-z0-9+/]{40,}={0,2}[ \t]*")
 _HEX_RE = re.compile(r"[0-9A-Fa-f]+")
 _DATA_URI_RE = re.compile(
@@ -284,6 +294,32 @@ def _check_no_blobs(text: str, filename: str) -> None:
             "over 100 as one unknown token, so nothing of it can be found. Remove "
             "it or break it up"
         )
+    if unreadable := mostly_unreadable(text):
+        raise ParseError(
+            f"{filename} is mostly words of over {UNREADABLE_WORD_CHARS} letters and "
+            f"digits ({unreadable:,} of its letters and digits): the model reads each "
+            "such word as one unknown token, so the text cannot be searched by "
+            "meaning. Break the words up or upload the readable text"
+        )
+
+
+def mostly_unreadable(text: str) -> int:
+    """How many letters and digits of `text` are in words the model cannot read
+    (unreadable_words), when they are over MAX_UNREADABLE_SHARE of all; else 0."""
+    unreadable = sum(len(w) for w in unreadable_words(text))
+    if unreadable > MAX_UNREADABLE_SHARE * len(_NOT_ALNUM_RE.sub("", text)):
+        return unreadable
+    return 0
+
+
+def unreadable_words(text: str) -> list[str]:
+    """Words of `text` the model reads as one unknown token each: over
+    UNREADABLE_WORD_CHARS letters and digits (up to MAX_WORD_CHARS), not hex."""
+    return [
+        word
+        for found in _UNREADABLE_WORD_RE.finditer(text)
+        if not _HEX_RE.fullmatch(word := found.group())
+    ]
 
 
 def parse(text: str, filename: str, title: str | None = None) -> Document:

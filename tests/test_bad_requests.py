@@ -45,6 +45,17 @@ class ApiInputTestCase(StaffTestCase):
         response = self._post('{"question": "roll\\ud800back", "collection": "Tests"}')
         self._assert_json_error(response, 400, "lone surrogate")
 
+    def test_a_question_of_words_the_model_cannot_read_gets_400(self):
+        # Each word of over 100 letters is one [UNK]: such questions all embed
+        # alike and found every chunk of such words "similar" (QA, stop 8).
+        words = " ".join(("qwertzuiop" * 16)[i:] for i in range(3))
+        response = self._post(json.dumps({"question": words, "collection": "Tests"}))
+        self._assert_json_error(response, 400, "model reads as unknown tokens")
+        # A digest is hex, which keyword search finds whole: still asked.
+        digest = "which release has checksum " + "ab" * 64 + "?"
+        response = self._post(json.dumps({"question": digest, "collection": "Tests"}))
+        self.assertNotEqual(response.status_code, 400, response.content)
+
     def test_a_lone_surrogate_in_the_collection_gets_400(self):
         response = self._post('{"question": "rollback?", "collection": "T\\udfffs"}')
         self._assert_json_error(response, 400, "lone surrogate")

@@ -196,6 +196,19 @@ def test_it_refuses_embedded_files_and_endless_words_with_the_line():
     assert decode_upload(fine.encode(), "fine.txt") == fine
 
 
+def test_it_refuses_a_text_mostly_of_words_the_model_cannot_read():
+    # 150-letter nonsense words: each is one [UNK], so every chunk of them gets
+    # the same vector and any such question matched them all (QA, stop 8).
+    words = [("lorem" * 40)[i : i + 150] for i in range(20)]
+    nonsense = "# Notes\n\n" + " ".join(words) + "\n"
+    with pytest.raises(ParseError, match="notes.md is mostly words of over 100"):
+        decode_upload(nonsense.encode(), "notes.md")
+    # A few such words among readable text are kept, as are long hex digests.
+    mixed = "# Notes\n\n" + "The release notes say what changed. " * 40
+    mixed += " ".join(words[:3]) + "\n\n" + "\n".join(["ab" * 64] * 30) + "\n"
+    assert decode_upload(mixed.encode(), "notes.md") == mixed
+
+
 def test_it_refuses_non_utf8_with_the_offset():
     with pytest.raises(ParseError, match=r"not valid UTF-8 \(byte 0xe9 at offset 3\)"):
         decode_upload("Caf\xe9 menu".encode("latin-1"), "menu.txt")

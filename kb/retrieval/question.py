@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from kb import embedding
+from kb import embedding, parsing
 
 MAX_QUESTION_CHARS = 1000
 
@@ -35,6 +35,12 @@ def clean_question(question: str) -> str:
         raise QuestionError(
             f"The question is {len(question)} characters long; the limit is "
             f"{MAX_QUESTION_CHARS}. Ask about one thing at a time."
+        )
+    if parsing.mostly_unreadable(question):
+        raise QuestionError(
+            f"The question is mostly words of over {parsing.UNREADABLE_WORD_CHARS} "
+            "letters and digits, which the model reads as unknown tokens; "
+            "ask in words."
         )
     return question
 
