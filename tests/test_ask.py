@@ -8,7 +8,7 @@ from django.urls import reverse
 from django.utils.html import escape
 
 from kb import access, answering, evaluation, ingestion, retrieval
-from kb.models import Collection, GoldenCase, Section
+from kb.models import Collection, GoldenCase, Section, Source
 from tests import base
 
 ROLLBACK_RULE = "Roll back at once if the HTTP 5xx error rate stays above 2%"
@@ -180,6 +180,16 @@ class AskPageTestCase(DemoTestCase):
         # Heading paths start with the document title: it is not shown twice.
         self.assertContains(response, "Deployment runbook › Deploy › Rollback")
         self.assertNotContains(response, "Deployment runbook › Deployment runbook")
+
+    def test_a_retitled_source_shows_its_new_title_once_before_re_indexing(self):
+        # Between an editor's title change and the re-index, the live index's
+        # paths still start with the old title: it was shown after the new one.
+        source = Source.objects.get(collection=self.demo, title="Deployment runbook")
+        Source.objects.filter(pk=source.pk).update(title="Runbook v2")
+        self.client.force_login(self.staff)
+        response = self._ask("When should I roll back a deploy?")
+        self.assertContains(response, "Runbook v2 › Deploy › Rollback")
+        self.assertNotContains(response, "Deployment runbook")
 
     def test_the_admin_link_is_shown_only_to_those_with_admin_pages(self):
         link = f'<a href="{reverse("admin:index")}">Admin</a>'

@@ -88,11 +88,11 @@ class TextWindow:
 
 
 def heading_label(source_title: str, heading_path: str) -> str:
-    """Source › heading path, without the title twice (paths start with it)."""
-    path = heading_path.replace(" > ", " › ")
-    if heading_path.split(" > ")[0] == source_title:
-        return path
-    return f"{source_title} › {path}"
+    """Source › heading path. Every path starts with the title the source was
+    indexed under (parsing._root_path), which an editor may have changed since:
+    the current title takes its place."""
+    parts = heading_path.split(" > ")
+    return " › ".join([source_title or parts[0], *parts[1:]])
 
 
 @dataclass

@@ -7,6 +7,7 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from kb import rendering
+from kb.retrieval import heading_label as _heading_label
 
 register = template.Library()
 
@@ -14,6 +15,12 @@ register = template.Library()
 @register.filter
 def markdown(text: str) -> SafeString:
     return rendering.render(str(text))
+
+
+@register.filter
+def heading_label(heading_path: str, source_title: str) -> str:
+    """A stored heading path as shown: under the source's current title."""
+    return _heading_label(str(source_title), str(heading_path))
 
 
 @register.filter
