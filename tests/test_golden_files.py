@@ -2,6 +2,8 @@
 
 kb_eval refuses a case whose span text differs from its source, so a broken line
 would only show when someone runs the benchmark; these checks catch it at once.
+The sets on ../shared/corpora skip when it is absent; the Starlette sets point into
+evals/corpora/, which ships with the repository, so their checks always run.
 """
 
 from __future__ import annotations
@@ -25,6 +27,11 @@ SETS = {
     "poetry-docs.jsonl": "poetry-docs",
     "poetry-docs-holdout.jsonl": "poetry-docs",
 }
+# Sets whose corpus ships inside the repository, in evals/corpora.
+REPO_SETS = {
+    "starlette-docs.jsonl": "starlette-docs",
+    "starlette-docs-holdout.jsonl": "starlette-docs",
+}
 
 
 def _read(path: Path) -> str:
@@ -32,25 +39,26 @@ def _read(path: Path) -> str:
         return handle.read()
 
 
-@skipUnless((SHARED / "corpora").is_dir(), SHARED_MISSING)
-class GoldenFilesTestCase(TestCase):
-    def test_every_set_in_evals_is_checked(self):
-        self.assertEqual({p.name for p in EVALS.glob("*.jsonl")}, set(SETS))
+class GoldenFilesChecks:
+    """The checks, run by the test cases below over their `sets` in `corpora`."""
+
+    sets: dict[str, str]
+    corpora: Path
 
     def test_each_span_is_its_file_slice_and_occurs_once(self):
-        for name, corpus in SETS.items():
+        for name, corpus in self.sets.items():
             cases = golden.parse_cases(_read(EVALS / name))
             for case in cases:
                 for span in case["required_spans"]:
                     with self.subTest(set=name, case=case["id"], file=span["file"]):
-                        text = _read(SHARED / "corpora" / corpus / span["file"])
+                        text = _read(self.corpora / corpus / span["file"])
                         self.assertEqual(
                             text[span["start"] : span["end"]], span["text"]
                         )
                         self.assertEqual(text.count(span["text"]), 1)
 
     def test_ids_are_unique_and_every_kind_is_known(self):
-        for name in SETS:
+        for name in self.sets:
             raw = [json.loads(line) for line in _read(EVALS / name).splitlines()]
             ids = [case["id"] for case in raw]
             self.assertEqual(len(ids), len(set(ids)), name)
@@ -59,7 +67,7 @@ class GoldenFilesTestCase(TestCase):
             )
 
     def test_held_out_spans_overlap_no_tuning_span(self):
-        for corpus in ("handbook", "rq-docs", "poetry-docs"):
+        for corpus in sorted(set(self.sets.values())):
             tuned = self._spans(f"{corpus}.jsonl")
             for file, start, end in self._spans(f"{corpus}-holdout.jsonl"):
                 for other, lo, hi in tuned:
@@ -69,7 +77,7 @@ class GoldenFilesTestCase(TestCase):
                     )
 
     def test_no_two_spans_of_one_set_overlap(self):
-        for name in SETS:
+        for name in self.sets:
             spans = sorted(self._spans(name))
             for (file, start, end), (other, lo, hi) in zip(spans, spans[1:]):
                 self.assertFalse(
@@ -84,3 +92,17 @@ class GoldenFilesTestCase(TestCase):
             for case in cases
             for s in case["required_spans"]
         ]
+
+
+@skipUnless((SHARED / "corpora").is_dir(), SHARED_MISSING)
+class GoldenFilesTestCase(GoldenFilesChecks, TestCase):
+    sets = SETS
+    corpora = SHARED / "corpora"
+
+
+class RepoGoldenFilesTestCase(GoldenFilesChecks, TestCase):
+    sets = REPO_SETS
+    corpora = EVALS / "corpora"
+
+    def test_every_set_in_evals_is_checked(self):
+        self.assertEqual({p.name for p in EVALS.glob("*.jsonl")}, {*SETS, *REPO_SETS})
