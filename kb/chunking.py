@@ -21,7 +21,14 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from kb.parsing import Block, Document, ParseError, SectionData, TableRow
+from kb.parsing import (
+    Block,
+    Document,
+    ParseError,
+    SectionData,
+    TableRow,
+    link_text,
+)
 from kb.percentiles import percentile
 
 DEFAULT_MAX_TOKENS = 200
@@ -244,27 +251,6 @@ def _chunk(
 # and says nothing about what the text says. The HTML, DOCX and PDF readers keep
 # link text only; a Markdown source's `[text](url)` is embedded the same way (the
 # chunk's text, and so every citation, keeps the link). Code keeps its own text.
-
-_INLINE_LINK_RE = re.compile(
-    r"(!?)\[([^\[\]\n]*)\]"  # [text] or ![alt]
-    r"\(\s*(?:<[^<>\n]*>|[^\s()<>]*(?:\([^\s()<>]*\)[^\s()<>]*)*)"  # (target
-    r"(?:\s+(?:\"[^\"\n]*\"|'[^'\n]*'|\([^()\n]*\)))?\s*\)"  # "title")
-)
-_REFERENCE_LINK_RE = re.compile(r"\[([^\[\]\n]+)\]\[[^\[\]\n]*\]")
-_LINK_DEFINITION_RE = re.compile(
-    r"^ {0,3}\[[^\[\]\n]+\]:[ \t]*\S+[^\n]*(?:\n|\Z)", re.MULTILINE
-)
-
-
-def link_text(text: str) -> str:
-    """`text` with Markdown link targets left out: `[text](url "title")` and
-    `[text][ref]` read as `text`, an image as its alt text, and a line defining a
-    reference (`[ref]: url`) as nothing. Everything else is unchanged."""
-    if "](" not in text and "][" not in text and "]:" not in text:
-        return text
-    text = _INLINE_LINK_RE.sub(lambda m: m.group(2), text)
-    text = _REFERENCE_LINK_RE.sub(r"\1", text)
-    return _LINK_DEFINITION_RE.sub("", text)
 
 
 # --- structure strategy ---------------------------------------------------

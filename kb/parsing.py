@@ -322,6 +322,28 @@ def unreadable_words(text: str) -> list[str]:
     ]
 
 
+_INLINE_LINK_RE = re.compile(
+    r"(!?)\[([^\[\]\n]*)\]"  # [text] or ![alt]
+    r"\(\s*(?:<[^<>\n]*>|[^\s()<>]*(?:\([^\s()<>]*\)[^\s()<>]*)*)"  # (target
+    r"(?:\s+(?:\"[^\"\n]*\"|'[^'\n]*'|\([^()\n]*\)))?\s*\)"  # "title")
+)
+_REFERENCE_LINK_RE = re.compile(r"\[([^\[\]\n]+)\]\[[^\[\]\n]*\]")
+_LINK_DEFINITION_RE = re.compile(
+    r"^ {0,3}\[[^\[\]\n]+\]:[ \t]*\S+[^\n]*(?:\n|\Z)", re.MULTILINE
+)
+
+
+def link_text(text: str) -> str:
+    """`text` with Markdown link targets left out: `[text](url "title")` and
+    `[text][ref]` read as `text`, an image as its alt text, and a line defining a
+    reference (`[ref]: url`) as nothing. Everything else is unchanged."""
+    if "](" not in text and "][" not in text and "]:" not in text:
+        return text
+    text = _INLINE_LINK_RE.sub(lambda m: m.group(2), text)
+    text = _REFERENCE_LINK_RE.sub(r"\1", text)
+    return _LINK_DEFINITION_RE.sub("", text)
+
+
 def parse(text: str, filename: str, title: str | None = None) -> Document:
     """Parse by file extension: Markdown (.md, .markdown) or plain text (.txt)."""
     if not text.strip():
@@ -479,7 +501,9 @@ def _top_level_blocks(tokens: list[Token], text: str, lines: _LineIndex) -> list
             _fill_code(block, token, text, lines)
         elif kind == "heading":
             block.level = int(token.tag[1:])
-            block.text = " ".join(tokens[index + 1].content.split())
+            # A heading that is a link names its text: the target would be
+            # shown in every heading path and embedded with every chunk.
+            block.text = " ".join(link_text(tokens[index + 1].content).split())
         blocks.append(block)
     return blocks
 

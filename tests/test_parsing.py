@@ -274,6 +274,21 @@ def test_it_puts_text_before_the_first_heading_under_the_title():
     assert second.heading_path == "Guide > Details"
 
 
+def test_a_heading_that_is_a_link_is_named_by_its_text():
+    # The target would be shown in every heading path and embedded with every
+    # chunk of the section (third-party lists link their headings).
+    text = (
+        "# Middleware\n\n## Third party\n\n"
+        "#### [WSGIMiddleware](https://github.com/abersheeran/a2wsgi)\n\n"
+        "Converts a WSGI application into an ASGI one.\n\n"
+        "#### [Proxy][proxy] headers\n\nTrusts forwarded headers.\n\n"
+        "[proxy]: https://example.com/proxy\n"
+    )
+    paths = [s.heading_path for s in parse(text, "middleware.md").sections]
+    assert "Middleware > Third party > WSGIMiddleware" in paths
+    assert "Middleware > Third party > Proxy headers" in paths
+
+
 def test_it_takes_the_title_from_front_matter_and_skips_it():
     text = '---\ntitle: "RQ: Jobs"\nlayout: docs\n---\n\nSome text.\n'
     doc = parse(text, "jobs.md")
