@@ -27,7 +27,7 @@ from kb.parsing import (
     ParseError,
     SectionData,
     TableRow,
-    link_text,
+    embedded_text,
 )
 from kb.percentiles import percentile
 
@@ -231,7 +231,9 @@ def _chunk(
     index: int, section: SectionData, draft: _Draft, text: str, tokens: _Counter
 ) -> ChunkData:
     source = text[draft.start : draft.end]
-    embed_text = link_text(source) if draft.embed_text is None else draft.embed_text
+    embed_text = draft.embed_text
+    if embed_text is None:
+        embed_text = embedded_text(text, draft.start, draft.end, section.blocks)
     return ChunkData(
         section_index=section.index,
         chunk_index=index,
@@ -244,13 +246,6 @@ def _chunk(
         token_count=tokens(embed_text),
         is_fallback=draft.is_fallback,
     )
-
-
-# --- links: their text is embedded, their targets are not --------------------
-# A URL is a path: it pulls a chunk's vector towards every page on the same site
-# and says nothing about what the text says. The HTML, DOCX and PDF readers keep
-# link text only; a Markdown source's `[text](url)` is embedded the same way (the
-# chunk's text, and so every citation, keeps the link). Code keeps its own text.
 
 
 # --- structure strategy ---------------------------------------------------

@@ -12,6 +12,7 @@ import codecs
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from html.parser import HTMLParser
 from pathlib import PurePath
 
 from markdown_it import MarkdownIt
@@ -322,6 +323,13 @@ def unreadable_words(text: str) -> list[str]:
     ]
 
 
+# --- links and HTML: their text is embedded, their targets are not -----------
+# A URL is a path: it pulls a chunk's vector towards every page on the same site
+# and says nothing about what the text says. The HTML, DOCX and PDF readers keep
+# link text only; a Markdown source's `[text](url)` and its raw HTML blocks (a
+# README's badges) are embedded the same way (the chunk's text, and so every
+# citation, keeps them as written). Code keeps its own text.
+
 _INLINE_LINK_RE = re.compile(
     r"(!?)\[([^\[\]\n]*)\]"  # [text] or ![alt]
     r"\(\s*(?:<[^<>\n]*>|[^\s()<>]*(?:\([^\s()<>]*\)[^\s()<>]*)*)"  # (target
@@ -342,6 +350,62 @@ def link_text(text: str) -> str:
     text = _INLINE_LINK_RE.sub(lambda m: m.group(2), text)
     text = _REFERENCE_LINK_RE.sub(r"\1", text)
     return _LINK_DEFINITION_RE.sub("", text)
+
+
+# Elements whose end is a line break in the text they show.
+_HTML_BREAKS = {"p", "div", "br", "li", "tr", "h1", "h2", "h3", "h4", "h5", "h6",
+                "table", "ul", "ol", "section", "blockquote", "pre", "hr"}  # fmt: skip
+
+
+class _HTMLText(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.parts: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list) -> None:
+        if tag == "img":
+            alt = dict(attrs).get("alt") or ""
+            self.parts.append(f" {alt} " if alt else " ")
+        elif tag in _HTML_BREAKS:
+            self.parts.append("\n")
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in _HTML_BREAKS:
+            self.parts.append("\n")
+
+    def handle_data(self, data: str) -> None:
+        self.parts.append(data)
+
+
+def html_text(fragment: str) -> str:
+    """The text an HTML fragment shows: its text and its images' alt text, one
+    line per block element; no tags, attributes or comments. A fragment cut
+    inside a tag (a chunk of a long HTML block) starts after it, ends before it."""
+    first_open, first_close = fragment.find("<"), fragment.find(">")
+    if first_close != -1 and (first_open == -1 or first_close < first_open):
+        fragment = fragment[first_close + 1 :]
+    if fragment.rfind("<") > fragment.rfind(">"):
+        fragment = fragment[: fragment.rfind("<")]
+    reader = _HTMLText()
+    reader.feed(fragment)
+    reader.close()
+    lines = (" ".join(line.split()) for line in "".join(reader.parts).split("\n"))
+    return "\n".join(line for line in lines if line)
+
+
+def embedded_text(text: str, start: int, end: int, blocks: list[Block]) -> str:
+    """text[start:end] as it is embedded: HTML blocks as the text they show,
+    Markdown links as their text (link_text)."""
+    pieces, position = [], start
+    for block in blocks:
+        if block.kind != "html" or block.end <= start or block.start >= end:
+            continue
+        lo, hi = max(block.start, start), min(block.end, end)
+        pieces.append(text[position:lo])
+        pieces.append(html_text(text[lo:hi]))
+        position = hi
+    pieces.append(text[position:end])
+    return link_text("".join(pieces))
 
 
 def parse(text: str, filename: str, title: str | None = None) -> Document:

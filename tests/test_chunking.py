@@ -311,3 +311,36 @@ def test_a_link_is_embedded_by_its_text_and_cited_with_its_target():
     assert "http" not in chunk.embed_text and "img/" not in chunk.embed_text
     assert chunk.token_count == count_tokens(chunk.embed_text)
     assert text[chunk.start : chunk.end] == chunk.text
+
+
+def test_raw_html_is_embedded_as_the_text_it_shows():
+    # A README's badges: tags, attributes and URLs would pull the chunk's vector
+    # towards every page of the site; alt texts and link texts say what it is.
+    badges = (
+        '<p align="center">\n'
+        '<a href="https://github.com/acme/widgets/actions">\n'
+        '    <img src="https://github.com/acme/widgets/badge.svg" alt="Build Status">\n'
+        "</a>\n"
+        '<img width="400px" src="/img/logo.svg">\n'
+        "<!-- the logo -->\n"
+        "<em>Widgets &amp; gadgets, assembled.</em>\n"
+        "</p>\n"
+    )
+    text = f"# Widgets\n\n{badges}\nWidgets are assembled by the [line](https://acme.example/line).\n"
+    (chunk,) = _chunk(text).chunks
+    assert chunk.text == text[chunk.start : chunk.end]
+    assert '<img src="https://github.com/acme/widgets/badge.svg"' in chunk.text
+    assert chunk.embed_text == (
+        "Build Status\nWidgets & gadgets, assembled.\n\n"
+        "Widgets are assembled by the line."
+    )
+    # Cut inside a long HTML block, a chunk starts after the cut tag.
+    rows = "".join(
+        f'<tr><td><img src="/i/{i}.png" alt="Icon {i}"></td></tr>\n' for i in range(400)
+    )
+    table = f"# Icons\n\n<table>\n{rows}</table>\n"
+    result = _chunk(table, max_tokens=100)
+    assert len(result.chunks) > 2
+    for chunk in result.chunks:
+        assert "src=" not in chunk.embed_text and "<" not in chunk.embed_text
+        assert chunk.embed_text.startswith("Icon ")
