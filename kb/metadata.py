@@ -31,6 +31,8 @@ BUILTIN_FIELDS: dict[str, tuple[str, str]] = {
     "chunk_index": ("Chunk", RETRIEVE),
     "total_chunks": ("Total chunks", RETRIEVE),
 }
+# Fields that decide what is searched, not what a chunk says: always stored.
+CONTROL_FIELDS = ("deprecated",)
 # Source-level fields editors fill in (title and file name have their own columns).
 SOURCE_FIELDS = ["url", "author", "tags", "version", "deprecated"]
 FREE_FIELD_DEFAULT = RETRIEVE
@@ -80,11 +82,14 @@ class Policy:
         return "\n".join(lines) + "\n\n" if lines else ""
 
     def retrieved(self, values: dict[str, Any]) -> dict[str, Any]:
-        """The fields stored on the chunk and returned with results."""
+        """The fields stored on the chunk and returned with results; a deprecated
+        source's flag whatever its policy: the searches read it on every chunk
+        to keep the source out of answers (current_sql)."""
         return {
             k: v
             for k, v in values.items()
-            if self.of(k) in (EMBED, RETRIEVE) and not _is_empty(v)
+            if (self.of(k) in (EMBED, RETRIEVE) or k in CONTROL_FIELDS)
+            and not _is_empty(v)
         }
 
 

@@ -82,6 +82,21 @@ class AnswerTestCase(DemoTestCase):
             )
             self.assertIn(source.pk, {p.source_id for p in with_old.passages}, mode)
 
+    def test_deprecated_sources_stay_out_whatever_the_metadata_policy(self):
+        # "Ignore" decides what is embedded and returned; deprecation is a
+        # control, read on every chunk by the searches (QA, stop 9).
+        self.demo.metadata_policy = {"deprecated": "ignore"}
+        self.demo.save(update_fields=["metadata_policy"])
+        source = self.demo.sources.get(file_name="deployment-runbook.md")
+        source.metadata = {"deprecated": True}
+        source.save()
+        source.queue_new_version()
+        ingestion.ingest(source.pk)
+        question = "When should I roll back a deploy?"
+        for mode in ("vector", "keyword", "hybrid"):
+            result = retrieval.retrieve(self.demo, question, mode=mode)
+            self.assertNotIn(source.pk, {p.source_id for p in result.passages}, mode)
+
     def test_an_llm_answer_citing_unknown_sections_is_cleaned_and_flagged(self):
         result = retrieval.retrieve(self.demo, "When should I roll back a deploy?")
         reply = answering.check_llm_answer("Roll back fast [1]. Or not [9].", result)
