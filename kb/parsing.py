@@ -352,6 +352,29 @@ def link_text(text: str) -> str:
     return _LINK_DEFINITION_RE.sub("", text)
 
 
+# CommonMark's backslash escapes (any ASCII punctuation), and code spans, inside
+# which a backslash is itself.
+_ESCAPED_RE = re.compile(r"\\([!-/:-@\[-`{-~])")
+_CODE_SPAN_RE = re.compile(r"(?<!\\)(`+)(.+?)\1", re.S)  # not opened by \`
+
+
+def heading_text(markdown: str) -> str:
+    """A heading's Markdown as the plain text of titles and heading paths: a link
+    named by its text (its target would be shown in every heading path and
+    embedded with every chunk), escapes undone (the readers escape what HTML,
+    DOCX and PDF text would otherwise mark up: `C++ \\*pointers\\*`), one line."""
+    text = link_text(markdown)
+    if "\\" in text:
+        pieces, position = [], 0
+        for code in _CODE_SPAN_RE.finditer(text):
+            pieces.append(_ESCAPED_RE.sub(r"\1", text[position : code.start()]))
+            pieces.append(code.group())
+            position = code.end()
+        pieces.append(_ESCAPED_RE.sub(r"\1", text[position:]))
+        text = "".join(pieces)
+    return " ".join(text.split())
+
+
 # Elements whose end is a line break in the text they show.
 _HTML_BREAKS = {"p", "div", "br", "li", "tr", "h1", "h2", "h3", "h4", "h5", "h6",
                 "table", "ul", "ol", "section", "blockquote", "pre", "hr"}  # fmt: skip
@@ -457,7 +480,7 @@ def _mask_front_matter(text: str) -> tuple[str, str, int]:
 def _first_h1(tokens: list[Token]) -> str:
     for index, token in enumerate(tokens):
         if token.type == "heading_open" and token.level == 0:
-            return tokens[index + 1].content.strip() if token.tag == "h1" else ""
+            return heading_text(tokens[index + 1].content) if token.tag == "h1" else ""
     return ""
 
 
@@ -565,9 +588,7 @@ def _top_level_blocks(tokens: list[Token], text: str, lines: _LineIndex) -> list
             _fill_code(block, token, text, lines)
         elif kind == "heading":
             block.level = int(token.tag[1:])
-            # A heading that is a link names its text: the target would be
-            # shown in every heading path and embedded with every chunk.
-            block.text = " ".join(link_text(tokens[index + 1].content).split())
+            block.text = heading_text(tokens[index + 1].content)
         blocks.append(block)
     return blocks
 

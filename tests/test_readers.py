@@ -21,7 +21,7 @@ from docx.enum.style import WD_STYLE_TYPE
 from docx.oxml import OxmlElement
 from docx.oxml.ns import qn
 
-from kb import ingestion, readers, rendering
+from kb import ingestion, parsing, readers, rendering
 from kb.models import Collection, Source
 from kb.readers import ReaderError
 from tests.base import make_users
@@ -146,6 +146,22 @@ class HtmlReaderTestCase(SimpleTestCase):
             ),
         )
         self.assertEqual(reading.text, "# Canteen\n\nSoup and bread.\n")
+
+    def test_titles_and_heading_paths_read_as_the_page_shows_them(self):
+        # The reader escapes text that would be Markdown markup; the title and
+        # heading paths are plain text, as shown everywhere (QA, stop 9).
+        shown = "C++ *pointers* and [brackets] in_snake_case #1 <b>"
+        reading = readers.read(
+            "cpp.html",
+            _html(
+                "<main><h1>C++ *pointers* and [brackets] in_snake_case #1 &lt;b&gt;"
+                "</h1><h2>Arrays `a*b`</h2><p>Pointers store addresses.</p></main>"
+            ),
+        )
+        self.assertIn("\\*pointers\\*", reading.text)  # rendered as written
+        self.assertEqual(parsing.markdown_title(reading.text), shown)
+        paths = [s.heading_path for s in parsing.parse(reading.text, "c.md").sections]
+        self.assertIn(f"{shown} > Arrays `a*b`", paths)
 
     def test_it_keeps_link_text_and_image_alt_without_urls(self):
         reading = readers.read(
