@@ -182,6 +182,9 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
 ]
 LOGIN_URL = "admin:login"
+# After a login whose `next` is missing or refused (another host): the ask page,
+# not Django's /accounts/profile/, which this project has not.
+LOGIN_REDIRECT_URL = "kb:ask"
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = os.environ.get("TIME_ZONE", "UTC")
 USE_I18N = True

@@ -26,12 +26,16 @@ FILE_TYPES = {
 @staff_member_required
 @never_cache
 def ask(request: HttpRequest) -> HttpResponse:
-    form = AskForm(request.GET or None, user=request.user)
+    # Asked when the question is in the query string; other parameters (a
+    # bookmark's utm_source, a collection to preselect) ask nothing.
+    asked = "q" in request.GET
+    initial = {"collection": request.GET.get("collection", "")}
+    form = AskForm(request.GET if asked else None, user=request.user, initial=initial)
     context = {"form": form}
     status, wait = 200, 0
-    if request.GET and not form.is_valid():
+    if asked and not form.is_valid():
         status = 400
-    elif request.GET:
+    elif asked:
         # Only a question that could be asked counts towards the limit.
         if wait := ratelimit.question_wait(request.user, request):
             context["limited"] = ratelimit.question_message(wait)

@@ -138,6 +138,29 @@ class OffTopicTestCase(DemoTestCase):
             self.assertNotEqual(reply.answerer, "none", case.external_id)
             self.assertGreater(result.top_similarity, 0.3, case.external_id)
 
+    def test_full_width_text_is_asked_as_its_ascii_form(self):
+        # East Asian input methods type full-width Latin; it got the bicycle
+        # answer, marked trustworthy (QA, stop 9).
+        wide = "Ｗｈｅｎ ｓｈｏｕｌｄ Ｉ ｒｏｌｌ ｂａｃｋ ａ ｄｅｐｌｏｙ？"
+        result, reply = answering.ask(self.demo, wide)
+        self.assertEqual(result.question, "When should I roll back a deploy?")
+        self.assertIn(ROLLBACK_RULE, reply.text)
+
+    def test_a_question_with_nothing_to_search_for_is_refused_with_the_reason(self):
+        self.client.force_login(self.staff)
+        for question in ("🐝🐝🐝", "a", "the of and", "What is it?"):
+            response = self.client.post(
+                reverse("kb:api-ask"),
+                {"question": question, "collection": "Demo"},
+                content_type="application/json",
+            )
+            self.assertEqual(response.status_code, 400, question)
+            self.assertIn("no word to search for", response.json()["error"])
+        page = self.client.get(
+            reverse("kb:ask"), {"q": "a", "collection": self.demo.pk}
+        )
+        self.assertContains(page, "no word to search for", status_code=400)
+
     @override_settings(KB_MIN_SIMILARITY=0)
     def test_the_check_can_be_turned_off(self):
         result, reply = answering.ask(self.demo, FOREIGN[0])
@@ -205,6 +228,25 @@ class AskPageTestCase(DemoTestCase):
         response = self._ask("When should I roll back a deploy?")
         self.assertContains(response, "Runbook v2 › Deploy › Rollback")
         self.assertNotContains(response, "Deployment runbook")
+
+    def test_a_link_with_other_parameters_shows_the_empty_form(self):
+        # A bookmarked or tracked link is no question asked (QA, stop 9).
+        self.client.force_login(self.staff)
+        response = self.client.get(
+            self.url, {"utm_source": "mail", "collection": self.demo.pk}
+        )
+        self.assertEqual(response.status_code, 200)
+        self.assertNotContains(response, "This field is required")
+        self.assertContains(response, f'<option value="{self.demo.pk}" selected>')
+
+    def test_a_login_without_a_safe_next_lands_on_the_ask_page(self):
+        for data in ({}, {"next": "https://evil.example/"}):
+            response = self.client.post(
+                reverse("admin:login"),
+                {"username": "staff", "password": "pw-staff-1", **data},
+            )
+            self.assertRedirects(response, self.url, fetch_redirect_response=False)
+            self.client.logout()
 
     def test_the_admin_link_is_shown_only_to_those_with_admin_pages(self):
         link = f'<a href="{reverse("admin:index")}">Admin</a>'

@@ -141,7 +141,7 @@ class CollectionParameterTestCase(StaffTestCase):
 
 class SizeCapTestCase(StaffTestCase):
     def test_a_golden_file_over_the_cap_is_refused_with_the_limit(self):
-        line = json.dumps({"id": "c1", "question": "Where?", "required_spans": []})
+        line = json.dumps({"id": "c1", "question": "Keys?", "required_spans": []})
         upload = SimpleUploadedFile("golden.jsonl", (line + "\n").encode() * 20)
         with self.settings(KB_MAX_GOLDEN_BYTES=1000):
             response = self.client.post(
@@ -158,9 +158,9 @@ class SizeCapTestCase(StaffTestCase):
             Permission.objects.get(codename="add_goldencase")
         )
         span = '{"file": "a.md", "start": ' + "1" * 5000 + ', "end": 9, "text": "x"}'
-        good = json.dumps({"id": "c1", "question": "Where?", "required_spans": [
+        good = json.dumps({"id": "c1", "question": "Keys?", "required_spans": [
             {"file": "a.md", "start": 0, "end": 1, "text": "#"}]})  # fmt: skip
-        huge = '{"id": "c2", "question": "Where?", "required_spans": [' + span + "]}"
+        huge = '{"id": "c2", "question": "Keys?", "required_spans": [' + span + "]}"
         for line, why in (
             ("[" * 100000, "line 2 is nested too deeply"),
             (huge, "line 2 holds a number too long to read"),

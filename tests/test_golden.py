@@ -37,7 +37,7 @@ class GoldenParseTestCase(SimpleTestCase):
     def test_a_question_the_ask_path_would_refuse_is_refused(self):
         self.assertRefused(_line(question="why " * 5000), "line 1", "c1",
                            "the limit is 1000")  # fmt: skip
-        many_tokens = "@ " * 400  # 800 characters, a token each
+        many_tokens = "ab " * 333  # 999 characters, a token each
         self.assertRefused(_line(question=many_tokens), "c1", "the model reads 256")
 
     def test_an_id_longer_than_the_column_is_refused(self):

@@ -5,6 +5,7 @@ leg. Questions the ask path refuses raise QuestionError.
 from __future__ import annotations
 
 import re
+import unicodedata
 
 from kb import embedding, parsing
 
@@ -16,10 +17,21 @@ class QuestionError(ValueError):
 
 
 _SURROGATE_RE = re.compile("[\\ud800-\\udfff]")
+_WORD_RE = re.compile(r"\w+")
+# Words that name nothing to search for (the answerer's STOPWORDS list).
+STOPWORDS = frozenset(
+    """a an and are as at be been by can could do does for from had has have how i if
+    in is it its me my of on or our should so that the their them then there these
+    they this to was we were what when where which who why will with would you your
+    about after before into than also any all may might must not no yes get got
+    """.split()
+)
 
 
 def clean_question(question: str) -> str:
-    question = " ".join((question or "").split())
+    """The question as searched: compatibility characters folded (NFKC: the
+    full-width Latin of East Asian input methods reads as ASCII), one line."""
+    question = " ".join(unicodedata.normalize("NFKC", question or "").split())
     if not question:
         raise QuestionError("Please type a question.")
     if "\x00" in question:  # PostgreSQL text cannot hold it
@@ -35,6 +47,11 @@ def clean_question(question: str) -> str:
         raise QuestionError(
             f"The question is {len(question)} characters long; the limit is "
             f"{MAX_QUESTION_CHARS}. Ask about one thing at a time."
+        )
+    if not any(word not in STOPWORDS for word in _WORD_RE.findall(question.casefold())):
+        raise QuestionError(
+            "The question has no word to search for (only common words, symbols "
+            "or emoji); ask about something."
         )
     if parsing.mostly_unreadable(question):
         raise QuestionError(
