@@ -8,6 +8,7 @@ whose spans went stale. Measuring retrieval against them is kb.evaluation's."""
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from django.db import transaction
@@ -18,6 +19,7 @@ from kb.models import Collection, GoldenCase, Source
 
 KINDS = [k.value for k in GoldenCase.Kind]
 MAX_ID_CHARS = GoldenCase._meta.get_field("external_id").max_length
+_SURROGATE_RE = re.compile("[\\ud800-\\udfff]")
 
 
 class GoldenImportError(ValueError):
@@ -27,7 +29,12 @@ class GoldenImportError(ValueError):
 def parse_cases(jsonl: str) -> list[dict[str, Any]]:
     """Read JSON Lines golden cases; unknown keys are ignored, a leading byte order
     mark too. Each case keeps its "line" so later refusals can name it."""
-    return _json_lines(jsonl, parse_case)
+    cases = _json_lines(jsonl, parse_case)
+    if not cases:  # an import of nothing is no success
+        raise GoldenImportError(
+            "the file holds no cases: write one JSON object per line"
+        )
+    return cases
 
 
 def _json_lines(jsonl: str, parse) -> list[dict[str, Any]]:
@@ -54,33 +61,44 @@ def _json_lines(jsonl: str, parse) -> list[dict[str, Any]]:
 
 
 def parse_case(raw: Any, lineno: int | None = None) -> dict[str, Any]:
-    """One golden case from its decoded JSON, or GoldenImportError naming it."""
+    """One golden case from its decoded JSON, or GoldenImportError naming it: each
+    field of the case and of its spans is checked for its JSON type, and text for
+    what PostgreSQL cannot store, so no shape of JSON reaches the database."""
     if not isinstance(raw, dict):
-        raise GoldenImportError(f"line {lineno}: expected a JSON object")
-    case = {"id": str(raw.get("id") or f"line-{lineno}"), "line": lineno}
-    if len(case["id"]) > MAX_ID_CHARS:
         raise GoldenImportError(
-            f"{_where(case)}: the id is {len(case['id'])} characters long; "
-            f"the limit is {MAX_ID_CHARS}"
+            f"line {lineno}: expected a JSON object, not {_shown(raw)}"
         )
+    case = {"id": _case_id(raw.get("id"), lineno), "line": lineno}
     question = raw.get("question")
-    if not isinstance(question, str) or not question.strip():
+    if question is None or isinstance(question, str) and not question.strip():
         raise GoldenImportError(f"{_where(case)}: 'question' is missing")
-    try:  # the ask path's own check: a run would fail on this question otherwise
+    if not isinstance(question, str):
+        raise GoldenImportError(
+            f"{_where(case)}: 'question' must be text, not {_shown(question)}"
+        )
+    try:  # the ask path's own check (NULs too): a run would fail on it otherwise
         retrieval.check_question(question)
     except retrieval.QuestionError as exc:
         raise GoldenImportError(f"{_where(case)}: {exc}") from None
-    kind = raw.get("kind") or GoldenCase.Kind.FREE
+    kind = raw.get("kind")
+    if kind is None or kind == "":
+        kind = GoldenCase.Kind.FREE
+    _check_text(kind, "'kind'", _where(case))
     if kind not in KINDS:
         raise GoldenImportError(
             f"{_where(case)}: unknown kind {kind!r}; the kinds are {', '.join(KINDS)}"
         )
     spans = raw.get("required_spans")
     if not isinstance(spans, list) or not spans:
-        raise GoldenImportError(f"{_where(case)}: 'required_spans' must be a list")
+        raise GoldenImportError(
+            f"{_where(case)}: 'required_spans' must be a list of at least one span, "
+            f"not {_shown(spans)}"
+        )
     real = raw.get("real_question", False)
     if not isinstance(real, bool):
-        raise GoldenImportError(f"{_where(case)}: 'real_question' must be true/false")
+        raise GoldenImportError(
+            f"{_where(case)}: 'real_question' must be true/false, not {_shown(real)}"
+        )
     return {
         **case,
         "question": question.strip(),
@@ -91,6 +109,45 @@ def parse_case(raw: Any, lineno: int | None = None) -> dict[str, Any]:
     }
 
 
+def _case_id(value: Any, lineno: int | None) -> str:
+    """The case's id ("line-3" when it has none), or GoldenImportError: one that is
+    not text PostgreSQL can store is named by its line only (it cannot be shown)."""
+    if value is None or value == "":
+        return f"line-{lineno}"
+    _check_text(value, "the id", f"line {lineno}" if lineno else "the case")
+    if len(value) > MAX_ID_CHARS:
+        raise GoldenImportError(
+            f"{_where({'id': value, 'line': lineno})}: the id is {len(value)} "
+            f"characters long; the limit is {MAX_ID_CHARS}"
+        )
+    return value
+
+
+def _check_text(value: Any, field: str, where: str) -> None:
+    """GoldenImportError unless `value` is a string PostgreSQL can store: no NUL,
+    no lone surrogate (worded as the ask path words them in a question)."""
+    if not isinstance(value, str):
+        raise GoldenImportError(f"{where}: {field} must be text, not {_shown(value)}")
+    if "\x00" in value:
+        raise GoldenImportError(
+            f"{where}: {field} contains a NUL character (\\x00); remove it"
+        )
+    if _SURROGATE_RE.search(value):  # from JSON's "\ud800": no UTF-8 for it
+        raise GoldenImportError(
+            f"{where}: {field} contains a lone surrogate (such as \\ud800), "
+            "which is no character; remove it"
+        )
+
+
+def _shown(value: Any) -> str:
+    """A JSON value as a refusal quotes it: a list or an object by its kind, any
+    other short and in ASCII (a lone surrogate could not be sent)."""
+    if isinstance(value, (dict, list)) and value:
+        return "an object" if isinstance(value, dict) else "a list"
+    text = json.dumps(value)
+    return text if len(text) <= 40 else text[:40] + "…"
+
+
 def _where(case: dict[str, Any]) -> str:
     """How a refusal names a case: its line (when read from a file) and id."""
     shown = case["id"] if len(case["id"]) <= 40 else case["id"][:40] + "…"
@@ -98,11 +155,21 @@ def _where(case: dict[str, Any]) -> str:
     return f"line {line}, case {shown}" if line else f"case {shown}"
 
 
-def _span(raw: Any, where: str) -> dict[str, Any]:
-    if not isinstance(raw, dict) or not all(
-        isinstance(raw.get(key), str) and raw[key] for key in ("file", "text")
-    ):
-        raise GoldenImportError(f"{where}: each span needs file, start, end and text")
+def _span(raw: Any, where: str, alternative: bool = False) -> dict[str, Any]:
+    """One span (or one of a span's alternatives) checked field by field."""
+    name = "an alternative" if alternative else "a span"
+    if not isinstance(raw, dict):
+        raise GoldenImportError(
+            f"{where}: {name} must be an object with file, start, end and text, "
+            f"not {_shown(raw)}"
+        )
+    for key in ("file", "text"):
+        if raw.get(key) is None or raw[key] == "":
+            raise GoldenImportError(
+                f"{where}: each span needs file, start, end and text; "
+                f"{name} has no {key!r}"
+            )
+        _check_text(raw[key], f"{name}'s {key!r}", where)
     span = {
         "file": raw["file"],
         "start": _offset(raw, "start", where),
@@ -113,9 +180,19 @@ def _span(raw: Any, where: str) -> dict[str, Any]:
         raise GoldenImportError(
             f"{where}: span {span['start']}-{span['end']} {problem}"
         )
-    alternatives = raw.get("alternatives") or []
-    if alternatives:
-        span["alternatives"] = [_span(a, where) for a in alternatives]
+    alternatives = raw.get("alternatives")
+    if alternatives is None or alternatives == []:
+        return span
+    if alternative:  # only one level: runs and checks read no deeper
+        raise GoldenImportError(
+            f"{where}: an alternative cannot have 'alternatives' of its own"
+        )
+    if not isinstance(alternatives, list):
+        raise GoldenImportError(
+            f"{where}: 'alternatives' must be a list of spans, "
+            f"not {_shown(alternatives)}"
+        )
+    span["alternatives"] = [_span(a, where, alternative=True) for a in alternatives]
     return span
 
 
@@ -136,7 +213,7 @@ def _offset(raw: dict[str, Any], key: str, where: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise GoldenImportError(
             f"{where}: span {key} must be a whole number of characters, "
-            f"not {json.dumps(value)}"
+            f"not {_shown(value)}"
         )
     return value
 

@@ -10,10 +10,11 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.db import connection
 from django.test import TestCase, TransactionTestCase
 from django.urls import reverse
+from django.utils.html import escape
 
 from kb import access
 from kb.forms import AskForm
-from kb.models import Collection, GoldenCase, Source
+from kb.models import Collection, EvalRun, GoldenCase, Source
 from tests.base import make_users
 
 API = reverse("kb:api-ask")
@@ -137,6 +138,72 @@ class CollectionParameterTestCase(StaffTestCase):
         )
         ok = self.client.get(url, {"collection": self.collection.pk})
         self.assertEqual(ok.status_code, 200)
+
+    def test_the_re_evaluate_button_says_why_it_refuses_a_collection(self):
+        url = reverse("admin:kb_evalrun_run")
+        malformed = "Not started: collection must be a collection id (digits 0-9)"
+        for ref in ("abc", "²", "9" * 30):
+            response = self.client.post(url, {"collection": ref})
+            self.assertContains(response, malformed, status_code=400)
+        unknown = "Not started: Collection: There is no collection 99999 that you"
+        response = self.client.post(url, {"collection": "99999"})
+        self.assertContains(response, unknown, status_code=400)
+        self.assertFalse(EvalRun.objects.exists())
+
+
+class GoldenInputTestCase(StaffTestCase):
+    """Golden cases of any JSON shape or text are refused with the line and the
+    field, never a 500, on the import and on the add form."""
+
+    SPAN = {"file": "a.md", "start": 0, "end": 1, "text": "#"}
+
+    def _import(self, *lines: str):
+        upload = SimpleUploadedFile("g.jsonl", "\n".join(lines).encode())
+        return self.client.post(
+            reverse("admin:kb_goldencase_import"),
+            {"collection": self.collection.pk, "file": upload},
+        )
+
+    def _line(self, **fields) -> str:
+        case = {"id": "c1", "question": "When?", "required_spans": [self.SPAN]}
+        return json.dumps({**case, **fields})
+
+    def test_a_span_with_alternatives_not_a_list_of_spans_is_refused(self):
+        for alternatives, why in [
+            (5, "line 2, case c1: 'alternatives' must be a list of spans, not 5"),
+            (True, "line 2, case c1: 'alternatives' must be a list of spans, not true"),
+            ([5], "line 2, case c1: an alternative must be an object with file"),
+        ]:  # fmt: skip
+            spans = [{**self.SPAN, "alternatives": alternatives}]
+            response = self._import("", self._line(required_spans=spans))
+            self.assertContains(response, escape(why), status_code=400)
+            response = self.client.post(
+                reverse("admin:kb_goldencase_add"),
+                {"collection": self.collection.pk, "external_id": "c1",
+                 "kind": "free", "question": "When?",
+                 "required_spans": json.dumps(spans)},
+            )  # fmt: skip
+            self.assertContains(response, escape(why.removeprefix("line 2, ")))
+        self.assertFalse(GoldenCase.objects.exists())
+
+    def test_an_id_with_a_nul_or_a_lone_surrogate_is_refused_naming_it(self):
+        for bad, why in [
+            ("a\x00b", "line 1: the id contains a NUL character (\\x00)"),
+            ("a\ud800b", "line 1: the id contains a lone surrogate (such as \\ud800)"),
+        ]:  # fmt: skip
+            # json.dumps writes them as the escapes "\u0000" and "\ud800".
+            response = self._import(self._line(id=bad))
+            self.assertContains(response, why, status_code=400)
+        spans = [{**self.SPAN, "file": "a\x00.md"}]
+        response = self._import(self._line(required_spans=spans))
+        self.assertContains(response, escape("a span's 'file' contains a NUL"),
+                            status_code=400)  # fmt: skip
+        self.assertFalse(GoldenCase.objects.exists())
+
+    def test_a_file_of_blank_lines_is_refused_as_holding_no_cases(self):
+        response = self._import("", "   ", "")
+        self.assertContains(response, "the file holds no cases", status_code=400)
+        self.assertNotContains(response, "Imported", status_code=400)
 
 
 class SizeCapTestCase(StaffTestCase):

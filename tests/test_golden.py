@@ -73,6 +73,81 @@ class GoldenParseTestCase(SimpleTestCase):
     def test_a_byte_order_mark_is_accepted(self):
         self.assertEqual(len(golden.parse_cases("\ufeff" + _line())), 1)
 
+    def test_a_span_field_of_the_wrong_json_type_is_refused_naming_it(self):
+        good = golden_span("glossary.md", 0, 4)
+        for bad, why in [
+            ({"alternatives": 5}, "'alternatives' must be a list of spans, not 5"),
+            ({"alternatives": True}, "must be a list of spans, not true"),
+            ({"alternatives": {"file": "a"}}, "must be a list of spans, not an object"),
+            ({"alternatives": [5]}, "an alternative must be an object with file"),
+            ({"alternatives": ["x"]}, 'an alternative must be an object with file'),
+            ({"alternatives": [{**good, "alternatives": [good]}]},
+             "an alternative cannot have 'alternatives' of its own"),
+            ({"alternatives": [{**good, "file": 7}]},
+             "an alternative's 'file' must be text, not 7"),
+            ({"file": ["a.md"]}, "a span's 'file' must be text, not a list"),
+            ({"text": 12}, "a span's 'text' must be text, not 12"),
+        ]:  # fmt: skip
+            with self.subTest(why=why):
+                span = {**good, **bad}
+                self.assertRefused(_line(required_spans=[span]), "line 1, case c1", why)
+        for spans in [[5], ["glossary.md"], [[good]]]:
+            with self.subTest(spans=spans):
+                self.assertRefused(_line(required_spans=spans), "line 1, case c1",
+                                   "a span must be an object with file")  # fmt: skip
+        self.assertRefused(_line(required_spans={"a": 1}), "line 1, case c1",
+                           "'required_spans' must be a list")  # fmt: skip
+        alternative = golden_span("glossary.md", 10, 14)
+        [case] = golden.parse_cases(
+            _line(
+                required_spans=[
+                    {**good, "alternatives": [alternative]},
+                    {**good, "alternatives": None},
+                ]
+            )
+        )
+        self.assertEqual(case["required_spans"], [
+            {**good, "alternatives": [alternative]}, good])  # fmt: skip
+
+    def test_a_case_field_of_the_wrong_json_type_is_refused_naming_it(self):
+        for bad, why in [
+            ({"id": 5}, "line 1: the id must be text, not 5"),
+            ({"id": {"x": 1}}, "line 1: the id must be text, not an object"),
+            ({"question": ["Why?"]}, "line 1, case c1: 'question' must be text"),
+            ({"kind": 3}, "line 1, case c1: 'kind' must be text, not 3"),
+            ({"kind": ["free"]}, "line 1, case c1: 'kind' must be text, not a list"),
+            ({"real_question": "yes"}, "'real_question' must be true/false, not"),
+        ]:
+            with self.subTest(why=why):
+                self.assertRefused(_line(**bad), why)
+        self.assertRefused("[1, 2]", "line 1: expected a JSON object, not a list")
+
+    def test_text_postgresql_cannot_store_is_refused_naming_the_field(self):
+        nul = "contains a NUL character (\\x00)"
+        surrogate = "contains a lone surrogate (such as \\ud800)"
+        bad_span = golden_span("glossary.md", 0, 4)
+        for fields, why in [
+            ({"id": "a\x00b"}, f"line 1: the id {nul}"),
+            ({"id": "a\ud800b"}, f"line 1: the id {surrogate}"),
+            ({"question": "Why\x00?"}, "line 1, case c1: The question contains a NUL"),
+            ({"kind": "free\x00"}, f"line 1, case c1: 'kind' {nul}"),
+            ({"kind": "\udfff"}, f"line 1, case c1: 'kind' {surrogate}"),
+            ({"required_spans": [{**bad_span, "file": "a\x00.md"}]},
+             f"line 1, case c1: a span's 'file' {nul}"),
+            ({"required_spans": [{**bad_span, "text": "\ud800"}]},
+             f"line 1, case c1: a span's 'text' {surrogate}"),
+            ({"required_spans": [{**bad_span, "alternatives": [
+                {**bad_span, "text": "x\x00"}]}]},
+             f"line 1, case c1: an alternative's 'text' {nul}"),
+        ]:  # fmt: skip
+            with self.subTest(why=why):
+                # json.dumps writes the lone surrogate as the escape "\ud800".
+                self.assertRefused(_line(**fields), why)
+
+    def test_a_file_of_blank_lines_holds_no_cases(self):
+        self.assertRefused("\n  \n\t\n", "the file holds no cases")
+        self.assertRefused("", "the file holds no cases")
+
 
 class GoldenImportTestCase(TestCase):
     @classmethod

@@ -16,7 +16,7 @@ from django.http import (
     HttpResponseRedirect,
     QueryDict,
 )
-from django.shortcuts import get_object_or_404, redirect
+from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.views.decorators.http import require_POST
@@ -62,14 +62,19 @@ def run(request: HttpRequest) -> HttpResponse:
         raise PermissionDenied
     form = EvalRunForm(request.POST)
     form.fields["collection"].queryset = Collection.objects.visible_to(request.user)
+    form.fields["collection"].error_messages["invalid_choice"] = (
+        "There is no collection %(value)s that you may see."
+    )
     if not form.is_valid():  # the dashboard again, with what was typed
-        messages.error(request, f"Not started: {readable_errors(form)}")
         params = QueryDict(mutable=True)
         params["collection"] = request.POST.get("collection", "")
         try:
             shown = dashboard.context(params, request.user)
-        except dashboard.BadParameter:
-            return redirect("admin:kb_evalrun_dashboard")
+        except dashboard.BadParameter as exc:  # as the dashboard's own GET says it
+            return HttpResponseBadRequest(
+                f"Not started: {exc}", content_type="text/plain"
+            )
+        messages.error(request, f"Not started: {readable_errors(form)}")
         return _dashboard_page(request, {**shown, "form": form}, status=400)
     collection = form.cleaned_data["collection"]
     with transaction.atomic():
