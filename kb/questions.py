@@ -184,6 +184,34 @@ def _cited_text(result, cite) -> str:
     return ""
 
 
+def cited_text(source, version: int, start: int, end: int) -> str | None:
+    """The text a citation link (source, version, start, end) cited, as logged
+    with the answer that made it; None when no logged answer holds it (pruned,
+    or the log is off)."""
+    cite = {"source_id": source.pk, "start": start, "end": end}
+    rows = Question.objects.filter(
+        collection_id=source.collection_id, citations__contains=[cite]
+    ).order_by("-created", "-pk")
+    for logged, printed in rows.values_list("citations", "fingerprint")[:20]:
+        at = (printed or {}).get("sources", {}).get(str(source.pk), version)
+        for c in logged:
+            same = all(c.get(k) == v for k, v in cite.items())
+            if same and at == version and c.get("text"):
+                return c["text"]
+    return None
+
+
+def cited_source(user, source_id: int) -> dict[str, str] | None:
+    """The title and file of a source cited in the log the user may see (the
+    source itself may be gone): {"source", "file"}, or None."""
+    rows = visible_to(user).filter(citations__contains=[{"source_id": source_id}])
+    logged = rows.order_by("-created", "-pk").values_list("citations", flat=True)
+    for c in logged.first() or []:
+        if c.get("source_id") == source_id:
+            return {"source": c.get("source", ""), "file": c.get("file", "")}
+    return None
+
+
 def answer_parts(entry: Question) -> list[tuple[str, dict[str, Any] | None]]:
     """The logged answer as the ask page shows an answer (answering.marked_parts):
     each [n] with its logged citation, which links to the cited characters (and

@@ -29,6 +29,7 @@ from kb.models import (
     Question,
     ReplayReport,
     Section,
+    Source,
 )
 from tests import base
 
@@ -494,6 +495,94 @@ class ReplayTestCase(DemoTestCase):
 
         with self.assertRaisesMessage(CommandError, "No logged question with id 999"):
             call_command("kb_replay", "999")
+
+
+RUNBOOK = "deployment-runbook.md"
+ROLLBACK_RULE = "Roll back at once if the HTTP 5xx error rate stays above 2%"
+NEW_SECTION = (
+    "### Safety first\n\nAlways keep an epipen near the canary dashboard, in case "
+    "of anaphylaxis.\n\n"
+)
+
+
+class CitationLinkTestCase(DemoTestCase):
+    """An answer's citation link opened after its source changed (views.section)."""
+
+    log_in = True
+
+    def _rollback_citation(self) -> dict:
+        cites = self.api_ask(ROLLBACK).json()["citations"]
+        cite = next(c for c in cites if c["heading_path"].endswith("> Rollback"))
+        logged = Question.objects.latest("created").citations
+        text = next(c["text"] for c in logged if c["n"] == cite["n"])
+        self.assertIn(ROLLBACK_RULE, text)
+        return {**cite, "text": text}
+
+    def _re_upload(self, edit) -> Source:
+        source = self.demo.sources.get(file_name=RUNBOOK)
+        text = edit(source.text)
+        source, _ = ingestion.store_source(self.demo, RUNBOOK, text.encode())
+        ingestion.ingest(source.pk)
+        source.refresh_from_db()
+        return source
+
+    def _marked(self, page: str) -> tuple[str, int, int]:
+        found = re.search(
+            r'<mark id="cited" aria-label="cited passage, characters (\d+) to '
+            r'(\d+)">(.*?)</mark>', page, re.S,
+        )  # fmt: skip
+        self.assertIsNotNone(found, "nothing marked")
+        return html.unescape(found.group(3)), int(found[1]), int(found[2])
+
+    def test_an_old_link_marks_the_cited_text_where_it_now_is(self):
+        cite = self._rollback_citation()
+        source = self._re_upload(
+            lambda text: text.replace("### Rollback\n", NEW_SECTION + "### Rollback\n")
+        )
+        response = self.client.get(cite["url"], follow=True)
+        page = response.content.decode()
+        marked, start, end = self._marked(page)
+        self.assertEqual(marked, cite["text"])  # exactly it, no other text
+        self.assertEqual(source.text[start:end], cite["text"])
+        self.assertEqual(start, cite["start"] + len(NEW_SECTION))
+        self.assertIn(
+            "The source has changed since the answer cited it (version 1; this "
+            f"index is of version 2): the cited text is now at characters "
+            f"{start}–{end}", page,
+        )  # fmt: skip
+        # The header's range is the marked one.
+        self.assertIn(f"cited: characters {start}–{end}</a>", page)
+        self.assertNotIn("epipen", marked)
+
+    def test_an_old_link_to_text_since_removed_says_so_and_marks_nothing(self):
+        cite = self._rollback_citation()
+        self._re_upload(
+            lambda text: text.replace(cite["text"], "Ask the on-call lead first.")
+        )
+        response = self.client.get(cite["url"], follow=True)
+        self.assertEqual(response.status_code, 200)
+        self.assertContains(response, "the cited text is no longer in it")
+        self.assertNotContains(response, '<mark id="cited"')
+        self.assertNotContains(response, "cited: characters")
+        # The text as it was cited, beside the section nearest its old place.
+        self.assertContains(response, escape(ROLLBACK_RULE))
+        self.assertContains(response, "Ask the on-call lead first.")
+
+    def test_a_link_to_a_deleted_source_says_the_source_was_deleted(self):
+        cite = self._rollback_citation()
+        self.demo.sources.get(pk=cite["source_id"]).delete()
+        response = self.client.get(cite["url"])
+        self.assertContains(
+            response, "The source this link cites, “Deployment runbook” "
+            f"({RUNBOOK}), has been deleted.", status_code=404,
+        )  # fmt: skip
+        self.assertNotContains(response, "does not say which", status_code=404)
+        # Without a source in the link, the page says that instead.
+        bare = cite["url"].split("&source=")[0]
+        response = self.client.get(bare)
+        self.assertContains(
+            response, "this link does not say which source it cites", status_code=404
+        )
 
 
 def before_text(entry: Question) -> str:
