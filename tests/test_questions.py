@@ -412,10 +412,12 @@ class ReplayTestCase(DemoTestCase):
         self.client.force_login(self.staff)
         return Question.objects.get(pk=self.api_ask(question).json()["id"])
 
-    def _edit_runbook(self):
+    def _edit_runbook(self, reword: bool = True):
         source = self.demo.sources.get(file_name="deployment-runbook.md")
         # A paragraph under the title: every later citation moves.
         text = source.text.replace("\n\n", "\n\n" + EDITED_PREFIX, 1)
+        if reword:  # and the cited rule says something else
+            text = text.replace("Roll back at once", "Roll back within a minute")
         source, _ = ingestion.store_source(self.demo, source.file_name, text.encode())
         ingestion.ingest(source.pk)
 
@@ -457,6 +459,36 @@ class ReplayTestCase(DemoTestCase):
         out = io.StringIO()
         call_command("kb_replay", str(entry.pk), stdout=out)
         self.assertIn("The citations changed.", out.getvalue())
+
+    def test_cited_text_moved_by_an_edit_above_it_is_no_change(self):
+        entry = self._logged()
+        self._edit_runbook(reword=False)
+        shown = self._replay_json(entry)
+        self.assertNotEqual(shown["citations_before"], shown["citations_after"])
+        self.assertIs(shown["changed"], False)
+        outcome = jobs.replay_recent(self.demo.pk, 10)
+        report = ReplayReport.objects.get(pk=outcome["report"])
+        self.assertEqual((report.replayed, report.changed), (1, []))
+
+    def test_a_replay_report_tells_sources_of_one_title_apart(self):
+        for name in ("zebra-a.md", "zebra-b.md"):
+            source, _ = ingestion.store_source(
+                self.demo, name, b"# Name test\n\nThe zebra crossing rule: cyclists "
+                b"dismount and walk across every zebra crossing.\n",
+            )  # fmt: skip
+            ingestion.ingest(source.pk)
+        entry = self._logged("What is the zebra crossing rule for cyclists?")
+        files = {c["file"] for c in entry.citations}
+        self.assertEqual(files, {"zebra-a.md", "zebra-b.md"})
+        self.demo.sources.filter(file_name__startswith="zebra-").delete()
+        outcome = jobs.replay_recent(self.demo.pk, 10)
+        report = ReplayReport.objects.get(pk=outcome["report"])
+        page = self.client.get(
+            reverse("admin:kb_replayreport_change", args=[report.pk])
+        )
+        self.assertContains(page, "no longer cites Name test (zebra-a.md), Name test "
+                            "(zebra-b.md)")  # fmt: skip
+        self.assertNotContains(page, "Name test, Name test")
 
     def test_the_admin_shows_the_logged_answer_beside_the_new_one(self):
         entry = self._logged()
@@ -759,7 +791,7 @@ class ReplayReportJobTestCase(TransactionTestCase):
         ingestion.store_source(
             collection,
             "deploy.md",
-            b"# Deploy\n\nFirst, look.\n\nRoll back when errors rise.\n",
+            b"# Deploy\n\nFirst, look.\n\nRoll back when errors rise above 2%.\n",
         )
         ingestion.ingest(source.pk)
         questions.enqueue_replay_report(collection)
