@@ -382,7 +382,12 @@ class Replay:
             path = row.get("heading_path", "")
             return f"{path} ({row.get('file')})" if len(files[path]) > 1 else path
 
-        return {k: list(dict.fromkeys(map(label, rows))) for k, rows in groups.items()}
+        found = {k: list(dict.fromkeys(map(label, rows))) for k, rows in groups.items()}
+        # Cited again, but other text of it: named once, not as gained and lost.
+        both = [x for x in found["citations_gained"] if x in found["citations_lost"]]
+        for key in ("citations_gained", "citations_lost"):
+            found[key] = [x for x in found[key] if x not in both]
+        return {"citations_reworded": both, **found}
 
     def as_json(self) -> dict[str, Any]:
         """The shape of `kb_replay ID --json`: citations as in the ask API."""

@@ -512,6 +512,10 @@ class ReplayTestCase(DemoTestCase):
             reverse("admin:kb_replayreport_change", args=[report.pk])
         )
         self.assertContains(page, changed.question)
+        # What changed: the rollback rule cited with other words.
+        self.assertContains(
+            page, "cites other text of Deployment runbook &gt; Deploy &gt; Rollback"
+        )
 
     def test_replay_of_a_restricted_collection_stays_in_its_group(self):
         entry = self._logged()
