@@ -184,6 +184,34 @@ def _cited_text(result, cite) -> str:
     return ""
 
 
+def cited_text(source, version: int, start: int, end: int) -> str | None:
+    """The text a citation link (source, version, start, end) cited, as logged
+    with the answer that made it; None when no logged answer holds it (pruned,
+    or the log is off)."""
+    cite = {"source_id": source.pk, "start": start, "end": end}
+    rows = Question.objects.filter(
+        collection_id=source.collection_id, citations__contains=[cite]
+    ).order_by("-created", "-pk")
+    for logged, printed in rows.values_list("citations", "fingerprint")[:20]:
+        at = (printed or {}).get("sources", {}).get(str(source.pk), version)
+        for c in logged:
+            same = all(c.get(k) == v for k, v in cite.items())
+            if same and at == version and c.get("text"):
+                return c["text"]
+    return None
+
+
+def cited_source(user, source_id: int) -> dict[str, str] | None:
+    """The title and file of a source cited in the log the user may see (the
+    source itself may be gone): {"source", "file"}, or None."""
+    rows = visible_to(user).filter(citations__contains=[{"source_id": source_id}])
+    logged = rows.order_by("-created", "-pk").values_list("citations", flat=True)
+    for c in logged.first() or []:
+        if c.get("source_id") == source_id:
+            return {"source": c.get("source", ""), "file": c.get("file", "")}
+    return None
+
+
 def answer_parts(entry: Question) -> list[tuple[str, dict[str, Any] | None]]:
     """The logged answer as the ask page shows an answer (answering.marked_parts):
     each [n] with its logged citation, which links to the cited characters (and
@@ -312,7 +340,11 @@ def record_feedback(user, entry_id: Any, helpful: Any, note: Any = "") -> Questi
 
 # --- replay ------------------------------------------------------------------------
 
-CITATION_KEYS = ("file", "heading_path", "start", "end")
+# A citation is the same when it cites the same text under the same heading of
+# the same file: text moved by an edit above it is no change. Entries logged
+# without the cited text are compared by range.
+CITATION_KEYS = ("file", "heading_path", "text")
+RANGE_KEYS = ("file", "heading_path", "start", "end")
 
 
 @dataclass
@@ -328,8 +360,34 @@ class Replay:
 
     @property
     def changed(self) -> bool:
-        """The answer cites other places (by file, heading and range) than before."""
+        """The answer cites other text (by file, heading and text) than before:
+        a citation gained or lost, which the report names (labels)."""
         return _cited(self.entry.citations) != _cited(self.citations_after)
+
+    def labels(self) -> dict[str, list[str]]:
+        """What changed, as labels a reader can tell apart: each source's title
+        and heading path, with its file name when two differ only by that."""
+        before, after = self.entry.citations, self.citations_after
+        groups = {
+            "citations_gained": _unmatched(after, before),
+            "citations_lost": _unmatched(before, after),
+            "sections_gained": self.sections_gained,
+            "sections_lost": self.sections_lost,
+        }
+        files: dict[str, set[str]] = {}
+        for row in [*before, *after, *self.sections_gained, *self.sections_lost]:
+            files.setdefault(row.get("heading_path", ""), set()).add(row.get("file"))
+
+        def label(row: dict[str, Any]) -> str:
+            path = row.get("heading_path", "")
+            return f"{path} ({row.get('file')})" if len(files[path]) > 1 else path
+
+        found = {k: list(dict.fromkeys(map(label, rows))) for k, rows in groups.items()}
+        # Cited again, but other text of it: named once, not as gained and lost.
+        both = [x for x in found["citations_gained"] if x in found["citations_lost"]]
+        for key in ("citations_gained", "citations_lost"):
+            found[key] = [x for x in found[key] if x not in both]
+        return {"citations_reworded": both, **found}
 
     def as_json(self) -> dict[str, Any]:
         """The shape of `kb_replay ID --json`: citations as in the ask API."""
@@ -361,8 +419,19 @@ def replay(entry: Question) -> Replay:
 
 
 def _cited(cites: list[dict[str, Any]]) -> list[tuple]:
-    """The places cited, in any order: the same places reordered are no change."""
-    return sorted({tuple(c.get(k) for k in CITATION_KEYS) for c in cites}, key=repr)
+    """The texts cited, in any order: the same ones reordered are no change."""
+    return sorted({_citation_key(c) for c in cites}, key=repr)
+
+
+def _citation_key(cite: dict[str, Any]) -> tuple:
+    keys = CITATION_KEYS if cite.get("text") else RANGE_KEYS
+    return tuple(cite.get(k) for k in keys)
+
+
+def _unmatched(cites: list[dict[str, Any]], others: list[dict[str, Any]]) -> list:
+    """The citations of `cites` that cite nothing `others` cite."""
+    known = {_citation_key(c) for c in others}
+    return [c for c in cites if _citation_key(c) not in known]
 
 
 def _api_citation(cite: dict[str, Any]) -> dict[str, Any]:
@@ -391,7 +460,10 @@ def replay_recent(collection: Collection, n: int = REPLAY_LAST) -> ReplayReport:
             outcome = replay(entry)
             count += 1
             if outcome.changed:
-                changed.append({**outcome.as_json(), "question": entry.question})
+                changed.append(
+                    {**outcome.as_json(), "question": entry.question,
+                     "labels": outcome.labels()}
+                )  # fmt: skip
     except Exception as exc:
         ReplayReport.objects.filter(pk=report.pk).update(
             status=ReplayReport.Status.FAILED,

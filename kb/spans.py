@@ -117,3 +117,21 @@ def same_document(golden_file: str, file_name: str) -> bool:
     "docs/workers.md" names "docs/workers.pdf" (same folder and stem)."""
     a, b = PurePosixPath(golden_file), PurePosixPath(file_name)
     return a == b or a.with_suffix("") == b.with_suffix("")
+
+
+def relocate(cited: str, text: str, old_start: int) -> tuple[int, int] | None:
+    """Where text cited at `old_start` of an earlier version of a document is in
+    `text`, its current version: the same characters when they are there (the
+    occurrence nearest the old place), else the same words ignoring whitespace
+    and markup (`locate`); None when they are gone."""
+    hits, at = [], text.find(cited) if cited else -1
+    while at >= 0:
+        hits.append(at)
+        at = text.find(cited, at + 1)
+    if hits:
+        best = min(hits, key=lambda h: abs(h - old_start))
+        return best, best + len(cited)
+    try:
+        return locate(cited, text, old_start / max(len(text), 1))
+    except Unlocatable:
+        return None

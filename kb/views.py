@@ -12,7 +12,16 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
-from kb import access, answering, questions, ratelimit, readers, rendering, retrieval
+from kb import (
+    access,
+    answering,
+    questions,
+    ratelimit,
+    readers,
+    rendering,
+    retrieval,
+    spans,
+)
 from kb.forms import AskForm, FeedbackForm, is_utf8, parse_id
 from kb.jsontext import JsonError, loads
 from kb.models import Collection, Section, Source
@@ -237,25 +246,56 @@ def section(request: HttpRequest, pk: int) -> HttpResponse:
     # source may have been edited since (a re-index queued, or failed).
     body, base = obj.body, obj.start
     start, end = _cited_range(request, obj)
-    context = {
-        "section": obj,
-        "before": body[: start - base],
-        "cited": body[start - base : end - base],
-        "after": body[end - base : obj.end - base],
+    context = {"cited_version": _cited_version(request, obj.source)}
+    if context["cited_version"] is not None:
+        # Made from another version: the offsets are no guide, the cited text is.
+        found = _cited_now(request, obj, context)
+        if found is not None and found.pk != obj.pk:
+            url = reverse("kb:section", args=[found.pk])
+            return redirect(f"{url}?{request.GET.urlencode()}#cited")
+        start, end = context.get("now", (base, base))
+        end = min(end, base + len(body))
+    context.update(
+        section=obj,
+        before=body[: start - base],
+        cited=body[start - base : end - base],
+        after=body[end - base : obj.end - base],
         # Formatted, with the blocks holding the cited range marked (issue #17).
-        "formatted": rendering.render_cited(body, start - base, end - base),
-        "start": start,
-        "end": end,
-        "edited_since": obj.source.text[base : base + len(body)] != body,
-        "cited_version": _cited_version(request, obj.source),
-    }
+        formatted=rendering.render_cited(body, start - base, end - base),
+        start=start,
+        end=end,
+        edited_since=obj.source.text[base : base + len(body)] != body,
+    )  # fmt: skip
     return render(request, "kb/section.html", context)
+
+
+def _cited_now(request: HttpRequest, obj: Section, context: dict) -> Section | None:
+    """Where the text a link to an older version cited is in the source's indexed
+    text: its section, with context["now"] its range; None (and
+    context["was"] the cited text, when the log still holds it) when it is gone."""
+    start = parse_id(request.GET.get("start"))
+    end = parse_id(request.GET.get("end"))
+    source_id = parse_id(request.GET.get("source"))
+    if start is None or end is None or source_id != obj.source_id:
+        return None
+    was = questions.cited_text(obj.source, context["cited_version"], start, end)
+    context["was"] = was
+    if not was:
+        return None
+    rows = list(obj.source.sections.order_by("start").only("pk", "start", "body"))
+    # The indexed text: the bodies tile it from the first section's start.
+    text = " " * rows[0].start + "".join(r.body for r in rows)
+    now = spans.relocate(was, text, start)
+    if now is None:
+        return None
+    context["now"] = now
+    return next(r for r in reversed(rows) if r.start <= now[0])
 
 
 def _section_moved(request: HttpRequest) -> HttpResponse:
     """A citation whose section a re-index replaced: the same characters in the
     source's current index, when the link names its source (answering.citation_url);
-    else a page that says the cited section is gone."""
+    else a page that says the cited section or its source is gone."""
     source_id = parse_id(request.GET.get("source"))
     start = parse_id(request.GET.get("start"))  # an offset: a whole number too
     source = Source.objects.select_related("collection").filter(pk=source_id).first()
@@ -266,15 +306,28 @@ def _section_moved(request: HttpRequest) -> HttpResponse:
         sections = Section.objects.filter(source=source, start__lte=start)
         current = sections.order_by("-start").only("pk").first()
     if current is None:
-        message = (
-            "The cited section is no longer in the index: its source was deleted "
-            "or re-indexed, and this link does not say which source it cites."
-            if source is None
-            else f"“{source.title}” has no indexed section at the cited place any more."
-        )
+        message = _gone_message(request, source, source_id)
         return render(request, "kb/section_gone.html", {"message": message}, status=404)
     url = reverse("kb:section", args=[current.pk])
     return redirect(f"{url}?{request.GET.urlencode()}#cited")
+
+
+def _gone_message(request: HttpRequest, source: Source | None, source_id) -> str:
+    if source is not None:
+        return f"“{source.title}” has no indexed section at the cited place any more."
+    if source_id is None:
+        return (
+            "The cited section is no longer in the index, and this link does not "
+            "say which source it cites."
+        )
+    # Deleted (or in a collection the user may not see: told apart from nothing).
+    known = questions.cited_source(request.user, source_id)
+    if known is None:
+        return f"The source this link cites (source {source_id}) has been deleted."
+    return (
+        f"The source this link cites, “{known['source']}” ({known['file']}), "
+        "has been deleted."
+    )
 
 
 def _cited_version(request: HttpRequest, source: Source) -> int | None:

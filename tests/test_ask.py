@@ -338,14 +338,16 @@ class AskPageTestCase(DemoTestCase):
         self.assertIn(f'<mark id="cited" aria-label="cited passage, characters '
                       f'{cite.start} to {cite.end}">', page)  # fmt: skip
         self.assertIn(escape(cited.split("\n")[0]), page)
-        self.assertNotIn("may now hold other text", page)
-        # Edited and indexed again: the page says the cited text may have moved.
+        self.assertNotIn("has changed since", page)
+        # Edited and indexed again, with no logged answer holding the cited text:
+        # the page says it cannot be found, and marks nothing.
         source.text = "Intro line.\n\n" + source.text
         source.version += 1
         source.save()
         ingestion.ingest(source.pk, source.version)
         response = self.client.get(cite.url, follow=True)
-        self.assertContains(response, "may now hold other text")
+        self.assertContains(response, "the cited text is no longer known")
+        self.assertNotContains(response, '<mark id="cited"')
         # Deleted: a page that says so, not a bare 404.
         source.delete()
         response = self.client.get(cite.url)

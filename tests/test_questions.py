@@ -29,6 +29,7 @@ from kb.models import (
     Question,
     ReplayReport,
     Section,
+    Source,
 )
 from tests import base
 
@@ -411,10 +412,12 @@ class ReplayTestCase(DemoTestCase):
         self.client.force_login(self.staff)
         return Question.objects.get(pk=self.api_ask(question).json()["id"])
 
-    def _edit_runbook(self):
+    def _edit_runbook(self, reword: bool = True):
         source = self.demo.sources.get(file_name="deployment-runbook.md")
         # A paragraph under the title: every later citation moves.
         text = source.text.replace("\n\n", "\n\n" + EDITED_PREFIX, 1)
+        if reword:  # and the cited rule says something else
+            text = text.replace("Roll back at once", "Roll back within a minute")
         source, _ = ingestion.store_source(self.demo, source.file_name, text.encode())
         ingestion.ingest(source.pk)
 
@@ -457,6 +460,36 @@ class ReplayTestCase(DemoTestCase):
         call_command("kb_replay", str(entry.pk), stdout=out)
         self.assertIn("The citations changed.", out.getvalue())
 
+    def test_cited_text_moved_by_an_edit_above_it_is_no_change(self):
+        entry = self._logged()
+        self._edit_runbook(reword=False)
+        shown = self._replay_json(entry)
+        self.assertNotEqual(shown["citations_before"], shown["citations_after"])
+        self.assertIs(shown["changed"], False)
+        outcome = jobs.replay_recent(self.demo.pk, 10)
+        report = ReplayReport.objects.get(pk=outcome["report"])
+        self.assertEqual((report.replayed, report.changed), (1, []))
+
+    def test_a_replay_report_tells_sources_of_one_title_apart(self):
+        for name in ("zebra-a.md", "zebra-b.md"):
+            source, _ = ingestion.store_source(
+                self.demo, name, b"# Name test\n\nThe zebra crossing rule: cyclists "
+                b"dismount and walk across every zebra crossing.\n",
+            )  # fmt: skip
+            ingestion.ingest(source.pk)
+        entry = self._logged("What is the zebra crossing rule for cyclists?")
+        files = {c["file"] for c in entry.citations}
+        self.assertEqual(files, {"zebra-a.md", "zebra-b.md"})
+        self.demo.sources.filter(file_name__startswith="zebra-").delete()
+        outcome = jobs.replay_recent(self.demo.pk, 10)
+        report = ReplayReport.objects.get(pk=outcome["report"])
+        page = self.client.get(
+            reverse("admin:kb_replayreport_change", args=[report.pk])
+        )
+        self.assertContains(page, "no longer cites Name test (zebra-a.md), Name test "
+                            "(zebra-b.md)")  # fmt: skip
+        self.assertNotContains(page, "Name test, Name test")
+
     def test_the_admin_shows_the_logged_answer_beside_the_new_one(self):
         entry = self._logged()
         self._edit_runbook()
@@ -479,6 +512,10 @@ class ReplayTestCase(DemoTestCase):
             reverse("admin:kb_replayreport_change", args=[report.pk])
         )
         self.assertContains(page, changed.question)
+        # What changed: the rollback rule cited with other words.
+        self.assertContains(
+            page, "cites other text of Deployment runbook &gt; Deploy &gt; Rollback"
+        )
 
     def test_replay_of_a_restricted_collection_stays_in_its_group(self):
         entry = self._logged()
@@ -494,6 +531,94 @@ class ReplayTestCase(DemoTestCase):
 
         with self.assertRaisesMessage(CommandError, "No logged question with id 999"):
             call_command("kb_replay", "999")
+
+
+RUNBOOK = "deployment-runbook.md"
+ROLLBACK_RULE = "Roll back at once if the HTTP 5xx error rate stays above 2%"
+NEW_SECTION = (
+    "### Safety first\n\nAlways keep an epipen near the canary dashboard, in case "
+    "of anaphylaxis.\n\n"
+)
+
+
+class CitationLinkTestCase(DemoTestCase):
+    """An answer's citation link opened after its source changed (views.section)."""
+
+    log_in = True
+
+    def _rollback_citation(self) -> dict:
+        cites = self.api_ask(ROLLBACK).json()["citations"]
+        cite = next(c for c in cites if c["heading_path"].endswith("> Rollback"))
+        logged = Question.objects.latest("created").citations
+        text = next(c["text"] for c in logged if c["n"] == cite["n"])
+        self.assertIn(ROLLBACK_RULE, text)
+        return {**cite, "text": text}
+
+    def _re_upload(self, edit) -> Source:
+        source = self.demo.sources.get(file_name=RUNBOOK)
+        text = edit(source.text)
+        source, _ = ingestion.store_source(self.demo, RUNBOOK, text.encode())
+        ingestion.ingest(source.pk)
+        source.refresh_from_db()
+        return source
+
+    def _marked(self, page: str) -> tuple[str, int, int]:
+        found = re.search(
+            r'<mark id="cited" aria-label="cited passage, characters (\d+) to '
+            r'(\d+)">(.*?)</mark>', page, re.S,
+        )  # fmt: skip
+        self.assertIsNotNone(found, "nothing marked")
+        return html.unescape(found.group(3)), int(found[1]), int(found[2])
+
+    def test_an_old_link_marks_the_cited_text_where_it_now_is(self):
+        cite = self._rollback_citation()
+        source = self._re_upload(
+            lambda text: text.replace("### Rollback\n", NEW_SECTION + "### Rollback\n")
+        )
+        response = self.client.get(cite["url"], follow=True)
+        page = response.content.decode()
+        marked, start, end = self._marked(page)
+        self.assertEqual(marked, cite["text"])  # exactly it, no other text
+        self.assertEqual(source.text[start:end], cite["text"])
+        self.assertEqual(start, cite["start"] + len(NEW_SECTION))
+        self.assertIn(
+            "The source has changed since the answer cited it (version 1; this "
+            f"index is of version 2): the cited text is now at characters "
+            f"{start}–{end}", page,
+        )  # fmt: skip
+        # The header's range is the marked one.
+        self.assertIn(f"cited: characters {start}–{end}</a>", page)
+        self.assertNotIn("epipen", marked)
+
+    def test_an_old_link_to_text_since_removed_says_so_and_marks_nothing(self):
+        cite = self._rollback_citation()
+        self._re_upload(
+            lambda text: text.replace(cite["text"], "Ask the on-call lead first.")
+        )
+        response = self.client.get(cite["url"], follow=True)
+        self.assertEqual(response.status_code, 200)
+        self.assertContains(response, "the cited text is no longer in it")
+        self.assertNotContains(response, '<mark id="cited"')
+        self.assertNotContains(response, "cited: characters")
+        # The text as it was cited, beside the section nearest its old place.
+        self.assertContains(response, escape(ROLLBACK_RULE))
+        self.assertContains(response, "Ask the on-call lead first.")
+
+    def test_a_link_to_a_deleted_source_says_the_source_was_deleted(self):
+        cite = self._rollback_citation()
+        self.demo.sources.get(pk=cite["source_id"]).delete()
+        response = self.client.get(cite["url"])
+        self.assertContains(
+            response, "The source this link cites, “Deployment runbook” "
+            f"({RUNBOOK}), has been deleted.", status_code=404,
+        )  # fmt: skip
+        self.assertNotContains(response, "does not say which", status_code=404)
+        # Without a source in the link, the page says that instead.
+        bare = cite["url"].split("&source=")[0]
+        response = self.client.get(bare)
+        self.assertContains(
+            response, "this link does not say which source it cites", status_code=404
+        )
 
 
 def before_text(entry: Question) -> str:
@@ -670,7 +795,7 @@ class ReplayReportJobTestCase(TransactionTestCase):
         ingestion.store_source(
             collection,
             "deploy.md",
-            b"# Deploy\n\nFirst, look.\n\nRoll back when errors rise.\n",
+            b"# Deploy\n\nFirst, look.\n\nRoll back when errors rise above 2%.\n",
         )
         ingestion.ingest(source.pk)
         questions.enqueue_replay_report(collection)

@@ -66,6 +66,21 @@ class LocateTestCase(SimpleTestCase):
         with self.assertRaisesMessage(spans.Unlocatable, "no words"):
             spans.locate("| --- |", "Roll back at once.")
 
+    def test_relocate_finds_cited_text_moved_by_an_edit(self):
+        old = "Intro.\n\nInspect each hive every nine days.\n"
+        new = "Intro.\n\n## Safety\n\nKeep an epipen.\n\n" + old[8:]
+        start, end = spans.relocate(old[8:42], new, 8)
+        self.assertEqual(new[start:end], "Inspect each hive every nine days.")
+        # Rewrapped or re-marked, the same words are found; other words are not.
+        rewrapped = "Inspect *each* hive\nevery nine days."
+        self.assertIsNotNone(spans.relocate(old[8:42], rewrapped, 8))
+        self.assertIsNone(spans.relocate(old[8:42], "Inspect weekly.", 8))
+
+    def test_relocate_takes_the_occurrence_nearest_the_cited_place(self):
+        text = "Call the lead. " + "x " * 50 + "Call the lead. "
+        self.assertEqual(spans.relocate("Call the lead.", text, 100)[0], 115)
+        self.assertEqual(spans.relocate("Call the lead.", text, 3)[0], 0)
+
     def test_a_golden_file_name_matches_its_rendering_by_stem(self):
         self.assertTrue(spans.same_document("docs/workers.md", "docs/workers.pdf"))
         self.assertTrue(spans.same_document("docs/workers.md", "docs/workers.md"))
