@@ -165,7 +165,7 @@ class GoldenInputTestCase(StaffTestCase):
         )
 
     def _line(self, **fields) -> str:
-        case = {"id": "c1", "question": "When?", "required_spans": [self.SPAN]}
+        case = {"id": "c1", "question": "Deadline?", "required_spans": [self.SPAN]}
         return json.dumps({**case, **fields})
 
     def test_a_span_with_alternatives_not_a_list_of_spans_is_refused(self):
@@ -180,7 +180,7 @@ class GoldenInputTestCase(StaffTestCase):
             response = self.client.post(
                 reverse("admin:kb_goldencase_add"),
                 {"collection": self.collection.pk, "external_id": "c1",
-                 "kind": "free", "question": "When?",
+                 "kind": "free", "question": "Deadline?",
                  "required_spans": json.dumps(spans)},
             )  # fmt: skip
             self.assertContains(response, escape(why.removeprefix("line 2, ")))
