@@ -452,8 +452,23 @@ def _adjoins(cite: Citation, s: Sentence) -> bool:
         return True
     for base, text in [*s.passage.source_text.parts, (s.passage.start, s.passage.text)]:
         if base <= lo and hi <= base + len(text):
-            return not units(text, lo - base, hi - base)
+            return not _units_between(text, lo - base, hi - base)
     return False
+
+
+def _units_between(text: str, lo: int, hi: int) -> bool:
+    """Whether a sentence (unit) of `text` lies whole in [lo, hi).
+
+    Units are read from whole lines: from the line where the sentence before
+    ends (the line after it when that sentence is a code block) to the end of
+    the line where the next begins.
+    """
+    first = text.rfind("\n", 0, lo) + 1
+    if text[first:lo].lstrip().startswith(("```", "~~~")):  # a code block's end
+        first = text.find("\n", lo) + 1 or len(text)
+    last = text.find("\n", hi)
+    last = len(text) if last < 0 else last
+    return any(lo <= a and b <= hi for a, b in units(text, first, last))
 
 
 def _citation(n: int, s: Sentence) -> Citation:
