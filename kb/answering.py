@@ -389,7 +389,7 @@ def _answer_text(chosen: list[Sentence]) -> str:
         s = chosen[i]
         group = [s]
         while (
-            s.table is not None
+            s.start == s.table  # a table's header line, its rows after it
             and i + len(group) < len(chosen)
             and chosen[i + len(group)].table == s.table
             and chosen[i + len(group)].passage.source_id == s.passage.source_id
@@ -397,7 +397,7 @@ def _answer_text(chosen: list[Sentence]) -> str:
             group.append(chosen[i + len(group)])
         i += len(group)
         markers = " ".join(dict.fromkeys(f"[{g.citation}]" for g in group))
-        if s.table is None or s.start != s.table:
+        if len(group) == 1:
             pieces.append(f"{_one_line(s.text)} {markers}")
             continue
         lines = [_one_line(g.text) for g in group]
