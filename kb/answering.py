@@ -24,7 +24,9 @@ from typing import Any
 from django.conf import settings
 from django.urls import reverse
 
+from kb.parsing import TEXT_EXTENSIONS
 from kb.retrieval import Location, Passage, Result, heading_label
+from kb.retrieval.tables import header_line
 from kb.sentences import units, widened
 
 logger = logging.getLogger(__name__)
@@ -111,6 +113,8 @@ class Sentence:
     location: Location
     score: float = 0.0
     citation: int = 0
+    # A table's line: the start of its table's header line (_headers_of), else None.
+    table: int | None = None
 
 
 @dataclass
@@ -194,12 +198,12 @@ def extractive_answer(result: Result) -> Answer:
     _score(sentences, result.question)
     headers = [s for s in sentences if s.passage.is_header]
     rows = [s for s in sentences if not s.passage.is_header]
-    chosen = _choose(rows or sentences)
+    answerable = [s for s in rows if not _is_title_line(s)]
+    chosen = _choose(answerable or rows or sentences)
     chosen += _headers_of(chosen, headers)
     _best_first(chosen)
     citations = _cite(chosen)
-    text = " ".join(f"{_one_line(s.text)} [{s.citation}]" for s in chosen)
-    return Answer(text=text, citations=citations, sentences=chosen)
+    return Answer(text=_answer_text(chosen), citations=citations, sentences=chosen)
 
 
 def split_sentences(passage: Passage) -> list[Sentence]:
@@ -304,23 +308,106 @@ def _best_first(chosen: list[Sentence]) -> None:
 def _headers_of(chosen: list[Sentence], headers: list[Sentence]) -> list[Sentence]:
     """The header line (column names) of each table a chosen row comes from.
 
-    Header lines of long tables are passages of their own
-    (retrieval.expansion.regions_of): not an answer by themselves, but a row's
-    cells mean nothing without them.
+    A row's cells mean nothing without them. A short table is read whole, its
+    header line above the row in the loaded text (_header_above); the header lines
+    of long tables are passages of their own (retrieval.expansion.regions_of).
+    Marks each row and header with its table (Sentence.table).
     """
+    known = {(s.passage.source_id, s.start): s for s in chosen}
     added: list[Sentence] = []
     for s in chosen:
-        if not s.text.lstrip().startswith("|"):
+        if not _is_row(s.text) or s.passage.is_header:
             continue
-        above = [
-            h
-            for h in headers
-            if h.location.section_id == s.location.section_id and h.end <= s.start
-        ]
-        header = max(above, key=lambda h: h.end, default=None)
-        if header is not None and header not in added:
+        header = _header_above(s)
+        if header is None:
+            above = [
+                h
+                for h in headers
+                if h.location.section_id == s.location.section_id and h.end <= s.start
+            ]
+            header = max(above, key=lambda h: h.end, default=None)
+        if header is None:
+            continue
+        key = (header.passage.source_id, header.start)
+        if key not in known:
+            known[key] = header
             added.append(header)
+        header = known[key]
+        header.table = s.table = header.start
     return added
+
+
+def _is_row(text: str) -> bool:
+    text = text.strip()
+    return len(text) > 1 and text.startswith("|") and text.endswith("|")
+
+
+def _header_above(row: Sentence) -> Sentence | None:
+    """The header line of the table `row` is in, when the loaded text holds it:
+    up over the rows above it to the delimiter line, and the line above that."""
+    base, text = _loaded(row.passage, row.start, row.end)
+    line = text.rfind("\n", 0, row.start - base) + 1
+    while line > 0:
+        above = text.rfind("\n", 0, line - 1) + 1
+        previous = text[above:line].strip()
+        if _is_row(previous) and not _DELIMITER_LINE_RE.fullmatch(previous):
+            line = above  # a row above it: go on up
+            continue
+        if not _DELIMITER_LINE_RE.fullmatch(previous) or above == 0:
+            return None
+        head = text.rfind("\n", 0, above - 1) + 1
+        found = header_line(text[head:line], base + head)
+        if found is None:
+            return None
+        start, end = found
+        return Sentence(
+            text[start - base : end - base], start, end, row.passage, row.location
+        )
+    return None
+
+
+_DELIMITER_LINE_RE = re.compile(r"[|:\s]*-[-|:\s]*")
+
+
+def _is_title_line(s: Sentence) -> bool:
+    """The first line of a plain-text file standing alone (no full stop): its
+    title, which names the document and answers nothing."""
+    if not s.passage.file_name.lower().endswith(TEXT_EXTENSIONS):
+        return False
+    if s.start != s.location.start or 0 not in s.location.chunk_indexes:
+        return False
+    text = s.text.strip()
+    return "\n" not in text and not text.endswith((".", "!", "?", ":", ";"))
+
+
+def _answer_text(chosen: list[Sentence]) -> str:
+    """Each sentence followed by its marker; the lines of one table together, as a
+    table (header line, delimiter line, rows) followed by their markers."""
+    pieces: list[str] = []
+    i = 0
+    while i < len(chosen):
+        s = chosen[i]
+        group = [s]
+        while (
+            s.start == s.table  # a table's header line, its rows after it
+            and i + len(group) < len(chosen)
+            and chosen[i + len(group)].table == s.table
+            and chosen[i + len(group)].passage.source_id == s.passage.source_id
+        ):
+            group.append(chosen[i + len(group)])
+        i += len(group)
+        markers = " ".join(dict.fromkeys(f"[{g.citation}]" for g in group))
+        if len(group) == 1:
+            pieces.append(f"{_one_line(s.text)} {markers}")
+            continue
+        lines = [_one_line(g.text) for g in group]
+        cells = len(_CELL_SPLIT_RE.split(lines[0].strip())) - 2
+        lines.insert(1, "|" + " --- |" * max(cells, 1))
+        pieces.append("\n".join(lines) + f" {markers}")
+    return " ".join(pieces)
+
+
+_CELL_SPLIT_RE = re.compile(r"(?<!\\)\|")  # a cell ends at a pipe not escaped
 
 
 def _one_line(text: str) -> str:
@@ -333,23 +420,55 @@ def _one_line(text: str) -> str:
 
 
 def _cite(sentences: list[Sentence]) -> list[Citation]:
-    """One citation per cited location, numbered in order of first use."""
-    citations: dict[tuple[int, int], Citation] = {}
+    """One citation per run of adjacent cited sentences, numbered in order of
+    first use: a cited range holds only quoted text (the section page marks one
+    range), so sentences with others between them are cited apart."""
+    citations: list[Citation] = []
     for s in sentences:
-        key = (s.passage.rank, s.location.start)
-        if key not in citations:
-            citations[key] = _citation(len(citations) + 1, s)
-        cite = citations[key]
+        cite = next((c for c in citations if _adjoins(c, s)), None)
+        if cite is None:
+            cite = _citation(len(citations) + 1, s)
+            citations.append(cite)
         cite.start, cite.end = min(cite.start, s.start), max(cite.end, s.end)
         s.citation = cite.n
-    versions = indexed_versions({c.source_id for c in citations.values()})
-    for cite in citations.values():
+    versions = indexed_versions({c.source_id for c in citations})
+    for cite in citations:
         cite.url = citation_url(
             cite.section_id, cite.start, cite.end,
             cite.source_id, versions.get(cite.source_id),
         )  # fmt: skip
         cite.chunk_indexes = _chunks_covering(cite)
-    return list(citations.values())
+    return citations
+
+
+def _adjoins(cite: Citation, s: Sentence) -> bool:
+    """Whether `s` overlaps the cited range or only text that is no sentence
+    (spaces, a list marker, a table's delimiter line) lies between them."""
+    where = (s.passage.source_id, s.location.section_id)
+    if (cite.source_id, cite.section_id) != where:
+        return False
+    lo, hi = (cite.end, s.start) if cite.end <= s.start else (s.end, cite.start)
+    if hi <= lo:
+        return True
+    for base, text in [*s.passage.source_text.parts, (s.passage.start, s.passage.text)]:
+        if base <= lo and hi <= base + len(text):
+            return not _units_between(text, lo - base, hi - base)
+    return False
+
+
+def _units_between(text: str, lo: int, hi: int) -> bool:
+    """Whether a sentence (unit) of `text` lies whole in [lo, hi).
+
+    Units are read from whole lines: from the line where the sentence before
+    ends (the line after it when that sentence is a code block) to the end of
+    the line where the next begins.
+    """
+    first = text.rfind("\n", 0, lo) + 1
+    if text[first:lo].lstrip().startswith(("```", "~~~")):  # a code block's end
+        first = text.find("\n", lo) + 1 or len(text)
+    last = text.find("\n", hi)
+    last = len(text) if last < 0 else last
+    return any(lo <= a and b <= hi for a, b in units(text, first, last))
 
 
 def _citation(n: int, s: Sentence) -> Citation:

@@ -59,31 +59,50 @@ _DELIMITER_RE = re.compile(r"^\s*:?-+:?\s*$")
 
 
 def is_table_row(text: str) -> bool:
-    """Whether a piece of text is a Markdown table row ("| a | b |")."""
-    text = text.strip()
-    return len(text) > 1 and text.startswith("|") and text.endswith("|")
+    """Whether a piece of text is Markdown table rows ("| a | b |"), one a line."""
+    lines = [line.strip() for line in text.strip().split("\n")]
+    return all(
+        len(line) > 1 and line.startswith("|") and line.endswith("|") for line in lines
+    )
 
 
 def render_row(text: str) -> SafeString:
-    """A table row quoted alone (an answer's sentence) as a one-row table.
+    """Table rows quoted in an answer (a row under its header line and delimiter
+    line, kb.answering._answer_text) as a table.
 
-    Alone, "| a | b |" is no table to Markdown and showed as raw pipes. A header
-    line quoted with its delimiter row ("| A | B | |---|---|", on one line) gives
-    header cells. Cells are inline Markdown, escaped as everywhere.
+    Alone, "| a | b |" is no table to Markdown and showed as raw pipes. A line
+    followed by a delimiter line, or quoted with it on one line ("| A | B |
+    |---|---|"), gives header cells. Cells are inline Markdown, escaped as
+    everywhere.
     """
-    cells = [c.strip() for c in _CELL_SPLIT_RE.split(text.strip())[1:-1]]
+    lines = [_cells(line) for line in text.strip().split("\n")]
+    rows = []
+    for i, (cells, header) in enumerate(lines):
+        if not cells:
+            continue  # the delimiter line
+        below = lines[i + 1] if i + 1 < len(lines) else ([], False)
+        tag = "th" if header or below == ([], True) else "td"
+        rows.append(
+            "<tr>"
+            + "".join(
+                f"<{tag}>{_MD.renderInline(cell.replace(ESCAPED_PIPE, '|'))}</{tag}>"
+                for cell in cells
+            )
+            + "</tr>"
+        )
+    return mark_safe(f'<table class="quoted-row">{"".join(rows)}</table>')  # noqa: S308
+
+
+def _cells(line: str) -> tuple[list[str], bool]:
+    """A row's cells, and whether a delimiter line ended it (none: all it held)."""
+    cells = [c.strip() for c in _CELL_SPLIT_RE.split(line.strip())[1:-1]]
     header = False
     while cells and _DELIMITER_RE.match(cells[-1]):
         cells.pop()
         header = True
     while cells and not cells[-1]:  # "| A | |---|" leaves empty cells between
         cells.pop()
-    tag = "th" if header else "td"
-    row = "".join(
-        f"<{tag}>{_MD.renderInline(cell.replace(ESCAPED_PIPE, '|'))}</{tag}>"
-        for cell in cells
-    )
-    return mark_safe(f'<table class="quoted-row"><tr>{row}</tr></table>')  # noqa: S308
+    return cells, header
 
 
 def render_cited(body: str, start: int, end: int) -> SafeString:

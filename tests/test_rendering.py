@@ -50,6 +50,16 @@ class RenderTestCase(SimpleTestCase):
         self.assertIn("<th>Name</th><th>Default</th></tr>", header)
         self.assertFalse(rendering.is_table_row("a | b"))
 
+    def test_a_quoted_row_under_its_header_line_is_one_table(self):
+        text = "| Part | Interval |\n| --- | --- |\n| Cassette | 9000 km |"
+        self.assertTrue(rendering.is_table_row(text))
+        self.assertEqual(
+            rendering.render_row(text),
+            '<table class="quoted-row"><tr><th>Part</th><th>Interval</th></tr>'
+            "<tr><td>Cassette</td><td>9000 km</td></tr></table>",
+        )
+        self.assertFalse(rendering.is_table_row("| a | b |\nNot a row."))
+
     def test_the_cited_blocks_are_marked(self):
         body = "# H\n\nIntro.\n\n- one\n- two\n  more\n\nLast.\n"
         html = rendering.render_cited(body, body.index("two"), body.index("more") + 4)
@@ -97,8 +107,8 @@ class PagesTestCase(base.DemoTestCase):
             response.content.decode().split('id="answer"')[1].split("</section>")[0]
         )
         self.assertIn(
-            '<table class="quoted-row"><tr><td>Sprocket &lt;i&gt;x&lt;/i&gt;</td>'
-            "<td>weekly</td></tr></table>",
+            '<table class="quoted-row"><tr><th>Widget</th><th>Polish</th></tr>'
+            "<tr><td>Sprocket &lt;i&gt;x&lt;/i&gt;</td><td>weekly</td></tr></table>",
             answer,
         )
         self.assertNotIn("| weekly |", answer)

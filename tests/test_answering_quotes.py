@@ -1,0 +1,138 @@
+"""What an extractive answer quotes reads on its own: a table row under its
+column names, each cited range only the quoted text, no title line as evidence."""
+
+from __future__ import annotations
+
+from django.test import TestCase
+from django.urls import reverse
+
+from kb import answering, ingestion
+from kb.models import Collection
+from tests import base
+
+BIKES = """# Bike care
+
+The workshop services every bike in the fleet.
+
+## Replacement intervals
+
+Parts wear out at these distances.
+
+| Part | Interval |
+| --- | --- |
+| Chain | 3000 km |
+| Brake pads | 2000 km |
+| Cassette | 9000 km |
+"""
+SAILING = """# Sailing manual
+
+## Reefing
+
+| Wind (knots) | Sail |
+|---|---|
+| 12-18 | First reef |
+"""
+BOATS = """# Boat rules
+
+## Mainsail
+
+Reef the mainsail as soon as the wind passes 15 knots.
+
+The galley stove runs on propane and the crew checks its hoses every month.
+
+Life jackets hang on the hooks by the companionway steps, one for each berth.
+
+At night, reef the mainsail before dark, even in a light wind.
+"""
+TEA = """Tea brewing guide
+
+Green tea should be brewed at 75 degrees Celsius for two minutes. Boiling water
+makes green tea bitter.
+
+Black tea needs water at 95 degrees and steeps for four minutes.
+"""
+
+
+def _ingest(collection: Collection, name: str, text: str) -> None:
+    source, _ = ingestion.store_source(collection, name, text.encode())
+    ingestion.ingest(source.pk)
+
+
+class QuotesTestCase(TestCase):
+    @classmethod
+    def setUpTestData(cls):
+        cls.staff, _, _ = base.make_users()
+        cls.collection = Collection.objects.create(name="Quotes")
+        files = {
+            "bikes.md": BIKES,
+            "sailing.md": SAILING,
+            "boats.md": BOATS,
+            "tea.txt": TEA,
+        }
+        for name, text in files.items():
+            _ingest(cls.collection, name, text)
+
+    def _ask(self, question: str) -> answering.Answer:
+        return answering.ask(self.collection, question)[1]
+
+    def _cited_texts(self, reply: answering.Answer) -> list[str]:
+        self.assertTrue(reply.citations, reply.text)
+        texts = dict(self.collection.sources.values_list("pk", "text"))
+        return [texts[c.source_id][c.start : c.end] for c in reply.citations]
+
+    def test_a_quoted_table_row_comes_under_its_table_s_header_line(self):
+        reply = self._ask("How often should the cassette be replaced?")
+        self.assertIn(
+            "| Part | Interval |\n| --- | --- |\n| Cassette | 9000 km |", reply.text
+        )
+
+    def test_a_one_row_table_comes_with_its_header_line(self):
+        reply = self._ask("When should I take the first reef?")
+        self.assertIn("| 12-18 | First reef |", reply.text)
+        self.assertIn("| Wind (knots) | Sail |\n|", reply.text)
+
+    def test_the_ask_page_shows_a_quoted_row_as_a_table_with_its_header(self):
+        self.client.force_login(self.staff)
+        response = self.client.get(
+            reverse("kb:ask"),
+            {"q": "How often should the cassette be replaced?"},
+        )
+        self.assertContains(
+            response,
+            '<table class="quoted-row"><tr><th>Part</th><th>Interval</th></tr>'
+            "<tr><td>Cassette</td><td>9000 km</td></tr></table>",
+            html=False,
+        )
+
+    def test_a_citation_covers_only_quoted_sentences(self):
+        reply = self._ask("When do I reef the mainsail?")
+        self.assertIn("Reef the mainsail as soon as", reply.text)
+        self.assertIn("At night, reef the mainsail", reply.text)
+        cited = self._cited_texts(reply)
+        for text in cited:
+            self.assertNotIn("galley stove", text)
+            self.assertNotIn("Life jackets", text)
+        # Each quoted sentence lies whole in its own citation's range.
+        by_n = {c.n: text for c, text in zip(reply.citations, cited, strict=True)}
+        for sentence in reply.sentences:
+            self.assertIn(sentence.text, by_n[sentence.citation])
+
+    def test_a_table_s_header_and_a_row_below_others_are_cited_apart(self):
+        reply = self._ask("How often should the cassette be replaced?")
+        cited = self._cited_texts(reply)
+        self.assertIn("| Part | Interval |", cited)
+        self.assertIn("| Cassette | 9000 km |", cited)
+        for text in cited:
+            self.assertNotIn("Chain", text)
+            self.assertNotIn("Brake pads", text)
+        # Sentences next to each other in the text share one range.
+        reply = self._ask("How hot should the water be for green tea?")
+        said = {s.text.split()[0]: s.citation for s in reply.sentences}
+        self.assertIn("Green", said)
+        self.assertIn("Boiling", said)
+        self.assertEqual(said["Green"], said["Boiling"])
+
+    def test_the_title_line_of_a_text_file_is_not_quoted(self):
+        reply = self._ask("What does the tea brewing guide say about green tea?")
+        self.assertIn("Green tea should be brewed", reply.text)
+        self.assertNotIn("Tea brewing guide", reply.text)
