@@ -193,7 +193,10 @@ def store_checked(
         metadata = {k: v for k, v in merged.items() if v is not None}
         auto = not title and (replace or source is None or source.is_title_auto)
         if source and source.content_hash == digest and source.metadata == metadata:
-            if source.title == title if title else source.is_title_auto == auto:
+            same_title = (
+                (source.title == title) if title else (source.is_title_auto == auto)
+            )
+            if same_title:
                 return source, "unchanged"
         return _store(source, collection, upload, title, auto, digest, metadata)
 
