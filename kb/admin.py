@@ -325,9 +325,6 @@ class SourceAdmin(StaffPages, CollectionScoped, admin.ModelAdmin):
             count, note = source_pages.requeue(queryset)
         self.message_user(request, f"Queued {count} source(s) for re-indexing{note}.")
 
-    def add_view(self, request, form_url="", extra_context=None):
-        return source_pages.upload(request)
-
     def save_model(self, request, obj: Source, form, change) -> None:
         meta = form.metadata_value()
         changed = ingestion.apply_edit(obj, form.changed_data, meta)

@@ -151,10 +151,41 @@ class SourceUploadForm(MetadataFieldsMixin):
     title = forms.CharField(
         required=False,
         max_length=300,
-        help_text="Only for a single file; otherwise taken from each document.",
+        help_text="Only for a single file; otherwise taken from each document. "
+        "Left empty, a new version of a file keeps a title an editor gave it.",
+    )
+    replace = forms.BooleanField(
+        required=False,
+        label="Clear fields left empty",
+        help_text="A file of the same name as one in the collection is its new "
+        "version, and the fields above left empty keep what the source has "
+        "(a filled one replaces its value; key= with nothing after it removes an "
+        "other field). Tick this to clear them instead: the metadata becomes what "
+        "is filled in above, and without a title the document's own is taken.",
     )
 
     field_order = ["collection", "files", "title"]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["deprecated"].help_text = (
+            "Left unticked, a new version keeps what its source has; to clear it, "
+            "tick Clear fields left empty (or edit the source)."
+        )
+        self.fields["extra"].help_text += " On a new version, key= removes it."
+
+    def refuse_files(self, message: str) -> None:
+        """Show `message` under the files of an upload refused before its fields
+        were read (kb/middleware.py): the form stays unbound, its fields empty."""
+        self.cleaned_data = {}  # what add_error removes the field from
+        self.add_error("files", message)
+
+    def metadata_changes(self) -> dict[str, Any]:
+        """What the upload sets over a source's stored metadata (ingestion
+        store_checked): the fields filled in, and None for each other field
+        written as key= (removed)."""
+        extra = self.cleaned_data.get("extra", {})
+        return {**{k: None for k, v in extra.items() if not v}, **self.metadata_value()}
 
     def clean_files(self) -> list[ingestion.Upload]:
         """Read and check every file; nothing is stored unless all are fine."""
@@ -269,6 +300,8 @@ class SourceChangeForm(MetadataFieldsMixin, forms.ModelForm):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        if "text" in self.fields:  # as shown: stripped, it would be a new text
+            self.fields["text"].strip = False
         if self.instance.pk:
             for key, value in self.initial_from(self.instance.metadata).items():
                 self.initial.setdefault(key, value)

@@ -145,14 +145,19 @@ def store_source(
     *,
     title: str = "",
     metadata: dict[str, Any] | None = None,
+    replace: bool = False,
 ) -> tuple[Source, str]:
     """Create or update the source for `file_name`; return it and what happened.
 
-    "unchanged" means the same content (and metadata) was stored already: no new
-    version, no job. Raises IngestionError or parsing.ParseError for bad input.
+    "unchanged" means the same content was stored already and nothing given
+    changes the source: no new version, no job. Raises IngestionError or
+    parsing.ParseError for bad input. `title`, `metadata` and `replace` as for
+    store_checked.
     """
     upload = check_upload(file_name, data)
-    return store_checked(collection, upload, title=title, metadata=metadata)
+    return store_checked(
+        collection, upload, title=title, metadata=metadata, replace=replace
+    )
 
 
 def store_checked(
@@ -161,15 +166,18 @@ def store_checked(
     *,
     title: str = "",
     metadata: dict[str, Any] | None = None,
+    replace: bool = False,
 ) -> tuple[Source, str]:
     """store_source for an upload check_upload has already checked.
 
-    Without a title, the worker takes the document's own (a new source is titled
-    after its file name until then)."""
+    A new version of a file keeps what its source has: `metadata` is set over the
+    stored metadata (a key whose value is None is removed), and a title an editor
+    set stays unless `title` is given. `replace`: the metadata becomes `metadata`,
+    and without `title` the worker takes the document's own, as for a new source
+    (titled after its file name until then)."""
     file_name, data, text = upload
     # A converted file's text is the worker's: its bytes tell a new version.
     digest = hashlib.sha256(data).hexdigest() if not text else content_hash(text)
-    metadata = dict(metadata or {})
     title = title[:TITLE_CHARS]
     with transaction.atomic():
         # Uploads of one file wait here for each other's commit, so that each
@@ -180,10 +188,17 @@ def store_checked(
             .filter(collection=collection, file_name=file_name)
             .first()
         )
+        kept = source.metadata if source and not replace else {}
+        merged = {**kept, **(metadata or {})}
+        metadata = {k: v for k, v in merged.items() if v is not None}
+        auto = not title and (replace or source is None or source.is_title_auto)
         if source and source.content_hash == digest and source.metadata == metadata:
-            if source.title == title or not title:
+            same_title = (
+                (source.title == title) if title else (source.is_title_auto == auto)
+            )
+            if same_title:
                 return source, "unchanged"
-        return _store(source, collection, upload, title, digest, metadata)
+        return _store(source, collection, upload, title, auto, digest, metadata)
 
 
 def _store(
@@ -191,6 +206,7 @@ def _store(
     collection: Collection,
     upload: Upload,
     title: str,
+    is_title_auto: bool,
     digest: str,
     metadata: dict[str, Any],
 ) -> tuple[Source, str]:
@@ -198,7 +214,8 @@ def _store(
     file_name, data, text = upload
     created = source is None
     source = source or Source(collection=collection, file_name=file_name)
-    source.is_title_auto = not title
+    # An automatic title is the document's, read by the worker (_title_from).
+    source.is_title_auto = is_title_auto
     source.title = title or (source.title if not created else auto_title(file_name))
     if text or created:  # a converted file's previous text stays live until read
         source.text = text
@@ -271,17 +288,21 @@ def apply_edit(
 ) -> bool:
     """Take an editor's change of the source (the admin's form, before it saves):
     a new text, title or metadata makes it a new version to index, and a title
-    typed in is kept over the document's. True when it is to be indexed again."""
-    changed = (
-        "text" in changed_fields
-        or metadata != source.metadata
-        or "title" in changed_fields
-    )
+    typed in is kept over the document's. True when it is to be indexed again.
+
+    The content hash changes with the text only: it tells an upload of the same
+    file ("unchanged"), and a converted file's is the hash of its bytes."""
+    # The text is editable for Markdown and plain text only, whose hash is the
+    # text's; sent back as shown (CRLF line breaks), it is no new text.
+    text_hash = content_hash(source.text)
+    new_text = "text" in changed_fields and text_hash != source.content_hash
+    changed = new_text or metadata != source.metadata or "title" in changed_fields
     source.metadata = metadata
     if "title" in changed_fields:
         source.is_title_auto = False  # the editor's, kept over the document's
+    if new_text:
+        source.content_hash = text_hash
     if changed:
-        source.content_hash = content_hash(source.text)
         source.queue_new_version()
     return changed
 

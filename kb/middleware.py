@@ -59,18 +59,21 @@ class RequestLimitsMiddleware:
 
     def process_view(self, request: HttpRequest, view, args, kwargs):
         """A form body past Django's DATA_UPLOAD_MAX_* answered with the reason
-        (CsrfViewMiddleware, next, would read it and answer a bare 400)."""
+        (CsrfViewMiddleware, next, would read it and answer a bare 400); a view
+        with a `refused_upload(request, message)` page answers too many files."""
         if request.method != "POST" or request.content_type not in FORM_TYPES:
             return None
         try:
             request.POST  # noqa: B018 (parses the body, files spooled to disk)
         except TooManyFilesSent:
-            return HttpResponse(
+            message = (
                 f"The request holds more than {settings.DATA_UPLOAD_MAX_NUMBER_FILES}"
-                " files; upload fewer at a time.",
-                status=400,
-                content_type=PLAIN,
+                " files; upload fewer at a time."
             )
+            # An upload page shows it on its form (kb/staff/sources.py upload).
+            if refused := getattr(view, "refused_upload", None):
+                return refused(request, message)
+            return HttpResponse(message, status=400, content_type=PLAIN)
         except RequestDataTooBig:
             limit = filesizeformat(settings.DATA_UPLOAD_MAX_MEMORY_SIZE)
             return HttpResponse(

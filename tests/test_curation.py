@@ -6,17 +6,18 @@ from __future__ import annotations
 from pathlib import Path
 
 import django_rq
+import pytest
 from django.contrib.auth.models import Group
 from django.contrib.staticfiles import finders
 from django.core.files.uploadedfile import SimpleUploadedFile
-from django.test import TestCase
+from django.test import TestCase, TransactionTestCase
 from django.urls import reverse
 from django.utils import timezone
 from rq.job import JobStatus
 
 from kb import answering, evaluation, ingestion, jobs, permissions, queueing
 from kb.models import Collection, GoldenCase, Section, Source
-from tests.base import DemoTestCase, make_users
+from tests.base import DemoTestCase, forget_jobs, make_users, run_burst_worker
 
 # A collection's settings as the admin form posts them (without its name).
 SETTINGS = {
@@ -110,6 +111,157 @@ class UploadFilesTestCase(TestCase):
         with self.captureOnCommitCallbacks(execute=True):
             self.collection.delete()
         self.assertFalse(b.file.storage.exists(names[1]))
+
+
+TEA = b"Tea\n\nGreen tea brews at 75 degrees for two minutes.\n"
+CURATED = {
+    "author": "Tea Master",
+    "tags": ["tea", "brewing"],
+    "url": "https://tea.example/guide",
+    "version": "2.0",
+    "deprecated": True,
+    "team": "kitchen",
+}
+
+
+class NewVersionUploadTestCase(TestCase):
+    """A file uploaded again (same collection and name) is a new version of its
+    source: what an editor curated stays unless the upload says otherwise."""
+
+    def setUp(self):
+        self.staff, _, _ = make_users()
+        self.client.force_login(self.staff)
+        self.collection = Collection.objects.create(name="Kitchen")
+
+    def _upload(self, name: str, data: bytes, **fields):
+        return self.client.post(
+            reverse("admin:kb_source_upload"),
+            {"collection": self.collection.pk,
+             "files": [SimpleUploadedFile(name, data)], **fields},
+            follow=True,
+        )  # fmt: skip
+
+    def _edit(self, source: Source, **fields):
+        """The change form posted as its page shows it (a browser sends the
+        text's line breaks as CRLF), with `fields` changed."""
+        form = self.client.get(reverse("admin:kb_source_change", args=[source.pk]))
+        initial = form.context["adminform"].form.initial
+        data = {k: v for k, v in initial.items() if v not in (None, False)}
+        if "text" in data:
+            data["text"] = data["text"].replace("\n", "\r\n")
+        data.update(fields)
+        response = self.client.post(
+            reverse("admin:kb_source_change", args=[source.pk]), data
+        )
+        self.assertEqual(response.status_code, 302)
+
+    def _curated(self, name: str, data: bytes) -> Source:
+        """An indexed source with an editor's title and every kind of metadata."""
+        self._upload(name, data, author="Someone", extra="team=kitchen")
+        source = Source.objects.get(file_name=name)
+        ingestion.ingest(source.pk)
+        self._edit(
+            source, title="Tea brewing guide", author="Tea Master",
+            tags="tea, brewing", url="https://tea.example/guide",
+            doc_version="2.0", deprecated="on",
+        )  # fmt: skip
+        ingestion.ingest(source.pk)
+        source.refresh_from_db()
+        self.assertEqual(source.title, "Tea brewing guide")
+        self.assertEqual(source.metadata, CURATED)
+        return source
+
+    def test_empty_fields_keep_the_title_and_metadata_of_the_source(self):
+        source = self._curated("tea.txt", TEA)
+        response = self._upload("tea.txt", TEA.replace(b"two", b"three"))
+        self.assertContains(response, "tea.txt: updated, queued for indexing")
+        ingestion.ingest(source.pk)
+        source.refresh_from_db()
+        self.assertIn("three minutes", source.text)
+        self.assertEqual(source.title, "Tea brewing guide")
+        self.assertEqual(source.metadata, CURATED)
+        self.assertFalse(source.is_title_auto)
+        # Still deprecated: its chunks stay out of answers.
+        self.assertTrue(all(c.metadata["deprecated"] for c in source.chunks.all()))
+        # A title nobody typed still follows the document.
+        self._upload("green.md", b"# Tea\n\nGreen.\n")
+        self._upload("green.md", b"# Green tea\n\nGreen.\n")
+        green = Source.objects.get(file_name="green.md")
+        ingestion.ingest(green.pk)
+        green.refresh_from_db()
+        self.assertEqual(green.title, "Green tea")
+
+    def test_a_filled_field_replaces_its_value_and_key_equals_removes_one(self):
+        source = self._curated("tea.txt", TEA)
+        self._upload(
+            "tea.txt", TEA.replace(b"two", b"three"), title="Green tea",
+            author="New Master", extra="team=\nshelf=B2",
+        )  # fmt: skip
+        source.refresh_from_db()
+        self.assertEqual(source.title, "Green tea")
+        expected = {**CURATED, "author": "New Master", "shelf": "B2"}
+        del expected["team"]
+        self.assertEqual(source.metadata, expected)
+
+    def test_clear_fields_left_empty_clears_them_as_the_form_says(self):
+        page = self.client.get(reverse("admin:kb_source_upload"))
+        self.assertContains(page, "Clear fields left empty")
+        self.assertContains(page, "fields above left empty keep what the source has")
+        source = self._curated("tea.txt", TEA)
+        self._upload("tea.txt", TEA, replace="on", tags="green")
+        ingestion.ingest(source.pk)
+        source.refresh_from_db()
+        self.assertEqual(source.metadata, {"tags": ["green"]})
+        self.assertEqual(source.title, "Tea")  # the document's own
+        self.assertTrue(source.is_title_auto)
+
+    def test_the_same_file_again_is_unchanged_after_edits_in_the_admin(self):
+        html = b"<main><h1>Tea</h1><p>Green tea brews at 75 degrees.</p></main>"
+        for name, data in (("tea.txt", TEA), ("tea.html", html)):
+            source = self._curated(name, data)
+            response = self._upload(name, data)
+            self.assertContains(
+                response, f"{name}: same content as the stored version; not re-indexed"
+            )
+            again = Source.objects.get(pk=source.pk)
+            self.assertEqual(again.version, source.version, name)
+            self.assertEqual(again.status, Source.Status.INDEXED, name)
+            self.assertEqual(again.metadata, CURATED, name)
+
+
+@pytest.mark.slow
+class NewVersionByWorkerTestCase(TransactionTestCase):
+    # TransactionTestCase: the worker is another process and sees only committed rows.
+
+    def tearDown(self):
+        forget_jobs()
+
+    def test_a_new_version_indexed_by_a_worker_keeps_what_the_editor_curated(self):
+        staff, _, _ = make_users()
+        self.client.force_login(staff)
+        collection = Collection.objects.create(name="Kitchen")
+        upload = reverse("admin:kb_source_upload")
+        first = SimpleUploadedFile("tea.txt", TEA)
+        self.client.post(upload, {"collection": collection.pk, "files": [first],
+                                  "tags": "tea"})  # fmt: skip
+        run_burst_worker()
+        source = Source.objects.get()
+        change = reverse("admin:kb_source_change", args=[source.pk])
+        self.client.post(change, {"title": "Tea brewing guide", "text": source.text,
+                                  "tags": "tea", "deprecated": "on"})  # fmt: skip
+        run_burst_worker()
+        self.client.post(upload, {"collection": collection.pk, "files": [
+            SimpleUploadedFile("tea.txt", TEA.replace(b"two", b"three"))]})  # fmt: skip
+        run_burst_worker()
+        source.refresh_from_db()
+        self.assertEqual(source.status, Source.Status.INDEXED, source.error)
+        self.assertIn("three minutes", source.text)
+        self.assertEqual(source.title, "Tea brewing guide")
+        self.assertEqual(source.metadata, {"tags": ["tea"], "deprecated": True})
+        chunk = source.chunks.get()
+        # Embedded under the editor's title (the heading path of a text file).
+        self.assertTrue(chunk.embedded_text.startswith("Tea brewing guide\n\n"))
+        self.assertEqual(chunk.metadata["deprecated"], True)
 
 
 class CollectionSettingsTestCase(TestCase):

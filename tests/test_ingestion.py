@@ -376,6 +376,25 @@ class IngestCommandTestCase(TestCase):
         self.assertIn("big.md: refused: big.md line 3 has a NUL character", errors)
 
 
+class IngestAgainTestCase(TestCase):
+    def test_kb_ingest_of_a_new_version_keeps_the_curated_title_and_metadata(self):
+        collection = Collection.objects.create(name="Docs")
+        source = _store(collection, "tea.md", b"# Tea\n\nGreen.\n")
+        Source.objects.filter(pk=source.pk).update(
+            title="Tea brewing guide", is_title_auto=False,
+            metadata={"author": "Tea Master", "deprecated": True},
+        )  # fmt: skip
+        with tempfile.TemporaryDirectory() as folder:
+            path = Path(folder) / "tea.md"
+            path.write_bytes(b"# Tea\n\nGreen, at 75 degrees.\n")
+            call_command("kb_ingest", path, collection="Docs", sync=True,
+                         stdout=StringIO())  # fmt: skip
+        source.refresh_from_db()
+        self.assertIn("75 degrees", source.text)
+        self.assertEqual(source.title, "Tea brewing guide")
+        self.assertEqual(source.metadata, {"author": "Tea Master", "deprecated": True})
+
+
 @pytest.mark.slow
 class WorkerIngestionTestCase(TransactionTestCase):
     # TransactionTestCase: the worker is another process and sees only committed rows.

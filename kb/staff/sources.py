@@ -9,6 +9,7 @@ from django.db import transaction
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect
 from django.template.response import TemplateResponse
+from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
 from kb import ingestion, permissions, queueing, reindexing
@@ -109,6 +110,25 @@ def upload(request: HttpRequest) -> HttpResponse:
     )
 
 
+@csrf_exempt  # its body unread (RequestLimitsMiddleware), it stores nothing
+def _refused_upload(request: HttpRequest, message: str) -> HttpResponse:
+    """The upload page again with `message` under the files (400), for an upload
+    refused before its fields were read: what was chosen is not shown again."""
+    form = upload_form(request, SourceUploadForm, "kb.add_source")
+    form.refuse_files(message)
+    return form_page(
+        request,
+        "admin/kb/source/upload.html",
+        "Upload sources",
+        form,
+        Source,
+        max_bytes=settings.KB_MAX_UPLOAD_BYTES,
+    )
+
+
+upload.refused_upload = admin.site.admin_view(_refused_upload)
+
+
 def _store_uploads(form: SourceUploadForm) -> list[tuple[str, str]]:
     outcomes = []
     with ingestion.storing():  # all files or none, on disk too
@@ -117,7 +137,8 @@ def _store_uploads(form: SourceUploadForm) -> list[tuple[str, str]]:
                 form.cleaned_data["collection"],
                 checked,
                 title=form.cleaned_data.get("title", ""),
-                metadata=form.metadata_value(),
+                metadata=form.metadata_changes(),
+                replace=form.cleaned_data.get("replace", False),
             )
             if outcome == "unchanged":
                 outcome = "same content as the stored version; not re-indexed"

@@ -18,6 +18,8 @@ COLLECTION = [
 ]
 SOURCE = [
     path("upload/", sources.upload, name="kb_source_upload"),
+    # The admin's add page is the upload page (too many files refused on it too).
+    path("add/", sources.upload, name="kb_source_add"),
     path("<int:pk>/reindex/", sources.reindex_source, name="kb_source_reindex"),
 ]
 GOLDEN_CASE = [
