@@ -26,6 +26,7 @@ from django.urls import reverse
 
 from kb.parsing import TEXT_EXTENSIONS
 from kb.retrieval import Location, Passage, Result, heading_label
+from kb.retrieval.question import STOPWORDS
 from kb.retrieval.tables import header_line
 from kb.sentences import units, widened
 
@@ -49,13 +50,6 @@ _WORD_CHAR_RE = re.compile(r"\w")
 _CAVEATS = re.compile(
     r"\b(except|unless|instead|however|only if|only when|do not|don't|never|but)\b",
     re.IGNORECASE,
-)
-STOPWORDS = frozenset(
-    """a an and are as at be been by can could do does for from had has have how i if
-    in is it its me my of on or our should so that the their them then there these
-    they this to was we were what when where which who why will with would you your
-    about after before into than also any all may might must not no yes get got
-    """.split()
 )
 
 

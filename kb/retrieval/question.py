@@ -18,7 +18,7 @@ class QuestionError(ValueError):
 
 _SURROGATE_RE = re.compile("[\\ud800-\\udfff]")
 _WORD_RE = re.compile(r"\w+")
-# Words that name nothing to search for (the answerer's STOPWORDS list).
+# Words that name nothing to search for; the answerer's sentence scores skip them too.
 STOPWORDS = frozenset(
     """a an and are as at be been by can could do does for from had has have how i if
     in is it its me my of on or our should so that the their them then there these
