@@ -8,7 +8,6 @@ whose spans went stale. Measuring retrieval against them is kb.evaluation's."""
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
 from django.db import transaction
@@ -16,10 +15,10 @@ from django.db import transaction
 from kb import jsontext, retrieval
 from kb import spans as locator
 from kb.models import Collection, GoldenCase, Source
+from kb.retrieval.question import SURROGATE_RE
 
 KINDS = [k.value for k in GoldenCase.Kind]
 MAX_ID_CHARS = GoldenCase._meta.get_field("external_id").max_length
-_SURROGATE_RE = re.compile("[\\ud800-\\udfff]")
 
 
 class GoldenImportError(ValueError):
@@ -132,7 +131,7 @@ def _check_text(value: Any, field: str, where: str) -> None:
         raise GoldenImportError(
             f"{where}: {field} contains a NUL character (\\x00); remove it"
         )
-    if _SURROGATE_RE.search(value):  # from JSON's "\ud800": no UTF-8 for it
+    if SURROGATE_RE.search(value):  # from JSON's "\ud800": no UTF-8 for it
         raise GoldenImportError(
             f"{where}: {field} contains a lone surrogate (such as \\ud800), "
             "which is no character; remove it"

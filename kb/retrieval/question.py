@@ -16,7 +16,7 @@ class QuestionError(ValueError):
     """The question cannot be asked as given (empty, too long)."""
 
 
-_SURROGATE_RE = re.compile("[\\ud800-\\udfff]")
+SURROGATE_RE = re.compile("[\\ud800-\\udfff]")
 _WORD_RE = re.compile(r"\w+")
 # Words that name nothing to search for; the answerer's sentence scores skip them too.
 STOPWORDS = frozenset(
@@ -38,7 +38,7 @@ def clean_question(question: str) -> str:
         raise QuestionError(
             "The question contains a NUL character (\\x00); remove it and ask again."
         )
-    if _SURROGATE_RE.search(question):  # from JSON's "\ud800": no UTF-8 for it
+    if SURROGATE_RE.search(question):  # from JSON's "\ud800": no UTF-8 for it
         raise QuestionError(
             "The question contains a lone surrogate (such as \\ud800), which is "
             "no character; remove it and ask again."
