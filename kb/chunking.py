@@ -24,6 +24,7 @@ from enum import StrEnum
 from kb.parsing import (
     Block,
     Document,
+    HTMLBlocks,
     ParseError,
     SectionData,
     TableRow,
@@ -212,8 +213,9 @@ def chunk_document(
                 overlap,
             )
         ]
+    html = HTMLBlocks(doc.sections)
     chunks = [
-        _chunk(index, section, draft, text, tokens)
+        _chunk(index, section, draft, text, tokens, html)
         for index, (section, draft) in enumerate(placed)
     ]
     return ChunkResult(
@@ -228,12 +230,17 @@ def chunk_document(
 
 
 def _chunk(
-    index: int, section: SectionData, draft: _Draft, text: str, tokens: _Counter
+    index: int,
+    section: SectionData,
+    draft: _Draft,
+    text: str,
+    tokens: _Counter,
+    html: HTMLBlocks,
 ) -> ChunkData:
     source = text[draft.start : draft.end]
     embed_text = draft.embed_text
     if embed_text is None:
-        embed_text = embedded_text(text, draft.start, draft.end, section.blocks)
+        embed_text = embedded_text(text, draft.start, draft.end, html)
     return ChunkData(
         section_index=section.index,
         chunk_index=index,

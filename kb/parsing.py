@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import codecs
 import re
+from bisect import bisect_right
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
@@ -355,7 +356,7 @@ def link_text(text: str) -> str:
 # CommonMark's backslash escapes (any ASCII punctuation), and code spans, inside
 # which a backslash is itself.
 _ESCAPED_RE = re.compile(r"\\([!-/:-@\[-`{-~])")
-_CODE_SPAN_RE = re.compile(r"(?<!\\)(`+)(.+?)\1", re.S)  # not opened by \`
+_BACKTICKS_RE = re.compile(r"`+")
 
 
 def heading_text(markdown: str) -> str:
@@ -366,13 +367,38 @@ def heading_text(markdown: str) -> str:
     text = link_text(markdown)
     if "\\" in text:
         pieces, position = [], 0
-        for code in _CODE_SPAN_RE.finditer(text):
-            pieces.append(_ESCAPED_RE.sub(r"\1", text[position : code.start()]))
-            pieces.append(code.group())
-            position = code.end()
+        for start, end in _code_spans(text):
+            pieces.append(_ESCAPED_RE.sub(r"\1", text[position:start]))
+            pieces.append(text[start:end])
+            position = end
         pieces.append(_ESCAPED_RE.sub(r"\1", text[position:]))
         text = "".join(pieces)
     return " ".join(text.split())
+
+
+def _code_spans(text: str) -> list[tuple[int, int]]:
+    """(start, end) of the code spans of inline Markdown: a run of backticks not
+    escaped, up to the next run of as many. Linear: each run is read once."""
+    runs = [
+        (m.start(), m.end())
+        for m in _BACKTICKS_RE.finditer(text)
+        if not (m.start() and text[m.start() - 1] == "\\")
+    ]
+    following: list[int | None] = [None] * len(runs)  # next run of equal length
+    last: dict[int, int] = {}
+    for i in range(len(runs) - 1, -1, -1):
+        length = runs[i][1] - runs[i][0]
+        following[i] = last.get(length)
+        last[length] = i
+    spans, i = [], 0
+    while i < len(runs):
+        j = following[i]
+        if j is None:
+            i += 1
+            continue
+        spans.append((runs[i][0], runs[j][1]))
+        i = j + 1
+    return spans
 
 
 # Elements whose end is a line break in the text they show.
@@ -380,35 +406,38 @@ _HTML_BREAKS = {"p", "div", "br", "li", "tr", "h1", "h2", "h3", "h4", "h5", "h6"
                 "table", "ul", "ol", "section", "blockquote", "pre", "hr"}  # fmt: skip
 
 
+_HTML_HIDDEN = {"script", "style", "template"}  # content no page shows as text
+
+
 class _HTMLText(HTMLParser):
     def __init__(self) -> None:
         super().__init__(convert_charrefs=True)
         self.parts: list[str] = []
+        self.hidden = 0  # depth inside script, style, template
 
     def handle_starttag(self, tag: str, attrs: list) -> None:
-        if tag == "img":
+        if tag in _HTML_HIDDEN:
+            self.hidden += 1
+        elif tag == "img":
             alt = dict(attrs).get("alt") or ""
             self.parts.append(f" {alt} " if alt else " ")
         elif tag in _HTML_BREAKS:
             self.parts.append("\n")
 
     def handle_endtag(self, tag: str) -> None:
-        if tag in _HTML_BREAKS:
+        if tag in _HTML_HIDDEN:
+            self.hidden = max(0, self.hidden - 1)
+        elif tag in _HTML_BREAKS:
             self.parts.append("\n")
 
     def handle_data(self, data: str) -> None:
-        self.parts.append(data)
+        if not self.hidden:
+            self.parts.append(data)
 
 
 def html_text(fragment: str) -> str:
     """The text an HTML fragment shows: its text and its images' alt text, one
-    line per block element; no tags, attributes or comments. A fragment cut
-    inside a tag (a chunk of a long HTML block) starts after it, ends before it."""
-    first_open, first_close = fragment.find("<"), fragment.find(">")
-    if first_close != -1 and (first_open == -1 or first_close < first_open):
-        fragment = fragment[first_close + 1 :]
-    if fragment.rfind("<") > fragment.rfind(">"):
-        fragment = fragment[: fragment.rfind("<")]
+    line per block element; no tags, attributes, comments, scripts or styles."""
     reader = _HTMLText()
     reader.feed(fragment)
     reader.close()
@@ -416,16 +445,43 @@ def html_text(fragment: str) -> str:
     return "\n".join(line for line in lines if line)
 
 
-def embedded_text(text: str, start: int, end: int, blocks: list[Block]) -> str:
+class HTMLBlocks:
+    """A document's raw HTML blocks, found once, for embedded_text()."""
+
+    def __init__(self, sections: list[SectionData]) -> None:
+        self.spans = [
+            (b.start, b.end) for s in sections for b in s.blocks if b.kind == "html"
+        ]
+        self.starts = [start for start, _ in self.spans]
+
+    def overlapping(self, start: int, end: int) -> list[tuple[int, int]]:
+        first = max(0, bisect_right(self.starts, start) - 1)
+        found = []
+        for block_start, block_end in self.spans[first:]:
+            if block_start >= end:
+                break
+            if block_end > start:
+                found.append((block_start, block_end))
+        return found
+
+
+def embedded_text(text: str, start: int, end: int, html: HTMLBlocks) -> str:
     """text[start:end] as it is embedded: HTML blocks as the text they show,
     Markdown links as their text (link_text)."""
     pieces, position = [], start
-    for block in blocks:
-        if block.kind != "html" or block.end <= start or block.start >= end:
-            continue
-        lo, hi = max(block.start, start), min(block.end, end)
-        pieces.append(text[position:lo])
-        pieces.append(html_text(text[lo:hi]))
+    for block_start, block_end in html.overlapping(start, end):
+        lo, hi = max(block_start, start), min(block_end, end)
+        # A chunk of a long block can start or end inside a tag: read from the
+        # tag's end, up to the tag's start (the block's own text decides).
+        if text.rfind("<", block_start, lo) > text.rfind(">", block_start, lo):
+            close = text.find(">", lo, hi)
+            lo = hi if close == -1 else close + 1
+        if lo < hi and text.rfind("<", lo, hi) > text.rfind(">", lo, hi):
+            hi_cut = text.rfind("<", lo, hi)
+        else:
+            hi_cut = hi
+        pieces.append(text[position : max(block_start, start)])
+        pieces.append(html_text(text[lo:hi_cut]))
         position = hi
     pieces.append(text[position:end])
     return link_text("".join(pieces))

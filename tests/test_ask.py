@@ -1,14 +1,16 @@
 from __future__ import annotations
 
+import importlib
 import json
 
 from django.contrib.auth.models import Group, Permission
+from django.db import connection
 from django.test import TestCase, override_settings
 from django.urls import reverse
 from django.utils.html import escape
 
 from kb import access, answering, evaluation, ingestion, retrieval
-from kb.models import Collection, GoldenCase, Section, Source
+from kb.models import Chunk, Collection, GoldenCase, Section, Source
 from tests import base
 
 ROLLBACK_RULE = "Roll back at once if the HTTP 5xx error rate stays above 2%"
@@ -97,6 +99,25 @@ class AnswerTestCase(DemoTestCase):
             result = retrieval.retrieve(self.demo, question, mode=mode)
             self.assertNotIn(source.pk, {p.source_id for p in result.passages}, mode)
 
+    def test_chunks_indexed_without_the_flag_get_it_from_the_migration(self):
+        # Indexed before the flag was a control field, under a policy that ignored
+        # it: migration 0013 puts it on the chunks, so the source leaves answers.
+        migration = importlib.import_module(
+            "kb.migrations.0013_deprecated_flag_on_chunks"
+        )
+        source = self.demo.sources.get(file_name="deployment-runbook.md")
+        self.demo.sources.filter(pk=source.pk).update(metadata={"deprecated": True})
+        flagged = Chunk.objects.filter(source=source, metadata__deprecated=True)
+        self.assertFalse(flagged.exists())
+        with connection.cursor() as cursor:
+            cursor.execute(migration.FLAG_CHUNKS)
+        self.assertEqual(flagged.count(), source.chunks.count())
+        for mode in ("vector", "keyword", "hybrid"):
+            result = retrieval.retrieve(
+                self.demo, "When should I roll back a deploy?", mode=mode
+            )
+            self.assertNotIn(source.pk, {p.source_id for p in result.passages}, mode)
+
     def test_an_llm_answer_citing_unknown_sections_is_cleaned_and_flagged(self):
         result = retrieval.retrieve(self.demo, "When should I roll back a deploy?")
         reply = answering.check_llm_answer("Roll back fast [1]. Or not [9].", result)
@@ -160,6 +181,9 @@ class OffTopicTestCase(DemoTestCase):
             reverse("kb:ask"), {"q": "a", "collection": self.demo.pk}
         )
         self.assertContains(page, "no word to search for", status_code=400)
+        # A name in capitals is something to search for.
+        result, _ = answering.ask(self.demo, "What is IT?")
+        self.assertEqual(result.question, "What is IT?")
 
     @override_settings(KB_MIN_SIMILARITY=0)
     def test_the_check_can_be_turned_off(self):

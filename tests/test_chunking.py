@@ -344,3 +344,25 @@ def test_raw_html_is_embedded_as_the_text_it_shows():
     for chunk in result.chunks:
         assert "src=" not in chunk.embed_text and "<" not in chunk.embed_text
         assert chunk.embed_text.startswith("Icon ")
+
+
+def test_html_embeds_no_script_or_style_and_cuts_only_inside_tags():
+    from kb.parsing import HTMLBlocks, embedded_text
+
+    text = (
+        "# Page\n\n<div>\n<style>.badge{color:red}</style>"
+        '<script>track("https://x.io/a")</script>\n'
+        'Use a -> b to map. <img src="https://x.io/i.png" alt="Map"> done\n</div>\n'
+    )
+    doc = parse(text, "p.md")
+    html = HTMLBlocks(doc.sections)
+    block_start, end = text.index("<div>"), len(text) - 1  # the block, no "\n"
+    whole = embedded_text(text, block_start, end, html)
+    assert whole == "Use a -> b to map. Map done"
+    # A chunk starting in the block's text keeps every word of it ...
+    at_use = text.index("Use a")
+    assert embedded_text(text, at_use, end, html) == "Use a -> b to map. Map done"
+    # ... and one starting or ending inside a tag reads from its end, to its start.
+    in_tag = text.index("x.io/i.png")
+    assert embedded_text(text, in_tag, end, html) == "done"
+    assert embedded_text(text, at_use, in_tag, html) == "Use a -> b to map."

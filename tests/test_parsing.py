@@ -289,6 +289,14 @@ def test_a_heading_that_is_a_link_is_named_by_its_text():
     assert "Middleware > Third party > Proxy headers" in paths
 
 
+def test_heading_escapes_are_undone_outside_code_spans_only():
+    from kb.parsing import heading_text
+
+    assert heading_text(r"C++ \*ptr\* `a\*b` ``x`y\_z`` \`q\` \_end") == (
+        r"C++ *ptr* `a\*b` ``x`y\_z`` `q` _end"
+    )
+
+
 def test_it_takes_the_title_from_front_matter_and_skips_it():
     text = '---\ntitle: "RQ: Jobs"\nlayout: docs\n---\n\nSome text.\n'
     doc = parse(text, "jobs.md")

@@ -48,7 +48,7 @@ def clean_question(question: str) -> str:
             f"The question is {len(question)} characters long; the limit is "
             f"{MAX_QUESTION_CHARS}. Ask about one thing at a time."
         )
-    if not any(word not in STOPWORDS for word in _WORD_RE.findall(question.casefold())):
+    if not any(_names_something(word) for word in _WORD_RE.findall(question)):
         raise QuestionError(
             "The question has no word to search for (only common words, symbols "
             "or emoji); ask about something."
@@ -60,6 +60,12 @@ def clean_question(question: str) -> str:
             "ask in words."
         )
     return question
+
+
+def _names_something(word: str) -> bool:
+    """A word worth searching for: not a common one, or one in capitals ("IT",
+    "ON" as a product's name)."""
+    return word.casefold() not in STOPWORDS or (len(word) > 1 and word.isupper())
 
 
 def check_question(question: str) -> str:
