@@ -25,9 +25,10 @@ from django.conf import settings
 from django.urls import reverse
 
 from kb.parsing import TEXT_EXTENSIONS
+from kb.rendering import CELL_SPLIT_RE, is_table_row
 from kb.retrieval import Location, Passage, Result, heading_label
 from kb.retrieval.question import STOPWORDS
-from kb.retrieval.tables import header_line
+from kb.retrieval.tables import header_line, is_delimiter_line
 from kb.sentences import units, widened
 
 logger = logging.getLogger(__name__)
@@ -310,7 +311,7 @@ def _headers_of(chosen: list[Sentence], headers: list[Sentence]) -> list[Sentenc
     known = {(s.passage.source_id, s.start): s for s in chosen}
     added: list[Sentence] = []
     for s in chosen:
-        if not _is_row(s.text) or s.passage.is_header:
+        if not is_table_row(s.text) or s.passage.is_header:
             continue
         header = _header_above(s)
         if header is None:
@@ -331,11 +332,6 @@ def _headers_of(chosen: list[Sentence], headers: list[Sentence]) -> list[Sentenc
     return added
 
 
-def _is_row(text: str) -> bool:
-    text = text.strip()
-    return len(text) > 1 and text.startswith("|") and text.endswith("|")
-
-
 def _header_above(row: Sentence) -> Sentence | None:
     """The header line of the table `row` is in, when the loaded text holds it:
     up over the rows above it to the delimiter line, and the line above that."""
@@ -344,10 +340,10 @@ def _header_above(row: Sentence) -> Sentence | None:
     while line > 0:
         above = text.rfind("\n", 0, line - 1) + 1
         previous = text[above:line].strip()
-        if _is_row(previous) and not _DELIMITER_LINE_RE.fullmatch(previous):
+        if is_table_row(previous) and not is_delimiter_line(previous):
             line = above  # a row above it: go on up
             continue
-        if not _DELIMITER_LINE_RE.fullmatch(previous) or above == 0:
+        if not is_delimiter_line(previous) or above == 0:
             return None
         head = text.rfind("\n", 0, above - 1) + 1
         found = header_line(text[head:line], base + head)
@@ -358,9 +354,6 @@ def _header_above(row: Sentence) -> Sentence | None:
             text[start - base : end - base], start, end, row.passage, row.location
         )
     return None
-
-
-_DELIMITER_LINE_RE = re.compile(r"[|:\s]*-[-|:\s]*")
 
 
 def _is_title_line(s: Sentence) -> bool:
@@ -395,13 +388,10 @@ def _answer_text(chosen: list[Sentence]) -> str:
             pieces.append(f"{_one_line(s.text)} {markers}")
             continue
         lines = [_one_line(g.text) for g in group]
-        cells = len(_CELL_SPLIT_RE.split(lines[0].strip())) - 2
+        cells = len(CELL_SPLIT_RE.split(lines[0].strip())) - 2
         lines.insert(1, "|" + " --- |" * max(cells, 1))
         pieces.append("\n".join(lines) + f" {markers}")
     return " ".join(pieces)
-
-
-_CELL_SPLIT_RE = re.compile(r"(?<!\\)\|")  # a cell ends at a pipe not escaped
 
 
 def _one_line(text: str) -> str:

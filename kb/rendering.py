@@ -53,7 +53,7 @@ def render_inline(text: str) -> SafeString:
     return mark_safe(_MD.renderInline(text))  # noqa: S308 - as render()
 
 
-_CELL_SPLIT_RE = re.compile(r"(?<!\\)\|")  # a cell ends at a pipe not escaped
+CELL_SPLIT_RE = re.compile(r"(?<!\\)\|")  # a cell ends at a pipe not escaped
 ESCAPED_PIPE = "\\|"
 _DELIMITER_RE = re.compile(r"^\s*:?-+:?\s*$")
 
@@ -95,7 +95,7 @@ def render_row(text: str) -> SafeString:
 
 def _cells(line: str) -> tuple[list[str], bool]:
     """A row's cells, and whether a delimiter line ended it (none: all it held)."""
-    cells = [c.strip() for c in _CELL_SPLIT_RE.split(line.strip())[1:-1]]
+    cells = [c.strip() for c in CELL_SPLIT_RE.split(line.strip())[1:-1]]
     header = False
     while cells and _DELIMITER_RE.match(cells[-1]):
         cells.pop()

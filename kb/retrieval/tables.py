@@ -22,13 +22,18 @@ class FirstRow(NamedTuple):
     lead: str
 
 
+def is_delimiter_line(line: str) -> bool:
+    """A table's delimiter line (`| --- | :-: |`, `---|---`)."""
+    return bool(_DELIMITER_RE.fullmatch(line.strip()))
+
+
 def header_line(lead: str, lead_at: int) -> tuple[int, int] | None:
     """(start, end) of the header line in the text before a table's first row:
     the line above its delimiter line (`| --- | :-: |`, `---|---`)."""
     lines = lead.rstrip().split("\n")
     if len(lines) < 2 or not lines[-2].strip():
         return None
-    if not _DELIMITER_RE.fullmatch(lines[-1].strip()):
+    if not is_delimiter_line(lines[-1]):
         return None
     header = lines[-2]
     offset = lead_at + sum(len(line) + 1 for line in lines[:-2])

@@ -100,14 +100,7 @@ def upload(request: HttpRequest) -> HttpResponse:
         for name, outcome in _store_uploads(form):
             messages.info(request, f"{name}: {outcome}")
         return redirect("admin:kb_source_changelist")
-    return form_page(
-        request,
-        "admin/kb/source/upload.html",
-        "Upload sources",
-        form,
-        Source,
-        max_bytes=settings.KB_MAX_UPLOAD_BYTES,
-    )
+    return _upload_page(request, form)
 
 
 @csrf_exempt  # its body unread (RequestLimitsMiddleware), it stores nothing
@@ -116,6 +109,10 @@ def _refused_upload(request: HttpRequest, message: str) -> HttpResponse:
     refused before its fields were read: what was chosen is not shown again."""
     form = upload_form(request, SourceUploadForm, "kb.add_source")
     form.refuse_files(message)
+    return _upload_page(request, form)
+
+
+def _upload_page(request: HttpRequest, form: SourceUploadForm) -> HttpResponse:
     return form_page(
         request,
         "admin/kb/source/upload.html",
