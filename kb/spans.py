@@ -119,19 +119,35 @@ def same_document(golden_file: str, file_name: str) -> bool:
     return a == b or a.with_suffix("") == b.with_suffix("")
 
 
+RELOCATE_WINDOW = 20_000  # characters either side of the old place, searched first
+MAX_OCCURRENCES = 100  # of the exact text, the nearest of which is taken
+
+
 def relocate(cited: str, text: str, old_start: int) -> tuple[int, int] | None:
     """Where text cited at `old_start` of an earlier version of a document is in
     `text`, its current version: the same characters when they are there (the
     occurrence nearest the old place), else the same words ignoring whitespace
-    and markup (`locate`); None when they are gone."""
-    hits, at = [], text.find(cited) if cited else -1
-    while at >= 0:
-        hits.append(at)
-        at = text.find(cited, at + 1)
-    if hits:
-        best = min(hits, key=lambda h: abs(h - old_start))
-        return best, best + len(cited)
-    try:
-        return locate(cited, text, old_start / max(len(text), 1))
-    except Unlocatable:
+    and markup (`locate`); None when they are gone. Each is looked for near the
+    old place first, so a long document is read whole only when it must be."""
+    if not cited:
         return None
+    near = (
+        max(0, old_start - RELOCATE_WINDOW),
+        min(len(text), old_start + len(cited) + RELOCATE_WINDOW),
+    )
+    everywhere = (0, len(text))
+    for lo, hi in (near, everywhere):
+        hits, at = [], text.find(cited, lo, hi)
+        while at >= 0 and len(hits) < MAX_OCCURRENCES:
+            hits.append(at)
+            at = text.find(cited, at + 1, hi)
+        if hits:
+            best = min(hits, key=lambda h: abs(h - old_start))
+            return best, best + len(cited)
+    for lo, hi in (near, everywhere):
+        try:
+            start, end = locate(cited, text[lo:hi], (old_start - lo) / max(hi - lo, 1))
+        except Unlocatable:
+            continue
+        return lo + start, lo + end
+    return None

@@ -251,8 +251,11 @@ def section(request: HttpRequest, pk: int) -> HttpResponse:
         # Made from another version: the offsets are no guide, the cited text is.
         found = _cited_now(request, obj, context)
         if found is not None and found.pk != obj.pk:
+            # Where it was found goes along: the section it is in reads no search.
+            query = request.GET.copy()
+            query["at"] = "{}-{}".format(*context["now"])
             url = reverse("kb:section", args=[found.pk])
-            return redirect(f"{url}?{request.GET.urlencode()}#cited")
+            return redirect(f"{url}?{query.urlencode()}#cited")
         start, end = context.get("now", (base, base))
         end = min(end, base + len(body))
     context.update(
@@ -282,6 +285,9 @@ def _cited_now(request: HttpRequest, obj: Section, context: dict) -> Section | N
     context["was"] = was
     if not was:
         return None
+    if found := _found_at(request, obj):  # by the page that sent us here
+        context["now"] = found
+        return obj
     rows = list(obj.source.sections.order_by("start").only("pk", "start", "body"))
     # The indexed text: the bodies tile it from the first section's start.
     text = " " * rows[0].start + "".join(r.body for r in rows)
@@ -290,6 +296,16 @@ def _cited_now(request: HttpRequest, obj: Section, context: dict) -> Section | N
         return None
     context["now"] = now
     return next(r for r in reversed(rows) if r.start <= now[0])
+
+
+def _found_at(request: HttpRequest, obj: Section) -> tuple[int, int] | None:
+    """The `at=start-end` another section's page found the cited text at, when it
+    lies in this section."""
+    start, _, end = request.GET.get("at", "").partition("-")
+    start, end = parse_id(start), parse_id(end)
+    if start is None or end is None or not obj.start <= start < end <= obj.end:
+        return None
+    return start, end
 
 
 def _section_moved(request: HttpRequest) -> HttpResponse:

@@ -589,6 +589,9 @@ class CitationLinkTestCase(DemoTestCase):
         # The header's range is the marked one.
         self.assertIn(f"cited: characters {start}–{end}</a>", page)
         self.assertNotIn("epipen", marked)
+        # The page the text was found from hands its place on, searched once.
+        last_url = response.redirect_chain[-1][0]
+        self.assertIn(f"at={start}-{end}", last_url)
 
     def test_an_old_link_to_text_since_removed_says_so_and_marks_nothing(self):
         cite = self._rollback_citation()
