@@ -357,6 +357,7 @@ def link_text(text: str) -> str:
 # which a backslash is itself.
 _ESCAPED_RE = re.compile(r"\\([!-/:-@\[-`{-~])")
 _BACKTICKS_RE = re.compile(r"`+")
+_ASIDE_RE = re.compile("\ue000(\\d+)\ue001")
 
 
 def heading_text(markdown: str) -> str:
@@ -364,16 +365,30 @@ def heading_text(markdown: str) -> str:
     named by its text (its target would be shown in every heading path and
     embedded with every chunk), escapes undone (the readers escape what HTML,
     DOCX and PDF text would otherwise mark up: `C++ \\*pointers\\*`), one line."""
-    text = link_text(markdown)
-    if "\\" in text:
-        pieces, position = [], 0
-        for start, end in _code_spans(text):
-            pieces.append(_ESCAPED_RE.sub(r"\1", text[position:start]))
-            pieces.append(text[start:end])
-            position = end
-        pieces.append(_ESCAPED_RE.sub(r"\1", text[position:]))
-        text = "".join(pieces)
-    return " ".join(text.split())
+    pieces, position = [], 0
+    for start, end in _code_spans(markdown):
+        pieces.append(_plain(markdown[position:start]))
+        pieces.append(markdown[start:end])  # code as written
+        position = end
+    pieces.append(_plain(markdown[position:]))
+    return " ".join("".join(pieces).split())
+
+
+def _plain(markdown: str) -> str:
+    """Inline Markdown outside code: links as their text, escapes undone. An
+    escaped character is set aside first, so `\\[docs](here)` stays as written."""
+    if "\\" not in markdown:
+        return link_text(markdown)
+    kept: list[str] = []
+
+    def aside(match: re.Match) -> str:
+        kept.append(match.group(1))
+        return f"\ue000{len(kept) - 1}\ue001"
+
+    if "\ue000" in markdown:  # the markers themselves: no setting aside
+        return _ESCAPED_RE.sub(r"\1", link_text(markdown))
+    text = link_text(_ESCAPED_RE.sub(aside, markdown))
+    return _ASIDE_RE.sub(lambda m: kept[int(m.group(1))], text)
 
 
 def _code_spans(text: str) -> list[tuple[int, int]]:

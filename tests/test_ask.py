@@ -272,6 +272,13 @@ class AskPageTestCase(DemoTestCase):
             self.assertRedirects(response, self.url, fetch_redirect_response=False)
             self.client.logout()
 
+    def test_a_title_holding_the_path_separator_is_shown_once(self):
+        path = "Settings > Security > Sessions"  # from "# Settings > Security"
+        self.assertEqual(
+            retrieval.heading_label("Settings > Security", path),
+            "Settings > Security › Sessions",
+        )
+
     def test_the_admin_link_is_shown_only_to_those_with_admin_pages(self):
         link = f'<a href="{reverse("admin:index")}">Admin</a>'
         self.client.force_login(self.staff)

@@ -295,6 +295,12 @@ def test_heading_escapes_are_undone_outside_code_spans_only():
     assert heading_text(r"C++ \*ptr\* `a\*b` ``x`y\_z`` \`q\` \_end") == (
         r"C++ *ptr* `a\*b` ``x`y\_z`` `q` _end"
     )
+    # Escaped brackets and code are no links: the text stays as the page shows it.
+    assert heading_text(r"See \[docs](here) now") == "See [docs](here) now"
+    assert heading_text(r"Arrays a\[0](1) and `b[i](j)`") == (
+        "Arrays a[0](1) and `b[i](j)`"
+    )
+    assert heading_text("[WSGIMiddleware](https://example.com/w)") == "WSGIMiddleware"
 
 
 def test_it_takes_the_title_from_front_matter_and_skips_it():

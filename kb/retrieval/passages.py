@@ -91,6 +91,11 @@ def heading_label(source_title: str, heading_path: str) -> str:
     """Source › heading path. Every path starts with the title the source was
     indexed under (parsing._root_path), which an editor may have changed since:
     the current title takes its place."""
+    if source_title and (
+        heading_path == source_title or heading_path.startswith(f"{source_title} > ")
+    ):  # not retitled: the title may hold " > " itself ("Settings > Security")
+        rest = heading_path[len(source_title) + 3 :]
+        return " › ".join([source_title, *(rest.split(" > ") if rest else [])])
     parts = heading_path.split(" > ")
     return " › ".join([source_title or parts[0], *parts[1:]])
 
