@@ -45,7 +45,7 @@ _UNREADABLE_WORD_RE = re.compile(
     rf"(?<![A-Za-z0-9])[A-Za-z0-9]{{{UNREADABLE_WORD_CHARS + 1},{MAX_WORD_CHARS}}}"
     r"(?![A-Za-z0-9])"
 )
-_NOT_ALNUM_RE = re.compile(r"[^A-Za-z0-9]+")
+_ALNUM_RUN_RE = re.compile(r"[A-Za-z0-9]+")
 _BASE64_LINE_RE = re.compile(r"[ \t>]*[A-Za-z0-9+/]{40,}={0,2}[ \t]*")
 _HEX_RE = re.compile(r"[0-9A-Fa-f]+")
 _DATA_URI_RE = re.compile(
@@ -296,22 +296,24 @@ def _check_no_blobs(text: str, filename: str) -> None:
             "over 100 as one unknown token, so nothing of it can be found. Remove "
             "it or break it up"
         )
-    if unreadable := mostly_unreadable(text):
+    if found := mostly_unreadable(text):
         raise ParseError(
             f"{filename} is mostly words of over {UNREADABLE_WORD_CHARS} letters and "
-            f"digits ({unreadable:,} of its letters and digits): the model reads each "
+            f"digits ({found[0]:,} of its {found[1]:,} words): the model reads each "
             "such word as one unknown token, so the text cannot be searched by "
             "meaning. Break the words up or upload the readable text"
         )
 
 
-def mostly_unreadable(text: str) -> int:
-    """How many letters and digits of `text` are in words the model cannot read
-    (unreadable_words), when they are over MAX_UNREADABLE_SHARE of all; else 0."""
-    unreadable = sum(len(w) for w in unreadable_words(text))
-    if unreadable > MAX_UNREADABLE_SHARE * len(_NOT_ALNUM_RE.sub("", text)):
-        return unreadable
-    return 0
+def mostly_unreadable(text: str) -> tuple[int, int] | None:
+    """(words the model cannot read, all words) of `text`, when the first are
+    over MAX_UNREADABLE_SHARE of its words; else None. Counted in words, not
+    letters: a lab note quoting one 900-letter sequence is still mostly prose."""
+    unreadable = len(unreadable_words(text))
+    if not unreadable:
+        return None
+    words = sum(1 for _ in _ALNUM_RUN_RE.finditer(text))
+    return (unreadable, words) if unreadable > MAX_UNREADABLE_SHARE * words else None
 
 
 def unreadable_words(text: str) -> list[str]:

@@ -207,6 +207,11 @@ def test_it_refuses_a_text_mostly_of_words_the_model_cannot_read():
     mixed = "# Notes\n\n" + "The release notes say what changed. " * 40
     mixed += " ".join(words[:3]) + "\n\n" + "\n".join(["ab" * 64] * 30) + "\n"
     assert decode_upload(mixed.encode(), "notes.md") == mixed
+    # A note quoting one long sequence in a code block is still mostly prose.
+    amplicon = "".join("ACGT"[(i * 7 + i // 3) % 4] for i in range(900))
+    lab = "# PCR\n\nThe amplicon below was checked on a gel today.\n\n"
+    lab += f"```\n{amplicon}\n```\n"
+    assert decode_upload(lab.encode(), "lab.md") == lab
 
 
 def test_it_refuses_non_utf8_with_the_offset():
