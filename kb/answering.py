@@ -24,7 +24,7 @@ from typing import Any
 from django.conf import settings
 from django.urls import reverse
 
-from kb.parsing import TEXT_EXTENSIONS
+from kb.parsing import TEXT_EXTENSIONS, html_text
 from kb.rendering import CELL_SPLIT_RE, is_table_row
 from kb.retrieval import Location, Passage, Result, heading_label
 from kb.retrieval.question import STOPWORDS
@@ -42,6 +42,10 @@ HEADING_WEIGHT = 0.5  # times the idf of those only its heading path holds;
 CAVEAT_BOOST = 1.3  # times this when it states an exception (_CAVEATS);
 RANK_DECAY = 0.15  # over 1 + this per rank below the best-ranked passage.
 KEEP_SHARE = 0.35  # _choose adds sentences scoring at least this share of the best
+# A location besides the best one needs this many of the question's words (fewer
+# when the question has fewer): one rare shared word ("often" in "How often should
+# I inspect a beehive?" and in "the questions people ask most often") is chance.
+MIN_SHARED_WORDS = 2
 MIN_STEM = 3  # letters a word keeps when _stem strips a suffix
 
 _WORD_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9'_-]*")
@@ -110,6 +114,7 @@ class Sentence:
     citation: int = 0
     # A table's line: the start of its table's header line (_headers_of), else None.
     table: int | None = None
+    shared: int = 0  # question words in the sentence or its heading path (_score)
 
 
 @dataclass
@@ -193,8 +198,8 @@ def extractive_answer(result: Result) -> Answer:
     _score(sentences, result.question)
     headers = [s for s in sentences if s.passage.is_header]
     rows = [s for s in sentences if not s.passage.is_header]
-    answerable = [s for s in rows if not _is_title_line(s)]
-    chosen = _choose(answerable or rows or sentences)
+    answerable = [s for s in rows if not _is_title_line(s) and not _is_markup(s)]
+    chosen = _choose(answerable or rows or sentences, result.question)
     chosen += _headers_of(chosen, headers)
     _best_first(chosen)
     citations = _cite(chosen)
@@ -252,6 +257,7 @@ def _score(sentences: list[Sentence], question: str) -> None:
     for sentence, words in zip(sentences, docs, strict=True):
         own = set(terms(sentence.text))
         overlap = sum(idf[t] for t in asked & own)
+        sentence.shared = len(asked & words)
         via_heading = sum(idf[t] for t in asked & (words - own))
         overlap += HEADING_WEIGHT * via_heading
         if overlap and _CAVEATS.search(sentence.text):
@@ -260,19 +266,29 @@ def _score(sentences: list[Sentence], question: str) -> None:
         sentence.score = overlap / (1 + RANK_DECAY * (sentence.passage.rank - 1))
 
 
-def _choose(sentences: list[Sentence]) -> list[Sentence]:
+def _choose(sentences: list[Sentence], question: str) -> list[Sentence]:
     ranked = sorted(sentences, key=lambda s: -s.score)
+    needed = min(MIN_SHARED_WORDS, len(set(terms(question))))
     chosen: list[Sentence] = []
     locations: list[tuple[int, int]] = []
+    quoted: set[str] = set()  # the same words from another copy say nothing new
+
+    def new_text(s: Sentence) -> bool:
+        key = " ".join(s.text.split()).casefold()
+        return key not in quoted and not quoted.add(key)
+
     for s in ranked:  # the best sentence of each of the best locations first
         key = (s.passage.rank, s.location.start)
         # One shared word ("class" in "yoga class" and "economy class") is not
         # enough for a location of its own: its sentence must weigh a share of
-        # the best one's, as every further sentence must.
-        fair = s.score > 0 and (not chosen or s.score >= KEEP_SHARE * chosen[0].score)
+        # the best one's, as every further sentence must, and share words enough.
+        fair = s.score > 0 and (
+            not chosen or s.score >= KEEP_SHARE * chosen[0].score and s.shared >= needed
+        )
         if fair and key not in locations and len(locations) < TOP_LOCATIONS:
-            locations.append(key)
-            chosen.append(s)
+            if new_text(s):
+                locations.append(key)
+                chosen.append(s)
     if not chosen:
         chosen.append(ranked[0])
     best = chosen[0].score
@@ -282,7 +298,10 @@ def _choose(sentences: list[Sentence]) -> list[Sentence]:
             break
         if s in chosen:
             continue
-        if words + len(s.text.split()) > MAX_ANSWER_WORDS:
+        elsewhere = (s.passage.rank, s.location.start) not in locations
+        if elsewhere and s.shared < needed:
+            continue
+        if words + len(s.text.split()) > MAX_ANSWER_WORDS or not new_text(s):
             continue
         chosen.append(s)
         words += len(s.text.split())
@@ -354,6 +373,13 @@ def _header_above(row: Sentence) -> Sentence | None:
             text[start - base : end - base], start, end, row.passage, row.location
         )
     return None
+
+
+def _is_markup(s: Sentence) -> bool:
+    """Raw HTML in a Markdown source (a README's badges, `<p align="center">`):
+    tags a reader would see as code, which say less than they show."""
+    text = s.text.strip()
+    return text.startswith("<") and len(html_text(text)) * 2 < len(text)
 
 
 def _is_title_line(s: Sentence) -> bool:

@@ -136,3 +136,45 @@ class QuotesTestCase(TestCase):
         reply = self._ask("What does the tea brewing guide say about green tea?")
         self.assertIn("Green tea should be brewed", reply.text)
         self.assertNotIn("Tea brewing guide", reply.text)
+
+
+class ChoiceTestCase(TestCase):
+    """What an answer leaves out: chance matches, repeats, raw HTML (QA, stop 9)."""
+
+    @classmethod
+    def setUpTestData(cls):
+        cls.collection = Collection.objects.create(name="Choice")
+        files = {
+            "hive.md": "# Beekeeping\n\n## Inspections\n\nInspect each beehive every "
+            "seven days in spring and summer, and every three weeks in winter.\n",
+            "faq.md": "# Office FAQ\n\nThis page answers the questions new people "
+            "ask most often about the Lisbon office.\n",
+            "tea.md": "# Tea\n\nGreen tea should be brewed at 75 degrees Celsius "
+            "for two minutes.\n",
+            "tea-copy.md": "# Tea (copy)\n\nGreen tea should be brewed at 75 degrees "
+            "Celsius for two minutes.\n",
+            "readme.md": '# Lumen\n\n<p align="center"><img src="https://x.example/'
+            'logo.png" alt="Lumen logo"><a href="https://ci.example/"><img '
+            'src="https://ci.example/badge.svg" alt="Build"></a></p>\n\nLumen is a '
+            "static site generator that builds pages from Markdown.\n",
+        }
+        for name, text in files.items():
+            _ingest(cls.collection, name, text)
+
+    def _ask(self, question: str) -> answering.Answer:
+        return answering.ask(self.collection, question)[1]
+
+    def test_a_location_sharing_one_chance_word_is_left_out(self):
+        reply = self._ask("How often should I inspect a beehive?")
+        self.assertIn("Inspect each beehive every seven days", reply.text)
+        self.assertNotIn("Lisbon office", reply.text)
+
+    def test_the_same_sentence_in_two_sources_is_quoted_once(self):
+        reply = self._ask("At what temperature should green tea be brewed?")
+        self.assertEqual(reply.text.count("Green tea should be brewed at 75"), 1)
+
+    def test_raw_html_is_not_quoted_as_a_sentence(self):
+        reply = self._ask("What is Lumen?")
+        self.assertIn("static site generator", reply.text)
+        self.assertNotIn("<img", reply.text)
+        self.assertNotIn("<p", reply.text)

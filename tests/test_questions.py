@@ -471,11 +471,16 @@ class ReplayTestCase(DemoTestCase):
         self.assertEqual((report.replayed, report.changed), (1, []))
 
     def test_a_replay_report_tells_sources_of_one_title_apart(self):
-        for name in ("zebra-a.md", "zebra-b.md"):
+        texts = {  # one title, two texts (one text twice is quoted once)
+            "zebra-a.md": b"The zebra crossing rule: cyclists dismount and walk "
+            b"across every zebra crossing.",
+            "zebra-b.md": b"At night the zebra crossing rule for cyclists also "
+            b"asks for lights while they walk across.",
+        }
+        for name, text in texts.items():
             source, _ = ingestion.store_source(
-                self.demo, name, b"# Name test\n\nThe zebra crossing rule: cyclists "
-                b"dismount and walk across every zebra crossing.\n",
-            )  # fmt: skip
+                self.demo, name, b"# Name test\n\n" + text + b"\n"
+            )
             ingestion.ingest(source.pk)
         entry = self._logged("What is the zebra crossing rule for cyclists?")
         files = {c["file"] for c in entry.citations}
