@@ -413,8 +413,8 @@ def replay(entry: Question) -> Replay:
         result=result,
         reply=reply,
         citations_after=citations(result, reply),
-        sections_gained=[s for s in after if s not in before],
-        sections_lost=[s for s in before if s not in after],
+        sections_gained=_unlisted(after, before),
+        sections_lost=_unlisted(before, after),
     )
 
 
@@ -425,7 +425,16 @@ def _cited(cites: list[dict[str, Any]]) -> list[tuple]:
 
 def _citation_key(cite: dict[str, Any]) -> tuple:
     keys = CITATION_KEYS if cite.get("text") else RANGE_KEYS
-    return tuple(cite.get(k) for k in keys)
+    return tuple(
+        _below_title(cite.get(k) or "") if k == "heading_path" else cite.get(k)
+        for k in keys
+    )
+
+
+def _below_title(heading_path: str) -> str:
+    """A heading path without the source title it starts with: a retitled source
+    cites the same places."""
+    return heading_path.partition(" > ")[2]
 
 
 def _unmatched(cites: list[dict[str, Any]], others: list[dict[str, Any]]) -> list:
@@ -436,6 +445,14 @@ def _unmatched(cites: list[dict[str, Any]], others: list[dict[str, Any]]) -> lis
 
 def _api_citation(cite: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in cite.items() if k != "text"}
+
+
+def _unlisted(sections: list[dict[str, str]], others: list[dict[str, str]]) -> list:
+    """The sections of `sections` not among `others` (titles aside: _below_title)."""
+    known = {(s["file"], _below_title(s["heading_path"])) for s in others}
+    return [
+        s for s in sections if (s["file"], _below_title(s["heading_path"])) not in known
+    ]
 
 
 def _sections(rows: list[dict[str, Any]]) -> list[dict[str, str]]:

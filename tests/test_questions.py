@@ -470,6 +470,27 @@ class ReplayTestCase(DemoTestCase):
         report = ReplayReport.objects.get(pk=outcome["report"])
         self.assertEqual((report.replayed, report.changed), (1, []))
 
+    def test_a_retitled_source_cites_the_same_places(self):
+        # Every heading path starts with the source's title; a new title is no
+        # change of what is cited (a document without a level-1 heading of its own).
+        source, _ = ingestion.store_source(
+            self.demo, "parking.md", b"## Car park\n\nThe staff car park closes "
+            b"at 19:30 on weekdays and stays shut at weekends.\n",
+        )  # fmt: skip
+        ingestion.ingest(source.pk)
+        entry = self._logged("When does the staff car park close?")
+        self.assertIn("parking.md", {c["file"] for c in entry.citations})
+        source.refresh_from_db()
+        source.title, source.is_title_auto = "Parking rules", False
+        source.save()
+        source.queue_new_version()
+        ingestion.ingest(source.pk)
+        shown = self._replay_json(entry)
+        paths = {c["heading_path"] for c in shown["citations_after"]}
+        self.assertIn("Parking rules > Car park", paths)
+        self.assertIs(shown["changed"], False)
+        self.assertEqual((shown["sections_gained"], shown["sections_lost"]), ([], []))
+
     def test_a_replay_report_tells_sources_of_one_title_apart(self):
         texts = {  # one title, two texts (one text twice is quoted once)
             "zebra-a.md": b"The zebra crossing rule: cyclists dismount and walk "
