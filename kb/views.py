@@ -339,7 +339,11 @@ def _gone_message(request: HttpRequest, source: Source | None, source_id) -> str
     # Deleted (or in a collection the user may not see: told apart from nothing).
     known = questions.cited_source(request.user, source_id)
     if known is None:
-        return f"The source this link cites (source {source_id}) has been deleted."
+        # No logged answer names it: deleted, or a number no source ever had.
+        return (
+            f"The source this link cites (source {source_id}) is not in the "
+            "knowledge base: it was deleted, or the link is wrong."
+        )
     return (
         f"The source this link cites, “{known['source']}” ({known['file']}), "
         "has been deleted."

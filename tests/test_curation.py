@@ -155,6 +155,17 @@ class NewVersionUploadTestCase(TestCase):
         )
         self.assertEqual(response.status_code, 302)
 
+    def test_the_same_file_again_retries_a_source_whose_indexing_failed(self):
+        self._upload("soup.md", b"# Soup\n\nSimmer for an hour.\n")
+        source = Source.objects.get(file_name="soup.md")
+        Source.objects.filter(pk=source.pk).update(
+            status=Source.Status.FAILED, error="the worker ran out of memory"
+        )
+        response = self._upload("soup.md", b"# Soup\n\nSimmer for an hour.\n")
+        self.assertContains(response, "whose indexing failed: queued again")
+        source.refresh_from_db()
+        self.assertEqual(source.status, Source.Status.QUEUED)
+
     def _curated(self, name: str, data: bytes) -> Source:
         """An indexed source with an editor's title and every kind of metadata."""
         self._upload(name, data, author="Someone", extra="team=kitchen")

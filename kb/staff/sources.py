@@ -137,7 +137,14 @@ def _store_uploads(form: SourceUploadForm) -> list[tuple[str, str]]:
                 metadata=form.metadata_changes(),
                 replace=form.cleaned_data.get("replace", False),
             )
-            if outcome == "unchanged":
+            if outcome == "unchanged" and source.status == Source.Status.FAILED:
+                # Uploading it again is how editors retry (a full queue, a limit).
+                _, waiting = requeue([source])
+                outcome = (
+                    "same content as the stored version, whose indexing failed: "
+                    f"queued again{waiting}"
+                )
+            elif outcome == "unchanged":
                 outcome = "same content as the stored version; not re-indexed"
             elif queueing.enqueue_ingest(source):
                 outcome = f"{outcome}, queued for indexing"
