@@ -63,3 +63,15 @@ def fast_password_hashing():
     hashers = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     with override_settings(PASSWORD_HASHERS=hashers + settings.PASSWORD_HASHERS):
         yield
+
+
+@pytest.fixture(scope="session", autouse=True)
+def fresh_rate_limits():
+    """Start without the rate-limit counters of an earlier run (their windows
+    outlive a session: a suite run twice within a minute asked as one user)."""
+    from kb import ratelimit
+
+    client = ratelimit._redis()
+    for key in client.scan_iter(f"{ratelimit.PREFIX}*"):
+        client.delete(key)
+    yield
