@@ -7,6 +7,7 @@ whose spans went stale. Measuring retrieval against them is kb.evaluation's."""
 
 from __future__ import annotations
 
+import difflib
 import json
 from typing import Any
 
@@ -59,6 +60,28 @@ def _json_lines(jsonl: str, parse) -> list[dict[str, Any]]:
     return items
 
 
+CASE_KEYS = ("id", "question", "kind", "required_spans", "real_question")
+SPAN_KEYS = ("file", "start", "end", "text", "alternatives")
+
+
+def ignored_keys(cases: list[dict[str, Any]]) -> list[str]:
+    """What parse_case left out of each case: keys it does not know, with the
+    known one they are likely a slip for ('alternative' for 'alternatives'), so
+    a misspelt requirement is not dropped unseen. Other keys are allowed."""
+    return [note for case in cases for note in case.get("ignored", [])]
+
+
+def _unknown(raw: dict, known: tuple[str, ...], where: str, what: str) -> list[str]:
+    notes = []
+    for key in raw:
+        if key in known:
+            continue
+        close = difflib.get_close_matches(str(key), known, n=1, cutoff=0.75)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        notes.append(f"{where}: {what} key {_shown(key)} ignored{hint}")
+    return notes
+
+
 def parse_case(raw: Any, lineno: int | None = None) -> dict[str, Any]:
     """One golden case from its decoded JSON, or GoldenImportError naming it: each
     field of the case and of its spans is checked for its JSON type, and text for
@@ -98,6 +121,16 @@ def parse_case(raw: Any, lineno: int | None = None) -> dict[str, Any]:
         raise GoldenImportError(
             f"{_where(case)}: 'real_question' must be true/false, not {_shown(real)}"
         )
+    ignored = _unknown(raw, CASE_KEYS, _where(case), "case")
+    for span in spans:
+        if isinstance(span, dict):
+            ignored += _unknown(span, SPAN_KEYS, _where(case), "span")
+            alternatives = span.get("alternatives")
+            for alternative in alternatives if isinstance(alternatives, list) else []:
+                if isinstance(alternative, dict):
+                    ignored += _unknown(
+                        alternative, SPAN_KEYS[:4], _where(case), "span"
+                    )
     return {
         **case,
         "question": question.strip(),
@@ -105,6 +138,7 @@ def parse_case(raw: Any, lineno: int | None = None) -> dict[str, Any]:
         "required_spans": [_span(s, _where(case)) for s in spans],
         # Made from a question staff asked (issue #18): recall shown apart.
         "real": real,
+        **({"ignored": ignored} if ignored else {}),
     }
 
 
@@ -294,11 +328,12 @@ def _locate(span: dict[str, Any], texts: dict[str, str], skeletons: dict) -> dic
     raise locator.Unlocatable("no source of that name in the collection")
 
 
-def import_cases(collection: Collection, jsonl: str) -> dict[str, int]:
-    """Validate every case, then create or update them all (or none)."""
+def import_cases(collection: Collection, jsonl: str) -> dict[str, Any]:
+    """Validate every case, then create or update them all (or none); the counts,
+    and under "ignored" the keys left out (ignored_keys)."""
     cases = parse_cases(jsonl)
     check_spans(collection, cases)
-    report = {"created": 0, "updated": 0, "unchanged": 0}
+    report: dict[str, Any] = {"created": 0, "updated": 0, "unchanged": 0}
     with transaction.atomic():
         for case in cases:
             fields = {
@@ -317,6 +352,7 @@ def import_cases(collection: Collection, jsonl: str) -> dict[str, int]:
                 report["updated"] += 1
             else:
                 report["unchanged"] += 1
+    report["ignored"] = ignored_keys(cases)
     return report
 
 
@@ -442,7 +478,7 @@ def span_problem(span: dict[str, Any], source: Source | None) -> str:
 
 def import_summary(collection: Collection, report: dict[str, int]) -> str:
     """What import_cases did, as a sentence."""
-    total = sum(report.values())
+    total = report["created"] + report["updated"] + report["unchanged"]
     return (
         f"Imported {total} golden case{'' if total == 1 else 's'} into {collection}: "
         f"{report['created']} created, {report['updated']} updated, "

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import json
 
+from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import SimpleTestCase, TestCase
 from django.urls import reverse
 
 from kb import evaluation, golden, ingestion
 from kb.demo import load_demo
 from kb.models import GoldenCase, Source
-from tests.base import DemoTestCase
+from tests.base import DemoTestCase, make_users
 
 
 def golden_span(file="a.md", start=0, end=10, **extra):
@@ -168,6 +169,31 @@ class GoldenImportTestCase(TestCase):
         first["reviewer"] = "someone"
         report = golden.import_cases(self.demo, json.dumps(first))
         self.assertEqual(report["unchanged"], 1)
+        self.assertEqual(report["ignored"], [
+            f"line 1, case {first['id']}: case key \"reviewer\" ignored"])  # fmt: skip
+
+    def test_a_misspelt_key_is_reported_with_the_one_it_is_likely_for(self):
+        # "alternative" for "alternatives" dropped a requirement unseen (QA, stop 9).
+        exported = json.loads(golden.export_cases(self.demo).splitlines()[0])
+        span = dict(exported["required_spans"][0])
+        exported["knd"] = "definition"
+        exported["required_spans"] = [{**span, "alternative": [span]}]
+        line = json.dumps(exported)
+        notes = golden.ignored_keys(golden.parse_cases(line))
+        where = f"line 1, case {exported['id']}"
+        self.assertEqual(notes, [
+            f'{where}: case key "knd" ignored (did you mean \'kind\'?)',
+            f'{where}: span key "alternative" ignored (did you mean \'alternatives\'?)',
+        ])  # fmt: skip
+        staff, _, _ = make_users()
+        self.client.force_login(staff)
+        page = self.client.post(
+            reverse("admin:kb_goldencase_import"),
+            {"collection": self.demo.pk,
+             "file": SimpleUploadedFile("g.jsonl", line.encode())},
+            follow=True,
+        )  # fmt: skip
+        self.assertContains(page, "did you mean &#x27;alternatives&#x27;?")
 
 
 class StaleSpansTestCase(DemoTestCase):

@@ -51,6 +51,8 @@ def import_cases(request: HttpRequest) -> HttpResponse:
             form.add_error("file", str(exc))
         else:
             messages.success(request, golden.import_summary(collection, report))
+            for note in report["ignored"][:20]:
+                messages.warning(request, note)
             return redirect("admin:kb_goldencase_changelist")
     template = "admin/kb/goldencase/import.html"
     return form_page(request, template, "Import golden cases", form, GoldenCase)

@@ -68,6 +68,8 @@ class Command(BaseCommand):
             cases = golden.parse_cases(options["cases"].read_text("utf-8"))
         except (OSError, golden.GoldenImportError) as exc:
             raise CommandError(str(exc)) from None
+        for note in golden.ignored_keys(cases):
+            self.stderr.write(f"warning: {note}")
         unanswerable = None
         if path := options["unanswerable"]:
             try:
