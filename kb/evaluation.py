@@ -393,10 +393,17 @@ def _stored_bytes(source: Source) -> bytes:
     return source.text.encode("utf-8")
 
 
-def index_all(collection: Collection, progress=None) -> None:
+def index_all(collection: Collection, progress=None, keep_going=False) -> None:
+    """Index every source of the collection in this process. With `keep_going`,
+    a source that fails (its reason recorded on it, as a worker records it) is
+    left out and the others are indexed; else the failure ends the call."""
     sources = list(collection.sources.all())
     for i, source in enumerate(sources, 1):
-        ingestion.ingest(source.pk)
+        try:
+            ingestion.ingest(source.pk)
+        except Exception:
+            if not keep_going:
+                raise
         if progress:
             progress(i, len(sources))
     keywords.count_terms(collection)

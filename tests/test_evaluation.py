@@ -313,6 +313,29 @@ class KbEvalCommandTestCase(TestCase):
         for case_id in lost:
             self.assertIn(f"now missed: {case_id}", printed)
 
+    def test_files_an_upload_would_refuse_are_named_and_the_run_goes_on(self):
+        # An empty placeholder or a table of contents in a corpus ended the whole
+        # run with a traceback; the upload page refuses such files one by one.
+        corpus = self.folder / "corpus"
+        corpus.mkdir()
+        good = "# Guide\n\nThe quick brown fox jumps over the lazy dog each morning.\n"
+        (corpus / "good.md").write_text(good)
+        (corpus / "empty.md").write_text("")
+        (corpus / "toc.md").write_text("# Index\n\n## A\n\n## B\n")
+        at = good.index("The quick")
+        case = {"id": "c1", "question": "What does the fox jump over?",
+                "required_spans": [golden_span("good.md", at, len(good) - 1,
+                                               text=good[at:-1])]}  # fmt: skip
+        cases = self.folder / "cases.jsonl"
+        cases.write_text(json.dumps(case) + "\n")
+        out, err = StringIO(), StringIO()
+        call_command("kb_eval", "--cases", str(cases), "--corpus", str(corpus),
+                     stdout=out, stderr=err)  # fmt: skip
+        self.assertIn("warning: empty.md left out: empty.md is empty", err.getvalue())
+        self.assertIn("warning: toc.md failed: toc.md has no text", err.getvalue())
+        self.assertIn("Indexed 1 of 3 files", out.getvalue())
+        self.assertIn("recall@5 1.000", out.getvalue())
+
     def test_a_bad_unanswerable_file_is_refused_before_any_work(self):
         bad = self.folder / "bad.jsonl"
         bad.write_text('{"id": "x"}\n')

@@ -5,9 +5,9 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from kb import evaluation, golden, ingestion, jsontext, retrieval
+from kb import evaluation, golden, ingestion, jsontext, parsing, retrieval
 from kb.management.commands.kb_ingest import _files
-from kb.models import Collection
+from kb.models import Collection, Source
 from kb.retrieval import baselines
 
 
@@ -160,13 +160,27 @@ class Command(BaseCommand):
         return evaluation.scratch_collection(Collection(name="kb_eval"), overrides)
 
     def _ingest(self, collection: Collection, corpus: Path) -> None:
+        """Every file of the corpus an upload would take; one it refuses (empty,
+        binary...) is named and left out, as the upload page would, and the
+        run goes on: cases citing it count as unlocatable."""
         files = list(_files([corpus]))
+        stored = 0
         for root, path in files:
-            ingestion.store_source(
-                collection, path.relative_to(root).as_posix(), path.read_bytes()
-            )
-        evaluation.index_all(collection)
-        self.stdout.write(f"Indexed {len(files)} files into a scratch collection.")
+            name = path.relative_to(root).as_posix()
+            try:
+                ingestion.store_source(collection, name, path.read_bytes())
+            except (OSError, ingestion.IngestionError, parsing.ParseError) as exc:
+                self.stderr.write(f"warning: {name} left out: {exc}")
+                continue
+            stored += 1
+        evaluation.index_all(collection, keep_going=True)
+        failed = collection.sources.filter(status=Source.Status.FAILED)
+        for source in failed:
+            self.stderr.write(f"warning: {source.file_name} failed: {source.error}")
+        self.stdout.write(
+            f"Indexed {stored - failed.count()} of {len(files)} files into a "
+            "scratch collection."
+        )
 
     def _print(self, agg: dict, config: dict) -> None:
         self.stdout.write(
