@@ -326,15 +326,19 @@ class KbEvalCommandTestCase(TestCase):
         case = {"id": "c1", "question": "What does the fox jump over?",
                 "required_spans": [golden_span("good.md", at, len(good) - 1,
                                                text=good[at:-1])]}  # fmt: skip
+        cited_empty = {"id": "c2", "question": "What does the empty file say?",
+                       "required_spans": [golden_span("empty.md", 0, 1)]}  # fmt: skip
         cases = self.folder / "cases.jsonl"
-        cases.write_text(json.dumps(case) + "\n")
+        cases.write_text(json.dumps(case) + "\n" + json.dumps(cited_empty) + "\n")
         out, err = StringIO(), StringIO()
         call_command("kb_eval", "--cases", str(cases), "--corpus", str(corpus),
                      stdout=out, stderr=err)  # fmt: skip
         self.assertIn("warning: empty.md left out: empty.md is empty", err.getvalue())
         self.assertIn("warning: toc.md failed: toc.md has no text", err.getvalue())
         self.assertIn("Indexed 1 of 3 files", out.getvalue())
-        self.assertIn("recall@5 1.000", out.getvalue())
+        # A case citing a file left out is a listed miss; the others are scored.
+        self.assertIn("recall@5 0.500", out.getvalue())
+        self.assertIn("c2: empty.md[0:1]: no source of that name", out.getvalue())
 
     def test_a_bad_unanswerable_file_is_refused_before_any_work(self):
         bad = self.folder / "bad.jsonl"
