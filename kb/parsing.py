@@ -550,8 +550,18 @@ def _mask_front_matter(text: str) -> tuple[str, str, int]:
     return title, masked + text[match.end() :], match.end()
 
 
+_HTML_H1_RE = re.compile(r"<h1\b[^>]*>(.*?)</h1\s*>", re.S | re.I)
+
+
 def _first_h1(tokens: list[Token]) -> str:
+    """The document's first heading when it is a level-1 one; a README's HTML
+    `<h1 align="center">Name</h1>` above any Markdown heading counts too."""
     for index, token in enumerate(tokens):
+        if token.type == "html_block" and token.level == 0:
+            if found := _HTML_H1_RE.search(token.content):
+                if text := " ".join(html_text(found.group(1)).split()):
+                    return text
+            continue
         if token.type == "heading_open" and token.level == 0:
             return heading_text(tokens[index + 1].content) if token.tag == "h1" else ""
     return ""

@@ -15,7 +15,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kb import parsing
-from kb.parsing import ParseError, decode_upload, parse, parse_markdown
+from kb.parsing import (
+    ParseError,
+    decode_upload,
+    markdown_title,
+    parse,
+    parse_markdown,
+)
 
 NESTED_50 = "".join("  " * depth + f"- level {depth}\n" for depth in range(50))
 # Odd "words": markup characters, an over-long token run, a lead-in colon.
@@ -306,6 +312,17 @@ def test_heading_escapes_are_undone_outside_code_spans_only():
         "Arrays a[0](1) and `b[i](j)`"
     )
     assert heading_text("[WSGIMiddleware](https://example.com/w)") == "WSGIMiddleware"
+
+
+def test_a_readme_s_html_h1_titles_the_document():
+    text = (
+        '<h1 align="center"><img src="logo.svg" alt="">Lumen</h1>\n\n'
+        '<p align="center"><a href="https://ci.example/">build</a></p>\n\n'
+        "## Install\n\nRun the installer.\n"
+    )
+    assert markdown_title(text) == "Lumen"
+    paths = [s.heading_path for s in parse(text, "README.md").sections]
+    assert "Lumen > Install" in paths
 
 
 def test_it_takes_the_title_from_front_matter_and_skips_it():
