@@ -375,11 +375,17 @@ def _header_above(row: Sentence) -> Sentence | None:
     return None
 
 
+_ELEMENT_RE = re.compile(r"<(?:[A-Za-z][\w-]*[\s/>]|!--)")
+MARKUP_CHARS = 2000  # of a sentence read to tell markup from text
+
+
 def _is_markup(s: Sentence) -> bool:
     """Raw HTML in a Markdown source (a README's badges, `<p align="center">`):
     tags a reader would see as code, which say less than they show."""
-    text = s.text.strip()
-    return text.startswith("<") and len(html_text(text)) * 2 < len(text)
+    text = s.text.strip()[:MARKUP_CHARS]
+    if not _ELEMENT_RE.match(text):  # an autolink (<https://…>) is a link in text
+        return False
+    return len(html_text(text)) * 2 < len(text)
 
 
 def _is_title_line(s: Sentence) -> bool:

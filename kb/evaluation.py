@@ -12,7 +12,7 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
-from kb import answering, embedding, ingestion, readers, reranking, retrieval
+from kb import answering, embedding, ingestion, parsing, readers, reranking, retrieval
 from kb.golden import cases_of, stale_cases
 from kb.models import Collection, EvalRun, Source
 from kb.percentiles import percentile
@@ -401,8 +401,8 @@ def index_all(collection: Collection, progress=None, keep_going=False) -> None:
     for i, source in enumerate(sources, 1):
         try:
             ingestion.ingest(source.pk)
-        except Exception:
-            if not keep_going:
+        except (parsing.ParseError, ingestion.IngestionError):
+            if not keep_going:  # the file's own fault: recorded on the source
                 raise
         if progress:
             progress(i, len(sources))

@@ -360,6 +360,7 @@ def link_text(text: str) -> str:
 _ESCAPED_RE = re.compile(r"\\([!-/:-@\[-`{-~])")
 _BACKTICKS_RE = re.compile(r"`+")
 _ASIDE_RE = re.compile("\ue000(\\d+)\ue001")
+_CODE_MARK_RE = re.compile("\ue002(\\d+)\ue003")
 
 
 def heading_text(markdown: str) -> str:
@@ -367,13 +368,19 @@ def heading_text(markdown: str) -> str:
     named by its text (its target would be shown in every heading path and
     embedded with every chunk), escapes undone (the readers escape what HTML,
     DOCX and PDF text would otherwise mark up: `C++ \\*pointers\\*`), one line."""
+    spans = _code_spans(markdown)
+    if not spans or "\ue002" in markdown:  # (the markers themselves: as text)
+        return " ".join(_plain(markdown).split())
+    # Code set aside as markers, so a link around it (`[`get`](api.md)`) is still
+    # one link, and code keeps its backslashes; put back after.
     pieces, position = [], 0
-    for start, end in _code_spans(markdown):
-        pieces.append(_plain(markdown[position:start]))
-        pieces.append(markdown[start:end])  # code as written
+    for i, (start, end) in enumerate(spans):
+        pieces.append(f"{markdown[position:start]}\ue002{i}\ue003")
         position = end
-    pieces.append(_plain(markdown[position:]))
-    return " ".join("".join(pieces).split())
+    pieces.append(markdown[position:])
+    text = _plain("".join(pieces))
+    text = _CODE_MARK_RE.sub(lambda m: markdown[slice(*spans[int(m.group(1))])], text)
+    return " ".join(text.split())
 
 
 def _plain(markdown: str) -> str:
@@ -395,12 +402,9 @@ def _plain(markdown: str) -> str:
 
 def _code_spans(text: str) -> list[tuple[int, int]]:
     """(start, end) of the code spans of inline Markdown: a run of backticks not
-    escaped, up to the next run of as many. Linear: each run is read once."""
-    runs = [
-        (m.start(), m.end())
-        for m in _BACKTICKS_RE.finditer(text)
-        if not (m.start() and text[m.start() - 1] == "\\")
-    ]
+    escaped, up to the next run of as many (inside code a backslash is itself,
+    so a closing run may follow one). Linear: each run is read once."""
+    runs = [(m.start(), m.end()) for m in _BACKTICKS_RE.finditer(text)]
     following: list[int | None] = [None] * len(runs)  # next run of equal length
     last: dict[int, int] = {}
     for i in range(len(runs) - 1, -1, -1):
@@ -410,7 +414,8 @@ def _code_spans(text: str) -> list[tuple[int, int]]:
     spans, i = [], 0
     while i < len(runs):
         j = following[i]
-        if j is None:
+        escaped = runs[i][0] and text[runs[i][0] - 1] == "\\"
+        if j is None or escaped:
             i += 1
             continue
         spans.append((runs[i][0], runs[j][1]))
@@ -423,6 +428,10 @@ _HTML_BREAKS = {"p", "div", "br", "li", "tr", "h1", "h2", "h3", "h4", "h5", "h6"
                 "table", "ul", "ol", "section", "blockquote", "pre", "hr"}  # fmt: skip
 
 
+_ANY_TAG_RE = re.compile(r"<[^<>]*>")
+# Where a tag can start: "<" before a name, "/", "!" or "?" ("a < b" is text).
+_TAG_START_RE = re.compile(r"<[A-Za-z/!?]")
+TAG_LOOKBACK = 2000  # characters read back for an open tag (tags are short)
 _HTML_HIDDEN = {"script", "style", "template"}  # content no page shows as text
 
 
@@ -456,9 +465,13 @@ def html_text(fragment: str) -> str:
     """The text an HTML fragment shows: its text and its images' alt text, one
     line per block element; no tags, attributes, comments, scripts or styles."""
     reader = _HTMLText()
-    reader.feed(fragment)
-    reader.close()
-    lines = (" ".join(line.split()) for line in "".join(reader.parts).split("\n"))
+    try:
+        reader.feed(fragment)
+        reader.close()
+        shown = "".join(reader.parts)
+    except AssertionError:  # _markupbase on "<![ x": no text worth a crash
+        shown = _ANY_TAG_RE.sub(" ", fragment)
+    lines = (" ".join(line.split()) for line in shown.split("\n"))
     return "\n".join(line for line in lines if line)
 
 
@@ -482,6 +495,16 @@ class HTMLBlocks:
         return found
 
 
+def _open_tag(text: str, lo: int, hi: int) -> int | None:
+    """Where a tag opened in text[lo:hi] and not closed by its end starts."""
+    last = None
+    for found in _TAG_START_RE.finditer(text, lo, hi):
+        last = found.start()
+    if last is None or text.find(">", last, hi) != -1:
+        return None
+    return last
+
+
 def embedded_text(text: str, start: int, end: int, html: HTMLBlocks) -> str:
     """text[start:end] as it is embedded: HTML blocks as the text they show,
     Markdown links as their text (link_text)."""
@@ -490,13 +513,13 @@ def embedded_text(text: str, start: int, end: int, html: HTMLBlocks) -> str:
         lo, hi = max(block_start, start), min(block_end, end)
         # A chunk of a long block can start or end inside a tag: read from the
         # tag's end, up to the tag's start (the block's own text decides).
-        if text.rfind("<", block_start, lo) > text.rfind(">", block_start, lo):
+        back = max(block_start, lo - TAG_LOOKBACK)
+        if _open_tag(text, back, lo) is not None:
             close = text.find(">", lo, hi)
             lo = hi if close == -1 else close + 1
-        if lo < hi and text.rfind("<", lo, hi) > text.rfind(">", lo, hi):
-            hi_cut = text.rfind("<", lo, hi)
-        else:
-            hi_cut = hi
+        hi_cut = hi
+        if lo < hi and (cut := _open_tag(text, max(lo, hi - TAG_LOOKBACK), hi)):
+            hi_cut = cut
         pieces.append(text[position : max(block_start, start)])
         pieces.append(html_text(text[lo:hi_cut]))
         position = hi
@@ -550,7 +573,21 @@ def _mask_front_matter(text: str) -> tuple[str, str, int]:
     return title, masked + text[match.end() :], match.end()
 
 
-_HTML_H1_RE = re.compile(r"<h1\b[^>]*>(.*?)</h1\s*>", re.S | re.I)
+_HTML_H1_RE = re.compile(r"<h1\b[^<>]*>", re.I)
+HTML_TITLE_SCAN = 4000  # characters of an HTML block read for its <h1>
+
+
+def _html_h1(html: str) -> str:
+    """The text of the first <h1> of an HTML block not inside a comment."""
+    found = _HTML_H1_RE.search(html)
+    if found is None or html.rfind("<!--", 0, found.start()) > html.rfind(
+        "-->", 0, found.start()
+    ):
+        return ""
+    close = html.lower().find("</h1", found.end())
+    if close == -1:
+        return ""
+    return " ".join(html_text(html[found.end() : close]).split())
 
 
 def _first_h1(tokens: list[Token]) -> str:
@@ -558,9 +595,8 @@ def _first_h1(tokens: list[Token]) -> str:
     `<h1 align="center">Name</h1>` above any Markdown heading counts too."""
     for index, token in enumerate(tokens):
         if token.type == "html_block" and token.level == 0:
-            if found := _HTML_H1_RE.search(token.content):
-                if text := " ".join(html_text(found.group(1)).split()):
-                    return text
+            if text := _html_h1(token.content[:HTML_TITLE_SCAN]):
+                return text
             continue
         if token.type == "heading_open" and token.level == 0:
             return heading_text(tokens[index + 1].content) if token.tag == "h1" else ""

@@ -131,14 +131,16 @@ def relocate(cited: str, text: str, old_start: int) -> tuple[int, int] | None:
     old place first, so a long document is read whole only when it must be."""
     if not cited:
         return None
+    if text.startswith(cited, old_start):  # where it was
+        return old_start, old_start + len(cited)
     near = (
         max(0, old_start - RELOCATE_WINDOW),
         min(len(text), old_start + len(cited) + RELOCATE_WINDOW),
     )
     everywhere = (0, len(text))
-    for lo, hi in (near, everywhere):
-        hits, at = [], text.find(cited, lo, hi)
-        while at >= 0 and len(hits) < MAX_OCCURRENCES:
+    for (lo, hi), cap in ((near, None), (everywhere, MAX_OCCURRENCES)):
+        hits, at = [], text.find(cited, lo, hi)  # near: every copy (a window)
+        while at >= 0 and (cap is None or len(hits) < cap):
             hits.append(at)
             at = text.find(cited, at + 1, hi)
         if hits:

@@ -285,7 +285,8 @@ def _cited_now(request: HttpRequest, obj: Section, context: dict) -> Section | N
     context["was"] = was
     if not was:
         return None
-    if found := _found_at(request, obj):  # by the page that sent us here
+    found = _found_at(request, obj)  # by the page that sent us here
+    if found and obj.body[found[0] - obj.start : found[1] - obj.start] == was:
         context["now"] = found
         return obj
     rows = list(obj.source.sections.order_by("start").only("pk", "start", "body"))

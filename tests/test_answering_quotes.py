@@ -153,6 +153,8 @@ class ChoiceTestCase(TestCase):
             "for two minutes.\n",
             "tea-copy.md": "# Tea (copy)\n\nGreen tea should be brewed at 75 degrees "
             "Celsius for two minutes.\n",
+            "status.md": "# Status\n\n<https://status.example.com/incidents> lists "
+            "current outages of the payment service.\n",
             "readme.md": '# Lumen\n\n<p align="center"><img src="https://x.example/'
             'logo.png" alt="Lumen logo"><a href="https://ci.example/"><img '
             'src="https://ci.example/badge.svg" alt="Build"></a></p>\n\nLumen is a '
@@ -178,3 +180,6 @@ class ChoiceTestCase(TestCase):
         self.assertIn("static site generator", reply.text)
         self.assertNotIn("<img", reply.text)
         self.assertNotIn("<p", reply.text)
+        # A sentence opening with a link written <https://…> is text.
+        reply = self._ask("Where are outages of the payment service listed?")
+        self.assertIn("lists current outages of the payment service", reply.text)

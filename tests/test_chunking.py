@@ -349,6 +349,9 @@ def test_raw_html_is_embedded_as_the_text_it_shows():
 def test_html_embeds_no_script_or_style_and_cuts_only_inside_tags():
     from kb.parsing import HTMLBlocks, embedded_text
 
+    def parse_html(source: str) -> HTMLBlocks:
+        return HTMLBlocks(parse(source, "x.md").sections)
+
     text = (
         "# Page\n\n<div>\n<style>.badge{color:red}</style>"
         '<script>track("https://x.io/a")</script>\n'
@@ -366,3 +369,10 @@ def test_html_embeds_no_script_or_style_and_cuts_only_inside_tags():
     in_tag = text.index("x.io/i.png")
     assert embedded_text(text, in_tag, end, html) == "done"
     assert embedded_text(text, at_use, in_tag, html) == "Use a -> b to map."
+    # "a < b" in a cell is text, not a tag; markup HTMLParser cannot read is no crash.
+    table = "# T\n\n<table>\n<tr><td>if a < b then swap them</td></tr>\n</table>\n"
+    html = HTMLBlocks(parse(table, "t.md").sections)
+    end = table.index("</table>") + len("</table>")
+    assert embedded_text(table, table.index("then"), end, html) == "then swap them"
+    odd = "# O\n\n<div><![ x</div>\n"
+    assert embedded_text(odd, odd.index("<div>"), len(odd) - 1, parse_html(odd))

@@ -338,7 +338,8 @@ class KbEvalCommandTestCase(TestCase):
         self.assertIn("Indexed 1 of 3 files", out.getvalue())
         # A case citing a file left out is a listed miss; the others are scored.
         self.assertIn("recall@5 0.500", out.getvalue())
-        self.assertIn("c2: empty.md[0:1]: no source of that name", out.getvalue())
+        missed = "c2: empty.md[0:1]: no indexed source of that name"
+        self.assertIn(missed, out.getvalue())
 
     def test_a_bad_unanswerable_file_is_refused_before_any_work(self):
         bad = self.folder / "bad.jsonl"

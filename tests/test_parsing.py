@@ -312,6 +312,9 @@ def test_heading_escapes_are_undone_outside_code_spans_only():
         "Arrays a[0](1) and `b[i](j)`"
     )
     assert heading_text("[WSGIMiddleware](https://example.com/w)") == "WSGIMiddleware"
+    # A link around code is still a link; code may end in a backslash.
+    assert heading_text("[`requests.get`](api.md#get)") == "`requests.get`"
+    assert heading_text("`C:\\` drive") == "`C:\\` drive"
 
 
 def test_a_readme_s_html_h1_titles_the_document():
@@ -321,6 +324,9 @@ def test_a_readme_s_html_h1_titles_the_document():
         "## Install\n\nRun the installer.\n"
     )
     assert markdown_title(text) == "Lumen"
+    # Not from a comment; an <h1> never closed, many times over, is no title.
+    assert markdown_title("<!-- <h1>Old</h1> -->\n\n# Real\n\nText.\n") == "Real"
+    assert markdown_title("<h1>" * 5000 + "\n\n# T\n\nText.\n") == "T"
     paths = [s.heading_path for s in parse(text, "README.md").sections]
     assert "Lumen > Install" in paths
 

@@ -76,6 +76,14 @@ class LocateTestCase(SimpleTestCase):
         self.assertIsNotNone(spans.relocate(old[8:42], rewrapped, 8))
         self.assertIsNone(spans.relocate(old[8:42], "Inspect weekly.", 8))
 
+    def test_relocate_keeps_text_still_at_its_place_among_many_copies(self):
+        text = "".join(f"Row {i:05d}: Yes.\n" for i in range(3000))
+        at = text.index("Row 01500: Yes.") + len("Row 01500: ")
+        self.assertEqual(spans.relocate("Yes.", text, at), (at, at + 4))
+        # Moved by an edit above it, the nearest copy wins, however many there are.
+        moved = "New\n" + text
+        self.assertEqual(spans.relocate("Yes.", moved, at), (at + 4, at + 8))
+
     def test_relocate_takes_the_occurrence_nearest_the_cited_place(self):
         text = "Call the lead. " + "x " * 50 + "Call the lead. "
         self.assertEqual(spans.relocate("Call the lead.", text, 100)[0], 115)
