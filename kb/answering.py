@@ -195,11 +195,11 @@ def extractive_answer(result: Result) -> Answer:
             is_trustworthy=False,
             warnings=["No context was retrieved."],
         )
-    _score(sentences, result.question)
+    asked = _score(sentences, result.question)
     headers = [s for s in sentences if s.passage.is_header]
     rows = [s for s in sentences if not s.passage.is_header]
     answerable = [s for s in rows if not _is_title_line(s) and not _is_markup(s)]
-    chosen = _choose(answerable or rows or sentences, result.question)
+    chosen = _choose(answerable or rows or sentences, len(asked))
     chosen += _headers_of(chosen, headers)
     _best_first(chosen)
     citations = _cite(chosen)
@@ -249,7 +249,8 @@ def _stem(word: str) -> str:
     return word
 
 
-def _score(sentences: list[Sentence], question: str) -> None:
+def _score(sentences: list[Sentence], question: str) -> set[str]:
+    """Each sentence's score and shared words; the question's terms."""
     asked = set(terms(question))
     docs = [set(terms(s.text)) | set(terms(s.location.heading_path)) for s in sentences]
     n = len(docs)
@@ -264,11 +265,13 @@ def _score(sentences: list[Sentence], question: str) -> None:
             overlap *= CAVEAT_BOOST
         # Earlier (better-ranked) passages win ties.
         sentence.score = overlap / (1 + RANK_DECAY * (sentence.passage.rank - 1))
+    return asked
 
 
-def _choose(sentences: list[Sentence], question: str) -> list[Sentence]:
+def _choose(sentences: list[Sentence], asked: int) -> list[Sentence]:
+    """`asked`: how many terms the question has (_score)."""
     ranked = sorted(sentences, key=lambda s: -s.score)
-    needed = min(MIN_SHARED_WORDS, len(set(terms(question))))
+    needed = min(MIN_SHARED_WORDS, asked)
     chosen: list[Sentence] = []
     locations: list[tuple[int, int]] = []
     quoted: set[str] = set()  # the same words from another copy say nothing new

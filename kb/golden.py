@@ -122,20 +122,12 @@ def parse_case(raw: Any, lineno: int | None = None) -> dict[str, Any]:
             f"{_where(case)}: 'real_question' must be true/false, not {_shown(real)}"
         )
     ignored = _unknown(raw, CASE_KEYS, _where(case), "case")
-    for span in spans:
-        if isinstance(span, dict):
-            ignored += _unknown(span, SPAN_KEYS, _where(case), "span")
-            alternatives = span.get("alternatives")
-            for alternative in alternatives if isinstance(alternatives, list) else []:
-                if isinstance(alternative, dict):
-                    ignored += _unknown(
-                        alternative, SPAN_KEYS[:4], _where(case), "span"
-                    )
+    required = [_span(s, _where(case), ignored) for s in spans]
     return {
         **case,
         "question": question.strip(),
         "kind": str(kind),
-        "required_spans": [_span(s, _where(case)) for s in spans],
+        "required_spans": required,
         # Made from a question staff asked (issue #18): recall shown apart.
         "real": real,
         **({"ignored": ignored} if ignored else {}),
@@ -190,8 +182,11 @@ def _where(case: dict[str, Any]) -> str:
     return f"line {line}, case {shown}" if line else f"case {shown}"
 
 
-def _span(raw: Any, where: str, alternative: bool = False) -> dict[str, Any]:
-    """One span (or one of a span's alternatives) checked field by field."""
+def _span(
+    raw: Any, where: str, ignored: list[str], alternative: bool = False
+) -> dict[str, Any]:
+    """One span (or one of a span's alternatives) checked field by field; keys it
+    does not know are noted in `ignored`."""
     name = "an alternative" if alternative else "a span"
     if not isinstance(raw, dict):
         raise GoldenImportError(
@@ -205,6 +200,8 @@ def _span(raw: Any, where: str, alternative: bool = False) -> dict[str, Any]:
                 f"{name} has no {key!r}"
             )
         _check_text(raw[key], f"{name}'s {key!r}", where)
+    known = SPAN_KEYS[:4] if alternative else SPAN_KEYS
+    ignored += _unknown(raw, known, where, "span")
     span = {
         "file": raw["file"],
         "start": _offset(raw, "start", where),
@@ -227,7 +224,9 @@ def _span(raw: Any, where: str, alternative: bool = False) -> dict[str, Any]:
             f"{where}: 'alternatives' must be a list of spans, "
             f"not {_shown(alternatives)}"
         )
-    span["alternatives"] = [_span(a, where, alternative=True) for a in alternatives]
+    span["alternatives"] = [
+        _span(a, where, ignored, alternative=True) for a in alternatives
+    ]
     return span
 
 
@@ -375,7 +374,7 @@ def reanchor_spans(source: Source) -> dict[str, int]:
     )
     for case in cases.order_by("pk"):
         changed = False
-        for one in _every_span(case.required_spans):
+        for one in every_span(case.required_spans):
             if one["file"] != source.file_name or _matches(one, source.text):
                 continue
             at = _only_place(source.text, one["text"])
@@ -404,7 +403,7 @@ def stale_cases(
         )
         return [c for one in live.distinct().order_by("name") for c in stale_cases(one)]
     cases = list(collection.golden_cases.order_by("external_id"))
-    files = {one["file"] for c in cases for one in _every_span(c.required_spans)}
+    files = {one["file"] for c in cases for one in every_span(c.required_spans)}
     sources = {
         s.file_name: s
         for s in collection.sources.filter(file_name__in=files).only(
@@ -415,7 +414,7 @@ def stale_cases(
     for case in cases:
         problems = [
             span_problem(one, sources.get(one["file"]))
-            for one in _every_span(case.required_spans)
+            for one in every_span(case.required_spans)
         ]
         if any(problems):
             found.append(
@@ -437,12 +436,13 @@ def cases_using(sources) -> list[GoldenCase]:
         )
         if any(
             one["file"] in files[case.collection_id]
-            for one in _every_span(case.required_spans)
+            for one in every_span(case.required_spans)
         )
     ]
 
 
-def _every_span(spans: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def every_span(spans: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The spans and their alternatives."""
     return [one for span in spans for one in [span, *span.get("alternatives", [])]]
 
 
@@ -476,7 +476,7 @@ def span_problem(span: dict[str, Any], source: Source | None) -> str:
     return f"{where}: {why}"
 
 
-def import_summary(collection: Collection, report: dict[str, int]) -> str:
+def import_summary(collection: Collection, report: dict[str, Any]) -> str:
     """What import_cases did, as a sentence."""
     total = report["created"] + report["updated"] + report["unchanged"]
     return (

@@ -294,8 +294,8 @@ def apply_edit(
     file ("unchanged"), and a converted file's is the hash of its bytes."""
     # The text is editable for Markdown and plain text only, whose hash is the
     # text's; sent back as shown (CRLF line breaks), it is no new text.
-    text_hash = content_hash(source.text)
-    new_text = "text" in changed_fields and text_hash != source.content_hash
+    text_hash = content_hash(source.text) if "text" in changed_fields else None
+    new_text = text_hash is not None and text_hash != source.content_hash
     changed = new_text or metadata != source.metadata or "title" in changed_fields
     source.metadata = metadata
     if "title" in changed_fields:

@@ -23,7 +23,9 @@ from django.db import transaction
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
+from kb import spans
 from kb.models import Chunk, Collection, Question, ReplayReport, Section
+from kb.retrieval import below_title
 
 logger = logging.getLogger(__name__)
 
@@ -199,6 +201,21 @@ def cited_text(source, version: int, start: int, end: int) -> str | None:
             if same and at == version and c.get("text"):
                 return c["text"]
     return None
+
+
+def cited_now(source, cited: str, start: int) -> tuple[Section, tuple[int, int]] | None:
+    """Where `cited`, cited at `start` of an older version of the source, is in its
+    indexed text (spans.relocate): the section holding it and its range; None
+    when it is gone."""
+    rows = list(source.sections.order_by("start").only("pk", "start", "body"))
+    if not rows:
+        return None
+    # The indexed text: the bodies tile it from the first section's start.
+    text = " " * rows[0].start + "".join(r.body for r in rows)
+    now = spans.relocate(cited, text, start)
+    if now is None:
+        return None
+    return next(r for r in reversed(rows) if r.start <= now[0]), now
 
 
 def cited_source(user, source_id: int) -> dict[str, str] | None:
@@ -424,17 +441,13 @@ def _cited(cites: list[dict[str, Any]]) -> list[tuple]:
 
 
 def _citation_key(cite: dict[str, Any]) -> tuple:
+    """A citation by what it cites; its heading path below the source title (a
+    retitled source cites the same places)."""
     keys = CITATION_KEYS if cite.get("text") else RANGE_KEYS
     return tuple(
-        _below_title(cite.get(k) or "") if k == "heading_path" else cite.get(k)
+        below_title(cite.get(k) or "") if k == "heading_path" else cite.get(k)
         for k in keys
     )
-
-
-def _below_title(heading_path: str) -> str:
-    """A heading path without the source title it starts with: a retitled source
-    cites the same places."""
-    return heading_path.partition(" > ")[2]
 
 
 def _unmatched(cites: list[dict[str, Any]], others: list[dict[str, Any]]) -> list:
@@ -448,10 +461,10 @@ def _api_citation(cite: dict[str, Any]) -> dict[str, Any]:
 
 
 def _unlisted(sections: list[dict[str, str]], others: list[dict[str, str]]) -> list:
-    """The sections of `sections` not among `others` (titles aside: _below_title)."""
-    known = {(s["file"], _below_title(s["heading_path"])) for s in others}
+    """The sections of `sections` not among `others` (titles aside: below_title)."""
+    known = {(s["file"], below_title(s["heading_path"])) for s in others}
     return [
-        s for s in sections if (s["file"], _below_title(s["heading_path"])) not in known
+        s for s in sections if (s["file"], below_title(s["heading_path"])) not in known
     ]
 
 

@@ -20,7 +20,6 @@ from kb import (
     readers,
     rendering,
     retrieval,
-    spans,
 )
 from kb.forms import AskForm, FeedbackForm, is_utf8, parse_id
 from kb.jsontext import JsonError, loads
@@ -289,14 +288,10 @@ def _cited_now(request: HttpRequest, obj: Section, context: dict) -> Section | N
     if found and obj.body[found[0] - obj.start : found[1] - obj.start] == was:
         context["now"] = found
         return obj
-    rows = list(obj.source.sections.order_by("start").only("pk", "start", "body"))
-    # The indexed text: the bodies tile it from the first section's start.
-    text = " " * rows[0].start + "".join(r.body for r in rows)
-    now = spans.relocate(was, text, start)
-    if now is None:
+    if (moved := questions.cited_now(obj.source, was, start)) is None:
         return None
-    context["now"] = now
-    return next(r for r in reversed(rows) if r.start <= now[0])
+    section, context["now"] = moved
+    return section
 
 
 def _found_at(request: HttpRequest, obj: Section) -> tuple[int, int] | None:

@@ -68,12 +68,17 @@ class AnswerTestCase(DemoTestCase):
             for sid2, s2, e2 in starts[i + 1 :]:
                 self.assertFalse(sid == sid2 and s < e2 and s2 < e, "overlap kept")
 
-    def test_deprecated_sources_are_filtered_out(self):
+    def _deprecate_runbook(self) -> Source:
+        """The runbook marked deprecated and indexed again, as an edit does."""
         source = self.demo.sources.get(file_name="deployment-runbook.md")
         source.metadata = {"deprecated": True}
         source.save()
         source.queue_new_version()
         ingestion.ingest(source.pk)
+        return source
+
+    def test_deprecated_sources_are_filtered_out(self):
+        source = self._deprecate_runbook()
         question = "When should I roll back a deploy?"
         for mode in ("vector", "keyword", "hybrid"):
             result = retrieval.retrieve(self.demo, question, mode=mode)
@@ -89,11 +94,7 @@ class AnswerTestCase(DemoTestCase):
         # control, read on every chunk by the searches (QA, stop 9).
         self.demo.metadata_policy = {"deprecated": "ignore"}
         self.demo.save(update_fields=["metadata_policy"])
-        source = self.demo.sources.get(file_name="deployment-runbook.md")
-        source.metadata = {"deprecated": True}
-        source.save()
-        source.queue_new_version()
-        ingestion.ingest(source.pk)
+        source = self._deprecate_runbook()
         question = "When should I roll back a deploy?"
         for mode in ("vector", "keyword", "hybrid"):
             result = retrieval.retrieve(self.demo, question, mode=mode)

@@ -49,6 +49,7 @@ _EXPORTS = {
         "Passage",
         "Result",
         "TextWindow",
+        "below_title",
         "context_tokens",
         "cut_to_tokens",
         "heading_label",

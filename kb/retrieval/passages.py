@@ -87,17 +87,21 @@ class TextWindow:
         raise IndexError(f"{lo}:{hi} of the source was not loaded")
 
 
+def below_title(heading_path: str, title: str = "") -> str:
+    """The heading path below the title it starts with: every path starts with the
+    title the source was indexed under (parsing._root_path). When that is `title`,
+    all of it (a title may hold " > " itself, "Settings > Security"); else its
+    first part (an editor may have retitled the source since)."""
+    if title and (heading_path == title or heading_path.startswith(f"{title} > ")):
+        return heading_path[len(title) + 3 :]
+    return heading_path.partition(" > ")[2]
+
+
 def heading_label(source_title: str, heading_path: str) -> str:
-    """Source › heading path. Every path starts with the title the source was
-    indexed under (parsing._root_path), which an editor may have changed since:
-    the current title takes its place."""
-    if source_title and (
-        heading_path == source_title or heading_path.startswith(f"{source_title} > ")
-    ):  # not retitled: the title may hold " > " itself ("Settings > Security")
-        rest = heading_path[len(source_title) + 3 :]
-        return " › ".join([source_title, *(rest.split(" > ") if rest else [])])
-    parts = heading_path.split(" > ")
-    return " › ".join([source_title or parts[0], *parts[1:]])
+    """Source › heading path, under the source's current title."""
+    rest = below_title(heading_path, source_title)
+    first = source_title or heading_path.partition(" > ")[0]
+    return " › ".join([first, *(rest.split(" > ") if rest else [])])
 
 
 @dataclass

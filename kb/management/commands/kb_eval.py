@@ -247,13 +247,12 @@ def _missing_sources(collection: Collection, cases: list[dict]) -> dict[str, lis
     stored = set(indexed.values_list("file_name", flat=True))
     problems: dict[str, list[str]] = {}
     for case in cases:
-        for span in case["required_spans"]:
-            for one in [span, *span.get("alternatives", [])]:
-                if one["file"] not in stored:
-                    problems.setdefault(case["id"], []).append(
-                        f"{one['file']}[{one['start']}:{one['end']}]: no indexed "
-                        "source of that name in the collection"
-                    )
+        for one in golden.every_span(case["required_spans"]):
+            if one["file"] not in stored:
+                problems.setdefault(case["id"], []).append(
+                    f"{one['file']}[{one['start']}:{one['end']}]: no indexed "
+                    "source of that name in the collection"
+                )
     return problems
 
 
