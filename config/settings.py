@@ -269,6 +269,15 @@ if KB_SECTION_WEIGHT < 0:
 # tuned sets with fewer tokens and duplicates (docs/benchmarks.md).
 KB_WINDOW_GROWTH = envbool("KB_WINDOW_GROWTH", "1")
 
+# Late interaction (kb/retrieval/late_interaction.py, issue #17): the top sections
+# reordered by the embedding model's token states, fused with retrieval's order.
+# Off by default: held out 430 of 474 against 422, but about 0.6 s a question on
+# two cores (docs/benchmarks.md, "Late interaction").
+KB_LATE_INTERACTION = envbool("KB_LATE_INTERACTION", "0")
+KB_LATE_INTERACTION_TOP_N = envint("KB_LATE_INTERACTION_TOP_N", 10)
+if KB_LATE_INTERACTION_TOP_N < 1:
+    raise ImproperlyConfigured("KB_LATE_INTERACTION_TOP_N must be at least 1")
+
 # --- Reranker (kb/reranking.py, issue #17): off unless KB_RERANKER_DIR names a
 # directory with an ONNX cross-encoder (model.onnx) and its tokenizer.json.
 KB_RERANKER_DIR = os.environ.get("KB_RERANKER_DIR", "")

@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 from django.conf import settings
@@ -101,6 +101,13 @@ def _read_json(path: Path) -> dict[str, Any]:
 # fp32 at 250 tokens and 1.68x -> 2.16x at 120, with the same vectors (min cosine
 # to fp32 0.988). The fp32 graph is not affected either way.
 DISABLED_FUSIONS = {"fp32": [], "int8": ["SkipLayerNormFusion"]}
+
+
+class TokenStates(NamedTuple):
+    """A text's token states (one unit row per token read) and its tokens."""
+
+    states: np.ndarray  # float32 [tokens, dim]
+    tokens: list[str]
 
 
 class Embedder:
@@ -335,6 +342,42 @@ class Embedder:
                 "Truncated %d of %d texts to %d tokens", cut, len(texts), self.window
             )
         return self._embed_encodings(encodings, self.batch_size)
+
+    def token_states(self, texts: list[str]) -> list[TokenStates]:
+        """Each text's last hidden states, one L2-normalised row per token the
+        model read ([CLS] and [SEP] left out), with the tokens: what the mean
+        pooling of embed() averages, kept apart for late interaction
+        (kb/retrieval/late_interaction.py). Texts over the window are cut to it
+        as in embed_truncating (a score, not an index, reads them; the count cut
+        is logged). Sorted by length and batched as in embed()."""
+        if not texts:
+            return []
+        encodings = self._truncating_tokenizer.encode_batch(texts)
+        cut = sum(len(e.overflowing) > 0 for e in encodings)
+        if cut:
+            logger.info("Cut %d of %d texts to %d tokens", cut, len(texts), self.window)
+        order = sorted(range(len(encodings)), key=lambda i: len(encodings[i].ids))
+        found: list[TokenStates | None] = [None] * len(texts)
+        for start in range(0, len(order), self.batch_size):
+            batch = order[start : start + self.batch_size]
+            feeds = _pad([encodings[i] for i in batch])
+            session = self.session
+            inputs = model_inputs(session, feeds)
+            hidden = session.run([_output_name(session)], inputs)[0]
+            for row, i in enumerate(batch):
+                encoding = encodings[i]
+                read = [
+                    j
+                    for j, special in enumerate(encoding.special_tokens_mask)
+                    if not special
+                ]
+                states = hidden[row, read].astype(np.float32)
+                norms = np.linalg.norm(states, axis=1, keepdims=True)
+                found[i] = TokenStates(
+                    states / np.clip(norms, 1e-12, None),
+                    [encoding.tokens[j] for j in read],
+                )
+        return found  # type: ignore[return-value]
 
     @cached_property
     def _truncating_tokenizer(self) -> Tokenizer:

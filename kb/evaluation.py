@@ -16,7 +16,7 @@ from kb import answering, embedding, ingestion, parsing, readers, reranking, ret
 from kb.golden import cases_of, stale_cases
 from kb.models import Collection, EvalRun, Source
 from kb.percentiles import percentile
-from kb.retrieval import keywords
+from kb.retrieval import keywords, late_interaction
 
 logger = logging.getLogger(__name__)
 
@@ -307,6 +307,7 @@ def config_of(collection: Collection, strategy: str | None = None) -> dict[str, 
         "keyword_ranking": keywords.ranking(),
         "section_weight": settings.KB_SECTION_WEIGHT,
         **reranking.run_config(),  # issue #17: only when a reranker is set
+        **late_interaction.run_config(),  # likewise, only when on
     }
 
 

@@ -6,7 +6,14 @@ import time
 
 from kb import reranking
 from kb.models import Collection
-from kb.retrieval import baselines, expansion, keywords, search, sections
+from kb.retrieval import (
+    baselines,
+    expansion,
+    keywords,
+    late_interaction,
+    search,
+    sections,
+)
 from kb.retrieval.passages import Hit, Passage, Result, context_tokens, merge
 from kb.retrieval.question import clean_question, embed_question
 
@@ -56,6 +63,7 @@ def retrieve(
 
     hits = search.fuse(vector_ids, keyword_ids, section_ranks)
     reranked: reranking.Report | None = None
+    late_ms: float | None = None
     if strategy == baselines.SECTIONS:
         passages = merge(baselines.sections_baseline(hits, budget))
     elif collection.chunk_strategy == Collection.Strategy.FIXED:
@@ -65,7 +73,7 @@ def retrieve(
             baselines.within_budget(baselines.chunk_passages(hits[:k]), budget)
         )
     else:
-        passages, reranked = _context(question, hits, k, budget)
+        passages, reranked, late_ms = _context(question, hits, k, budget)
     for rank, passage in enumerate(passages, 1):
         passage.rank = rank
         passage.tokens = context_tokens(passage.text)  # exact, after merging
@@ -73,6 +81,9 @@ def retrieve(
     if reranked:  # its own entry, out of "expand"
         timings["rerank"] = reranked.ms
         timings["expand"] -= reranked.ms
+    if late_ms is not None:  # likewise
+        timings["late_interaction"] = late_ms
+        timings["expand"] -= late_ms
     timings["total"] = sum(timings.values())
     return Result(
         question=question,
@@ -91,15 +102,20 @@ def retrieve(
 
 def _context(
     question: str, hits: list[Hit], k: int, budget: int
-) -> tuple[list[Passage], reranking.Report | None]:
-    """The default pipeline's context: the k best sections (reranked when a
-    reranker is set), expanded within the budget, with the section before each
-    one taken whole while budget is left; passages that touch merged."""
-    selected = sections.select(hits, reranking.pool_size(k))
+) -> tuple[list[Passage], reranking.Report | None, float | None]:
+    """The default pipeline's context: the k best sections (reordered by late
+    interaction when it is on, reranked when a reranker is set), expanded within
+    the budget, with the section before each one taken whole while budget is
+    left; passages that touch merged."""
+    pool = max(reranking.pool_size(k), late_interaction.pool_size(k))
+    selected = sections.select(hits, pool)
+    late_ms = None
+    if late_interaction.enabled():
+        selected, late_ms = late_interaction.rerank(question, selected, search.RRF_K)
     selected, reranked = reranking.rerank_sections(question, selected, k)
     expanded = expansion.expand(selected, budget)
     before = sections.preceding(expanded.whole, expanded.remaining)
-    return merge(expanded.passages + before), reranked
+    return merge(expanded.passages + before), reranked, late_ms
 
 
 def _lap(timings: dict[str, float], name: str, since: float) -> float:
