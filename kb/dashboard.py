@@ -112,6 +112,8 @@ def _config_summary(config: dict[str, Any]) -> str:
         text = f"{config['strategy']} pipeline: {text}"
     if config.get("keyword_ranking"):
         text += f" ({config['keyword_ranking']})"
+    if config.get("late_interaction"):
+        text += ", late interaction"
     if config.get("shadow"):  # issue #18
         text += f" (shadow index #{config['shadow']})"
     elif config.get("measured_on_shadow"):

@@ -16,7 +16,8 @@ from kb import answering, embedding, ingestion, parsing, readers, reranking, ret
 from kb.golden import cases_of, stale_cases
 from kb.models import Collection, EvalRun, Source
 from kb.percentiles import percentile
-from kb.retrieval import keywords, late_interaction
+from kb.retrieval import keywords
+from kb.retrieval import late_interaction as late_interaction_stage
 
 logger = logging.getLogger(__name__)
 
@@ -263,13 +264,17 @@ def evaluate(
     mode: str | None = None,
     progress=None,
     strategy: str | None = None,
+    late_interaction: bool | None = None,
 ) -> dict[str, Any]:
     """Run every case against the collection's current index (`strategy`: see
-    retrieval.STRATEGIES; None is the collection's own)."""
+    retrieval.STRATEGIES; None is the collection's own; `late_interaction`:
+    None as KB_LATE_INTERACTION says)."""
     k = k or collection.top_k
     options = {"k": k, "budget": budget, "mode": mode}
     if strategy:
         options["strategy"] = strategy
+    if late_interaction is not None:
+        options["late_interaction"] = late_interaction
     results = []
     for i, case in enumerate(cases, 1):
         results.append(evaluate_case(collection, case, **options))
@@ -286,10 +291,15 @@ CONFIG_FIELDS = Collection.CONFIG_FIELDS
 # A run's overrides of these apply to the live index (evaluate's options); the
 # others (ingestion.INDEX_FIELDS) need an index of their own, on a scratch copy.
 RETRIEVAL_OPTIONS = {"top_k": "k", "context_budget": "budget", "retrieval_mode": "mode",
-                     "strategy": "strategy"}  # fmt: skip
+                     "strategy": "strategy",
+                     "late_interaction": "late_interaction"}  # fmt: skip
 
 
-def config_of(collection: Collection, strategy: str | None = None) -> dict[str, Any]:
+def config_of(
+    collection: Collection,
+    strategy: str | None = None,
+    late_interaction: bool | None = None,
+) -> dict[str, Any]:
     """Everything that decides retrieval quality, as recorded with a run: the
     strategy, the chunking its index was actually built with (values listed when
     its sources differ), and how that index differs from the settings."""
@@ -307,7 +317,7 @@ def config_of(collection: Collection, strategy: str | None = None) -> dict[str, 
         "keyword_ranking": keywords.ranking(),
         "section_weight": settings.KB_SECTION_WEIGHT,
         **reranking.run_config(),  # issue #17: only when a reranker is set
-        **late_interaction.run_config(),  # likewise, only when on
+        **late_interaction_stage.run_config(late_interaction),  # only when on
     }
 
 
@@ -449,7 +459,9 @@ def execute_run(run_id: int) -> EvalRun:
             **{RETRIEVAL_OPTIONS[k]: v for k, v in retrieval.items()},
             progress=lambda i, n: _progress(run, stage="evaluating", done=i, total=n),
         )
-        found = config_of(target, overrides.get("strategy"))
+        found = config_of(
+            target, overrides.get("strategy"), overrides.get("late_interaction")
+        )
         run.config = {**found, **retrieval, "overrides": overrides,
                       "scratch": bool(rebuild), "cases": len(cases),
                       "stale_cases": stale,

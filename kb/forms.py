@@ -454,6 +454,12 @@ class EvalRunForm(forms.Form):
         choices=[("", "(as configured)"), *Collection.Retrieval.choices],
         label="Retrieval",
     )
+    late_interaction = forms.BooleanField(
+        required=False,
+        label="Late interaction",
+        help_text="Reorder the top sections by the model's token states "
+        "(KB_LATE_INTERACTION): slower, about a second a question.",
+    )
 
     def clean(self) -> dict[str, Any]:
         """Chunking tried on a scratch copy obeys the collection form's rules
@@ -486,12 +492,14 @@ class EvalRunForm(forms.Form):
         found = {
             name: value
             for name, value in data.items()
-            if name not in ("collection", "strategy")
+            if name not in ("collection", "strategy", "late_interaction")
             and value not in (None, "")
             and value != getattr(collection, name)
         }
         if data.get("strategy") == retrieval.SECTIONS:  # a packing, not a field
             found["strategy"] = retrieval.SECTIONS
+        if data.get("late_interaction") and not settings.KB_LATE_INTERACTION:
+            found["late_interaction"] = True  # a stage, not a field
         return found
 
     def _strategy_settings(self) -> dict[str, Any]:

@@ -6,12 +6,15 @@ Real embedder, real database, the demo collection.
 from __future__ import annotations
 
 import numpy as np
-from django.test import SimpleTestCase, override_settings
+from django.test import SimpleTestCase, TransactionTestCase, override_settings
 from django.urls import reverse
 
 from kb import embedding, evaluation, retrieval
+from kb.demo import load_demo
+from kb.models import EvalRun
 from kb.retrieval import late_interaction, sections
 from tests import base
+from tests.base import make_users, run_burst_worker
 
 TWO_PARTS = (
     "How many widgets can a Starter workspace create, and what does Starter "
@@ -92,8 +95,9 @@ class RetrievalTestCase(base.DemoTestCase):
         self.assertIn("10 on Starter", context)  # the widget limit
         self.assertIn("€12/month", context)  # the price
         self.assertGreater(result.timings_ms["late_interaction"], 0)
+        config = evaluation.config_of(self.demo)
         self.assertEqual(
-            evaluation.config_of(self.demo)["late_interaction"], {"top_n": 10}
+            (config["late_interaction"], config["late_interaction_top_n"]), (True, 10)
         )
 
     def test_it_only_reorders_the_top_n_sections_retrieval_found(self):
@@ -114,3 +118,32 @@ class RetrievalTestCase(base.DemoTestCase):
         data = {"question": TWO_PARTS, "collection": "Demo"}
         body = self.client.post(url, data, content_type="application/json").json()
         self.assertIn("late_interaction", body["timings_ms"])
+
+
+class DashboardTestCase(TransactionTestCase):
+    # TransactionTestCase: the worker is another process and sees only committed rows.
+
+    def test_an_experiment_with_late_interaction_runs_from_the_dashboard(self):
+        staff, _, _ = make_users()
+        demo = load_demo(sync=True)
+        self.client.force_login(staff)
+        page = self.client.get(reverse("admin:kb_evalrun_dashboard"))
+        self.assertContains(page, 'name="late_interaction"')
+        response = self.client.post(
+            reverse("admin:kb_evalrun_run"),
+            {"collection": demo.pk, "late_interaction": "on"},
+        )
+        self.assertEqual(response.status_code, 302)
+        run = EvalRun.objects.get()
+        self.assertEqual(run.config["overrides"], {"late_interaction": True})
+        run_burst_worker()
+        run.refresh_from_db()
+        self.assertEqual(run.status, EvalRun.Status.DONE, run.error)
+        self.assertTrue(run.config["late_interaction"])
+        self.assertFalse(run.config["scratch"])  # the live index, no copy
+        self.assertTrue(evaluation.is_experiment(run))
+        self.assertEqual(len(run.cases), demo.golden_cases.count())
+        page = self.client.get(
+            reverse("admin:kb_evalrun_dashboard"), {"collection": demo.pk}
+        )
+        self.assertContains(page, "late interaction")

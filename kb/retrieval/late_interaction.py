@@ -31,20 +31,24 @@ from kb.retrieval.rows import Selected
 _WORD_TOKEN = re.compile(r"\w")  # not punctuation, not a ##continuation piece
 
 
-def enabled() -> bool:
-    return settings.KB_LATE_INTERACTION
+def enabled(asked: bool | None = None) -> bool:
+    """On when asked for (an evaluation's override), else as the setting says."""
+    return settings.KB_LATE_INTERACTION if asked is None else asked
 
 
-def run_config() -> dict:
+def run_config(asked: bool | None = None) -> dict:
     """What an evaluation run records of the stage: nothing when it is off."""
-    if not enabled():
+    if not enabled(asked):
         return {}
-    return {"late_interaction": {"top_n": settings.KB_LATE_INTERACTION_TOP_N}}
+    return {
+        "late_interaction": True,
+        "late_interaction_top_n": settings.KB_LATE_INTERACTION_TOP_N,
+    }
 
 
-def pool_size(k: int) -> int:
+def pool_size(k: int, asked: bool | None = None) -> int:
     """Sections retrieval should load: k, or the stage's top N when it is on."""
-    return max(k, settings.KB_LATE_INTERACTION_TOP_N) if enabled() else k
+    return max(k, settings.KB_LATE_INTERACTION_TOP_N) if enabled(asked) else k
 
 
 def question_states(question: str) -> np.ndarray:

@@ -27,9 +27,11 @@ def retrieve(
     mode: str | None = None,
     include_deprecated: bool = False,
     strategy: str | None = None,
+    late_interaction: bool | None = None,
 ) -> Result:
     """`strategy` "sections": the simple baseline's packing (sections_baseline)
-    instead of the default's; "default" or None: as the collection is set up."""
+    instead of the default's; "default" or None: as the collection is set up.
+    `late_interaction`: that stage on or off; None: as KB_LATE_INTERACTION says."""
     question = clean_question(question)
     k = k or collection.top_k
     budget = budget or collection.context_budget
@@ -73,7 +75,9 @@ def retrieve(
             baselines.within_budget(baselines.chunk_passages(hits[:k]), budget)
         )
     else:
-        passages, reranked, late_ms = _context(question, hits, k, budget)
+        passages, reranked, late_ms = _context(
+            question, hits, k, budget, late_interaction
+        )
     for rank, passage in enumerate(passages, 1):
         passage.rank = rank
         passage.tokens = context_tokens(passage.text)  # exact, after merging
@@ -101,16 +105,16 @@ def retrieve(
 
 
 def _context(
-    question: str, hits: list[Hit], k: int, budget: int
+    question: str, hits: list[Hit], k: int, budget: int, late: bool | None = None
 ) -> tuple[list[Passage], reranking.Report | None, float | None]:
     """The default pipeline's context: the k best sections (reordered by late
     interaction when it is on, reranked when a reranker is set), expanded within
     the budget, with the section before each one taken whole while budget is
     left; passages that touch merged."""
-    pool = max(reranking.pool_size(k), late_interaction.pool_size(k))
+    pool = max(reranking.pool_size(k), late_interaction.pool_size(k, late))
     selected = sections.select(hits, pool)
     late_ms = None
-    if late_interaction.enabled():
+    if late_interaction.enabled(late):
         selected, late_ms = late_interaction.rerank(question, selected, search.RRF_K)
     selected, reranked = reranking.rerank_sections(question, selected, k)
     expanded = expansion.expand(selected, budget)
