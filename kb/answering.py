@@ -10,12 +10,14 @@ and an answer without citations is flagged as untrustworthy.
 
 from __future__ import annotations
 
+import bisect
 import http.client
 import ipaddress
 import json
 import logging
 import math
 import re
+import textwrap
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass, field
@@ -29,7 +31,7 @@ from kb.rendering import CELL_SPLIT_RE, is_table_row
 from kb.retrieval import Location, Passage, Result, heading_label
 from kb.retrieval.question import STOPWORDS
 from kb.retrieval.tables import header_line, is_delimiter_line
-from kb.sentences import units, widened
+from kb.sentences import code_blocks, units, widened
 
 logger = logging.getLogger(__name__)
 
@@ -50,6 +52,8 @@ MIN_STEM = 3  # letters a word keeps when _stem strips a suffix
 
 _WORD_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9'_-]*")
 _MARKER_RE = re.compile(r"\[(\d{1,3})\]")
+# The code block a sentence ending in ":" is quoted with (sentences.units).
+_CODE_AFTER_RE = re.compile(r"\n[ \t]*\n(?=(?: {4}|\t|[ \t]*(?:```|~~~)))")
 _WORD_CHAR_RE = re.compile(r"\w")
 # Words that turn a rule into an exception: such sentences answer "when/should".
 _CAVEATS = re.compile(
@@ -198,7 +202,14 @@ def extractive_answer(result: Result) -> Answer:
     asked = _score(sentences, result.question)
     headers = [s for s in sentences if s.passage.is_header]
     rows = [s for s in sentences if not s.passage.is_header]
-    answerable = [s for s in rows if not _is_title_line(s) and not _is_markup(s)]
+    answerable = [
+        s
+        for s in rows
+        if not _is_title_line(s)
+        and not _is_markup(s)
+        and not _is_header_row(s)
+        and not _promises_more(s)
+    ]
     chosen = _choose(answerable or rows or sentences, len(asked))
     chosen += _headers_of(chosen, headers)
     _best_first(chosen)
@@ -211,23 +222,41 @@ def split_sentences(passage: Passage) -> list[Sentence]:
 
     A location whose edge cuts a paragraph's sentence is widened to that whole
     sentence (within the loaded section text): a cited range never ends or starts
-    inside a sentence, and hard-wrapped lines are one sentence, not several.
+    inside a sentence, and hard-wrapped lines are one sentence, not several. A
+    location that cuts into a code block holds a piece of code, which is left
+    out: code is quoted whole or not at all.
     """
     out: list[Sentence] = []
     seen: set[int] = set()
+    blocks: dict[int, list[tuple[int, int]]] = {}  # code blocks by loaded text
     for location in passage.locations:
         base, text = _loaded(passage, location.start, location.end)
+        if base not in blocks:
+            blocks[base] = code_blocks(text)
         lo, hi = location.start - base, location.end - base
         for start, end in units(text, *widened(text, lo, hi)):
             if base + start in seen:
                 continue  # a sentence two locations of one paragraph share
             if not _WORD_CHAR_RE.search(text, max(start, lo), min(end, hi)):
                 continue  # only reached by widening: not part of this location
+            if _cuts_code(start, end, blocks[base]):
+                continue
             seen.add(base + start)
             out.append(
                 Sentence(text[start:end], base + start, base + end, passage, location)
             )
     return out
+
+
+def _cuts_code(start: int, end: int, blocks: list[tuple[int, int]]) -> bool:
+    """Whether [start, end) holds a piece of a code block but not all of it."""
+    i = bisect.bisect_right(blocks, (end, end)) - 1
+    while i >= 0 and blocks[i][1] > start:
+        block_start, block_end = blocks[i]
+        if block_start < end and not (start <= block_start and block_end <= end):
+            return True
+        i -= 1
+    return False
 
 
 def _loaded(passage: Passage, start: int, end: int) -> tuple[int, str]:
@@ -275,8 +304,13 @@ def _choose(sentences: list[Sentence], asked: int) -> list[Sentence]:
     chosen: list[Sentence] = []
     locations: list[tuple[int, int]] = []
     quoted: set[str] = set()  # the same words from another copy say nothing new
+    code: list[Sentence] = []  # one code block an answer: more bury the words
 
     def new_text(s: Sentence) -> bool:
+        if _has_code(s.text):
+            if code:
+                return False
+            code.append(s)
         key = " ".join(s.text.split()).casefold()
         return key not in quoted and not quoted.add(key)
 
@@ -391,6 +425,34 @@ def _is_markup(s: Sentence) -> bool:
     return len(html_text(text)) * 2 < len(text)
 
 
+def _has_code(text: str) -> bool:
+    """A code block, alone or after the sentence that introduces it."""
+    return (
+        text.lstrip().startswith(("```", "~~~"))
+        or text[:1] in " \t"
+        or _CODE_AFTER_RE.search(text) is not None
+    )
+
+
+def _is_header_row(s: Sentence) -> bool:
+    """A table's header line (the delimiter line follows): column names, which
+    answer nothing alone; _headers_of adds it above a chosen row."""
+    if not is_table_row(s.text):
+        return False
+    base, text = _loaded(s.passage, s.start, s.end)
+    after = s.end - base
+    line_end = text.find("\n", after + 1)
+    following = text[after + 1 : len(text) if line_end < 0 else line_end]
+    return text[after : after + 1] == "\n" and is_delimiter_line(following.strip())
+
+
+def _promises_more(s: Sentence) -> bool:
+    """A sentence ending in ":" ("Default:", "Run:") whose code or list after it is
+    not part of it (sentences.units joins a short code block): it says nothing
+    without what it introduces."""
+    return s.text.rstrip().endswith(":")
+
+
 def _is_title_line(s: Sentence) -> bool:
     """The first line of a plain-text file standing alone (no full stop): its
     title, which names the document and answers nothing."""
@@ -430,9 +492,18 @@ def _answer_text(chosen: list[Sentence]) -> str:
 
 
 def _one_line(text: str) -> str:
-    """A sentence on one line: soft line breaks (and a quote's ">") read as spaces."""
-    if text.lstrip().startswith(("```", "~~~")):
+    """A sentence on one line: soft line breaks (and a quote's ">") read as spaces.
+    A code block stays as it is (an indented one fenced, so it still reads as
+    code where the answer is shown), after the sentence that introduces it."""
+    if text[:1] in " \t":  # an indented code block (sentences.units), or a fenced
+        code = textwrap.dedent(text.expandtabs(4)).strip("\n")  # one in a list
+        return code if code.startswith(("```", "~~~")) else f"```\n{code}\n```"
+    if text.startswith(("```", "~~~")):
         return text
+    joined = _CODE_AFTER_RE.search(text)
+    if joined:  # "Default:" and its code block
+        code = text[joined.end() :]
+        return f"{_one_line(text[: joined.start()])}\n\n{_one_line(code)}"
     if text.startswith(">"):
         text = re.sub(r"\n[ \t]*>", "\n", text[1:])
     return " ".join(text.split())

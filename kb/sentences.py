@@ -9,6 +9,10 @@ from __future__ import annotations
 import re
 
 MAX_ROW_WORDS = 60  # a longer table row is answered by its sentences
+MAX_ITEM_WORDS = 60  # a list item up to this long is one unit ("`x` - Does y.
+# Defaults to `False`.": its last sentence means nothing without its name)
+MAX_INTRO_CODE = 1200  # characters of code a sentence ending in ":" is quoted with
+CODE_INDENT = 4  # columns that make a line after a blank line an indented code block
 MAX_WIDEN = 1500  # characters a location grows by to reach whole sentences
 
 _SENTENCE_END_RE = re.compile(r"(?<=[.!?])[\"')\]*_]*\s+(?=[\"'(\[*_]*[A-Z0-9`])")
@@ -50,6 +54,11 @@ def widened(text: str, lo: int, hi: int) -> tuple[int, int]:
 
 
 _HEADING_RE = re.compile(r"#{1,6}(?:\s|$)")
+# MkDocs admonitions and content tabs (`!!! note "Title"`, `??? tip`, `=== "Tab"`):
+# their content is indented under them, and is text, not code.
+_CONTAINER_RE = re.compile(r"(?:!!!|\?\?\?\+?|===)(?:[ \t]|$)")
+# A link reference definition (`[docs]: https://…`): a target, no sentence.
+_DEFINITION_RE = re.compile(r"\[[^\]]{1,200}\]:[ \t]*\S")
 _RULE_RE = re.compile(r"(?:[-:| ]+|=+|([*_])(?:\s*\1){2,}\s*)$")
 # A list item's first line: its marker, then text (or nothing).
 _ITEM_RE = re.compile(r"(?:[-*+]|\d{1,9}[.)]|[A-Za-z][.)])(?:[ \t]|$)")
@@ -71,6 +80,8 @@ def _kind(text: str, pos: int) -> str:
         return "row"
     if line.startswith(("{{<", "{{%", "<!--")):
         return "markup"  # Hugo shortcodes and comments: no sentence
+    if _CONTAINER_RE.match(line) or _DEFINITION_RE.match(line):
+        return "markup"
     if line.startswith(">"):
         return "quote"
     if _ITEM_RE.match(line):
@@ -79,15 +90,35 @@ def _kind(text: str, pos: int) -> str:
 
 
 def units(text: str, start: int, end: int) -> list[tuple[int, int]]:
+    """The units of text[start:end] (_scan)."""
+    return _scan(text, start, end)[0]
+
+
+def code_blocks(text: str) -> list[tuple[int, int]]:
+    """(start, end) of every code block of `text`, fenced or indented, in order:
+    a window that starts or ends inside one holds only a piece of it."""
+    return _scan(text, 0, len(text))[1]
+
+
+def _scan(
+    text: str, start: int, end: int
+) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
     """The answerable units of text[start:end], as (start, end) offsets into text.
 
     A paragraph's sentences (a single line break inside a paragraph continues the
-    sentence), a list item's sentences, a table row (a long one's sentences), a
-    whole fenced code block.
+    sentence), a list item whole (a long one's sentences), a table row (a long
+    one's sentences), a whole code block: fenced, or indented after a blank line
+    (not the content of a list item or an admonition, which is indented too). A
+    sentence ending in ":" right before a short code block is one unit with it
+    ("Default:" and the value).
     """
     found: list[tuple[int, int]] = []
+    codes: set[int] = set()  # starts of the code blocks found
     para: tuple[int, int] | None = None  # start and end of the open paragraph
     fence: tuple[int, str] | None = None  # start and marker of an open code block
+    code: tuple[int, int] | None = None  # an open indented code block
+    blank_before = start == 0 or not text[_line(text, start - 1)[0] : start].strip()
+    context = "block"  # the last line indented less: "item", "container", "block"
     pos = start
     while pos < end:
         line_start, line_end = pos, min(_line(text, pos)[1], end)
@@ -100,9 +131,27 @@ def units(text: str, start: int, end: int) -> list[tuple[int, int]]:
             mark = fence[1]
             if stripped.startswith(mark) and not stripped.strip(mark[0]):
                 found.append((fence[0], tail))
+                codes.add(fence[0])
                 fence = None
             continue
+        indented = stripped and _indent(line) >= CODE_INDENT
+        if code is not None:
+            if not stripped or indented:
+                code = (code[0], tail) if stripped else code
+                continue
+            found.append(code)
+            codes.add(code[0])
+            code = None
+        if indented and blank_before and para is None and context == "block":
+            code = (line_start, tail)
+            blank_before = False
+            continue
+        blank_before = not stripped
         kind = _kind(text, line_start)
+        if stripped and not indented:
+            context = "item" if kind == "item" else "block"
+            if _CONTAINER_RE.match(stripped):
+                context = "container"
         if kind == "fence":
             mark = stripped[:3]
             fence = (lead, stripped[: len(stripped) - len(stripped.lstrip(mark[0]))])
@@ -112,7 +161,7 @@ def units(text: str, start: int, end: int) -> list[tuple[int, int]]:
                 para = (para[0], tail)
                 continue
         if para is not None:
-            found.extend(_sentences(text, *para))
+            found.extend(_paragraph(text, *para))
             para = None
         if kind in ("text", "quote", "item"):
             para = (lead, tail)
@@ -121,10 +170,49 @@ def units(text: str, start: int, end: int) -> list[tuple[int, int]]:
         elif kind == "row":  # a row of paragraphs: its sentences, as in the text
             found.extend(_sentences(text, lead, tail))
     if para is not None:
-        found.extend(_sentences(text, *para))
+        found.extend(_paragraph(text, *para))
     if fence is not None:
         found.append((fence[0], end))
-    return [(s, e) for s, e in found if e > s and _has_words(text, s, e)]
+        codes.add(fence[0])
+    if code is not None:
+        found.append(code)
+        codes.add(code[0])
+    blocks = sorted((s, e) for s, e in found if s in codes)
+    found = [(s, e) for s, e in found if e > s and _has_words(text, s, e)]
+    return _with_code(text, found, codes), blocks
+
+
+def _indent(line: str) -> int:
+    expanded = line.expandtabs(CODE_INDENT)
+    return len(expanded) - len(expanded.lstrip())
+
+
+def _paragraph(text: str, start: int, end: int) -> list[tuple[int, int]]:
+    """A paragraph's sentences; a short list item whole."""
+    if _kind(text, start) == "item" and len(text[start:end].split()) <= MAX_ITEM_WORDS:
+        return [(start, end)]
+    return _sentences(text, start, end)
+
+
+def _with_code(
+    text: str, found: list[tuple[int, int]], codes: set[int]
+) -> list[tuple[int, int]]:
+    """A unit ending in ":" joined to the short code block right after it."""
+    joined: list[tuple[int, int]] = []
+    for s, e in found:
+        if joined and s in codes and e - s <= MAX_INTRO_CODE:
+            before_start, before_end = joined[-1]
+            between = text[before_end:s]
+            if (
+                before_start not in codes
+                and text[before_start:before_end].rstrip().endswith(":")
+                and not between.strip()
+                and between.count("\n") <= 2
+            ):
+                joined[-1] = (before_start, e)
+                continue
+        joined.append((s, e))
+    return joined
 
 
 def _has_words(text: str, start: int, end: int) -> bool:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from django.test import TestCase
 from django.urls import reverse
 
-from kb import answering, ingestion
+from kb import answering, ingestion, retrieval
 from kb.models import Collection
 from tests import base
 
@@ -50,6 +50,42 @@ Green tea should be brewed at 75 degrees Celsius for two minutes. Boiling water
 makes green tea bitter.
 
 Black tea needs water at 95 degrees and steeps for four minutes.
+"""
+
+# As Django REST framework's docs write settings: indented code, "Default:" and
+# the value below it, list items whose last sentence is their default.
+SETTINGS = """# Settings
+
+## UPLOAD_LIMIT
+
+The largest upload the service accepts, in megabytes.
+
+Default:
+
+    250
+
+## Example
+
+Let's define a small uploader that can be used to store a file.
+
+    from uploads import Store
+
+    class Uploader:
+        def save(self, data):
+            return Store().put(data)
+
+## Options
+
+* `retention` - How long an uploaded file is kept. Defaults to `30 days`.
+* `mirror` - Whether uploads are copied to the second region. Defaults to `False`.
+
+!!! note "Quotas"
+
+    Every uploader shares the team quota of 2000 megabytes.
+
+See the [quota page][quotas] for the numbers.
+
+[quotas]: https://example.com/quotas
 """
 
 
@@ -183,3 +219,64 @@ class ChoiceTestCase(TestCase):
         # A sentence opening with a link written <https://…> is text.
         reply = self._ask("Where are outages of the payment service listed?")
         self.assertIn("lists current outages of the payment service", reply.text)
+
+
+class CodeAndListQuotesTestCase(TestCase):
+    """Code quoted whole and as code, a "Default:" with its value, a list item
+    with its name (issue #17's QA over DRF's docs)."""
+
+    @classmethod
+    def setUpTestData(cls):
+        cls.settings = Collection.objects.create(name="Settings")
+        _ingest(cls.settings, "settings.md", SETTINGS)
+
+    def _ask_settings(self, question: str) -> answering.Answer:
+        return answering.ask(self.settings, question)[1]
+
+    def test_a_default_is_quoted_with_its_value(self):
+        reply = self._ask_settings("What is the default value of UPLOAD_LIMIT?")
+        self.assertIn("Default:\n\n```\n250\n```", reply.text)
+        self.assertNotRegex(reply.text, r"Default: \[\d\]")
+
+    def test_an_indented_code_block_is_quoted_whole_as_code(self):
+        reply = self._ask_settings(
+            "How do I define an uploader class that stores a file?"
+        )
+        self.assertIn(
+            "```\nfrom uploads import Store\n\nclass Uploader:\n"
+            "    def save(self, data):\n        return Store().put(data)\n```",
+            reply.text,
+        )
+        texts = dict(self.settings.sources.values_list("pk", "text"))
+        cited = [texts[c.source_id][c.start : c.end] for c in reply.citations]
+        self.assertTrue(any("return Store().put(data)" in t for t in cited))
+
+    def test_a_list_item_is_quoted_with_its_name(self):
+        reply = self._ask_settings("How long is an uploaded file kept by default?")
+        self.assertIn(
+            "* `retention` - How long an uploaded file is kept. Defaults to `30 days`.",
+            reply.text,
+        )
+
+    def test_admonition_content_is_text_and_link_definitions_are_no_sentence(self):
+        reply = self._ask_settings("What quota do uploaders share?")
+        self.assertIn(
+            "Every uploader shares the team quota of 2000 megabytes.", reply.text
+        )
+        self.assertNotIn("```", reply.text)
+        self.assertNotIn("https://example.com/quotas", reply.text)
+        self.assertNotIn("!!! note", reply.text)
+
+    def test_a_window_cutting_into_code_quotes_no_piece_of_it(self):
+        source = self.settings.sources.get()
+        text = source.text
+        inside = text.index("    class Uploader:")
+        location = retrieval.Location(1, "Settings > Example", inside, len(text), [0])
+        passage = retrieval.Passage(
+            source.pk, "Settings", "settings.md", inside, len(text), text[inside:],
+            1.0, {"vector"}, [location],
+        )  # fmt: skip
+        passage.source_text = retrieval.TextWindow([(0, text)])
+        quoted = [s.text for s in answering.split_sentences(passage)]
+        self.assertFalse([q for q in quoted if "Uploader" in q or "Store" in q])
+        self.assertIn("Every uploader shares the team quota of 2000 megabytes.", quoted)

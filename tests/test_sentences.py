@@ -32,6 +32,9 @@ _BLOCK_START = re.compile(
 )
 
 
+_CODE_AFTER = re.compile(r"\n[ \t]*\n(?: {4}|\t|[ \t]*(?:```|~~~))")
+
+
 def files(corpus: str) -> list[Path]:
     return sorted(p for p in (_CORPORA_DIR / corpus).rglob("*.md"))
 
@@ -43,8 +46,13 @@ def demo_files() -> list[Path]:
 def problems(text: str, start: int, end: int) -> list[str]:
     """What is wrong with text[start:end] as an answer sentence, if anything."""
     sentence = text[start:end]
-    if sentence.lstrip().startswith(("```", "~~~", "|")):
-        return []  # a code block or a table row is a unit of its own
+    if sentence.lstrip().startswith(("```", "~~~", "|")) or sentence[:1] in " \t":
+        return []  # a code block (fenced or indented) or a table row: a unit
+    joined = _CODE_AFTER.search(sentence)
+    if joined:  # "Default:" and the code block after it, one unit
+        if not sentence[: joined.start()].rstrip().endswith(":"):
+            return ["code joined to a sentence that does not introduce it"]
+        return []
     found = []
     line_end = text.find("\n", end)
     rest_of_line = text[end : len(text) if line_end < 0 else line_end]
@@ -236,8 +244,7 @@ class SentenceSplitTestCase(SimpleTestCase):
         self.assertEqual(
             self._split(text),
             [
-                "1. Announce the deploy.",
-                "Then wait.",
+                "1. Announce the deploy. Then wait.",  # a short item: whole
                 "2) Run the plan.",
                 "a. Start the canary.",
                 "- Watch the dashboard.",
@@ -275,7 +282,7 @@ class DemoAnswerSentencesTestCase(base.DemoTestCase):
                     or _ENDS_A_SENTENCE.search(before),
                     f"{case.external_id}: the citation starts inside a sentence",
                 )
-            if not any(s.text.lstrip().startswith("```") for s in reply.sentences):
+            if not any(answering._has_code(s.text) for s in reply.sentences):
                 # A line breaks only between the lines of a quoted table (a row
                 # under its header line), never inside a sentence.
                 for line in reply.text.split("\n")[1:]:
