@@ -48,12 +48,13 @@ KEEP_SHARE = 0.35  # _choose adds sentences scoring at least this share of the b
 # when the question has fewer): one rare shared word ("often" in "How often should
 # I inspect a beehive?" and in "the questions people ask most often") is chance.
 MIN_SHARED_WORDS = 2
+MAX_INTRO_CODE = 1200  # characters of code a chosen "...:" sentence brings along
+MAX_CODE_GROWTH = 3000  # characters of a code block a location cutting it grows to
+MAX_BARE_INTRO_WORDS = 3  # "Default:", "For example:": left out with nothing after
 MIN_STEM = 3  # letters a word keeps when _stem strips a suffix
 
 _WORD_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9'_-]*")
 _MARKER_RE = re.compile(r"\[(\d{1,3})\]")
-# The code block a sentence ending in ":" is quoted with (sentences.units).
-_CODE_AFTER_RE = re.compile(r"\n[ \t]*\n(?=(?: {4}|\t|[ \t]*(?:```|~~~)))")
 _WORD_CHAR_RE = re.compile(r"\w")
 # Words that turn a rule into an exception: such sentences answer "when/should".
 _CAVEATS = re.compile(
@@ -205,12 +206,10 @@ def extractive_answer(result: Result) -> Answer:
     answerable = [
         s
         for s in rows
-        if not _is_title_line(s)
-        and not _is_markup(s)
-        and not _is_header_row(s)
-        and not _promises_more(s)
+        if not _is_title_line(s) and not _is_markup(s) and not _is_header_row(s)
     ]
     chosen = _choose(answerable or rows or sentences, len(asked))
+    chosen = _with_what_they_introduce(chosen, sentences)
     chosen += _headers_of(chosen, headers)
     _best_first(chosen)
     citations = _cite(chosen)
@@ -234,7 +233,8 @@ def split_sentences(passage: Passage) -> list[Sentence]:
         if base not in blocks:
             blocks[base] = code_blocks(text)
         lo, hi = location.start - base, location.end - base
-        for start, end in units(text, *widened(text, lo, hi)):
+        wide = _whole_code(*widened(text, lo, hi), blocks[base])
+        for start, end in units(text, *wide):
             if base + start in seen:
                 continue  # a sentence two locations of one paragraph share
             if not _WORD_CHAR_RE.search(text, max(start, lo), min(end, hi)):
@@ -246,6 +246,20 @@ def split_sentences(passage: Passage) -> list[Sentence]:
                 Sentence(text[start:end], base + start, base + end, passage, location)
             )
     return out
+
+
+def _whole_code(start: int, end: int, blocks: list[tuple[int, int]]) -> tuple[int, int]:
+    """[start, end) grown to the whole code block each edge cuts into, when that
+    is at most MAX_CODE_GROWTH characters, else shrunk to leave it out; so the
+    units are read knowing where code starts and ends."""
+    for block_start, block_end in blocks:
+        if block_start < start < block_end:
+            grow = block_end - block_start <= MAX_CODE_GROWTH
+            start = block_start if grow else block_end
+        if block_start < end < block_end:
+            grow = block_end - block_start <= MAX_CODE_GROWTH
+            end = block_end if grow else block_start
+    return start, max(start, end)
 
 
 def _cuts_code(start: int, end: int, blocks: list[tuple[int, int]]) -> bool:
@@ -304,13 +318,8 @@ def _choose(sentences: list[Sentence], asked: int) -> list[Sentence]:
     chosen: list[Sentence] = []
     locations: list[tuple[int, int]] = []
     quoted: set[str] = set()  # the same words from another copy say nothing new
-    code: list[Sentence] = []  # one code block an answer: more bury the words
 
     def new_text(s: Sentence) -> bool:
-        if _has_code(s.text):
-            if code:
-                return False
-            code.append(s)
         key = " ".join(s.text.split()).casefold()
         return key not in quoted and not quoted.add(key)
 
@@ -425,13 +434,14 @@ def _is_markup(s: Sentence) -> bool:
     return len(html_text(text)) * 2 < len(text)
 
 
+def _text_between(s: Sentence, after: Sentence) -> str:
+    base, text = _loaded(s.passage, s.start, after.end)
+    return text[s.end - base : after.start - base]
+
+
 def _has_code(text: str) -> bool:
-    """A code block, alone or after the sentence that introduces it."""
-    return (
-        text.lstrip().startswith(("```", "~~~"))
-        or text[:1] in " \t"
-        or _CODE_AFTER_RE.search(text) is not None
-    )
+    """A code block: fenced, or indented (sentences.units)."""
+    return text.lstrip().startswith(("```", "~~~")) or text[:1] in " \t"
 
 
 def _is_header_row(s: Sentence) -> bool:
@@ -446,11 +456,37 @@ def _is_header_row(s: Sentence) -> bool:
     return text[after : after + 1] == "\n" and is_delimiter_line(following.strip())
 
 
-def _promises_more(s: Sentence) -> bool:
-    """A sentence ending in ":" ("Default:", "Run:") whose code or list after it is
-    not part of it (sentences.units joins a short code block): it says nothing
-    without what it introduces."""
-    return s.text.rstrip().endswith(":")
+def _with_what_they_introduce(
+    chosen: list[Sentence], sentences: list[Sentence]
+) -> list[Sentence]:
+    """A chosen sentence ending in ":" ("Default:", "run this:") comes with the
+    code block right after it when that is short; a short one with nothing to
+    show ("Default:" before a long block) is left out: alone it says nothing."""
+    following = {
+        id(s): after
+        for s, after in zip(sentences, sentences[1:])
+        if after.location is s.location
+    }
+    kept: list[Sentence] = []
+    for s in chosen:
+        if not s.text.rstrip().endswith(":") or _has_code(s.text):
+            kept.append(s)
+            continue
+        after = following.get(id(s))
+        attach = (
+            after is not None
+            and _has_code(after.text)
+            and len(after.text) <= MAX_INTRO_CODE
+            and not _text_between(s, after).strip()
+        )
+        if attach:
+            kept.append(s)
+            if after not in chosen and after not in kept:
+                after.score = s.score
+                kept.append(after)
+        elif len(s.text.split()) > MAX_BARE_INTRO_WORDS:
+            kept.append(s)
+    return kept or chosen
 
 
 def _is_title_line(s: Sentence) -> bool:
@@ -481,6 +517,17 @@ def _answer_text(chosen: list[Sentence]) -> str:
             group.append(chosen[i + len(group)])
         i += len(group)
         markers = " ".join(dict.fromkeys(f"[{g.citation}]" for g in group))
+        after = chosen[i] if i < len(chosen) else None
+        if (
+            len(group) == 1
+            and after is not None
+            and after.citation == s.citation
+            and s.text.rstrip().endswith(":")
+            and _has_code(after.text)
+        ):  # "Default:" and its value, one piece under one marker
+            i += 1
+            pieces.append(f"{_one_line(s.text)}\n\n{_one_line(after.text)} {markers}")
+            continue
         if len(group) == 1:
             pieces.append(f"{_one_line(s.text)} {markers}")
             continue
@@ -494,16 +541,12 @@ def _answer_text(chosen: list[Sentence]) -> str:
 def _one_line(text: str) -> str:
     """A sentence on one line: soft line breaks (and a quote's ">") read as spaces.
     A code block stays as it is (an indented one fenced, so it still reads as
-    code where the answer is shown), after the sentence that introduces it."""
+    code where the answer is shown)."""
     if text[:1] in " \t":  # an indented code block (sentences.units), or a fenced
         code = textwrap.dedent(text.expandtabs(4)).strip("\n")  # one in a list
         return code if code.startswith(("```", "~~~")) else f"```\n{code}\n```"
     if text.startswith(("```", "~~~")):
         return text
-    joined = _CODE_AFTER_RE.search(text)
-    if joined:  # "Default:" and its code block
-        code = text[joined.end() :]
-        return f"{_one_line(text[: joined.start()])}\n\n{_one_line(code)}"
     if text.startswith(">"):
         text = re.sub(r"\n[ \t]*>", "\n", text[1:])
     return " ".join(text.split())

@@ -110,8 +110,32 @@ def ranked_ranges(passages) -> list[list[Range]]:
     return ranked
 
 
+def answer_figures(case: dict[str, Any], reply) -> dict[str, int]:
+    """How the extractive answer's quoted sentences meet the case's evidence:
+    required spans at least one quoted sentence overlaps, and quoted sentences
+    that overlap a required span (an alternative counts as its span)."""
+    quoted = [(s.passage.file_name, s.start, s.end) for s in reply.sentences]
+    spans = case["required_spans"]
+
+    def meets(span: dict[str, Any], found: Range) -> bool:
+        name, start, end = found
+        return any(
+            one["file"] == name and start < one["end"] and one["start"] < end
+            for one in [span, *span.get("alternatives", [])]
+        )
+
+    return {
+        "spans": len(spans),
+        "spans_quoted": sum(any(meets(sp, q) for q in quoted) for sp in spans),
+        "sentences": len(quoted),
+        "on_evidence": sum(any(meets(sp, q) for sp in spans) for q in quoted),
+        "words": len(reply.text.split()),
+    }
+
+
 def evaluate_case(collection: Collection, case: dict[str, Any], **options) -> dict:
     result = retrieval.retrieve(collection, case["question"], **options)
+    reply = answering.extractive_answer(result)
     return {
         "id": case["id"],
         "kind": case["kind"],
@@ -125,6 +149,8 @@ def evaluate_case(collection: Collection, case: dict[str, Any], **options) -> di
         "context_tokens": result.context_tokens,
         "duplicates": duplicates(result),
         "latency_ms": result.timings_ms.get("total", 0.0),
+        # The extractive answer, against the evidence (aggregate: answer_*).
+        "answer": answer_figures(case, reply),
         "retrieved": [
             {
                 "file": p.file_name,
@@ -160,6 +186,7 @@ def aggregate(results: list[dict[str, Any]], k: int) -> dict[str, Any]:
             "latency_p50_ms": round(percentile(latencies, 50), 2),
             "latency_p95_ms": round(percentile(latencies, 95), 2),
             "declined": sum(bool(r.get("declined")) for r in rows),
+            **_answer_aggregate(rows),
         }
 
     kinds = sorted({r["kind"] for r in results})
@@ -171,6 +198,25 @@ def aggregate(results: list[dict[str, Any]], k: int) -> dict[str, Any]:
         },
         # Cases made from questions staff really asked (issue #18).
         "real_questions": figures([r for r in results if r.get("real")]),
+    }
+
+
+def _answer_aggregate(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Answer span recall: the mean share of a case's required spans its answer
+    quotes from; precision: the share of quoted sentences on evidence; words."""
+    answers = [r["answer"] for r in rows if r.get("answer")]
+    if not answers:
+        return {}
+    sentences = sum(a["sentences"] for a in answers)
+    return {
+        "answer_span_recall": round(
+            sum(a["spans_quoted"] / a["spans"] for a in answers) / len(answers), 4
+        ),
+        "answer_all_spans": sum(a["spans_quoted"] == a["spans"] for a in answers),
+        "answer_precision": round(sum(a["on_evidence"] for a in answers) / sentences, 4)
+        if sentences
+        else None,
+        "answer_words_mean": round(sum(a["words"] for a in answers) / len(answers), 1),
     }
 
 

@@ -11,7 +11,6 @@ import re
 MAX_ROW_WORDS = 60  # a longer table row is answered by its sentences
 MAX_ITEM_WORDS = 60  # a list item up to this long is one unit ("`x` - Does y.
 # Defaults to `False`.": its last sentence means nothing without its name)
-MAX_INTRO_CODE = 1200  # characters of code a sentence ending in ":" is quoted with
 CODE_INDENT = 4  # columns that make a line after a blank line an indented code block
 MAX_WIDEN = 1500  # characters a location grows by to reach whole sentences
 
@@ -108,9 +107,7 @@ def _scan(
     A paragraph's sentences (a single line break inside a paragraph continues the
     sentence), a list item whole (a long one's sentences), a table row (a long
     one's sentences), a whole code block: fenced, or indented after a blank line
-    (not the content of a list item or an admonition, which is indented too). A
-    sentence ending in ":" right before a short code block is one unit with it
-    ("Default:" and the value).
+    (not the content of a list item or an admonition, which is indented too).
     """
     found: list[tuple[int, int]] = []
     codes: set[int] = set()  # starts of the code blocks found
@@ -179,7 +176,7 @@ def _scan(
         codes.add(code[0])
     blocks = sorted((s, e) for s, e in found if s in codes)
     found = [(s, e) for s, e in found if e > s and _has_words(text, s, e)]
-    return _with_code(text, found, codes), blocks
+    return found, blocks
 
 
 def _indent(line: str) -> int:
@@ -192,27 +189,6 @@ def _paragraph(text: str, start: int, end: int) -> list[tuple[int, int]]:
     if _kind(text, start) == "item" and len(text[start:end].split()) <= MAX_ITEM_WORDS:
         return [(start, end)]
     return _sentences(text, start, end)
-
-
-def _with_code(
-    text: str, found: list[tuple[int, int]], codes: set[int]
-) -> list[tuple[int, int]]:
-    """A unit ending in ":" joined to the short code block right after it."""
-    joined: list[tuple[int, int]] = []
-    for s, e in found:
-        if joined and s in codes and e - s <= MAX_INTRO_CODE:
-            before_start, before_end = joined[-1]
-            between = text[before_end:s]
-            if (
-                before_start not in codes
-                and text[before_start:before_end].rstrip().endswith(":")
-                and not between.strip()
-                and between.count("\n") <= 2
-            ):
-                joined[-1] = (before_start, e)
-                continue
-        joined.append((s, e))
-    return joined
 
 
 def _has_words(text: str, start: int, end: int) -> bool:

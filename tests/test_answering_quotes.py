@@ -267,7 +267,7 @@ class CodeAndListQuotesTestCase(TestCase):
         self.assertNotIn("https://example.com/quotas", reply.text)
         self.assertNotIn("!!! note", reply.text)
 
-    def test_a_window_cutting_into_code_quotes_no_piece_of_it(self):
+    def test_a_window_cutting_into_code_quotes_it_whole_never_a_piece(self):
         source = self.settings.sources.get()
         text = source.text
         inside = text.index("    class Uploader:")
@@ -278,5 +278,19 @@ class CodeAndListQuotesTestCase(TestCase):
         )  # fmt: skip
         passage.source_text = retrieval.TextWindow([(0, text)])
         quoted = [s.text for s in answering.split_sentences(passage)]
-        self.assertFalse([q for q in quoted if "Uploader" in q or "Store" in q])
+        code = [q for q in quoted if "Uploader" in q or "Store" in q]
+        first, last = SETTINGS.index("    from uploads"), SETTINGS.index("\n\n## Op")
+        self.assertEqual(code, [SETTINGS[first:last]])
         self.assertIn("Every uploader shares the team quota of 2000 megabytes.", quoted)
+        # A block longer than a location may grow to: left out, not cut.
+        lines = "".join(f"    store.put({i})\n" for i in range(300))
+        text = f"# Bulk\n\nStore many values at once.\n\n{lines}\nThat is all.\n"
+        inside = text.index("    store.put(150)")
+        location = retrieval.Location(1, "Bulk", inside, len(text), [0])
+        passage = retrieval.Passage(
+            source.pk, "Bulk", "bulk.md", inside, len(text), text[inside:],
+            1.0, {"vector"}, [location],
+        )  # fmt: skip
+        passage.source_text = retrieval.TextWindow([(0, text)])
+        quoted = [s.text for s in answering.split_sentences(passage)]
+        self.assertEqual(quoted, ["That is all."])

@@ -101,6 +101,28 @@ class DemoSetTestCase(TestCase):
         fixed = evaluation.evaluate(baseline, cases)["aggregate"]
         self.assertLess(fixed["recall_at_k"], default["recall_at_k"])
 
+    def test_the_extractive_answer_is_measured_against_the_evidence(self):
+        cases = golden.parse_cases(GOLDEN_FILE.read_text("utf-8"))
+        found = evaluation.evaluate(self.demo, cases)
+        by_id = {case["id"]: case for case in found["cases"]}
+        # One quoted sentence per sentence of the answer, each counted against
+        # the case's spans: a quoted span is one its answer quotes from.
+        known = by_id["def-roll-forward"]["answer"]
+        self.assertEqual((known["spans"], known["spans_quoted"]), (1, 1))
+        self.assertGreaterEqual(known["on_evidence"], 1)
+        for case in found["cases"]:
+            answer = case["answer"]
+            self.assertLessEqual(answer["spans_quoted"], answer["spans"])
+            self.assertLessEqual(answer["on_evidence"], answer["sentences"])
+        aggregate = found["aggregate"]
+        quoted = [c["answer"]["spans_quoted"] / c["answer"]["spans"]
+                  for c in found["cases"]]  # fmt: skip
+        self.assertAlmostEqual(
+            aggregate["answer_span_recall"], sum(quoted) / len(quoted), places=3
+        )
+        self.assertGreater(aggregate["answer_span_recall"], 0.5)
+        self.assertGreater(aggregate["answer_precision"], 0.2)
+
 
 @pytest.mark.slow
 class DashboardTestCase(TransactionTestCase):
@@ -271,12 +293,14 @@ class KbEvalCommandTestCase(TestCase):
         printed = self._eval("--json", str(default), "--unanswerable", str(foreign))
         self.assertIn("recall@5", printed)
         self.assertIn("95% CI", printed)
+        self.assertIn("extractive answer: quotes from", printed)
         report = json.loads(default.read_text())
         self.assertEqual(report["config"]["chunk_strategy"], "structure")
         aggregate = report["aggregate"]
         for key in ["k", "recall_at_k", "partial", "mrr", "context_tokens_mean",
                     "duplicates_mean", "latency_p50_ms", "latency_p95_ms",
-                    "by_kind", "recall_ci95"]:  # fmt: skip
+                    "by_kind", "recall_ci95", "answer_span_recall",
+                    "answer_precision"]:  # fmt: skip
             self.assertIn(key, aggregate)
         self.assertEqual(aggregate["k"], 5)
         self.assertEqual(set(aggregate["by_kind"]["table"]), set(aggregate) - {

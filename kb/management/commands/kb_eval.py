@@ -203,6 +203,14 @@ class Command(BaseCommand):
             f"{agg['latency_p50_ms']:.1f} ms p95 {agg['latency_p95_ms']:.1f} ms  "
             f"(n={agg['n']})"
         )
+        if agg.get("answer_span_recall") is not None:
+            precision = agg["answer_precision"]
+            self.stdout.write(
+                f"extractive answer: quotes from {agg['answer_span_recall']:.3f} of "
+                f"the required spans (all of them in {agg['answer_all_spans']} "
+                f"cases), {precision or 0:.3f} of its sentences on evidence, "
+                f"{agg['answer_words_mean']:.0f} words"
+            )
         for kind, figures in agg["by_kind"].items():
             self.stdout.write(
                 f"  {kind:<11} n={figures['n']:<3} "
