@@ -234,7 +234,8 @@ def render_inline(text: str) -> SafeString:
     head = ""
     if match := _ADMONITION_START_RE.match(text):
         title = _admonition_title(match)
-        head = format_html("<strong>{}</strong> ", title) if title else ""
+        lead = text[: len(text) - len(text.lstrip())]  # the space after a marker
+        head = format_html("{}<strong>{}</strong> ", lead, title) if title else lead
         text = text[match.end() :]
     return mark_safe(head + _MD.renderInline(_bold_closed(text)))  # noqa: S308
 

@@ -155,9 +155,10 @@ class QuotedMarkdownTestCase(SimpleTestCase):
         self.assertNotIn("<pre>", html)  # the indented body is no code block
         self.assertIn("<strong>Note</strong>", rendering.render("!!! note\n    Body."))
         self.assertIn("<strong>Python</strong>", rendering.render('=== "Python"\n'))
-        self.assertEqual(
-            rendering.render_inline("!!! note Set the classes **first**."),
-            "<strong>Note</strong> Set the classes <strong>first</strong>.",
+        self.assertEqual(  # a sentence after a citation marker: the space stays
+            answer_piece(" !!! note Set the classes **first**."),
+            '<span class="sentence"> <strong>Note</strong> Set the classes '
+            "<strong>first</strong>.</span>",
         )
         self.assertEqual(
             rendering.render_inline('??? tip "Faster" Use a cache.'),
