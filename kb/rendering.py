@@ -47,6 +47,8 @@ _ADMONITION_LINE_RE = re.compile(rf"(?:{_MARKER}{_CLASSES}{_TITLE}|{_TAB})[ \t]*
 # The marker opening a sentence (its lines joined): the body follows it.
 _ADMONITION_START_RE = re.compile(rf"\s*(?:{_MARKER}{_TITLE}|{_TAB})(?:\s+|$)")
 _BOLD_MARKERS = ("**", "__")
+# A bullet list item's marker opening a sentence (an item quoted in an answer).
+_BULLET_RE = re.compile(r"(\s*)[*+-][ \t]+(?=\S)")
 _ENDS = frozenset(".!?:;)\"'")  # what a sentence ends with, before a closing **
 
 
@@ -228,7 +230,8 @@ def render_inline(text: str) -> SafeString:
 
     A sentence quoting only link reference definitions shows nothing (as they
     show in a passage); an admonition's marker opening it shows as its title; a
-    bold span it was cut out of (`**First. Second.**`) is closed at its end."""
+    bold span it was cut out of (`**First. Second.**`) is closed at its end; a
+    list item's bullet ("* " or "- ") is a bullet."""
     if _DEFINITIONS_RE.fullmatch(text):
         return mark_safe("")  # noqa: S308 - nothing to escape
     head = ""
@@ -237,6 +240,8 @@ def render_inline(text: str) -> SafeString:
         lead = text[: len(text) - len(text.lstrip())]  # the space after a marker
         head = format_html("{}<strong>{}</strong> ", lead, title) if title else lead
         text = text[match.end() :]
+    elif match := _BULLET_RE.match(text):
+        head, text = f"{match[1]}\N{BULLET} ", text[match.end() :]
     return mark_safe(head + _MD.renderInline(_bold_closed(text)))  # noqa: S308
 
 

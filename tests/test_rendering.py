@@ -165,6 +165,16 @@ class QuotedMarkdownTestCase(SimpleTestCase):
             "<strong>Faster</strong> Use a cache.",
         )
 
+    def test_a_quoted_list_item_shows_a_bullet_not_its_marker(self):
+        self.assertEqual(
+            answer_piece(" * `page_size` - A numeric value. "),
+            '<span class="sentence"> \N{BULLET} <code>page_size</code> - '
+            "A numeric value. </span>",
+        )
+        item = rendering.render_inline("- Not logged in.")
+        self.assertEqual(item, "\N{BULLET} Not logged in.")
+        self.assertEqual(rendering.render_inline("-1 is less."), "-1 is less.")
+
     def test_table_rows_without_their_header_are_table_rows(self):
         body = "Intro.\n\n| `@` | `search` | Full text. |\n| None | `in` | Has. |\n"
         html = rendering.render(body)
