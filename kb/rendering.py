@@ -8,7 +8,8 @@ source could point them anywhere): they show as their alt text.
 Quoted text is cut out of its document, so some Markdown arrives without its
 other half: a reference link whose definition is elsewhere shows its text, a
 bold span cut at a sentence boundary is closed, table rows without their header
-are still rows. MkDocs admonitions (`!!! note "Title"`) show their title.
+are still rows, a quoted list item shows a bullet. MkDocs admonitions (`!!! note
+"Title"`) show their title.
 """
 
 from __future__ import annotations
