@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
+from django.template.loader import render_to_string
 from django.test import SimpleTestCase
 from django.urls import reverse
 
 from kb import answering, ingestion, rendering
 from kb.models import Section
+from kb.templatetags.kb_markdown import answer_piece
 from tests import base
 
 EVIL = (
@@ -66,6 +70,124 @@ class RenderTestCase(SimpleTestCase):
         self.assertIn('<li class="cited">two', html)
         self.assertIn("<p>Intro.</p>", html)
         self.assertIn("<p>Last.</p>", html)
+
+
+class QuotedMarkdownTestCase(SimpleTestCase):
+    """Text quoted out of a document (a sentence, a passage) shows its Markdown
+    formatted though the other half of some markup is elsewhere in the source."""
+
+    def test_it_shows_a_reference_link_defined_elsewhere_as_its_text(self):
+        html = answer_piece(
+            "Client IPs are explained [over there][client-ip], with "
+            "[`cache_page`][] and [Django's search][search-admin]."
+        )
+        self.assertIn('<span class="reference">over there</span>,', html)
+        self.assertIn('<span class="reference"><code>cache_page</code></span>', html)
+        self.assertIn(">Django's search</span>.", html)
+        self.assertNotIn("][", html)
+        row = answer_piece("| `@` | Full-text search ([Postgres][pg-search]). |")
+        self.assertIn('<td>Full-text search (<span class="reference">', row)
+        self.assertNotIn("[pg-search]", row)
+
+    def test_brackets_that_are_no_link_stay(self):
+        # Citation markers, indexing and a lone [label] without its definition.
+        text = "Use rows[0][1] or a[0], see [1][2] and [1] in [FILE_HANDLERS]."
+        self.assertEqual(rendering.render_inline(text), text)
+        cite = SimpleNamespace(url="/s/1", label="Guide")
+        parts = answering.marked_parts("Polished as in a[0] and [2][3]. [1]", {1: cite})
+        html = render_to_string("kb/_answer.html", {"parts": parts})
+        self.assertIn("as in a[0] and [2][3]. </span>", html)
+        self.assertIn('<a class="cite" href="/s/1" title="Guide">[1]</a>', html)
+        # ... while a reference beside them is its text.
+        html = rendering.render_inline("See [the guide][guide] [1].")
+        self.assertEqual(html, 'See <span class="reference">the guide</span> [1].')
+
+    def test_link_reference_definitions_show_nothing(self):
+        text = (
+            "[page]: https://docs.example.com/cache/#per-view "
+            "[cookie]: https://docs.example.com/vary/ 'Vary' [img]: ../img/x.png"
+        )
+        self.assertEqual(answer_piece(text), '<span class="sentence"></span>')
+        note = "[Note]: read on."  # no destination: no definition
+        self.assertEqual(rendering.render_inline(note), note)
+        # In a passage, markdown-it hides them and links with them.
+        html = rendering.render(
+            "See [the wiki][w].\n\n[w]: https://wiki.example.com/\n"
+        )
+        self.assertEqual(
+            html,
+            '<p>See <a href="https://wiki.example.com/" rel="noopener nofollow">'
+            "the wiki</a>.</p>\n",
+        )
+
+    def test_an_image_shows_as_its_alt_text_and_loads_nothing(self):
+        for html in (
+            rendering.render("Look:\n\n![Search Filter](../img/search-filter.png)\n"),
+            answer_piece("![Search Filter](../img/search-filter.png)"),
+            answer_piece("![Search Filter][search-img]"),
+        ):
+            self.assertIn("[image: Search Filter]", html)
+            self.assertNotIn("../img", html)
+            self.assertNotIn("<a", html)
+            self.assertNotIn("<img", html)
+            self.assertNotIn("!", html)
+
+    def test_a_bold_span_cut_at_a_sentence_boundary_is_closed(self):
+        first = answer_piece(" **Throttling is no security measure. ")
+        self.assertEqual(
+            first,
+            '<span class="sentence"> '
+            "<strong>Throttling is no security measure.</strong> </span>",
+        )
+        last = rendering.render_inline("It may be fuzzy at times.**")
+        self.assertEqual(last, "<strong>It may be fuzzy at times.</strong>")
+        for text in ("**kwargs are passed on.", "2 ** 3 is 8.", "\\*\\*Stars."):
+            self.assertNotIn("<strong>", rendering.render_inline(text))
+
+    def test_an_admonition_shows_its_title_and_body(self):
+        html = rendering.render(
+            'Intro.\n\n!!! warning "Mind the cache"\n    Cached **once**.\n\n'
+            "    Only GET responses.\n\nAfter.\n"
+        )
+        self.assertNotIn("!!!", html)
+        self.assertIn("<p><strong>Mind the cache</strong></p>", html)
+        self.assertIn("<p>Only GET responses.</p>\n</div>\n<p>After.</p>", html)
+        self.assertNotIn("<pre>", html)  # the indented body is no code block
+        self.assertIn("<strong>Note</strong>", rendering.render("!!! note\n    Body."))
+        self.assertIn("<strong>Python</strong>", rendering.render('=== "Python"\n'))
+        self.assertEqual(  # a sentence after a citation marker: the space stays
+            answer_piece(" !!! note Set the classes **first**."),
+            '<span class="sentence"> <strong>Note</strong> Set the classes '
+            "<strong>first</strong>.</span>",
+        )
+        self.assertEqual(
+            rendering.render_inline('??? tip "Faster" Use a cache.'),
+            "<strong>Faster</strong> Use a cache.",
+        )
+
+    def test_a_quoted_list_item_shows_a_bullet_not_its_marker(self):
+        self.assertEqual(
+            answer_piece(" * `page_size` - A numeric value. "),
+            '<span class="sentence"> \N{BULLET} <code>page_size</code> - '
+            "A numeric value. </span>",
+        )
+        item = rendering.render_inline("- Not logged in.")
+        self.assertEqual(item, "\N{BULLET} Not logged in.")
+        self.assertEqual(rendering.render_inline("-1 is less."), "-1 is less.")
+
+    def test_table_rows_without_their_header_are_table_rows(self):
+        body = "Intro.\n\n| `@` | `search` | Full text. |\n| None | `in` | Has. |\n"
+        html = rendering.render(body)
+        self.assertIn("<td><code>@</code></td>", html)
+        self.assertIn("<td>Has.</td>\n</tr>\n</tbody>\n</table>", html)
+        self.assertNotIn("|", html)
+        cited = rendering.render_cited(body, body.index("None"), body.index("None") + 4)
+        self.assertIn('<tr class="cited">\n<td>None</td>', cited)
+        # A paragraph's line with pipes stays text, and a real table a table.
+        self.assertIn("<p>Text\n| a |</p>", rendering.render("Text\n| a |"))
+        table = rendering.render("| A |\n| r |\n| H |\n|---|\n| x |\n")
+        self.assertIn("<th>H</th>", table)
+        self.assertIn("<td>r</td>", table)
 
 
 class PagesTestCase(base.DemoTestCase):
