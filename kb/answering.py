@@ -54,6 +54,12 @@ MAX_BARE_INTRO_WORDS = 3  # "Default:", "For example:": left out with nothing af
 MIN_STEM = 3  # letters a word keeps when _stem strips a suffix
 
 _WORD_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9'_-]*")
+# An operator on its own: between spaces, quotes or backticks, not in a word or a
+# run of symbols ("^" and "`=`", not "==>" or "a=b").
+_SYMBOL_RE = re.compile(
+    r"(?<![\w^$=@#~%&+<>*|!/\\-])[`'\"]?([\^$=@#~%&+<>]{1,2})[`'\"]?"
+    r"(?![\w^$=@#~%&+<>*|!/\\-])"
+)
 _MARKER_RE = re.compile(r"\[(\d{1,3})\]")
 _WORD_CHAR_RE = re.compile(r"\w")
 # Words that turn a rule into an exception: such sentences answer "when/should".
@@ -282,7 +288,10 @@ def _loaded(passage: Passage, start: int, end: int) -> tuple[int, str]:
 
 
 def terms(text: str) -> list[str]:
-    return [_stem(w) for w in _WORD_RE.findall(text.lower()) if w not in STOPWORDS]
+    """Words, stemmed, without common ones; and operators standing alone
+    ("the ^ prefix", a table cell "`^`"): API docs name things by them."""
+    words = [_stem(w) for w in _WORD_RE.findall(text.lower()) if w not in STOPWORDS]
+    return words + _SYMBOL_RE.findall(text)
 
 
 def _stem(word: str) -> str:

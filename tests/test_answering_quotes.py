@@ -85,6 +85,16 @@ Let's define a small uploader that can be used to store a file.
 
 See the [quota page][quotas] for the numbers.
 
+## Search
+
+A search field may start with one of these characters:
+
+| Prefix | Lookup | Meaning |
+| --- | --- | --- |
+| `^` | `istartswith` | Starts-with search. |
+| `=` | `iexact` | Exact matches. |
+| `@` | `search` | Full-text search. |
+
 [quotas]: https://example.com/quotas
 """
 
@@ -294,3 +304,8 @@ class CodeAndListQuotesTestCase(TestCase):
         passage.source_text = retrieval.TextWindow([(0, text)])
         quoted = [s.text for s in answering.split_sentences(passage)]
         self.assertEqual(quoted, ["That is all."])
+
+    def test_an_operator_the_question_names_finds_its_table_row(self):
+        reply = self._ask_settings("What does the ^ prefix mean for a search field?")
+        self.assertIn("| `^` | `istartswith` | Starts-with search. |", reply.text)
+        self.assertNotIn("| `=` |", reply.text)
