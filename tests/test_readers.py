@@ -684,6 +684,20 @@ class PdfReaderTestCase(SimpleTestCase):
         name = text.index("name: the")
         self.assertEqual(reading.pages_of(name, name + 10), (4, 4))
 
+    def test_a_line_opening_with_code_under_a_line_of_code_is_a_line_of_its_own(
+        self,
+    ):
+        # Its first character stands where the code line's last one does, in
+        # the same monospaced box: not a ligature's second character.
+        page = Page().heading("Throttles", 15)
+        page.code(["rates = {", "}"])
+        page.text(72, page.y, "UserRateThrottle", 10, "F3")
+        page.text(72 + 16 * 6, page.y, " limits the requests of each user.")
+        text = readers.read("throttles.pdf", build_pdf([page])).text
+        self.assertIn(
+            "```\nrates = {\n}\n```\n\nUserRateThrottle limits the requests", text
+        )
+
     def test_it_undoes_hyphenation_at_line_ends(self):
         self.assertIn("after the manager has reviewed them.", self.reading.text)
 

@@ -314,7 +314,13 @@ def _lines(textpage: pdfium.PdfTextPage, page: int, rules: _Rules) -> list[_Line
         x0, x1, y = loose.left, loose.right, loose.bottom + 0.2 * height  # ~baseline
         # A ligature's glyph ("fi" in TeX's fonts) gives each of its characters
         # the same box: the second one continues the line, it does not start one.
-        ligature = line is not None and (x0, x1) == (last_x0, line.x1)
+        # (The same box on another baseline is a character of the next line set
+        # where the last one stood, as monospaced lines one under the other.)
+        ligature = (
+            line is not None
+            and (x0, x1) == (last_x0, line.x1)
+            and abs(y - line.y) <= 0.35 * max(size, line.size)
+        )
         last_x0 = x0
         if ligature:
             pass
