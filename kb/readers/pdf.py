@@ -5,11 +5,13 @@ at wide gaps and at vertical rules), lines repeated in the top or bottom margin
 of many pages (running headers, footers, page numbers), between the page's edge
 and its body, are dropped, the rest is put in reading order (two-column pages:
 the left column first) and read as
-headings (font size and weight against the body text), list items (bullet or
-number markers, nesting by indentation), code (monospaced lines), ruled tables
-(cells between the page's drawn rules; the first row is the header when bold)
-and paragraphs (lines joined, hyphenation at line ends undone). OCR is out of
-scope: a PDF without a text layer is refused.
+headings (font size and weight against the body text; bold running text, a
+bold block too long for a title or reading as a sentence, is no heading), list
+items (bullet or number markers, nesting by indentation), code (monospaced
+lines), ruled tables (cells between the page's drawn rules; the first row is the
+header when bold) and paragraphs (lines joined, hyphenation at line ends undone,
+going on over a page break when the page's last line fills the width and its
+sentence goes on). OCR is out of scope: a PDF without a text layer is refused.
 """
 
 from __future__ import annotations
@@ -870,6 +872,7 @@ class _Assembler:
             max((it.x1 for it in items if isinstance(it, _Line)), default=0.0)
             for items in pages
         ]
+        self.bold_prose: set[int] = set()  # the page's lines of bold running text
         self.paragraph: list[_Line] = []
         self.code: list[_Line] = []
         self.item: list[str] | None = None
