@@ -1,9 +1,9 @@
 """Small PDF files written by hand for the reader tests (no PDF library).
 
 A `Page` lays blocks out top to bottom in the standard fonts (Helvetica,
-Helvetica-Bold, Courier), with bullets and table rules drawn as shapes, the way
-browsers and word processors print them. `build_pdf` writes the file with a
-correct cross-reference table.
+Helvetica-Bold, Courier, Courier-Bold), with bullets and table rules drawn as
+shapes, the way browsers and word processors print them. `build_pdf` writes the
+file with a correct cross-reference table.
 """
 
 from __future__ import annotations
@@ -11,7 +11,12 @@ from __future__ import annotations
 import zlib
 
 WIDTH, HEIGHT = 612, 792
-FONTS = {"F1": "Helvetica", "F2": "Helvetica-Bold", "F3": "Courier"}
+FONTS = {
+    "F1": "Helvetica",
+    "F2": "Helvetica-Bold",
+    "F3": "Courier",
+    "F4": "Courier-Bold",
+}
 
 
 def _escape(text: str) -> str:

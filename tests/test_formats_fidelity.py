@@ -279,3 +279,61 @@ def test_tables_printed_in_pandocs_style_or_with_a_border_keep_their_columns(
         "| High | 4 hours |\n"
     )
     _assert_read(reading, text, tables=(2, 0))
+
+
+BOLD_AND_CODE_HEADER = """# Throttling
+
+Throttles indicate a temporary state, and are used to control the rate of requests
+that clients can make to an API.
+
+**The application-level throttling that REST framework provides should not be
+considered a security measure or protection against brute forcing or
+denial-of-service attacks. Deliberately malicious actors will always be able to
+spoof IP origins.**
+
+**The application-level throttling provided by REST framework is intended for
+implementing policies such as different business tiers and basic protections
+against service over-use.**
+
+## Access restriction methods
+
+|                | `queryset` | `permission_classes` | `serializer_class` |
+|----------------|------------|----------------------|--------------------|
+| Action: list   | global     | global               | object-level       |
+| Action: create | no         | global               | object-level       |
+| Action: update | global     | object-level         | object-level       |
+"""
+
+
+@pytest.mark.slow
+def test_a_page_printed_from_pandocs_html_keeps_bold_paragraphs_and_table_header(
+    tmp_path,
+):
+    """pandoc's standalone HTML printed by Chromium (QA4 #3): a bold paragraph
+    is text, not a heading of its first line; a header row of code cells whose
+    first cell is empty stays the table's header."""
+    if not shutil.which("pandoc"):
+        _tools_or_skip()
+    html = subprocess.run(
+        ["pandoc", "-f", "gfm", "-t", "html", "-s", "--metadata", "pagetitle=t"],
+        input=BOLD_AND_CODE_HEADER,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout
+    reading = _print(tmp_path, "throttling", html)
+    text = reading.text
+    assert (
+        "\n\nThe application-level throttling that REST framework provides should "
+        "not be considered a security measure or protection against brute forcing "
+        "or denial-of-service attacks. Deliberately malicious actors will always be "
+        "able to spoof IP origins.\n\nThe application-level throttling provided by "
+        "REST framework is intended for implementing policies such as different "
+        "business tiers and basic protections against service over-use.\n\n"
+        "## Access restriction methods\n\n"
+        "|  | queryset | permission_classes | serializer_class |\n| --- | --- | --- "
+        "| --- |\n| Action: list | global | global | object-level |\n"
+    ) in text, text
+    summary = reading.summary
+    assert (summary["headings"], summary["tables_with_header"]) == (2, 1), text

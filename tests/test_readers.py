@@ -552,6 +552,152 @@ class PdfReaderTestCase(SimpleTestCase):
             "#### Package mode\n\nThe default mode builds a wheel.\n",
         )
 
+    def test_it_reads_bold_paragraphs_as_text_and_bold_titles_as_headings(self):
+        # A bold paragraph wraps over lines at line spacing: running text, not
+        # a heading of its first line (QA4 #3, DRF's throttling page printed).
+        page = Page().heading("Throttling", 15)
+        bold = [
+            "The application-level throttling that REST framework provides",
+            "should not be considered a security measure or protection against",
+            "brute forcing or denial-of-",
+            "service attacks. Deliberately malicious actors can spoof IP origins.",
+            "In addition to this, the built-in throttling implementations use",
+            "non-atomic operations to determine the request",
+            "rate, which may result in some fuzziness.",
+        ]
+        for i, line in enumerate(bold):
+            page.text(72, page.y - 14 * i, line, 11, "F2")
+        page.y -= 14 * len(bold) + 10
+        page.text(72, page.y, "Throttling is intended for business tiers and", 11, "F2")
+        page.text(72, page.y - 14, "protections against service over-use.", 11, "F2")
+        page.y -= 38
+        # a paragraph opening with a bold phrase as wide as its first line
+        page.text(
+            72,
+            page.y,
+            "Every throttle in the list is checked before the view",
+            11,
+            "F2",
+        )
+        page.text(72, page.y - 14, "runs, in the order the list gives.")
+        page.y -= 38
+        # titles stay headings: a bold line alone, and a short one wrapped
+        page.text(72, page.y, "Setting up the cache", 11, "F2")
+        page.text(72, page.y - 24, "The cache holds the request history.")
+        page.text(72, page.y - 48, "A note on concurrency and the order of", 11, "F2")
+        page.text(72, page.y - 62, "the throttles", 11, "F2")
+        page.text(72, page.y - 86, "Races may let a few extra requests through.")
+        text = readers.read("throttling.pdf", build_pdf([page])).text
+        self.assertEqual(
+            text,
+            "## Throttling\n\nThe application-level throttling that REST framework "
+            "provides should not be considered a security measure or protection "
+            "against brute forcing or denial-of-service attacks. Deliberately "
+            "malicious actors can spoof IP origins. In addition to this, the "
+            "built-in throttling implementations use non-atomic operations to "
+            "determine the request rate, which may result in some fuzziness.\n\n"
+            "Throttling is intended for business tiers and protections against "
+            "service over-use.\n\n"
+            "Every throttle in the list is checked before the view runs, in the "
+            "order the list gives.\n\n"
+            "#### Setting up the cache\n\nThe cache holds the request history.\n\n"
+            "#### A note on concurrency and the order of the throttles\n\n"
+            "Races may let a few extra requests through.\n",
+        )
+
+    def test_it_keeps_a_header_row_of_code_cells_whose_first_cell_is_empty(self):
+        # pandoc's table of DRF's access restriction methods, printed: the
+        # header's cells are bold code, smaller than the text, over the rows'
+        # labels; its first cell is empty.
+        page = Page().heading("Access restriction", 15)
+        page.paragraph(["The methods and the control they offer:"])
+        columns = (72, 190, 260, 390)
+        for x, cell in zip(
+            columns[1:], ("queryset", "permission_classes", "serializer_class")
+        ):
+            page.text(x, page.y, cell, 9, "F4")
+        page.y -= 16
+        rows = [
+            ("Action: list", "global", "global", "object-level"),
+            ("Action: create", "no", "global", "object-level"),
+            ("Action: destroy", "global", "object-level", "no"),
+        ]
+        for row in rows:
+            for x, cell in zip(columns, row):
+                page.text(x, page.y, cell, 10)
+            page.y -= 14
+        page.y -= 10
+        page.paragraph(["Object permissions are checked by the generic views."])
+        reading = readers.read("access.pdf", build_pdf([page]))
+        self.assertIn(
+            "The methods and the control they offer:\n\n"
+            "|  | queryset | permission_classes | serializer_class |\n"
+            "| --- | --- | --- | --- |\n"
+            "| Action: list | global | global | object-level |\n"
+            "| Action: create | no | global | object-level |\n"
+            "| Action: destroy | global | object-level | no |\n\n"
+            "Object permissions",
+            reading.text,
+        )
+        self.assertEqual(reading.summary["headings"], 1)
+        self.assertEqual(reading.summary["tables_with_header"], 1)
+
+    def test_a_list_item_or_paragraph_goes_on_over_a_page_break(self):
+        # A line that fills the width at the foot of a page, its sentence
+        # unfinished, wraps onto the next page (QA4 #3); a short line there
+        # ends its paragraph, whatever the next page begins with.
+        first = Page().heading("Access", 15)
+        first.paragraph(["REST framework offers three ways to restrict access to the"])
+        first.y = 60  # the foot of the page
+        first.bullets(
+            [(0, "queryset: limits the objects that are listed and the objects that")]
+        )
+        second = Page()
+        second.paragraph(["can be modified or deleted, per action."], x=92)
+        second.bullets([(0, "permission_classes: checks the request")])
+        second.y = 60
+        second.paragraph(
+            ["The serializer may see the request and the view; its context"]
+        )
+        third = Page()
+        third.paragraph(["holds both of them, as the serializer's context argument."])
+        third.y = 60
+        third.paragraph(["mapping: the view methods"])
+        fourth = Page()
+        fourth.paragraph(["name: the name of the URL as used in reverse calls."])
+        pages = [first, second, third, fourth]
+        reading = readers.read("access.pdf", build_pdf(pages))
+        text = reading.text
+        self.assertIn(
+            "- queryset: limits the objects that are listed and the objects that "
+            "can be modified or deleted, per action.\n"
+            "- permission_classes: checks the request\n\n"
+            "The serializer may see the request and the view; its context holds "
+            "both of them, as the serializer's context argument.\n\n"
+            "mapping: the view methods\n\n"
+            "name: the name of the URL",
+            text,
+        )
+        # each block is found on the page where it starts
+        item = text.index("- queryset")
+        self.assertEqual(reading.pages_of(item, item + 10), (1, 1))
+        name = text.index("name: the")
+        self.assertEqual(reading.pages_of(name, name + 10), (4, 4))
+
+    def test_a_line_opening_with_code_under_a_line_of_code_is_a_line_of_its_own(
+        self,
+    ):
+        # Its first character stands where the code line's last one does, in
+        # the same monospaced box: not a ligature's second character.
+        page = Page().heading("Throttles", 15)
+        page.code(["rates = {", "}"])
+        page.text(72, page.y, "UserRateThrottle", 10, "F3")
+        page.text(72 + 16 * 6, page.y, " limits the requests of each user.")
+        text = readers.read("throttles.pdf", build_pdf([page])).text
+        self.assertIn(
+            "```\nrates = {\n}\n```\n\nUserRateThrottle limits the requests", text
+        )
+
     def test_it_undoes_hyphenation_at_line_ends(self):
         self.assertIn("after the manager has reviewed them.", self.reading.text)
 

@@ -5,11 +5,13 @@ at wide gaps and at vertical rules), lines repeated in the top or bottom margin
 of many pages (running headers, footers, page numbers), between the page's edge
 and its body, are dropped, the rest is put in reading order (two-column pages:
 the left column first) and read as
-headings (font size and weight against the body text), list items (bullet or
-number markers, nesting by indentation), code (monospaced lines), ruled tables
-(cells between the page's drawn rules; the first row is the header when bold)
-and paragraphs (lines joined, hyphenation at line ends undone). OCR is out of
-scope: a PDF without a text layer is refused.
+headings (font size and weight against the body text; bold running text, a
+bold block too long for a title or reading as a sentence, is no heading), list
+items (bullet or number markers, nesting by indentation), code (monospaced
+lines), ruled tables (cells between the page's drawn rules; the first row is the
+header when bold) and paragraphs (lines joined, hyphenation at line ends undone,
+going on over a page break when the page's last line fills the width and its
+sentence goes on). OCR is out of scope: a PDF without a text layer is refused.
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ COLUMN_GAP_EMS = 0.75  # columns of a table stand this far apart at least (the
 MIN_CELL = 4  # rules closer than this (PDF units) bound no cell between them
 WRAP_EMS = 1.35  # the widest line step inside a table cell whose text wraps
 PROSE_COLUMN_EMS = 15  # a column of running text is at least this wide
+TITLE_CHARS = 120  # bold text of body size this long (a line, or lines at line
+# spacing) is running text, not a title
 LONG_RUN = 8  # rows of a run that is not a table, skipped as a whole
 OPEN = 10**6  # the missing edge of a table row cut by a page break
 MARGIN_SHARE = 0.1  # top and bottom share of a page searched for running lines
@@ -44,6 +48,8 @@ _PAGE_NUMBER_RE = re.compile(
     r"^(page\s+)?(\d{1,5}|[ivxlcdm]{1,7})(\s*(/|of)\s*\d{1,5})?$", re.I
 )
 _BOLD_RE = re.compile(r"bold|black|heavy|semibold|demi", re.I)
+_SENTENCE_ENDS = (".", ",", ";", "!", "?")
+_SENTENCE_RE = re.compile(r"\w[.!?][\"”’)]?\s+[A-Z]")  # one sentence ends, one starts
 _MONO_RE = re.compile(r"mono|courier|consol|menlo|code|typewriter", re.I)
 
 
@@ -310,7 +316,13 @@ def _lines(textpage: pdfium.PdfTextPage, page: int, rules: _Rules) -> list[_Line
         x0, x1, y = loose.left, loose.right, loose.bottom + 0.2 * height  # ~baseline
         # A ligature's glyph ("fi" in TeX's fonts) gives each of its characters
         # the same box: the second one continues the line, it does not start one.
-        ligature = line is not None and (x0, x1) == (last_x0, line.x1)
+        # (The same box on another baseline is a character of the next line set
+        # where the last one stood, as monospaced lines one under the other.)
+        ligature = (
+            line is not None
+            and (x0, x1) == (last_x0, line.x1)
+            and abs(y - line.y) <= 0.35 * max(size, line.size)
+        )
         last_x0 = x0
         if ligature:
             pass
@@ -461,7 +473,7 @@ def _unruled_tables(lines: list[_Line], page: int):
         start = _run_start(rows, i, done, columns)
         if start < i:  # the columns with the rows above
             spans = [c[:2] for row in rows[start:end] for c in _row_chunks(row)]
-            columns = _merged(spans, rows[i][0].size)
+            columns = _merged(spans, _text_size(rows, i))
         table = _unruled_table(rows[start:end], columns, page, words)
         if table is None:
             # past a long run (columns of text, a list): each row is looked at a
@@ -508,7 +520,7 @@ def _run(rows: list[list[_Line]], i: int) -> tuple[int, list[tuple[float, float]
     that bridges two of them, a larger step down or another font size ends it),
     and the columns."""
     first = _row_chunks(rows[i])
-    size = rows[i][0].size
+    size = _text_size(rows, i)
     columns = _merged([(x0, x1) for x0, x1, _ in first], size)
     if len(columns) < 2 or _mixed_sizes(rows[i], size):
         # a heading beside a line of text: a page's columns, not a table's
@@ -535,13 +547,31 @@ def _run(rows: list[list[_Line]], i: int) -> tuple[int, list[tuple[float, float]
 
 
 def _mixed_sizes(row: list[_Line], size: float) -> bool:
-    return any(abs(ln.size - size) > 0.1 * size for ln in row)
+    """Whether a line of the row is set in another size than `size`. Cells in a
+    code font may be set somewhat smaller than the text, beside cells of text
+    or in bold (a header row); a row of code alone is a code block's line."""
+    code_cells = any(ln.is_bold() or not ln.is_mono() for ln in row)
+    return any(
+        not (code_cells and ln.is_mono() and 0.75 * size <= ln.size <= size)
+        and abs(ln.size - size) > 0.1 * size
+        for ln in row
+    )
+
+
+def _text_size(rows: list[list[_Line]], i: int) -> float:
+    """The text size of row `i`: of its first line not in a code font, else of
+    the next row's (a header row of code-font cells above rows of text)."""
+    for row in rows[i : i + 2]:
+        for ln in row:
+            if not ln.is_mono():
+                return ln.size
+    return rows[i][0].size
 
 
 def _run_start(rows: list[list[_Line]], i: int, done: int, columns) -> int:
     """The first row of the run that row `i` starts: the line or two above it
     of a header cell that wraps (centred, it begins higher than the others)."""
-    size = rows[i][0].size
+    size = _text_size(rows, i)
     first = max(done, i - 2, 0)
     while (
         i > first
@@ -651,7 +681,7 @@ def _table_rows(
 def _prose_columns(rows: list[list[_Line]], columns) -> bool:
     """Whether the columns are a page's columns of running text: wide, and
     their lines fill them (a table's cells vary in length)."""
-    size = rows[0][0].size
+    size = _text_size(rows, 0)
     for c0, c1 in columns:
         if c1 - c0 < PROSE_COLUMN_EMS * size:
             return False
@@ -837,25 +867,36 @@ class _Assembler:
             if isinstance(it, _Table)
             for w in it.words
         }
+        # each page's right edge of its text (where a line that wraps ends)
+        self.rights = [
+            max((it.x1 for it in items if isinstance(it, _Line)), default=0.0)
+            for items in pages
+        ]
+        self.bold_prose: set[int] = set()  # the page's lines of bold running text
         self.paragraph: list[_Line] = []
         self.code: list[_Line] = []
         self.item: list[str] | None = None
         self.item_x = 0.0
         self.item_number: int | None = None
         self.item_depth = 0
+        self.item_page = 0
         self.list_stack: list[float] = []
         self.last_table: _Table | None = None
         self.prev_heading: _Line | None = None
 
     def run(self) -> None:
-        for items in self.pages:
+        for k, items in enumerate(self.pages):
+            self.bold_prose = self._bold_prose(items)
             for it in items:
                 if isinstance(it, _Table):
                     self.table(it)
                 else:
                     self.line(it)
-            # a paragraph does not run on over a page break; a code block may
-            self.flush(keep_code=True)
+            # a paragraph ends at a page break unless the next page's first line
+            # goes on with its sentence; a code block may run on
+            following = self.pages[k + 1][:1] if k + 1 < len(self.pages) else []
+            if not (following and self._carries_over(following[0])):
+                self.flush(keep_code=True)
         self.flush()
 
     # block kinds
@@ -907,8 +948,12 @@ class _Assembler:
         if self.code:
             self.flush(end_list=True)
         level = self._heading_level(line)
-        if level >= 4 and self._continues(line):
-            level = 0  # a bold end of a sentence, wrapped: no heading
+        if level >= 4 and (
+            self._continues(line)
+            or self._carries_over(line)
+            or id(line) in self.bold_prose
+        ):
+            level = 0  # bold running text, or a bold end of a sentence wrapped
         if level:
             self.flush(end_list=True)
             self.last_table = None
@@ -931,11 +976,12 @@ class _Assembler:
             self.flush()
             self._start_item(line, marker)
             return
-        if self.item is not None and line.x0 >= self.item_x - 2 and self._follows(line):
+        goes_on = self._follows(line) or self._carries_over(line)
+        if self.item is not None and line.x0 >= self.item_x - 2 and goes_on:
             self.item.append(text)
             self.prev = line
             return
-        if self.paragraph and not self._follows(line):
+        if self.paragraph and not goes_on:
             self.flush()
         if self.item is not None:
             self.flush(end_list=True)
@@ -964,13 +1010,88 @@ class _Assembler:
         # a short bold line of its own: levels 4 and 5 (body size and smaller)
         if (
             not line.is_bold()
-            or len(line.text) >= 120
+            or len(line.text) >= TITLE_CHARS
             or line.text.endswith((".", ","))
         ):
             return 0
         if ratio >= 0.95:
             return 4
         return 5 if ratio >= 0.78 else 0
+
+    def _bold_prose(self, items: list[_Line | _Table]) -> set[int]:
+        """The ids of a page's lines of bold running text. Bold lines of body
+        size look like headings (levels 4 and 5); they are text when their block
+        (the bold lines at line spacing) is too long for a title or reads as a
+        sentence, or when the block's last line fills the width and a line in
+        regular weight starting with a lowercase word goes on from it at line
+        spacing (a paragraph opening with a bold phrase). A title wrapped over
+        two lines stays one. One pass: each line joins one block."""
+        prose: set[int] = set()
+        block: list[_Line] = []
+        chars, sentence, text = 0, False, False
+        for it in [*items, None]:
+            line = it if isinstance(it, _Line) and not self._is_code(it) else None
+            if line is not None and self._bold_body(line):
+                if block and not self._follows(line, block[-1]):
+                    block, chars, sentence, text = [], 0, False, False
+                tail = block[-1].text[-3:] + " " if block else ""
+                sentence = sentence or bool(_SENTENCE_RE.search(tail + line.text))
+                chars += len(line.text) + 1
+                block.append(line)
+                text = text or (
+                    len(block) > 1
+                    and (
+                        sentence
+                        or chars > TITLE_CHARS
+                        or line.text.endswith(_SENTENCE_ENDS + (":",))
+                    )
+                )
+                if text:
+                    prose.update(id(ln) for ln in block)
+                    block = [line]  # counted: only its last line is looked at
+                continue
+            if block and line is not None and self._runs_into(block[-1], line):
+                prose.update(id(ln) for ln in block)
+            block, chars, sentence, text = [], 0, False, False
+        return prose
+
+    def _bold_body(self, line: _Line) -> bool:
+        """Bold, about the body text's size: a heading of level 4 or 5 when
+        short and alone."""
+        return line.is_bold() and 0.78 <= line.size / self.body < 1.1
+
+    def _runs_into(self, bold: _Line, line: _Line) -> bool:
+        """Whether the sentence of a bold line as wide as the text goes on in
+        `line`, set under it at line spacing."""
+        return (
+            line.text[:1].islower()
+            and self._follows(line, bold)
+            and bold.x1 - bold.x0 >= 0.85 * (line.x1 - line.x0)
+        )
+
+    def _carries_over(self, line: _Line) -> bool:
+        """Whether `line`, the first on its page, goes on with the open paragraph
+        or list item that the previous page ended: same size and left edge, the
+        last line there filling the width (it wraps) and its sentence unfinished,
+        going on with a lowercase word here."""
+        prev = getattr(self, "prev", None)
+        if not (self.paragraph or self.item) or prev is None:
+            return False
+        if not isinstance(line, _Line) or line.page != prev.page + 1:
+            return False
+        if self.item is not None:  # under the item's text, past its marker
+            aligned = self.item_x - 2 <= line.x0 <= self.item_x + 3 * line.size
+        else:  # under the paragraph's text (its first line may be indented)
+            aligned = line.x0 - 2 <= prev.x0 <= line.x0 + 2 * line.size
+        return (
+            aligned
+            and prev.x1 >= self.rights[prev.page - 1] - 6 * prev.size
+            and line.box is None
+            and abs(prev.size - line.size) < 1
+            and not prev.text.endswith(_SENTENCE_ENDS + (":",))
+            and line.text[:1].islower()
+            and not line.is_mono()
+        )
 
     def _continues(self, line: _Line) -> bool:
         """Whether `line` goes on with the open paragraph or list item: set at
@@ -1015,18 +1136,23 @@ class _Assembler:
         self.item_number = int(marker.group(1)) if numbered else None
         self.item = [marker.group(2)]
         self.item_x = x
+        self.item_page = line.page
         self.prev = line
 
     def flush(self, keep_code: bool = False, end_list: bool = False) -> None:
+        page = self.out.page
         if self.paragraph:
+            self.out.page = self.paragraph[0].page  # where it starts
             self.out.paragraph(
                 _join_texts([ln.text for ln in self.paragraph], self.words)
             )
             self.paragraph = []
         if self.item is not None:
+            self.out.page = self.item_page
             text = _join_texts(self.item, self.words)
             self.out.item(self.item_depth, text, self.item_number)
             self.item = None
+        self.out.page = page
         if end_list:
             self.list_stack = []
             self.out.end_list()
@@ -1045,23 +1171,25 @@ def _same_code_block(prev: _Line, line: _Line) -> bool:
 
 
 _WORD_RE = re.compile(r"[^\W_]+(?:-[^\W_]+)*")
-_LAST_WORD_RE = re.compile(r"([^\W_]+)-$")
+_LAST_WORD_RE = re.compile(r"(-?)([^\W_]+)-$")
 _FIRST_WORD_RE = re.compile(r"^([^\W_]+)")
 
 
 def _join_texts(texts: list[str], words: set[str] | frozenset = frozenset()) -> str:
     """Lines joined with spaces; a word broken at a hyphen at a line end is
     joined again. The hyphen is dropped (hyphenation undone) unless the
-    document spells the word with it elsewhere and never without (small-batch);
-    a hyphen after a digit is kept (2-weeks)."""
-    out = ""
+    document spells the word with it elsewhere and never without (small-batch),
+    or the word already holds a hyphen (denial-of-service: hyphenation leaves
+    such words whole); a hyphen after a digit is kept (2-weeks)."""
+    out = last = ""
     for text in texts:
-        left = _LAST_WORD_RE.search(out)
+        left = _LAST_WORD_RE.search(last)  # the last line only: linear work
+        last = text
         right = _FIRST_WORD_RE.match(text)
         if left and right and right.group(1)[:1].islower():
-            a, b = left.group(1).lower(), right.group(1).lower()
+            a, b = left.group(2).lower(), right.group(1).lower()
             hyphenated = f"{a}-{b}" in words and f"{a}{b}" not in words
-            if hyphenated or not a[-1:].isalpha():
+            if hyphenated or left.group(1) or not a[-1:].isalpha():
                 out += text  # a compound that happens to break at its hyphen
             else:
                 out = out[:-1] + text  # hyphenation at a line end undone
