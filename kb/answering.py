@@ -28,7 +28,7 @@ from django.urls import reverse
 
 from kb.parsing import TEXT_EXTENSIONS, html_text
 from kb.rendering import CELL_SPLIT_RE, is_table_row
-from kb.retrieval import Location, Passage, Result, heading_label
+from kb.retrieval import Location, Passage, Result, heading_label, keywords
 from kb.retrieval.question import STOPWORDS
 from kb.retrieval.tables import header_line, is_delimiter_line
 from kb.sentences import code_blocks, units, widened
@@ -821,12 +821,47 @@ def ask(collection, question: str, **options: Any) -> tuple[Result, Answer]:
     except AnswerError as exc:
         reply = extractive_answer(result)
         reply.warnings.append(f"{exc}; showing the retrieved passages instead.")
+    if reply.answerer != "none":  # not declined: say what it cannot be about
+        unknown, checked = keywords.unknown_words(collection, result.question)
+        if unknown and len(unknown) == checked:
+            reply = _no_word_known(unknown)
+        elif unknown:
+            reply.warnings.append(_unknown_warning(unknown))
     add_pages(reply.citations)
     result.timings_ms["answer"] = round((time.perf_counter() - started) * 1000, 2)
     result.timings_ms["total"] = round(
         sum(v for k, v in result.timings_ms.items() if k != "total"), 2
     )
     return result, reply
+
+
+def _named(words: list[str]) -> str:
+    return ", ".join(f"“{w}”" for w in words)
+
+
+def _unknown_warning(words: list[str]) -> str:
+    one = len(words) == 1
+    return (
+        f"No source in this collection uses the word{'' if one else 's'} "
+        f"{_named(words)} (a name it does not know, or a misspelling?): the answer "
+        f"is about the rest of the question, not about {'it' if one else 'them'}."
+    )
+
+
+def _no_word_known(words: list[str]) -> Answer:
+    """A question none of whose words any source uses (another language, another
+    product): the sentences an answer would quote share nothing with it."""
+    return Answer(
+        text="This collection does not seem to cover the question.",
+        citations=[],
+        answerer="none",
+        is_trustworthy=False,
+        warnings=[
+            f"No source in this collection uses any word of the question "
+            f"({_named(words)}). Ask in the documents' words; the closest sections "
+            "are listed for you to check."
+        ],
+    )
 
 
 def add_pages(citations: list[Citation]) -> None:

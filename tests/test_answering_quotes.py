@@ -8,6 +8,7 @@ from django.urls import reverse
 
 from kb import answering, ingestion, retrieval
 from kb.models import Collection
+from kb.retrieval import keywords
 from tests import base
 
 BIKES = """# Bike care
@@ -239,6 +240,7 @@ class CodeAndListQuotesTestCase(TestCase):
     def setUpTestData(cls):
         cls.settings = Collection.objects.create(name="Settings")
         _ingest(cls.settings, "settings.md", SETTINGS)
+        keywords.count_terms(cls.settings)  # as the job after an ingestion does
 
     def _ask_settings(self, question: str) -> answering.Answer:
         return answering.ask(self.settings, question)[1]
@@ -309,3 +311,20 @@ class CodeAndListQuotesTestCase(TestCase):
         reply = self._ask_settings("What does the ^ prefix mean for a search field?")
         self.assertIn("| `^` | `istartswith` | Starts-with search. |", reply.text)
         self.assertNotIn("| `=` |", reply.text)
+
+    def test_a_question_word_no_source_uses_is_named_in_a_warning(self):
+        reply = self._ask_settings("Can uploads be mirrored to a GraphQL store?")
+        self.assertIn("“GraphQL”", " ".join(reply.warnings))
+        self.assertNotIn("“uploads”", " ".join(reply.warnings))
+        self.assertTrue(reply.citations)  # still answered from the rest of it
+        reply = self._ask_settings("How long is an uploaded file kept?")
+        self.assertEqual(reply.warnings, [])
+
+    def test_a_question_none_of_whose_words_a_source_uses_is_declined(self):
+        # Near enough by its vector (cosine 0.58, above KB_MIN_SIMILARITY), but
+        # no word of it is in the source: nothing a quote could share with it.
+        result, reply = answering.ask(self.settings, "Uploadz retentionz duraton?")
+        self.assertGreater(result.top_similarity, 0.3)
+        self.assertEqual((reply.answerer, reply.citations), ("none", []))
+        self.assertIn("any word of the question", reply.warnings[0])
+        self.assertIn("“Uploadz”, “retentionz”, “duraton”", reply.warnings[0])

@@ -30,6 +30,7 @@ from django.utils import timezone
 
 from kb import metadata
 from kb.models import Chunk, Collection, Term
+from kb.retrieval.question import STOPWORDS
 
 CONFIG = "english"
 MIN_ALL = 10  # fewer all-words matches than this: add any-word matches
@@ -150,6 +151,42 @@ def _words(collection: Collection, question: str) -> tuple[str, dict[str, int] |
         cursor.execute(_WORDS, params)
         words, counts = cursor.fetchone()
     return words or "", None if counts is None else json.loads(counts)
+
+
+_UNKNOWN = """
+SELECT w.word FROM unnest(%(words)s::text[]) WITH ORDINALITY AS w(word, n)
+CROSS JOIN LATERAL (
+    SELECT tsvector_to_array(to_tsvector(%(config)s, w.word)) AS lexemes) l
+WHERE cardinality(l.lexemes) > 0 AND NOT EXISTS (
+    SELECT 1 FROM kb_term t
+    WHERE t.collection_id = %(collection)s AND t.lexeme = ANY(l.lexemes))
+ORDER BY w.n
+"""
+_QUESTION_WORD_RE = re.compile(r"[^\W\d_][\w'-]*")
+MAX_UNKNOWN_CHECKED = 20  # words of a question looked up
+
+
+def unknown_words(collection: Collection, question: str) -> tuple[list[str], int]:
+    """The question's words (not the common ones) that no chunk of the collection
+    holds, as counted after its last ingestion, and how many words were looked
+    up; nothing when never counted. A question about "GraphQL subscriptions"
+    over docs that never mention GraphQL gets an answer about the rest of it,
+    and should say so."""
+    if collection.terms_counted is None:
+        return [], 0
+    words = list(
+        dict.fromkeys(
+            word
+            for word in _QUESTION_WORD_RE.findall(question)
+            if len(word) > 2 and word.casefold() not in STOPWORDS
+        )
+    )[:MAX_UNKNOWN_CHECKED]
+    if not words:
+        return [], 0
+    params = {"words": words, "config": CONFIG, "collection": collection.pk}
+    with connection.cursor() as cursor:
+        cursor.execute(_UNKNOWN, params)
+        return [row[0] for row in cursor.fetchall()], len(words)
 
 
 def _lexemes(word: str) -> list[str]:
