@@ -26,6 +26,7 @@ from django.utils import timezone
 from kb import spans
 from kb.models import Chunk, Collection, Question, ReplayReport, Section
 from kb.retrieval import below_title
+from kb.sentences import units
 
 logger = logging.getLogger(__name__)
 
@@ -203,19 +204,40 @@ def cited_text(source, version: int, start: int, end: int) -> str | None:
     return None
 
 
-def cited_now(source, cited: str, start: int) -> tuple[Section, tuple[int, int]] | None:
+def cited_now(
+    source, cited: str, start: int
+) -> tuple[Section, tuple[int, int], bool] | None:
     """Where `cited`, cited at `start` of an older version of the source, is in its
-    indexed text (spans.relocate): the section holding it and its range; None
-    when it is gone."""
+    indexed text (spans.relocate): the section holding it, its range, and whether
+    only part of it is still there; None when all of it is gone.
+
+    When the whole is not found, each of its sentences is looked for: a citation
+    of two sentences of which one was deleted marks the one still there (from
+    the first found to the last, in the section holding most of them)."""
     rows = list(source.sections.order_by("start").only("pk", "start", "body"))
     if not rows:
         return None
     # The indexed text: the bodies tile it from the first section's start.
     text = " " * rows[0].start + "".join(r.body for r in rows)
+
+    def section_at(position: int) -> Section:
+        return next(r for r in reversed(rows) if r.start <= position)
+
     now = spans.relocate(cited, text, start)
-    if now is None:
+    if now is not None:
+        return section_at(now[0]), now, False
+    pieces = units(cited, 0, len(cited))
+    if len(pieces) < 2:
         return None
-    return next(r for r in reversed(rows) if r.start <= now[0]), now
+    found: dict[int, list[tuple[int, int]]] = {}
+    for lo, hi in pieces:
+        if (piece := spans.relocate(cited[lo:hi], text, start + lo)) is not None:
+            found.setdefault(section_at(piece[0]).pk, []).append(piece)
+    if not found:
+        return None
+    pk, kept = max(found.items(), key=lambda kv: sum(e - s for s, e in kv[1]))
+    section = next(r for r in rows if r.pk == pk)
+    return section, (min(s for s, _ in kept), max(e for _, e in kept)), True
 
 
 def cited_source(user, source_id: int) -> dict[str, str] | None:

@@ -290,7 +290,7 @@ def _cited_now(request: HttpRequest, obj: Section, context: dict) -> Section | N
         return obj
     if (moved := questions.cited_now(obj.source, was, start)) is None:
         return None
-    section, context["now"] = moved
+    section, context["now"], context["partly"] = moved
     return section
 
 

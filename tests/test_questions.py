@@ -633,6 +633,24 @@ class CitationLinkTestCase(DemoTestCase):
         self.assertContains(response, escape(ROLLBACK_RULE))
         self.assertContains(response, "Ask the on-call lead first.")
 
+    def test_an_old_link_to_text_partly_removed_marks_what_is_left(self):
+        cite = self._rollback_citation()
+        sentences = [s for s in re.split(r"(?<=[.!?])\s+", cite["text"]) if s]
+        self.assertGreater(len(sentences), 1, cite["text"])
+        kept, gone = sentences[0], sentences[-1]
+        self._re_upload(lambda text: text.replace(gone, "Ask the on-call lead."))
+        response = self.client.get(cite["url"], follow=True)
+        page = response.content.decode()
+        self.assertIn("only part of the cited text is still in it", page)
+        marked, _, _ = self._marked(page)
+        self.assertIn(kept, marked)
+        self.assertNotIn("Ask the on-call lead.", marked)
+        # The text as it was cited, beside.
+        cited_box = page.split('<blockquote class="cited">', 1)[1].split(
+            "</blockquote>"
+        )[0]
+        self.assertIn(" ".join(gone.split()[-3:]), cited_box)
+
     def test_a_link_to_a_deleted_source_says_the_source_was_deleted(self):
         cite = self._rollback_citation()
         self.demo.sources.get(pk=cite["source_id"]).delete()
