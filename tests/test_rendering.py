@@ -8,9 +8,9 @@ from django.template.loader import render_to_string
 from django.test import SimpleTestCase
 from django.urls import reverse
 
-from kb import answering, ingestion, rendering
+from kb import answering, ingestion, rendering, retrieval
 from kb.models import Section
-from kb.templatetags.kb_markdown import answer_piece
+from kb.templatetags.kb_markdown import answer_piece, passage_markdown
 from tests import base
 
 EVIL = (
@@ -260,3 +260,36 @@ def _escaped(text: str) -> str:
     from django.utils.html import escape
 
     return escape(text)
+
+
+class PassageCodeEdgesTestCase(SimpleTestCase):
+    """A retrieved passage that starts or ends inside a fenced code block shows
+    that piece as code (chunks split long code at lines)."""
+
+    TEXT = (
+        "# Setup\n\nRun this:\n\n```python\nimport app\napp.start()\n"
+        "app.wait()\n```\n\nThen open the *dashboard*.\n"
+    )
+
+    def _passage(self, start: int, end: int):
+        text = self.TEXT
+        location = retrieval.Location(1, "Setup", start, end, [0])
+        passage = retrieval.Passage(
+            1, "Setup", "setup.md", start, end, text[start:end], 1.0, {"vector"},
+            [location],
+        )  # fmt: skip
+        passage.source_text = retrieval.TextWindow([(0, text)])
+        return passage
+
+    def test_a_passage_starting_inside_code_shows_it_as_code(self):
+        start = self.TEXT.index("app.start()")
+        html = passage_markdown(self._passage(start, len(self.TEXT)))
+        self.assertIn("<pre><code>app.start()\napp.wait()\n</code></pre>", html)
+        self.assertIn("<em>dashboard</em>", html)  # the text after it is text
+
+    def test_a_passage_ending_inside_code_closes_it(self):
+        end = self.TEXT.index("app.wait()")
+        html = passage_markdown(self._passage(0, end))
+        self.assertIn("import app\napp.start()", html)
+        self.assertEqual(html.count("<pre>"), 1)
+        self.assertNotIn("```", html)

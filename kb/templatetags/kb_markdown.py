@@ -8,6 +8,7 @@ from django.utils.safestring import SafeString
 
 from kb import rendering
 from kb.retrieval import heading_label as _heading_label
+from kb.sentences import code_blocks
 
 register = template.Library()
 
@@ -15,6 +16,39 @@ register = template.Library()
 @register.filter
 def markdown(text: str) -> SafeString:
     return rendering.render(str(text))
+
+
+@register.filter
+def passage_markdown(passage) -> SafeString:
+    """A retrieved passage as formatted HTML. A passage can start or end inside a
+    code block (chunks split long code at lines): that piece shows as code, not
+    its closing fence as the opening of a block running to the end."""
+    text = str(passage.text)
+    inside = code_edges(passage)
+    if inside[0]:
+        text = f"```\n{text}"
+    if inside[1]:
+        text = f"{text}\n```"
+    return rendering.render(text)
+
+
+def code_edges(passage) -> tuple[bool, bool]:
+    """Whether the passage starts, and ends, inside a fenced code block of the
+    text retrieval loaded around it (a piece of an indented one reads as code
+    as it is)."""
+    for base, part in passage.source_text.parts:
+        if base <= passage.start and passage.end <= base + len(part):
+            fenced = [
+                (s, e)
+                for s, e in code_blocks(part)
+                if part[s:e].lstrip().startswith(("```", "~~~"))
+            ]
+            start, end = passage.start - base, passage.end - base
+            return (
+                any(s < start < e for s, e in fenced),
+                any(s < end < e for s, e in fenced),
+            )
+    return False, False
 
 
 @register.filter
