@@ -271,7 +271,7 @@ KB_WINDOW_GROWTH = envbool("KB_WINDOW_GROWTH", "1")
 
 # Late interaction (kb/retrieval/late_interaction.py, issue #17): the top sections
 # reordered by the embedding model's token states, fused with retrieval's order.
-# Off by default: held out 430 of 474 against 422, but about 0.6 s a question on
+# Off by default: held out 430 of 474 against 422, but about 0.5 s a question on
 # two cores (docs/benchmarks.md, "Late interaction").
 KB_LATE_INTERACTION = envbool("KB_LATE_INTERACTION", "0")
 KB_LATE_INTERACTION_TOP_N = envint("KB_LATE_INTERACTION_TOP_N", 10)

@@ -12,7 +12,7 @@ than replacing it: alone it lost 6 of the 98 pooled tuned cases.
 
 Off by default (KB_LATE_INTERACTION): it reads every loaded chunk of the top
 KB_LATE_INTERACTION_TOP_N sections through the model on each question, about
-0.6 s a question on two cores. Measured in docs/benchmarks.md ("Late
+0.5 s a question on two cores. Measured in docs/benchmarks.md ("Late
 interaction"): held out 430 of 474 cases against 422.
 """
 
