@@ -11,6 +11,7 @@ and an answer without citations is flagged as untrustworthy.
 from __future__ import annotations
 
 import bisect
+import functools
 import http.client
 import ipaddress
 import json
@@ -48,6 +49,7 @@ KEEP_SHARE = 0.35  # _choose adds sentences scoring at least this share of the b
 # when the question has fewer): one rare shared word ("often" in "How often should
 # I inspect a beehive?" and in "the questions people ask most often") is chance.
 MIN_SHARED_WORDS = 2
+MAX_CODE_BLOCKS = 2  # code blocks an answer quotes: more bury its words (QA over DRF)
 MAX_INTRO_CODE = 1200  # characters of code a chosen "...:" sentence brings along
 MAX_CODE_GROWTH = 3000  # characters of a code block a location cutting it grows to
 MAX_BARE_INTRO_WORDS = 3  # "Default:", "For example:": left out with nothing after
@@ -327,8 +329,13 @@ def _choose(sentences: list[Sentence], asked: int) -> list[Sentence]:
     chosen: list[Sentence] = []
     locations: list[tuple[int, int]] = []
     quoted: set[str] = set()  # the same words from another copy say nothing new
+    code: list[Sentence] = []
 
     def new_text(s: Sentence) -> bool:
+        if MAX_CODE_BLOCKS is not None and _has_code(s.text):
+            if len(code) >= MAX_CODE_BLOCKS:
+                return False
+            code.append(s)
         key = " ".join(s.text.split()).casefold()
         return key not in quoted and not quoted.add(key)
 
@@ -477,6 +484,7 @@ def _with_what_they_introduce(
         if after.location is s.location
     }
     kept: list[Sentence] = []
+    blocks = sum(_has_code(s.text) for s in chosen)
     for s in chosen:
         if not s.text.rstrip().endswith(":") or _has_code(s.text):
             kept.append(s)
@@ -487,12 +495,14 @@ def _with_what_they_introduce(
             and _has_code(after.text)
             and len(after.text) <= MAX_INTRO_CODE
             and not _text_between(s, after).strip()
+            and (after in chosen or blocks < (MAX_CODE_BLOCKS or len(chosen) + 1))
         )
         if attach:
             kept.append(s)
             if after not in chosen and after not in kept:
                 after.score = s.score
                 kept.append(after)
+                blocks += 1
         elif len(s.text.split()) > MAX_BARE_INTRO_WORDS:
             kept.append(s)
     return kept or chosen
@@ -535,7 +545,14 @@ def _answer_text(chosen: list[Sentence]) -> str:
             and _has_code(after.text)
         ):  # "Default:" and its value, one piece under one marker
             i += 1
-            pieces.append(f"{_one_line(s.text)}\n\n{_one_line(after.text)} {markers}")
+            pieces.append(
+                f"{_one_line(s.text)}\n\n{_one_line(after.text)}\n{markers}\n\n"
+            )
+            continue
+        if len(group) == 1 and _has_code(s.text):
+            # A block of its own: a fence opens a line, and a closing fence has
+            # nothing after it (a marker there would open a new block).
+            pieces.append(f"\n\n{_one_line(s.text)}\n{markers}\n\n")
             continue
         if len(group) == 1:
             pieces.append(f"{_one_line(s.text)} {markers}")
@@ -544,7 +561,7 @@ def _answer_text(chosen: list[Sentence]) -> str:
         cells = len(CELL_SPLIT_RE.split(lines[0].strip())) - 2
         lines.insert(1, "|" + " --- |" * max(cells, 1))
         pieces.append("\n".join(lines) + f" {markers}")
-    return " ".join(pieces)
+    return " ".join(pieces).strip()
 
 
 def _one_line(text: str) -> str:
@@ -823,16 +840,41 @@ def ask(collection, question: str, **options: Any) -> tuple[Result, Answer]:
         reply.warnings.append(f"{exc}; showing the retrieved passages instead.")
     if reply.answerer != "none":  # not declined: say what it cannot be about
         unknown, checked = keywords.unknown_words(collection, result.question)
+        named = [w for w in unknown if _names_a_thing(w, result.question)]
         if unknown and len(unknown) == checked:
             reply = _no_word_known(unknown)
-        elif unknown:
-            reply.warnings.append(_unknown_warning(unknown))
+        elif named:
+            reply.warnings.append(_unknown_warning(named))
     add_pages(reply.citations)
     result.timings_ms["answer"] = round((time.perf_counter() - started) * 1000, 2)
     result.timings_ms["total"] = round(
         sum(v for k, v in result.timings_ms.items() if k != "total"), 2
     )
     return result, reply
+
+
+def _names_a_thing(word: str, question: str) -> bool:
+    """A word worth naming as unknown to the collection: a name (capitalised past
+    the question's first word, or in capitals: "GraphQL", "AWS") or a word the
+    model's vocabulary lacks (a misspelling, another language, a coined term).
+    A plain English word the sources happen not to use ("instead") says little
+    about what the answer can be about."""
+    if word.isdigit():
+        return False
+    if len(word) > 1 and word.isupper():
+        return True
+    if word[0].isupper() and not question.lstrip("¿¡\"'(").startswith(word):
+        return True
+    vocabulary = _vocabulary()
+    lower = word.lower()
+    return lower not in vocabulary and lower.rstrip("s") not in vocabulary
+
+
+@functools.cache
+def _vocabulary() -> frozenset[str]:
+    from kb import embedding
+
+    return frozenset(embedding.get_embedder().tokenizer.get_vocab())
 
 
 def _named(words: list[str]) -> str:

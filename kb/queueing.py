@@ -38,6 +38,19 @@ def enqueue_count_terms(collection_id: int):
     return queue.enqueue("kb.jobs.count_terms", collection_id, job_id=job_id)
 
 
+def recount_after_delete(collection_id: int) -> None:
+    """After a source is deleted: its words are no longer the collection's (the
+    answerer names a question's words no source uses). Nothing for a collection
+    deleted with it; a queue that cannot be reached leaves the count until the
+    next ingestion recounts it."""
+    if not Collection.objects.filter(pk=collection_id).exists():
+        return
+    try:
+        enqueue_count_terms(collection_id)
+    except RedisError as exc:
+        logger.warning("Words of collection %s not recounted: %s", collection_id, exc)
+
+
 def enqueue_ingest(source: Source) -> bool:
     """Queue the source's current version once the surrounding transaction commits.
 

@@ -53,6 +53,14 @@ _BULLET_RE = re.compile(r"(\s*)[*+-][ \t]+(?=\S)")
 _ENDS = frozenset(".!?:;)\"'")  # what a sentence ends with, before a closing **
 
 
+_ORDERED_RE = re.compile(r"\s*\d{1,9}[.)][ \t]+(?=\S)")
+
+
+def is_list_item(text: str) -> bool:
+    """A quoted list item: a bullet or a number opening it."""
+    return bool(_BULLET_RE.match(text) or _ORDERED_RE.match(text))
+
+
 def _markdown() -> MarkdownIt:
     md = MarkdownIt(
         "commonmark", {"html": False, "linkify": False, "typographer": False}

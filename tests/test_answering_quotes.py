@@ -3,12 +3,13 @@ column names, each cited range only the quoted text, no title line as evidence."
 
 from __future__ import annotations
 
-from django.test import TestCase
+from django.test import TestCase, TransactionTestCase
 from django.urls import reverse
 
-from kb import answering, ingestion, retrieval
+from kb import answering, ingestion, rendering, retrieval
 from kb.models import Collection
 from kb.retrieval import keywords
+from kb.templatetags.kb_markdown import answer_piece
 from tests import base
 
 BIKES = """# Bike care
@@ -85,6 +86,26 @@ Let's define a small uploader that can be used to store a file.
     Every uploader shares the team quota of 2000 megabytes.
 
 See the [quota page][quotas] for the numbers.
+
+## Scripts
+
+Run `warm` before the first upload:
+
+```
+cache.warm()
+```
+
+Run `sweep` after the last upload:
+
+```
+cache.sweep()
+```
+
+Run `check` whenever uploads look slow:
+
+```
+cache.check()
+```
 
 ## Search
 
@@ -328,3 +349,40 @@ class CodeAndListQuotesTestCase(TestCase):
         self.assertEqual((reply.answerer, reply.citations), ("none", []))
         self.assertIn("any word of the question", reply.warnings[0])
         self.assertIn("“Uploadz”, “retentionz”, “duraton”", reply.warnings[0])
+
+    def test_plain_words_no_source_uses_are_not_named_and_numbers_count(self):
+        # "instead" and "larger" are in no source, but they are plain English:
+        # naming them would cast doubt on a right answer.
+        reply = self._ask_settings("Why is the upload limit 250 instead of larger?")
+        self.assertEqual(reply.warnings, [])
+        self.assertTrue(reply.citations)
+        # Only plain words the sources lack, beside a number they have: answered.
+        reply = self._ask_settings("Why 250 instead?")
+        self.assertNotEqual(reply.answerer, "none")
+
+    def test_code_stands_on_lines_of_its_own_and_an_answer_holds_two_blocks(self):
+        reply = self._ask_settings("Which cache scripts run around uploads?")
+        self.assertEqual(reply.text.count("```") // 2, 2, reply.text)
+        # Rendered as Markdown (an API client would), each block is code whole.
+        html = rendering.render(reply.text)
+        self.assertEqual(html.count("<pre><code>"), 2, html)
+        self.assertNotIn("```", html)
+        # On the ask page, a block after a marker keeps its lines' indentation.
+        piece = answering.marked_parts(reply.text, {})[0][0]
+        self.assertIn("<pre><code>cache.", str(answer_piece(" " + piece)))
+
+
+class DeletedSourceWordsTestCase(TransactionTestCase):
+    # TransactionTestCase: the recount runs in a worker, which sees committed rows.
+
+    def test_a_deleted_source_s_words_are_unknown_again(self):
+        collection = Collection.objects.create(name="Zoo")
+        _ingest(collection, "keep.md", "# Keep\n\nThe keeper feeds the otters.\n")
+        _ingest(collection, "gone.md", "# Gone\n\nThe zorblax sleeps all winter.\n")
+        keywords.count_terms(collection)
+        reply = answering.ask(collection, "When does the keeper feed the zorblax?")[1]
+        self.assertEqual(reply.warnings, [])
+        collection.sources.get(file_name="gone.md").delete()
+        base.run_burst_worker()  # the recount the deletion queued
+        reply = answering.ask(collection, "When does the keeper feed the zorblax?")[1]
+        self.assertIn("“zorblax”", " ".join(reply.warnings))

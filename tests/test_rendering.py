@@ -166,10 +166,11 @@ class QuotedMarkdownTestCase(SimpleTestCase):
         )
 
     def test_a_quoted_list_item_shows_a_bullet_not_its_marker(self):
+        # On a line of its own: items quoted one after another are not run on.
         self.assertEqual(
             answer_piece(" * `page_size` - A numeric value. "),
-            '<span class="sentence"> \N{BULLET} <code>page_size</code> - '
-            "A numeric value. </span>",
+            '<div class="sentence item"> \N{BULLET} <code>page_size</code> - '
+            "A numeric value. </div>",
         )
         item = rendering.render_inline("- Not logged in.")
         self.assertEqual(item, "\N{BULLET} Not logged in.")

@@ -162,7 +162,7 @@ WHERE cardinality(l.lexemes) > 0 AND NOT EXISTS (
     WHERE t.collection_id = %(collection)s AND t.lexeme = ANY(l.lexemes))
 ORDER BY w.n
 """
-_QUESTION_WORD_RE = re.compile(r"[^\W\d_][\w'-]*")
+_QUESTION_WORD_RE = re.compile(r"\w[\w'-]*")
 MAX_UNKNOWN_CHECKED = 20  # words of a question looked up
 
 
@@ -178,7 +178,7 @@ def unknown_words(collection: Collection, question: str) -> tuple[list[str], int
         dict.fromkeys(
             word
             for word in _QUESTION_WORD_RE.findall(question)
-            if len(word) > 2 and word.casefold() not in STOPWORDS
+            if (len(word) > 2 or word.isdigit()) and word.casefold() not in STOPWORDS
         )
     )[:MAX_UNKNOWN_CHECKED]
     if not words:

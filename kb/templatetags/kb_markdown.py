@@ -65,7 +65,13 @@ def answer_piece(text: str) -> SafeString:
     if rendering.is_table_row(text):
         return format_html('<div class="sentence">{}</div>', rendering.render_row(text))
     if text.lstrip().startswith(("```", "~~~")) or "\n\n" in text.strip():
-        return format_html('<div class="sentence">{}</div>', rendering.render(text))
+        # A code block's lines keep their indentation: no space before its fence.
+        block = rendering.render(text.strip(" \n"))
+        return format_html('<div class="sentence">{}</div>', block)
+    if rendering.is_list_item(text):  # each quoted item on a line of its own
+        return format_html(
+            '<div class="sentence item">{}</div>', rendering.render_inline(text)
+        )
     return format_html(
         '<span class="sentence">{}</span>', rendering.render_inline(text)
     )
