@@ -11,6 +11,7 @@ class KbConfig(AppConfig):
     def ready(self) -> None:
         from kb import (
             access,  # noqa: F401  (its signals revoke tokens)
+            queueing,  # noqa: F401  (its receiver recounts words after a deletion)
             ratelimit,  # noqa: F401  (its receivers count failed logins)
         )
 

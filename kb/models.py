@@ -209,13 +209,9 @@ class Source(models.Model):
 
 @receiver(post_delete, sender=Source)
 def _delete_upload(sender, instance: Source, **kwargs) -> None:
-    """A deleted source's upload goes with it (admin, bulk or collection delete),
-    and its words leave the collection's counts (queueing.recount_after_delete)."""
+    """A deleted source's upload goes with it (admin, bulk or collection delete);
+    its words leave the collection's counts too (kb.queueing's receiver)."""
     instance.forget_file(instance.file.name)
-    from kb import queueing  # it imports this module
-
-    collection_id = instance.collection_id
-    transaction.on_commit(lambda: queueing.recount_after_delete(collection_id))
 
 
 class Section(models.Model):

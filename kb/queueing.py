@@ -12,6 +12,8 @@ from functools import partial
 
 import django_rq
 from django.db import transaction
+from django.db.models.signals import post_delete
+from django.dispatch import receiver
 from django.utils import timezone
 from redis.exceptions import RedisError
 from rq.job import JobStatus
@@ -36,6 +38,12 @@ def enqueue_count_terms(collection_id: int):
     if waiting is not None and waiting.get_status() in WAITING:
         return waiting
     return queue.enqueue("kb.jobs.count_terms", collection_id, job_id=job_id)
+
+
+@receiver(post_delete, sender=Source)
+def _recount_after_delete(sender, instance: Source, **kwargs) -> None:
+    collection_id = instance.collection_id
+    transaction.on_commit(lambda: recount_after_delete(collection_id))
 
 
 def recount_after_delete(collection_id: int) -> None:
