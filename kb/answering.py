@@ -186,16 +186,21 @@ def off_topic(result: Result) -> Answer | None:
     similarity = result.top_similarity
     if not floor or similarity is None or similarity >= floor or not result.passages:
         return None
+    return _declined(
+        f"The nearest passage has a cosine similarity of only {similarity:.2f} "
+        f"to the question; an answer needs {floor:.2f}. The closest sections "
+        "are listed for you to check."
+    )
+
+
+def _declined(why: str) -> Answer:
+    """No answer: the collection does not seem to cover the question; `why`."""
     return Answer(
         text="This collection does not seem to cover the question.",
         citations=[],
         answerer="none",
         is_trustworthy=False,
-        warnings=[
-            f"The nearest passage has a cosine similarity of only {similarity:.2f} "
-            f"to the question; an answer needs {floor:.2f}. The closest sections "
-            "are listed for you to check."
-        ],
+        warnings=[why],
     )
 
 
@@ -893,16 +898,10 @@ def _unknown_warning(words: list[str]) -> str:
 def _no_word_known(words: list[str]) -> Answer:
     """A question none of whose words any source uses (another language, another
     product): the sentences an answer would quote share nothing with it."""
-    return Answer(
-        text="This collection does not seem to cover the question.",
-        citations=[],
-        answerer="none",
-        is_trustworthy=False,
-        warnings=[
-            f"No source in this collection uses any word of the question "
-            f"({_named(words)}). Ask in the documents' words; the closest sections "
-            "are listed for you to check."
-        ],
+    return _declined(
+        f"No source in this collection uses any word of the question "
+        f"({_named(words)}). Ask in the documents' words; the closest sections "
+        "are listed for you to check."
     )
 
 

@@ -147,3 +147,16 @@ def wait_for(predicate, timeout: float = 120) -> None:
             return
         time.sleep(0.05)
     raise AssertionError("condition not reached")
+
+
+def loaded_passage(text: str, start: int, end: int, name: str = "doc.md"):
+    """A retrieved passage of text[start:end] whose whole source text was loaded,
+    as retrieval hands passages to the answerer and the ask page."""
+    from kb import retrieval
+
+    location = retrieval.Location(1, name, start, end, [0])
+    passage = retrieval.Passage(
+        1, name, name, start, end, text[start:end], 1.0, {"vector"}, [location]
+    )
+    passage.source_text = retrieval.TextWindow([(0, text)])
+    return passage

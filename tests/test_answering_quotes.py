@@ -6,7 +6,7 @@ from __future__ import annotations
 from django.test import TestCase, TransactionTestCase
 from django.urls import reverse
 
-from kb import answering, ingestion, rendering, retrieval
+from kb import answering, ingestion, rendering
 from kb.models import Collection
 from kb.retrieval import keywords
 from kb.templatetags.kb_markdown import answer_piece
@@ -301,15 +301,9 @@ class CodeAndListQuotesTestCase(TestCase):
         self.assertNotIn("!!! note", reply.text)
 
     def test_a_window_cutting_into_code_quotes_it_whole_never_a_piece(self):
-        source = self.settings.sources.get()
-        text = source.text
+        text = self.settings.sources.get().text
         inside = text.index("    class Uploader:")
-        location = retrieval.Location(1, "Settings > Example", inside, len(text), [0])
-        passage = retrieval.Passage(
-            source.pk, "Settings", "settings.md", inside, len(text), text[inside:],
-            1.0, {"vector"}, [location],
-        )  # fmt: skip
-        passage.source_text = retrieval.TextWindow([(0, text)])
+        passage = base.loaded_passage(text, inside, len(text))
         quoted = [s.text for s in answering.split_sentences(passage)]
         code = [q for q in quoted if "Uploader" in q or "Store" in q]
         first, last = SETTINGS.index("    from uploads"), SETTINGS.index("\n\n## Op")
@@ -319,12 +313,7 @@ class CodeAndListQuotesTestCase(TestCase):
         lines = "".join(f"    store.put({i})\n" for i in range(300))
         text = f"# Bulk\n\nStore many values at once.\n\n{lines}\nThat is all.\n"
         inside = text.index("    store.put(150)")
-        location = retrieval.Location(1, "Bulk", inside, len(text), [0])
-        passage = retrieval.Passage(
-            source.pk, "Bulk", "bulk.md", inside, len(text), text[inside:],
-            1.0, {"vector"}, [location],
-        )  # fmt: skip
-        passage.source_text = retrieval.TextWindow([(0, text)])
+        passage = base.loaded_passage(text, inside, len(text))
         quoted = [s.text for s in answering.split_sentences(passage)]
         self.assertEqual(quoted, ["That is all."])
 

@@ -8,7 +8,7 @@ from django.template.loader import render_to_string
 from django.test import SimpleTestCase
 from django.urls import reverse
 
-from kb import answering, ingestion, rendering, retrieval
+from kb import answering, ingestion, rendering
 from kb.models import Section
 from kb.templatetags.kb_markdown import answer_piece, passage_markdown
 from tests import base
@@ -273,14 +273,7 @@ class PassageCodeEdgesTestCase(SimpleTestCase):
     )
 
     def _passage(self, start: int, end: int):
-        text = self.TEXT
-        location = retrieval.Location(1, "Setup", start, end, [0])
-        passage = retrieval.Passage(
-            1, "Setup", "setup.md", start, end, text[start:end], 1.0, {"vector"},
-            [location],
-        )  # fmt: skip
-        passage.source_text = retrieval.TextWindow([(0, text)])
-        return passage
+        return base.loaded_passage(self.TEXT, start, end, "setup.md")
 
     def test_a_passage_starting_inside_code_shows_it_as_code(self):
         start = self.TEXT.index("app.start()")
