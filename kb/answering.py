@@ -562,11 +562,47 @@ def _answer_text(chosen: list[Sentence]) -> str:
         if len(group) == 1:
             pieces.append(f"{_one_line(s.text)} {markers}")
             continue
-        lines = [_one_line(g.text) for g in group]
-        cells = len(CELL_SPLIT_RE.split(lines[0].strip())) - 2
-        lines.insert(1, "|" + " --- |" * max(cells, 1))
-        pieces.append("\n".join(lines) + f" {markers}")
+        pieces += _table_pieces(group)
     return " ".join(pieces).strip()
+
+
+def _table_pieces(group: list[Sentence]) -> list[str]:
+    """A table's quoted rows under its header line: one table for each citation's
+    rows (a reader sees which rows each marker stands for), a row of "…" where
+    rows between quoted ones are left out; on lines of their own."""
+    header, rows = group[0], group[1:]
+    head = _one_line(header.text)
+    cells = max(len(CELL_SPLIT_RE.split(head.strip())) - 2, 1)
+    runs: list[list[Sentence]] = []
+    for row in rows:
+        if runs and runs[-1][-1].citation == row.citation:
+            runs[-1].append(row)
+        else:
+            runs.append([row])
+    pieces = []
+    for n, run in enumerate(runs):
+        lines = [head, "|" + " --- |" * cells]
+        previous = header
+        for row in run:
+            if not _next_row(previous, row):
+                lines.append("|" + " … |" * cells)
+            lines.append(_one_line(row.text))
+            previous = row
+        cited = ([header] if n == 0 else []) + run
+        markers = " ".join(dict.fromkeys(f"[{g.citation}]" for g in cited))
+        pieces.append("\n\n" + "\n".join(lines) + f"\n{markers}\n\n")
+    return pieces
+
+
+def _next_row(above: Sentence, row: Sentence) -> bool:
+    """Whether `row` comes right under `above` in its table (a header line: under
+    its delimiter line)."""
+    base, text = _loaded(row.passage, min(above.start, row.start), row.end)
+    between = text[above.end - base : row.start - base]
+    if between.count("\n") == 1 and not between.strip():
+        return True
+    lines = between.strip("\n").split("\n")
+    return len(lines) == 1 and is_delimiter_line(lines[0].strip())
 
 
 def _one_line(text: str) -> str:

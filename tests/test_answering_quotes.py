@@ -3,6 +3,8 @@ column names, each cited range only the quoted text, no title line as evidence."
 
 from __future__ import annotations
 
+import re
+
 from django.test import TestCase, TransactionTestCase
 from django.urls import reverse
 
@@ -150,8 +152,10 @@ class QuotesTestCase(TestCase):
 
     def test_a_quoted_table_row_comes_under_its_table_s_header_line(self):
         reply = self._ask("How often should the cassette be replaced?")
+        # The rows between the header and it are left out, and marked so.
         self.assertIn(
-            "| Part | Interval |\n| --- | --- |\n| Cassette | 9000 km |", reply.text
+            "| Part | Interval |\n| --- | --- |\n| … | … |\n| Cassette | 9000 km |\n",
+            reply.text,
         )
 
     def test_a_one_row_table_comes_with_its_header_line(self):
@@ -168,6 +172,7 @@ class QuotesTestCase(TestCase):
         self.assertContains(
             response,
             '<table class="quoted-row"><tr><th>Part</th><th>Interval</th></tr>'
+            "<tr><td>…</td><td>…</td></tr>"
             "<tr><td>Cassette</td><td>9000 km</td></tr></table>",
             html=False,
         )
@@ -338,6 +343,16 @@ class CodeAndListQuotesTestCase(TestCase):
         self.assertEqual((reply.answerer, reply.citations), ("none", []))
         self.assertIn("any word of the question", reply.warnings[0])
         self.assertIn("“Uploadz”, “retentionz”, “duraton”", reply.warnings[0])
+
+    def test_rows_of_two_citations_are_two_tables_and_a_skipped_row_is_marked(self):
+        reply = self._ask_settings("What do the ^ and @ prefixes mean for a search?")
+        head = "| Prefix | Lookup | Meaning |\n| --- | --- | --- |\n"
+        caret = "| `^` | `istartswith` | Starts-with search. |"
+        at = "| `@` | `search` | Full-text search. |"
+        self.assertRegex(reply.text, re.escape(head + caret) + r"\n\[\d+\]")
+        self.assertRegex(
+            reply.text, re.escape(head + "| … | … | … |\n" + at) + r"\n\[\d+\]"
+        )
 
     def test_plain_words_no_source_uses_are_not_named_and_numbers_count(self):
         # "instead" and "larger" are in no source, but they are plain English:

@@ -283,10 +283,15 @@ class DemoAnswerSentencesTestCase(base.DemoTestCase):
                     f"{case.external_id}: the citation starts inside a sentence",
                 )
             if not any(answering._has_code(s.text) for s in reply.sentences):
-                # A line breaks only between the lines of a quoted table (a row
-                # under its header line), never inside a sentence.
-                for line in reply.text.split("\n")[1:]:
-                    self.assertTrue(line.startswith("|"), case.external_id)
+                # A line breaks only between the lines of a quoted table (rows
+                # under their header line, then their markers), never inside a
+                # sentence.
+                for paragraph in re.split(r"\n\s*\n", reply.text):
+                    *rows, last = paragraph.strip().split("\n")
+                    for line in rows:
+                        self.assertTrue(line.startswith("|"), case.external_id)
+                    if rows:
+                        self.assertRegex(last, r"^(\[\d+\] ?)+$", case.external_id)
 
     def test_a_hard_wrapped_guide_is_answered_in_whole_sentences(self):
         guide = (
