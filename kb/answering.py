@@ -443,15 +443,20 @@ def _header_above(row: Sentence) -> Sentence | None:
 
 
 _ELEMENT_RE = re.compile(r"<(?:[A-Za-z][\w-]*[\s/>]|!--)")
+_TABLE_TAG_RE = re.compile(r"<(?:table|thead|tbody|tr|td|th)[\s>]", re.IGNORECASE)
 MARKUP_CHARS = 2000  # of a sentence read to tell markup from text
 
 
 def _is_markup(s: Sentence) -> bool:
     """Raw HTML in a Markdown source (a README's badges, `<p align="center">`):
-    tags a reader would see as code, which say less than they show."""
+    tags a reader would see as code, which say less than they show. An HTML
+    table always: an answer shows it as escaped markup, however much it says
+    (its cells are searched, and shown in the passage)."""
     text = s.text.strip()[:MARKUP_CHARS]
     if not _ELEMENT_RE.match(text):  # an autolink (<https://…>) is a link in text
         return False
+    if _TABLE_TAG_RE.match(text):
+        return True
     return len(html_text(text)) * 2 < len(text)
 
 

@@ -109,6 +109,16 @@ Run `check` whenever uploads look slow:
 cache.check()
 ```
 
+## Routes
+
+The router maps each URL style to an action of the viewset.
+
+<table border=1>
+<tr><th>The URL style of the route</th><th>The action of the viewset it runs</th></tr>
+<tr><td>The prefix alone, for the whole list</td><td>The list of every object</td></tr>
+<tr><td>The prefix and the lookup of one</td><td>Retrieving a single object</td></tr>
+</table>
+
 ## Search
 
 A search field may start with one of these characters:
@@ -353,6 +363,11 @@ class CodeAndListQuotesTestCase(TestCase):
         self.assertRegex(
             reply.text, re.escape(head + "| … | … | … |\n" + at) + r"\n\[\d+\]"
         )
+
+    def test_an_html_table_is_not_quoted_as_markup(self):
+        reply = self._ask_settings("Which URL style does the router map to an action?")
+        self.assertIn("The router maps each URL style", reply.text)
+        self.assertNotIn("<t", reply.text)
 
     def test_plain_words_no_source_uses_are_not_named_and_numbers_count(self):
         # "instead" and "larger" are in no source, but they are plain English:
