@@ -32,7 +32,7 @@ from kb.rendering import CELL_SPLIT_RE, is_table_row
 from kb.retrieval import Location, Passage, Result, heading_label, keywords
 from kb.retrieval.question import STOPWORDS
 from kb.retrieval.tables import header_line, is_delimiter_line
-from kb.sentences import code_blocks, units, widened
+from kb.sentences import block_around, code_blocks, units, widened
 
 logger = logging.getLogger(__name__)
 
@@ -265,13 +265,10 @@ def _whole_code(start: int, end: int, blocks: list[tuple[int, int]]) -> tuple[in
     """[start, end) grown to the whole code block each edge cuts into, when that
     is at most MAX_CODE_GROWTH characters, else shrunk to leave it out; so the
     units are read knowing where code starts and ends."""
-    for block_start, block_end in blocks:
-        if block_start < start < block_end:
-            grow = block_end - block_start <= MAX_CODE_GROWTH
-            start = block_start if grow else block_end
-        if block_start < end < block_end:
-            grow = block_end - block_start <= MAX_CODE_GROWTH
-            end = block_end if grow else block_start
+    if (block := block_around(blocks, start)) is not None:
+        start = block[0] if block[1] - block[0] <= MAX_CODE_GROWTH else block[1]
+    if (block := block_around(blocks, end)) is not None:
+        end = block[1] if block[1] - block[0] <= MAX_CODE_GROWTH else block[0]
     return start, max(start, end)
 
 
@@ -288,10 +285,7 @@ def _cuts_code(start: int, end: int, blocks: list[tuple[int, int]]) -> bool:
 
 def _loaded(passage: Passage, start: int, end: int) -> tuple[int, str]:
     """The loaded source text around [start, end) and its offset in the source."""
-    for part_start, part in passage.source_text.parts:
-        if part_start <= start and end <= part_start + len(part):
-            return part_start, part
-    return passage.start, passage.text
+    return passage.source_text.part_holding(start, end) or (passage.start, passage.text)
 
 
 def terms(text: str) -> list[str]:
@@ -337,7 +331,7 @@ def _choose(sentences: list[Sentence], asked: int) -> list[Sentence]:
     code: list[Sentence] = []
 
     def new_text(s: Sentence) -> bool:
-        if MAX_CODE_BLOCKS is not None and _has_code(s.text):
+        if _has_code(s.text):
             if len(code) >= MAX_CODE_BLOCKS:
                 return False
             code.append(s)
@@ -505,7 +499,7 @@ def _with_what_they_introduce(
             and _has_code(after.text)
             and len(after.text) <= MAX_INTRO_CODE
             and not _text_between(s, after).strip()
-            and (after in chosen or blocks < (MAX_CODE_BLOCKS or len(chosen) + 1))
+            and (after in chosen or blocks < MAX_CODE_BLOCKS)
         )
         if attach:
             kept.append(s)

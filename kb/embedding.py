@@ -335,13 +335,7 @@ class Embedder:
         that measure what truncation loses; the count cut is logged."""
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        encodings = self._truncating_tokenizer.encode_batch(texts)
-        cut = sum(len(e.overflowing) > 0 for e in encodings)
-        if cut:
-            logger.info(
-                "Truncated %d of %d texts to %d tokens", cut, len(texts), self.window
-            )
-        return self._embed_encodings(encodings, self.batch_size)
+        return self._embed_encodings(self._encode_cut(texts), self.batch_size)
 
     def token_states(self, texts: list[str]) -> list[TokenStates]:
         """Each text's last hidden states, one L2-normalised row per token the
@@ -352,18 +346,9 @@ class Embedder:
         is logged). Sorted by length and batched as in embed()."""
         if not texts:
             return []
-        encodings = self._truncating_tokenizer.encode_batch(texts)
-        cut = sum(len(e.overflowing) > 0 for e in encodings)
-        if cut:
-            logger.info("Cut %d of %d texts to %d tokens", cut, len(texts), self.window)
-        order = sorted(range(len(encodings)), key=lambda i: len(encodings[i].ids))
+        encodings = self._encode_cut(texts)
         found: list[TokenStates | None] = [None] * len(texts)
-        for start in range(0, len(order), self.batch_size):
-            batch = order[start : start + self.batch_size]
-            feeds = _pad([encodings[i] for i in batch])
-            session = self.session
-            inputs = model_inputs(session, feeds)
-            hidden = session.run([_output_name(session)], inputs)[0]
+        for batch, hidden, _ in self._hidden_batches(encodings, self.batch_size):
             for row, i in enumerate(batch):
                 encoding = encodings[i]
                 read = [
@@ -379,6 +364,17 @@ class Embedder:
                 )
         return found  # type: ignore[return-value]
 
+    def _encode_cut(self, texts: list[str]) -> list[Encoding]:
+        """Encodings cut to the window ([CLS] first window-2 tokens [SEP]); the
+        count cut is logged."""
+        encodings = self._truncating_tokenizer.encode_batch(texts)
+        cut = sum(len(e.overflowing) > 0 for e in encodings)
+        if cut:
+            logger.info(
+                "Truncated %d of %d texts to %d tokens", cut, len(texts), self.window
+            )
+        return encodings
+
     @cached_property
     def _truncating_tokenizer(self) -> Tokenizer:
         tokenizer = Tokenizer.from_file(str(self.source.tokenizer_path))
@@ -387,20 +383,22 @@ class Embedder:
         return tokenizer
 
     def _embed_encodings(self, encodings: list[Encoding], step: int) -> np.ndarray:
-        order = sorted(range(len(encodings)), key=lambda i: len(encodings[i].ids))
         vectors = np.zeros((len(encodings), self.dim), dtype=np.float32)
-        for start in range(0, len(order), step):
-            batch = order[start : start + step]
-            vectors[batch] = self._embed_batch([encodings[i] for i in batch])
+        for batch, hidden, mask in self._hidden_batches(encodings, step):
+            vectors[batch] = _mean_pool(hidden, mask)
         return vectors
 
-    def _embed_batch(self, encodings: list[Encoding]) -> np.ndarray:
-        feeds = _pad(encodings)
-        session = self.session
-        inputs = model_inputs(session, feeds)
-        output = _output_name(session)
-        hidden = session.run([output], inputs)[0]
-        return _mean_pool(hidden, feeds["attention_mask"])
+    def _hidden_batches(self, encodings: list[Encoding], step: int):
+        """(indexes, last hidden states, attention mask) for batches of `step`
+        encodings sorted by length, so each pads only to its own longest."""
+        order = sorted(range(len(encodings)), key=lambda i: len(encodings[i].ids))
+        for start in range(0, len(order), step):
+            batch = order[start : start + step]
+            feeds = _pad([encodings[i] for i in batch])
+            session = self.session
+            inputs = model_inputs(session, feeds)
+            hidden = session.run([_output_name(session)], inputs)[0]
+            yield batch, hidden, feeds["attention_mask"]
 
 
 def synthetic_text(embedder: Embedder, tokens: int, seed: int = 0) -> str:

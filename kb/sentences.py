@@ -6,6 +6,7 @@ retrieval's windows grow to them."""
 
 from __future__ import annotations
 
+import bisect
 import re
 
 MAX_ROW_WORDS = 60  # a longer table row is answered by its sentences
@@ -97,6 +98,15 @@ def code_blocks(text: str) -> list[tuple[int, int]]:
     """(start, end) of every code block of `text`, fenced or indented, in order:
     a window that starts or ends inside one holds only a piece of it."""
     return _scan(text, 0, len(text))[1]
+
+
+def block_around(blocks: list[tuple[int, int]], pos: int) -> tuple[int, int] | None:
+    """The block of `blocks` (code_blocks, in order) that `pos` lies strictly
+    inside, if any."""
+    i = bisect.bisect_right(blocks, (pos, pos)) - 1  # the last starting before
+    if i >= 0 and blocks[i][0] < pos < blocks[i][1]:
+        return blocks[i]
+    return None
 
 
 def _scan(

@@ -79,12 +79,20 @@ class TextWindow:
 
     def __getitem__(self, key: slice) -> str:
         lo, hi = key.start, key.stop
+        found = self.part_holding(lo, hi)
+        if found is None:
+            raise IndexError(f"{lo}:{hi} of the source was not loaded")
+        start, text = found
+        return text[lo - start : hi - start]
+
+    def part_holding(self, lo: int, hi: int) -> tuple[int, str] | None:
+        """The loaded part holding [lo, hi) whole and its offset, if one does."""
         i = bisect.bisect_right(self._starts, lo) - 1
         if i >= 0:
             start, text = self.parts[i]
             if hi <= start + len(text):
-                return text[lo - start : hi - start]
-        raise IndexError(f"{lo}:{hi} of the source was not loaded")
+                return start, text
+        return None
 
 
 def below_title(heading_path: str, title: str = "") -> str:

@@ -8,7 +8,7 @@ from django.utils.safestring import SafeString
 
 from kb import rendering
 from kb.retrieval import heading_label as _heading_label
-from kb.sentences import code_blocks
+from kb.sentences import block_around, code_blocks
 
 register = template.Library()
 
@@ -36,19 +36,19 @@ def code_edges(passage) -> tuple[bool, bool]:
     """Whether the passage starts, and ends, inside a fenced code block of the
     text retrieval loaded around it (a piece of an indented one reads as code
     as it is)."""
-    for base, part in passage.source_text.parts:
-        if base <= passage.start and passage.end <= base + len(part):
-            fenced = [
-                (s, e)
-                for s, e in code_blocks(part)
-                if part[s:e].lstrip().startswith(("```", "~~~"))
-            ]
-            start, end = passage.start - base, passage.end - base
-            return (
-                any(s < start < e for s, e in fenced),
-                any(s < end < e for s, e in fenced),
-            )
-    return False, False
+    found = passage.source_text.part_holding(passage.start, passage.end)
+    if found is None:
+        return False, False
+    base, part = found
+    fenced = [
+        (s, e)
+        for s, e in code_blocks(part)
+        if part[s:e].lstrip().startswith(("```", "~~~"))
+    ]
+    return (
+        block_around(fenced, passage.start - base) is not None,
+        block_around(fenced, passage.end - base) is not None,
+    )
 
 
 @register.filter
