@@ -160,3 +160,15 @@ def loaded_passage(text: str, start: int, end: int, name: str = "doc.md"):
     )
     passage.source_text = retrieval.TextWindow([(0, text)])
     return passage
+
+
+def ingest_text(collection: Collection, file_name: str, text: str | bytes) -> Source:
+    """`text` stored as the collection's file `file_name` and indexed in this
+    process, as a worker would."""
+    from kb import ingestion
+
+    data = text.encode() if isinstance(text, str) else text
+    source, _ = ingestion.store_source(collection, file_name, data)
+    ingestion.ingest(source.pk)
+    source.refresh_from_db()
+    return source

@@ -8,7 +8,7 @@ import re
 from django.test import TestCase, TransactionTestCase
 from django.urls import reverse
 
-from kb import answering, ingestion, rendering
+from kb import answering, rendering
 from kb.models import Collection
 from kb.retrieval import keywords
 from kb.templatetags.kb_markdown import answer_piece
@@ -133,11 +133,6 @@ A search field may start with one of these characters:
 """
 
 
-def _ingest(collection: Collection, name: str, text: str) -> None:
-    source, _ = ingestion.store_source(collection, name, text.encode())
-    ingestion.ingest(source.pk)
-
-
 class QuotesTestCase(TestCase):
     @classmethod
     def setUpTestData(cls):
@@ -150,7 +145,7 @@ class QuotesTestCase(TestCase):
             "tea.txt": TEA,
         }
         for name, text in files.items():
-            _ingest(cls.collection, name, text)
+            base.ingest_text(cls.collection, name, text)
 
     def _ask(self, question: str) -> answering.Answer:
         return answering.ask(self.collection, question)[1]
@@ -244,7 +239,7 @@ class ChoiceTestCase(TestCase):
             "static site generator that builds pages from Markdown.\n",
         }
         for name, text in files.items():
-            _ingest(cls.collection, name, text)
+            base.ingest_text(cls.collection, name, text)
 
     def _ask(self, question: str) -> answering.Answer:
         return answering.ask(self.collection, question)[1]
@@ -275,7 +270,7 @@ class CodeAndListQuotesTestCase(TestCase):
     @classmethod
     def setUpTestData(cls):
         cls.settings = Collection.objects.create(name="Settings")
-        _ingest(cls.settings, "settings.md", SETTINGS)
+        base.ingest_text(cls.settings, "settings.md", SETTINGS)
         keywords.count_terms(cls.settings)  # as the job after an ingestion does
 
     def _ask_settings(self, question: str) -> answering.Answer:
@@ -396,8 +391,12 @@ class DeletedSourceWordsTestCase(TransactionTestCase):
 
     def test_a_deleted_source_s_words_are_unknown_again(self):
         collection = Collection.objects.create(name="Zoo")
-        _ingest(collection, "keep.md", "# Keep\n\nThe keeper feeds the otters.\n")
-        _ingest(collection, "gone.md", "# Gone\n\nThe zorblax sleeps all winter.\n")
+        base.ingest_text(
+            collection, "keep.md", "# Keep\n\nThe keeper feeds the otters.\n"
+        )
+        base.ingest_text(
+            collection, "gone.md", "# Gone\n\nThe zorblax sleeps all winter.\n"
+        )
         keywords.count_terms(collection)
         reply = answering.ask(collection, "When does the keeper feed the zorblax?")[1]
         self.assertEqual(reply.warnings, [])

@@ -329,11 +329,10 @@ class AskPageTestCase(DemoTestCase):
         self.assertContains(response, "&lt;script&gt;alert(1)&lt;/script&gt;")
 
     def test_html_in_a_source_is_escaped(self):
-        source, _ = ingestion.store_source(
+        base.ingest_text(
             self.demo, "evil.md", b"# Rollback pranks\n\n<script>alert('x')</script> "
             b"Rollback pranks are forbidden.\n",
         )  # fmt: skip
-        ingestion.ingest(source.pk)
         self.client.force_login(self.staff)
         response = self._ask("Are rollback pranks forbidden?")
         self.assertNotContains(response, "<script>alert('x')</script>")
@@ -548,8 +547,7 @@ class AnswerFocusTestCase(TestCase):
             "Motorbikes park in the covered bay beside the bike racks.\n",
         }
         for name, text in files.items():
-            source, _ = ingestion.store_source(cls.collection, name, text.encode())
-            ingestion.ingest(source.pk)
+            base.ingest_text(cls.collection, name, text)
 
     def test_a_sentence_sharing_one_common_word_is_left_out(self):
         _, reply = answering.ask(self.collection, "When does the yoga class run?")
@@ -580,8 +578,7 @@ class LongSectionTestCase(TestCase):
         entries[20] = cls.OTHER
         cls.text = "# Shift log\n\n" + "\n\n".join(entries) + "\n"
         cls.collection = Collection.objects.create(name="Log")
-        source, _ = ingestion.store_source(cls.collection, "log.md", cls.text.encode())
-        ingestion.ingest(source.pk)
+        base.ingest_text(cls.collection, "log.md", cls.text)
 
     def test_it_cites_the_right_text_from_the_middle_of_the_section(self):
         section = self.collection.sources.get().sections.get()
@@ -607,8 +604,7 @@ class LongSectionTestCase(TestCase):
 
 def _ingest_text(name: str, file_name: str, text: str) -> Collection:
     collection = Collection.objects.create(name=name)
-    source, _ = ingestion.store_source(collection, file_name, text.encode())
-    ingestion.ingest(source.pk)
+    base.ingest_text(collection, file_name, text)
     return collection
 
 

@@ -131,10 +131,9 @@ class QuestionLogTestCase(DemoTestCase):
         self.client.get(reverse("kb:ask"), {"q": ROLLBACK})
         self.assertEqual(Question.objects.count(), 3)
         # Asked again after the index changed: a new answer to log.
-        source, _ = ingestion.store_source(
+        base.ingest_text(
             self.demo, "kettles.md", b"# Kettles\n\nDescale the kettle monthly.\n"
         )
-        ingestion.ingest(source.pk)
         self.client.get(reverse("kb:ask"), {"q": ROLLBACK})
         self.assertEqual(Question.objects.filter(user=self.editor).count(), 2)
 
@@ -418,8 +417,7 @@ class ReplayTestCase(DemoTestCase):
         text = source.text.replace("\n\n", "\n\n" + EDITED_PREFIX, 1)
         if reword:  # and the cited rule says something else
             text = text.replace("Roll back at once", "Roll back within a minute")
-        source, _ = ingestion.store_source(self.demo, source.file_name, text.encode())
-        ingestion.ingest(source.pk)
+        source = base.ingest_text(self.demo, source.file_name, text)
 
     def _replay_json(self, entry: Question) -> dict:
         out = io.StringIO()
@@ -473,11 +471,10 @@ class ReplayTestCase(DemoTestCase):
     def test_a_retitled_source_cites_the_same_places(self):
         # Every heading path starts with the source's title; a new title is no
         # change of what is cited (a document without a level-1 heading of its own).
-        source, _ = ingestion.store_source(
+        source = base.ingest_text(
             self.demo, "parking.md", b"## Car park\n\nThe staff car park closes "
             b"at 19:30 on weekdays and stays shut at weekends.\n",
         )  # fmt: skip
-        ingestion.ingest(source.pk)
         entry = self._logged("When does the staff car park close?")
         self.assertIn("parking.md", {c["file"] for c in entry.citations})
         source.refresh_from_db()
@@ -499,10 +496,7 @@ class ReplayTestCase(DemoTestCase):
             b"asks for lights while they walk across.",
         }
         for name, text in texts.items():
-            source, _ = ingestion.store_source(
-                self.demo, name, b"# Name test\n\n" + text + b"\n"
-            )
-            ingestion.ingest(source.pk)
+            base.ingest_text(self.demo, name, b"# Name test\n\n" + text + b"\n")
         entry = self._logged("What is the zebra crossing rule for cyclists?")
         files = {c["file"] for c in entry.citations}
         self.assertEqual(files, {"zebra-a.md", "zebra-b.md"})
@@ -583,10 +577,7 @@ class CitationLinkTestCase(DemoTestCase):
     def _re_upload(self, edit) -> Source:
         source = self.demo.sources.get(file_name=RUNBOOK)
         text = edit(source.text)
-        source, _ = ingestion.store_source(self.demo, RUNBOOK, text.encode())
-        ingestion.ingest(source.pk)
-        source.refresh_from_db()
-        return source
+        return base.ingest_text(self.demo, RUNBOOK, text)
 
     def _marked(self, page: str) -> tuple[str, int, int]:
         found = re.search(
@@ -833,10 +824,9 @@ class ReplayReportJobTestCase(TransactionTestCase):
 
         staff, _, _ = base.make_users()
         collection = Collection.objects.create(name="Runbook")
-        source, _ = ingestion.store_source(
+        source = base.ingest_text(
             collection, "deploy.md", b"# Deploy\n\nRoll back when errors rise.\n"
         )
-        ingestion.ingest(source.pk)
         result, reply = answering.ask(collection, "When do I roll back?")
         entry = questions.log(staff, collection, result, reply)
         ingestion.store_source(
