@@ -172,3 +172,11 @@ def ingest_text(collection: Collection, file_name: str, text: str | bytes) -> So
     ingestion.ingest(source.pk)
     source.refresh_from_db()
     return source
+
+
+def collection_of(name: str, files: dict[str, str | bytes]) -> Collection:
+    """A new collection holding `files` (file name: text), indexed."""
+    collection = Collection.objects.create(name=name)
+    for file_name, text in files.items():
+        ingest_text(collection, file_name, text)
+    return collection

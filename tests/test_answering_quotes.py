@@ -137,15 +137,11 @@ class QuotesTestCase(TestCase):
     @classmethod
     def setUpTestData(cls):
         cls.staff, _, _ = base.make_users()
-        cls.collection = Collection.objects.create(name="Quotes")
-        files = {
-            "bikes.md": BIKES,
-            "sailing.md": SAILING,
-            "boats.md": BOATS,
-            "tea.txt": TEA,
-        }
-        for name, text in files.items():
-            base.ingest_text(cls.collection, name, text)
+        cls.collection = base.collection_of(
+            "Quotes",
+            {"bikes.md": BIKES, "sailing.md": SAILING, "boats.md": BOATS,
+             "tea.txt": TEA},
+        )  # fmt: skip
 
     def _ask(self, question: str) -> answering.Answer:
         return answering.ask(self.collection, question)[1]
@@ -221,7 +217,6 @@ class ChoiceTestCase(TestCase):
 
     @classmethod
     def setUpTestData(cls):
-        cls.collection = Collection.objects.create(name="Choice")
         files = {
             "hive.md": "# Beekeeping\n\n## Inspections\n\nInspect each beehive every "
             "seven days in spring and summer, and every three weeks in winter.\n",
@@ -238,8 +233,7 @@ class ChoiceTestCase(TestCase):
             'src="https://ci.example/badge.svg" alt="Build"></a></p>\n\nLumen is a '
             "static site generator that builds pages from Markdown.\n",
         }
-        for name, text in files.items():
-            base.ingest_text(cls.collection, name, text)
+        cls.collection = base.collection_of("Choice", files)
 
     def _ask(self, question: str) -> answering.Answer:
         return answering.ask(self.collection, question)[1]
@@ -269,8 +263,7 @@ class CodeAndListQuotesTestCase(TestCase):
 
     @classmethod
     def setUpTestData(cls):
-        cls.settings = Collection.objects.create(name="Settings")
-        base.ingest_text(cls.settings, "settings.md", SETTINGS)
+        cls.settings = base.collection_of("Settings", {"settings.md": SETTINGS})
         keywords.count_terms(cls.settings)  # as the job after an ingestion does
 
     def _ask_settings(self, question: str) -> answering.Answer:

@@ -535,7 +535,6 @@ class AnswerFocusTestCase(TestCase):
 
     @classmethod
     def setUpTestData(cls):
-        cls.collection = Collection.objects.create(name="Office")
         files = {
             "wellness.md": "# Wellness\n\nYoga runs on Tuesdays at noon in the "
             "quiet room. Bring your own mat.\n",
@@ -546,8 +545,7 @@ class AnswerFocusTestCase(TestCase):
             "stay overnight in the back row with a permit.\n\n## Motorbikes\n\n"
             "Motorbikes park in the covered bay beside the bike racks.\n",
         }
-        for name, text in files.items():
-            base.ingest_text(cls.collection, name, text)
+        cls.collection = base.collection_of("Office", files)
 
     def test_a_sentence_sharing_one_common_word_is_left_out(self):
         _, reply = answering.ask(self.collection, "When does the yoga class run?")
@@ -603,9 +601,7 @@ class LongSectionTestCase(TestCase):
 
 
 def _ingest_text(name: str, file_name: str, text: str) -> Collection:
-    collection = Collection.objects.create(name=name)
-    base.ingest_text(collection, file_name, text)
-    return collection
+    return base.collection_of(name, {file_name: text})
 
 
 def _offices(count: int, indent: str = "", pipes: bool = True) -> tuple[str, str]:
