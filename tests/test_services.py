@@ -229,6 +229,15 @@ class ValkeyOwnershipTestCase(PrivateDataDir, TransactionTestCase):
         self.assertEqual(redis.Redis.from_url(url).get("kept"), b"yes")
         self.assertEqual(self.ensure_valkey(), (url, ""))  # now found, not restarted
 
+    def test_queued_jobs_survive_a_crash(self):
+        url, _ = self.ensure_valkey()
+        queue = Queue("default", connection=redis.Redis.from_url(url))
+        job = queue.enqueue("os.getpid")
+        time.sleep(1.5)  # the append-only file is synced every second
+        os.kill(services._valkey_pid(self.vdir), signal.SIGKILL)
+        self.ensure_valkey()
+        self.assertEqual(queue.get_job_ids(), [job.id])
+
 
 class DataDirModesTestCase(TestCase):
     def test_the_data_dir_and_its_private_parts_are_the_owners_only(self):
