@@ -481,6 +481,8 @@ def execute_run(run_id: int) -> EvalRun:
     """Evaluate and store it all: k, budget and mode overrides on the live index,
     chunking overrides on a scratch copy indexed for the run."""
     run = EvalRun.objects.select_related("collection").get(pk=run_id)
+    if run.status in (EvalRun.Status.DONE, EvalRun.Status.FAILED):
+        return run  # the same job again (issue #26): the run has its outcome
     collection = run.collection
     overrides = run.config.get("overrides", {})
     rebuild = {k: v for k, v in overrides.items() if k in ingestion.INDEX_FIELDS}

@@ -509,6 +509,10 @@ def ingest(source_id: int, version: int | None = None) -> str:
         version = version or source.version
         if source.version != version:
             return f"skipped: version {version} superseded by {source.version}"
+        if source.indexed_version == version:
+            # The same job again (a queue restored from an older snapshot runs
+            # finished jobs again, issue #26): its work is done.
+            return f"skipped: version {version} is already indexed"
         started = time.perf_counter()
         _set_progress(source, Source.Status.INDEXING, stage="parsing")
         try:

@@ -101,6 +101,15 @@ class DemoSetTestCase(TestCase):
         fixed = evaluation.evaluate(baseline, cases)["aggregate"]
         self.assertLess(fixed["recall_at_k"], default["recall_at_k"])
 
+    def test_a_finished_run_run_again_keeps_its_outcome(self):
+        # A queue restored from an older snapshot runs finished jobs again.
+        done = EvalRun.objects.create(
+            collection=self.demo, status=EvalRun.Status.DONE, aggregate={"kept": 1}
+        )
+        evaluation.execute_run(done.pk)
+        done.refresh_from_db()
+        self.assertEqual((done.status, done.aggregate), ("done", {"kept": 1}))
+
     def test_the_extractive_answer_is_measured_against_the_evidence(self):
         cases = golden.parse_cases(GOLDEN_FILE.read_text("utf-8"))
         found = evaluation.evaluate(self.demo, cases)

@@ -245,6 +245,16 @@ class IngestTestCase(TestCase):
             )
         self.assertTrue(source.sections.filter(heading="Lifts").exists())
 
+    def test_the_same_job_run_again_does_no_work(self):
+        # A queue restored from an older snapshot runs finished jobs again.
+        source = _indexed(self.collection)
+        chunks = list(source.chunks.values_list("pk", flat=True))
+        outcome = ingestion.ingest(source.pk, source.version)
+        self.assertEqual(
+            outcome, f"skipped: version {source.version} is already indexed"
+        )
+        self.assertEqual(list(source.chunks.values_list("pk", flat=True)), chunks)
+
     def test_a_superseded_job_stands_down(self):
         source = _store(self.collection)
         outcome = ingestion.ingest(source.pk, version=source.version - 1 or 99)
