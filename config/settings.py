@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import tempfile
 from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
@@ -195,6 +196,13 @@ STATIC_ROOT = KB_DATA_DIR / "static"
 STATIC_ROOT.mkdir(exist_ok=True)
 MEDIA_URL = "media/"
 MEDIA_ROOT = KB_DATA_DIR / "media"
+if TESTING:
+    # Test runs store their uploads in a private temporary directory of their own,
+    # never among the running instance's files (issue #26); the workers a run
+    # starts inherit it through the environment. tests/conftest.py removes it.
+    if not os.environ.get("KB_TEST_MEDIA_ROOT"):
+        os.environ["KB_TEST_MEDIA_ROOT"] = tempfile.mkdtemp(prefix="kb-test-media-")
+    MEDIA_ROOT = Path(os.environ["KB_TEST_MEDIA_ROOT"])
 # Uploads are for this user only, group-limited collections' files included.
 FILE_UPLOAD_PERMISSIONS = 0o600
 FILE_UPLOAD_DIRECTORY_PERMISSIONS = 0o700

@@ -17,6 +17,9 @@ password a worker or command hashed the usual way is still checked.
 
 from __future__ import annotations
 
+import os
+import shutil
+
 import numpy as np
 import pytest
 from django.conf import settings
@@ -55,6 +58,15 @@ def remembered_vectors():
     yield
     with embedding._embedders_lock:
         embedding._embedders.pop(precision, None)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def temporary_media_root():
+    """Uploads go to the run's own temporary directory (config/settings.py), which
+    goes when the run ends: nothing is left among the instance's files."""
+    yield
+    if os.environ.get("KB_TEST_MEDIA_ROOT") == str(settings.MEDIA_ROOT):
+        shutil.rmtree(settings.MEDIA_ROOT, ignore_errors=True)
 
 
 @pytest.fixture(scope="session", autouse=True)

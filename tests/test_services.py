@@ -272,6 +272,14 @@ class DataDirModesTestCase(TestCase):
         self.assertEqual(_mode(path), 0o600)
         self.assertEqual(_mode(path.parent), 0o700)
 
+    def test_test_uploads_are_stored_outside_the_instances_data(self):
+        collection = Collection.objects.create(name="Scratch")
+        source, _ = store_source(collection, "notes.md", b"# Notes\n\nText.\n")
+        path = Path(source.file.path)
+        self.assertFalse(path.is_relative_to(settings.KB_DATA_DIR))
+        self.assertTrue(path.is_relative_to(tempfile.gettempdir()))
+        self.assertEqual(_mode(Path(settings.MEDIA_ROOT)), 0o700)
+
     def test_a_private_file_is_created_0600_whatever_the_umask(self):
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp) / "secret"
