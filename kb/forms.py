@@ -227,6 +227,16 @@ class CollectionForm(forms.ModelForm):
             "name": {"unique": "This name cannot be used; choose another."}
         }
 
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        # The fixed-size strategy is the evaluation's baseline, not a way to index
+        # a live collection (issue #26): offered only where it is already set.
+        field = self.fields.get("chunk_strategy")
+        if field and self.instance.chunk_strategy != Collection.Strategy.FIXED:
+            field.choices = [
+                c for c in field.choices if c[0] != Collection.Strategy.FIXED
+            ]
+
     def clean_top_k(self) -> int:
         value = self.cleaned_data["top_k"]
         if not 1 <= value <= MAX_TOP_K:

@@ -2,11 +2,12 @@ from __future__ import annotations
 
 import json
 
+from django.contrib.admin import site
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group, Permission
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.db import connection
-from django.test import TestCase
+from django.test import RequestFactory, TestCase
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils.html import escape
@@ -312,3 +313,36 @@ class GoldenAdminTestCase(DemoTestCase):
              "file": SimpleUploadedFile("g.jsonl", line.encode())},
         )  # fmt: skip
         self.assertContains(response, "the limit is 100", status_code=400)
+
+
+class CollectionFormTestCase(TestCase):
+    """The collection form, as the admin's add and change pages build it."""
+
+    @classmethod
+    def setUpTestData(cls):
+        cls.staff, _, _ = make_users()
+
+    def _form(self, instance=None, **changes):
+        request = RequestFactory().get("/")
+        request.user = self.staff
+        form_class = site._registry[Collection].get_form(request, instance)
+        collection = instance or Collection(name="Handbook")
+        data = {f: getattr(collection, f) for f in Collection.CONFIG_FIELDS}
+        data = {**data, "name": collection.name, "description": "", **changes}
+        return form_class(data=data, instance=instance)
+
+    def test_the_fixed_size_baseline_is_not_offered_for_a_live_collection(self):
+        form = self._form(chunk_strategy="fixed")
+        offered = [value for value, _ in form.fields["chunk_strategy"].choices]
+        self.assertEqual(offered, ["structure"])
+        self.assertIn("chunk_strategy", form.errors)
+        valid = self._form()
+        self.assertTrue(valid.is_valid(), valid.errors)
+        self.client.force_login(self.staff)
+        page = self.client.get(reverse("admin:kb_collection_add"))
+        self.assertNotContains(page, 'value="fixed"')
+
+    def test_a_collection_already_fixed_keeps_its_setting(self):
+        fixed = Collection.objects.create(name="Old", chunk_strategy="fixed")
+        form = self._form(instance=fixed)
+        self.assertTrue(form.is_valid(), form.errors)
