@@ -203,15 +203,23 @@ class Embedder:
             )
 
     def warnings(self) -> list[str]:
-        found = []
+        """What a person should act on. tokenizer.json's truncation (128 tokens in
+        all-MiniLM-L6-v2's, under its 256-token window) is not among them: it is
+        switched off and texts are checked against the window instead, a known,
+        handled fact that `truncation_note` states (issue #26)."""
+        return []
+
+    def truncation_note(self) -> str:
+        """tokenizer.json's own truncation, and what kb does with it."""
         truncation = self.tokenizer_truncation
-        if truncation and truncation != self.window:
-            found.append(
-                f"tokenizer.json truncates at {truncation} tokens but the window is "
-                f"{self.window}; its truncation is switched off and texts over the "
-                "window raise WindowExceededError instead"
-            )
-        return found
+        if not truncation:
+            return "none"
+        if truncation == self.window:
+            return f"{truncation} (the window)"
+        return (
+            f"{truncation}, switched off: texts are checked against the "
+            f"{self.window}-token window instead, and a longer one is rejected"
+        )
 
     def describe(self) -> dict[str, Any]:
         """Settings a person needs to trust the vectors; cheap unless it builds."""
@@ -222,6 +230,7 @@ class Embedder:
             "special_tokens": self.special_tokens,
             "usable_window": self.usable_window,
             "tokenizer_truncation": self.tokenizer_truncation,
+            "tokenizer_truncation_note": self.truncation_note(),
             "precision": self.precision,
             "dim": self.dim,
             "threads": self.threads,

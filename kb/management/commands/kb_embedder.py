@@ -67,13 +67,12 @@ class Command(BaseCommand):
 
     def _describe(self, embedder: Embedder) -> None:
         info = embedder.describe()
-        truncation = info["tokenizer_truncation"]
         lines = [
             f"model: {info['model']}",
             f"window: {info['window']} tokens (from {info['window_source']})",
             f"special tokens: {info['special_tokens']}",
             f"usable chunk budget: {info['usable_window']} tokens",
-            f"tokenizer.json truncation: {truncation or 'none'}",
+            f"tokenizer.json truncation: {info['tokenizer_truncation_note']}",
             f"precision: {info['precision']}",
             f"dimensions: {info['dim']}",
             f"threads: {info['threads']}, batch size: {info['batch_size']}",
