@@ -59,7 +59,10 @@ def _secret_key() -> str:
     if key := os.environ.get("SECRET_KEY"):
         return key
     if not (DEBUG or TESTING):
-        raise ImproperlyConfigured("SECRET_KEY must be set when DEBUG is off")
+        raise ImproperlyConfigured(
+            "SECRET_KEY must be set when DEBUG is off (or set DEBUG=1 on a "
+            "development machine; see README.md)"
+        )
     # Development only: a random key kept in KB_DATA_DIR; sessions survive restarts.
     path = KB_DATA_DIR / "secret_key"
     if not path.exists():

@@ -374,6 +374,18 @@ class DeploymentSettingsTestCase(TestCase):
         self.assertEqual(result.returncode, 0, result.stderr)
         self.assertIn("System check identified no issues", result.stdout)
 
+    def test_a_command_without_a_secret_key_says_so_in_one_line(self):
+        env = _production_env()
+        del env["SECRET_KEY"]
+        result = _manage("kb_ask", "--help", env=env)
+        self.assertEqual(result.returncode, 1)
+        self.assertNotIn("Traceback", result.stderr)
+        self.assertEqual(
+            result.stderr.strip(),
+            "error: SECRET_KEY must be set when DEBUG is off (or set DEBUG=1 on "
+            "a development machine; see README.md)",
+        )
+
     def test_the_plain_http_opt_out_is_reported_by_check_deploy(self):
         env = _production_env(KB_INSECURE_HTTP="1")
         result = _manage("check", "--deploy", env=env)
