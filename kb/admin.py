@@ -103,7 +103,10 @@ class CollectionAdmin(StaffPages, CollectionScoped, admin.ModelAdmin):
 
     @admin.display(description="Index")
     def index_state(self, obj: Collection) -> str:
-        return ingestion.index_state(obj)
+        state = ingestion.index_state(obj)
+        if shadow := reindexing.open_shadow(obj):  # a change not live yet
+            state += f"; shadow index #{shadow.pk} {shadow.get_status_display()}"
+        return state
 
     @admin.display(description="Metadata policy")
     def policy_link(self, obj: Collection) -> str:

@@ -12,7 +12,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils.html import escape
 
-from kb import golden, ingestion, permissions
+from kb import golden, ingestion, permissions, reindexing
 from kb.demo import load_demo
 from kb.models import Chunk, Collection, GoldenCase, Section, ShadowIndex, Source
 from tests.base import DemoTestCase, make_tree, make_users
@@ -313,6 +313,31 @@ class GoldenAdminTestCase(DemoTestCase):
              "file": SimpleUploadedFile("g.jsonl", line.encode())},
         )  # fmt: skip
         self.assertContains(response, "the limit is 100", status_code=400)
+
+
+class IndexStateTestCase(TestCase):
+    def test_a_collection_with_a_shadow_index_open_is_not_called_up_to_date(self):
+        staff, _, _ = make_users()
+        self.client.force_login(staff)
+        collection = Collection.objects.create(name="Handbook")
+        change = reverse("admin:kb_collection_change", args=[collection.pk])
+        self.assertContains(self.client.get(change), "The index is up to date")
+        for status, shown in [("building", "building"),
+                              ("held", "held: waiting for an admin")]:  # fmt: skip
+            ShadowIndex.objects.filter(collection=collection).delete()
+            now = reindexing.settings_of(collection)
+            shadow = ShadowIndex.objects.create(
+                collection=collection, status=status, old_settings=now,
+                new_settings={**now, "chunk_tokens": 150},
+            )  # fmt: skip
+            page = self.client.get(change)
+            self.assertNotContains(page, "The index is up to date")
+            self.assertContains(
+                page, f"a change to them is not live yet: shadow index #{shadow.pk} "
+                f"is {shown}"
+            )  # fmt: skip
+            listed = self.client.get(reverse("admin:kb_collection_changelist"))
+            self.assertContains(listed, f"shadow index #{shadow.pk}")
 
 
 class CollectionFormTestCase(TestCase):
