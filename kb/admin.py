@@ -623,8 +623,9 @@ class QuestionAdmin(StaffPages, ReadOnly, CollectionScoped, admin.ModelAdmin):
     staff_urls = staff_pages.QUESTION
     """The question log: read-only; pruned by age and size (kb/questions.py)."""
 
-    list_display = ["question", "collection", "user", "created", "answerer",
-                    "is_declined", "feedback", "similarity", "latency"]  # fmt: skip
+    list_display = ["question", "collection", "user", "created", "repeats",
+                    "answerer", "is_declined", "feedback", "similarity",
+                    "latency"]  # fmt: skip
     list_filter = [("collection", admin.RelatedOnlyFieldListFilter), "is_declined",
                    FeedbackFilter, "created", "handled"]  # fmt: skip
     list_select_related = ["collection", "user"]

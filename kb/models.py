@@ -588,6 +588,11 @@ class Question(models.Model):
     # The index it was answered from: chunking, model, precision, window, metadata
     # policy and each source's indexed version (questions.fingerprint).
     fingerprint = models.JSONField(default=dict, blank=True)
+    # The same user asking the same question of the same index again within
+    # kb.questions.REPEAT_WINDOW of `created` (a reload, a client's retry): counted
+    # here, and the last time kept, not logged as another row (issue #26).
+    repeats = models.PositiveIntegerField(default=0)
+    last_asked = models.DateTimeField(null=True, blank=True)
     # The question's embedding: the content gaps page groups similar questions.
     embedding = VectorField(dimensions=EMBEDDING_DIM, null=True, blank=True)
     created = models.DateTimeField(default=timezone.now)

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Q, QuerySet
+from django.db.models import F, Q, QuerySet
 from django.utils import timezone
 
 from kb import spans
@@ -104,6 +104,9 @@ def log(user, collection: Collection, result, reply) -> Question | None:
         .first()
     )
     if repeat is not None and repeat.fingerprint == json.loads(json.dumps(stamp)):
+        Question.objects.filter(pk=repeat.pk).update(
+            repeats=F("repeats") + 1, last_asked=now
+        )
         return repeat
     entry = Question.objects.create(
         user=user,

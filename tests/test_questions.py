@@ -126,6 +126,11 @@ class QuestionLogTestCase(DemoTestCase):
         for _ in range(3):  # reloads of one answer page
             self.client.get(reverse("kb:ask"), {"q": ROLLBACK})
         self.assertEqual(Question.objects.filter(user=self.staff).count(), 1)
+        entry = Question.objects.get(user=self.staff)
+        self.assertEqual(entry.repeats, 2)  # counted on the entry, as README says
+        self.assertGreater(entry.last_asked, entry.created)
+        listed = self.client.get(reverse("admin:kb_question_changelist"))
+        self.assertContains(listed, '<td class="field-repeats">2</td>', html=True)
         self.client.get(reverse("kb:ask"), {"q": SOURDOUGH})  # another question
         self.client.force_login(self.editor)  # another asker
         self.client.get(reverse("kb:ask"), {"q": ROLLBACK})
