@@ -62,6 +62,10 @@ def source_statistics(stats: dict[str, Any]) -> str:
         ("p95 tokens", stats.get("p95_tokens")),
         ("Largest chunk", f"{stats.get('max_tokens')} of {stats.get('window')} tokens"),
         ("Word-boundary fallbacks", f"{stats.get('word_fallback_share', 0):.1%}"),
+        (
+            "Chunks whose embedded heading was shortened",
+            stats.get("headings_shortened", 0),
+        ),
         ("Last ingestion took", f"{stats.get('duration_s', 0):.2f} s"),
     ]
     table = format_html_join("", "<tr><th scope='row'>{}</th><td>{}</td></tr>", rows)

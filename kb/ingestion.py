@@ -327,6 +327,7 @@ class Prepared:
     window: int
     word_fallbacks: int = 0
     blocks: int = 0
+    headings_shortened: int = 0  # chunks whose prefix cut a long heading
     timings: dict[str, float] = field(default_factory=dict)
 
 
@@ -407,6 +408,7 @@ def prepare(
     for data in result.chunks:
         vals = values(data.heading_path, data.section_index, data.chunk_index, total)
         prefix = policy.prefix(vals)
+        prepared.headings_shortened += policy.shortens_heading(vals)
         embedded = prefix + data.embed_text
         count = embedding.count_tokens(embedded) if prefix else data.token_count
         item = PreparedChunk(
@@ -672,6 +674,9 @@ def _stats(prepared: Prepared, duration: float) -> dict[str, Any]:
         "token_counts": counts,
         "window": window,
         "truncated": sum(1 for c in counts if c > window),
+        # Issue #26: a heading over metadata.HEADING_CHARS is cut with "…" in the
+        # embedded prefix (the chunk's own text never is).
+        "headings_shortened": prepared.headings_shortened,
         "word_fallbacks": prepared.word_fallbacks,
         "word_fallback_share": prepared.word_fallbacks / len(counts) if counts else 0,
         "duration_s": round(duration, 3),

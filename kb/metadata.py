@@ -81,6 +81,14 @@ class Policy:
                 lines.append(f"{label(field)}: {_format(value)}")
         return "\n".join(lines) + "\n\n" if lines else ""
 
+    def shortens_heading(self, values: dict[str, Any]) -> bool:
+        """Whether the prefix cuts a heading of the chunk's path to HEADING_CHARS
+        (counted in the source's statistics: the model does not read it whole)."""
+        path = values.get("heading_path") or ""
+        return self.of("heading_path") == EMBED and any(
+            len(part) > HEADING_CHARS for part in str(path).split(" > ")
+        )
+
     def retrieved(self, values: dict[str, Any]) -> dict[str, Any]:
         """The fields stored on the chunk and returned with results; a deprecated
         source's flag whatever its policy: the searches read it on every chunk

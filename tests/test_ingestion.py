@@ -14,7 +14,7 @@ from django.core.management import CommandError, call_command
 from django.test import TestCase, TransactionTestCase
 from django.urls import reverse
 
-from kb import ingestion, parsing, retrieval
+from kb import charts, ingestion, parsing, retrieval
 from kb.models import Collection, OverflowRejection, Section, Source
 from tests.base import (
     DEMO_DIR,
@@ -244,6 +244,21 @@ class IngestTestCase(TestCase):
                 "of 32 MB (KB_PARSE_MEMORY_MB); the previous version stays live",
             )
         self.assertTrue(source.sections.filter(heading="Lifts").exists())
+
+    def test_a_heading_shortened_in_the_embedded_prefix_is_counted(self):
+        heading = " ".join(f"word{i}" for i in range(260))
+        text = f"# {heading}\n\nThe body under a very long heading.\n"
+        source = _store(self.collection, "long.md", text.encode())
+        ingestion.ingest(source.pk)
+        source.refresh_from_db()
+        chunk = source.chunks.get()
+        self.assertIn("…", chunk.embedded_text)
+        self.assertEqual(source.stats["headings_shortened"], 1)
+        self.assertIn(
+            "<th scope='row'>Chunks whose embedded heading was shortened</th>"
+            "<td>1</td>",
+            charts.source_statistics(source.stats),
+        )
 
     def test_the_same_job_run_again_does_no_work(self):
         # A queue restored from an older snapshot runs finished jobs again.
