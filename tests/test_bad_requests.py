@@ -4,7 +4,9 @@ over their caps are refused before they are read (issue #15, items 7, 10, 17).""
 from __future__ import annotations
 
 import json
+from urllib.parse import urlencode
 
+import pytest
 from django.contrib.auth.models import Permission
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.db import connection
@@ -12,13 +14,14 @@ from django.test import Client, TestCase, TransactionTestCase
 from django.urls import reverse
 from django.utils.html import escape
 
-from kb import access
+from kb import access, permissions
 from kb.forms import AskForm
 from kb.models import Collection, EvalRun, GoldenCase, Source
-from tests.base import make_users
+from tests.base import make_users, peak_memory
 
 API = reverse("kb:api-ask")
 HUGE_ID = "1" * 5000  # int() refuses over 4,300 digits; bigint holds 19
+URLENCODED = "application/x-www-form-urlencoded"
 
 
 class StaffTestCase(TestCase):
@@ -294,6 +297,71 @@ class SizeCapTestCase(StaffTestCase):
         self.assertEqual(response.status_code, 302)
         self.assertIn(reverse("admin:login"), response["Location"])
         self.assertFalse(Source.objects.exists())
+
+
+class FormFieldsLimitTestCase(TestCase):
+    """Form fields keep Django's 2.5 MB everywhere but on a source's text edit by
+    an editor; nothing over 64 KB is parsed before signing in (issue #26, item 2)."""
+
+    @classmethod
+    def setUpTestData(cls):
+        cls.staff, cls.editor, cls.alice = make_users(permissions.CONTENT_EDITOR)
+        collection = Collection.objects.create(name="Tests")
+        cls.source = Source.objects.create(
+            collection=collection, title="Notes", file_name="notes.md",
+            text="# Notes\n\nThe lift is serviced on Mondays.\n", content_hash="x",
+        )  # fmt: skip
+        cls.url = reverse("admin:kb_source_change", args=[cls.source.pk])
+        # 3 MB of text: over Django's 2.5 MB, within KB_MAX_EDIT_FORM_BYTES
+        cls.text = "# Notes\n\n" + "The lift is serviced on Mondays. " * 95_000
+
+    def _edit(self, user):
+        self.client.force_login(user)
+        empty = dict.fromkeys(["author", "tags", "url", "doc_version", "extra"], "")
+        # URL-encoded, as a browser posts the admin's form (it has no file field)
+        data = urlencode({"title": "Notes", "text": self.text, **empty})
+        return self.client.post(self.url, data, content_type=URLENCODED)
+
+    def test_it_saves_an_editors_text_over_djangos_default(self):
+        response = self._edit(self.editor)
+        self.assertEqual(response.status_code, 302)
+        self.source.refresh_from_db()
+        self.assertEqual(self.source.text, self.text)
+
+    def test_it_refuses_the_same_text_from_a_user_who_is_no_editor(self):
+        response = self._edit(self.alice)
+        self.assertContains(
+            response, "The form's fields besides files hold over 2.5\xa0MB.",
+            status_code=413,
+        )  # fmt: skip
+        self.source.refresh_from_db()
+        self.assertNotEqual(self.source.text, self.text)
+
+    def test_other_forms_keep_djangos_default(self):
+        self.client.force_login(self.staff)
+        url = reverse("admin:kb_collection_change", args=[self.source.collection_id])
+        response = self.client.post(url, {"name": "x" * 3_000_000})
+        self.assertContains(response, "hold over 2.5\xa0MB", status_code=413)
+
+    def test_it_refuses_a_body_over_64_kb_before_signing_in_unread(self):
+        response = self.client.post(
+            reverse("admin:login"),
+            b"%41" * 30_000,
+            content_type=URLENCODED,
+        )
+        self.assertContains(
+            response,
+            "The request is 87.9\xa0KB; the limit before signing in is 64.0\xa0KB.",
+            status_code=413,
+        )
+
+    @pytest.mark.slow
+    def test_10_mb_of_escapes_before_signing_in_take_under_50_mb(self):
+        # Parsed, they took a web process past 1 GB (some 800 MB measured here).
+        outcome = peak_memory("login")
+        self.assertLess(outcome["growth_mb"], 50, outcome["growth_mb"])
+        self.assertEqual(outcome["status"], 413, outcome["text"])
+        self.assertIn("the limit before signing in is 64.0", outcome["text"])
 
 
 class DatabaseOutageTestCase(TransactionTestCase):
