@@ -4,6 +4,8 @@ over their caps are refused before they are read (issue #15, items 7, 10, 17).""
 from __future__ import annotations
 
 import json
+import tempfile
+from pathlib import Path
 from urllib.parse import urlencode
 
 import pytest
@@ -18,6 +20,7 @@ from kb import access, permissions
 from kb.forms import AskForm
 from kb.models import Collection, EvalRun, GoldenCase, Source
 from tests.base import make_users, peak_memory
+from tests.documents import padded_object_stream_pdf
 
 API = reverse("kb:api-ask")
 HUGE_ID = "1" * 5000  # int() refuses over 4,300 digits; bigint holds 19
@@ -362,6 +365,46 @@ class FormFieldsLimitTestCase(TestCase):
         self.assertLess(outcome["growth_mb"], 50, outcome["growth_mb"])
         self.assertEqual(outcome["status"], 413, outcome["text"])
         self.assertIn("the limit before signing in is 64.0", outcome["text"])
+
+
+class PdfCheckLimitTestCase(StaffTestCase):
+    """The upload request opens a PDF under the worker's limits (issue #26, item
+    3): a file whose object stream unpacks to hundreds of MB is refused."""
+
+    @pytest.mark.slow
+    def test_a_pdf_that_inflates_to_300_mb_is_refused_in_a_bounded_process(self):
+        with tempfile.TemporaryDirectory() as folder:
+            path = Path(folder) / "bomb.pdf"
+            path.write_bytes(padded_object_stream_pdf(300))  # 0.3 MB
+            outcome = peak_memory(
+                "upload", str(path), env={"KB_PARSE_MEMORY_MB": "256"}
+            )
+        # Opened in the request, it took 600 MB; now a child opens it, and the
+        # child stops at its limit (its peak includes what it shares with the
+        # request's process).
+        self.assertLess(outcome["growth_mb"], 50, outcome["growth_mb"])
+        self.assertLess(outcome["child_peak_mb"], outcome["before_mb"] + 256 + 32)
+        self.assertEqual(outcome["status"], 400)
+        self.assertIn(
+            "probe.pdf: opening the PDF needed more memory than the limit of 256 MB "
+            "(KB_PARSE_MEMORY_MB); nothing was stored",
+            outcome["text"],
+        )
+
+    def test_a_pdf_over_the_time_limit_is_refused_with_the_reason(self):
+        upload = SimpleUploadedFile("bomb.pdf", padded_object_stream_pdf(100))
+        with self.settings(KB_PARSE_TIMEOUT=0.01):
+            response = self.client.post(
+                reverse("admin:kb_source_upload"),
+                {"collection": self.collection.pk, "files": [upload]},
+            )
+        self.assertContains(
+            response,
+            "bomb.pdf: opening the PDF took longer than the limit of 0.01 s "
+            "(KB_PARSE_TIMEOUT); nothing was stored",
+            status_code=400,
+        )
+        self.assertFalse(Source.objects.exists())
 
 
 class DatabaseOutageTestCase(TransactionTestCase):
