@@ -318,25 +318,31 @@ class FormFieldsLimitTestCase(TestCase):
         # 3 MB of text: over Django's 2.5 MB, within KB_MAX_EDIT_FORM_BYTES
         cls.text = "# Notes\n\n" + "The lift is serviced on Mondays. " * 95_000
 
-    def _edit(self, user):
-        self.client.force_login(user)
-        empty = dict.fromkeys(["author", "tags", "url", "doc_version", "extra"], "")
+    def _edit(self, client: Client, **fields: str):
+        fields |= dict.fromkeys(["author", "tags", "url", "doc_version", "extra"], "")
         # URL-encoded, as a browser posts the admin's form (it has no file field)
-        data = urlencode({"title": "Notes", "text": self.text, **empty})
-        return self.client.post(self.url, data, content_type=URLENCODED)
+        data = urlencode({"title": "Notes", "text": self.text, **fields})
+        return client.post(self.url, data, content_type=URLENCODED)
 
     def test_it_saves_an_editors_text_over_djangos_default(self):
-        response = self._edit(self.editor)
+        # With CSRF checked, as a browser posts it: the token is read from the
+        # body that kb/middleware.py parsed
+        client = Client(enforce_csrf_checks=True)
+        client.force_login(self.editor)
+        token = str(client.get(self.url).context["csrf_token"])
+        response = self._edit(client, csrfmiddlewaretoken=token)
         self.assertEqual(response.status_code, 302)
         self.source.refresh_from_db()
         self.assertEqual(self.source.text, self.text)
 
     def test_it_refuses_the_same_text_from_a_user_who_is_no_editor(self):
-        response = self._edit(self.alice)
+        self.client.force_login(self.alice)
+        response = self._edit(self.client)
         self.assertContains(
-            response, "The form's fields besides files hold over 2.5\xa0MB.",
+            response,
+            "The form's fields besides files hold over 2.5\xa0MB.",
             status_code=413,
-        )  # fmt: skip
+        )
         self.source.refresh_from_db()
         self.assertNotEqual(self.source.text, self.text)
 
