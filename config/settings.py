@@ -226,9 +226,11 @@ KB_MAX_UPLOAD_BYTES = envint("KB_MAX_UPLOAD_BYTES", 10 * 1024 * 1024)
 KB_MAX_UPLOAD_REQUEST_BYTES = envint(
     "KB_MAX_UPLOAD_REQUEST_BYTES", 5 * KB_MAX_UPLOAD_BYTES
 )
-# Form fields besides files: a source's text edit holds up to KB_MAX_UPLOAD_BYTES,
-# three times that once non-ASCII text is URL-encoded.
-DATA_UPLOAD_MAX_MEMORY_SIZE = 3 * KB_MAX_UPLOAD_BYTES + 1024 * 1024
+# Form fields besides files keep Django's 2.5 MB (DATA_UPLOAD_MAX_MEMORY_SIZE):
+# parsing a body of %-escapes takes ~80 times its size (issue #26). Only a source's
+# text edit, posted by an editor, may hold more (kb/middleware.py): its text of up
+# to KB_MAX_UPLOAD_BYTES is three times that once non-ASCII text is URL-encoded.
+KB_MAX_EDIT_FORM_BYTES = 3 * KB_MAX_UPLOAD_BYTES + 1024 * 1024
 FILE_UPLOAD_MAX_MEMORY_SIZE = 2_621_440  # larger uploads spool to a temporary file
 DATA_UPLOAD_MAX_NUMBER_FILES = 100  # files per upload request
 KB_MAX_GOLDEN_BYTES = envint("KB_MAX_GOLDEN_BYTES", 2 * 1024 * 1024)

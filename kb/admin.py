@@ -23,6 +23,7 @@ from kb import (
     staff,
 )
 from kb.forms import CollectionForm, GoldenCaseForm, LoginForm, SourceChangeForm
+from kb.middleware import large_form_fields
 from kb.models import (
     ApiToken,
     Chunk,
@@ -230,6 +231,10 @@ class SourceAdmin(StaffPages, CollectionScoped, admin.ModelAdmin):
                 n_chunks=_stored_count("chunks", Chunk),
             )
         )
+
+    @large_form_fields  # its text: up to KB_MAX_EDIT_FORM_BYTES for editors
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        return super().change_view(request, object_id, form_url, extra_context)
 
     def get_deleted_objects(self, objs, request):
         """A source's sections, chunks and overflow rejections are its index:

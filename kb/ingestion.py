@@ -13,12 +13,12 @@ import hashlib
 import logging
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 from django.conf import settings
 from django.core.files.base import ContentFile
@@ -37,6 +37,7 @@ from kb.models import (
 )
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 ALLOWED_EXTENSIONS = (".md", ".markdown", ".txt", *parsing.CONVERTED_EXTENSIONS)
 # Chunks embedded between two progress updates (embed() batches them by
@@ -122,12 +123,21 @@ class Upload(NamedTuple):
 def check_upload(file_name: str, data: bytes) -> Upload:
     """The clean file name and text of an upload, after the checks a request can
     afford (each linear in the file's size, none parses it): type by content,
-    encryption and page count of a PDF, a sane zip for DOCX, text that decodes
+    encryption and page count of a PDF (opened in a child process under the
+    worker's limits, `run_limited`), a sane zip for DOCX, text that decodes
     without NUL characters. Reading and parsing are the worker's (`ingest`).
 
     Raises IngestionError or parsing.ParseError naming the file.
     """
     file_name = clean_file_name(file_name)
+    if readers.format_of(file_name) == "pdf":
+        # pdfium inflates the streams that hold the catalog and the page tree to
+        # count the pages: a 1 MB file can unpack to gigabytes (issue #26).
+        run_limited(
+            readers.check, file_name, data, name=file_name,
+            doing="opening the PDF", outcome="nothing was stored",
+        )  # fmt: skip
+        return Upload(file_name, data, "")
     if readers.format_of(file_name):
         readers.check(file_name, data)
         return Upload(file_name, data, "")
@@ -568,33 +578,43 @@ def read_source(source: Source) -> tuple[readers.Reading | None, parsing.Documen
     name = source.file_name
     data = _original(source) if readers.format_of(name) else b""
     args = (name, data, source.text, source.title, source.is_title_auto)
-    seconds, memory = settings.KB_PARSE_TIMEOUT, settings.KB_PARSE_MEMORY_MB
-    if seconds <= 0 and memory <= 0:
-        reading, text, title, document = read_and_parse(*args)
-    else:
-        readers.preload()  # imported once here, not in every child
-        try:
-            reading, text, title, document = limits.run(
-                read_and_parse, *args, seconds=seconds, memory_mb=memory
-            )
-        except limits.TimeLimitExceeded as exc:
-            raise ParseTimeout(
-                f"{name}: reading and parsing took longer than the limit of "
-                f"{seconds:g} s (KB_PARSE_TIMEOUT); the previous version stays live"
-            ) from exc
-        except limits.MemoryLimitExceeded as exc:
-            raise IngestionError(
-                f"{name}: reading and parsing needed more memory than the limit of "
-                f"{memory} MB (KB_PARSE_MEMORY_MB); the previous version stays live"
-            ) from exc
-        except limits.ChildDied as exc:
-            raise IngestionError(
-                f"{name}: reading stopped: its process was {exc}"
-                + (f" (over KB_PARSE_MEMORY_MB={memory}?)" if memory > 0 else "")
-                + "; the previous version stays live"
-            ) from exc
+    reading, text, title, document = run_limited(
+        read_and_parse, *args, name=name, doing="reading and parsing",
+        outcome="the previous version stays live",
+    )  # fmt: skip
     source.text, source.title = text, title
     return reading, document
+
+
+def run_limited(
+    function: Callable[..., T], *args: Any, name: str, doing: str, outcome: str
+) -> T:
+    """`function(*args)` in a child process killed after KB_PARSE_TIMEOUT seconds
+    and limited to KB_PARSE_MEMORY_MB more megabytes of memory (kb/limits.py), or
+    here when both are 0. Over a limit, ParseTimeout or IngestionError: "<name>:
+    <doing> took longer than the limit of ...; <outcome>"."""
+    seconds, memory = settings.KB_PARSE_TIMEOUT, settings.KB_PARSE_MEMORY_MB
+    if seconds <= 0 and memory <= 0:
+        return function(*args)
+    readers.preload()  # imported once here, not in every child
+    try:
+        return limits.run(function, *args, seconds=seconds, memory_mb=memory)
+    except limits.TimeLimitExceeded as exc:
+        raise ParseTimeout(
+            f"{name}: {doing} took longer than the limit of {seconds:g} s "
+            f"(KB_PARSE_TIMEOUT); {outcome}"
+        ) from exc
+    except limits.MemoryLimitExceeded as exc:
+        raise IngestionError(
+            f"{name}: {doing} needed more memory than the limit of {memory} MB "
+            f"(KB_PARSE_MEMORY_MB); {outcome}"
+        ) from exc
+    except limits.ChildDied as exc:
+        raise IngestionError(
+            f"{name}: {doing} stopped: its process was {exc}"
+            + (f" (over KB_PARSE_MEMORY_MB={memory}?)" if memory > 0 else "")
+            + f"; {outcome}"
+        ) from exc
 
 
 def read_and_parse(

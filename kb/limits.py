@@ -64,7 +64,8 @@ def run(
     again here; TimeLimitExceeded once it has run `seconds` (0: no limit, the
     child is waited for), MemoryLimitExceeded when it needed more than
     `memory_mb` MB of address space beyond what the parent already uses (0: no
-    limit), ChildDied when it ended otherwise."""
+    limit; a child that aborts under it counts too), ChildDied when it ended
+    otherwise."""
     read_end, write_end = os.pipe()
     parent = os.getpid()
     # The child's garbage collector then leaves the parent's objects alone:
@@ -92,6 +93,10 @@ def run(
     finally:
         os.close(read_end)
     _, status = os.waitpid(pid, 0)
+    if not data and memory_mb and _aborted(status):
+        # C and C++ libraries abort when an allocation fails (pdfium does, issue
+        # #26): under the memory limit, that is the limit
+        raise MemoryLimitExceeded(_death(status))
     if not data:
         raise ChildDied(_death(status))
     ok, value = pickle.loads(data)
@@ -188,6 +193,10 @@ def _kill(pid: int) -> None:
         os.kill(pid, signal.SIGKILL)
     with contextlib.suppress(ChildProcessError):
         os.waitpid(pid, 0)
+
+
+def _aborted(status: int) -> bool:
+    return os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGABRT
 
 
 def _death(status: int) -> str:

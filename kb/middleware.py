@@ -1,5 +1,6 @@
 """Request guards: body size caps before anything reads a body, and JSON answers
-for every failure under /api/ (issue #15)."""
+for every failure under /api/ (issue #15); small form bodies everywhere but on
+a source's text edit by an editor (issue #26)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import logging
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig, TooManyFilesSent
 from django.db import InterfaceError, OperationalError
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse, QueryDict
 from django.template.defaultfilters import filesizeformat
 
 # filesizeformat writes a no-break space: the charset must be said.
@@ -21,11 +22,25 @@ API_PREFIX = "/api/"
 # written as \uXXXX escapes it is 12 KB of JSON.
 API_MAX_BODY_BYTES = 64 * 1024
 RETRY_AFTER_S = 30
-FORM_TYPES = ("multipart/form-data", "application/x-www-form-urlencoded")
+URLENCODED = "application/x-www-form-urlencoded"
+FORM_TYPES = ("multipart/form-data", URLENCODED)
+# A body posted before signing in (the sign-in form) holds a few hundred bytes.
+# Parsed, a body of %-escapes takes some 80 bytes of memory per byte (issue #26:
+# 10 MB of "%41" took a web process past 1 GB).
+ANONYMOUS_MAX_BODY_BYTES = 64 * 1024
 
 
 def is_api(request: HttpRequest) -> bool:
     return request.path_info.startswith(API_PREFIX)
+
+
+def large_form_fields(view):
+    """Mark a view whose form fields may hold up to KB_MAX_EDIT_FORM_BYTES when an
+    editor (staff who may change sources) posts it; every other form is held to
+    Django's DATA_UPLOAD_MAX_MEMORY_SIZE. Like csrf_exempt, the mark is kept by
+    the wrappers (admin_view) around the view."""
+    view.large_form_fields = True
+    return view
 
 
 class RequestLimitsMiddleware:
@@ -37,10 +52,7 @@ class RequestLimitsMiddleware:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
-        try:
-            length = int(request.META.get("CONTENT_LENGTH") or 0)
-        except ValueError:
-            length = 0  # Django reads no body it cannot measure
+        length = content_length(request)
         api = is_api(request)
         limit = API_MAX_BODY_BYTES if api else settings.KB_MAX_UPLOAD_REQUEST_BYTES
         if length > limit:
@@ -58,12 +70,29 @@ class RequestLimitsMiddleware:
         return self.get_response(request)
 
     def process_view(self, request: HttpRequest, view, args, kwargs):
-        """A form body past Django's DATA_UPLOAD_MAX_* answered with the reason
-        (CsrfViewMiddleware, next, would read it and answer a bare 400); a view
-        with a `refused_upload(request, message)` page answers too many files."""
+        """A form body read here, before CsrfViewMiddleware (next) would read it
+        and answer a bare 400 past a limit: 413 with the reason for a body over
+        64 KB before signing in, and for fields past their limit (Django's
+        DATA_UPLOAD_MAX_MEMORY_SIZE, KB_MAX_EDIT_FORM_BYTES on a view marked
+        large_form_fields for an editor); a view with a `refused_upload(request,
+        message)` page answers too many files."""
         if request.method != "POST" or request.content_type not in FORM_TYPES:
             return None
+        user = getattr(request, "user", None)
+        if not (user and user.is_authenticated):
+            length = content_length(request)
+            if length > ANONYMOUS_MAX_BODY_BYTES:
+                return HttpResponse(
+                    f"The request is {filesizeformat(length)}; the limit before "
+                    f"signing in is {filesizeformat(ANONYMOUS_MAX_BODY_BYTES)}.",
+                    status=413,
+                    content_type=PLAIN,
+                )
+        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
         try:
+            if _large_fields_allowed(request, view):
+                limit = settings.KB_MAX_EDIT_FORM_BYTES
+                _read_urlencoded(request, limit)
             request.POST  # noqa: B018 (parses the body, files spooled to disk)
         except TooManyFilesSent:
             message = (
@@ -75,13 +104,47 @@ class RequestLimitsMiddleware:
                 return refused(request, message)
             return HttpResponse(message, status=400, content_type=PLAIN)
         except RequestDataTooBig:
-            limit = filesizeformat(settings.DATA_UPLOAD_MAX_MEMORY_SIZE)
             return HttpResponse(
-                f"The form's fields besides files hold over {limit}.",
+                f"The form's fields besides files hold over {filesizeformat(limit)}.",
                 status=413,
                 content_type=PLAIN,
             )
         return None
+
+
+def content_length(request: HttpRequest) -> int:
+    try:
+        return int(request.META.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        return 0  # Django reads no body it cannot measure
+
+
+def _large_fields_allowed(request: HttpRequest, view) -> bool:
+    user = request.user
+    return (
+        getattr(view, "large_form_fields", False)
+        and request.content_type == URLENCODED
+        and user.is_active
+        and user.is_staff
+        and user.has_perm("kb.change_source")
+    )
+
+
+def _read_urlencoded(request: HttpRequest, limit: int) -> None:
+    """Set request.POST from a URL-encoded body of up to `limit` bytes, or raise
+    RequestDataTooBig. Django's parser holds every request to the one
+    DATA_UPLOAD_MAX_MEMORY_SIZE, a setting no request can change for itself
+    (threads share it): the body is read here and parsed the way Django does."""
+    if content_length(request) > limit:
+        raise RequestDataTooBig(f"over {limit} bytes")
+    content_type = request.content_type
+    request.content_type = ""  # no form type: Django reads no body for FILES
+    request.FILES  # noqa: B018 (empty, so that nothing parses the body again)
+    request.content_type = content_type
+    body = request.read(limit + 1)
+    if len(body) > limit:
+        raise RequestDataTooBig(f"over {limit} bytes")
+    request.POST = QueryDict(body, encoding="utf-8")
 
 
 class ApiErrorsMiddleware:

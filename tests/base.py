@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -102,6 +103,23 @@ def run_burst_worker(
         timeout=timeout,
         check=True,
     )
+
+
+def peak_memory(probe: str, *args: str, env: dict[str, str] | None = None) -> dict:
+    """Run a probe of tests/peak_memory.py in a process of its own on the test
+    database: its response and peak memory (see there)."""
+    env = {
+        **os.environ,
+        "KB_TESTING": "1",
+        "KB_DB_NAME": connection.settings_dict["NAME"],
+        **(env or {}),
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.peak_memory", probe, *args],
+        cwd=settings.BASE_DIR, env=env, capture_output=True, text=True,
+        timeout=300, check=True,
+    )  # fmt: skip
+    return json.loads(done.stdout.splitlines()[-1])
 
 
 def forget_jobs() -> None:

@@ -210,3 +210,48 @@ def build_pdf(pages: list[Page]) -> bytes:
         f"startxref\n{xref}\n%%EOF\n".encode()
     )
     return bytes(out)
+
+
+def padded_object_stream_pdf(padding_mb: int) -> bytes:
+    """A one-page PDF whose catalog, page tree and page sit in a Flate-compressed
+    object stream padded with `padding_mb` MB of NUL bytes (whitespace to PDF):
+    the file is about a thousandth of that, and a reader that opens it inflates it
+    all. The objects are found through a cross-reference stream (issue #26)."""
+    objects = [
+        b"<< /Type /Catalog /Pages 3 0 R >>",
+        b"<< /Type /Pages /Kids [4 0 R] /Count 1 >>",
+        f"<< /Type /Page /Parent 3 0 R /MediaBox [0 0 {WIDTH} {HEIGHT}] >>".encode(),
+    ]
+    header, body = b"", b""
+    for number, obj in zip((2, 3, 4), objects, strict=True):
+        header += f"{number} {len(body)} ".encode()
+        body += obj + b"\n"
+    packer = zlib.compressobj()
+    packed = packer.compress(header + body)
+    megabyte = bytes(1 << 20)
+    for _ in range(padding_mb):
+        packed += packer.compress(megabyte)
+    packed += packer.flush()
+    out = bytearray(b"%PDF-1.7\n%\xe2\xe3\xcf\xd3\n")
+    stream_at = len(out)
+    out += (
+        f"1 0 obj\n<< /Type /ObjStm /N 3 /First {len(header)} /Filter /FlateDecode "
+        f"/Length {len(packed)} >>\nstream\n".encode()
+        + packed
+        + b"\nendstream\nendobj\n"
+    )
+    xref_at = len(out)
+    # each row: type (0 free, 1 at an offset, 2 in an object stream), field, field
+    rows = [(0, 0, 0xFFFF), (1, stream_at, 0), (2, 1, 0), (2, 1, 1), (2, 1, 2)]
+    rows.append((1, xref_at, 0))
+    table = b"".join(
+        kind.to_bytes(1, "big") + a.to_bytes(4, "big") + b.to_bytes(2, "big")
+        for kind, a, b in rows
+    )
+    out += (
+        f"5 0 obj\n<< /Type /XRef /Size 6 /W [1 4 2] /Root 2 0 R "
+        f"/Length {len(table)} >>\nstream\n".encode()
+        + table
+        + f"\nendstream\nendobj\nstartxref\n{xref_at}\n%%EOF\n".encode()
+    )
+    return bytes(out)

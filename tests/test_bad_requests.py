@@ -4,7 +4,11 @@ over their caps are refused before they are read (issue #15, items 7, 10, 17).""
 from __future__ import annotations
 
 import json
+import tempfile
+from pathlib import Path
+from urllib.parse import urlencode
 
+import pytest
 from django.contrib.auth.models import Permission
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.db import connection
@@ -12,13 +16,15 @@ from django.test import Client, TestCase, TransactionTestCase
 from django.urls import reverse
 from django.utils.html import escape
 
-from kb import access
+from kb import access, permissions
 from kb.forms import AskForm
 from kb.models import Collection, EvalRun, GoldenCase, Source
-from tests.base import make_users
+from tests.base import make_users, peak_memory
+from tests.documents import padded_object_stream_pdf
 
 API = reverse("kb:api-ask")
 HUGE_ID = "1" * 5000  # int() refuses over 4,300 digits; bigint holds 19
+URLENCODED = "application/x-www-form-urlencoded"
 
 
 class StaffTestCase(TestCase):
@@ -293,6 +299,117 @@ class SizeCapTestCase(StaffTestCase):
         )
         self.assertEqual(response.status_code, 302)
         self.assertIn(reverse("admin:login"), response["Location"])
+        self.assertFalse(Source.objects.exists())
+
+
+class FormFieldsLimitTestCase(TestCase):
+    """Form fields keep Django's 2.5 MB everywhere but on a source's text edit by
+    an editor; nothing over 64 KB is parsed before signing in (issue #26, item 2)."""
+
+    @classmethod
+    def setUpTestData(cls):
+        cls.staff, cls.editor, cls.alice = make_users(permissions.CONTENT_EDITOR)
+        collection = Collection.objects.create(name="Tests")
+        cls.source = Source.objects.create(
+            collection=collection, title="Notes", file_name="notes.md",
+            text="# Notes\n\nThe lift is serviced on Mondays.\n", content_hash="x",
+        )  # fmt: skip
+        cls.url = reverse("admin:kb_source_change", args=[cls.source.pk])
+        # 3 MB of text: over Django's 2.5 MB, within KB_MAX_EDIT_FORM_BYTES
+        cls.text = "# Notes\n\n" + "The lift is serviced on Mondays. " * 95_000
+
+    def _edit(self, client: Client, **fields: str):
+        fields |= dict.fromkeys(["author", "tags", "url", "doc_version", "extra"], "")
+        # URL-encoded, as a browser posts the admin's form (it has no file field)
+        data = urlencode({"title": "Notes", "text": self.text, **fields})
+        return client.post(self.url, data, content_type=URLENCODED)
+
+    def test_it_saves_an_editors_text_over_djangos_default(self):
+        # With CSRF checked, as a browser posts it: the token is read from the
+        # body that kb/middleware.py parsed
+        client = Client(enforce_csrf_checks=True)
+        client.force_login(self.editor)
+        token = str(client.get(self.url).context["csrf_token"])
+        response = self._edit(client, csrfmiddlewaretoken=token)
+        self.assertEqual(response.status_code, 302)
+        self.source.refresh_from_db()
+        self.assertEqual(self.source.text, self.text)
+
+    def test_it_refuses_the_same_text_from_a_user_who_is_no_editor(self):
+        self.client.force_login(self.alice)
+        response = self._edit(self.client)
+        self.assertContains(
+            response,
+            "The form's fields besides files hold over 2.5\xa0MB.",
+            status_code=413,
+        )
+        self.source.refresh_from_db()
+        self.assertNotEqual(self.source.text, self.text)
+
+    def test_other_forms_keep_djangos_default(self):
+        self.client.force_login(self.staff)
+        url = reverse("admin:kb_collection_change", args=[self.source.collection_id])
+        response = self.client.post(url, {"name": "x" * 3_000_000})
+        self.assertContains(response, "hold over 2.5\xa0MB", status_code=413)
+
+    def test_it_refuses_a_body_over_64_kb_before_signing_in_unread(self):
+        response = self.client.post(
+            reverse("admin:login"),
+            b"%41" * 30_000,
+            content_type=URLENCODED,
+        )
+        self.assertContains(
+            response,
+            "The request is 87.9\xa0KB; the limit before signing in is 64.0\xa0KB.",
+            status_code=413,
+        )
+
+    @pytest.mark.slow
+    def test_10_mb_of_escapes_before_signing_in_take_under_50_mb(self):
+        # Parsed, they took a web process past 1 GB (some 800 MB measured here).
+        outcome = peak_memory("login")
+        self.assertLess(outcome["growth_mb"], 50, outcome["growth_mb"])
+        self.assertEqual(outcome["status"], 413, outcome["text"])
+        self.assertIn("the limit before signing in is 64.0", outcome["text"])
+
+
+class PdfCheckLimitTestCase(StaffTestCase):
+    """The upload request opens a PDF under the worker's limits (issue #26, item
+    3): a file whose object stream unpacks to hundreds of MB is refused."""
+
+    @pytest.mark.slow
+    def test_a_pdf_that_inflates_to_300_mb_is_refused_in_a_bounded_process(self):
+        with tempfile.TemporaryDirectory() as folder:
+            path = Path(folder) / "bomb.pdf"
+            path.write_bytes(padded_object_stream_pdf(300))  # 0.3 MB
+            outcome = peak_memory(
+                "upload", str(path), env={"KB_PARSE_MEMORY_MB": "256"}
+            )
+        # Opened in the request, it took 600 MB; now a child opens it, and the
+        # child stops at its limit (its peak includes what it shares with the
+        # request's process).
+        self.assertLess(outcome["growth_mb"], 50, outcome["growth_mb"])
+        self.assertLess(outcome["child_peak_mb"], outcome["before_mb"] + 256 + 32)
+        self.assertEqual(outcome["status"], 400)
+        self.assertIn(
+            "probe.pdf: opening the PDF needed more memory than the limit of 256 MB "
+            "(KB_PARSE_MEMORY_MB); nothing was stored",
+            outcome["text"],
+        )
+
+    def test_a_pdf_over_the_time_limit_is_refused_with_the_reason(self):
+        upload = SimpleUploadedFile("bomb.pdf", padded_object_stream_pdf(100))
+        with self.settings(KB_PARSE_TIMEOUT=0.01):
+            response = self.client.post(
+                reverse("admin:kb_source_upload"),
+                {"collection": self.collection.pk, "files": [upload]},
+            )
+        self.assertContains(
+            response,
+            "bomb.pdf: opening the PDF took longer than the limit of 0.01 s "
+            "(KB_PARSE_TIMEOUT); nothing was stored",
+            status_code=400,
+        )
         self.assertFalse(Source.objects.exists())
 
 
