@@ -240,6 +240,9 @@ KB_MAX_PDF_PAGES = envint("KB_MAX_PDF_PAGES", 2000)
 # source is marked failed and its previous version stays live. 0: no limit.
 # Reading runs in a forked child process, killed at the limit (kb/limits.py).
 KB_PARSE_TIMEOUT = envfloat("KB_PARSE_TIMEOUT", 120)
+# A parse over that limit may be the machine's load rather than the file: the
+# version is tried once more this many seconds later (issue #26); 0: never.
+KB_PARSE_RETRY_SECONDS = envint("KB_PARSE_RETRY_SECONDS", 300)
 # Megabytes of memory (address space) that child may take beyond the worker's
 # own; over it the source fails the same way. 0: no limit.
 KB_PARSE_MEMORY_MB = envint("KB_PARSE_MEMORY_MB", 2048)

@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import PurePosixPath
 from typing import Any, NamedTuple, TypeVar
 
@@ -526,11 +527,18 @@ def ingest(source_id: int, version: int | None = None) -> str:
             # finished jobs again, issue #26): its work is done.
             return f"skipped: version {version} is already indexed"
         started = time.perf_counter()
+        retried = source.progress.get("retried") == version
         _set_progress(source, Source.Status.INDEXING, stage="parsing")
         try:
             return _ingest(source, version, started)
         except StaleJob as exc:
             return f"skipped: {exc}"
+        except ParseTimeout as exc:
+            if retried or settings.KB_PARSE_RETRY_SECONDS <= 0:
+                _fail(source, version, str(exc))
+            else:
+                _fail_to_retry(source, version, str(exc))
+            raise
         except (parsing.ParseError, IngestionError, embedding.EmbeddingError) as exc:
             _fail(source, version, str(exc))
             raise
@@ -845,6 +853,47 @@ def _fail(source: Source, version: int, message: str) -> None:
     Source.objects.filter(pk=source.pk, version=version).update(
         status=Source.Status.FAILED, error=message[:5000]
     )
+
+
+def _fail_to_retry(source: Source, version: int, message: str) -> None:
+    """A parse over the time limit may be the machine's load, not the file's
+    (issue #26): the version fails for now, and is tried once more
+    KB_PARSE_RETRY_SECONDS later (retry_timed_out)."""
+    delay = settings.KB_PARSE_RETRY_SECONDS
+    when = timezone.now() + timedelta(seconds=delay)
+    minutes = max(1, round(delay / 60))
+    Source.objects.filter(pk=source.pk, version=version).update(
+        status=Source.Status.FAILED,
+        error=f"{message[:4900]}; it will be tried once more in about {minutes} "
+        "minute(s), in case the machine was busy",
+        progress={"retry_at": when.isoformat(), "retry_version": version},
+    )
+
+
+def retry_timed_out() -> int:
+    """Queue once more each source whose parse ran over the time limit and whose
+    retry is due (a worker looks every KB_WORKER_TTL / 2 seconds); how many."""
+    from kb import queueing
+
+    due = Source.objects.filter(
+        status=Source.Status.FAILED,
+        progress__retry_at__lte=timezone.now().isoformat(),
+    )
+    count = 0
+    for source in due:
+        if source.progress.get("retry_version") != source.version:
+            continue
+        with transaction.atomic():
+            claimed = Source.objects.filter(
+                pk=source.pk, version=source.version, status=Source.Status.FAILED
+            ).update(
+                status=Source.Status.QUEUED,
+                progress={"stage": "queued", "retried": source.version},
+            )
+            if claimed:
+                queueing.enqueue_retry(source)
+                count += claimed
+    return count
 
 
 def _set_progress(source: Source, status: str | None, **progress: Any) -> None:

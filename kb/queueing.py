@@ -142,3 +142,10 @@ def enqueue_drop_scratch(collection_id: int) -> None:
         )
     except RedisError:  # the hidden copy stays until dropped by hand
         logger.warning("Redis unreachable: scratch collection %s kept", collection_id)
+
+
+def enqueue_retry(source: Source) -> None:
+    """Queue the source's current version once more, under its own job id (the
+    failed job's), once the surrounding transaction commits; a queue that cannot
+    be reached leaves it to requeue_stranded, as any lost job."""
+    transaction.on_commit(partial(_push_ingest, source.pk, source.version))

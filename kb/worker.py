@@ -65,7 +65,21 @@ class Worker(SimpleWorker):
         starting = self.last_cleaned_at is None
         super().run_maintenance_tasks()
         self.requeue_lost(starting)
+        self.retry_timed_out()
         self.schedule_pruning()
+
+    def retry_timed_out(self) -> None:
+        """Queue once more the sources whose parse ran over the time limit, when
+        their retry is due (kb.ingestion.retry_timed_out)."""
+        from kb import ingestion
+
+        try:
+            if retried := ingestion.retry_timed_out():
+                logger.info("Queued %d timed-out source(s) once more", retried)
+        except (DatabaseError, RedisError):
+            logger.exception("Retrying timed-out sources failed; trying again later")
+        finally:
+            connections.close_all()
 
     def schedule_pruning(self) -> None:
         from kb import questions

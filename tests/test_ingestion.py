@@ -5,6 +5,7 @@ import json
 import os
 import signal
 import tempfile
+import time
 from io import StringIO
 from pathlib import Path
 
@@ -14,7 +15,7 @@ from django.core.management import CommandError, call_command
 from django.test import TestCase, TransactionTestCase
 from django.urls import reverse
 
-from kb import charts, ingestion, parsing, retrieval
+from kb import charts, ingestion, parsing, queueing, retrieval
 from kb.models import Collection, OverflowRejection, Section, Source
 from tests.base import (
     DEMO_DIR,
@@ -431,6 +432,41 @@ class WorkerIngestionTestCase(TransactionTestCase):
 
     def tearDown(self):
         forget_jobs()  # front.md's job fails on purpose
+
+    def test_a_parse_that_timed_out_is_tried_once_more_later(self):
+        # As on a machine too busy to read the file in time, then less busy.
+        big = "# Big\n\n" + "\n\n".join(
+            f"## Part {i}\n\nText of part {i}.\n" for i in range(300)
+        )
+        source = _store(self.collection, "big.md", big.encode())
+        queueing.enqueue_ingest(source)
+        busy = {"KB_PARSE_TIMEOUT": "0.001", "KB_PARSE_RETRY_SECONDS": "1"}
+        run_burst_worker(env=busy)
+        source.refresh_from_db()
+        self.assertEqual(source.status, Source.Status.FAILED)
+        self.assertIn("took longer than the limit of 0.001 s", source.error)
+        self.assertIn("it will be tried once more in about 1 minute(s)", source.error)
+        time.sleep(1.1)
+        run_burst_worker(env={"KB_PARSE_RETRY_SECONDS": "1"})  # it looks, retries
+        source.refresh_from_db()
+        self.assertEqual(source.status, Source.Status.INDEXED, source.error)
+        self.assertEqual(source.indexed_version, source.version)
+
+    def test_a_parse_that_times_out_on_its_retry_fails_for_good(self):
+        source = _store(self.collection, "big.md", b"# Big\n\nText.\n")
+        Source.objects.filter(pk=source.pk).update(
+            progress={"stage": "queued", "retried": source.version}
+        )
+        queueing.enqueue_ingest(source)
+        Source.objects.filter(pk=source.pk).update(
+            progress={"stage": "queued", "retried": source.version}
+        )
+        run_burst_worker(env={"KB_PARSE_TIMEOUT": "0.001"})
+        source.refresh_from_db()
+        self.assertEqual(source.status, Source.Status.FAILED)
+        self.assertIn("KB_PARSE_TIMEOUT", source.error)
+        self.assertNotIn("tried once more", source.error)
+        self.assertEqual(ingestion.retry_timed_out(), 0)
 
     def test_an_upload_is_indexed_by_a_real_worker(self):
         with open(RUNBOOK, "rb") as fh:
