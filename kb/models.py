@@ -573,6 +573,8 @@ class ApiToken(models.Model):
             return "expired"
         if self.password_stamp != self.stamp(self.user):
             return "password changed"
+        if not (self.user.is_active and self.user.is_staff):
+            return "user inactive or not staff"  # revoked at its next use
         return "active"
 
 
