@@ -457,6 +457,8 @@ class ScratchCopyLimitsTestCase(TestCase):
             self.assertEqual(page.status_code, 302, name)  # "does not exist"
         policy = self._get(self.other_admin, "admin:kb_collection_policy", self.copy.pk)
         self.assertEqual(policy.status_code, 404)
+        reindex = reverse("admin:kb_collection_reindex", args=[self.copy.pk])
+        self.assertEqual(self.client.post(reindex).status_code, 404)
         self.client.post(reverse("admin:kb_collection_delete", args=[self.copy.pk]),
                          {"post": "yes"})  # fmt: skip
         self.assertTrue(Collection.objects.filter(pk=self.copy.pk).exists())
