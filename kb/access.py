@@ -2,7 +2,10 @@
 
 A token works until it is revoked, expires, or its user's password changes; a
 user who is deactivated or loses staff status has their tokens revoked (signals
-below), so restoring the flag does not bring them back.
+below), so restoring the flag does not bring them back. A bulk update or raw SQL
+sends no signal: the user's state is checked again each time a token is used,
+and a token found with its user inactive or not staff is revoked then (issue
+#26). Only a demotion undone before any use of the token goes unseen.
 """
 
 from __future__ import annotations
@@ -50,12 +53,18 @@ def token_user(request: HttpRequest) -> AbstractBaseUser | None:
     now = timezone.now()
     token = (
         ApiToken.objects.select_related("user")
-        .filter(key_hash=_hash(key.strip()), user__is_active=True, revoked=None)
+        .filter(key_hash=_hash(key.strip()), revoked=None)
         .filter(Q(expires=None) | Q(expires__gt=now))
         .first()
     )
     if token is None or token.password_stamp != ApiToken.stamp(token.user):
         return None
+    if not (token.user.is_active and token.user.is_staff):
+        # demoted without a save() (QuerySet.update): revoked as on a save()
+        revoke(ApiToken.objects.filter(user_id=token.user_id))
+        if not token.user.is_active:
+            return None
+        return token.user  # this once: refused as not staff, with the reason
     if token.last_used is None or token.last_used < now - LAST_USED_EVERY:
         ApiToken.objects.filter(pk=token.pk).update(last_used=now)
     return token.user

@@ -45,13 +45,14 @@ admin.site.login_form = LoginForm
 
 class CollectionScoped:
     """Admin lists and pages of a model only show the rows of collections the user
-    may see (CollectionQuerySet.open_to): group limits hold in the admin too."""
+    may see (CollectionQuerySet.open_to): group limits hold in the admin too.
+    Lists leave scratch copies out (staff.admin_rows)."""
 
     collection_path = "collection"
 
     def get_queryset(self, request):
         rows = super().get_queryset(request)
-        return staff.open_to(request.user, rows, self.collection_path)
+        return staff.admin_rows(request, rows, self.collection_path)
 
     def formfield_for_foreignkey(self, db_field, request, **kwargs):
         if db_field.name == "collection":
@@ -86,11 +87,11 @@ class CollectionAdmin(StaffPages, CollectionScoped, admin.ModelAdmin):
     collection_path = "pk"
     form = CollectionForm
     list_display = ["name", *Collection.CONFIG_FIELDS, "source_count", "index_state"]
-    list_filter = ["is_scratch", "chunk_strategy"]
+    list_filter = ["chunk_strategy"]
     search_fields = ["name", "description"]
     # Set by evaluation runs and jobs, not by hand: a floor is only ever raised
     # (from a run, on the dashboard), and a scratch copy is made by a run.
-    readonly_fields = ["policy_link", "is_scratch", "recall_floor",
+    readonly_fields = ["policy_link", "is_scratch", "live", "recall_floor",
                        "floor_run", "terms_counted", "terms_chunks",
                        "created"]  # fmt: skip
     exclude = ["metadata_policy"]
@@ -113,6 +114,8 @@ class CollectionAdmin(StaffPages, CollectionScoped, admin.ModelAdmin):
     def policy_link(self, obj: Collection) -> str:
         if not obj.pk:
             return "Save the collection first."
+        if obj.is_scratch:  # its shadow index's or run's, not edited by hand
+            return "-"
         url = reverse("admin:kb_collection_policy", args=[obj.pk])
         return format_html('<a href="{}">Edit the metadata policy</a>', url)
 
@@ -127,6 +130,8 @@ class CollectionAdmin(StaffPages, CollectionScoped, admin.ModelAdmin):
         return [*fields, "groups"]
 
     def has_change_permission(self, request, obj=None) -> bool:
+        if obj is not None and obj.is_scratch:  # made and dropped by its job
+            return False
         return permissions.can_change_policy(request.user)
 
     def has_add_permission(self, request) -> bool:

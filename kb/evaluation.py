@@ -380,14 +380,16 @@ def scratch_copy(
     sources=None,
 ) -> Collection:
     """A hidden collection with the sources of the live index (or these) under
-    other settings (and another metadata policy); cases stay with the collection."""
+    other settings (and another metadata policy); cases stay with the collection.
+    Its text is as restricted as the collection's, whose groups decide who may
+    see it (`live`, CollectionQuerySet.open_to)."""
     scratch = scratch_collection(
         collection,
         overrides,
         description=f"Evaluation copy of {collection.name}",
         metadata_policy=collection.metadata_policy if policy is None else policy,
+        live=collection,
     )
-    scratch.groups.set(collection.groups.all())  # its text is as restricted
     for source in indexed_sources(collection) if sources is None else sources:
         ingestion.store_source(
             scratch,

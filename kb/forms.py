@@ -53,6 +53,24 @@ def is_utf8(text: str) -> bool:
     return True
 
 
+def storable_note(text: str) -> str:
+    """A note as typed, or ValidationError with the reason PostgreSQL could not
+    store it (a lone surrogate: a form posted as UTF-7 can carry one), as a
+    question is refused (retrieval.unstorable)."""
+    if problem := retrieval.unstorable(text):
+        raise ValidationError(f"The note contains {problem}; remove it.")
+    return text
+
+
+class NoteInput(forms.Textarea):
+    """A note shown back as valid UTF-8 (a lone surrogate as U+FFFD) when it is
+    refused: the page could not be encoded with the note as posted."""
+
+    def format_value(self, value: Any) -> str | None:
+        value = super().format_value(value)
+        return value and retrieval.SURROGATE_RE.sub("\ufffd", value)
+
+
 def readable_errors(form: forms.Form) -> str:
     """A form's errors as sentences for a message, each after its field's label:
     "Chunk tokens: Ensure this value is less than or equal to 2000."."""
@@ -397,10 +415,13 @@ class FeedbackForm(forms.Form):
     note = forms.CharField(
         required=False,
         max_length=2000,
-        widget=forms.Textarea(attrs={"rows": 2, "cols": 60}),
+        widget=NoteInput(attrs={"rows": 2, "cols": 60}),
         label="Note (optional)",
         help_text="What was missing or wrong? Editors read these.",
     )
+
+    def clean_note(self) -> str:
+        return storable_note(self.cleaned_data["note"])
 
 
 class GapHandledForm(forms.Form):
@@ -410,6 +431,9 @@ class GapHandledForm(forms.Form):
     note = forms.CharField(
         required=False, max_length=2000, widget=forms.TextInput(attrs={"size": 40})
     )
+
+    def clean_note(self) -> str:
+        return storable_note(self.cleaned_data["note"])
 
     def clean_ids(self) -> list[int]:
         ids = [parse_id(part) for part in self.cleaned_data["ids"].split(",")]

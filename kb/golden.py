@@ -16,7 +16,6 @@ from django.db import transaction
 from kb import jsontext, retrieval
 from kb import spans as locator
 from kb.models import Collection, GoldenCase, Source
-from kb.retrieval.question import SURROGATE_RE
 
 KINDS = [k.value for k in GoldenCase.Kind]
 MAX_ID_CHARS = GoldenCase._meta.get_field("external_id").max_length
@@ -155,15 +154,8 @@ def _check_text(value: Any, field: str, where: str) -> None:
     no lone surrogate (worded as the ask path words them in a question)."""
     if not isinstance(value, str):
         raise GoldenImportError(f"{where}: {field} must be text, not {_shown(value)}")
-    if "\x00" in value:
-        raise GoldenImportError(
-            f"{where}: {field} contains a NUL character (\\x00); remove it"
-        )
-    if SURROGATE_RE.search(value):  # from JSON's "\ud800": no UTF-8 for it
-        raise GoldenImportError(
-            f"{where}: {field} contains a lone surrogate (such as \\ud800), "
-            "which is no character; remove it"
-        )
+    if problem := retrieval.unstorable(value):
+        raise GoldenImportError(f"{where}: {field} contains {problem}; remove it")
 
 
 def _shown(value: Any) -> str:

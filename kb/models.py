@@ -38,15 +38,21 @@ def cosine_hnsw(name: str) -> HnswIndex:
 class CollectionQuerySet(models.QuerySet):
     def open_to(self, user) -> CollectionQuerySet:
         """Collections a user may see, in the admin too (staff only; restricted
-        ones: their groups; superusers: all). Evaluation copies carry their
-        collection's groups."""
+        ones: their groups; superusers: all). A scratch copy is open to whoever
+        may see its live collection, as that one's groups are now (issue #26);
+        one of no live collection (kb_eval, benchmarks) to superusers only."""
         if not (user.is_authenticated and user.is_active and user.is_staff):
             return self.none()
         if user.is_superuser:
             return self.all()
-        return self.filter(
+        live = Collection.objects.filter(is_scratch=False).filter(
             models.Q(groups__isnull=True) | models.Q(groups__in=user.groups.all())
-        ).distinct()
+        )
+        live = live.values("pk")
+        return self.filter(
+            models.Q(is_scratch=False, pk__in=live)
+            | models.Q(is_scratch=True, live__in=live)
+        )
 
     def visible_to(self, user) -> CollectionQuerySet:
         """Collections a user may ask in (and pick in forms): open, not scratch."""
@@ -91,6 +97,15 @@ class Collection(models.Model):
     metadata_policy = models.JSONField(default=dict, blank=True)
     is_scratch = models.BooleanField(
         default=False, help_text="Built by an evaluation; not shown to staff."
+    )
+    # The collection a scratch copy was made from: its groups decide who may
+    # see the copy (CollectionQuerySet.open_to), and the copy goes with it.
+    live = models.ForeignKey(
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="scratch_copies",
     )
     recall_floor = models.FloatField(
         null=True, blank=True, help_text="Set from a run; only ever raised."
@@ -558,6 +573,8 @@ class ApiToken(models.Model):
             return "expired"
         if self.password_stamp != self.stamp(self.user):
             return "password changed"
+        if not (self.user.is_active and self.user.is_staff):
+            return "user inactive or not staff"  # revoked at its next use
         return "active"
 
 

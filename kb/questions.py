@@ -25,7 +25,7 @@ from django.utils import timezone
 
 from kb import spans
 from kb.models import Chunk, Collection, Question, ReplayReport, Section
-from kb.retrieval import below_title
+from kb.retrieval import below_title, unstorable
 from kb.sentences import units
 
 logger = logging.getLogger(__name__)
@@ -365,8 +365,8 @@ def record_feedback(user, entry_id: Any, helpful: Any, note: Any = "") -> Questi
         raise FeedbackError(
             f"The note has {len(note):,} characters; at most {MAX_NOTE:,} are kept."
         )
-    if "\x00" in note:
-        raise FeedbackError('"note" holds a NUL character.')
+    if problem := unstorable(note):  # as in a question: a 400, not a 500
+        raise FeedbackError(f"The note contains {problem}; remove it.")
     in_range = 0 < entry_id < 2**63  # a bigint: PostgreSQL refuses larger ids
     # Only in a collection the user may still ask in, as the answer's own page.
     entry = visible_to(user).filter(pk=entry_id).first() if in_range else None

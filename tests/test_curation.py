@@ -299,11 +299,13 @@ class CollectionSettingsTestCase(TestCase):
         self.assertEqual(self._add().status_code, 302)
 
     def test_the_floor_and_scratch_flag_are_not_set_by_hand(self):
-        response = self._add(recall_floor=0.1, is_scratch="on")
+        other = Collection.objects.create(name="Other")
+        response = self._add(recall_floor=0.1, is_scratch="on", live=other.pk)
         self.assertEqual(response.status_code, 302)
         created = Collection.objects.get(name="New")
         self.assertIsNone(created.recall_floor)
         self.assertFalse(created.is_scratch)
+        self.assertIsNone(created.live)
 
 
 class GroupLimitsInTheAdminTestCase(TestCase):
@@ -393,12 +395,104 @@ class GroupLimitsInTheAdminTestCase(TestCase):
             self.client.get(sources, {"collection": self.secret.pk}).status_code, 404
         )
         copy = evaluation.scratch_copy(self.secret, {"chunk_tokens": 120})
-        self.assertEqual(list(copy.groups.all()), list(self.secret.groups.all()))
+        self.assertEqual(copy.live, self.secret)  # whose groups decide who sees it
+        self.assertFalse(Collection.objects.open_to(self.editor).filter(pk=copy.pk))
 
     def test_a_member_of_the_group_sees_it(self):
         self.editor.groups.add(Group.objects.get(name="payroll"))
         sources = self.client.get(reverse("admin:kb_source_changelist"))
         self.assertContains(sources, "pay.md")
+
+
+class ScratchCopyLimitsTestCase(TestCase):
+    """A scratch copy (a shadow index's, a run's) is open to whoever may see its
+    live collection, as that one's groups are now, and no admin list shows it
+    (issue #26)."""
+
+    @classmethod
+    def setUpTestData(cls):
+        cls.staff, cls.editor, _ = make_users(permissions.CONTENT_EDITOR)
+        User = cls.editor.__class__
+        # other_admin: in the admin group, not in payroll; member: in payroll
+        cls.other_admin = User.objects.create_user("other", is_staff=True)
+        cls.other_admin.groups.add(Group.objects.get(name=permissions.ADMIN))
+        cls.member = User.objects.create_user("member", is_staff=True)
+        payroll = Group.objects.create(name="payroll")
+        cls.member.groups.add(payroll, Group.objects.get(name=permissions.ADMIN))
+        cls.live = Collection.objects.create(name="Salaries")
+        source, _ = ingestion.store_source(
+            cls.live, "pay.md", b"# Pay\n\nPaid on the 9th.\n"
+        )
+        ingestion.ingest(source.pk)
+        cls.copy = evaluation.scratch_copy(cls.live, {"chunk_tokens": 120})
+        cls.copied = cls.copy.sources.get()
+        ingestion.ingest(cls.copied.pk)
+        cls.chunk = cls.copied.chunks.first()
+        cls.live.groups.add(payroll)  # limited after the copy was made
+
+    def _get(self, user, name, *args, **query):
+        self.client.force_login(user)
+        return self.client.get(reverse(name, args=args), query)
+
+    def test_an_outsider_gets_none_of_its_text(self):
+        sources = self._get(self.editor, "admin:kb_goldencase_sources",
+                            collection=self.copy.pk)  # fmt: skip
+        self.assertEqual(sources.status_code, 404)
+        self.assertNotContains(sources, "9th", status_code=404)
+        listed = self._get(self.editor, "admin:kb_source_changelist",
+                           collection__id__exact=self.copy.pk)  # fmt: skip
+        self.assertNotContains(listed, "pay.md")
+        pages = {"source": self.copied.pk, "chunk": self.chunk.pk,
+                 "section": self.chunk.section_id}  # fmt: skip
+        for model, pk in pages.items():
+            name = f"admin:kb_{model}_change"
+            page = self._get(self.editor, name, pk)
+            self.assertEqual(page.status_code, 302, name)  # "does not exist"
+        chunks = self._get(self.editor, "admin:kb_chunk_changelist")
+        self.assertNotContains(chunks, "pay.md")
+
+    def test_an_admin_of_another_group_cannot_open_its_pages(self):
+        for name in ("admin:kb_collection_change", "admin:kb_collection_delete"):
+            page = self._get(self.other_admin, name, self.copy.pk)
+            self.assertEqual(page.status_code, 302, name)  # "does not exist"
+        policy = self._get(self.other_admin, "admin:kb_collection_policy", self.copy.pk)
+        self.assertEqual(policy.status_code, 404)
+        reindex = reverse("admin:kb_collection_reindex", args=[self.copy.pk])
+        self.assertEqual(self.client.post(reindex).status_code, 404)
+        self.client.post(reverse("admin:kb_collection_delete", args=[self.copy.pk]),
+                         {"post": "yes"})  # fmt: skip
+        self.assertTrue(Collection.objects.filter(pk=self.copy.pk).exists())
+
+    def test_a_member_of_the_live_groups_opens_it_but_no_list_shows_it(self):
+        chunk = self._get(self.member, "admin:kb_chunk_change", self.chunk.pk)
+        self.assertContains(chunk, "9th")
+        sources = self._get(self.member, "admin:kb_goldencase_sources",
+                            collection=self.copy.pk)  # fmt: skip
+        self.assertContains(sources, "9th")
+        page = self._get(self.member, "admin:kb_collection_change", self.copy.pk)
+        self.assertContains(page, "Salaries [scratch")
+        self.assertNotContains(page, 'name="chunk_tokens"')  # its job's, not edited
+        policy = self._get(self.member, "admin:kb_collection_policy", self.copy.pk)
+        self.assertEqual(policy.status_code, 404)  # a live collection's page
+        for user in (self.member, self.staff):
+            for name in (
+                "admin:kb_collection_changelist",
+                "admin:kb_source_changelist",
+                "admin:kb_chunk_changelist",
+                "admin:kb_section_changelist",
+            ):
+                listed = self._get(user, name)
+                self.assertEqual(listed.status_code, 200, name)
+                self.assertNotContains(listed, "[scratch", msg_prefix=name)
+        filtered = self._get(self.staff, "admin:kb_source_changelist",
+                             collection__id__exact=self.copy.pk)  # fmt: skip
+        copied = reverse("admin:kb_source_change", args=[self.copied.pk])
+        self.assertNotContains(filtered, copied)
+        self.assertNotContains(filtered, "[scratch")
+
+    def test_it_goes_with_its_live_collection(self):
+        self.live.delete()
+        self.assertFalse(Collection.objects.filter(pk=self.copy.pk).exists())
 
 
 class CollectionGroupsTestCase(TestCase):

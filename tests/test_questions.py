@@ -17,6 +17,7 @@ from django.test import (
     TransactionTestCase,
     override_settings,
 )
+from django.test.client import BOUNDARY, encode_multipart
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import escape
@@ -38,6 +39,17 @@ ROLLBACK = "When should I roll back a deploy?"
 SOURDOUGH = "What's a good recipe for sourdough?"
 SOURDOUGH_AGAIN = "How do I make a sourdough bread?"
 CAPITAL = "What is the capital of Australia?"
+
+
+def post_utf7(client, url: str, data: dict):
+    """A form posted as multipart in UTF-7, which Django decodes as the request
+    says: "+2AA-" comes out as a lone surrogate (\\ud800)."""
+    marks = {key: f"VALUE{i}" for i, key in enumerate(data)}
+    body = encode_multipart(BOUNDARY, marks).decode()
+    for key, mark in marks.items():
+        body = body.replace(mark, str(data[key]))
+    content_type = f"multipart/form-data; boundary={BOUNDARY}; charset=utf-7"
+    return client.post(url, body, content_type=content_type)
 
 
 class DemoTestCase(base.DemoTestCase):
@@ -280,6 +292,24 @@ class FeedbackTestCase(DemoTestCase):
         )
         self.assertEqual(response.status_code, 400)
         self.assertIn("2,000", response.json()["error"])
+        entry = Question.objects.get(pk=self.entry_id)
+        self.assertEqual((entry.is_helpful, entry.note), (None, ""))
+
+    def test_a_lone_surrogate_in_the_note_gets_400_with_the_reason(self):
+        # As a question with one is refused (issue #26): PostgreSQL cannot store it.
+        body = '{"id": %d, "helpful": false, "note": "roll\\ud800back"}'
+        response = self.feedback(body % self.entry_id)
+        self.assertEqual(response.status_code, 400)
+        self.assertEqual(response["Content-Type"], "application/json")
+        self.assertIn("lone surrogate (such as \\ud800)", response.json()["error"])
+        nul = self.feedback(
+            {"id": self.entry_id, "helpful": False, "note": "roll\x00back"}
+        )
+        self.assertIn("NUL character", nul.json()["error"])
+        url = reverse("kb:feedback", args=[self.entry_id])
+        page = post_utf7(self.client, url, {"helpful": "no", "note": "roll\ud800back"})
+        self.assertContains(page, "lone surrogate (such as \\ud800)", status_code=400)
+        self.assertContains(page, "roll\ufffdback", status_code=400)  # shown back
         entry = Question.objects.get(pk=self.entry_id)
         self.assertEqual((entry.is_helpful, entry.note), (None, ""))
 
@@ -750,6 +780,16 @@ class GapsTestCase(DemoTestCase):
         self.assertNotContains(self.client.get(self.url), SOURDOUGH)
         bad = self.client.post(reverse("admin:kb_question_handled"), {"ids": "x"})
         self.assertRedirects(bad, self.url)
+
+    def test_a_lone_surrogate_in_the_handled_note_is_refused_plainly(self):
+        entry = self._ask_as(self.staff, SOURDOUGH)
+        self.client.force_login(self.editor)
+        url = reverse("admin:kb_question_handled")
+        page = post_utf7(self.client, url, {"ids": entry.pk, "note": "a\ud800b"})
+        page = self.client.get(page["Location"])
+        self.assertContains(page, "Not marked: Note: The note contains a lone")
+        entry.refresh_from_db()
+        self.assertIsNone(entry.handled)
 
     def test_a_refused_mark_handled_says_why_plainly(self):
         self.client.force_login(self.editor)

@@ -154,6 +154,7 @@ class ShadowTestCase(TestCase):
         # The shadow is no collection anyone can ask in or pick.
         self.assertFalse(scratch.is_visible_to(self.staff))
         self.assertNotContains(self.client.get(reverse("kb:ask")), scratch.name)
+        self.assertEqual(scratch.live, self.gate)  # whose groups decide who sees it
         page = dashboard(self.client, self.gate)
         self.assertContains(page, f"Shadow index #{shadow.pk}: Building")
         self.assertContains(page, "chunk_tokens 200 → 120")

@@ -6,6 +6,7 @@ import json
 from datetime import timedelta
 from io import StringIO
 
+from django.contrib.auth import get_user_model
 from django.core.management import CommandError, call_command
 from django.test import TestCase
 from django.urls import reverse
@@ -91,6 +92,26 @@ class TokenTestCase(TestCase):
         self.staff.save()
         self.staff.is_active = True
         self.staff.save()
+        self._assert_refused(deactivated)
+
+    def test_a_bulk_demotion_revokes_the_tokens_at_their_next_use(self):
+        # QuerySet.update sends no pre_save signal (issue #26).
+        users = get_user_model().objects
+        key = access.create_token(self.editor, "ci")
+        self._assert_works(key)
+        users.filter(pk=self.editor.pk).update(is_staff=False)
+        response = self._post(key)
+        self.assertEqual(response.status_code, 403)
+        self.assertIn("Only staff", response.json()["error"])
+        users.filter(pk=self.editor.pk).update(is_staff=True)  # given back
+        self._assert_refused(key)
+        self.assertEqual(ApiToken.objects.get(name="ci").state(), "revoked")
+        deactivated = access.create_token(self.staff, "ci2")
+        users.filter(pk=self.staff.pk).update(is_active=False)
+        self.assertEqual(ApiToken.objects.get(name="ci2").state(),
+                         "user inactive or not staff")  # fmt: skip
+        self._assert_refused(deactivated)
+        users.filter(pk=self.staff.pk).update(is_active=True)
         self._assert_refused(deactivated)
 
     def test_last_used_is_written_at_most_once_a_minute(self):

@@ -58,8 +58,10 @@ _EXPORTS = {
     "question": (
         "MAX_QUESTION_CHARS",
         "QuestionError",
+        "SURROGATE_RE",
         "check_question",
         "clean_question",
+        "unstorable",
     ),
     "rows": ("MAX_WHOLE_SECTION_TOKENS", "ChunkRow"),
     "search": (

@@ -28,20 +28,26 @@ STOPWORDS = frozenset(
 )
 
 
+def unstorable(text: str) -> str | None:
+    """What in `text` PostgreSQL text cannot store, worded for a refusal ("The
+    question contains ..."), or None. The question, a golden case's fields and a
+    feedback note are checked alike."""
+    if "\x00" in text:
+        return "a NUL character (\\x00)"
+    if SURROGATE_RE.search(text):  # from JSON's "\ud800": no UTF-8 for it
+        return "a lone surrogate (such as \\ud800), which is no character"
+    return None
+
+
 def clean_question(question: str) -> str:
     """The question as searched: compatibility characters folded (NFKC: the
     full-width Latin of East Asian input methods reads as ASCII), one line."""
     question = " ".join(unicodedata.normalize("NFKC", question or "").split())
     if not question:
         raise QuestionError("Please type a question.")
-    if "\x00" in question:  # PostgreSQL text cannot hold it
+    if problem := unstorable(question):
         raise QuestionError(
-            "The question contains a NUL character (\\x00); remove it and ask again."
-        )
-    if SURROGATE_RE.search(question):  # from JSON's "\ud800": no UTF-8 for it
-        raise QuestionError(
-            "The question contains a lone surrogate (such as \\ud800), which is "
-            "no character; remove it and ask again."
+            f"The question contains {problem}; remove it and ask again."
         )
     if len(question) > MAX_QUESTION_CHARS:
         raise QuestionError(

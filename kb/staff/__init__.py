@@ -20,6 +20,10 @@ from django.template.response import TemplateResponse
 
 from kb.models import Collection
 
+# The admin's pages of one row: there a scratch copy's rows are open to whoever
+# may see its live collection; every other admin page leaves them out.
+OBJECT_PAGES = ("_change", "_delete", "_history")
+
 
 def may_view(user, model: type[Model]) -> bool:
     """The admin's view permission on a model: its view or its change permission."""
@@ -32,6 +36,17 @@ def open_to(user, rows: QuerySet, path: str = "collection") -> QuerySet:
     admin's lists too; `path` leads from a row to its collection's id."""
     allowed = Collection.objects.open_to(user).values("pk")
     return rows.filter(**{f"{path}__in": allowed})
+
+
+def admin_rows(request: HttpRequest, rows: QuerySet, path: str) -> QuerySet:
+    """The rows an admin page shows the user: those open to them (open_to), and
+    on lists, filters and actions none of a scratch copy (issue #26)."""
+    rows = open_to(request.user, rows, path)
+    match = request.resolver_match
+    if match is None or not (match.url_name or "").endswith(OBJECT_PAGES):
+        flag = "is_scratch" if path == "pk" else f"{path}__is_scratch"
+        rows = rows.filter(**{flag: False})
+    return rows
 
 
 def upload_form(

@@ -20,7 +20,7 @@ from kb.staff import form_page, open_to, upload_form
 
 @admin.site.admin_view
 def policy(request: HttpRequest, pk: int) -> HttpResponse:
-    collection = get_object_or_404(Collection.objects.open_to(request.user), pk=pk)
+    collection = get_object_or_404(Collection.objects.visible_to(request.user), pk=pk)
     if not permissions.can_change_policy(request.user):
         raise PermissionDenied(permissions.POLICY_REFUSED)
     current = ingestion.policy_for(collection)
@@ -73,7 +73,7 @@ def _example_chunk(collection: Collection) -> Chunk | None:
 @admin.site.admin_view
 @require_POST
 def reindex_collection(request: HttpRequest, pk: int) -> HttpResponse:
-    collection = get_object_or_404(Collection.objects.open_to(request.user), pk=pk)
+    collection = get_object_or_404(Collection.objects.visible_to(request.user), pk=pk)
     if not permissions.can_change_policy(request.user):
         raise PermissionDenied
     with transaction.atomic():
