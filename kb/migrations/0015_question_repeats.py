@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('kb', '0013_deprecated_flag_on_chunks'),
+        ('kb', '0014_scratch_copy_live'),
     ]
 
     operations = [
