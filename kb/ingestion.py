@@ -515,14 +515,17 @@ def ingest(source_id: int, version: int | None = None) -> str:
     """Index one version of a source; return a one-line outcome.
 
     Jobs for one source take a PostgreSQL advisory lock so they never interleave; a
-    job whose version was superseded while it waited stands down.
+    job whose version was superseded while it waited stands down, and a job of
+    the version already indexed does nothing. Without `version` (a call from
+    code, not a job), the current version is indexed again whatever its state.
     """
     with _source_lock(source_id):
         source = Source.objects.select_related("collection").get(pk=source_id)
+        job = version is not None  # a queued job names its version
         version = version or source.version
         if source.version != version:
             return f"skipped: version {version} superseded by {source.version}"
-        if source.indexed_version == version:
+        if job and source.indexed_version == version:
             # The same job again (a queue restored from an older snapshot runs
             # finished jobs again, issue #26): its work is done.
             return f"skipped: version {version} is already indexed"
