@@ -715,6 +715,36 @@ class PdfReaderTestCase(SimpleTestCase):
             self.reading.text,
         )
 
+    def test_markdown_written_as_text_renders_as_text(self):
+        # Text of a PDF that reads as Markdown must not become a link, an image
+        # or emphasis in answers and on the section page (issue #26, item 5).
+        page = Page()
+        page.heading("Reset *now*", 20).paragraph(
+            [
+                "Use the [reset page](https://evil.example/reset) or",
+                "<https://evil.example>.",
+            ]
+        )
+        page.bullets([(0, "![logo](https://evil.example/t.png) _here_")])
+        page.table([["[x](https://evil.example)", "Cap"], ["`y`", "60"]], [150, 120])
+        page.code(["curl [a](https://evil.example/c)"])
+        reading = readers.read("r.pdf", build_pdf([page]))
+        html = str(rendering.render(reading.text))
+        self.assertNotIn("<a", html)
+        self.assertNotIn("<img", html)
+        self.assertNotIn("<em", html)
+        for text in (
+            "<h1>Reset *now*</h1>",
+            "Use the [reset page](https://evil.example/reset) or "
+            "&lt;https://evil.example&gt;.",
+            "<li>![logo](https://evil.example/t.png) _here_</li>",
+            "<th>[x](https://evil.example)</th>",
+            "<td>`y`</td>",
+            "curl [a](https://evil.example/c)",  # code is kept as written
+        ):
+            self.assertIn(text, html)
+        self.assertIn("```\ncurl [a](https://evil.example/c)\n```", reading.text)
+
     def test_it_removes_running_headers_footers_and_page_numbers(self):
         self.assertNotIn("ACME Corp", self.reading.text)
         self.assertNotIn("Page 2 of 3", self.reading.text)

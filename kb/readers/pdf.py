@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 import pypdfium2 as pdfium
 import pypdfium2.raw as raw
 
-from kb.readers.markdown import Writer, clean
+from kb.readers.markdown import Writer, clean, escape
 from kb.readers.reading import ReaderError, Reading
 
 GAP_EMS = 1.5  # a horizontal gap wider than this many font sizes splits a line
@@ -927,10 +927,10 @@ class _Assembler:
                 "tables_with_header" if previous.header else "tables_without_header"
             ] -= 1
             self.out.page = previous.page
-            self.out.table(previous.rows, previous.header)
+            self.out.table(_escaped(previous.rows), previous.header)
             return
         self.out.page = table.page
-        self.out.table(table.rows, table.header)
+        self.out.table(_escaped(table.rows), table.header)
         self.last_table = table
 
     def line(self, line: _Line) -> None:
@@ -965,9 +965,9 @@ class _Assembler:
                 and self.prev_heading is not None
                 and self._follows(line, self.prev_heading)
             ):  # a heading wrapped over two lines
-                last.text += " " + text
+                last.text += " " + escape(text)
             else:
-                self.out.heading(level, text)
+                self.out.heading(level, escape(text))
             self.prev_heading = line
             return
         self.prev_heading = None
@@ -1143,14 +1143,13 @@ class _Assembler:
         page = self.out.page
         if self.paragraph:
             self.out.page = self.paragraph[0].page  # where it starts
-            self.out.paragraph(
-                _join_texts([ln.text for ln in self.paragraph], self.words)
-            )
+            text = _join_texts([ln.text for ln in self.paragraph], self.words)
+            self.out.paragraph(escape(text))
             self.paragraph = []
         if self.item is not None:
             self.out.page = self.item_page
             text = _join_texts(self.item, self.words)
-            self.out.item(self.item_depth, text, self.item_number)
+            self.out.item(self.item_depth, escape(text), self.item_number)
             self.item = None
         self.out.page = page
         if end_list:
@@ -1160,6 +1159,12 @@ class _Assembler:
             self.out.code(_code_text(self.code))
             self.code = []
             self.last_table = None
+
+
+def _escaped(rows: list[list[str]]) -> list[list[str]]:
+    """A table's cells as text of the document: Markdown markup in them escaped
+    (the reader adds the table's own)."""
+    return [[escape(cell) for cell in row] for row in rows]
 
 
 def _same_code_block(prev: _Line, line: _Line) -> bool:
