@@ -16,6 +16,16 @@ FONTS = {
     "F2": "Helvetica-Bold",
     "F3": "Courier",
     "F4": "Courier-Bold",
+    "F5": "Helvetica",  # with ASTRAL's ToUnicode map
+}
+# Codes of font F5 that its ToUnicode map reads as characters outside the Basic
+# Multilingual Plane, and one as a lone UTF-16 surrogate: pdfium hands each out
+# as two UTF-16 halves (issue #26).
+ASTRAL = {
+    "\x80": "\U0001f62d",  # loudly crying face
+    "\x81": "\U0001d518",  # mathematical fraktur capital U
+    "\x82": "\U00020000",  # a CJK ideograph of extension B
+    "\x83": "\ud83d",  # a lone high surrogate
 }
 
 
@@ -39,15 +49,17 @@ class Page:
     def rect(self, x: float, y: float, w: float, h: float) -> None:
         self.ops.append(f"{x:.2f} {y:.2f} {w:.2f} {h:.2f} re f")
 
-    def heading(self, text: str, size: float = 20) -> Page:
+    def heading(self, text: str, size: float = 20, font: str = "F2") -> Page:
         self.y -= size * 0.6
-        self.text(self.left, self.y, text, size, "F2")
+        self.text(self.left, self.y, text, size, font)
         self.y -= size * 0.9
         return self
 
-    def paragraph(self, lines: list[str], x: float | None = None) -> Page:
+    def paragraph(
+        self, lines: list[str], x: float | None = None, font: str = "F1"
+    ) -> Page:
         for line in lines:
-            self.text(self.left if x is None else x, self.y, line)
+            self.text(self.left if x is None else x, self.y, line, font=font)
             self.y -= 14
         self.y -= 10
         return self
@@ -151,10 +163,12 @@ def build_pdf(pages: list[Page]) -> bytes:
 
     catalog = add(b"")
     pages_id = add(b"")
+    to_unicode = add(_stream(_to_unicode(ASTRAL)))
     fonts = {
         key: add(
             f"<< /Type /Font /Subtype /Type1 /BaseFont /{name} "
-            f"/Encoding /WinAnsiEncoding >>".encode()
+            f"/Encoding /WinAnsiEncoding"
+            f"{f' /ToUnicode {to_unicode} 0 R' if key == 'F5' else ''} >>".encode()
         )
         for key, name in FONTS.items()
     }
@@ -210,3 +224,21 @@ def build_pdf(pages: list[Page]) -> bytes:
         f"startxref\n{xref}\n%%EOF\n".encode()
     )
     return bytes(out)
+
+
+def _stream(data: bytes) -> bytes:
+    return f"<< /Length {len(data)} >>\nstream\n".encode() + data + b"\nendstream"
+
+
+def _to_unicode(codes: dict[str, str]) -> bytes:
+    """A ToUnicode CMap reading each one-byte code as its text (in UTF-16BE)."""
+    pairs = "\n".join(
+        f"<{ord(code):02X}> <{text.encode('utf-16-be', 'surrogatepass').hex()}>"
+        for code, text in codes.items()
+    )
+    return (
+        "/CIDInit /ProcSet findresource begin 12 dict begin begincmap\n"
+        "/CMapName /Astral def 1 begincodespacerange <00> <FF> endcodespacerange\n"
+        f"{len(codes)} beginbfchar\n{pairs}\nendbfchar\n"
+        "endcmap CMapName currentdict /CMap defineresource pop end end"
+    ).encode()

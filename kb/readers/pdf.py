@@ -50,6 +50,7 @@ _PAGE_NUMBER_RE = re.compile(
 _BOLD_RE = re.compile(r"bold|black|heavy|semibold|demi", re.I)
 _SENTENCE_ENDS = (".", ",", ";", "!", "?")
 _SENTENCE_RE = re.compile(r"\w[.!?][\"”’)]?\s+[A-Z]")  # one sentence ends, one starts
+_SURROGATE_RE = re.compile("[\ud800-\udfff]")
 _MONO_RE = re.compile(r"mono|courier|consol|menlo|code|typewriter", re.I)
 
 
@@ -281,10 +282,6 @@ def _rules(page: pdfium.PdfPage) -> _Rules:
 
 
 def _lines(textpage: pdfium.PdfTextPage, page: int, rules: _Rules) -> list[_Line]:
-    count = raw.FPDFText_CountChars(textpage)
-    text = textpage.get_text_range(0, count) if count else ""
-    if len(text) != count:  # characters outside the BMP: ask one by one
-        text = "".join(chr(raw.FPDFText_GetUnicode(textpage, i)) for i in range(count))
     loose = raw.FS_RECTF()
     flags = ctypes.c_int()
     fonts: dict[bytes, tuple[bool, bool]] = {}
@@ -294,7 +291,7 @@ def _lines(textpage: pdfium.PdfTextPage, page: int, rules: _Rules) -> list[_Line
     space = False
     last_x0 = 0.0
     get_box, get_font = raw.FPDFText_GetLooseCharBox, raw.FPDFText_GetFontInfo
-    for i, ch in enumerate(text):
+    for i, ch in _characters(textpage):
         if ch in "\ufffe\x02":
             ch = "-"  # pdfium's mark for a hyphen that ends a line
         elif ch.isspace() or ch == "\x00":
@@ -367,6 +364,32 @@ def _lines(textpage: pdfium.PdfTextPage, page: int, rules: _Rules) -> list[_Line
             ln.chars.insert(0, "• ")  # a bullet drawn as a shape, not a character
             ln.starts = [0] + [i + 1 for i in ln.starts[1:]]
     return lines
+
+
+def _characters(textpage: pdfium.PdfTextPage) -> list[tuple[int, str]]:
+    """The page's characters with their indexes. pdfium counts UTF-16 code units:
+    a character outside the Basic Multilingual Plane (an emoji) comes as two
+    surrogates, joined here, its first index standing for it; a lone surrogate
+    (a broken ToUnicode map) becomes U+FFFD, so that the text is valid Unicode
+    (issue #26)."""
+    count = raw.FPDFText_CountChars(textpage)
+    text = textpage.get_text_range(0, count) if count else ""
+    if len(text) == count and not _SURROGATE_RE.search(text):
+        return list(enumerate(text))
+    # characters outside the BMP: ask one by one
+    units = [raw.FPDFText_GetUnicode(textpage, i) for i in range(count)]
+    out: list[tuple[int, str]] = []
+    i = 0
+    while i < count:
+        unit = units[i]
+        low = units[i + 1] if i + 1 < count else 0
+        if 0xD800 <= unit < 0xDC00 and 0xDC00 <= low < 0xE000:
+            out.append((i, chr(0x10000 + ((unit - 0xD800) << 10) + (low - 0xDC00))))
+            i += 2
+            continue
+        out.append((i, "\ufffd" if 0xD800 <= unit < 0xE000 else chr(unit)))
+        i += 1
+    return out
 
 
 def _tables(lines: list[_Line], rules: _Rules, page: int):
