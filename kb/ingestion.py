@@ -520,8 +520,19 @@ def ingest(source_id: int, version: int | None = None) -> str:
             raise
         except Exception as exc:
             logger.exception("ingestion of source %s failed", source_id)
-            _fail(source, version, f"{type(exc).__name__}: {exc}")
+            _fail(source, version, internal_failure(source.file_name, exc))
             raise
+
+
+def internal_failure(name: str, exc: Exception) -> str:
+    """What a source shows for an error no check foresaw: a sentence, not the
+    library's words (a tokenizer's "TextEncodeInput must be Union[...]"), which
+    go to the worker's log with the traceback (issue #26)."""
+    return (
+        f"{name}: indexing stopped on an internal error ({type(exc).__name__}; "
+        "the worker's log has the details); the previous version stays live. "
+        "Retry, or report it with the file"
+    )
 
 
 def _ingest(source: Source, version: int, started: float) -> str:
