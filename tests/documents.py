@@ -18,6 +18,25 @@ FONTS = {
     "F4": "Courier-Bold",
     "F5": "Helvetica",  # with ASTRAL's ToUnicode map
 }
+# Fonts outside the standard 14, given by their widths (characters 32 to 126)
+# and metrics alone, no font file (pdfium reads the text by them): F6 is
+# monospaced, with a name no list of code fonts holds and Noto Sans Mono's tall
+# ascent and descent, and without the fixed-pitch flag ("~" narrower, or pdfium
+# would set the flag for widths all equal); F7 is proportional (Helvetica's
+# widths) with "Mono" in its name (issue #26).
+HELVETICA_WIDTHS = (
+    [278, 278, 355, 556, 556, 889, 667, 191, 333, 333, 389, 584, 278, 333, 278, 278]
+    + [556] * 10
+    + [278, 278, 584, 584, 584, 556, 1015, 667, 667, 722, 722, 667, 611, 778, 722]
+    + [278, 500, 667, 556, 833, 722, 778, 667, 778, 722, 667, 611, 722, 667, 944]
+    + [667, 667, 611, 278, 278, 278, 469, 556, 333, 556, 556, 500, 556, 556, 278]
+    + [556, 556, 222, 222, 500, 222, 833, 556, 556, 556, 556, 333, 500, 278, 556]
+    + [500, 722, 500, 500, 500, 334, 260, 334, 584]
+)
+DESCRIBED = {
+    "F6": ("Iosevka-Term", [600] * 94 + [500], 1069, -293),
+    "F7": ("Monoline-Sans", HELVETICA_WIDTHS, 905, -212),
+}
 # Codes of font F5 that its ToUnicode map reads as characters outside the Basic
 # Multilingual Plane, and one as a lone UTF-16 surrogate: pdfium hands each out
 # as two UTF-16 halves (issue #26).
@@ -172,6 +191,17 @@ def build_pdf(pages: list[Page]) -> bytes:
         )
         for key, name in FONTS.items()
     }
+    for key, (name, widths, ascent, descent) in DESCRIBED.items():
+        descriptor = add(
+            f"<< /Type /FontDescriptor /FontName /{name} /Flags 32 /FontBBox "
+            f"[0 {descent} 1000 {ascent}] /ItalicAngle 0 /Ascent {ascent} "
+            f"/Descent {descent} /CapHeight 700 /StemV 80 >>".encode()
+        )
+        fonts[key] = add(
+            f"<< /Type /Font /Subtype /TrueType /BaseFont /{name} /FirstChar 32 "
+            f"/LastChar 126 /Widths [{' '.join(map(str, widths))}] "
+            f"/FontDescriptor {descriptor} 0 R /Encoding /WinAnsiEncoding >>".encode()
+        )
     pixels = zlib.compress(bytes([128]) * 16)
     image = add(
         b"<< /Type /XObject /Subtype /Image /Width 4 /Height 4 /ColorSpace "

@@ -715,6 +715,35 @@ class PdfReaderTestCase(SimpleTestCase):
             self.reading.text,
         )
 
+    def test_code_is_told_by_its_fonts_widths_not_their_names(self):
+        # A code font is monospaced whatever its name, flags or height (Noto
+        # Sans Mono's tall ascent read a line of code as a heading); a font
+        # named "Mono" whose letters are not of one width is text (issue #26).
+        page = Page().heading("Wi-Fi", 15)
+        page.paragraph(
+            ["Guests connect to the network named Larkspur with the daily code",
+             "shown at reception; staff use their own credentials."]
+        )  # fmt: skip
+        page.text(72, page.y, "nmcli dev wifi list", 10, "F6")
+        page.text(72, page.y - 12, "nmcli dev wifi connect Larkspur", 10, "F6")
+        page.y -= 34
+        page.paragraph(
+            ["Desks are booked in the app up to two weeks ahead, and a booking",
+             "not checked in by ten is released."],
+            font="F7",
+        )  # fmt: skip
+        page.code(["ssh kb@office  # in Courier"])
+        reading = readers.read("wifi.pdf", build_pdf([page]))
+        self.assertEqual(
+            reading.text,
+            "## Wi-Fi\n\nGuests connect to the network named Larkspur with the "
+            "daily code shown at reception; staff use their own credentials.\n\n"
+            "```\nnmcli dev wifi list\nnmcli dev wifi connect Larkspur\n```\n\n"
+            "Desks are booked in the app up to two weeks ahead, and a booking not "
+            "checked in by ten is released.\n\n"
+            "```\nssh kb@office # in Courier\n```\n",
+        )
+
     def test_markdown_written_as_text_renders_as_text(self):
         # Text of a PDF that reads as Markdown must not become a link, an image
         # or emphasis in answers and on the section page (issue #26, item 5).

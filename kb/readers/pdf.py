@@ -17,6 +17,7 @@ sentence goes on). OCR is out of scope: a PDF without a text layer is refused.
 from __future__ import annotations
 
 import ctypes
+import math
 import re
 import statistics
 from collections import Counter
@@ -51,7 +52,11 @@ _BOLD_RE = re.compile(r"bold|black|heavy|semibold|demi", re.I)
 _SENTENCE_ENDS = (".", ",", ";", "!", "?")
 _SENTENCE_RE = re.compile(r"\w[.!?][\"”’)]?\s+[A-Z]")  # one sentence ends, one starts
 _SURROGATE_RE = re.compile("[\ud800-\udfff]")
-_MONO_RE = re.compile(r"mono|courier|consol|menlo|code|typewriter", re.I)
+# characters narrower than most in any proportional font, as wide as the others
+# in a monospaced one
+_NARROW = frozenset("ijlItfr.,:;'!|()[]")
+WIDTH_EMS = 0.03  # advances this close (in ems) are the same width
+MONO_SHAPES = 6  # characters of one width, none narrow, that make a font monospaced
 
 
 @dataclass
@@ -67,6 +72,7 @@ class _Line:
     bold: int = 0
     mono: int = 0
     sizes: Counter = field(default_factory=Counter)
+    faces: Counter = field(default_factory=Counter)  # characters per (font, size)
     cell: tuple[float, float, float, float] | None = None  # inside table rules
     box: int | None = None  # the shaded box around it
     # runs of characters parted by gaps wider than a word space: where each
@@ -94,6 +100,44 @@ class _Line:
 
     def is_mono(self) -> bool:
         return self.mono >= 0.9 * max(1, len(self.text.replace(" ", "")))
+
+
+@dataclass
+class _Font:
+    """A font of a page: bold by its name or flags, monospaced by the advance
+    widths of its characters on the page (its narrow letters as wide as its
+    others) or, without narrow letters and others to compare, by its
+    fixed-pitch flag. Not by its name: a list of names misses code fonts and
+    takes in others ("Monotype Corsiva")."""
+
+    bold: bool
+    fixed: bool
+    narrow: Counter = field(default_factory=Counter)  # advances (ems): count
+    wide: Counter = field(default_factory=Counter)
+    shapes: set[str] = field(default_factory=set)  # the wide characters seen
+
+    def measure(self, ch: str, advance: float) -> None:
+        if advance <= 0 or ch.isdigit():  # digits: of one width in most fonts
+            return
+        if ch in _NARROW:
+            self.narrow[round(advance, 2)] += 1
+        else:
+            self.wide[round(advance, 2)] += 1
+            self.shapes.add(ch)
+
+    def is_mono(self) -> bool:
+        if not self.wide:
+            return self.fixed
+        common, n = self.wide.most_common(1)[0]
+        if self.narrow:  # a ligature's box aside ("!=" drawn as one glyph)
+            same = sum(
+                k for w, k in self.narrow.items() if abs(w - common) <= WIDTH_EMS
+            )
+            return same >= 0.8 * self.narrow.total()
+        # no narrow letter: many characters of one width tell, or the flag
+        return self.fixed or (
+            len(self.shapes) >= MONO_SHAPES and n >= 0.9 * self.wide.total()
+        )
 
 
 @dataclass
@@ -283,14 +327,16 @@ def _rules(page: pdfium.PdfPage) -> _Rules:
 
 def _lines(textpage: pdfium.PdfTextPage, page: int, rules: _Rules) -> list[_Line]:
     loose = raw.FS_RECTF()
+    matrix = raw.FS_MATRIX()
     flags = ctypes.c_int()
-    fonts: dict[bytes, tuple[bool, bool]] = {}
+    fonts: dict[bytes, _Font] = {}
     name = ctypes.create_string_buffer(256)
     lines: list[_Line] = []
     line: _Line | None = None
     space = False
     last_x0 = 0.0
     get_box, get_font = raw.FPDFText_GetLooseCharBox, raw.FPDFText_GetFontInfo
+    get_size, get_matrix = raw.FPDFText_GetFontSize, raw.FPDFText_GetMatrix
     for i, ch in _characters(textpage):
         if ch in "\ufffe\x02":
             ch = "-"  # pdfium's mark for a hyphen that ends a line
@@ -298,18 +344,22 @@ def _lines(textpage: pdfium.PdfTextPage, page: int, rules: _Rules) -> list[_Line
             space = True
             continue
         get_box(textpage, i, loose)
-        # the drawn size: the font's ascent to descent, whatever the page scale
         height = loose.top - loose.bottom
-        size = height / 1.15 or 1.0
+        # the drawn size: the font's em, scaled by the text and page matrices
+        # (not its ascent to descent, which varies by font: 1.36 em in Noto
+        # Sans Mono, 1.11 em in Liberation Serif)
+        scale = math.hypot(matrix.c, matrix.d) if get_matrix(textpage, i, matrix) else 0
+        size = get_size(textpage, i) * scale or height / 1.15 or 1.0
         get_font(textpage, i, name, 256, flags)
         key = name.value
         if key not in fonts:
-            base = key.decode("latin-1")
-            fonts[key] = (
-                bool(_BOLD_RE.search(base) or flags.value & FORCE_BOLD),
-                bool(_MONO_RE.search(base) or flags.value & FIXED_PITCH),
+            fonts[key] = _Font(
+                bool(
+                    _BOLD_RE.search(key.decode("latin-1")) or flags.value & FORCE_BOLD
+                ),
+                bool(flags.value & FIXED_PITCH),
             )
-        bold, mono = fonts[key]
+        font = fonts[key]
         x0, x1, y = loose.left, loose.right, loose.bottom + 0.2 * height  # ~baseline
         # A ligature's glyph ("fi" in TeX's fonts) gives each of its characters
         # the same box: the second one continues the line, it does not start one.
@@ -341,23 +391,29 @@ def _lines(textpage: pdfium.PdfTextPage, page: int, rules: _Rules) -> list[_Line
         line.chars.append(ch)
         line.x1 = max(line.x1, x1)
         line.spans[-1][1] = max(line.spans[-1][1], x1)
-        line.sizes[round(size, 1) if not mono else 0.0] += 1
-        line.bold += bold
-        line.mono += mono
+        line.faces[key, round(size, 1)] += 1
+        line.bold += font.bold
+        if not ligature:  # a ligature's characters share one advance
+            font.measure(ch, (x1 - x0) / size)
         space = False
     lines = [ln for ln in lines if ln.text]
+    mono = {key: font.is_mono() for key, font in fonts.items()}
+    for ln in lines:  # code font characters apart from the text's sizes
+        for (key, size), n in ln.faces.items():
+            ln.mono += n * mono[key]
+            ln.sizes[0.0 if mono[key] else size] += n
     for ln in lines:  # its text's size: inline code in another font aside
         ln.box = rules.box(ln) if rules.boxes else None
         prose = [(n, size) for size, n in ln.sizes.items() if size]
         ln.size = max(prose)[1] if prose else ln.size
     # a box the size of the page around text that is mostly not monospaced is
     # the page's background (pandoc's style), not a code block's
-    mono: Counter[int] = Counter()
+    in_box: Counter[int] = Counter()
     for ln in lines:
         if ln.box in rules.pages:
-            mono[ln.box] += 1 if ln.is_mono() else -1
+            in_box[ln.box] += 1 if ln.is_mono() else -1
     for ln in lines:
-        if ln.box in rules.pages and mono[ln.box] <= 0:
+        if ln.box in rules.pages and in_box[ln.box] <= 0:
             ln.box = None
     for ln in lines:
         if rules.bullets and rules.bullet_before(ln) and not _BULLET_RE.match(ln.text):
@@ -549,6 +605,7 @@ def _run(rows: list[list[_Line]], i: int) -> tuple[int, list[tuple[float, float]
         # a heading beside a line of text: a page's columns, not a table's
         return i + 1, columns
     bottom = min(ln.y for ln in rows[i])
+    code = _code_row(rows[i])
     steps: list[float] = []
     end = i + 1
     while end < len(rows):
@@ -556,7 +613,7 @@ def _run(rows: list[list[_Line]], i: int) -> tuple[int, list[tuple[float, float]
         step = bottom - max(ln.y for ln in row)
         usual = statistics.median(steps) + 0.6 * size if steps else 0
         limit = max(usual, 2.2 * size if len(steps) < 2 else 1.9 * size)
-        if step > limit or _mixed_sizes(row, size):
+        if step > limit or _mixed_sizes(row, size) or _code_row(row) != code:
             break
         spans = [(x0, x1) for x0, x1, _ in _row_chunks(row)]
         merged = _merged(columns + spans, size)
@@ -567,6 +624,12 @@ def _run(rows: list[list[_Line]], i: int) -> tuple[int, list[tuple[float, float]
         bottom = min(ln.y for ln in row)
         end += 1
     return end, columns
+
+
+def _code_row(row: list[_Line]) -> bool:
+    """A row of code alone (a code block's line, whatever its size), not a row
+    of a table's cells; a header row of code cells is set in bold."""
+    return all(ln.is_mono() and not ln.is_bold() for ln in row)
 
 
 def _mixed_sizes(row: list[_Line], size: float) -> bool:
@@ -601,6 +664,7 @@ def _run_start(rows: list[list[_Line]], i: int, done: int, columns) -> int:
         and min(ln.y for ln in rows[i - 1]) - max(ln.y for ln in rows[i])
         <= WRAP_EMS * size
         and not _mixed_sizes(rows[i - 1], size)
+        and _code_row(rows[i - 1]) == _code_row(rows[i])
         and len(_merged(columns + [c[:2] for c in _row_chunks(rows[i - 1])], size))
         == len(columns)
     ):
@@ -1028,7 +1092,7 @@ class _Assembler:
             return 1
         if ratio >= 1.35:
             return 2
-        if ratio >= 1.1:
+        if ratio >= 1.11:  # 11 pt text beside tables in 10 pt (1.1) is text
             return 3
         # a short bold line of its own: levels 4 and 5 (body size and smaller)
         if (
