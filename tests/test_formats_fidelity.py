@@ -36,6 +36,8 @@ DEJAVU, NOTO, LIBERATION = "fonts-dejavu-core", "fonts-noto-mono", "fonts-libera
 FONT_FILES = {
     "kb-serif": ("DejaVuSerif.ttf", "DejaVuSerif-Bold.ttf", DEJAVU),
     "kb-sans": ("DejaVuSans.ttf", "DejaVuSans-Bold.ttf", DEJAVU),
+    # Arial's metrics: the handbook's benchmark floors were measured in them
+    "kb-arial": ("LiberationSans-Regular.ttf", "LiberationSans-Bold.ttf", LIBERATION),
 }
 # Code fonts (kb-mono) the reader must tell as monospaced: Debian's default,
 # Noto (the default where fonts-noto-mono is installed) and Liberation.
@@ -65,9 +67,16 @@ def test_the_handbook_keeps_its_structure_in_every_format():
     if not CORPUS.is_dir():
         pytest.skip(SHARED_MISSING)
     _tools_or_skip()
+    faces, _ = _font_faces("DejaVu Sans Mono")  # the benchmark's CSS, pinned
+    css = faces + formats.CSS.replace("sans-serif", "kb-arial")
     with tempfile.TemporaryDirectory() as tmp:
         (Path(tmp) / "handbook").symlink_to(CORPUS)
-        report = formats.run(Path(tmp), formats.FORMATS, timings=False)
+        report = formats.run(
+            Path(tmp),
+            formats.FORMATS,
+            timings=False,
+            css=css + "pre,code{font-family:kb-mono}",
+        )
     assert report.errors == []
     assert report.pages > 0
     for fmt in formats.FORMATS:
@@ -203,9 +212,9 @@ def _font_file(file: str, package: str) -> Path:
     pytest.skip(reason)
 
 
-def _pinned(html: str, mono: str) -> tuple[str, set[str]]:
-    """The HTML with the families kb-serif, kb-sans and kb-mono (the code font
-    `mono`) defined by their files, and the names they print under."""
+def _font_faces(mono: str) -> tuple[str, set[str]]:
+    """CSS defining the families kb-serif, kb-sans and kb-mono (the code font
+    `mono`) by their files, and the names they print under."""
     families = {**FONT_FILES, "kb-mono": MONO_FILES[mono]}
     rules, names = [], set()
     for family, (regular, bold, package) in families.items():
@@ -217,8 +226,13 @@ def _pinned(html: str, mono: str) -> tuple[str, set[str]]:
             )
             stem = Path(file).stem
             names |= {stem, stem.removesuffix("-Regular")}
-    style = f"<style>{''.join(rules)}</style></head>"
-    return html.replace("</head>", style, 1), names
+    return "".join(rules), names
+
+
+def _pinned(html: str, mono: str) -> tuple[str, set[str]]:
+    """The HTML with the pinned fonts defined, and the names they print under."""
+    faces, names = _font_faces(mono)
+    return html.replace("</head>", f"<style>{faces}</style></head>", 1), names
 
 
 def _fonts_of(pdf: bytes) -> set[str]:
