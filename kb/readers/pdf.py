@@ -57,6 +57,7 @@ _SURROGATE_RE = re.compile("[\ud800-\udfff]")
 _NARROW = frozenset("ijlItfr.,:;'!|()[]")
 WIDTH_EMS = 0.03  # advances this close (in ems) are the same width
 MONO_SHAPES = 6  # characters of one width, none narrow, that make a font monospaced
+MEASURED = 500  # characters of a font measured per page: enough to tell
 
 
 @dataclass
@@ -115,8 +116,11 @@ class _Font:
     narrow: Counter = field(default_factory=Counter)  # advances (ems): count
     wide: Counter = field(default_factory=Counter)
     shapes: set[str] = field(default_factory=set)  # the wide characters seen
+    measured: int = 0
+    height: float = 0.0  # of a character's box, per em
 
     def measure(self, ch: str, advance: float) -> None:
+        self.measured += 1
         if advance <= 0 or ch.isdigit():  # digits: of one width in most fonts
             return
         if ch in _NARROW:
@@ -345,11 +349,6 @@ def _lines(textpage: pdfium.PdfTextPage, page: int, rules: _Rules) -> list[_Line
             continue
         get_box(textpage, i, loose)
         height = loose.top - loose.bottom
-        # the drawn size: the font's em, scaled by the text and page matrices
-        # (not its ascent to descent, which varies by font: 1.36 em in Noto
-        # Sans Mono, 1.11 em in Liberation Serif)
-        scale = math.hypot(matrix.c, matrix.d) if get_matrix(textpage, i, matrix) else 0
-        size = get_size(textpage, i) * scale or height / 1.15 or 1.0
         get_font(textpage, i, name, 256, flags)
         key = name.value
         if key not in fonts:
@@ -360,6 +359,14 @@ def _lines(textpage: pdfium.PdfTextPage, page: int, rules: _Rules) -> list[_Line
                 bool(flags.value & FIXED_PITCH),
             )
         font = fonts[key]
+        # The drawn size: the font's em, scaled by the text and page matrices,
+        # not its ascent to descent (the box's height), which varies by font
+        # (1.36 em in Noto Sans Mono, 1.11 em in Liberation Serif). The box's
+        # height per em is the font's: asked of pdfium once per font.
+        if not font.height and height > 0 and get_matrix(textpage, i, matrix):
+            em = get_size(textpage, i) * math.hypot(matrix.c, matrix.d)
+            font.height = height / em if em > 0 else 1.15
+        size = height / (font.height or 1.15) or 1.0
         x0, x1, y = loose.left, loose.right, loose.bottom + 0.2 * height  # ~baseline
         # A ligature's glyph ("fi" in TeX's fonts) gives each of its characters
         # the same box: the second one continues the line, it does not start one.
@@ -393,7 +400,7 @@ def _lines(textpage: pdfium.PdfTextPage, page: int, rules: _Rules) -> list[_Line
         line.spans[-1][1] = max(line.spans[-1][1], x1)
         line.faces[key, round(size, 1)] += 1
         line.bold += font.bold
-        if not ligature:  # a ligature's characters share one advance
+        if not ligature and font.measured < MEASURED:  # a ligature: one advance
             font.measure(ch, (x1 - x0) / size)
         space = False
     lines = [ln for ln in lines if ln.text]
