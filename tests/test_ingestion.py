@@ -157,6 +157,26 @@ class IngestTestCase(TestCase):
         self.assertIn(words, logs.output[0])
         self.assertIn("Traceback", logs.output[0])
 
+    def test_kb_ingest_sync_names_an_unexpected_error_in_a_sentence(self):
+        errors = StringIO()
+        with (
+            tempfile.TemporaryDirectory() as folder,
+            mock.patch.object(ingestion, "prepare", side_effect=KeyError("window")),
+            self.assertLogs("kb.ingestion", "ERROR"),
+            self.assertRaisesMessage(CommandError, "1 stored but failed to index"),
+        ):
+            (Path(folder) / "notes.md").write_bytes(b"# Notes\n\nSoup.\n")
+            call_command(
+                "kb_ingest", folder, collection="Docs", sync=True, stdout=StringIO(),
+                stderr=errors,
+            )  # fmt: skip
+        self.assertEqual(
+            errors.getvalue().splitlines()[0],
+            "notes.md: stored, but indexing failed: notes.md: indexing stopped on "
+            "an internal error (KeyError; the worker's log has the details); the "
+            "previous version stays live. Retry, or report it with the file",
+        )
+
     def test_its_token_figures_are_those_kb_chunk_prints_for_the_file(self):
         # Two chunks of different lengths: every percentile definition differs.
         # Nothing is prefixed to the embedded texts, which kb_chunk knows nothing of.
