@@ -542,13 +542,29 @@ def ingest(source_id: int, version: int | None = None) -> str:
             else:
                 _fail_to_retry(source, version, str(exc))
             raise
-        except (parsing.ParseError, IngestionError, embedding.EmbeddingError) as exc:
-            _fail(source, version, str(exc))
-            raise
         except Exception as exc:
-            logger.exception("ingestion of source %s failed", source_id)
-            _fail(source, version, f"{type(exc).__name__}: {exc}")
+            if not isinstance(exc, FORESEEN):
+                logger.exception("ingestion of source %s failed", source_id)
+            _fail(source, version, failure_message(source.file_name, exc))
             raise
+
+
+# errors whose message says what is wrong with the file or the model
+FORESEEN = (parsing.ParseError, IngestionError, embedding.EmbeddingError)
+
+
+def failure_message(name: str, exc: Exception) -> str:
+    """What a source shows for the error that failed its indexing: the message
+    of a foreseen one; for an error no check foresaw, a sentence, not the
+    library's words (a tokenizer's "TextEncodeInput must be Union[...]"), which
+    go to the worker's log with the traceback (issue #26)."""
+    if isinstance(exc, FORESEEN):
+        return str(exc)
+    return (
+        f"{name}: indexing stopped on an internal error ({type(exc).__name__}; "
+        "the worker's log has the details); the previous version stays live. "
+        "Retry, or report it with the file"
+    )
 
 
 def _ingest(source: Source, version: int, started: float) -> str:

@@ -26,6 +26,7 @@ import selectors
 import signal
 import sys
 import time
+import traceback
 from collections.abc import Callable
 from typing import Any
 
@@ -115,6 +116,9 @@ def _child(fd: int, function, args, memory_mb: int, parent: int) -> None:
         try:
             outcome = (True, function(*args))
         except Exception as exc:  # sent to the parent, raised there
+            # its traceback does not travel with it: as a note, which the
+            # parent's log prints (issue #26)
+            exc.add_note("In the child process:\n" + _traceback(exc))
             # C libraries report a failed allocation in their own words (lxml: an
             # "unknown error"): near the limit, it is the limit
             margin = min(_NEAR_LIMIT, memory_mb * 1024 * 1024 // 8)
@@ -134,6 +138,10 @@ def _child(fd: int, function, args, memory_mb: int, parent: int) -> None:
         code = 1
     finally:
         os._exit(code)
+
+
+def _traceback(exc: BaseException) -> str:
+    return "".join(traceback.format_tb(exc.__traceback__)).rstrip()
 
 
 def _prepare_child(memory_mb: int, parent: int) -> int:

@@ -16,6 +16,35 @@ FONTS = {
     "F2": "Helvetica-Bold",
     "F3": "Courier",
     "F4": "Courier-Bold",
+    "F5": "Helvetica",  # with ASTRAL's ToUnicode map
+}
+# Fonts outside the standard 14, given by their widths (characters 32 to 126)
+# and metrics alone, no font file (pdfium reads the text by them): F6 is
+# monospaced, with a name no list of code fonts holds and Noto Sans Mono's tall
+# ascent and descent, and without the fixed-pitch flag ("~" narrower, or pdfium
+# would set the flag for widths all equal); F7 is proportional (Helvetica's
+# widths) with "Mono" in its name (issue #26).
+HELVETICA_WIDTHS = (
+    [278, 278, 355, 556, 556, 889, 667, 191, 333, 333, 389, 584, 278, 333, 278, 278]
+    + [556] * 10
+    + [278, 278, 584, 584, 584, 556, 1015, 667, 667, 722, 722, 667, 611, 778, 722]
+    + [278, 500, 667, 556, 833, 722, 778, 667, 778, 722, 667, 611, 722, 667, 944]
+    + [667, 667, 611, 278, 278, 278, 469, 556, 333, 556, 556, 500, 556, 556, 278]
+    + [556, 556, 222, 222, 500, 222, 833, 556, 556, 556, 556, 333, 500, 278, 556]
+    + [500, 722, 500, 500, 500, 334, 260, 334, 584]
+)
+DESCRIBED = {
+    "F6": ("Iosevka-Term", [600] * 94 + [500], 1069, -293),
+    "F7": ("Monoline-Sans", HELVETICA_WIDTHS, 905, -212),
+}
+# Codes of font F5 that its ToUnicode map reads as characters outside the Basic
+# Multilingual Plane, and one as a lone UTF-16 surrogate: pdfium hands each out
+# as two UTF-16 halves (issue #26).
+ASTRAL = {
+    "\x80": "\U0001f62d",  # loudly crying face
+    "\x81": "\U0001d518",  # mathematical fraktur capital U
+    "\x82": "\U00020000",  # a CJK ideograph of extension B
+    "\x83": "\ud83d",  # a lone high surrogate
 }
 
 
@@ -39,15 +68,17 @@ class Page:
     def rect(self, x: float, y: float, w: float, h: float) -> None:
         self.ops.append(f"{x:.2f} {y:.2f} {w:.2f} {h:.2f} re f")
 
-    def heading(self, text: str, size: float = 20) -> Page:
+    def heading(self, text: str, size: float = 20, font: str = "F2") -> Page:
         self.y -= size * 0.6
-        self.text(self.left, self.y, text, size, "F2")
+        self.text(self.left, self.y, text, size, font)
         self.y -= size * 0.9
         return self
 
-    def paragraph(self, lines: list[str], x: float | None = None) -> Page:
+    def paragraph(
+        self, lines: list[str], x: float | None = None, font: str = "F1"
+    ) -> Page:
         for line in lines:
-            self.text(self.left if x is None else x, self.y, line)
+            self.text(self.left if x is None else x, self.y, line, font=font)
             self.y -= 14
         self.y -= 10
         return self
@@ -151,13 +182,26 @@ def build_pdf(pages: list[Page]) -> bytes:
 
     catalog = add(b"")
     pages_id = add(b"")
+    to_unicode = add(_stream(_to_unicode(ASTRAL)))
     fonts = {
         key: add(
             f"<< /Type /Font /Subtype /Type1 /BaseFont /{name} "
-            f"/Encoding /WinAnsiEncoding >>".encode()
+            f"/Encoding /WinAnsiEncoding"
+            f"{f' /ToUnicode {to_unicode} 0 R' if key == 'F5' else ''} >>".encode()
         )
         for key, name in FONTS.items()
     }
+    for key, (name, widths, ascent, descent) in DESCRIBED.items():
+        descriptor = add(
+            f"<< /Type /FontDescriptor /FontName /{name} /Flags 32 /FontBBox "
+            f"[0 {descent} 1000 {ascent}] /ItalicAngle 0 /Ascent {ascent} "
+            f"/Descent {descent} /CapHeight 700 /StemV 80 >>".encode()
+        )
+        fonts[key] = add(
+            f"<< /Type /Font /Subtype /TrueType /BaseFont /{name} /FirstChar 32 "
+            f"/LastChar 126 /Widths [{' '.join(map(str, widths))}] "
+            f"/FontDescriptor {descriptor} 0 R /Encoding /WinAnsiEncoding >>".encode()
+        )
     pixels = zlib.compress(bytes([128]) * 16)
     image = add(
         b"<< /Type /XObject /Subtype /Image /Width 4 /Height 4 /ColorSpace "
@@ -255,3 +299,21 @@ def padded_object_stream_pdf(padding_mb: int) -> bytes:
         + f"\nendstream\nendobj\nstartxref\n{xref_at}\n%%EOF\n".encode()
     )
     return bytes(out)
+
+
+def _stream(data: bytes) -> bytes:
+    return f"<< /Length {len(data)} >>\nstream\n".encode() + data + b"\nendstream"
+
+
+def _to_unicode(codes: dict[str, str]) -> bytes:
+    """A ToUnicode CMap reading each one-byte code as its text (in UTF-16BE)."""
+    pairs = "\n".join(
+        f"<{ord(code):02X}> <{text.encode('utf-16-be', 'surrogatepass').hex()}>"
+        for code, text in codes.items()
+    )
+    return (
+        "/CIDInit /ProcSet findresource begin 12 dict begin begincmap\n"
+        "/CMapName /Astral def 1 begincodespacerange <00> <FF> endcodespacerange\n"
+        f"{len(codes)} beginbfchar\n{pairs}\nendbfchar\n"
+        "endcmap CMapName currentdict /CMap defineresource pop end end"
+    ).encode()

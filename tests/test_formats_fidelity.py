@@ -4,6 +4,8 @@ read back, and its structure compared with the original's."""
 
 from __future__ import annotations
 
+import base64
+import ctypes
 import os
 import re
 import shutil
@@ -12,6 +14,8 @@ import tempfile
 from pathlib import Path
 
 import docx
+import pypdfium2 as pdfium
+import pypdfium2.raw as pdfium_raw
 import pytest
 
 from kb import readers
@@ -23,6 +27,30 @@ CORPUS = SHARED / "corpora" / "handbook"
 # Measured on 2026-12-01 (docs/benchmarks.md, Formats): every figure was 1.000 for
 # HTML; DOCX and PDF lost at most a few items per kind on the three corpora.
 FLOOR = {"html": 0.99, "docx": 0.95, "pdf": 0.90}
+# The fonts that the printed pages below are set in, pinned by their files
+# (@font-face, as data: URLs) so that the layout does not depend on what the
+# machine's serif, sans-serif and monospace resolve to (issue #26). Family:
+# regular and bold file, and the Debian package holding them (.ci/run installs
+# them); each prints under its file's name, with or without "-Regular".
+DEJAVU, NOTO, LIBERATION = "fonts-dejavu-core", "fonts-noto-mono", "fonts-liberation"
+FONT_FILES = {
+    "kb-serif": ("DejaVuSerif.ttf", "DejaVuSerif-Bold.ttf", DEJAVU),
+    "kb-sans": ("DejaVuSans.ttf", "DejaVuSans-Bold.ttf", DEJAVU),
+    # Arial's metrics: the handbook's benchmark floors were measured in them
+    "kb-arial": ("LiberationSans-Regular.ttf", "LiberationSans-Bold.ttf", LIBERATION),
+}
+# Code fonts (kb-mono) the reader must tell as monospaced: Debian's default,
+# Noto (the default where fonts-noto-mono is installed) and Liberation.
+MONO_FILES = {
+    "DejaVu Sans Mono": ("DejaVuSansMono.ttf", "DejaVuSansMono-Bold.ttf", DEJAVU),
+    "Noto Sans Mono": ("NotoSansMono-Regular.ttf", "NotoSansMono-Bold.ttf", NOTO),
+    "Liberation Mono": (
+        "LiberationMono-Regular.ttf",
+        "LiberationMono-Bold.ttf",
+        LIBERATION,
+    ),
+}
+FONT_DIRS = (Path("/usr/share/fonts"), Path("/usr/local/share/fonts"))
 
 
 def _tools_or_skip() -> None:
@@ -39,9 +67,16 @@ def test_the_handbook_keeps_its_structure_in_every_format():
     if not CORPUS.is_dir():
         pytest.skip(SHARED_MISSING)
     _tools_or_skip()
+    faces, _ = _font_faces("DejaVu Sans Mono")  # the benchmark's CSS, pinned
+    css = faces + formats.CSS.replace("sans-serif", "kb-arial")
     with tempfile.TemporaryDirectory() as tmp:
         (Path(tmp) / "handbook").symlink_to(CORPUS)
-        report = formats.run(Path(tmp), formats.FORMATS, timings=False)
+        report = formats.run(
+            Path(tmp),
+            formats.FORMATS,
+            timings=False,
+            css=css + "pre,code{font-family:kb-mono}",
+        )
     assert report.errors == []
     assert report.pages > 0
     for fmt in formats.FORMATS:
@@ -125,7 +160,7 @@ PROSE = (
     "the policy before it asks the manager to approve it. "
 )
 BORDERLESS = f"""<!doctype html><html><head><meta charset="utf-8"><style>
-body{{font-family:sans-serif;font-size:11pt;max-width:40em}}
+body{{font-family:kb-sans;font-size:11pt;max-width:40em}}
 td,th{{padding:3px 6px}} .cols{{columns:2;column-gap:2em}}</style></head>
 <body><main><h1>Expense caps</h1><p>{PROSE * 2}</p>
 <table><thead><tr><th>City</th><th>Hotel</th><th>Notes</th></tr></thead><tbody>
@@ -146,9 +181,12 @@ def test_a_table_printed_without_borders_keeps_its_rows_and_header(tmp_path):
     it each come back as what they are."""
     if not shutil.which(formats.CHROMIUM):
         _tools_or_skip()
-    (tmp_path / "caps.html").write_text(BORDERLESS, "utf-8")
+    html, pinned = _pinned(BORDERLESS, "DejaVu Sans Mono")
+    (tmp_path / "caps.html").write_text(html, "utf-8")
     formats.render_pdf(tmp_path / "caps.html", tmp_path / "caps.pdf")
-    reading = readers.read("caps.pdf", (tmp_path / "caps.pdf").read_bytes())
+    data = (tmp_path / "caps.pdf").read_bytes()
+    assert _fonts_of(data) <= pinned
+    reading = readers.read("caps.pdf", data)
     text = reading.text
     assert (
         "| City | Hotel | Notes |\n| --- | --- | --- |\n"
@@ -162,12 +200,65 @@ def test_a_table_printed_without_borders_keeps_its_rows_and_header(tmp_path):
     assert (summary["tables_with_header"], summary["tables_without_header"]) == (1, 0)
 
 
-def _print(tmp_path: Path, name: str, html: str) -> readers.Reading:
+def _font_file(file: str, package: str) -> Path:
+    """The installed font file, or skip (fail under CI) naming its package."""
+    for folder in FONT_DIRS:
+        found = next(folder.rglob(file), None) if folder.is_dir() else None
+        if found is not None:
+            return found
+    reason = f"{file} not installed (Debian's {package}; .ci/run installs it)"
+    if os.environ.get("CI"):
+        pytest.fail(reason)
+    pytest.skip(reason)
+
+
+def _font_faces(mono: str) -> tuple[str, set[str]]:
+    """CSS defining the families kb-serif, kb-sans and kb-mono (the code font
+    `mono`) by their files, and the names they print under."""
+    families = {**FONT_FILES, "kb-mono": MONO_FILES[mono]}
+    rules, names = [], set()
+    for family, (regular, bold, package) in families.items():
+        for weight, file in (("normal", regular), ("bold", bold)):
+            data = base64.b64encode(_font_file(file, package).read_bytes())
+            rules.append(
+                f"@font-face{{font-family:{family};font-weight:{weight};"
+                f"src:url(data:font/ttf;base64,{data.decode()})}}"
+            )
+            stem = Path(file).stem
+            names |= {stem, stem.removesuffix("-Regular")}
+    return "".join(rules), names
+
+
+def _pinned(html: str, mono: str) -> tuple[str, set[str]]:
+    """The HTML with the pinned fonts defined, and the names they print under."""
+    faces, names = _font_faces(mono)
+    return html.replace("</head>", f"<style>{faces}</style></head>", 1), names
+
+
+def _fonts_of(pdf: bytes) -> set[str]:
+    """The names of the fonts a PDF's text is set in, subset prefixes aside."""
+    document = pdfium.PdfDocument(pdf)
+    name, flags, found = ctypes.create_string_buffer(256), ctypes.c_int(), set()
+    for page in document:
+        textpage = page.get_textpage()
+        for i in range(textpage.count_chars()):
+            pdfium_raw.FPDFText_GetFontInfo(textpage, i, name, 256, flags)
+            font = name.value.decode("latin-1")  # none for a space pdfium adds
+            if font:
+                found.add(font.partition("+")[2] or font)
+    return found
+
+
+def _print(
+    tmp_path: Path, name: str, html: str, mono: str = "DejaVu Sans Mono"
+) -> readers.Reading:
     """The HTML printed by Chromium as a user prints it (no header and footer
-    of its own), and read back."""
+    of its own), in the pinned fonts (with `mono` as its code font), and read
+    back."""
     if not shutil.which(formats.CHROMIUM):
         _tools_or_skip()
     source, target = tmp_path / f"{name}.html", tmp_path / f"{name}.pdf"
+    html, pinned = _pinned(html, mono)
     source.write_text(html, "utf-8")
     subprocess.run(
         [
@@ -181,7 +272,10 @@ def _print(tmp_path: Path, name: str, html: str) -> readers.Reading:
         capture_output=True,
         timeout=120,
     )
-    return readers.read(target.name, target.read_bytes())
+    data = target.read_bytes()
+    used = _fonts_of(data)
+    assert used <= pinned, f"printed in fonts that were not pinned: {used - pinned}"
+    return readers.read(target.name, data)
 
 
 def _assert_read(reading: readers.Reading, text: str, tables: tuple[int, int]):
@@ -194,9 +288,9 @@ def _assert_read(reading: readers.Reading, text: str, tables: tuple[int, int]):
 
 
 NEWSLETTER = """<!doctype html><html><head><meta charset="utf-8"><style>
-@page{size:A4;margin:2cm} body{font-family:serif;font-size:11pt}
+@page{size:A4;margin:2cm} body{font-family:kb-serif;font-size:11pt}
 .cols{column-count:2;column-gap:1.2cm} h1{font-size:26pt} h2{font-size:16pt}
-pre{font-size:10pt}
+pre{font-family:kb-mono;font-size:10pt}
 </style></head><body><h1>Quarterly Newsletter</h1><div class="cols">
 <h2>Kitchen rules</h2>
 <p>The kitchen on floor two is cleaned every evening at six. Please put your
@@ -220,11 +314,13 @@ by ten o'clock is released automatically so that others may take the desk.</p>
 </div></body></html>"""
 
 
-def test_a_two_column_page_is_read_left_column_first_not_as_tables(tmp_path):
+@pytest.mark.parametrize("mono", MONO_FILES)
+def test_a_two_column_page_is_read_left_column_first_not_as_tables(tmp_path, mono):
     """Chromium's CSS columns: the lines of the two columns stand side by side,
     a heading of one beside a line of the other; no table, and each column's
-    headings, paragraphs, list (going on in the right column) and code kept."""
-    reading = _print(tmp_path, "newsletter", NEWSLETTER)
+    headings, paragraphs, list (going on in the right column) and code kept,
+    whichever the code font (Noto Sans Mono's read as a heading, issue #26)."""
+    reading = _print(tmp_path, "newsletter", NEWSLETTER, mono)
     text = (
         "# Quarterly Newsletter\n\n## Kitchen rules\n\n"
         "The kitchen on floor two is cleaned every evening at six. Please put your "
@@ -251,7 +347,7 @@ def test_a_two_column_page_is_read_left_column_first_not_as_tables(tmp_path):
 
 
 TABLES = """<!doctype html><html><head><meta charset="utf-8"><style>
-html{background-color:#fdfdfd} body{font-family:sans-serif;font-size:12pt}
+html{background-color:#fdfdfd} body{font-family:kb-sans;font-size:12pt}
 .pandoc{border-collapse:collapse} .pandoc th{border-top:1px solid #1a1a1a}
 .pandoc tbody{border-top:1px solid #1a1a1a;border-bottom:1px solid #1a1a1a}
 th,td{padding:0.25em 0.5em}</style></head><body>
@@ -322,6 +418,9 @@ def test_a_page_printed_from_pandocs_html_keeps_bold_paragraphs_and_table_header
         check=True,
         timeout=60,
     ).stdout
+    # pandoc's own style names fonts of the machine: the pinned ones instead
+    fonts = "body{font-family:kb-serif} code{font-family:kb-mono}"
+    html = html.replace("</head>", f"<style>{fonts}</style></head>", 1)
     reading = _print(tmp_path, "throttling", html)
     text = reading.text
     assert (

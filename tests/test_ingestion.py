@@ -8,6 +8,7 @@ import tempfile
 import time
 from io import StringIO
 from pathlib import Path
+from unittest import mock
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
@@ -15,7 +16,7 @@ from django.core.management import CommandError, call_command
 from django.test import TestCase, TransactionTestCase
 from django.urls import reverse
 
-from kb import charts, ingestion, parsing, queueing, retrieval
+from kb import charts, ingestion, limits, parsing, queueing, retrieval
 from kb.models import Collection, OverflowRejection, Section, Source
 from tests.base import (
     DEMO_DIR,
@@ -130,6 +131,52 @@ class IngestTestCase(TestCase):
             (new.status, new.indexed_version), (Source.Status.FAILED, None)
         )
         self.assertFalse(new.sections.exists())
+
+    def test_an_unexpected_error_is_shown_as_a_sentence_and_logged(self):
+        # A fault no check foresaw (as a tokenizer's TypeError on a lone
+        # surrogate was, issue #26): the source shows a sentence; the library's
+        # words and the traceback go to the log.
+        source = _indexed(self.collection)
+        again = _store(self.collection, data=b"# Deploy\n\nRoll back.\n")
+        words = "TextEncodeInput must be Union[TextInputSequence, Tuple[...]]"
+        with (
+            mock.patch.object(ingestion, "prepare", side_effect=TypeError(words)),
+            self.assertLogs("kb.ingestion", "ERROR") as logs,
+            self.assertRaises(TypeError),
+        ):
+            ingestion.ingest(again.pk)
+        again.refresh_from_db()
+        self.assertEqual(again.status, Source.Status.FAILED)
+        self.assertEqual(again.indexed_version, source.version)
+        self.assertEqual(
+            again.error,
+            "deployment-runbook.md: indexing stopped on an internal error "
+            "(TypeError; the worker's log has the details); the previous version "
+            "stays live. Retry, or report it with the file",
+        )
+        self.assertNotIn("TextEncodeInput", again.error)
+        self.assertIn(words, logs.output[0])
+        self.assertIn("Traceback", logs.output[0])
+
+    def test_kb_ingest_sync_names_an_unexpected_error_in_a_sentence(self):
+        errors = StringIO()
+        with (
+            tempfile.TemporaryDirectory() as folder,
+            mock.patch.object(ingestion, "prepare", side_effect=KeyError("window")),
+            self.assertLogs("kb.ingestion", "ERROR"),
+            self.assertRaisesMessage(CommandError, "1 stored but failed to index"),
+        ):
+            (Path(folder) / "notes.md").write_bytes(b"# Notes\n\nSoup.\n")
+            call_command(
+                "kb_ingest", folder, collection="Docs", sync=True, stdout=StringIO(),
+                stderr=errors,
+            )  # fmt: skip
+        self.assertEqual(
+            errors.getvalue().splitlines()[0],
+            "notes.md: stored, but indexing failed: notes.md: indexing stopped on "
+            "an internal error (KeyError; the worker's log has the details); the "
+            "previous version stays live. Retry, or report it with the file",
+        )
 
     def test_its_token_figures_are_those_kb_chunk_prints_for_the_file(self):
         # Two chunks of different lengths: every percentile definition differs.
@@ -591,3 +638,18 @@ class StopWhileEmbeddingTestCase(TransactionTestCase):
             f"skipped: version {source.version} deleted or superseded while embedded",
         )
         self.assertFalse(Section.objects.filter(source_id=source.pk).exists())
+
+
+def _look_up_a_missing_page():
+    return {}["page"]
+
+
+def test_an_error_in_the_reading_child_carries_its_traceback_to_the_log():
+    """An exception raised in the child that reads a file is raised again in
+    the worker without its traceback; it carries it as a note, which the
+    worker's log prints (issue #26)."""
+    with pytest.raises(KeyError) as caught:
+        limits.run(_look_up_a_missing_page, seconds=60)
+    notes = "\n".join(caught.value.__notes__)
+    assert "In the child process:" in notes
+    assert "_look_up_a_missing_page" in notes

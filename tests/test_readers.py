@@ -715,6 +715,65 @@ class PdfReaderTestCase(SimpleTestCase):
             self.reading.text,
         )
 
+    def test_code_is_told_by_its_fonts_widths_not_their_names(self):
+        # A code font is monospaced whatever its name, flags or height (Noto
+        # Sans Mono's tall ascent read a line of code as a heading); a font
+        # named "Mono" whose letters are not of one width is text (issue #26).
+        page = Page().heading("Wi-Fi", 15)
+        page.paragraph(
+            ["Guests connect to the network named Larkspur with the daily code",
+             "shown at reception; staff use their own credentials."]
+        )  # fmt: skip
+        page.text(72, page.y, "nmcli dev wifi list", 10, "F6")
+        page.text(72, page.y - 12, "nmcli dev wifi connect Larkspur", 10, "F6")
+        page.y -= 34
+        page.paragraph(
+            ["Desks are booked in the app up to two weeks ahead, and a booking",
+             "not checked in by ten is released."],
+            font="F7",
+        )  # fmt: skip
+        page.code(["ssh kb@office  # in Courier"])
+        reading = readers.read("wifi.pdf", build_pdf([page]))
+        self.assertEqual(
+            reading.text,
+            "## Wi-Fi\n\nGuests connect to the network named Larkspur with the "
+            "daily code shown at reception; staff use their own credentials.\n\n"
+            "```\nnmcli dev wifi list\nnmcli dev wifi connect Larkspur\n```\n\n"
+            "Desks are booked in the app up to two weeks ahead, and a booking not "
+            "checked in by ten is released.\n\n"
+            "```\nssh kb@office # in Courier\n```\n",
+        )
+
+    def test_markdown_written_as_text_renders_as_text(self):
+        # Text of a PDF that reads as Markdown must not become a link, an image
+        # or emphasis in answers and on the section page (issue #26, item 5).
+        page = Page()
+        page.heading("Reset *now*", 20).paragraph(
+            [
+                "Use the [reset page](https://evil.example/reset) or",
+                "<https://evil.example>.",
+            ]
+        )
+        page.bullets([(0, "![logo](https://evil.example/t.png) _here_")])
+        page.table([["[x](https://evil.example)", "Cap"], ["`y`", "60"]], [150, 120])
+        page.code(["curl [a](https://evil.example/c)"])
+        reading = readers.read("r.pdf", build_pdf([page]))
+        html = str(rendering.render(reading.text))
+        self.assertNotIn("<a", html)
+        self.assertNotIn("<img", html)
+        self.assertNotIn("<em", html)
+        for text in (
+            "<h1>Reset *now*</h1>",
+            "Use the [reset page](https://evil.example/reset) or "
+            "&lt;https://evil.example&gt;.",
+            "<li>![logo](https://evil.example/t.png) _here_</li>",
+            "<th>[x](https://evil.example)</th>",
+            "<td>`y`</td>",
+            "curl [a](https://evil.example/c)",  # code is kept as written
+        ):
+            self.assertIn(text, html)
+        self.assertIn("```\ncurl [a](https://evil.example/c)\n```", reading.text)
+
     def test_it_removes_running_headers_footers_and_page_numbers(self):
         self.assertNotIn("ACME Corp", self.reading.text)
         self.assertNotIn("Page 2 of 3", self.reading.text)
@@ -894,6 +953,71 @@ class PdfReaderTestCase(SimpleTestCase):
         self.assertEqual(reading.warnings, [])
 
 
+# Characters outside the Basic Multilingual Plane, and how font F5 of
+# tests.documents writes them in a PDF.
+ASTRAL_TEXT = "Tears \U0001f62d in \U0001d518 and \U00020000"
+ASTRAL_CODES = "Tears \x80 in \x81 and \x82"
+
+
+def _astral_files() -> dict[str, bytes]:
+    """The same heading and paragraph, holding ASTRAL_TEXT, in every format."""
+    markdown = f"# {ASTRAL_TEXT}\n\nThe body text says {ASTRAL_TEXT} again.\n"
+    document = docx.Document()
+    document.add_heading(ASTRAL_TEXT, 1)
+    document.add_paragraph(f"The body text says {ASTRAL_TEXT} again.")
+    page = Page()
+    page.heading(ASTRAL_CODES, 20, "F5").paragraph(
+        [f"The body text says {ASTRAL_CODES} again, and the page goes on", "in a"]
+        + ["second line of the paragraph, longer than the heading."] * 2,
+        font="F5",
+    )
+    return {
+        "a.md": markdown.encode(),
+        "a.txt": markdown.encode("utf-16"),
+        "a.html": _html(
+            f"<main><h1>{ASTRAL_TEXT}</h1>"
+            "<p>The body text says Tears &#x1F62D; in &#x1D518; and &#x20000; again."
+            "</p></main>"
+        ),
+        "a.docx": _docx_bytes(document),
+        "a.pdf": build_pdf([page]),
+    }
+
+
+class AstralCharactersTestCase(SimpleTestCase):
+    """An emoji in a PDF's heading came out as two lone surrogates, which the
+    tokenizer refused (issue #26, item 11)."""
+
+    def test_every_reader_keeps_characters_outside_the_bmp_whole(self):
+        for name, data in _astral_files().items():
+            with self.subTest(name):
+                text = readers.text_of(name, data)
+                text.encode("utf-8")  # valid Unicode: no lone surrogate
+                self.assertEqual(parsing.markdown_title(text), ASTRAL_TEXT)
+                self.assertIn(f"The body text says {ASTRAL_TEXT} again", text)
+
+    def test_a_lone_surrogate_of_a_pdf_becomes_a_replacement_character(self):
+        page = Page()
+        page.heading("Broken \x83 map", 20, "F5").paragraph(
+            ["A paragraph in the body text's size, longer than the heading."] * 2
+        )
+        text = readers.read("b.pdf", build_pdf([page])).text
+        self.assertTrue(text.startswith("# Broken \ufffd map\n"), text)
+        text.encode("utf-8")
+
+    def test_the_markdown_of_every_reader_holds_no_lone_surrogate(self):
+        from kb.readers.markdown import Writer
+
+        writer = Writer(page=1)
+        writer.heading(1, "A \ud83d heading")
+        writer.paragraph("Halves \ud83d\ude2d of a pair, apart.")
+        text, pages = writer.render()
+        self.assertEqual(
+            text, "# A \ufffd heading\n\nHalves \ufffd\ufffd of a pair, apart.\n"
+        )
+        self.assertEqual(pages, [(1, 0, len(text) - 1)])
+
+
 class PdfBadInputTestCase(SimpleTestCase):
     def test_it_refuses_a_scanned_pdf(self):
         with self.assertRaisesRegex(
@@ -959,6 +1083,16 @@ class IngestConvertedTestCase(TestCase):
         self.assertEqual(
             Source.objects.get(file_name="travel.docx").title, "Travel policy"
         )
+
+    def test_a_pdf_with_an_emoji_in_a_heading_is_indexed(self):
+        source, _ = ingestion.store_source(
+            self.collection, "tears.pdf", _astral_files()["a.pdf"]
+        )
+        ingestion.ingest(source.pk)
+        source.refresh_from_db()
+        self.assertEqual(source.status, Source.Status.INDEXED, source.error)
+        self.assertEqual(source.title, ASTRAL_TEXT)
+        self.assertTrue(source.sections.filter(heading=ASTRAL_TEXT).exists())
 
     def test_kb_ingest_refuses_a_bad_file_naming_it_and_stores_nothing(self):
         folder = Path(self.enterContext(_temporary_folder()))

@@ -17,6 +17,7 @@ sentence goes on). OCR is out of scope: a PDF without a text layer is refused.
 from __future__ import annotations
 
 import ctypes
+import math
 import re
 import statistics
 from collections import Counter
@@ -25,7 +26,7 @@ from dataclasses import dataclass, field
 import pypdfium2 as pdfium
 import pypdfium2.raw as raw
 
-from kb.readers.markdown import Writer, clean
+from kb.readers.markdown import Writer, clean, escape
 from kb.readers.reading import ReaderError, Reading
 
 GAP_EMS = 1.5  # a horizontal gap wider than this many font sizes splits a line
@@ -50,7 +51,13 @@ _PAGE_NUMBER_RE = re.compile(
 _BOLD_RE = re.compile(r"bold|black|heavy|semibold|demi", re.I)
 _SENTENCE_ENDS = (".", ",", ";", "!", "?")
 _SENTENCE_RE = re.compile(r"\w[.!?][\"”’)]?\s+[A-Z]")  # one sentence ends, one starts
-_MONO_RE = re.compile(r"mono|courier|consol|menlo|code|typewriter", re.I)
+_SURROGATE_RE = re.compile("[\ud800-\udfff]")
+# characters narrower than most in any proportional font, as wide as the others
+# in a monospaced one
+_NARROW = frozenset("ijlItfr.,:;'!|()[]")
+WIDTH_EMS = 0.03  # advances this close (in ems) are the same width
+MONO_SHAPES = 6  # characters of one width, none narrow, that make a font monospaced
+MEASURED = 500  # characters of a font measured per page: enough to tell
 
 
 @dataclass
@@ -66,6 +73,7 @@ class _Line:
     bold: int = 0
     mono: int = 0
     sizes: Counter = field(default_factory=Counter)
+    faces: Counter = field(default_factory=Counter)  # characters per (font, size)
     cell: tuple[float, float, float, float] | None = None  # inside table rules
     box: int | None = None  # the shaded box around it
     # runs of characters parted by gaps wider than a word space: where each
@@ -93,6 +101,47 @@ class _Line:
 
     def is_mono(self) -> bool:
         return self.mono >= 0.9 * max(1, len(self.text.replace(" ", "")))
+
+
+@dataclass
+class _Font:
+    """A font of a page: bold by its name or flags, monospaced by the advance
+    widths of its characters on the page (its narrow letters as wide as its
+    others) or, without narrow letters and others to compare, by its
+    fixed-pitch flag. Not by its name: a list of names misses code fonts and
+    takes in others ("Monotype Corsiva")."""
+
+    bold: bool
+    fixed: bool
+    narrow: Counter = field(default_factory=Counter)  # advances (ems): count
+    wide: Counter = field(default_factory=Counter)
+    shapes: set[str] = field(default_factory=set)  # the wide characters seen
+    measured: int = 0
+    height: float = 0.0  # of a character's box, per em
+
+    def measure(self, ch: str, advance: float) -> None:
+        self.measured += 1
+        if advance <= 0 or ch.isdigit():  # digits: of one width in most fonts
+            return
+        if ch in _NARROW:
+            self.narrow[round(advance, 2)] += 1
+        else:
+            self.wide[round(advance, 2)] += 1
+            self.shapes.add(ch)
+
+    def is_mono(self) -> bool:
+        if not self.wide:
+            return self.fixed
+        common, n = self.wide.most_common(1)[0]
+        if self.narrow:  # a ligature's box aside ("!=" drawn as one glyph)
+            same = sum(
+                k for w, k in self.narrow.items() if abs(w - common) <= WIDTH_EMS
+            )
+            return same >= 0.8 * self.narrow.total()
+        # no narrow letter: many characters of one width tell, or the flag
+        return self.fixed or (
+            len(self.shapes) >= MONO_SHAPES and n >= 0.9 * self.wide.total()
+        )
 
 
 @dataclass
@@ -281,38 +330,43 @@ def _rules(page: pdfium.PdfPage) -> _Rules:
 
 
 def _lines(textpage: pdfium.PdfTextPage, page: int, rules: _Rules) -> list[_Line]:
-    count = raw.FPDFText_CountChars(textpage)
-    text = textpage.get_text_range(0, count) if count else ""
-    if len(text) != count:  # characters outside the BMP: ask one by one
-        text = "".join(chr(raw.FPDFText_GetUnicode(textpage, i)) for i in range(count))
     loose = raw.FS_RECTF()
+    matrix = raw.FS_MATRIX()
     flags = ctypes.c_int()
-    fonts: dict[bytes, tuple[bool, bool]] = {}
+    fonts: dict[bytes, _Font] = {}
     name = ctypes.create_string_buffer(256)
     lines: list[_Line] = []
     line: _Line | None = None
     space = False
     last_x0 = 0.0
     get_box, get_font = raw.FPDFText_GetLooseCharBox, raw.FPDFText_GetFontInfo
-    for i, ch in enumerate(text):
+    get_size, get_matrix = raw.FPDFText_GetFontSize, raw.FPDFText_GetMatrix
+    for i, ch in _characters(textpage):
         if ch in "\ufffe\x02":
             ch = "-"  # pdfium's mark for a hyphen that ends a line
         elif ch.isspace() or ch == "\x00":
             space = True
             continue
         get_box(textpage, i, loose)
-        # the drawn size: the font's ascent to descent, whatever the page scale
         height = loose.top - loose.bottom
-        size = height / 1.15 or 1.0
         get_font(textpage, i, name, 256, flags)
         key = name.value
         if key not in fonts:
-            base = key.decode("latin-1")
-            fonts[key] = (
-                bool(_BOLD_RE.search(base) or flags.value & FORCE_BOLD),
-                bool(_MONO_RE.search(base) or flags.value & FIXED_PITCH),
+            fonts[key] = _Font(
+                bool(
+                    _BOLD_RE.search(key.decode("latin-1")) or flags.value & FORCE_BOLD
+                ),
+                bool(flags.value & FIXED_PITCH),
             )
-        bold, mono = fonts[key]
+        font = fonts[key]
+        # The drawn size: the font's em, scaled by the text and page matrices,
+        # not its ascent to descent (the box's height), which varies by font
+        # (1.36 em in Noto Sans Mono, 1.11 em in Liberation Serif). The box's
+        # height per em is the font's: asked of pdfium once per font.
+        if not font.height and height > 0 and get_matrix(textpage, i, matrix):
+            em = get_size(textpage, i) * math.hypot(matrix.c, matrix.d)
+            font.height = height / em if em > 0 else 1.15
+        size = height / (font.height or 1.15) or 1.0
         x0, x1, y = loose.left, loose.right, loose.bottom + 0.2 * height  # ~baseline
         # A ligature's glyph ("fi" in TeX's fonts) gives each of its characters
         # the same box: the second one continues the line, it does not start one.
@@ -344,29 +398,61 @@ def _lines(textpage: pdfium.PdfTextPage, page: int, rules: _Rules) -> list[_Line
         line.chars.append(ch)
         line.x1 = max(line.x1, x1)
         line.spans[-1][1] = max(line.spans[-1][1], x1)
-        line.sizes[round(size, 1) if not mono else 0.0] += 1
-        line.bold += bold
-        line.mono += mono
+        line.faces[key, round(size, 1)] += 1
+        line.bold += font.bold
+        if not ligature and font.measured < MEASURED:  # a ligature: one advance
+            font.measure(ch, (x1 - x0) / size)
         space = False
     lines = [ln for ln in lines if ln.text]
+    mono = {key: font.is_mono() for key, font in fonts.items()}
+    for ln in lines:  # code font characters apart from the text's sizes
+        for (key, size), n in ln.faces.items():
+            ln.mono += n * mono[key]
+            ln.sizes[0.0 if mono[key] else size] += n
     for ln in lines:  # its text's size: inline code in another font aside
         ln.box = rules.box(ln) if rules.boxes else None
         prose = [(n, size) for size, n in ln.sizes.items() if size]
         ln.size = max(prose)[1] if prose else ln.size
     # a box the size of the page around text that is mostly not monospaced is
     # the page's background (pandoc's style), not a code block's
-    mono: Counter[int] = Counter()
+    in_box: Counter[int] = Counter()
     for ln in lines:
         if ln.box in rules.pages:
-            mono[ln.box] += 1 if ln.is_mono() else -1
+            in_box[ln.box] += 1 if ln.is_mono() else -1
     for ln in lines:
-        if ln.box in rules.pages and mono[ln.box] <= 0:
+        if ln.box in rules.pages and in_box[ln.box] <= 0:
             ln.box = None
     for ln in lines:
         if rules.bullets and rules.bullet_before(ln) and not _BULLET_RE.match(ln.text):
             ln.chars.insert(0, "• ")  # a bullet drawn as a shape, not a character
             ln.starts = [0] + [i + 1 for i in ln.starts[1:]]
     return lines
+
+
+def _characters(textpage: pdfium.PdfTextPage) -> list[tuple[int, str]]:
+    """The page's characters with their indexes. pdfium counts UTF-16 code units:
+    a character outside the Basic Multilingual Plane (an emoji) comes as two
+    surrogates, joined here, its first index standing for it; a lone surrogate
+    (a broken ToUnicode map) becomes U+FFFD, so that the text is valid Unicode
+    (issue #26)."""
+    count = raw.FPDFText_CountChars(textpage)
+    text = textpage.get_text_range(0, count) if count else ""
+    if len(text) == count and not _SURROGATE_RE.search(text):
+        return list(enumerate(text))
+    # characters outside the BMP: ask one by one
+    units = [raw.FPDFText_GetUnicode(textpage, i) for i in range(count)]
+    out: list[tuple[int, str]] = []
+    i = 0
+    while i < count:
+        unit = units[i]
+        low = units[i + 1] if i + 1 < count else 0
+        if 0xD800 <= unit < 0xDC00 and 0xDC00 <= low < 0xE000:
+            out.append((i, chr(0x10000 + ((unit - 0xD800) << 10) + (low - 0xDC00))))
+            i += 2
+            continue
+        out.append((i, "\ufffd" if 0xD800 <= unit < 0xE000 else chr(unit)))
+        i += 1
+    return out
 
 
 def _tables(lines: list[_Line], rules: _Rules, page: int):
@@ -526,6 +612,7 @@ def _run(rows: list[list[_Line]], i: int) -> tuple[int, list[tuple[float, float]
         # a heading beside a line of text: a page's columns, not a table's
         return i + 1, columns
     bottom = min(ln.y for ln in rows[i])
+    code = _code_row(rows[i])
     steps: list[float] = []
     end = i + 1
     while end < len(rows):
@@ -533,7 +620,7 @@ def _run(rows: list[list[_Line]], i: int) -> tuple[int, list[tuple[float, float]
         step = bottom - max(ln.y for ln in row)
         usual = statistics.median(steps) + 0.6 * size if steps else 0
         limit = max(usual, 2.2 * size if len(steps) < 2 else 1.9 * size)
-        if step > limit or _mixed_sizes(row, size):
+        if step > limit or _mixed_sizes(row, size) or _code_row(row) != code:
             break
         spans = [(x0, x1) for x0, x1, _ in _row_chunks(row)]
         merged = _merged(columns + spans, size)
@@ -544,6 +631,12 @@ def _run(rows: list[list[_Line]], i: int) -> tuple[int, list[tuple[float, float]
         bottom = min(ln.y for ln in row)
         end += 1
     return end, columns
+
+
+def _code_row(row: list[_Line]) -> bool:
+    """A row of code alone (a code block's line, whatever its size), not a row
+    of a table's cells; a header row of code cells is set in bold."""
+    return all(ln.is_mono() and not ln.is_bold() for ln in row)
 
 
 def _mixed_sizes(row: list[_Line], size: float) -> bool:
@@ -578,6 +671,7 @@ def _run_start(rows: list[list[_Line]], i: int, done: int, columns) -> int:
         and min(ln.y for ln in rows[i - 1]) - max(ln.y for ln in rows[i])
         <= WRAP_EMS * size
         and not _mixed_sizes(rows[i - 1], size)
+        and _code_row(rows[i - 1]) == _code_row(rows[i])
         and len(_merged(columns + [c[:2] for c in _row_chunks(rows[i - 1])], size))
         == len(columns)
     ):
@@ -927,10 +1021,10 @@ class _Assembler:
                 "tables_with_header" if previous.header else "tables_without_header"
             ] -= 1
             self.out.page = previous.page
-            self.out.table(previous.rows, previous.header)
+            self.out.table(_escaped(previous.rows), previous.header)
             return
         self.out.page = table.page
-        self.out.table(table.rows, table.header)
+        self.out.table(_escaped(table.rows), table.header)
         self.last_table = table
 
     def line(self, line: _Line) -> None:
@@ -965,9 +1059,9 @@ class _Assembler:
                 and self.prev_heading is not None
                 and self._follows(line, self.prev_heading)
             ):  # a heading wrapped over two lines
-                last.text += " " + text
+                last.text += " " + escape(text)
             else:
-                self.out.heading(level, text)
+                self.out.heading(level, escape(text))
             self.prev_heading = line
             return
         self.prev_heading = None
@@ -1005,7 +1099,7 @@ class _Assembler:
             return 1
         if ratio >= 1.35:
             return 2
-        if ratio >= 1.1:
+        if ratio >= 1.11:  # 11 pt text beside tables in 10 pt (1.1) is text
             return 3
         # a short bold line of its own: levels 4 and 5 (body size and smaller)
         if (
@@ -1143,14 +1237,13 @@ class _Assembler:
         page = self.out.page
         if self.paragraph:
             self.out.page = self.paragraph[0].page  # where it starts
-            self.out.paragraph(
-                _join_texts([ln.text for ln in self.paragraph], self.words)
-            )
+            text = _join_texts([ln.text for ln in self.paragraph], self.words)
+            self.out.paragraph(escape(text))
             self.paragraph = []
         if self.item is not None:
             self.out.page = self.item_page
             text = _join_texts(self.item, self.words)
-            self.out.item(self.item_depth, text, self.item_number)
+            self.out.item(self.item_depth, escape(text), self.item_number)
             self.item = None
         self.out.page = page
         if end_list:
@@ -1160,6 +1253,12 @@ class _Assembler:
             self.out.code(_code_text(self.code))
             self.code = []
             self.last_table = None
+
+
+def _escaped(rows: list[list[str]]) -> list[list[str]]:
+    """A table's cells as text of the document: Markdown markup in them escaped
+    (the reader adds the table's own)."""
+    return [[escape(cell) for cell in row] for row in rows]
 
 
 def _same_code_block(prev: _Line, line: _Line) -> bool:

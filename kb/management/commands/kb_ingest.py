@@ -76,7 +76,8 @@ class Command(BaseCommand):
         try:
             self.stdout.write(f"{shown}: {outcome}, {ingestion.ingest(source.pk)}")
         except Exception as exc:  # recorded on the source, which stays as failed
-            self.stderr.write(f"{shown}: stored, but indexing failed: {exc}")
+            why = ingestion.failure_message(shown, exc)
+            self.stderr.write(f"{shown}: stored, but indexing failed: {why}")
             return "failed"
         return "done"
 
