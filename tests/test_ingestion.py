@@ -282,11 +282,26 @@ class UploadFormTestCase(TestCase):
         self.assertContains(response, "the limit is 100", status_code=400)
         self.assertFalse(Source.objects.exists())
 
-    def test_one_bad_file_means_nothing_is_stored(self):
-        good = SimpleUploadedFile("good.md", b"# Good\n\nFine.\n")
-        bad = SimpleUploadedFile("bad.md", b"")
-        self._post(good, bad)
-        self.assertFalse(Source.objects.exists())
+    def test_one_bad_file_leaves_the_others_stored_and_says_why(self):
+        # Issue #26: empty.md with reverse.html refused both, naming only empty.md.
+        response = self.client.post(
+            self.url,
+            {
+                "collection": self.collection.pk,
+                "files": [
+                    SimpleUploadedFile("empty.md", b""),
+                    SimpleUploadedFile("reverse.html", b"<h1>Reverse</h1><p>Go.</p>"),
+                    SimpleUploadedFile("latin.md", "Caf\u00e9".encode("latin-1")),
+                ],
+            },
+            follow=True,
+        )
+        stored = Source.objects.values_list("file_name", flat=True)
+        self.assertEqual(list(stored), ["reverse.html"])
+        shown = [str(m) for m in response.context["messages"]]
+        self.assertIn("reverse.html: created, queued for indexing", shown)
+        self.assertIn("Not stored: empty.md is empty.", shown)
+        self.assertTrue(any(m.startswith("Not stored: latin.md") for m in shown))
 
     def test_it_asks_for_a_file_when_none_is_chosen(self):
         response = self._post()
@@ -294,7 +309,6 @@ class UploadFormTestCase(TestCase):
 
     def test_every_refusal_in_a_batch_names_its_file(self):
         response = self._post(
-            SimpleUploadedFile("good.md", b"# Good\n\nFine.\n"),
             SimpleUploadedFile("empty.md", b""),
             SimpleUploadedFile("latin.md", "Caf\u00e9".encode("latin-1")),
         )
@@ -302,6 +316,7 @@ class UploadFormTestCase(TestCase):
         self.assertEqual(len(errors), 2, errors)
         self.assertIn("empty.md", errors[0])
         self.assertIn("latin.md", errors[1])
+        self.assertFalse(Source.objects.exists())
 
     def test_files_with_the_same_name_are_refused_together(self):
         response = self._post(

@@ -99,6 +99,8 @@ def upload(request: HttpRequest) -> HttpResponse:
     if request.method == "POST" and form.is_valid():
         for name, outcome in _store_uploads(form):
             messages.info(request, f"{name}: {outcome}")
+        for reason in form.refused:  # the others are stored (issue #26)
+            messages.error(request, f"Not stored: {reason}.")
         return redirect("admin:kb_source_changelist")
     return _upload_page(request, form)
 
