@@ -176,6 +176,16 @@ class SourceUploadForm(MetadataFieldsMixin):
         # Each file refused, with its reason: the others are stored (issue #26).
         self.refused: list[str] = []
 
+    def refuse_names(self, names: list[str]) -> None:
+        """Refuse the files the request's parser dropped, their names not being
+        UTF-8 (kb/multipart.py): each gets its reason, and they are files chosen."""
+        for name in names:
+            try:
+                ingestion.clean_file_name(name)
+            except ingestion.IngestionError as exc:
+                self.refused.append(str(exc))
+        self.fields["files"].required = not self.refused
+
     def refuse_files(self, message: str) -> None:
         """Show `message` under the files of an upload refused before its fields
         were read (kb/middleware.py): the form stays unbound, its fields empty."""

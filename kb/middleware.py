@@ -11,6 +11,8 @@ from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.template.defaultfilters import filesizeformat
 
+from kb import multipart
+
 # filesizeformat writes a no-break space: the charset must be said.
 PLAIN = "text/plain; charset=utf-8"
 
@@ -63,6 +65,8 @@ class RequestLimitsMiddleware:
         with a `refused_upload(request, message)` page answers too many files."""
         if request.method != "POST" or request.content_type not in FORM_TYPES:
             return None
+        if hasattr(view, "refused_upload"):  # its page names the files it drops
+            multipart.watch(request)
         try:
             request.POST  # noqa: B018 (parses the body, files spooled to disk)
         except TooManyFilesSent:
