@@ -184,7 +184,6 @@ class SourceAdmin(BulkDelete, StaffPages, CollectionScoped, admin.ModelAdmin):
     # A source's index goes with it: whoever may delete the source deletes them
     # (editors have no delete permission on them one by one).
     owned = (Section, Chunk, OverflowRejection)
-    deferred = ("text",)
     form = SourceChangeForm
     list_display = [
         "title",
@@ -227,9 +226,12 @@ class SourceAdmin(BulkDelete, StaffPages, CollectionScoped, admin.ModelAdmin):
     change_form_template = "admin/kb/source/change_form.html"
 
     def get_queryset(self, request):
+        # Not the text, up to 10 MB a source, but for the page that shows it (a
+        # list, a delete action and its log named each row with it; issue #26).
         return (
             super()
             .get_queryset(request)
+            .defer("text")
             .annotate(
                 n_sections=_stored_count("sections", Section),
                 n_chunks=_stored_count("chunks", Chunk),

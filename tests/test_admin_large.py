@@ -137,8 +137,10 @@ class LargeSourceAdminTestCase(TestCase):
         self.assertLess(len(queries), MAX_QUERIES)
         self.assertLess(len(page.content), MAX_PAGE_BYTES)
         self.assertContains(page, f"Chunks: {CHUNKS}")
-        self.assertEqual(loading(queries, *ROW_TEXTS), [])
-        self._post(url, {**chosen, "post": "yes"})
+        self.assertEqual(loading(queries, *ROW_TEXTS, '"kb_source"."text"'), [])
+        with CaptureQueriesContext(connection) as queries:
+            self._post(url, {**chosen, "post": "yes"})
+        self.assertEqual(loading(queries, '"kb_source"."text"'), [])
         self.assertFalse(Source.objects.exists())
         self.assertFalse(Chunk.objects.exists())
 
@@ -162,6 +164,7 @@ class LargeSourceAdminTestCase(TestCase):
         pages = [
             (reverse("admin:kb_source_change", args=[self.source.pk]), text),
             (reverse("admin:kb_source_history", args=[self.source.pk]), {}),
+            (reverse("admin:kb_source_changelist"), {}),
             (reverse("admin:kb_chunk_changelist"), of_collection),
             (reverse("admin:kb_chunk_changelist"), {**of_collection, "p": "150"}),
             (reverse("admin:kb_section_changelist"), of_collection),
@@ -175,5 +178,6 @@ class LargeSourceAdminTestCase(TestCase):
             texts = loading(queries, '"kb_source"."text"')
             self.assertLessEqual(len(texts), 1, (url, texts))
             if "changelist" in page.resolver_match.url_name:
+                self.assertEqual(texts, [], url)
                 self.assertEqual(loading(queries, '"kb_section"."body"'), [], url)
         self.assertContains(page, "Part 1999")

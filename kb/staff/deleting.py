@@ -18,20 +18,17 @@ from kb import deletion
 class BulkDelete:
     """A ModelAdmin mixin. `bulk_delete` deletes a queryset of the model (a function
     of kb/deletion.py); `owned` are the models deleted with a row whatever the
-    user's permissions on them; `deferred` the fields of the model not loaded to
-    name the rows chosen."""
+    user's permissions on them."""
 
     bulk_delete: staticmethod  # e.g. staticmethod(deletion.delete_sources)
     owned: tuple[type[Model], ...] = ()
-    deferred: tuple[str, ...] = ()
 
     def get_deleted_objects(self, objs, request: HttpRequest):
         """What the delete confirmation shows: the rows chosen, the number of
         rows of each model deleted with them, the models the user may not
         delete rows of; nothing is protected (no PROTECT foreign keys)."""
         if not isinstance(objs, QuerySet):
-            objs = self.model._base_manager.filter(pk__in=[obj.pk for obj in objs])
-        objs = objs.defer(*self.deferred)
+            objs = self.get_queryset(request).filter(pk__in=[obj.pk for obj in objs])
         counts = deletion.cascade_counts(objs)
         needed = {
             model._meta.verbose_name
@@ -47,11 +44,6 @@ class BulkDelete:
         return format_html(
             '{}: <a href="{}">{}</a>', capfirst(opts.verbose_name), url, obj
         )
-
-    def log_deletions(self, request: HttpRequest, queryset):
-        if isinstance(queryset, QuerySet):  # the delete action's; a list otherwise
-            queryset = queryset.defer(*self.deferred)
-        return super().log_deletions(request, queryset)
 
     def delete_model(self, request: HttpRequest, obj: Model) -> None:
         self.bulk_delete(self.model._base_manager.filter(pk=obj.pk))
