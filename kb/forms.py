@@ -178,7 +178,8 @@ class SourceUploadForm(MetadataFieldsMixin):
 
     def refuse_names(self, names: list[str]) -> None:
         """Refuse the files the request's parser dropped, their names not being
-        UTF-8 (kb/multipart.py): each gets its reason, and they are files chosen."""
+        UTF-8 (kb/multipart.py), each with its reason: then the upload is not
+        one without files, even if no other file came."""
         for name in names:
             try:
                 ingestion.clean_file_name(name)

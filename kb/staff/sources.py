@@ -102,7 +102,7 @@ def upload(request: HttpRequest) -> HttpResponse:
         for name, outcome in _store_uploads(form):
             messages.info(request, f"{name}: {outcome}")
         for reason in form.refused:  # the others are stored (issue #26)
-            messages.error(request, f"Not stored: {reason}.")
+            messages.error(request, f"Not stored: {reason.rstrip('.')}.")
         return redirect("admin:kb_source_changelist")
     return _upload_page(request, form)
 
