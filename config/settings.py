@@ -101,6 +101,7 @@ MIDDLEWARE = [
     "kb.security.ContentSecurityPolicyMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "kb.middleware.ApiErrorsMiddleware",
+    "kb.middleware.OutagePageMiddleware",  # an HTML 503, not a 500 (issue #26)
     "kb.middleware.RequestLimitsMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",

@@ -12,6 +12,7 @@ from django.utils.html import format_html, format_html_join
 
 from kb import (
     charts,
+    deletion,
     golden,
     ingestion,
     jobs,
@@ -38,6 +39,7 @@ from kb.models import (
 )
 from kb.staff import sources as source_pages
 from kb.staff import urls as staff_pages
+from kb.staff.deleting import BulkDelete
 
 # Failed logins lock a user name and an address out for a while (kb/ratelimit.py).
 admin.site.login_form = LoginForm
@@ -82,8 +84,9 @@ class ReadOnly:
 
 
 @admin.register(Collection)
-class CollectionAdmin(StaffPages, CollectionScoped, admin.ModelAdmin):
+class CollectionAdmin(BulkDelete, StaffPages, CollectionScoped, admin.ModelAdmin):
     staff_urls = staff_pages.COLLECTION
+    bulk_delete = staticmethod(deletion.delete_collections)
     collection_path = "pk"
     form = CollectionForm
     list_display = ["name", *Collection.CONFIG_FIELDS, "source_count", "index_state"]
@@ -184,8 +187,12 @@ def _stored_count(key: str, model) -> Coalesce:
 
 
 @admin.register(Source)
-class SourceAdmin(StaffPages, CollectionScoped, admin.ModelAdmin):
+class SourceAdmin(BulkDelete, StaffPages, CollectionScoped, admin.ModelAdmin):
     staff_urls = staff_pages.SOURCE
+    bulk_delete = staticmethod(deletion.delete_sources)
+    # A source's index goes with it: whoever may delete the source deletes them
+    # (editors have no delete permission on them one by one).
+    owned = (Section, Chunk, OverflowRejection)
     form = SourceChangeForm
     list_display = [
         "title",
@@ -228,9 +235,12 @@ class SourceAdmin(StaffPages, CollectionScoped, admin.ModelAdmin):
     change_form_template = "admin/kb/source/change_form.html"
 
     def get_queryset(self, request):
+        # Not the text, up to 10 MB a source, but for the page that shows it (a
+        # list, a delete action and its log named each row with it; issue #26).
         return (
             super()
             .get_queryset(request)
+            .defer("text")
             .annotate(
                 n_sections=_stored_count("sections", Section),
                 n_chunks=_stored_count("chunks", Chunk),
@@ -240,14 +250,6 @@ class SourceAdmin(StaffPages, CollectionScoped, admin.ModelAdmin):
     @large_form_fields  # its text: up to KB_MAX_EDIT_FORM_BYTES for editors
     def change_view(self, request, object_id, form_url="", extra_context=None):
         return super().change_view(request, object_id, form_url, extra_context)
-
-    def get_deleted_objects(self, objs, request):
-        """A source's sections, chunks and overflow rejections are its index:
-        whoever may delete the source deletes them with it (editors have no
-        delete permission on them one by one)."""
-        deleted, counts, needed, protected = super().get_deleted_objects(objs, request)
-        owned = {m._meta.verbose_name for m in (Section, Chunk, OverflowRejection)}
-        return deleted, counts, needed - owned, protected
 
     @admin.display(description="Uploaded file")
     def file_link(self, obj: Source) -> str:
@@ -421,6 +423,16 @@ def _mark_lost_jobs(sources) -> None:
         source.jobs_ahead = ahead.get(source.pk)
 
 
+# What a row of a list or page names of its source or section: not their texts
+# and vectors, loaded again for every row (a 10 MB source, 100 times a page).
+RELATED_TEXTS = {"source": ["text"], "section": ["body", "embedding"]}
+
+
+def _without_texts(rows, *related: str):
+    rows = rows.select_related(*related)
+    return rows.defer(*[f"{r}__{f}" for r in related for f in RELATED_TEXTS[r]])
+
+
 @admin.register(Section)
 class SectionAdmin(ReadOnly, CollectionScoped, admin.ModelAdmin):
     collection_path = "source__collection"
@@ -430,6 +442,12 @@ class SectionAdmin(ReadOnly, CollectionScoped, admin.ModelAdmin):
     search_fields = ["heading_path"]
     raw_id_fields = ["source", "parent"]
     exclude = ["embedding"]
+
+    def get_queryset(self, request):
+        # Its own body too: a long section's is most of its source (its page
+        # loads it when it shows it).
+        rows = _without_texts(super().get_queryset(request), "source")
+        return rows.defer(*RELATED_TEXTS["section"])
 
     # Sections are what ingestion made of a source: edit the source, not them.
 
@@ -452,6 +470,9 @@ class ChunkAdmin(ReadOnly, CollectionScoped, admin.ModelAdmin):
     readonly_fields = ["side_by_side", "metadata"]
     fields = ["source", "section", "chunk_index", "kind", "start", "end",
               "token_count", "is_fallback", "metadata", "side_by_side"]  # fmt: skip
+
+    def get_queryset(self, request):
+        return _without_texts(super().get_queryset(request), "source", "section")
 
     @admin.display(description="Section", ordering="section__heading_path")
     def heading(self, obj: Chunk) -> str:
@@ -491,13 +512,17 @@ class OverflowRejectionAdmin(ReadOnly, CollectionScoped, admin.ModelAdmin):
     readonly_fields = ["source", "heading_path", "chunk_index", "token_count",
                        "content_tokens", "window", "reason_text", "text"]  # fmt: skip
 
+    def get_queryset(self, request):
+        return _without_texts(super().get_queryset(request), "source")
+
     @admin.display(description="Reason")
     def reason_text(self, obj: OverflowRejection) -> str:
         return obj.reason
 
     @admin.display(description="Section")
     def section_link(self, obj: OverflowRejection) -> str:
-        section = obj.source.sections.filter(heading_path=obj.heading_path).first()
+        found = obj.source.sections.filter(heading_path=obj.heading_path)
+        section = found.only("pk").first()
         if section is None:
             return "(not indexed yet)"
         return format_html('<a href="{}">{}</a>', section.get_absolute_url(), "open")

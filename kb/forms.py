@@ -191,6 +191,19 @@ class SourceUploadForm(MetadataFieldsMixin):
             "tick Clear fields left empty (or edit the source)."
         )
         self.fields["extra"].help_text += " On a new version, key= removes it."
+        # Each file refused, with its reason: the others are stored (issue #26).
+        self.refused: list[str] = []
+
+    def refuse_names(self, names: list[str]) -> None:
+        """Refuse the files the request's parser dropped, their names not being
+        UTF-8 (kb/multipart.py), each with its reason: then the upload is not
+        one without files, even if no other file came."""
+        for name in names:
+            try:
+                ingestion.clean_file_name(name)
+            except ingestion.IngestionError as exc:
+                self.refused.append(str(exc))
+        self.fields["files"].required = not self.refused
 
     def refuse_files(self, message: str) -> None:
         """Show `message` under the files of an upload refused before its fields
@@ -206,24 +219,18 @@ class SourceUploadForm(MetadataFieldsMixin):
         return {**{k: None for k, v in extra.items() if not v}, **self.metadata_value()}
 
     def clean_files(self) -> list[ingestion.Upload]:
-        """Read and check every file; nothing is stored unless all are fine."""
+        """Read and check every file: those refused go to `refused` with their
+        reasons and the others are stored; refused only when none is left."""
         uploads = self.cleaned_data["files"]
         _refuse_same_names(uploads)
-        limit = settings.KB_MAX_UPLOAD_BYTES
-        cleaned, errors = [], []
+        cleaned = []
         for upload in uploads:
             try:
-                name = ingestion.clean_file_name(upload.name)
-                if upload.size > limit:
-                    raise ingestion.IngestionError(
-                        f"{name} is {filesizeformat(upload.size)}; the limit is "
-                        f"{filesizeformat(limit)}"
-                    )
-                cleaned.append(ingestion.check_upload(name, upload.read()))
+                cleaned.append(_checked_upload(upload))
             except (ingestion.IngestionError, parsing.ParseError) as exc:
-                errors.append(str(exc))
-        if errors:
-            raise ValidationError(errors)
+                self.refused.append(str(exc))
+        if not cleaned:
+            raise ValidationError(self.refused)
         return cleaned
 
     def clean(self) -> dict[str, Any]:
@@ -307,6 +314,17 @@ def chunking_errors(
             f"{tokens}-token chunk: most of the index would be repeats."
         }
     return {}
+
+
+def _checked_upload(upload) -> ingestion.Upload:
+    name = ingestion.clean_file_name(upload.name)
+    limit = settings.KB_MAX_UPLOAD_BYTES
+    if upload.size > limit:
+        raise ingestion.IngestionError(
+            f"{name} is {filesizeformat(upload.size)}; the limit is "
+            f"{filesizeformat(limit)}"
+        )
+    return ingestion.check_upload(name, upload.read())
 
 
 def _refuse_same_names(uploads: list) -> None:

@@ -11,6 +11,9 @@ from django.core.exceptions import RequestDataTooBig, TooManyFilesSent
 from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse, JsonResponse, QueryDict
 from django.template.defaultfilters import filesizeformat
+from django.template.loader import render_to_string
+
+from kb import multipart
 
 # filesizeformat writes a no-break space: the charset must be said.
 PLAIN = "text/plain; charset=utf-8"
@@ -88,6 +91,8 @@ class RequestLimitsMiddleware:
                     status=413,
                     content_type=PLAIN,
                 )
+        if hasattr(view, "refused_upload"):  # its page names the files it drops
+            multipart.watch(request)
         limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
         try:
             if _large_fields_allowed(request, view):
@@ -175,6 +180,32 @@ class ApiErrorsMiddleware:
         if isinstance(exc, RequestDataTooBig):
             return JsonResponse({"error": f"The body is too large: {exc}"}, status=413)
         return None  # Django answers (and logs) it; __call__ turns it into JSON
+
+
+class OutagePageMiddleware:
+    """Outside /api/, a database outage is a page saying so (503 with
+    Retry-After), not a bare "Server Error (500)" (issue #26). The page is
+    rendered without the request: its context would ask the database again."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        return self.get_response(request)
+
+    def process_exception(self, request: HttpRequest, exc: Exception):
+        if is_api(request) or not isinstance(exc, (OperationalError, InterfaceError)):
+            return None
+        logger.error("Database unavailable for %s", request.path, exc_info=exc)
+        message = "The database is unavailable"
+        if request.method == "POST":
+            message += ", so nothing was saved"
+        page = render_to_string(
+            "503.html", {"message": f"{message}; try again shortly."}
+        )
+        response = HttpResponse(page, status=503)
+        response["Retry-After"] = str(RETRY_AFTER_S)
+        return response
 
 
 def _is_json(response: HttpResponse) -> bool:

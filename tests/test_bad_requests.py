@@ -9,6 +9,7 @@ from pathlib import Path
 from urllib.parse import urlencode
 
 import pytest
+from django.conf import settings
 from django.contrib.auth.models import Permission
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.db import connection
@@ -455,3 +456,26 @@ class DatabaseOutageTestCase(TransactionTestCase):
                 headers={"Authorization": f"Bearer {self.key}"},
             )
         self.assertEqual(again.status_code, 503)
+
+    def test_an_admin_upload_answers_503_with_the_reason(self):
+        # Issue #26: a bare HTML "Server Error (500)".
+        collection = Collection.objects.create(name="Docs")
+        self.client.force_login(self.staff)
+        self._kill_this_connection()
+        upload = SimpleUploadedFile("outage-probe.md", b"# Probe\n\nText.\n")
+        with self.assertLogs("kb.middleware", "ERROR"):
+            response = self.client.post(
+                reverse("admin:kb_source_upload"),
+                {"collection": collection.pk, "files": [upload]},
+            )
+        self.assertContains(
+            response,
+            "The database is unavailable, so nothing was saved; try again shortly.",
+            status_code=503,
+        )
+        self.assertEqual(response["Retry-After"], "30")
+        self.assertTrue(response["Content-Type"].startswith("text/html"))
+        connection.close()
+        self.assertFalse(Source.objects.exists())
+        stored = Path(settings.MEDIA_ROOT).rglob("outage-probe*")
+        self.assertEqual(list(stored), [])

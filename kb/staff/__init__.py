@@ -7,6 +7,7 @@ model's admin URLs (urls.py), so their names stay admin:kb_<model>_<page>.
   golden_cases.py  the span picker's texts, importing golden cases
   runs.py          the evaluation dashboard: runs, the recall floor, shadow indexes
   question_log.py  replaying a logged question, content gaps
+  deleting.py      the delete pages of sources and collections: counts, bulk
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ from django.template.response import TemplateResponse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
-from kb import ingestion, permissions, queueing, reindexing
+from kb import ingestion, multipart, permissions, queueing, reindexing
 from kb.forms import PolicyForm, SourceUploadForm
 from kb.models import Chunk, Collection, ShadowIndex, Source
 from kb.staff import form_page, open_to, upload_form
@@ -96,9 +96,13 @@ def _waiting(queued: bool) -> str:
 @admin.site.admin_view
 def upload(request: HttpRequest) -> HttpResponse:
     form = upload_form(request, SourceUploadForm, "kb.add_source")
+    if request.method == "POST":
+        form.refuse_names(multipart.dropped_names(request))
     if request.method == "POST" and form.is_valid():
         for name, outcome in _store_uploads(form):
             messages.info(request, f"{name}: {outcome}")
+        for reason in form.refused:  # the others are stored (issue #26)
+            messages.error(request, f"Not stored: {reason.rstrip('.')}.")
         return redirect("admin:kb_source_changelist")
     return _upload_page(request, form)
 

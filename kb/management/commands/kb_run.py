@@ -8,14 +8,20 @@ import time
 
 from django.conf import settings
 from django.core.management import call_command
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 
 from kb import jobs
+
+# A process that exits this many times in a row within QUICK_EXIT_S of starting
+# is not started again: kb_run stops.
+QUICK_EXITS = 5
+QUICK_EXIT_S = 10
 
 
 class Command(BaseCommand):
     help = (
-        "Serve the app on ADDR:PORT with N RQ workers beside it; Ctrl-C stops them all."
+        "Serve the app on ADDR:PORT with N RQ workers beside it, starting again any "
+        "that exits; Ctrl-C stops them all."
     )
 
     def add_arguments(self, parser):
@@ -35,13 +41,12 @@ class Command(BaseCommand):
         manage = [sys.executable, str(settings.BASE_DIR / "manage.py")]
         # Each worker's embedder takes its share of the cores (kb.worker).
         env = {**os.environ, "KB_WORKERS": str(options["workers"])}
-        procs = [
-            subprocess.Popen([*manage, "rqworker", "default"], env=env)
-            for _ in range(options["workers"])
+        children = [
+            _Child(f"worker {n}", [*manage, "rqworker", "default"], env)
+            for n in range(1, options["workers"] + 1)
         ]
-        procs.append(
-            subprocess.Popen([*manage, "runserver", options["addr"], "--noreload"])
-        )
+        web = [*manage, "runserver", options["addr"], "--noreload"]
+        children.append(_Child("web server", web, dict(os.environ)))
         base = f"http://{options['addr']}"
         self.stdout.write(
             self.style.SUCCESS(
@@ -50,12 +55,35 @@ class Command(BaseCommand):
             )
         )
         try:
-            while all(p.poll() is None for p in procs):
+            while True:
+                for child in children:
+                    if child.proc.poll() is not None:
+                        self._restart(child)
                 time.sleep(0.5)
         except KeyboardInterrupt:
             pass
         finally:
-            self._stop(procs)
+            self._stop([child.proc for child in children])
+
+    def _restart(self, child: _Child) -> None:
+        """Start a process that exited again, the others running on: a web server
+        killed for its memory took the workers with it (issue #26). One that
+        keeps exiting as it starts (a port in use) stops them all."""
+        code = child.proc.returncode
+        if time.monotonic() - child.started < QUICK_EXIT_S:
+            child.quick_exits += 1
+        else:
+            child.quick_exits = 0
+        if child.quick_exits >= QUICK_EXITS:
+            raise CommandError(
+                f"The {child.name} exited {QUICK_EXITS} times within "
+                f"{QUICK_EXIT_S} s of starting (last exit code {code}); stopping."
+            )
+        self.stderr.write(
+            f"The {child.name} exited (code {code}); starting it again, the "
+            "others run on."
+        )
+        child.start()
 
     def _stop(self, procs: list[subprocess.Popen]) -> None:
         # Workers finish their current job on SIGTERM (RQ's warm shutdown).
@@ -68,6 +96,19 @@ class Command(BaseCommand):
             except subprocess.TimeoutExpired:
                 proc.kill()
         self.stdout.write("Stopped web server and workers.")
+
+
+class _Child:
+    """A process kb_run runs, started again when it exits."""
+
+    def __init__(self, name: str, command: list[str], env: dict[str, str]) -> None:
+        self.name, self.command, self.env = name, command, env
+        self.quick_exits = 0
+        self.start()
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen(self.command, env=self.env)
+        self.started = time.monotonic()
 
 
 def _interrupt(signum, frame) -> None:
