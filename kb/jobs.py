@@ -18,6 +18,9 @@ from rq.worker import Worker
 from kb import embedding, ingestion
 from kb.models import Collection, Source
 from kb.queueing import (
+    DEFAULT,
+    LARGE,
+    QUEUES,
     SHADOW_TIMEOUT,
     WAITING,
     enqueue_count_terms,
@@ -99,10 +102,11 @@ def jobs_ahead(sources) -> dict[int, int]:
     queued = [s for s in sources if s.status == Source.Status.QUEUED]
     if not queued:
         return {}
-    queue = django_rq.get_queue()
     try:
-        order = queue.get_job_ids()
-        running = queue.started_job_registry.count
+        queues = [django_rq.get_queue(name) for name in QUEUES]
+        # Workers take the large queue's jobs once the default queue is empty.
+        order = [job_id for queue in queues for job_id in queue.get_job_ids()]
+        running = sum(queue.started_job_registry.count for queue in queues)
     except RedisError:
         return {}
     position = {job_id: running + i for i, job_id in enumerate(order)}
@@ -179,7 +183,12 @@ def run_evaluation(run_id: int) -> dict:
 
 
 def enqueue_evaluation(run):
-    return django_rq.enqueue(run_evaluation, run.pk, job_timeout=EVAL_TIMEOUT)
+    """A run that rebuilds the collection under other chunking settings goes to
+    the large queue."""
+    overrides = run.config.get("overrides", {})
+    rebuild = any(key in ingestion.INDEX_FIELDS for key in overrides)
+    queue = django_rq.get_queue(LARGE if rebuild else DEFAULT)
+    return queue.enqueue(run_evaluation, run.pk, job_timeout=EVAL_TIMEOUT)
 
 
 # --- shadow indexes (kb/reindexing.py) ---------------------------------------------

@@ -25,10 +25,21 @@ from django.db import DatabaseError, connections
 from redis.exceptions import RedisError
 from rq.worker import SimpleWorker
 
-from kb import embedding
+from kb import embedding, queueing
 
 logger = logging.getLogger(__name__)
 REQUEUE_LOCK = "kb:requeue-lost"
+
+
+def worker_queues(count: int) -> list[list[str]]:
+    """The queues each of `count` workers on one machine serves, in the order
+    it takes their jobs: the default queue first, the large one (big sources,
+    whole rebuilds) only when it is empty; with two or more workers, one never
+    takes large jobs, so a small upload waits for no large one (issue #26)."""
+    both = list(queueing.QUEUES)
+    if count < 2:
+        return [both] * count
+    return [[queueing.DEFAULT]] + [both] * (count - 1)
 
 
 class Worker(SimpleWorker):

@@ -11,6 +11,7 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand
 
 from kb import jobs
+from kb.worker import worker_queues
 
 
 class Command(BaseCommand):
@@ -20,7 +21,13 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("--addr", default="127.0.0.1:8000")
-        parser.add_argument("--workers", type=int, default=1)
+        parser.add_argument(
+            "--workers",
+            type=int,
+            default=2,
+            help="RQ workers (default 2): with two or more, one serves only the "
+            "default queue, so small jobs never wait behind large ones",
+        )
 
     def handle(self, *args, **options):
         # Stop on Ctrl-C and on SIGTERM alike, even where SIGINT was inherited ignored.
@@ -36,8 +43,8 @@ class Command(BaseCommand):
         # Each worker's embedder takes its share of the cores (kb.worker).
         env = {**os.environ, "KB_WORKERS": str(options["workers"])}
         procs = [
-            subprocess.Popen([*manage, "rqworker", "default"], env=env)
-            for _ in range(options["workers"])
+            subprocess.Popen([*manage, "rqworker", *queues], env=env)
+            for queues in worker_queues(options["workers"])
         ]
         procs.append(
             subprocess.Popen([*manage, "runserver", options["addr"], "--noreload"])
