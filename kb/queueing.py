@@ -37,7 +37,7 @@ QUEUES = [DEFAULT, LARGE]
 def enqueue_count_terms(collection_id: int):
     """Queue a recount unless one is already waiting: a batch of uploads gets one."""
     queue = django_rq.get_queue()
-    job_id = f"kb-count-terms-{collection_id}"
+    job_id = count_terms_job_id(collection_id)
     waiting = queue.fetch_job(job_id)
     if waiting is not None and waiting.get_status() in WAITING:
         return waiting
@@ -143,22 +143,51 @@ def enqueue_shadow(shadow) -> bool:
     if not queue_reachable():
         return False
     django_rq.get_queue(LARGE).enqueue(
-        "kb.jobs.build_shadow", shadow.pk, job_timeout=SHADOW_TIMEOUT
-    )
+        "kb.jobs.build_shadow", shadow.pk, job_timeout=SHADOW_TIMEOUT,
+        job_id=shadow_job_id(shadow.pk, "build"),
+    )  # fmt: skip
     return True
 
 
 def enqueue_swap(shadow) -> bool:
     if not queue_reachable():
         return False
-    django_rq.enqueue("kb.jobs.swap_shadow", shadow.pk, job_timeout=SHADOW_TIMEOUT)
+    django_rq.enqueue(
+        "kb.jobs.swap_shadow", shadow.pk, job_timeout=SHADOW_TIMEOUT,
+        job_id=shadow_job_id(shadow.pk, "swap"),
+    )  # fmt: skip
     return True
 
 
 def enqueue_drop_scratch(collection_id: int) -> None:
     try:
         django_rq.enqueue(
-            "kb.jobs.drop_scratch", collection_id, job_timeout=SHADOW_TIMEOUT
-        )
+            "kb.jobs.drop_scratch", collection_id, job_timeout=SHADOW_TIMEOUT,
+            job_id=drop_scratch_job_id(collection_id),
+        )  # fmt: skip
     except RedisError:  # the hidden copy stays until dropped by hand
         logger.warning("Redis unreachable: scratch collection %s kept", collection_id)
+
+
+# --- job ids: kb.recovery finds the job each waiting row waits on -------------
+
+
+def shadow_job_id(shadow_id: int, step: str) -> str:
+    """`step`: "build" (build, evaluate, decide) or "swap" (an approved swap)."""
+    return f"kb-shadow-{shadow_id}-{step}"
+
+
+def eval_job_id(run_id: int) -> str:
+    return f"kb-eval-{run_id}"
+
+
+def replay_job_id(report_id: int) -> str:
+    return f"kb-replay-{report_id}"
+
+
+def count_terms_job_id(collection_id: int) -> str:
+    return f"kb-count-terms-{collection_id}"
+
+
+def drop_scratch_job_id(collection_id: int) -> str:
+    return f"kb-drop-scratch-{collection_id}"

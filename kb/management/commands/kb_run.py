@@ -39,6 +39,11 @@ class Command(BaseCommand):
                 f"Queued {lost} source(s) again: their jobs were lost (the queue "
                 "was emptied, or its server restarted without them)."
             )
+        if found := {kind: n for kind, n in jobs.recover_lost().items() if n}:
+            shown = ", ".join(f"{n} {kind}" for kind, n in found.items())
+            self.stdout.write(
+                f"Ended or recovered after their jobs were lost: {shown}."
+            )
         manage = [sys.executable, str(settings.BASE_DIR / "manage.py")]
         # Each worker's embedder takes its share of the cores (kb.worker).
         env = {**os.environ, "KB_WORKERS": str(options["workers"])}
