@@ -25,6 +25,7 @@ KB_QUESTION_PRUNE_SECONDS, and each of its deletes commits on its own.
 from __future__ import annotations
 
 import logging
+import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -48,6 +49,8 @@ from kb.queueing import (
 )
 
 logger = logging.getLogger(__name__)
+# The line of a traceback naming the exception: "django.db.utils.OperationalError: ..."
+_EXCEPTION_RE = re.compile(r"^[\w.]*(?:Error|Exception|Exceeded|Timeout)\w*(?::|$)")
 # A row waiting this long on a job that is gone was lost (queue emptied, or a
 # Redis without persistence restarted); a younger one's job may not be queued
 # yet, as jobs go to Redis when their transaction commits.
@@ -94,10 +97,21 @@ def _ended(job: Job, status: str) -> str:
         return f"its job ended ({status}) without finishing it"
     result = job.latest_result()
     detail = (result.exc_string if result else "") or ""
-    last = detail.strip().splitlines()[-1:] or ["no detail"]
-    if "AbandonedJobError" in last[0]:
+    if "AbandonedJobError" in detail:  # RQ's word for a dead worker's job
         return DEAD
-    return f"its job failed: {last[0][:300]}"
+    return f"its job failed: {_exception_line(detail)[:300]}"
+
+
+def _exception_line(traceback: str) -> str:
+    """The exception of a traceback, "OperationalError: terminating connection
+    ...", without its module (a database error's message runs over more lines,
+    CONTEXT and HINT: the first says what happened)."""
+    lines = traceback.strip().splitlines()
+    found = [line for line in lines if _EXCEPTION_RE.match(line)]
+    if not found:
+        return lines[-1] if lines else "no detail"
+    name, colon, message = found[-1].partition(":")
+    return name.rsplit(".", 1)[-1] + colon + message
 
 
 def dead_workers(redis, names: set[str | None]) -> set[str | None]:

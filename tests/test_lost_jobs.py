@@ -9,6 +9,7 @@ import time
 
 import django_rq
 import pytest
+from django.db import connection, transaction
 from django.test import TestCase, TransactionTestCase, override_settings
 from django.urls import reverse
 from django.utils import timezone
@@ -166,6 +167,67 @@ class DiscardTestCase(TransactionTestCase):
         self.assertIsNone(shadow.scratch_id)
         again = self.client.post(url, follow=True)
         self.assertContains(again, "is live or already gone; left as it is")
+
+
+class RolledBackSwapTestCase(TransactionTestCase):
+    # TransactionTestCase: the worker is another process and sees only committed rows.
+
+    def setUp(self):
+        forget_jobs()
+        self.staff, _, _ = make_users()
+        self.docs = load_part("Rolled back", FILES)
+        self.worker = None
+
+    def tearDown(self):
+        if self.worker and self.worker.poll() is None:
+            os.killpg(self.worker.pid, signal.SIGKILL)
+            self.worker.wait()
+        forget_jobs()
+
+    def test_a_swap_cut_off_by_a_database_restart_is_held_again_with_why(self):
+        shadow = reindexing.start(self.docs, {"chunk_tokens": 120}, queue=False)
+        reindexing.build(shadow)
+        ShadowIndex.objects.filter(pk=shadow.pk).update(status=Status.HELD)
+        shadow.refresh_from_db()
+        live = self.docs.chunk_tokens
+        self.assertTrue(reindexing.approve(shadow, self.staff))
+        with transaction.atomic():
+            # The swap waits for the collection's row; its connection is then
+            # ended as a PostgreSQL restart ends it, and its transaction rolls back.
+            Collection.objects.select_for_update().get(pk=self.docs.pk)
+            self.worker = start_worker()
+            wait_until(lambda: bool(_waiting_for_a_lock()), timeout=120)
+            with connection.cursor() as cursor:
+                for pid in _waiting_for_a_lock():
+                    cursor.execute("SELECT pg_terminate_backend(%s)", [pid])
+        job_id = queueing.shadow_job_id(shadow.pk, "swap")
+        queue = django_rq.get_queue()
+        wait_until(lambda: queue.fetch_job(job_id).get_status() == "failed")
+        os.killpg(self.worker.pid, signal.SIGKILL)
+        self.worker.wait()
+        jobs.recover_lost()
+        shadow.refresh_from_db()
+        self.assertEqual(shadow.status, Status.HELD)
+        self.assertEqual(
+            shadow.error,
+            "The approved swap did not happen: its job failed: OperationalError: "
+            "terminating connection due to administrator command. The live index "
+            "is unchanged: approve it again or discard it.",
+        )
+        self.docs.refresh_from_db()
+        self.assertEqual(self.docs.chunk_tokens, live)
+
+
+def _waiting_for_a_lock() -> list[int]:
+    """Other connections to the test database waiting for a row lock."""
+    with connection.cursor() as cursor:
+        # Read anew: a transaction sees one snapshot of the activity otherwise.
+        cursor.execute("SELECT pg_stat_clear_snapshot()")
+        cursor.execute(
+            "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
+            "AND pid <> pg_backend_pid() AND wait_event_type = 'Lock'"
+        )
+        return [row[0] for row in cursor.fetchall()]
 
 
 @pytest.mark.slow
