@@ -237,7 +237,8 @@ KB_PARSE_MEMORY_MB = envint("KB_PARSE_MEMORY_MB", 2048)
 # its previous version staying live. A 9.9 MB Markdown file made 35,022 chunks and
 # held its worker 9.5 minutes (61 chunks/s); 3,000 chunks took 115 s on two busy
 # cores (29/s, 10 % of it storing). 20,000 (about 5.7 MB of prose) is 5-12 minutes,
-# well inside KB_JOB_TIMEOUT, and the admin's pages were checked that large. 0: no cap.
+# well inside KB_JOB_TIMEOUT, and the size the admin's pages must handle (item 8).
+# 0: no cap.
 KB_MAX_CHUNKS_PER_SOURCE = envint("KB_MAX_CHUNKS_PER_SOURCE", 20000)
 # Sources whose file is this large or larger are indexed from the "large" queue,
 # which workers serve after "default" (issue #26): about 3,500 chunks, a minute
