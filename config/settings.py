@@ -165,8 +165,11 @@ else:
 # Tests use their own Redis database so a running dev worker never takes their jobs.
 REDIS_DB = envint("KB_REDIS_DB", 1 if TESTING else 0)
 RQ_TIMEOUT = envint("KB_JOB_TIMEOUT", 1800)
+# "large": long jobs (big sources, shadow builds, evaluation rebuilds), served
+# after "default" so that small uploads do not wait behind them (issue #26).
 RQ_QUEUES = {
-    "default": {"URL": REDIS_URL, "DB": REDIS_DB, "DEFAULT_TIMEOUT": RQ_TIMEOUT},
+    name: {"URL": REDIS_URL, "DB": REDIS_DB, "DEFAULT_TIMEOUT": RQ_TIMEOUT}
+    for name in ("default", "large")
 }
 # django-rq's own admin entry serves the queue pages again to any staff member;
 # they live only under /admin/rq/, for superusers (config/urls.py).
@@ -247,6 +250,17 @@ KB_PARSE_RETRY_SECONDS = envint("KB_PARSE_RETRY_SECONDS", 300)
 # Megabytes of memory (address space) that child may take beyond the worker's
 # own; over it the source fails the same way. 0: no limit.
 KB_PARSE_MEMORY_MB = envint("KB_PARSE_MEMORY_MB", 2048)
+# Chunks one source may have (issue #26): more fails the source before embedding,
+# its previous version staying live. A 9.9 MB Markdown file made 35,022 chunks and
+# held its worker 9.5 minutes (61 chunks/s); 3,000 chunks took 115 s on two busy
+# cores (29/s, 10 % of it storing). 20,000 (about 5.7 MB of prose) is 5-12 minutes,
+# well inside KB_JOB_TIMEOUT, and the size the admin's pages must handle (item 8).
+# 0: no cap.
+KB_MAX_CHUNKS_PER_SOURCE = envint("KB_MAX_CHUNKS_PER_SOURCE", 20000)
+# Sources whose file is this large or larger are indexed from the "large" queue,
+# which workers serve after "default" (issue #26): about 3,500 chunks, a minute
+# of a worker's time. Shadow builds and evaluation rebuilds go there too.
+KB_LARGE_SOURCE_BYTES = envint("KB_LARGE_SOURCE_BYTES", 1024 * 1024)
 
 # --- Embedder (kb/embedding.py, issue #3)
 # A directory with model.onnx + tokenizer.json; empty means: build the ONNX graph

@@ -317,6 +317,8 @@ class SourceAdmin(BulkDelete, StaffPages, CollectionScoped, admin.ModelAdmin):
         if p.get("stage") == "embedding":
             done, total = p.get("chunks_embedded", 0), p.get("chunks_total", "?")
             return f"embedding {done} of {total}"
+        if p.get("stage") == "storing":
+            return f"storing {p.get('chunks_total', '?')} chunks"
         return p.get("stage") or obj.get_status_display()
 
     @admin.display(description="Statistics")

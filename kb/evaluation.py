@@ -494,7 +494,13 @@ def execute_run(run_id: int) -> EvalRun:
     try:
         if rebuild:
             not_indexed = _not_indexed(collection)
-            target = scratch_copy(collection, rebuild)
+            # The copy and its id on the run, or neither: a run whose job is lost
+            # has its copy dropped (kb.recovery).
+            with ingestion.storing():
+                target = scratch_copy(collection, rebuild)
+                EvalRun.objects.filter(pk=run.pk).update(
+                    config={**run.config, "scratch_id": target.pk}
+                )
             index_all(
                 target, lambda i, n: _progress(run, stage="indexing", done=i, total=n)
             )

@@ -413,6 +413,7 @@ def prepare(
     )
     chunked = time.perf_counter()
     total = len(result.chunks)
+    _check_chunk_count(source.file_name, total)
     prepared = Prepared(document, [], [], embedder.window)
     prepared.word_fallbacks = sum(1 for c in result.chunks if c.is_fallback)
     prepared.blocks = sum(len(s.blocks) for s in document.sections)
@@ -433,6 +434,18 @@ def prepare(
         "chunk_s": chunked - parsed,
     }
     return prepared
+
+
+def _check_chunk_count(name: str, total: int) -> None:
+    """Refuse a source over KB_MAX_CHUNKS_PER_SOURCE before embedding it: one
+    such file would hold its worker for the better part of an hour."""
+    cap = settings.KB_MAX_CHUNKS_PER_SOURCE
+    if cap > 0 and total > cap:
+        raise IngestionError(
+            f"{name} makes {total:,} chunks, over the limit of {cap:,} per source "
+            "(KB_MAX_CHUNKS_PER_SOURCE): split it into smaller files; the previous "
+            "version stays live"
+        )
 
 
 # --- what the index was built with ------------------------------------------------
@@ -584,6 +597,14 @@ def _ingest(source: Source, version: int, started: float) -> str:
             f"{first.token_count} tokens, the model reads {prepared.window}"
         )
     vectors = _embed(source, version, prepared)
+    # Storing a large source takes a while (35,022 chunks: 90 s): say so, rather
+    # than "embedding 35022 of 35022" until it is done.
+    storing = {"stage": "storing", "blocks": prepared.blocks,
+               "chunks_total": len(prepared.chunks)}  # fmt: skip
+    if not Source.objects.filter(pk=source.pk, version=version).update(
+        progress=storing
+    ):
+        raise StaleJob(f"version {version} deleted or superseded while embedded")
     duration = time.perf_counter() - started
     stats = {**_stats(prepared, duration), "config": build_config(collection)}
     _publish(source, version, prepared, vectors, stats, reading)

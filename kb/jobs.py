@@ -4,33 +4,28 @@ from __future__ import annotations
 
 import logging
 import os
-from datetime import timedelta
 
 import django_rq
-from django.conf import settings
 from django.db import connection
-from django.utils import timezone
 from redis.exceptions import RedisError
-from rq.job import Job, JobStatus
-from rq.utils import utcparse
-from rq.worker import Worker
 
-from kb import embedding, ingestion
+from kb import embedding, ingestion, recovery
 from kb.models import Collection, Source
 from kb.queueing import (
+    DEFAULT,
+    LARGE,
+    QUEUES,
     SHADOW_TIMEOUT,
-    WAITING,
     enqueue_count_terms,
+    eval_job_id,
     ingest_job_id,
     requeue,
 )
 from kb.retrieval import keywords
 
 logger = logging.getLogger(__name__)
-# A source queued this long ago whose job is gone was lost (queue emptied, or a
-# Redis without persistence restarted); younger ones may not be enqueued yet, as
-# jobs go to Redis when the transaction commits.
-STRANDED_AFTER = timedelta(seconds=60)
+# A source queued this long ago whose job is gone was lost (kb.recovery).
+STRANDED_AFTER = recovery.STRANDED_AFTER
 # Seconds an evaluation run may take: with a chunking override it rebuilds the
 # whole collection, as a shadow index does.
 EVAL_TIMEOUT = SHADOW_TIMEOUT
@@ -57,10 +52,9 @@ def count_terms(collection_id: int) -> int:
 
 
 def stranded(sources) -> list[Source]:
-    """Sources shown as queued or indexing whose ingestion job has ended, no longer
-    exists, or was started by a worker that has died (no heartbeat for KB_WORKER_TTL
-    seconds); none found when Redis cannot be reached. Evaluation copies are indexed
-    in the run's own process, without jobs."""
+    """Sources shown as queued or indexing whose ingestion job was lost
+    (kb.recovery.lost); none found when Redis cannot be reached. Evaluation
+    copies are indexed in the run's own process, without jobs."""
     waiting = [
         source
         for source in sources
@@ -70,25 +64,13 @@ def stranded(sources) -> list[Source]:
         return []
     redis = django_rq.get_queue().connection
     try:
-        found = Job.fetch_many([ingest_job_id(s) for s in waiting], redis)
-        statuses = [job and job.get_status(refresh=False) for job in found]
-        started = [j for j, s in zip(found, statuses) if s == JobStatus.STARTED]
-        dead = _dead_workers(redis, {job.worker_name for job in started})
+        reasons = recovery.lost(
+            redis, [recovery.Waiting(ingest_job_id(s), s.updated) for s in waiting]
+        )
     except RedisError:
         logger.warning("Redis unreachable: lost ingestion jobs not checked")
         return []
-    before = timezone.now() - STRANDED_AFTER
-    lost = []
-    for source, job, status in zip(waiting, found, statuses, strict=True):
-        if job is None:  # gone, or not queued yet: its transaction may be committing
-            dead_job = source.updated <= before
-        elif status == JobStatus.STARTED:
-            dead_job = job.worker_name in dead
-        else:  # ended (abandoned by a dead worker, say), yet the source waits on it
-            dead_job = status not in WAITING
-        if dead_job:
-            lost.append(source)
-    return _still_waiting(lost)
+    return _still_waiting([s for s, why in zip(waiting, reasons, strict=True) if why])
 
 
 def jobs_ahead(sources) -> dict[int, int]:
@@ -99,10 +81,11 @@ def jobs_ahead(sources) -> dict[int, int]:
     queued = [s for s in sources if s.status == Source.Status.QUEUED]
     if not queued:
         return {}
-    queue = django_rq.get_queue()
     try:
-        order = queue.get_job_ids()
-        running = queue.started_job_registry.count
+        queues = [django_rq.get_queue(name) for name in QUEUES]
+        # Workers take the large queue's jobs once the default queue is empty.
+        order = [job_id for queue in queues for job_id in queue.get_job_ids()]
+        running = sum(queue.started_job_registry.count for queue in queues)
     except RedisError:
         return {}
     position = {job_id: running + i for i, job_id in enumerate(order)}
@@ -127,25 +110,6 @@ def _still_waiting(sources: list[Source]) -> list[Source]:
     return [s for s in sources if now.get(s.pk) == s.version]
 
 
-def _dead_workers(redis, names: set[str | None]) -> set[str | None]:
-    """Of these worker names, those whose last heartbeat is older than
-    KB_WORKER_TTL seconds or gone (the key expires with it)."""
-    names = sorted(names, key=str)
-    if not names:
-        return set()
-    with redis.pipeline() as pipeline:
-        for name in names:
-            key = f"{Worker.redis_worker_namespace_prefix}{name}"
-            pipeline.hget(key, "last_heartbeat")
-        beats = pipeline.execute()
-    oldest = timezone.now() - timedelta(seconds=settings.KB_WORKER_TTL)
-    return {
-        name
-        for name, beat in zip(names, beats, strict=True)
-        if not name or beat is None or utcparse(beat.decode()) < oldest
-    }
-
-
 def requeue_stranded() -> int:
     """Queue again every source whose job was lost; returns how many."""
     lost = stranded(
@@ -154,6 +118,22 @@ def requeue_stranded() -> int:
         ).select_related("collection")
     )
     return requeue(lost)[0]
+
+
+def recover_lost() -> dict[str, int]:
+    """End or recover every shadow index, evaluation run, replay report, recount
+    and scratch copy whose job was lost (kb.recovery); how many of each, those
+    found logged. {} when Redis cannot be reached."""
+    from kb import reindexing
+
+    try:
+        done = {"shadow indexes": reindexing.end_lost_shadows(), **recovery.recover()}
+    except RedisError:
+        logger.warning("Redis unreachable: lost jobs not checked")
+        return {}
+    if found := {kind: n for kind, n in done.items() if n}:
+        logger.warning("Lost jobs ended or recovered: %s", found)
+    return done
 
 
 def check_worker() -> dict:
@@ -179,7 +159,14 @@ def run_evaluation(run_id: int) -> dict:
 
 
 def enqueue_evaluation(run):
-    return django_rq.enqueue(run_evaluation, run.pk, job_timeout=EVAL_TIMEOUT)
+    """A run that rebuilds the collection under other chunking settings goes to
+    the large queue."""
+    overrides = run.config.get("overrides", {})
+    rebuild = any(key in ingestion.INDEX_FIELDS for key in overrides)
+    queue = django_rq.get_queue(LARGE if rebuild else DEFAULT)
+    return queue.enqueue(
+        run_evaluation, run.pk, job_timeout=EVAL_TIMEOUT, job_id=eval_job_id(run.pk)
+    )
 
 
 # --- shadow indexes (kb/reindexing.py) ---------------------------------------------
@@ -213,14 +200,15 @@ def prune_questions() -> int:
     return questions.prune()
 
 
-def replay_recent(collection_id: int, n: int) -> dict:
+def replay_recent(collection_id: int, n: int, report_id: int | None = None) -> dict:
     """Answer a collection's last `n` logged questions again on its current index
-    (after a re-index); the ReplayReport row lists the answers that changed."""
+    (after a re-index); the ReplayReport row (`report_id`, made when it was
+    queued) lists the answers that changed."""
     from kb import questions
 
     collection = Collection.objects.filter(pk=collection_id).first()
     if collection is None:
         return {"replayed": 0, "changed": 0}
-    report = questions.replay_recent(collection, n)
+    report = questions.replay_recent(collection, n, report_id)
     return {"report": report.pk, "replayed": report.replayed,
             "changed": len(report.changed)}  # fmt: skip

@@ -503,10 +503,14 @@ def _sections(rows: list[dict[str, Any]]) -> list[dict[str, str]]:
     return found
 
 
-def replay_recent(collection: Collection, n: int = REPLAY_LAST) -> ReplayReport:
-    """Answer the collection's last `n` logged questions again; the report lists
-    those whose citations changed."""
-    report = ReplayReport.objects.create(collection=collection)
+def replay_recent(
+    collection: Collection, n: int = REPLAY_LAST, report_id: int | None = None
+) -> ReplayReport:
+    """Answer the collection's last `n` logged questions again; the report (the
+    one made when it was queued, else a new one) lists those whose citations
+    changed."""
+    report = ReplayReport.objects.filter(pk=report_id, collection=collection).first()
+    report = report or ReplayReport.objects.create(collection=collection)
     entries = collection.questions.order_by("-created", "-pk")[:n]
     try:
         changed = []
@@ -533,10 +537,17 @@ def replay_recent(collection: Collection, n: int = REPLAY_LAST) -> ReplayReport:
 
 
 def enqueue_replay_report(collection: Collection, n: int = REPLAY_LAST):
-    """Queue a replay report of the collection (after a re-index goes live)."""
+    """Queue a replay report of the collection (after a re-index goes live). Its
+    row is made now, running, so that a lost job ends it (kb.recovery)."""
     import django_rq
 
-    return django_rq.enqueue("kb.jobs.replay_recent", collection.pk, n)
+    from kb.queueing import replay_job_id
+
+    report = ReplayReport.objects.create(collection=collection)
+    return django_rq.enqueue(
+        "kb.jobs.replay_recent", collection.pk, n, report.pk,
+        job_id=replay_job_id(report.pk),
+    )  # fmt: skip
 
 
 # --- content gaps --------------------------------------------------------------------

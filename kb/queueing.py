@@ -11,6 +11,7 @@ import logging
 from functools import partial
 
 import django_rq
+from django.conf import settings
 from django.db import transaction
 from django.db.models.signals import post_delete
 from django.dispatch import receiver
@@ -28,12 +29,15 @@ QUEUE_DOWN = "stored; it will be queued when the queue is back"
 # A shadow index rebuilds the whole collection, as an evaluation run with a
 # chunking override does.
 SHADOW_TIMEOUT = 3600
+# Workers serve DEFAULT first, then LARGE: big sources and whole rebuilds (issue #26).
+DEFAULT, LARGE = "default", "large"
+QUEUES = [DEFAULT, LARGE]
 
 
 def enqueue_count_terms(collection_id: int):
     """Queue a recount unless one is already waiting: a batch of uploads gets one."""
     queue = django_rq.get_queue()
-    job_id = f"kb-count-terms-{collection_id}"
+    job_id = count_terms_job_id(collection_id)
     waiting = queue.fetch_job(job_id)
     if waiting is not None and waiting.get_status() in WAITING:
         return waiting
@@ -72,8 +76,20 @@ def enqueue_ingest(source: Source) -> bool:
     )
     if not queue_reachable():
         return False
-    transaction.on_commit(partial(_push_ingest, source.pk, source.version))
+    queue = queue_for(source)
+    transaction.on_commit(partial(_push_ingest, source.pk, source.version, queue))
     return True
+
+
+def queue_for(source: Source) -> str:
+    """The queue of the source's ingestion: "large" for a file of
+    KB_LARGE_SOURCE_BYTES or more, which workers take only when "default" is
+    empty, so that small uploads do not wait behind it."""
+    try:
+        size = source.file.size if source.file else len(source.text.encode())
+    except OSError:  # the file is missing: the job says so, quickly
+        size = 0
+    return LARGE if size >= settings.KB_LARGE_SOURCE_BYTES else DEFAULT
 
 
 def requeue(sources) -> tuple[int, bool]:
@@ -101,12 +117,14 @@ def queue_reachable() -> bool:
         return False
 
 
-def _push_ingest(source_id: int, version: int) -> None:
+def _push_ingest(source_id: int, version: int, queue: str = DEFAULT) -> None:
     # Redis may go away between the check and the commit: the stored source then
     # waits for requeue_stranded like any lost job, instead of a 500.
     job_id = _ingest_job_id(source_id, version)
     try:
-        django_rq.enqueue("kb.jobs.ingest_source", source_id, version, job_id=job_id)
+        django_rq.get_queue(queue).enqueue(
+            "kb.jobs.ingest_source", source_id, version, job_id=job_id
+        )
     except RedisError:
         logger.warning("Redis unreachable: source %s queued once it is back", source_id)
 
@@ -124,22 +142,29 @@ def enqueue_shadow(shadow) -> bool:
     queue cannot be reached."""
     if not queue_reachable():
         return False
-    django_rq.enqueue("kb.jobs.build_shadow", shadow.pk, job_timeout=SHADOW_TIMEOUT)
+    django_rq.get_queue(LARGE).enqueue(
+        "kb.jobs.build_shadow", shadow.pk, job_timeout=SHADOW_TIMEOUT,
+        job_id=shadow_job_id(shadow.pk, "build"),
+    )  # fmt: skip
     return True
 
 
 def enqueue_swap(shadow) -> bool:
     if not queue_reachable():
         return False
-    django_rq.enqueue("kb.jobs.swap_shadow", shadow.pk, job_timeout=SHADOW_TIMEOUT)
+    django_rq.enqueue(
+        "kb.jobs.swap_shadow", shadow.pk, job_timeout=SHADOW_TIMEOUT,
+        job_id=shadow_job_id(shadow.pk, "swap"),
+    )  # fmt: skip
     return True
 
 
 def enqueue_drop_scratch(collection_id: int) -> None:
     try:
         django_rq.enqueue(
-            "kb.jobs.drop_scratch", collection_id, job_timeout=SHADOW_TIMEOUT
-        )
+            "kb.jobs.drop_scratch", collection_id, job_timeout=SHADOW_TIMEOUT,
+            job_id=drop_scratch_job_id(collection_id),
+        )  # fmt: skip
     except RedisError:  # the hidden copy stays until dropped by hand
         logger.warning("Redis unreachable: scratch collection %s kept", collection_id)
 
@@ -148,4 +173,29 @@ def enqueue_retry(source: Source) -> None:
     """Queue the source's current version once more, under its own job id (the
     failed job's), once the surrounding transaction commits; a queue that cannot
     be reached leaves it to requeue_stranded, as any lost job."""
-    transaction.on_commit(partial(_push_ingest, source.pk, source.version))
+    queue = queue_for(source)
+    transaction.on_commit(partial(_push_ingest, source.pk, source.version, queue))
+
+
+# --- job ids: kb.recovery finds the job each waiting row waits on -------------
+
+
+def shadow_job_id(shadow_id: int, step: str) -> str:
+    """`step`: "build" (build, evaluate, decide) or "swap" (an approved swap)."""
+    return f"kb-shadow-{shadow_id}-{step}"
+
+
+def eval_job_id(run_id: int) -> str:
+    return f"kb-eval-{run_id}"
+
+
+def replay_job_id(report_id: int) -> str:
+    return f"kb-replay-{report_id}"
+
+
+def count_terms_job_id(collection_id: int) -> str:
+    return f"kb-count-terms-{collection_id}"
+
+
+def drop_scratch_job_id(collection_id: int) -> str:
+    return f"kb-drop-scratch-{collection_id}"

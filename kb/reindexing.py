@@ -45,6 +45,7 @@ from kb import (
     parsing,
     questions,
     queueing,
+    recovery,
 )
 from kb.metadata import BUILTIN_FIELDS, Policy
 from kb.models import (
@@ -324,13 +325,16 @@ def _outcome(swapped: bool, shadow: ShadowIndex) -> str:
 def approve(shadow: ShadowIndex, user) -> bool:
     """An admin's go for a held shadow; the swap runs in a worker
     (kb.jobs.swap_shadow). False when it is no longer held."""
+    # Since when its swap job waits (kb.recovery): approval comes long after
+    # the shadow was created.
+    approved = {"stage": "swapping", "approved": timezone.now().isoformat()}
     with transaction.atomic():
         held = ShadowIndex.objects.filter(pk=shadow.pk, status=Status.HELD).update(
-            status=Status.APPROVED, decided_by=user
+            status=Status.APPROVED, decided_by=user, progress=approved, error=""
         )
         if held and not queueing.enqueue_swap(shadow):
             ShadowIndex.objects.filter(pk=shadow.pk).update(
-                status=Status.HELD, decided_by=None
+                status=Status.HELD, decided_by=None, progress={}
             )
             return False
     return bool(held)
@@ -345,12 +349,54 @@ def swap_approved(shadow_id: int) -> str:
 
 
 def discard(shadow: ShadowIndex, user) -> bool:
-    """Drop a shadow that is not live; False when it already swapped or ended."""
+    """Drop a shadow that is not live, whatever its job is doing (a build stands
+    down; an approved swap not yet made will not be), and its scratch copy; one
+    that ended (failed, discarded) loses what is left of its copy. False when it
+    is live (swapped), or ended with no copy left."""
     with transaction.atomic():
         locked = ShadowIndex.objects.select_for_update().get(pk=shadow.pk)
-        if locked.status not in (Status.BUILDING, Status.EVALUATING, Status.HELD):
+        if locked.status in OPEN:
+            _close(locked, Status.DISCARDED, "discarded by an admin", user)
+            return True
+        if locked.status == Status.SWAPPED or not locked.scratch_id:
             return False
-        _close(locked, Status.DISCARDED, "discarded by an admin", user)
+        transaction.on_commit(partial(queueing.enqueue_drop_scratch, locked.scratch_id))
+    return True
+
+
+def can_discard(shadow: ShadowIndex) -> bool:
+    return shadow.status in OPEN or (
+        shadow.status != Status.SWAPPED and shadow.scratch_id is not None
+    )
+
+
+def end_lost_shadows() -> int:
+    """End every shadow whose build or swap job was lost (end_lost); how many."""
+    lost = recovery.lost_shadows()
+    shadows = ShadowIndex.objects.filter(pk__in=list(lost))
+    return sum(end_lost(shadow, lost[shadow.pk]) for shadow in shadows)
+
+
+def end_lost(shadow: ShadowIndex, why: str) -> bool:
+    """End a shadow whose job was lost (kb.recovery): a build fails with the
+    reason, its scratch copy dropped; an approved swap that did not happen (a
+    swap is one transaction: the live index is as it was) is held again, with
+    the reason, for an admin to approve again or discard. False when it moved
+    on meanwhile."""
+    with transaction.atomic():
+        locked = ShadowIndex.objects.select_for_update().get(pk=shadow.pk)
+        if locked.status != shadow.status:
+            return False
+        if locked.status == Status.APPROVED:
+            ShadowIndex.objects.filter(pk=shadow.pk).update(
+                status=Status.HELD, decided_by=None, progress={},
+                error=f"The approved swap did not happen: {why}. The live index "
+                "is unchanged: approve it again or discard it.",
+            )  # fmt: skip
+        else:
+            _close(locked, Status.FAILED, f"Not finished: {why}. The live index "
+                   "is unchanged: make the change again.")  # fmt: skip
+    logger.warning("shadow index %s: %s", shadow.pk, why)
     return True
 
 
@@ -571,10 +617,12 @@ def shown(collection: Collection) -> list[dict[str, Any]]:
     rows = ShadowIndex.objects.filter(collection=collection).select_related(
         "requested_by", "decided_by"
     )
+    latest = list(rows.order_by("-created")[:SHOWN])
+    # A build or swap whose job was lost is not shown as in progress.
+    lost = recovery.lost_shadows(latest)
     return [
-        {"shadow": s, "changes": changed_settings(s),
-         "open": s.status in OPEN, "can_decide": s.status == Status.HELD,
-         "can_discard": s.status in (Status.BUILDING, Status.EVALUATING,
-                                     Status.HELD)}
-        for s in rows.order_by("-created")[:SHOWN]
+        {"shadow": s, "changes": changed_settings(s), "lost": lost.get(s.pk),
+         "open": s.status in OPEN and s.pk not in lost,
+         "can_decide": s.status == Status.HELD, "can_discard": can_discard(s)}
+        for s in latest
     ]  # fmt: skip

@@ -9,7 +9,8 @@ once, not per job), and around them the worker:
 - closes its database connections before and after every job, so a PostgreSQL
   restart costs at most the job that was running;
 - looks for lost jobs when it starts and then every KB_WORKER_TTL / 2 seconds (one
-  worker at a time), and queues their sources again (kb.jobs.requeue_stranded);
+  worker at a time), queues their sources again (kb.jobs.requeue_stranded), and
+  ends or recovers every other kind with the reason (kb.recovery);
 - gives its embedder its share of the machine's cores (kb.embedding.share_cores);
 - queues the question log's pruning every KB_QUESTION_PRUNE_SECONDS (one worker
   does: kb.questions.maybe_enqueue_prune), so retention needs no scheduler.
@@ -25,10 +26,21 @@ from django.db import DatabaseError, connections
 from redis.exceptions import RedisError
 from rq.worker import SimpleWorker
 
-from kb import embedding
+from kb import embedding, queueing
 
 logger = logging.getLogger(__name__)
 REQUEUE_LOCK = "kb:requeue-lost"
+
+
+def worker_queues(count: int) -> list[list[str]]:
+    """The queues each of `count` workers on one machine serves, in the order
+    it takes their jobs: the default queue first, the large one (big sources,
+    whole rebuilds) only when it is empty; with two or more workers, one never
+    takes large jobs, so a small upload waits for no large one (issue #26)."""
+    both = list(queueing.QUEUES)
+    if count < 2:
+        return [both] * count
+    return [[queueing.DEFAULT]] + [both] * (count - 1)
 
 
 class Worker(SimpleWorker):
@@ -102,6 +114,7 @@ class Worker(SimpleWorker):
                 return  # another worker has just looked
             if lost := jobs.requeue_stranded():
                 logger.warning("Queued %d source(s) again: their jobs were lost", lost)
+            jobs.recover_lost()  # shadow indexes, runs, reports, recounts
         except (DatabaseError, RedisError):
             logger.exception("Looking for lost jobs failed; trying again later")
         finally:

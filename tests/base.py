@@ -96,7 +96,7 @@ def run_burst_worker(
     }
     cmd = [sys.executable, str(Path(settings.BASE_DIR) / "manage.py"), "rqworker"]
     return subprocess.run(
-        [*cmd, "--burst", *(queues or ["default"])],
+        [*cmd, "--burst", *(queues or ["default", "large"])],
         env=env,
         capture_output=True,
         text=True,
@@ -129,12 +129,13 @@ def forget_jobs() -> None:
     import django_rq
     from rq.job import Job
 
-    queue = django_rq.get_queue()
-    queue.empty()
-    for registry in (queue.failed_job_registry, queue.finished_job_registry):
-        for job_id in registry.get_job_ids():
-            registry.remove(job_id)
-            queue.connection.delete(Job.key_for(job_id))
+    for name in ("default", "large"):
+        queue = django_rq.get_queue(name)
+        queue.empty()
+        for registry in (queue.failed_job_registry, queue.finished_job_registry):
+            for job_id in registry.get_job_ids():
+                registry.remove(job_id)
+                queue.connection.delete(Job.key_for(job_id))
 
 
 def start_worker(**env: str) -> subprocess.Popen:
@@ -150,7 +151,7 @@ def start_worker(**env: str) -> subprocess.Popen:
     }
     manage = str(Path(settings.BASE_DIR) / "manage.py")
     return subprocess.Popen(
-        [sys.executable, manage, "rqworker", "default"],
+        [sys.executable, manage, "rqworker", "default", "large"],
         env=env, start_new_session=True,
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip

@@ -271,7 +271,7 @@ def _start_worker(name: str, index: int) -> subprocess.Popen:
     log = (log_dir / f"{name}-worker{index}.log").open("wb")
     manage = Path(settings.BASE_DIR) / "manage.py"
     return subprocess.Popen(
-        [sys.executable, str(manage), "rqworker", "--burst", "default"],
+        [sys.executable, str(manage), "rqworker", "--burst", "default", "large"],
         stdout=log,
         stderr=subprocess.STDOUT,
         env={**os.environ, "DEBUG": os.environ.get("DEBUG", "1")},

@@ -117,7 +117,11 @@ def approve_shadow(request: HttpRequest, pk: int) -> HttpResponse:
 @require_POST
 def discard_shadow(request: HttpRequest, pk: int) -> HttpResponse:
     return _decide_shadow(
-        request, pk, reindexing.discard, "discarded; live unchanged.", "has ended"
+        request,
+        pk,
+        reindexing.discard,
+        "discarded; live unchanged.",
+        "is live or already gone",
     )
 
 

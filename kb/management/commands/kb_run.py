@@ -11,6 +11,7 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
 from kb import jobs
+from kb.worker import worker_queues
 
 # A process that exits this many times in a row within QUICK_EXIT_S of starting
 # is not started again: kb_run stops.
@@ -26,7 +27,13 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("--addr", default="127.0.0.1:8000")
-        parser.add_argument("--workers", type=int, default=1)
+        parser.add_argument(
+            "--workers",
+            type=int,
+            default=2,
+            help="RQ workers (default 2): with two or more, one serves only the "
+            "default queue, so small jobs never wait behind large ones",
+        )
 
     def handle(self, *args, **options):
         # Stop on Ctrl-C and on SIGTERM alike, even where SIGINT was inherited ignored.
@@ -38,12 +45,17 @@ class Command(BaseCommand):
                 f"Queued {lost} source(s) again: their jobs were lost (the queue "
                 "was emptied, or its server restarted without them)."
             )
+        if found := {kind: n for kind, n in jobs.recover_lost().items() if n}:
+            shown = ", ".join(f"{n} {kind}" for kind, n in found.items())
+            self.stdout.write(
+                f"Ended or recovered after their jobs were lost: {shown}."
+            )
         manage = [sys.executable, str(settings.BASE_DIR / "manage.py")]
         # Each worker's embedder takes its share of the cores (kb.worker).
         env = {**os.environ, "KB_WORKERS": str(options["workers"])}
         children = [
-            _Child(f"worker {n}", [*manage, "rqworker", "default"], env)
-            for n in range(1, options["workers"] + 1)
+            _Child(f"worker {n}", [*manage, "rqworker", *queues], env)
+            for n, queues in enumerate(worker_queues(options["workers"]), 1)
         ]
         web = [*manage, "runserver", options["addr"], "--noreload"]
         children.append(_Child("web server", web, dict(os.environ)))
