@@ -510,6 +510,8 @@ def replay_recent(
     one made when it was queued, else a new one) lists those whose citations
     changed."""
     report = ReplayReport.objects.filter(pk=report_id, collection=collection).first()
+    if report is not None and report.status != ReplayReport.Status.RUNNING:
+        return report  # the same job again (issue #26): the report has its outcome
     report = report or ReplayReport.objects.create(collection=collection)
     entries = collection.questions.order_by("-created", "-pk")[:n]
     try:

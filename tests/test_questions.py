@@ -571,6 +571,13 @@ class ReplayTestCase(DemoTestCase):
         self.assertContains(
             page, "cites other text of Deployment runbook &gt; Deploy &gt; Rollback"
         )
+        # The same job run again (a queue restored from an older state): the
+        # finished report is kept as it is, and no other is made.
+        again = jobs.replay_recent(self.demo.pk, 10, report.pk)
+        self.assertEqual(again["report"], report.pk)
+        self.assertEqual(ReplayReport.objects.count(), 1)
+        report.refresh_from_db()
+        self.assertEqual([c["id"] for c in report.changed], [changed.pk])
 
     def test_replay_of_a_restricted_collection_stays_in_its_group(self):
         entry = self._logged()
