@@ -109,6 +109,12 @@ class Collection(models.Model):
     # chunks; see kb/retrieval/keywords.py.
     terms_counted = models.DateTimeField(null=True, blank=True)
     terms_chunks = models.PositiveIntegerField(default=0)
+    # The shared HNSW index's recall against exact search for this collection, on
+    # a sample of its own chunk vectors, measured after every publish once it is
+    # past KB_EXACT_SEARCH_CHUNKS (None: not needed or not yet measured); below
+    # KB_HNSW_MIN_RECALL it is searched exactly (kb/retrieval/hnsw_recall.py, #26).
+    hnsw_recall = models.FloatField(null=True, blank=True, editable=False)
+    hnsw_recall_measured = models.DateTimeField(null=True, blank=True, editable=False)
 
     # The settings that decide retrieval quality: recorded with every evaluation run.
     CONFIG_FIELDS = [
