@@ -263,7 +263,16 @@ class HnswRecallTestCase(TestCase):
         self.assertContains(page, "searched exactly")
 
 
-class HnswRecallSmallTestCase(TestCase):
+class HnswRecallOtherTestCase(TestCase):
+    @override_settings(KB_EXACT_SEARCH_CHUNKS=1_000)
+    def test_a_collection_without_near_duplicates_keeps_the_index(self):
+        vectors = _unit(np.random.default_rng(5).normal(size=(1_200, EMBEDDING_DIM)))
+        collection = _collection("Varied", vectors, sources=4)
+        jobs.count_terms(collection.pk)
+        collection.refresh_from_db()
+        self.assertGreaterEqual(collection.hnsw_recall, 0.9)
+        self.assertFalse(retrieval.searched_exactly(collection))
+
     def test_a_collection_searched_exactly_by_its_size_is_not_measured(self):
         vectors = _unit(np.random.default_rng(3).normal(size=(20, EMBEDDING_DIM)))
         collection = _collection("Small", vectors, sources=2)
