@@ -281,6 +281,12 @@ KB_MIN_SIMILARITY = envfloat("KB_MIN_SIMILARITY", 0.30)
 # Collections with fewer chunks are searched exactly, larger ones through the
 # shared HNSW index with iterative scan (kb.retrieval.searched_exactly, issue #15).
 KB_EXACT_SEARCH_CHUNKS = envint("KB_EXACT_SEARCH_CHUNKS", 5_000)
+# Issue #26: a larger collection whose HNSW recall against exact search, measured
+# after every publish on this many of its chunk vectors, is below the minimum is
+# searched exactly (kb/retrieval/hnsw_recall.py): near-duplicate vectors can cut the
+# graph so that no ef_search reaches the other chunks.
+KB_HNSW_MIN_RECALL = envfloat("KB_HNSW_MIN_RECALL", 0.9)
+KB_HNSW_RECALL_SAMPLE = envint("KB_HNSW_RECALL_SAMPLE", 20)
 # How the keyword leg ranks its matches (kb/retrieval/keywords.py, issue #17):
 # ts_rank won the pooled tuned golden sets by one case of 88 at section weight 1.0
 # and ties BM25 at 0.5 (76 each; docs/benchmarks.md).

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from django.http import QueryDict
 
 from kb import charts, evaluation, golden, reindexing
 from kb.forms import EvalRunForm, parse_id
 from kb.models import Collection, EvalRun
+from kb.retrieval import search
 
 RUNS_SHOWN = 20
 ACTIVE = [EvalRun.Status.QUEUED, EvalRun.Status.RUNNING]
@@ -46,6 +48,23 @@ def context(params: QueryDict, user) -> dict[str, Any]:
         ),
         "comparison": _comparison(runs, params.get("a"), params.get("b")),
         "stale": golden.stale_cases(collection),
+        "vector_search": _vector_search(collection),
+    }
+
+
+def _vector_search(collection: Collection) -> dict[str, Any]:
+    """How the collection's nearest chunks are found: exactly when small, else
+    through the shared HNSW index unless its recall, measured after every
+    publish (kb.retrieval.hnsw_recall), is below the minimum (issue #26)."""
+    return {
+        "counted": collection.terms_counted is not None,
+        "chunks": collection.terms_chunks,
+        "by_size": collection.terms_chunks < settings.KB_EXACT_SEARCH_CHUNKS,
+        "threshold": settings.KB_EXACT_SEARCH_CHUNKS,
+        "exactly": search.searched_exactly(collection),
+        "recall": collection.hnsw_recall,
+        "measured": collection.hnsw_recall_measured,
+        "minimum": settings.KB_HNSW_MIN_RECALL,
     }
 
 

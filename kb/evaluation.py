@@ -16,7 +16,7 @@ from kb import answering, embedding, ingestion, parsing, readers, reranking, ret
 from kb.golden import cases_of, stale_cases
 from kb.models import Collection, EvalRun, Source
 from kb.percentiles import percentile
-from kb.retrieval import keywords
+from kb.retrieval import hnsw_recall, keywords
 from kb.retrieval import late_interaction as late_interaction_stage
 
 logger = logging.getLogger(__name__)
@@ -465,6 +465,7 @@ def index_all(collection: Collection, progress=None, keep_going=False) -> None:
                 raise
         if progress:
             progress(i, len(sources))
+    hnsw_recall.check(collection)  # then sized: see kb.jobs.count_terms
     keywords.count_terms(collection)
 
 

@@ -21,7 +21,7 @@ from kb.queueing import (
     ingest_job_id,
     requeue,
 )
-from kb.retrieval import keywords
+from kb.retrieval import hnsw_recall, keywords
 
 logger = logging.getLogger(__name__)
 # A source queued this long ago whose job is gone was lost (kb.recovery).
@@ -46,9 +46,14 @@ def ingest_source(source_id: int, version: int) -> str:
 
 
 def count_terms(collection_id: int) -> int:
-    """Recount a collection's keyword statistics (kb.retrieval.keywords.count_terms)."""
+    """After a publish: measure the HNSW index's recall for the collection
+    (kb.retrieval.hnsw_recall), then recount its keyword statistics
+    (kb.retrieval.keywords.count_terms), whose chunk count sizes it."""
     collection = Collection.objects.filter(pk=collection_id).first()
-    return keywords.count_terms(collection) if collection else 0
+    if collection is None:
+        return 0
+    hnsw_recall.check(collection)
+    return keywords.count_terms(collection)
 
 
 def stranded(sources) -> list[Source]:

@@ -124,6 +124,12 @@ class Collection(models.Model):
     # chunks; see kb/retrieval/keywords.py.
     terms_counted = models.DateTimeField(null=True, blank=True)
     terms_chunks = models.PositiveIntegerField(default=0)
+    # The shared HNSW index's recall against exact search for this collection, on
+    # a sample of its own chunk vectors, measured after every publish once it is
+    # past KB_EXACT_SEARCH_CHUNKS (None: not needed or not yet measured); below
+    # KB_HNSW_MIN_RECALL it is searched exactly (kb/retrieval/hnsw_recall.py, #26).
+    hnsw_recall = models.FloatField(null=True, blank=True, editable=False)
+    hnsw_recall_measured = models.DateTimeField(null=True, blank=True, editable=False)
 
     # The settings that decide retrieval quality: recorded with every evaluation run.
     CONFIG_FIELDS = [
@@ -307,6 +313,19 @@ class Chunk(models.Model):
     # Metadata fields with the "retrieve" policy: returned and cited, never embedded.
     metadata = models.JSONField(default=dict, blank=True)
     embedding = VectorField(dimensions=EMBEDDING_DIM, null=True, blank=True)
+    # Its source's collection, copied by triggers (migration 0014) on every insert,
+    # move to another source, or source moved to another collection: the keyword
+    # index is keyed by it, so a search reads only the asked collection's matches
+    # (issue #26). Never set by the application; chunks go with their source.
+    collection = models.ForeignKey(
+        Collection,
+        null=True,
+        editable=False,
+        on_delete=models.DO_NOTHING,
+        db_constraint=False,
+        db_index=False,
+        related_name="+",
+    )
     # Stored so keyword ranking reads it instead of re-parsing every matching row.
     search_vector = models.GeneratedField(
         expression=SearchVector("embedded_text", config="english"),
@@ -320,12 +339,15 @@ class Chunk(models.Model):
             # Nearest chunks by cosine distance (retrieval.search.vector_ids).
             cosine_hnsw("chunk_embedding_hnsw"),
             # Keyword matches with PostgreSQL full-text search (retrieval.keywords); the
-            # embedded text, so headings and titles match too. No pending list
-            # (fastupdate): every search read the entries an ingestion left there
-            # until the next vacuum (keyword search 10 -> 6 ms at 10,000 chunks).
+            # embedded text, so headings and titles match too. Keyed by collection
+            # first (btree_gin): on the words alone, a 504-chunk collection's search
+            # read every collection's matches (2.9 -> 51 ms beside two of 20,160
+            # chunks, issue #26). No pending list (fastupdate): every search read
+            # the entries an ingestion left there until the next vacuum (keyword
+            # search 10 -> 6 ms at 10,000 chunks).
             GinIndex(
-                fields=["search_vector"],
-                name="chunk_search_vector_gin",
+                fields=["collection", "search_vector"],
+                name="chunk_collection_search_gin",
                 fastupdate=False,
             ),
         ]

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from django.test import TestCase
+from django.db import connection
+from django.test import TestCase, override_settings
+from django.test.utils import CaptureQueriesContext
 
 from kb import ingestion, retrieval
-from kb.models import Chunk, Collection
+from kb.models import Chunk, Collection, Section, Source
 from kb.retrieval import keywords
 
 # Twelve notes that all mention the job queue; one mentions the zebra migration.
@@ -106,3 +108,102 @@ class KeywordRankingTestCase(TestCase):
     def test_bm25_still_prefers_more_of_a_word_among_equals(self):
         with self.settings(KB_KEYWORD_RANKING="bm25"):
             self.assertEqual(self._first("worker queue restart"), "wordy.md")
+
+
+LARGE = 2_000  # chunks of the large collection, every one holding the question's words
+
+
+def _scans(plan: dict) -> list[dict]:
+    """The plan's nodes that read kb_chunk rows, its indexes included."""
+    found = [plan] if "Scan" in plan["Node Type"] else []
+    for child in plan.get("Plans", []):
+        found += _scans(child)
+    return found
+
+
+class KeywordCostTestCase(TestCase):
+    """A small collection's keyword search reads its own matches only, however
+    many the other collections hold (issue #26: 2.9 ms alone, 51 ms beside two
+    collections of 20,160 chunks, as the index gave every collection's matches)."""
+
+    @classmethod
+    def setUpTestData(cls):
+        cls.small = _indexed("Notes", NOTES)
+        large = Collection.objects.create(name="Large")
+        source = Source.objects.create(
+            collection=large, title="Large", file_name="large.md", content_hash="-"
+        )
+        section = Section.objects.create(source=source, order=0, start=0, end=1)
+        Chunk.objects.bulk_create(
+            (
+                Chunk(
+                    source=source,
+                    section=section,
+                    chunk_index=i,
+                    start=i,
+                    end=i + 1,
+                    text="x",
+                    embedded_text=f"The job queue handled zebra batch {i}.",
+                    token_count=10,
+                )  # fmt: skip
+                for i in range(LARGE)
+            ),
+            batch_size=1_000,
+        )
+        for collection in (cls.small, large):
+            keywords.count_terms(collection)
+        with connection.cursor() as cursor:
+            cursor.execute("ANALYZE kb_source, kb_chunk")
+
+    def _rows_read(self, question: str) -> list[int]:
+        """Rows each scan of kb_chunk read (kept or filtered out), over every
+        query the keyword search ran for the small collection."""
+        with CaptureQueriesContext(connection) as queries:
+            ids = keywords.search(self.small, question, 80)
+        self.assertTrue(ids)
+        read = []
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT indexname FROM pg_indexes WHERE tablename = 'kb_chunk'"
+            )
+            chunk_indexes = {row[0] for row in cursor.fetchall()}
+            for query in queries.captured_queries:
+                if "kb_chunk" not in query["sql"]:
+                    continue
+                cursor.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + query["sql"])
+                plan = cursor.fetchone()[0][0]["Plan"]
+                read += [
+                    node["Actual Rows"] * node["Actual Loops"]
+                    + node.get("Rows Removed by Filter", 0)
+                    + node.get("Rows Removed by Index Recheck", 0)
+                    for node in _scans(plan)
+                    if node.get("Relation Name") == "kb_chunk"
+                    or node.get("Index Name") in chunk_indexes
+                ]
+        self.assertTrue(read)
+        return read
+
+    def test_it_reads_only_the_asked_collections_matches(self):
+        small = Chunk.objects.filter(source__collection=self.small).count()
+        for ranking in keywords.RANKINGS:
+            with (
+                self.subTest(ranking=ranking),
+                override_settings(KB_KEYWORD_RANKING=ranking),
+            ):
+                # All words, then (one chunk holds them all) any word. The index
+                # also hands out rows other tests wrote and rolled back: twice the
+                # small collection's chunks, against the large one's 2,000.
+                self.assertLessEqual(max(self._rows_read("zebra job queue")), 2 * small)
+
+    def test_each_chunk_carries_its_sources_collection(self):
+        other = Collection.objects.create(name="Other")
+        moved = self.small.sources.first()
+        moved.collection = other
+        moved.save()  # an editor moves the source: its chunks go with it
+        chunks = Chunk.objects.filter(source=moved)
+        self.assertEqual(set(chunks.values_list("collection", flat=True)), {other.pk})
+        chunk = chunks.first()
+        chunk.source = self.small.sources.exclude(pk=moved.pk).first()
+        chunk.save()  # moved onto another source, as a shadow swap does
+        chunk.refresh_from_db()
+        self.assertEqual(chunk.collection_id, self.small.pk)

@@ -7,7 +7,9 @@ with the SQL it runs beside it:
 - search.py: the nearest chunks by cosine (pgvector) and the nearest sections
   by their centroid; keywords.py: the best keyword matches (PostgreSQL full-text
   search, ts_rank or BM25). search.fuse: both rankings by reciprocal rank
-  fusion, plus the rank of each chunk's section, into hits.
+  fusion, plus the rank of each chunk's section, into hits. hnsw_recall.py:
+  after every publish, whether the shared HNSW index finds a large
+  collection's nearest chunks (else search.py searches it exactly).
 - sections.py: group hits by section, keeping each section's best score; take
   the top k (then kb.reranking may reorder them) and load what expansion reads.
   rows.py: what it loads (section and chunk rows, Selected); tables.py: the
@@ -75,6 +77,7 @@ _EXPORTS = {
 _MODULES = {
     "baselines",
     "expansion",
+    "hnsw_recall",
     "keywords",
     "passages",
     "pipeline",

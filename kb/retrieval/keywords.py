@@ -132,8 +132,8 @@ SELECT plainto_tsquery(%(config)s, %(question)s)::text,
        END
 """
 _RANKED = """
-SELECT c.id FROM kb_chunk c JOIN kb_source s ON s.id = c.source_id
-WHERE s.collection_id = %(collection)s {current}
+SELECT c.id FROM kb_chunk c
+WHERE c.collection_id = %(collection)s::bigint {current}
   AND c.search_vector @@ to_tsquery(%(config)s, %(terms)s)
 ORDER BY ts_rank(c.search_vector, to_tsquery(%(config)s, %(terms)s), 1) DESC, c.id
 LIMIT %(limit)s
@@ -248,8 +248,8 @@ def average_tokens(collection: Collection) -> float:
     if key not in _average_tokens:
         with connection.cursor() as cursor:
             cursor.execute(
-                "SELECT avg(c.token_count) FROM kb_chunk c JOIN kb_source s "
-                "ON s.id = c.source_id WHERE s.collection_id = %s",
+                "SELECT avg(c.token_count) FROM kb_chunk c "
+                "WHERE c.collection_id = %s::bigint",
                 [collection.pk],
             )
             found = cursor.fetchone()[0]
@@ -262,11 +262,13 @@ def average_tokens(collection: Collection) -> float:
 # path included) that the tsvector is made of. Only the question's lexemes are
 # unnested (marked by setweight, kept by ts_filter): unnesting whole tsvectors
 # made the keyword leg 2-3 times slower than ts_rank at 10,000 chunks.
+# Both rankings filter on the chunk's own collection, the keyword index's first
+# key (kb.models.Chunk): the index yields only the asked collection's matches.
 _BM25 = """
 WITH found AS (
     SELECT c.id, c.search_vector, greatest(c.token_count, 1) AS tokens
-    FROM kb_chunk c JOIN kb_source s ON s.id = c.source_id
-    WHERE s.collection_id = %(collection)s {current}
+    FROM kb_chunk c
+    WHERE c.collection_id = %(collection)s::bigint {current}
       AND c.search_vector @@ to_tsquery(%(config)s, %(terms)s)
 )
 SELECT f.id FROM found f CROSS JOIN LATERAL (

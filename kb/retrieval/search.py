@@ -22,7 +22,10 @@ CANDIDATES = 80  # chunks taken from each ranking before fusion
 RRF_K = 60  # reciprocal rank fusion constant (Cormack et al.)
 # Keyword ranks count less than vector ranks (chosen by evaluation, see issue #7).
 KEYWORD_WEIGHT = 0.3
-HNSW_EF_SEARCH = 100
+# Candidates an HNSW scan keeps: at 100, the index's i-th neighbour was as near as
+# exact search's i-th for 85 % of the first 10 (hnsw_recall.measure, 20,160
+# chunks beside 20,664), 92.5 % at 200, 97.5 % at 400 for 3 ms more (issue #26).
+HNSW_EF_SEARCH = 400
 # Collections of fewer chunks are searched exactly, without the HNSW index
 # (searched_exactly, issue #15). Exact costs about 2-5 us per chunk (20,160
 # chunks: 107 ms); a filtered HNSW scan about ef_search x (all chunks / the
@@ -64,20 +67,25 @@ SELECT id, distance FROM scored ORDER BY distance, id LIMIT %(limit)s
 
 
 @contextmanager
-def hnsw_scan(collection: Collection | None = None):
+def hnsw_scan(collection: Collection | None = None, *, exact: bool | None = None):
     """A transaction for vector searches: HNSW scans go on reading the graph until
     enough rows pass the collection filter (pgvector 0.8 iterative scans).
 
-    For `collection`, the plan is also fixed by its size, not left to the
-    planner, which estimates a collection's rows from its number of sources:
+    For `collection`, the plan is also fixed by searched_exactly(), not left to
+    the planner, which estimates a collection's rows from its number of sources:
     beside one 20,000-chunk source it read the index for 504 chunks in 24
     sources (vector search 56 ms, exact 8) and sorted a 20,000-chunk collection
     (147 ms, the index 2). Exact: no sequential scan of all collections' rows.
-    Above the threshold: no sort, so the index. A collection never counted is
-    left to the planner."""
-    counted = collection is not None and collection.terms_counted is not None
-    exact = counted and searched_exactly(collection)
-    index = counted and not exact
+    Otherwise: no sort, so the index. A collection never counted is left to the
+    planner. `exact` True or False fixes the plan whatever the collection (the
+    recall check compares both)."""
+    if (
+        exact is None
+        and collection is not None
+        and collection.terms_counted is not None
+    ):
+        exact = searched_exactly(collection)
+    index = exact is False
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(
             "SELECT set_config('hnsw.ef_search', %s, true), "
@@ -95,21 +103,35 @@ def searched_exactly(collection: Collection) -> bool:
     nearest chunks are reached only after the other collections' neighbours
     (532 chunks beside two collections of 20,000: vector search 4.7 -> 66-97 ms,
     issue #15). Sized by the chunk count of the last keyword count (keywords.py),
-    which runs after every ingestion; never counted, the planner chooses."""
-    return (
-        collection.terms_counted is not None
-        and collection.terms_chunks < settings.KB_EXACT_SEARCH_CHUNKS
-    )
+    which runs after every ingestion; never counted, the planner chooses.
+
+    A larger collection is searched exactly too while the index's measured
+    recall for it is below KB_HNSW_MIN_RECALL (kb.retrieval.hnsw_recall, measured
+    after every publish): among many near-duplicate vectors the graph can lose
+    the way to the others whatever ef_search (issue #26)."""
+    if collection.terms_counted is None:
+        return False
+    if collection.terms_chunks < settings.KB_EXACT_SEARCH_CHUNKS:
+        return True
+    recall = collection.hnsw_recall
+    return recall is not None and recall < settings.KB_HNSW_MIN_RECALL
 
 
 def nearest_query(
-    collection: Collection, vector, include_deprecated: bool = False, sections=False
+    collection: Collection,
+    vector,
+    include_deprecated: bool = False,
+    sections=False,
+    exact: bool | None = None,
 ) -> tuple[str, dict[str, Any]]:
     """The SQL and parameters of the nearest-chunks (or -sections) search, to run
-    inside hnsw_scan(collection); the benchmark EXPLAINs the very same statement."""
+    inside hnsw_scan(collection) (with the same `exact`: None, as
+    searched_exactly says); the benchmark EXPLAINs the very same statement."""
     sql, table = (_SECTION_DISTANCES, "s") if sections else (_CHUNK_DISTANCES, "c")
     current = "" if include_deprecated else f"AND {metadata.current_sql(table)}"
-    plan = _EXACT_NEAREST if searched_exactly(collection) else _HNSW_NEAREST
+    if exact is None:
+        exact = searched_exactly(collection)
+    plan = _EXACT_NEAREST if exact else _HNSW_NEAREST
     params = {
         "collection": collection.pk,
         "vector": Vector._to_db(vector),
