@@ -81,10 +81,13 @@ class RequestLimitsMiddleware:
         message)` page answers too many files."""
         if request.method != "POST" or request.content_type not in FORM_TYPES:
             return None
-        user = getattr(request, "user", None)
-        if not (user and user.is_authenticated):
-            length = content_length(request)
-            if length > ANONYMOUS_MAX_BODY_BYTES:
+        length = content_length(request)
+        if length > ANONYMOUS_MAX_BODY_BYTES:
+            try:  # who is asking: the session, from the database
+                signed_in = request.user.is_authenticated
+            except (OperationalError, InterfaceError) as exc:
+                return outage_page(request, exc)
+            if not signed_in:
                 return HttpResponse(
                     f"The request is {filesizeformat(length)}; the limit before "
                     f"signing in is {filesizeformat(ANONYMOUS_MAX_BODY_BYTES)}.",
@@ -108,6 +111,8 @@ class RequestLimitsMiddleware:
             if refused := getattr(view, "refused_upload", None):
                 return refused(request, message)
             return HttpResponse(message, status=400, content_type=PLAIN)
+        except (OperationalError, InterfaceError) as exc:  # the user, for the limit
+            return outage_page(request, exc)
         except RequestDataTooBig:
             return HttpResponse(
                 f"The form's fields besides files hold over {filesizeformat(limit)}.",
@@ -196,7 +201,17 @@ class OutagePageMiddleware:
     def process_exception(self, request: HttpRequest, exc: Exception):
         if is_api(request) or not isinstance(exc, (OperationalError, InterfaceError)):
             return None
-        logger.error("Database unavailable for %s", request.path, exc_info=exc)
+        return outage_page(request, exc)
+
+
+def outage_page(request: HttpRequest, exc: Exception) -> HttpResponse:
+    """The 503 page of a database outage (its JSON twin under /api/)."""
+    logger.error("Database unavailable for %s", request.path, exc_info=exc)
+    if is_api(request):
+        response = JsonResponse(
+            {"error": "The database is unavailable; try again shortly."}, status=503
+        )
+    else:
         message = "The database is unavailable"
         if request.method == "POST":
             message += ", so nothing was saved"
@@ -204,8 +219,8 @@ class OutagePageMiddleware:
             "503.html", {"message": f"{message}; try again shortly."}
         )
         response = HttpResponse(page, status=503)
-        response["Retry-After"] = str(RETRY_AFTER_S)
-        return response
+    response["Retry-After"] = str(RETRY_AFTER_S)
+    return response
 
 
 def _is_json(response: HttpResponse) -> bool:
