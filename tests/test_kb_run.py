@@ -64,8 +64,12 @@ def _answers(url: str) -> bool:
     return True
 
 
+def _all(children: dict[int, str], word: str) -> list[int]:
+    return sorted(pid for pid, cmdline in children.items() if f" {word} " in cmdline)
+
+
 def _only(children: dict[int, str], word: str) -> int:
-    pids = [pid for pid, cmdline in children.items() if f" {word} " in cmdline]
+    pids = _all(children, word)
     assert len(pids) == 1, children
     return pids[0]
 
@@ -80,13 +84,14 @@ class KbRunTestCase(TransactionTestCase):
         url = f"http://127.0.0.1:{port}/admin/login/"
         wait_for(lambda: _answers(url), timeout=180)
         children = _children(run.pid)
-        worker, web = _only(children, "rqworker"), _only(children, "runserver")
+        workers, web = _all(children, "rqworker"), _only(children, "runserver")
+        self.assertEqual(len(workers), 2)  # kb_run's default: see README
 
         os.kill(web, signal.SIGKILL)  # what the kernel's OOM killer does
         wait_for(lambda: web not in _children(run.pid), timeout=30)
         wait_for(lambda: _answers(url), timeout=120)
         children = _children(run.pid)
-        self.assertIn(worker, children)  # the same worker, never stopped
+        self.assertEqual(_all(children, "rqworker"), workers)  # never stopped
         self.assertNotEqual(_only(children, "runserver"), web)
         self.assertIsNone(run.poll())
 
