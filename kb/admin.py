@@ -340,7 +340,9 @@ class SourceAdmin(BulkDelete, StaffPages, CollectionScoped, admin.ModelAdmin):
     def reindex(self, request: HttpRequest, queryset) -> None:
         with transaction.atomic():
             count, note = source_pages.requeue(queryset)
-        self.message_user(request, f"Queued {count} source(s) for re-indexing{note}.")
+        self.message_user(
+            request, source_pages.reindex_message(f"{count} source(s)", note)
+        )
 
     def save_model(self, request, obj: Source, form, change) -> None:
         meta = form.metadata_value()

@@ -12,6 +12,7 @@ from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse, JsonResponse, QueryDict
 from django.template.defaultfilters import filesizeformat
 from django.template.loader import render_to_string
+from redis.exceptions import ConnectionError as RedisConnectionError
 
 from kb import multipart
 
@@ -199,20 +200,23 @@ class OutagePageMiddleware:
         return self.get_response(request)
 
     def process_exception(self, request: HttpRequest, exc: Exception):
-        if is_api(request) or not isinstance(exc, (OperationalError, InterfaceError)):
+        if is_api(request):
             return None
-        return outage_page(request, exc)
+        if isinstance(exc, (OperationalError, InterfaceError)):
+            return outage_page(request, exc)
+        if isinstance(exc, RedisConnectionError):  # the queue pages (/admin/rq/)
+            return outage_page(request, exc, "The job queue is unavailable")
+        return None
 
 
-def outage_page(request: HttpRequest, exc: Exception) -> HttpResponse:
-    """The 503 page of a database outage (its JSON twin under /api/)."""
-    logger.error("Database unavailable for %s", request.path, exc_info=exc)
+def outage_page(
+    request: HttpRequest, exc: Exception, message: str = "The database is unavailable"
+) -> HttpResponse:
+    """The 503 page of an outage (its JSON twin under /api/)."""
+    logger.error("%s for %s", message, request.path, exc_info=exc)
     if is_api(request):
-        response = JsonResponse(
-            {"error": "The database is unavailable; try again shortly."}, status=503
-        )
+        response = JsonResponse({"error": f"{message}; try again shortly."}, status=503)
     else:
-        message = "The database is unavailable"
         if request.method == "POST":
             message += ", so nothing was saved"
         page = render_to_string(

@@ -485,7 +485,7 @@ class IngestCommandTestCase(TestCase):
                     data
                 )
             errors = StringIO()
-            with self.assertRaisesMessage(CommandError, "1 refused, nothing stored"):
+            with self.assertRaisesMessage(CommandError, "1 refused and not stored"):
                 call_command(
                     "kb_ingest", folder, collection="Docs", stdout=StringIO(),
                     stderr=errors,

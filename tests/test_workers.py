@@ -144,6 +144,39 @@ class WorkerFaultsTestCase(TransactionTestCase):
         self.assertEqual(job.return_value()["embed_threads"], expected)
 
 
+class QueueDownPagesTestCase(TestCase):
+    """With the queue unreachable, pages say so (issue #26)."""
+
+    def setUp(self):
+        self.staff, _, _ = make_users()
+        self.client.force_login(self.staff)
+        self.collection = Collection.objects.create(name="Docs")
+        dead = {"default": {"URL": f"redis://127.0.0.1:{_closed_port()}", "DB": 1}}
+        self.queue_down = override_settings(RQ_QUEUES=dead)
+
+    def test_a_re_index_says_it_waits_for_the_queue_without_saying_queued(self):
+        source, _ = ingestion.store_source(self.collection, "a.md", b"# A\n\nText.\n")
+        with self.queue_down:
+            response = self.client.post(
+                reverse("admin:kb_source_reindex", args=[source.pk])
+            )
+        shown = [str(m) for m in get_messages(response.wsgi_request)]
+        self.assertEqual(
+            shown,
+            [f"{source}: re-indexing recorded; it will be queued when the queue is "
+             "back (within a minute of it)."],
+        )  # fmt: skip
+
+    def test_the_queue_pages_answer_503_with_the_reason(self):
+        with self.queue_down:
+            response = self.client.get("/admin/rq/")
+        self.assertContains(
+            response,
+            "The job queue is unavailable; try again shortly.",
+            status_code=503,
+        )
+
+
 def _closed_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

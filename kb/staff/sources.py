@@ -89,6 +89,16 @@ def requeue(sources) -> tuple[int, str]:
     return count, _waiting(queued)
 
 
+def reindex_message(what: str, note: str) -> str:
+    """What an editor is told after asking for a re-index (`note`: requeue's)."""
+    if note:  # the queue is down: recorded, not queued (issue #26)
+        return (
+            f"{what}: re-indexing recorded; it will be queued when the queue is "
+            "back (within a minute of it)."
+        )
+    return f"Queued {what} for re-indexing."
+
+
 def _waiting(queued: bool) -> str:
     return "" if queued else f" ({queueing.QUEUE_DOWN})"
 
@@ -166,5 +176,5 @@ def reindex_source(request: HttpRequest, pk: int) -> HttpResponse:
         raise PermissionDenied
     with transaction.atomic():
         _, note = requeue([source])
-    messages.success(request, f"Queued {source} for re-indexing{note}.")
+    messages.success(request, reindex_message(str(source), note))
     return redirect("admin:kb_source_change", source.pk)

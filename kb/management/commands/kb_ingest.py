@@ -49,7 +49,7 @@ class Command(BaseCommand):
                 "with the reason (a previous version stays live)."
             )
         if refused:
-            summary += f" {refused} refused, nothing stored."
+            summary += f" {refused} refused and not stored (each named above)."
         if refused or failed:
             raise CommandError(f"{summary} See above.")
         self.stdout.write(self.style.SUCCESS(summary))
