@@ -410,14 +410,27 @@ def _run_valkey(vdir: Path, sock: Path, password: str) -> None:
     subprocess.run(
         args, input=acl, text=True, check=True, stdout=subprocess.DEVNULL, umask=0o077
     )
-    deadline = time.monotonic() + VALKEY_START_SECONDS
-    while time.monotonic() < deadline:
+    started = time.monotonic()
+    while time.monotonic() < started + VALKEY_START_SECONDS:
         if _authenticates(sock, password):
             if not has_log:
                 _start_append_only_log(sock, password)
             return
+        if time.monotonic() > started + 2 and _valkey_pid(vdir) is None:
+            break  # it exited (a damaged append-only file, say): no use waiting
         time.sleep(0.05)
-    raise ServiceError(f"Valkey did not answer on {sock}; see {vdir}/valkey.log")
+    raise ServiceError(
+        f"Valkey did not start on {sock}; the end of {vdir / 'valkey.log'}:\n"
+        + _log_tail(vdir / "valkey.log")
+    )
+
+
+def _log_tail(path: Path, lines: int = 5) -> str:
+    try:
+        text = path.read_text(errors="replace")
+        return "\n".join([line for line in text.splitlines() if line][-lines:])
+    except OSError:
+        return "(no log)"
 
 
 def _start_append_only_log(sock: Path, password: str) -> None:

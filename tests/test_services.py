@@ -229,6 +229,14 @@ class ValkeyOwnershipTestCase(PrivateDataDir, TransactionTestCase):
         self.assertEqual(redis.Redis.from_url(url).get("kept"), b"yes")
         self.assertEqual(self.ensure_valkey(), (url, ""))  # now found, not restarted
 
+    def test_a_server_that_cannot_start_is_reported_with_its_log_at_once(self):
+        aof = self.vdir / "appendonlydir"
+        aof.mkdir(parents=True)
+        (aof / "appendonly.aof.manifest").write_text("damaged\n")
+        with self.assertRaises(services.ServiceError) as raised:
+            self.ensure_valkey()  # not after VALKEY_START_SECONDS: it has exited
+        self.assertIn("Invalid AOF manifest file format", str(raised.exception))
+
     def test_queued_jobs_survive_a_crash(self):
         url, _ = self.ensure_valkey()
         queue = Queue("default", connection=redis.Redis.from_url(url))
