@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import json
 import struct
+from io import StringIO
 from pathlib import Path
 
 import numpy as np
 import pytest
+from django.core.management import call_command
 from django.test import override_settings
 from tokenizers import Tokenizer
 
@@ -40,8 +42,17 @@ def pack() -> e5_pack.Pack:
 
 
 @pytest.fixture(scope="session")
-def model_dir(tmp_path_factory) -> Path:
-    return e5_pack.ensure_model_dir(tmp_path_factory.mktemp("e5-models"))
+def built_data_dir(tmp_path_factory) -> Path:
+    """A KB_DATA_DIR whose models/ holds the e5 build."""
+    root = tmp_path_factory.mktemp("e5-built")
+    e5_pack.ensure_model_dir(root / "models")
+    return root
+
+
+@pytest.fixture(scope="session")
+def model_dir(built_data_dir) -> Path:
+    (directory,) = (built_data_dir / "models").glob(f"{e5_pack.CACHE_PREFIX}*")
+    return directory
 
 
 @pytest.fixture()
@@ -133,6 +144,16 @@ def test_model_dir_loads_through_kb_model_dir(model_dir, data_dir) -> None:
     assert (model_dir / "model.onnx").stat().st_mtime_ns == stamp
 
 
+def test_command_prints_the_cached_model_dir(built_data_dir, model_dir) -> None:
+    stamp = (model_dir / "model.onnx").stat().st_mtime_ns
+    out = StringIO()
+    with override_settings(KB_DATA_DIR=built_data_dir):
+        call_command("kb_e5_model", stdout=out)
+    assert f"KB_MODEL_DIR={model_dir}\n" in out.getvalue()
+    assert "'query: '" in out.getvalue() and "'passage: '" in out.getvalue()
+    assert (model_dir / "model.onnx").stat().st_mtime_ns == stamp
+
+
 @pytest.mark.slow
 def test_int8_model_stays_close_to_the_engine(model_dir, data_dir) -> None:
     with override_settings(KB_MODEL_DIR=str(model_dir), KB_DATA_DIR=data_dir):
@@ -142,3 +163,10 @@ def test_int8_model_stays_close_to_the_engine(model_dir, data_dir) -> None:
     cosines = (vectors * _reference_vectors()).sum(axis=1)
     # Measured: min 0.9950, mean 0.9967.
     assert cosines.min() >= 0.985, cosines
+
+
+def test_read_pack_refuses_another_file(tmp_path) -> None:
+    other = tmp_path / "model.bin"
+    other.write_bytes(b"GGUF" + bytes(60))
+    with pytest.raises(e5_pack.PackError, match="not an e5 pack"):
+        e5_pack.read_pack(other)
