@@ -73,8 +73,11 @@ def file_sha256(path: Path) -> str:
 class _GraphBuilder:
     """Collects nodes and initializers with unique names."""
 
-    def __init__(self, weights: dict[str, np.ndarray]) -> None:
+    def __init__(
+        self, weights: dict[str, np.ndarray], eps: float = LAYER_NORM_EPS
+    ) -> None:
         self.weights = weights
+        self.eps = eps
         self.nodes: list[Any] = []
         self.initializers: list[Any] = []
         self._count = 0
@@ -112,7 +115,7 @@ class _GraphBuilder:
             "LayerNormalization",
             [x, self.weight(f"{prefix}.weight"), self.weight(f"{prefix}.bias")],
             axis=-1,
-            epsilon=LAYER_NORM_EPS,
+            epsilon=self.eps,
         )
 
 
@@ -204,7 +207,8 @@ def build_model(
     from onnx import TensorProto, helper
 
     heads = int(config["num_attention_heads"])
-    g = _GraphBuilder(weights)
+    # config.json's layer_norm_eps (issue #27: e5's pack states its own).
+    g = _GraphBuilder(weights, float(config.get("layer_norm_eps", LAYER_NORM_EPS)))
     _mask_inputs(g, fused)
     attention = _fused_attention if fused else _plain_attention
     x = _embeddings(g)
@@ -289,7 +293,7 @@ def _build_fp32(source_dir: Path, target: Path) -> None:
 
     logger.info("Building ONNX encoder from %s", source_dir)
     model = build_from_dir(source_dir)
-    _write_atomically(target, lambda tmp: onnx.save_model(model, str(tmp)))
+    write_atomically(target, lambda tmp: onnx.save_model(model, str(tmp)))
 
 
 def _quantize(fp32_path: Path, target: Path) -> None:
@@ -317,12 +321,12 @@ def _quantize(fp32_path: Path, target: Path) -> None:
     # a root handler and print every later kb.* record twice; undo that.
     root_handlers = list(logging.root.handlers)
     try:
-        _write_atomically(target, write)
+        write_atomically(target, write)
     finally:
         logging.root.handlers = root_handlers
 
 
-def _write_atomically(target: Path, write: Callable[[Path], None]) -> None:
+def write_atomically(target: Path, write: Callable[[Path], None]) -> None:
     """Let `write` fill a file in a private temp dir, then rename it to `target`.
 
     The temp dir sits beside `target` so the rename stays on one filesystem and
