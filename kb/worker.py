@@ -24,7 +24,7 @@ import threading
 from django.conf import settings
 from django.db import DatabaseError, connections
 from redis.exceptions import RedisError
-from rq.worker import SimpleWorker
+from rq.worker import SimpleWorker, WorkerStatus
 
 from kb import embedding, queueing
 
@@ -121,19 +121,27 @@ class Worker(SimpleWorker):
             connections.close_all()
 
     def _share_cores(self) -> None:
-        """Before every job: split the cores among this machine's workers (counted
-        again each time: workers started by hand come and go)."""
+        """Before every job: split the cores among this machine's workers that are
+        running a job, this one included (counted again each time), unless
+        KB_WORKERS fixes their number. An idle worker takes no share: with
+        kb_run's two workers, a large upload alone embeds on every core."""
         workers = settings.KB_WORKERS
         if not workers:
             try:
-                workers = sum(
-                    1
-                    for w in self.all(connection=self.connection)
-                    if w.hostname == self.hostname
-                )
+                workers = self.busy_here()
             except RedisError:
                 return
         embedding.share_cores(workers)
+
+    def busy_here(self) -> int:
+        """Workers registered from this host that run a job now, this one
+        included (at least 1)."""
+        busy = {
+            w.name
+            for w in self.all(connection=self.connection)
+            if w.hostname == self.hostname and w.get_state() == WorkerStatus.BUSY
+        }
+        return len(busy | {self.name})
 
 
 class _Heartbeat:

@@ -24,6 +24,7 @@ from django.urls import reverse
 from django.utils import timezone
 from rq.job import JobStatus
 from rq.utils import utcformat
+from rq.worker import Worker, WorkerStatus
 
 from kb import ingestion, jobs, queueing
 from kb.models import Collection, Source
@@ -142,6 +143,23 @@ class WorkerFaultsTestCase(TransactionTestCase):
         job.refresh()
         expected = max(1, (os.cpu_count() or 1) // 2)
         self.assertEqual(job.return_value()["embed_threads"], expected)
+
+    def test_an_idle_worker_takes_no_share_of_the_cores(self):
+        # Another worker of this host, as kb_run's second one: idle, then busy.
+        queue = django_rq.get_queue()
+        other = Worker(
+            [queue], connection=queue.connection, name=f"other-{uuid.uuid4()}"
+        )
+        other.register_birth()
+        self.addCleanup(other.register_death)
+        cores = os.cpu_count() or 1
+        for state, expected in [(WorkerStatus.IDLE, cores),
+                                (WorkerStatus.BUSY, max(1, cores // 2))]:  # fmt: skip
+            other.set_state(state)
+            job = django_rq.enqueue("kb.jobs.check_worker")
+            run_burst_worker(env={"KB_WORKERS": "0", "KB_EMBED_THREADS": "0"})
+            job.refresh()
+            self.assertEqual(job.return_value()["embed_threads"], expected, state)
 
 
 class QueueDownPagesTestCase(TestCase):

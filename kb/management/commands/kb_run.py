@@ -51,8 +51,9 @@ class Command(BaseCommand):
                 f"Ended or recovered after their jobs were lost: {shown}."
             )
         manage = [sys.executable, str(settings.BASE_DIR / "manage.py")]
-        # Each worker's embedder takes its share of the cores (kb.worker).
-        env = {**os.environ, "KB_WORKERS": str(options["workers"])}
+        # Each worker's embedder takes its share of the cores among the workers
+        # running a job (kb.worker), so a large upload alone has them all.
+        env = dict(os.environ)
         children = [
             _Child(f"worker {n}", [*manage, "rqworker", *queues], env)
             for n, queues in enumerate(worker_queues(options["workers"]), 1)
