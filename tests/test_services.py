@@ -237,6 +237,17 @@ class ValkeyOwnershipTestCase(PrivateDataDir, TransactionTestCase):
             self.ensure_valkey()  # not after VALKEY_START_SECONDS: it has exited
         self.assertIn("Invalid AOF manifest file format", str(raised.exception))
 
+    def test_a_server_that_cannot_save_as_it_stops_is_still_stopped(self):
+        self.ensure_valkey()
+        pid = services._valkey_pid(self.vdir)
+        (self.vdir / "dump.rdb").unlink(missing_ok=True)
+        (self.vdir / "dump.rdb").mkdir()  # its save cannot be renamed into place
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err):
+            self.assertTrue(services.stop_valkey(self.data_dir, timeout=2))
+        self.assertFalse(psutil.pid_exists(pid))
+        self.assertIn("did not stop within 2 s", err.getvalue())
+
     def test_queued_jobs_survive_a_crash(self):
         url, _ = self.ensure_valkey()
         queue = Queue("default", connection=redis.Redis.from_url(url))
