@@ -37,6 +37,9 @@ REPO_SETS = {
     "kubernetes-es.jsonl": "kubernetes-docs",
     "kubernetes-ru.jsonl": "kubernetes-docs",
     "kubernetes-cross.jsonl": "kubernetes-docs",
+    "kubernetes-fr-holdout.jsonl": "kubernetes-docs",
+    "kubernetes-es-holdout.jsonl": "kubernetes-docs",
+    "kubernetes-ru-holdout.jsonl": "kubernetes-docs",
 }
 
 
