@@ -135,17 +135,30 @@ class LostQueueEntryTestCase(TestCase):
         self.assertEqual(jobs.recover_lost()["recounts"], 0)  # one is waiting
 
 
-class DiscardTestCase(TransactionTestCase):
-    # TransactionTestCase: the worker is another process and sees only committed rows.
+class WorkerRowsTestCase(TransactionTestCase):
+    """A collection of FILES named `collection`, the staff superuser logged in, and
+    at most one long-lived worker (`self.worker`), killed at the end.
+
+    TransactionTestCase: workers are other processes and see only committed rows."""
+
+    collection = "Docs"
 
     def setUp(self):
         forget_jobs()
         self.staff, _, _ = make_users()
         self.client.force_login(self.staff)
-        self.docs = load_part("Stuck", FILES)
+        self.docs = load_part(self.collection, FILES)
+        self.worker = None
 
     def tearDown(self):
+        if self.worker and self.worker.poll() is None:
+            os.killpg(self.worker.pid, signal.SIGKILL)
+            self.worker.wait()
         forget_jobs()
+
+
+class DiscardTestCase(WorkerRowsTestCase):
+    collection = "Stuck"
 
     def test_an_admin_discards_a_shadow_stuck_swapping_and_its_scratch_goes(self):
         shadow = reindexing.start(self.docs, {"chunk_tokens": 120}, queue=False)
@@ -169,20 +182,8 @@ class DiscardTestCase(TransactionTestCase):
         self.assertContains(again, "is live or already gone; left as it is")
 
 
-class RolledBackSwapTestCase(TransactionTestCase):
-    # TransactionTestCase: the worker is another process and sees only committed rows.
-
-    def setUp(self):
-        forget_jobs()
-        self.staff, _, _ = make_users()
-        self.docs = load_part("Rolled back", FILES)
-        self.worker = None
-
-    def tearDown(self):
-        if self.worker and self.worker.poll() is None:
-            os.killpg(self.worker.pid, signal.SIGKILL)
-            self.worker.wait()
-        forget_jobs()
+class RolledBackSwapTestCase(WorkerRowsTestCase):
+    collection = "Rolled back"
 
     def test_a_swap_cut_off_by_a_database_restart_is_held_again_with_why(self):
         shadow = reindexing.start(self.docs, {"chunk_tokens": 120}, queue=False)
@@ -231,21 +232,8 @@ def _waiting_for_a_lock() -> list[int]:
 
 
 @pytest.mark.slow
-class KilledShadowWorkerTestCase(TransactionTestCase):
-    # TransactionTestCase: workers are other processes and see only committed rows.
-
-    def setUp(self):
-        forget_jobs()
-        self.staff, _, _ = make_users()
-        self.client.force_login(self.staff)
-        self.docs = load_part("Killed", FILES)
-        self.worker = None
-
-    def tearDown(self):
-        if self.worker and self.worker.poll() is None:
-            os.killpg(self.worker.pid, signal.SIGKILL)
-            self.worker.wait()
-        forget_jobs()
+class KilledShadowWorkerTestCase(WorkerRowsTestCase):
+    collection = "Killed"
 
     @override_settings(KB_WORKER_TTL=int(FAST_TTL))
     def test_a_shadow_build_whose_worker_is_killed_fails_and_drops_its_copy(self):
