@@ -13,14 +13,7 @@ from __future__ import annotations
 from django.db import connection, models, transaction
 from django.db.models import Q, QuerySet
 
-from kb.models import (
-    Chunk,
-    Collection,
-    OverflowRejection,
-    Section,
-    ShadowIndex,
-    Source,
-)
+from kb.models import Chunk, Collection, OverflowRejection, Section, Source
 
 # A source's index, deleted by source id in one statement per table: through the
 # ORM, each section would be loaded to cascade to its chunks and children.
@@ -69,11 +62,15 @@ def delete_sources(sources: QuerySet) -> int:
 
 
 def delete_collections(collections: QuerySet) -> int:
-    """Delete the collections with their sources and indexes, and their shadow
-    indexes' scratch copies; returns how many collections (copies left out)."""
+    """Delete the collections with their sources and indexes, and their scratch
+    copies (shadow indexes' and evaluation runs'); returns how many collections
+    (copies left out)."""
     ids = list(collections.values_list("pk", flat=True))
-    shadows = ShadowIndex.objects.filter(collection__in=ids, scratch__isnull=False)
-    copies = list(shadows.values_list("scratch", flat=True))
+    copies = list(
+        Collection.objects.filter(live__in=ids, is_scratch=True).values_list(
+            "pk", flat=True
+        )
+    )
     with transaction.atomic():
         delete_sources(Source.objects.filter(collection__in=[*ids, *copies]))
         Collection.objects.filter(pk__in=copies, is_scratch=True).delete()
