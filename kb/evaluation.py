@@ -465,8 +465,7 @@ def index_all(collection: Collection, progress=None, keep_going=False) -> None:
                 raise
         if progress:
             progress(i, len(sources))
-    hnsw_recall.check(collection)  # then sized: see kb.jobs.count_terms
-    keywords.count_terms(collection)
+    hnsw_recall.after_publish(collection)
 
 
 # --- runs (the dashboard's button) -------------------------------------------

@@ -21,7 +21,7 @@ from kb.queueing import (
     ingest_job_id,
     requeue,
 )
-from kb.retrieval import hnsw_recall, keywords
+from kb.retrieval import hnsw_recall
 
 logger = logging.getLogger(__name__)
 # A source queued this long ago whose job is gone was lost (kb.recovery).
@@ -52,8 +52,7 @@ def count_terms(collection_id: int) -> int:
     collection = Collection.objects.filter(pk=collection_id).first()
     if collection is None:
         return 0
-    hnsw_recall.check(collection)
-    return keywords.count_terms(collection)
+    return hnsw_recall.after_publish(collection)
 
 
 def stranded(sources) -> list[Source]:

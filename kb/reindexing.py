@@ -58,7 +58,7 @@ from kb.models import (
     ShadowIndex,
     Source,
 )
-from kb.retrieval import hnsw_recall, keywords
+from kb.retrieval import hnsw_recall
 
 logger = logging.getLogger(__name__)
 
@@ -247,8 +247,7 @@ def build(shadow: ShadowIndex) -> Collection:
             raise ShadowFailed(
                 f"{message} (under the new settings; the live index is unchanged)"
             ) from exc
-    hnsw_recall.check(scratch)  # then sized: see kb.jobs.count_terms
-    keywords.count_terms(scratch)
+    hnsw_recall.after_publish(scratch)
     return scratch
 
 

@@ -33,7 +33,7 @@ from kb.benchmarks import scale
 from kb.benchmarks.corpus import SHARED, Progress, load_documents
 from kb.models import Chunk, Collection, Source
 from kb.percentiles import percentile
-from kb.retrieval import hnsw_recall, keywords
+from kb.retrieval import hnsw_recall
 
 CORPUS = SHARED / "corpora" / "rq-docs"
 QUESTIONS = Path(settings.BASE_DIR) / "evals" / "rq-docs.jsonl"
@@ -169,8 +169,7 @@ def build_large(
                 progress(f"{name}: copy {copy + 1} of {copies}")
         cursor.execute("DROP TABLE bench_noise")
     scale.analyze()
-    hnsw_recall.check(collection)  # as after a publish (kb.jobs.count_terms)
-    keywords.count_terms(collection)
+    hnsw_recall.after_publish(collection)
     return collection
 
 

@@ -66,7 +66,7 @@ def check(collection: Collection) -> float | None:
     searched through the index, and store it (None when not needed or nothing to
     measure). Run before the keyword count that sizes the collection (kb.jobs),
     so a collection that grows past the threshold is measured when it crosses."""
-    chunks = Chunk.objects.filter(source__collection=collection).count()
+    chunks = Chunk.objects.filter(collection=collection).count()
     recall = measure(collection) if chunks >= settings.KB_EXACT_SEARCH_CHUNKS else None
     measured = timezone.now()
     Collection.objects.filter(pk=collection.pk).update(
@@ -74,6 +74,17 @@ def check(collection: Collection) -> float | None:
     )
     collection.hnsw_recall, collection.hnsw_recall_measured = recall, measured
     return recall
+
+
+def after_publish(collection: Collection) -> int:
+    """What follows a publish of the collection's index (kb.jobs.count_terms, an
+    evaluation's or a shadow's scratch copy, the benchmarks): its recall checked,
+    then its keyword statistics recounted, which size it; returns the latter's
+    count (kb.retrieval.keywords.count_terms)."""
+    from kb.retrieval import keywords
+
+    check(collection)
+    return keywords.count_terms(collection)
 
 
 def measure(collection: Collection, size: int | None = None) -> float | None:
