@@ -313,7 +313,7 @@ class Chunk(models.Model):
     # Metadata fields with the "retrieve" policy: returned and cited, never embedded.
     metadata = models.JSONField(default=dict, blank=True)
     embedding = VectorField(dimensions=EMBEDDING_DIM, null=True, blank=True)
-    # Its source's collection, copied by triggers (migration 0014) on every insert,
+    # Its source's collection, copied by triggers (migration 0016) on every insert,
     # move to another source, or source moved to another collection: the keyword
     # index is keyed by it, so a search reads only the asked collection's matches
     # (issue #26). Never set by the application; chunks go with their source.
