@@ -176,13 +176,7 @@ class ApiErrorsMiddleware:
         if not is_api(request):
             return None
         if isinstance(exc, (OperationalError, InterfaceError)):
-            logger.error("Database unavailable for %s", request.path, exc_info=exc)
-            response = JsonResponse(
-                {"error": "The database is unavailable; try again shortly."},
-                status=503,
-            )
-            response["Retry-After"] = str(RETRY_AFTER_S)
-            return response
+            return outage_page(request, exc)  # JSON under /api/
         if isinstance(exc, RequestDataTooBig):
             return JsonResponse({"error": f"The body is too large: {exc}"}, status=413)
         return None  # Django answers (and logs) it; __call__ turns it into JSON
