@@ -76,9 +76,13 @@ def enqueue_ingest(source: Source) -> bool:
     )
     if not queue_reachable():
         return False
+    _push_on_commit(source)
+    return True
+
+
+def _push_on_commit(source: Source) -> None:
     queue = queue_for(source)
     transaction.on_commit(partial(_push_ingest, source.pk, source.version, queue))
-    return True
 
 
 def queue_for(source: Source) -> str:
@@ -117,7 +121,7 @@ def queue_reachable() -> bool:
         return False
 
 
-def _push_ingest(source_id: int, version: int, queue: str = DEFAULT) -> None:
+def _push_ingest(source_id: int, version: int, queue: str) -> None:
     # Redis may go away between the check and the commit: the stored source then
     # waits for requeue_stranded like any lost job, instead of a 500.
     job_id = _ingest_job_id(source_id, version)
@@ -173,8 +177,7 @@ def enqueue_retry(source: Source) -> None:
     """Queue the source's current version once more, under its own job id (the
     failed job's), once the surrounding transaction commits; a queue that cannot
     be reached leaves it to requeue_stranded, as any lost job."""
-    queue = queue_for(source)
-    transaction.on_commit(partial(_push_ingest, source.pk, source.version, queue))
+    _push_on_commit(source)
 
 
 # --- job ids: kb.recovery finds the job each waiting row waits on -------------
