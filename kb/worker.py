@@ -9,8 +9,9 @@ once, not per job), and around them the worker:
 - closes its database connections before and after every job, so a PostgreSQL
   restart costs at most the job that was running;
 - looks for lost jobs when it starts and then every KB_WORKER_TTL / 2 seconds (one
-  worker at a time), queues their sources again (kb.jobs.requeue_stranded), and
-  ends or recovers every other kind with the reason (kb.recovery);
+  worker at a time), queues their sources again (kb.jobs.requeue_stranded),
+  ends or recovers every other kind with the reason (kb.recovery), and queues
+  once more a parse that ran over the time limit (kb.ingestion.retry_timed_out);
 - gives its embedder its share of the machine's cores (kb.embedding.share_cores);
 - queues the question log's pruning every KB_QUESTION_PRUNE_SECONDS (one worker
   does: kb.questions.maybe_enqueue_prune), so retention needs no scheduler.
@@ -77,21 +78,7 @@ class Worker(SimpleWorker):
         starting = self.last_cleaned_at is None
         super().run_maintenance_tasks()
         self.requeue_lost(starting)
-        self.retry_timed_out()
         self.schedule_pruning()
-
-    def retry_timed_out(self) -> None:
-        """Queue once more the sources whose parse ran over the time limit, when
-        their retry is due (kb.ingestion.retry_timed_out)."""
-        from kb import ingestion
-
-        try:
-            if retried := ingestion.retry_timed_out():
-                logger.info("Queued %d timed-out source(s) once more", retried)
-        except (DatabaseError, RedisError):
-            logger.exception("Retrying timed-out sources failed; trying again later")
-        finally:
-            connections.close_all()
 
     def schedule_pruning(self) -> None:
         from kb import questions
@@ -104,8 +91,10 @@ class Worker(SimpleWorker):
     def requeue_lost(self, starting: bool = False) -> None:
         """Queue again the sources whose jobs were lost: a dead worker's, or jobs
         never queued because Redis was down when their source was stored. Every
-        worker looks when it starts, then one worker per maintenance interval."""
-        from kb import jobs
+        worker looks when it starts, then one worker per maintenance interval;
+        that worker also queues once more the sources whose parse ran over the
+        time limit, when their retry is due (kb.ingestion.retry_timed_out)."""
+        from kb import ingestion, jobs
 
         hold = max(1, self.maintenance_interval - 1)
         try:
@@ -115,6 +104,8 @@ class Worker(SimpleWorker):
             if lost := jobs.requeue_stranded():
                 logger.warning("Queued %d source(s) again: their jobs were lost", lost)
             jobs.recover_lost()  # shadow indexes, runs, reports, recounts
+            if retried := ingestion.retry_timed_out():  # parses over the time limit
+                logger.info("Queued %d timed-out source(s) once more", retried)
         except (DatabaseError, RedisError):
             logger.exception("Looking for lost jobs failed; trying again later")
         finally:
