@@ -358,7 +358,7 @@ def discard(shadow: ShadowIndex, user) -> bool:
         if locked.status in OPEN:
             _close(locked, Status.DISCARDED, "discarded by an admin", user)
             return True
-        if locked.status == Status.SWAPPED or not locked.scratch_id:
+        if not can_discard(locked):  # live, or ended with no copy left
             return False
         transaction.on_commit(partial(queueing.enqueue_drop_scratch, locked.scratch_id))
     return True
