@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -53,13 +52,12 @@ class Command(BaseCommand):
         manage = [sys.executable, str(settings.BASE_DIR / "manage.py")]
         # Each worker's embedder takes its share of the cores among the workers
         # running a job (kb.worker), so a large upload alone has them all.
-        env = dict(os.environ)
         children = [
-            _Child(f"worker {n}", [*manage, "rqworker", *queues], env)
+            _Child(f"worker {n}", [*manage, "rqworker", *queues])
             for n, queues in enumerate(worker_queues(options["workers"]), 1)
         ]
         web = [*manage, "runserver", options["addr"], "--noreload"]
-        children.append(_Child("web server", web, dict(os.environ)))
+        children.append(_Child("web server", web))
         base = f"http://{options['addr']}"
         self.stdout.write(
             self.style.SUCCESS(
@@ -114,13 +112,13 @@ class Command(BaseCommand):
 class _Child:
     """A process kb_run runs, started again when it exits."""
 
-    def __init__(self, name: str, command: list[str], env: dict[str, str]) -> None:
-        self.name, self.command, self.env = name, command, env
+    def __init__(self, name: str, command: list[str]) -> None:
+        self.name, self.command = name, command
         self.quick_exits = 0
         self.start()
 
     def start(self) -> None:
-        self.proc = subprocess.Popen(self.command, env=self.env)
+        self.proc = subprocess.Popen(self.command)
         self.started = time.monotonic()
 
 
