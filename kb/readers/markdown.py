@@ -32,7 +32,7 @@ _INLINE_RE = re.compile(
     r"|&(?=#?\w+;|$)"  # entities
 )
 _FENCE_RE = re.compile(r"^(`{3,}|~{3,})", re.M)
-_SURROGATE_RE = re.compile("[\ud800-\udfff]")
+SURROGATE_RE = re.compile("[\ud800-\udfff]")
 LIST_INDENT = "    "  # enough for any marker up to "99. " to nest under
 
 
@@ -187,7 +187,7 @@ class Writer:
         # valid Unicode whatever a library handed out: a lone UTF-16 surrogate
         # (which no encoder or tokenizer takes) as U+FFFD, one for one, so that
         # the page ranges hold (issue #26)
-        text = _SURROGATE_RE.sub("\ufffd", text)
+        text = SURROGATE_RE.sub("\ufffd", text)
         paged = any(b.page is not None for b in self.blocks)
         return text, (ranges if paged else None)
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 import pypdfium2 as pdfium
 import pypdfium2.raw as raw
 
-from kb.readers.markdown import Writer, clean, escape
+from kb.readers.markdown import SURROGATE_RE, Writer, clean, escape
 from kb.readers.reading import ReaderError, Reading
 
 GAP_EMS = 1.5  # a horizontal gap wider than this many font sizes splits a line
@@ -51,7 +51,6 @@ _PAGE_NUMBER_RE = re.compile(
 _BOLD_RE = re.compile(r"bold|black|heavy|semibold|demi", re.I)
 _SENTENCE_ENDS = (".", ",", ";", "!", "?")
 _SENTENCE_RE = re.compile(r"\w[.!?][\"”’)]?\s+[A-Z]")  # one sentence ends, one starts
-_SURROGATE_RE = re.compile("[\ud800-\udfff]")
 # characters narrower than most in any proportional font, as wide as the others
 # in a monospaced one
 _NARROW = frozenset("ijlItfr.,:;'!|()[]")
@@ -437,7 +436,7 @@ def _characters(textpage: pdfium.PdfTextPage) -> list[tuple[int, str]]:
     (issue #26)."""
     count = raw.FPDFText_CountChars(textpage)
     text = textpage.get_text_range(0, count) if count else ""
-    if len(text) == count and not _SURROGATE_RE.search(text):
+    if len(text) == count and not SURROGATE_RE.search(text):
         return list(enumerate(text))
     # characters outside the BMP: ask one by one
     units = [raw.FPDFText_GetUnicode(textpage, i) for i in range(count)]
