@@ -84,10 +84,8 @@ class Policy:
     def shortens_heading(self, values: dict[str, Any]) -> bool:
         """Whether the prefix cuts a heading of the chunk's path to HEADING_CHARS
         (counted in the source's statistics: the model does not read it whole)."""
-        path = values.get("heading_path") or ""
-        return self.of("heading_path") == EMBED and any(
-            len(part) > HEADING_CHARS for part in str(path).split(" > ")
-        )
+        path = str(values.get("heading_path") or "")
+        return self.of("heading_path") == EMBED and _short_path(path) != path
 
     def retrieved(self, values: dict[str, Any]) -> dict[str, Any]:
         """The fields stored on the chunk and returned with results; a deprecated
