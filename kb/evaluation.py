@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import math
+from fnmatch import fnmatchcase
 from typing import Any
 
 from django.conf import settings
@@ -29,6 +30,41 @@ def mark_unlocatable(outcome: dict[str, Any], problems: dict[str, list[str]]) ->
         if case["id"] in problems:
             case["unlocatable"] = problems[case["id"]]
     outcome["aggregate"]["unlocatable"] = len(problems)
+
+
+def included(name: str, patterns: list[str]) -> bool:
+    """Whether a corpus file (its path relative to the corpus, with "/") matches
+    one of `kb_eval --include`'s shell-style patterns ("*" also crosses "/", so
+    "fr/**" and "fr/*" both take the whole fr/ tree); no patterns take every file."""
+    return not patterns or any(fnmatchcase(name, p) for p in patterns)
+
+
+def leave_out_excluded(
+    cases: list[dict[str, Any]], excluded: set[str]
+) -> tuple[list[dict[str, Any]], dict[str, list[str]]]:
+    """The cases `kb_eval --include` can measure, and by case id those it cannot:
+    a case with a span whose every alternative is in a corpus file the patterns
+    left out. No collection of those files could answer it, so it is left out
+    of the figures rather than scored as a miss (a per-language collection
+    measured with a mixed golden file keeps its own language's figure)."""
+    kept, left_out = [], {}
+    for case in cases:
+        why = [  # each file once, though several spans may cite it
+            f"{file} is not included"
+            for file in dict.fromkeys(
+                span["file"]
+                for span in case["required_spans"]
+                if all(
+                    one["file"] in excluded
+                    for one in [span, *span.get("alternatives", [])]
+                )
+            )
+        ]
+        if why:
+            left_out[case["id"]] = why
+        else:
+            kept.append(case)
+    return kept, left_out
 
 
 # --- the measure ----------------------------------------------------------------------

@@ -374,6 +374,82 @@ class KbEvalCommandTestCase(TestCase):
         missed = "c2: empty.md[0:1]: no indexed source of that name"
         self.assertIn(missed, out.getvalue())
 
+    def _two_languages(self) -> tuple[Path, Path]:
+        """A corpus of one page in en/ and its French copy in fr/, and a case on
+        each (the English one also citing a French sentence as an alternative,
+        and one on both pages)."""
+        corpus = self.folder / "corpus"
+        pages = {
+            "en/guide.md": "# Guide\n\nThe backup runs every night at two.\n",
+            "fr/guide.md": "# Guide\n\nLa sauvegarde tourne la nuit à deux heures.\n",
+        }  # fmt: skip
+        spans = {}
+        for name, text in pages.items():
+            (corpus / name).parent.mkdir(parents=True, exist_ok=True)
+            (corpus / name).write_text(text, "utf-8")
+            at = text.index("\n\n") + 2
+            spans[name] = golden_span(name, at, len(text) - 1, text=text[at:-1])
+        cases = [
+            {"id": "fr-only", "question": "Quand tourne la sauvegarde ?",
+             "required_spans": [spans["fr/guide.md"]]},
+            {"id": "en-only", "question": "When does the backup run?",
+             "required_spans": [spans["en/guide.md"]]},
+            {"id": "en-or-fr", "question": "When does the backup run?",
+             "required_spans": [{**spans["en/guide.md"],
+                                 "alternatives": [spans["fr/guide.md"]]}]},
+            {"id": "both", "question": "When does the backup run?",
+             "required_spans": [spans["en/guide.md"], spans["fr/guide.md"]]},
+        ]  # fmt: skip
+        path = self.folder / "cases.jsonl"
+        path.write_text("".join(json.dumps(c) + "\n" for c in cases), "utf-8")
+        return corpus, path
+
+    def test_include_ingests_only_matching_files_and_lists_cases_left_out(self):
+        corpus, cases = self._two_languages()
+        out = StringIO()
+        report = self.folder / "out.json"
+        call_command("kb_eval", "--cases", str(cases), "--corpus", str(corpus),
+                     "--include", "fr/**", "--json", str(report), "--keep",
+                     stdout=out)  # fmt: skip
+        printed = out.getvalue()
+        collection = Collection.objects.get()
+        self.assertEqual(
+            list(collection.sources.values_list("file_name", flat=True)),
+            ["fr/guide.md"],  # the name keeps its folder, as the spans do
+        )
+        self.assertIn("--include takes 1 of 2 corpus files.", printed)
+        # The French case and the one with a French alternative are scored; a
+        # case needing the English page cannot be answered and is not a miss.
+        written = json.loads(report.read_text())
+        self.assertEqual(
+            sorted(c["id"] for c in written["cases"]), ["en-or-fr", "fr-only"]
+        )
+        self.assertEqual(written["aggregate"]["n"], 2)
+        self.assertIn("Left out by --include: 2 case(s)", printed)
+        self.assertIn("  en-only: en/guide.md is not included", printed)
+        self.assertIn("  both: en/guide.md is not included", printed)
+        self.assertEqual(set(written["left_out"]), {"en-only", "both"})
+        self.assertEqual(written["config"]["include"], ["fr/**"])
+
+    def test_include_is_repeatable_and_refuses_an_empty_selection(self):
+        corpus, cases = self._two_languages()
+        out = StringIO()
+        call_command("kb_eval", "--cases", str(cases), "--corpus", str(corpus),
+                     "--include", "fr/*", "--include", "en/*", stdout=out)  # fmt: skip
+        self.assertIn("--include takes 2 of 2 corpus files.", out.getvalue())
+        self.assertIn("(n=4)", out.getvalue())
+        self.assertNotIn("Left out", out.getvalue())
+        with self.assertRaisesMessage(CommandError, "matches none of the 2 files"):
+            call_command("kb_eval", "--cases", str(cases), "--corpus", str(corpus),
+                         "--include", "de/**", stdout=StringIO())  # fmt: skip
+        (corpus / "notes.txt").write_text("Notes on nothing asked here.\n")
+        with self.assertRaisesMessage(
+            CommandError, "leaves out the evidence of all 4 cases"
+        ):
+            call_command("kb_eval", "--cases", str(cases), "--corpus", str(corpus),
+                         "--include", "*.txt", stdout=StringIO())  # fmt: skip
+        self.assertFalse(Collection.objects.exists())
+
     def test_a_bad_unanswerable_file_is_refused_before_any_work(self):
         bad = self.folder / "bad.jsonl"
         bad.write_text('{"id": "x"}\n')

@@ -23,6 +23,16 @@ class Command(BaseCommand):
         )
         parser.add_argument("--corpus", type=Path, required=True, help="Folder.")
         parser.add_argument(
+            "--include",
+            action="append",
+            default=[],
+            metavar="GLOB",
+            help="Ingest only the corpus files whose path relative to --corpus "
+            "matches this shell-style pattern ('*' also matches '/': 'fr/**'); "
+            "repeatable. Cases whose evidence is in a file left out are listed "
+            "and left out of the figures.",
+        )
+        parser.add_argument(
             "--strategy",
             choices=[*retrieval.STRATEGIES, "structure"],
             help="default (= structure): the tuned pipeline; sections: the simple "
@@ -80,9 +90,10 @@ class Command(BaseCommand):
         strategy = {"structure": retrieval.DEFAULT, None: None}.get(
             options["strategy"], options["strategy"]
         )
+        files, cases, left_out = self._select(options, cases)
         collection = self._scratch(options, strategy)
         try:
-            self._ingest(collection, options["corpus"])
+            self._ingest(collection, files)
             problems = None
             if options["match"] == "text":
                 cases, problems = golden.locate_cases(collection, cases)
@@ -108,6 +119,8 @@ class Command(BaseCommand):
         self._print(outcome["aggregate"], config)
         if problems:
             self._print_unlocatable(problems)
+        if left_out:
+            self._print_left_out(left_out)
         if unanswerable:
             self._print_unanswerable(outcome["unanswerable"], outcome["aggregate"])
         if baseline:
@@ -119,8 +132,9 @@ class Command(BaseCommand):
                 "corpus": str(options["corpus"]),
                 "cases_file": str(options["cases"]),
                 "match": options["match"],
+                "include": options["include"],
             }
-            payload = {"config": {**config, **where}, **outcome}
+            payload = {"config": {**config, **where}, **outcome, "left_out": left_out}
             options["json_out"].write_text(json.dumps(payload, indent=2) + "\n")
             self.stdout.write(f"Wrote {options['json_out']}")
 
@@ -163,11 +177,40 @@ class Command(BaseCommand):
         }
         return evaluation.scratch_collection(Collection(name="kb_eval"), overrides)
 
-    def _ingest(self, collection: Collection, corpus: Path) -> None:
-        """Every file of the corpus an upload would take; one it refuses (empty,
+    def _select(self, options, cases: list[dict]) -> tuple[list, list, dict]:
+        """The corpus files to ingest (those --include matches), the cases to
+        run and, by id, the cases left out because their evidence is not
+        included; refused before any work when either selection is empty."""
+        include = options["include"]
+        files, excluded = [], set()
+        for root, path in _files([options["corpus"]]):
+            name = path.relative_to(root).as_posix()
+            if evaluation.included(name, include):
+                files.append((root, path))
+            else:
+                excluded.add(name)
+        if not files:
+            raise CommandError(
+                f"--include {' '.join(include)} matches none of the "
+                f"{len(excluded)} files in {options['corpus']}"
+            )
+        if include:
+            self.stdout.write(
+                f"--include takes {len(files)} of {len(files) + len(excluded)} "
+                "corpus files."
+            )
+        kept, left_out = evaluation.leave_out_excluded(cases, excluded)
+        if not kept:
+            raise CommandError(
+                f"--include leaves out the evidence of all {len(cases)} cases "
+                "(nothing to measure)"
+            )
+        return files, kept, left_out
+
+    def _ingest(self, collection: Collection, files: list) -> None:
+        """The corpus files an upload would take; one it refuses (empty,
         binary...) is named and left out, as the upload page would, and the
         run goes on: cases citing it count as unlocatable."""
-        files = list(_files([corpus]))
         stored = 0
         for root, path in files:
             name = path.relative_to(root).as_posix()
@@ -230,6 +273,14 @@ class Command(BaseCommand):
             "in the corpus (scored as misses):"
         )
         for case_id, why in problems.items():
+            self.stdout.write(f"  {case_id}: {'; '.join(why)}")
+
+    def _print_left_out(self, left_out: dict[str, list[str]]) -> None:
+        self.stdout.write(
+            f"Left out by --include: {len(left_out)} case(s) whose evidence is in "
+            "files not ingested (not scored):"
+        )
+        for case_id, why in left_out.items():
             self.stdout.write(f"  {case_id}: {'; '.join(why)}")
 
     def _print_unanswerable(self, found: dict, agg: dict) -> None:
