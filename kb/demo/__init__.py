@@ -1,4 +1,5 @@
-"""The demo knowledge base shipped with kb (original, fictional content)."""
+"""The demo knowledge base shipped with kb (original, fictional content): the
+English handbook ("Demo") and a smaller French one ("Démo (français)", fr/)."""
 
 from __future__ import annotations
 
@@ -13,13 +14,63 @@ GOLDEN_FILE = Path(__file__).resolve().parent / "golden.jsonl"
 COLLECTION = "Demo"
 DESCRIPTION = "Larkspur Labs handbook: runbooks, policies and the API reference."
 
+FRENCH_CONTENT_DIR = Path(__file__).resolve().parent / "fr" / "content"
+FRENCH_GOLDEN_FILE = Path(__file__).resolve().parent / "fr" / "golden.jsonl"
+FRENCH_COLLECTION = "Démo (français)"
+FRENCH_DESCRIPTION = (
+    "Manuel du bureau de Lyon de Larkspur Labs : télétravail, frais de "
+    "déplacement, support client, accueil et FAQ informatique."
+)
+
+
+def load_demos(*, sync: bool = False, stdout: TextIO | None = None) -> list[Collection]:
+    """Both demo collections, English then French (what kb_setup loads)."""
+    return [
+        load_demo(sync=sync, stdout=stdout),
+        load_french_demo(sync=sync, stdout=stdout),
+    ]
+
 
 def load_demo(*, sync: bool = False, stdout: TextIO | None = None) -> Collection:
-    """Create the demo collection, store and index its files, import its cases."""
+    """Create the English demo collection, store and index its files, import its
+    cases."""
     collection, _ = Collection.objects.get_or_create(
         name=COLLECTION, defaults={"description": DESCRIPTION}
     )
-    for path in sorted(CONTENT_DIR.iterdir()):
+    _fill(collection, CONTENT_DIR, GOLDEN_FILE, sync=sync, stdout=stdout)
+    return collection
+
+
+def load_french_demo(*, sync: bool = False, stdout: TextIO | None = None) -> Collection:
+    """The same for the French demo collection."""
+    collection = french_collection()
+    _fill(collection, FRENCH_CONTENT_DIR, FRENCH_GOLDEN_FILE, sync=sync, stdout=stdout)
+    return collection
+
+
+def french_collection() -> Collection:
+    """The French demo collection, created with its settings on the first load
+    and found by name afterwards (its settings are then the staff's to change)."""
+    # TODO(issue #27): once Collection.embedding_model is merged, add
+    # embedding_model="multilingual-e5-small" to these defaults, so a fresh
+    # install indexes the French demo with the multilingual model.
+    collection, _ = Collection.objects.get_or_create(
+        name=FRENCH_COLLECTION, defaults={"description": FRENCH_DESCRIPTION}
+    )
+    return collection
+
+
+def _fill(
+    collection: Collection,
+    content_dir: Path,
+    golden_file: Path,
+    *,
+    sync: bool,
+    stdout: TextIO | None,
+) -> None:
+    """Store each file of `content_dir`, index those new or changed (or never
+    indexed), and import the cases: run again, it changes nothing."""
+    for path in sorted(content_dir.iterdir()):
         source, outcome = ingestion.store_source(
             collection, path.name, path.read_bytes()
         )
@@ -29,11 +80,10 @@ def load_demo(*, sync: bool = False, stdout: TextIO | None = None) -> Collection
             else:
                 queueing.enqueue_ingest(source)
         if stdout:
-            stdout.write(f"Demo source {path.name}: {outcome}")
-    report = golden.import_cases(collection, GOLDEN_FILE.read_text("utf-8"))
+            stdout.write(f"{collection.name} source {path.name}: {outcome}")
+    report = golden.import_cases(collection, golden_file.read_text("utf-8"))
     if stdout:
         stdout.write(golden.import_summary(collection, report))
-    return collection
 
 
 def load_part(name: str, files: list[str]) -> Collection:

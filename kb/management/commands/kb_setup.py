@@ -14,7 +14,8 @@ from kb import permissions
 class Command(BaseCommand):
     help = (
         "Prepare a working install: migrate, create the staff groups, create the "
-        "admin account once (printing its generated password), load the demo content."
+        "admin account once (printing its generated password), load the demo content "
+        "(an English and a French collection)."
     )
 
     def add_arguments(self, parser):
@@ -33,9 +34,9 @@ class Command(BaseCommand):
         self._ensure_admin()
         self._ensure_model()
         if not options["no_demo"]:
-            from kb.demo import load_demo
+            from kb.demo import load_demos
 
-            load_demo(sync=options["sync"], stdout=self.stdout)
+            load_demos(sync=options["sync"], stdout=self.stdout)
         self.stdout.write(self.style.SUCCESS("Setup complete."))
 
     def _ensure_model(self) -> None:
