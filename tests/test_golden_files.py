@@ -40,6 +40,7 @@ REPO_SETS = {
     "kubernetes-fr-holdout.jsonl": "kubernetes-docs",
     "kubernetes-es-holdout.jsonl": "kubernetes-docs",
     "kubernetes-ru-holdout.jsonl": "kubernetes-docs",
+    "kubernetes-cross-holdout.jsonl": "kubernetes-docs",
 }
 
 
