@@ -65,6 +65,9 @@ CANDIDATES = tuple(sorted({*CONFIGS, *UNSTEMMED} - {"nb", "nn"}))
 # Letters of prose (code left out) a text needs to be classified on its own;
 # below that, a section takes its document's language (measured, see above).
 MIN_SECTION_LETTERS = 80
+# Letters a question needs to be classified among its collection's languages
+# (96% right at 20-50 letters among all candidates; fewer candidates, fewer errors).
+MIN_QUESTION_LETTERS = 20
 # Enough of a document to tell its language: classification is linear in length.
 DOCUMENT_SAMPLE = 20_000
 
@@ -125,10 +128,45 @@ def section_languages(
     return [detect(text, default=document) for text in sections]
 
 
+def question_language(question: str, present: list[str]) -> str:
+    """The question's language among the `present` ones (ISO codes, the most
+    likely first): the first when it has too few letters to tell or only one
+    language is present."""
+    present = [code for code in dict.fromkeys(present) if code in CANDIDATES]
+    if not present:
+        return DEFAULT
+    if len(present) == 1 or letters(question) < MIN_QUESTION_LETTERS:
+        return present[0]
+    return _identifier(frozenset(present)).classify(question)[0]
+
+
+def code_for(config: str) -> str:
+    """The ISO 639-1 code of a configuration (its first; "" for SIMPLE)."""
+    return next((code for code, name in CONFIGS.items() if name == config), "")
+
+
+_WORD_RE = re.compile(r"[^\W_][\w'-]*")
+
+
+def stems(text: str, config: str) -> list[str]:
+    """The text's words, lowercased and stemmed by snowball in the
+    configuration's language (unstemmed for SIMPLE)."""
+    words = _WORD_RE.findall(text.lower())
+    name = stemmer_name(config)
+    return _stemmer(name).stemWords(words) if name else words
+
+
 @functools.cache
-def _identifier():
+def _stemmer(name: str):
+    import snowballstemmer
+
+    return snowballstemmer.stemmer(name)
+
+
+@functools.cache
+def _identifier(languages: frozenset[str] = frozenset(CANDIDATES)):
     from py3langid.langid import MODEL_FILE, LanguageIdentifier
 
     identifier = LanguageIdentifier.from_model_file(MODEL_FILE)
-    identifier.set_languages(CANDIDATES)
+    identifier.set_languages(sorted(languages))
     return identifier
