@@ -220,9 +220,11 @@ class SourceAdmin(BulkDelete, StaffPages, CollectionScoped, admin.ModelAdmin):
         "indexed",
         "rejection_link",
         "reading",
+        "detected_language",
     ]
     fieldsets = [
         (None, {"fields": ["collection", "title", "file_name", "file_link"]}),
+        ("Language", {"fields": ["language", "detected_language"]}),
         ("Index", {"fields": ["status_badge", "progress_display", "error",
                               "rejection_link", "indexed", "content_hash"]}),
         ("Statistics", {"fields": ["statistics"]}),

@@ -27,6 +27,7 @@ from typing import Any
 from django.conf import settings
 from django.urls import reverse
 
+from kb import languages
 from kb.parsing import TEXT_EXTENSIONS, html_text
 from kb.rendering import CELL_SPLIT_RE, is_table_row
 from kb.retrieval import Location, Passage, Result, heading_label, keywords
@@ -221,7 +222,7 @@ def extractive_answer(result: Result) -> Answer:
         for s in rows
         if not _is_title_line(s) and not _is_markup(s) and not _is_header_row(s)
     ]
-    chosen = _choose(answerable or rows or sentences, len(asked))
+    chosen = _choose(answerable or rows or sentences, asked)
     chosen = _with_what_they_introduce(chosen, sentences)
     chosen += _headers_of(chosen, headers)
     _best_first(chosen)
@@ -288,10 +289,16 @@ def _loaded(passage: Passage, start: int, end: int) -> tuple[int, str]:
     return passage.source_text.part_holding(start, end) or (passage.start, passage.text)
 
 
-def terms(text: str) -> list[str]:
+def terms(text: str, config: str = "english") -> list[str]:
     """Words, stemmed, without common ones; and operators standing alone
-    ("the ^ prefix", a table cell "`^`"): API docs name things by them."""
-    words = [_stem(w) for w in _WORD_RE.findall(text.lower()) if w not in STOPWORDS]
+    ("the ^ prefix", a table cell "`^`"): API docs name things by them.
+    English keeps its light stemmer (the answers measured on the English golden
+    sets); another language's words are stemmed by snowball in that language
+    (`config`: a text-search configuration, kb.languages)."""
+    if config == "english":
+        words = [_stem(w) for w in _WORD_RE.findall(text.lower()) if w not in STOPWORDS]
+    else:
+        words = languages.stems(text, config)
     return words + _SYMBOL_RE.findall(text)
 
 
@@ -302,23 +309,60 @@ def _stem(word: str) -> str:
     return word
 
 
-def _score(sentences: list[Sentence], question: str) -> set[str]:
-    """Each sentence's score and shared words; the question's terms."""
-    asked = set(terms(question))
-    docs = [set(terms(s.text)) | set(terms(s.location.heading_path)) for s in sentences]
+def _score(sentences: list[Sentence], question: str) -> int:
+    """Each sentence's score and shared words, its words and the question's
+    read in its passage's language; how many terms the question has."""
+    configs = passage_configs([s.passage for s in sentences])
+    read = [configs[id(s.passage)] for s in sentences]
+    asked = {config: set(terms(question, config)) for config in set(read)}
+    docs = [
+        set(terms(s.text, c)) | set(terms(s.location.heading_path, c))
+        for s, c in zip(sentences, read, strict=True)
+    ]
     n = len(docs)
-    idf = {t: math.log(1 + n / (1 + sum(t in d for d in docs))) for t in asked}
-    for sentence, words in zip(sentences, docs, strict=True):
-        own = set(terms(sentence.text))
-        overlap = sum(idf[t] for t in asked & own)
-        sentence.shared = len(asked & words)
-        via_heading = sum(idf[t] for t in asked & (words - own))
+    idf = {
+        (config, t): math.log(
+            1 + n / (1 + sum(t in d for d, c in zip(docs, read) if c == config))
+        )
+        for config, words in asked.items()
+        for t in words
+    }
+    for sentence, words, config in zip(sentences, docs, read, strict=True):
+        own = set(terms(sentence.text, config))
+        question_terms = asked[config]
+        overlap = sum(idf[config, t] for t in question_terms & own)
+        sentence.shared = len(question_terms & words)
+        via_heading = sum(idf[config, t] for t in question_terms & (words - own))
         overlap += HEADING_WEIGHT * via_heading
         if overlap and _CAVEATS.search(sentence.text):
             overlap *= CAVEAT_BOOST
         # Earlier (better-ranked) passages win ties.
         sentence.score = overlap / (1 + RANK_DECAY * (sentence.passage.rank - 1))
-    return asked
+    return max((len(words) for words in asked.values()), default=0)
+
+
+def passage_configs(passages: list[Passage]) -> dict[int, str]:
+    """The text-search configuration each passage is read in, by id(passage):
+    its source's language when an editor chose one, else the passage's own
+    when it has prose enough to tell, else its source's detected language (as
+    ingestion reads a section: kb.languages.section_languages)."""
+    from kb.models import Source
+
+    ids = {p.source_id for p in passages}
+    chosen = {
+        pk: (language, detected)
+        for pk, language, detected in Source.objects.filter(pk__in=ids).values_list(
+            "pk", "language", "detected_language"
+        )
+    }
+    configs = {}
+    for p in passages:
+        language, detected = chosen.get(p.source_id, ("", ""))
+        code = language or languages.detect(
+            p.text, default=detected or languages.DEFAULT
+        )
+        configs[id(p)] = languages.config_for(code)
+    return configs
 
 
 def _choose(sentences: list[Sentence], asked: int) -> list[Sentence]:
@@ -880,7 +924,8 @@ def ask(collection, question: str, **options: Any) -> tuple[Result, Answer]:
         reply.warnings.append(f"{exc}; showing the retrieved passages instead.")
     if reply.answerer != "none":  # not declined: say what it cannot be about
         unknown, checked = keywords.unknown_words(collection, result.question)
-        named = [w for w in unknown if _names_a_thing(w, result.question)]
+        language = _question_language(collection, result)
+        named = [w for w in unknown if _names_a_thing(w, result.question, language)]
         if unknown and len(unknown) == checked:
             reply = _no_word_known(unknown)
         elif named:
@@ -893,18 +938,33 @@ def ask(collection, question: str, **options: Any) -> tuple[Result, Answer]:
     return result, reply
 
 
-def _names_a_thing(word: str, question: str) -> bool:
+def _question_language(collection, result: Result) -> str:
+    """The question's language (ISO code) among its collection's, the language
+    of the passages retrieved for it first."""
+    found = [
+        languages.code_for(config)
+        for config in passage_configs(result.passages).values()
+    ]
+    found += [languages.code_for(c) for c in keywords.configs(collection)]
+    return languages.question_language(result.question, [c for c in found if c])
+
+
+def _names_a_thing(word: str, question: str, language: str = "en") -> bool:
     """A word worth naming as unknown to the collection: a name (capitalised past
-    the question's first word, or in capitals: "GraphQL", "AWS") or a word the
-    model's vocabulary lacks (a misspelling, another language, a coined term).
-    A plain English word the sources happen not to use ("instead") says little
-    about what the answer can be about."""
+    the question's first word, or in capitals: "GraphQL", "AWS") or, in an
+    English question, a word the model's English vocabulary lacks (a
+    misspelling, another language, a coined term). A plain word the sources
+    happen not to use ("instead") says little about what the answer can be
+    about; in another language, the vocabulary cannot tell which words are
+    plain, so only names are named."""
     if word.isdigit():
         return False
     if len(word) > 1 and word.isupper():
         return True
     if word[0].isupper() and not question.lstrip("¿¡\"'(").startswith(word):
         return True
+    if language != "en":
+        return False
     vocabulary = _vocabulary()
     lower = word.lower()
     return lower not in vocabulary and lower.rstrip("s") not in vocabulary

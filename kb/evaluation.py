@@ -427,13 +427,15 @@ def scratch_copy(
         live=collection,
     )
     for source in indexed_sources(collection) if sources is None else sources:
-        ingestion.store_source(
+        copy, _ = ingestion.store_source(
             scratch,
             source.file_name,
             _stored_bytes(source),
             title=source.title,
             metadata=source.metadata,
         )
+        if source.language:  # the editor's choice holds for the copy too
+            Source.objects.filter(pk=copy.pk).update(language=source.language)
     return scratch
 
 

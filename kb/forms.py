@@ -341,7 +341,7 @@ def _refuse_same_names(uploads: list) -> None:
 class SourceChangeForm(MetadataFieldsMixin, forms.ModelForm):
     class Meta:
         model = Source
-        fields = ["title", "text"]
+        fields = ["title", "language", "text"]
         widgets = {"text": forms.Textarea(attrs={"rows": 20, "cols": 100})}
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:

@@ -26,7 +26,7 @@ from django.core.files.base import ContentFile
 from django.db import connection, transaction
 from django.utils import timezone
 
-from kb import chunking, embedding, golden, limits, parsing, readers
+from kb import chunking, embedding, golden, languages, limits, parsing, readers
 from kb.metadata import Policy, chunk_values
 from kb.models import (
     EMBEDDING_DIM,
@@ -298,7 +298,7 @@ def apply_edit(
     source: Source, changed_fields: Sequence[str], metadata: dict[str, Any]
 ) -> bool:
     """Take an editor's change of the source (the admin's form, before it saves):
-    a new text, title or metadata makes it a new version to index, and a title
+    a new text, title, metadata or language makes it a new version to index, and a title
     typed in is kept over the document's. True when it is to be indexed again.
 
     The content hash changes with the text only: it tells an upload of the same
@@ -308,6 +308,7 @@ def apply_edit(
     text_hash = content_hash(source.text) if "text" in changed_fields else None
     new_text = text_hash is not None and text_hash != source.content_hash
     changed = new_text or metadata != source.metadata or "title" in changed_fields
+    changed = changed or "language" in changed_fields  # its chunks read anew
     source.metadata = metadata
     if "title" in changed_fields:
         source.is_title_auto = False  # the editor's, kept over the document's
@@ -340,6 +341,9 @@ class Prepared:
     blocks: int = 0
     headings_shortened: int = 0  # chunks whose prefix cut a long heading
     timings: dict[str, float] = field(default_factory=dict)
+    language: str = ""  # the document's, detected (ISO 639-1)
+    # Each section's text-search configuration (kb.languages), by section index.
+    configs: list[str] = field(default_factory=list)
 
 
 def policy_for(collection: Collection) -> Policy:
@@ -412,9 +416,19 @@ def prepare(
         section_prefix_tokens=per_section,
     )
     chunked = time.perf_counter()
+    language = languages.document_language(source.text)
+    sections = [source.text[s.start : s.end] for s in document.sections]
+    configs = [
+        languages.config_for(code)
+        for code in languages.section_languages(
+            sections, language, override=source.language
+        )
+    ]
+    detected = time.perf_counter()
     total = len(result.chunks)
     _check_chunk_count(source.file_name, total)
     prepared = Prepared(document, [], [], embedder.window)
+    prepared.language, prepared.configs = language, configs
     prepared.word_fallbacks = sum(1 for c in result.chunks if c.is_fallback)
     prepared.blocks = sum(len(s.blocks) for s in document.sections)
     for data in result.chunks:
@@ -432,6 +446,7 @@ def prepare(
     prepared.timings = {
         "parse_s": parsed - started,
         "chunk_s": chunked - parsed,
+        "language_s": detected - chunked,
     }
     return prepared
 
@@ -762,7 +777,10 @@ def _publish(source, version, prepared: Prepared, vectors, stats, reading=None) 
         current.text, current.title = source.text, source.title
         summary = {**reading.summary, "warnings": reading.warnings} if reading else {}
         Source.objects.filter(pk=current.pk).update(
-            text=current.text, title=current.title, reader_summary=summary
+            text=current.text,
+            title=current.title,
+            reader_summary=summary,
+            detected_language=prepared.language,
         )
         Chunk.objects.filter(source=current).delete()
         Section.objects.filter(source=current).delete()
@@ -785,6 +803,7 @@ def _publish(source, version, prepared: Prepared, vectors, stats, reading=None) 
                     is_fallback=c.data.is_fallback,
                     metadata=c.metadata,
                     embedding=vector,
+                    language=prepared.configs[c.data.section_index],
                 )
                 for c, vector, lead in zip(prepared.chunks, vectors, leads, strict=True)
             ],

@@ -5,9 +5,10 @@ from __future__ import annotations
 import hashlib
 
 from django.conf import settings
+from django.conf.locale import LANG_INFO
 from django.contrib.auth.models import Group
 from django.contrib.postgres.indexes import GinIndex
-from django.contrib.postgres.search import SearchVector, SearchVectorField
+from django.contrib.postgres.search import SearchVectorField
 from django.db import models, transaction
 from django.db.models.signals import post_delete
 from django.dispatch import receiver
@@ -15,9 +16,31 @@ from django.urls import reverse
 from django.utils import timezone
 from pgvector.django import HnswIndex, VectorField
 
-from kb import chunking
+from kb import chunking, languages
 
 EMBEDDING_DIM = 384
+LANGUAGE_CHOICES = [
+    (code, LANG_INFO.get(code, {}).get("name", "Chinese"))
+    for code in languages.CANDIDATES
+]
+
+
+class RegConfigField(models.CharField):
+    """A PostgreSQL text-search configuration's name, stored as `regconfig`: a
+    generated column may then call to_tsvector with it (issue #27)."""
+
+    def db_type(self, connection) -> str:
+        return "regconfig"
+
+
+@RegConfigField.register_lookup
+class RegConfigExact(models.lookups.Exact):
+    """`language="french"`: the name read as a configuration (regconfig has no
+    operator of its own, and compared as an oid "french" is no number)."""
+
+    def process_rhs(self, compiler, connection):
+        sql, params = super().process_rhs(compiler, connection)
+        return f"({sql})::regconfig", params
 
 
 HNSW_M = 16
@@ -124,6 +147,9 @@ class Collection(models.Model):
     # chunks; see kb/retrieval/keywords.py.
     terms_counted = models.DateTimeField(null=True, blank=True)
     terms_chunks = models.PositiveIntegerField(default=0)
+    # Chunks per text-search configuration at that count ({"french": 120, ...}):
+    # the languages a question is analysed in, and BM25's N in each.
+    terms_languages = models.JSONField(default=dict, blank=True, editable=False)
     # The shared HNSW index's recall against exact search for this collection, on
     # a sample of its own chunk vectors, measured after every publish once it is
     # past KB_EXACT_SEARCH_CHUNKS (None: not needed or not yet measured); below
@@ -190,6 +216,16 @@ class Source(models.Model):
     # What the reader of an HTML, DOCX or PDF file kept and lost (kb.readers.Reading
     # summary and warnings), set by the worker with the text it read.
     reader_summary = models.JSONField(default=dict, blank=True)
+    # The document's language (ISO 639-1): an editor's choice for the whole
+    # source, else detected by the worker section by section (kb/languages.py).
+    language = models.CharField(
+        max_length=8,
+        blank=True,
+        choices=LANGUAGE_CHOICES,
+        help_text="Blank: detected for each section. Chosen: the whole source "
+        "is read in it (keyword search, the answer's word matching).",
+    )
+    detected_language = models.CharField(max_length=8, blank=True, editable=False)
     created = models.DateTimeField(default=timezone.now)
     updated = models.DateTimeField(auto_now=True)
     indexed = models.DateTimeField(null=True, blank=True)
@@ -326,9 +362,17 @@ class Chunk(models.Model):
         db_index=False,
         related_name="+",
     )
+    # The text-search configuration its section's language is read with
+    # (kb.languages.config_for): its words are stemmed in that language.
+    language = RegConfigField(max_length=64, default="english", db_default="english")
     # Stored so keyword ranking reads it instead of re-parsing every matching row.
     search_vector = models.GeneratedField(
-        expression=SearchVector("embedded_text", config="english"),
+        expression=models.Func(
+            "language",
+            "embedded_text",
+            function="to_tsvector",
+            output_field=SearchVectorField(),
+        ),
         output_field=SearchVectorField(),
         db_persist=True,
     )
@@ -507,14 +551,18 @@ class Term(models.Model):
     collection = models.ForeignKey(
         Collection, on_delete=models.CASCADE, related_name="terms"
     )
+    # The configuration its chunks were stemmed with: counts are per language.
+    language = RegConfigField(max_length=64, default="english", db_default="english")
     lexeme = models.TextField()
     chunks = models.PositiveIntegerField()
 
     class Meta:
         constraints = [
-            # The keyword search's Term counts of the question's words, one collection.
+            # The keyword search's Term counts of the question's words, one
+            # collection, in each of its languages.
             models.UniqueConstraint(
-                fields=["collection", "lexeme"], name="term_collection_lexeme"
+                fields=["collection", "language", "lexeme"],
+                name="term_collection_language_lexeme",
             )
         ]
 

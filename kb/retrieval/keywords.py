@@ -12,9 +12,16 @@
    match together stay within MAX_ANY_ROWS (issue #8: 324 ms for one question at
    100,000 chunks). Collections below that size always use every word.
 
-How many chunks hold each word is counted per collection into `Term` rows by
-count_terms(), after ingestion (a deduplicated job, see kb.jobs). Counts can lag
-behind the index; they only decide which words to leave out.
+How many chunks hold each word is counted per collection and language into
+`Term` rows by count_terms(), after ingestion (a deduplicated job, see kb.jobs).
+Counts can lag behind the index; they only decide which words to leave out.
+
+Each chunk's words are stemmed in its own language (Chunk.language, a text-search
+configuration; issue #27). The question is analysed in each language of the
+collection (the configurations its last count found), and each analysis is
+matched against that language's chunks only: "déploiements" finds the French
+chunks that say "déploiement", and "кластера" the Russian ones that say
+"кластером". BM25 weighs a word by how many chunks of its language hold it.
 """
 
 from __future__ import annotations
@@ -32,7 +39,7 @@ from kb import metadata
 from kb.models import Chunk, Collection, Term
 from kb.retrieval.question import STOPWORDS
 
-CONFIG = "english"
+CONFIG = "english"  # a collection's language before any is known
 MIN_ALL = 10  # fewer all-words matches than this: add any-word matches
 MAX_ANY_ROWS = 1000  # chunks the any-word query may rank (by the Term counts)
 RANKINGS = ("bm25", "ts_rank")
@@ -54,22 +61,51 @@ def search(
     max_any_rows: int = MAX_ANY_ROWS,
 ) -> list[int]:
     """Ids of the collection's best `limit` chunks for the question's words."""
-    all_words, counts = _words(collection, question)
-    if not all_words:
+    analysed = _words(collection, question)
+    if not analysed:
         return []
     weights = None
-    if ranking() == "bm25" and counts is not None and collection.terms_chunks:
-        weights = _idf(_lexemes(all_words), counts, collection.terms_chunks)
+    if ranking() == "bm25" and collection.terms_chunks:
+        weights = {
+            config: _idf(_lexemes(words), counts, _chunks_in(collection, config))
+            for config, (words, counts) in analysed.items()
+            if counts is not None
+        } or None
     ranked = functools.partial(
         _ranked, collection, include_deprecated, limit=limit, weights=weights
     )
-    ids = ranked(all_words)
+    ids = ranked({config: words for config, (words, _) in analysed.items()})
     if len(ids) < MIN_ALL:
-        words = affordable(all_words.split(" & "), counts, max_any_rows)
         seen = set(ids)
-        more = ranked(" | ".join(words))
+        more = ranked(
+            {
+                config: " | ".join(affordable(words.split(" & "), counts, max_any_rows))
+                for config, (words, counts) in analysed.items()
+            }
+        )
         ids += [i for i in more if i not in seen][: limit - len(ids)]
     return ids
+
+
+def configs(collection: Collection) -> list[str]:
+    """The text-search configurations of the collection's chunks: as its last
+    count of terms found them, else read from the chunks (never counted)."""
+    if collection.terms_counted is not None:
+        found = sorted(collection.terms_languages)
+    else:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT DISTINCT language::text FROM kb_chunk "
+                "WHERE collection_id = %s::bigint ORDER BY 1",
+                [collection.pk],
+            )
+            found = [row[0] for row in cursor.fetchall()]
+    return found or [CONFIG]
+
+
+def _chunks_in(collection: Collection, config: str) -> int:
+    """BM25's N for a language: the collection's chunks in it, as counted."""
+    return collection.terms_languages.get(config) or collection.terms_chunks
 
 
 def affordable(
@@ -97,9 +133,10 @@ def affordable(
 
 
 def count_terms(collection: Collection) -> int:
-    """Recount how many of the collection's chunks hold each word; returns chunks."""
+    """Recount how many of the collection's chunks hold each word, language by
+    language; returns chunks."""
     chunks = (
-        f"SELECT c.search_vector FROM {Chunk._meta.db_table} c "
+        f"FROM {Chunk._meta.db_table} c "
         f"JOIN kb_source s ON s.id = c.source_id "
         f"WHERE s.collection_id = {int(collection.pk)}"
     )
@@ -109,57 +146,92 @@ def count_terms(collection: Collection) -> int:
         if not locked.exists():
             return 0
         Term.objects.filter(collection=collection).delete()
-        cursor.execute(
-            f"INSERT INTO {Term._meta.db_table} (collection_id, lexeme, chunks) "
-            "SELECT %s, word, ndoc FROM ts_stat(%s)",
-            [collection.pk, chunks],
-        )
-        total = Chunk.objects.filter(source__collection=collection).count()
+        cursor.execute(f"SELECT c.language::text, count(*) {chunks} GROUP BY 1")
+        found = dict(cursor.fetchall())
+        for config in found:
+            cursor.execute(
+                f"INSERT INTO {Term._meta.db_table} "
+                "(collection_id, language, lexeme, chunks) "
+                "SELECT %s, %s::regconfig, word, ndoc FROM ts_stat(%s)",
+                [
+                    collection.pk,
+                    config,
+                    f"SELECT c.search_vector {chunks} "
+                    f"AND c.language = {_quoted(config)}::regconfig",
+                ],
+            )
+        total = sum(found.values())
         counted = timezone.now()
-        locked.update(terms_counted=counted, terms_chunks=total)
+        locked.update(terms_counted=counted, terms_chunks=total, terms_languages=found)
     collection.terms_counted, collection.terms_chunks = counted, total
+    collection.terms_languages = found
     return total
 
 
-# The question as an all-words tsquery, with the Term counts of its words when the
-# collection has them: one round trip (issue #8's latency).
+def _quoted(config: str) -> str:
+    return "'" + config.replace("'", "''") + "'"
+
+
+# The question as an all-words tsquery in each of the collection's languages,
+# with the Term counts of its words in that language when the collection has
+# them: one round trip (issue #8's latency).
 _WORDS = """
-SELECT plainto_tsquery(%(config)s, %(question)s)::text,
+SELECT q.config, plainto_tsquery(q.config::regconfig, %(question)s)::text,
        CASE WHEN %(counted)s THEN (
            SELECT coalesce(json_object_agg(lexeme, chunks), '{}')::text FROM kb_term
-           WHERE collection_id = %(collection)s AND lexeme = ANY(
-               tsvector_to_array(to_tsvector(%(config)s, %(question)s))))
+           WHERE collection_id = %(collection)s AND language = q.config::regconfig
+             AND lexeme = ANY(tsvector_to_array(
+                 to_tsvector(q.config::regconfig, %(question)s))))
        END
+FROM unnest(%(configs)s::text[]) AS q(config)
 """
 _RANKED = """
 SELECT c.id FROM kb_chunk c
-WHERE c.collection_id = %(collection)s::bigint {current}
-  AND c.search_vector @@ to_tsquery(%(config)s, %(terms)s)
-ORDER BY ts_rank(c.search_vector, to_tsquery(%(config)s, %(terms)s), 1) DESC, c.id
+WHERE c.collection_id = %(collection)s::bigint {current} AND ({matches})
+ORDER BY ts_rank(c.search_vector, {query}, 1) DESC, c.id
 LIMIT %(limit)s
 """
 
 
-def _words(collection: Collection, question: str) -> tuple[str, dict[str, int] | None]:
+def _words(
+    collection: Collection, question: str
+) -> dict[str, tuple[str, dict[str, int] | None]]:
+    """{configuration: (the question's all-words tsquery text in it, the Term
+    counts of its lexemes or None when never counted)}, for the configurations
+    in which the question has words."""
     params = {
-        "config": CONFIG,
+        "configs": configs(collection),
         "question": question,
         "counted": collection.terms_counted is not None,
         "collection": collection.pk,
     }
     with connection.cursor() as cursor:
         cursor.execute(_WORDS, params)
-        words, counts = cursor.fetchone()
-    return words or "", None if counts is None else json.loads(counts)
+        rows = cursor.fetchall()
+    return {
+        config: (words, None if counts is None else json.loads(counts))
+        for config, words, counts in rows
+        if words
+    }
 
 
+# A word is looked up in each language of the collection: known when a chunk of
+# some language holds it as that language stems it; left out when it is a
+# common word (no lexeme) in any of them.
 _UNKNOWN = """
 SELECT w.word FROM unnest(%(words)s::text[]) WITH ORDINALITY AS w(word, n)
 CROSS JOIN LATERAL (
-    SELECT tsvector_to_array(to_tsvector(%(config)s, w.word)) AS lexemes) l
-WHERE cardinality(l.lexemes) > 0 AND NOT EXISTS (
-    SELECT 1 FROM kb_term t
-    WHERE t.collection_id = %(collection)s AND t.lexeme = ANY(l.lexemes))
+    SELECT bool_or(cardinality(l.lexemes) = 0) AS common,
+           bool_or(EXISTS (
+               SELECT 1 FROM kb_term t
+               WHERE t.collection_id = %(collection)s
+                 AND t.language = q.config::regconfig AND t.lexeme = ANY(l.lexemes)
+           )) AS known
+    FROM unnest(%(configs)s::text[]) AS q(config)
+    CROSS JOIN LATERAL (SELECT tsvector_to_array(
+        to_tsvector(q.config::regconfig, w.word)) AS lexemes) l
+) found
+WHERE NOT found.common AND NOT found.known
 ORDER BY w.n
 """
 _QUESTION_WORD_RE = re.compile(r"\w[\w'-]*")
@@ -183,7 +255,11 @@ def unknown_words(collection: Collection, question: str) -> tuple[list[str], int
     )[:MAX_UNKNOWN_CHECKED]
     if not words:
         return [], 0
-    params = {"words": words, "config": CONFIG, "collection": collection.pk}
+    params = {
+        "words": words,
+        "configs": configs(collection),
+        "collection": collection.pk,
+    }
     with connection.cursor() as cursor:
         cursor.execute(_UNKNOWN, params)
         return [row[0] for row in cursor.fetchall()], len(words)
@@ -196,25 +272,40 @@ def _lexemes(word: str) -> list[str]:
 def _ranked(
     collection: Collection,
     include_deprecated: bool,
-    terms: str,
+    terms: dict[str, str],
     limit: int,
-    weights: dict[str, float] | None = None,
+    weights: dict[str, dict[str, float]] | None = None,
 ) -> list[int]:
-    """Chunks matching the tsquery text `terms`, best first: by BM25 with the
-    lexemes' `weights` (IDF), else by ts_rank with length normalisation (of the
-    stored tsvector)."""
+    """Chunks matching the tsquery text `terms[config]` among the chunks of that
+    configuration, best first: by BM25 with each language's lexemes' `weights`
+    (IDF), else by ts_rank with length normalisation (of the stored tsvector)."""
     current = "" if include_deprecated else f"AND {metadata.current_sql('c')}"
-    sql = (_BM25 if weights else _RANKED).format(current=current)
-    params = {
-        "collection": collection.pk,
-        "config": CONFIG,
-        "terms": terms,
-        "limit": limit,
-    }
+    terms = {config: words for config, words in terms.items() if words}
+    if not terms:
+        return []
+    params: dict = {"collection": collection.pk, "limit": limit}
+    matches, cases = [], []
+    for n, (config, words) in enumerate(sorted(terms.items())):
+        params[f"config{n}"], params[f"terms{n}"] = config, words
+        query = f"to_tsquery(%(config{n})s::regconfig, %(terms{n})s)"
+        matches.append(
+            f"(c.language = %(config{n})s::regconfig AND c.search_vector @@ {query})"
+        )
+        cases.append(f"WHEN %(config{n})s::regconfig THEN {query}")
+    query = f"CASE c.language {' '.join(cases)} END" if len(cases) > 1 else query
+    sql = (_BM25 if weights else _RANKED).format(
+        current=current, matches=" OR ".join(matches), query=query
+    )
     if weights:
+        rows = [
+            (config, lexeme, idf)
+            for config, idfs in weights.items()
+            for lexeme, idf in idfs.items()
+        ]
         params.update(
-            lexemes=list(weights),
-            idf=list(weights.values()),
+            configs=[r[0] for r in rows],
+            lexemes=[r[1] for r in rows],
+            idf=[r[2] for r in rows],
             k1=BM25_K1,
             b=BM25_B,
             avg=average_tokens(collection),
@@ -266,18 +357,18 @@ def average_tokens(collection: Collection) -> float:
 # key (kb.models.Chunk): the index yields only the asked collection's matches.
 _BM25 = """
 WITH found AS (
-    SELECT c.id, c.search_vector, greatest(c.token_count, 1) AS tokens
+    SELECT c.id, c.language::text AS config, c.search_vector,
+           greatest(c.token_count, 1) AS tokens
     FROM kb_chunk c
-    WHERE c.collection_id = %(collection)s::bigint {current}
-      AND c.search_vector @@ to_tsquery(%(config)s, %(terms)s)
+    WHERE c.collection_id = %(collection)s::bigint {current} AND ({matches})
 )
 SELECT f.id FROM found f CROSS JOIN LATERAL (
     SELECT sum(w.idf * tf * (%(k1)s + 1)
                / (tf + %(k1)s * (1 - %(b)s + %(b)s * f.tokens / %(avg)s))) AS score
     FROM unnest(ts_filter(setweight(f.search_vector, 'A', %(lexemes)s::text[]),
                           '{{a}}')) u
-    JOIN unnest(%(lexemes)s::text[], %(idf)s::float8[]) AS w(lexeme, idf)
-      ON w.lexeme = u.lexeme
+    JOIN unnest(%(configs)s::text[], %(lexemes)s::text[], %(idf)s::float8[])
+      AS w(config, lexeme, idf) ON w.lexeme = u.lexeme AND w.config = f.config
     CROSS JOIN LATERAL (SELECT coalesce(array_length(u.positions, 1), 1) AS tf) t
 ) r
 ORDER BY r.score DESC NULLS LAST, f.id

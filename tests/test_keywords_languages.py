@@ -1,0 +1,139 @@
+"""Keyword search per language (issue #27): each chunk stemmed in its own
+language, the question in each language of the collection (real database and
+embedder)."""
+
+from __future__ import annotations
+
+from django.test import TestCase
+
+from kb import ingestion
+from kb.models import Chunk, Source
+from kb.retrieval import keywords
+from tests.base import collection_of
+
+FRENCH = """# Déploiement
+
+Un déploiement fournit des mises à jour déclaratives pour les Pods et les
+ReplicaSets. Vous décrivez un état désiré et le contrôleur change l'état réel
+vers l'état désiré à un rythme contrôlé.
+"""
+RUSSIAN = """# Узлы
+
+Каждый узел кластера управляется плоскостью управления и содержит службы,
+необходимые для запуска подов. Обычно в кластере несколько узлов.
+"""
+SPANISH = """# Espacios de nombres
+
+Los espacios de nombres proporcionan un mecanismo para aislar grupos de
+recursos dentro de un único clúster. Los nombres de los recursos deben ser
+únicos dentro de un espacio de nombres.
+"""
+ENGLISH = """# Labels
+
+Labels are key/value pairs that are attached to objects such as Pods. Labels
+are intended to be used to specify identifying attributes of objects.
+"""
+FILES = {"fr.md": FRENCH, "ru.md": RUSSIAN, "es.md": SPANISH, "en.md": ENGLISH}
+
+
+class LanguageKeywordSearchTestCase(TestCase):
+    @classmethod
+    def setUpTestData(cls):
+        cls.collection = collection_of("Langues", FILES)
+        keywords.count_terms(cls.collection)
+
+    def _files(self, question: str) -> list[str]:
+        ids = keywords.search(self.collection, question, 10)
+        chunks = Chunk.objects.in_bulk(ids)
+        return [chunks[i].source.file_name for i in ids]
+
+    def test_each_chunk_is_stemmed_in_its_language(self):
+        found = dict(Chunk.objects.values_list("source__file_name", "language"))
+        self.assertEqual(
+            found,
+            {"fr.md": "french", "ru.md": "russian", "es.md": "spanish",
+             "en.md": "english"},
+        )  # fmt: skip
+        source = Source.objects.get(file_name="fr.md")
+        self.assertEqual(source.detected_language, "fr")
+
+    def test_a_french_plural_finds_the_singular(self):
+        self.assertEqual(self._files("déploiements")[:1], ["fr.md"])
+        self.assertEqual(self._files("les contrôleurs désirés")[:1], ["fr.md"])
+
+    def test_a_french_singular_finds_the_plural(self):
+        self.assertEqual(self._files("mise à jour déclarative")[:1], ["fr.md"])
+
+    def test_a_russian_case_finds_the_other_cases(self):
+        # The text has "кластера" (genitive) and "кластере" (prepositional).
+        self.assertEqual(self._files("кластером")[:1], ["ru.md"])
+        self.assertEqual(self._files("кластер")[:1], ["ru.md"])
+        self.assertEqual(self._files("узлами")[:1], ["ru.md"])
+
+    def test_a_spanish_plural_finds_the_singular(self):
+        self.assertEqual(self._files("recurso único")[:1], ["es.md"])
+
+    def test_english_stays_english(self):
+        self.assertEqual(self._files("label attached to an object")[:1], ["en.md"])
+
+    def test_words_are_counted_per_language(self):
+        counts = {(t.language, t.lexeme): t.chunks for t in self.collection.terms.all()}
+        self.assertEqual(counts[("french", "déploi")], 1)
+        self.assertEqual(counts[("russian", "кластер")], 1)
+        self.assertNotIn(("english", "déploi"), counts)
+        self.assertEqual(
+            self.collection.terms_languages,
+            {"english": 1, "french": 1, "russian": 1, "spanish": 1},
+        )
+
+    def test_a_spanish_word_is_known_in_its_spanish_form(self):
+        # The text has "proporcionan" and "únicos": English stemming keeps
+        # "proporciona" and "únicas" apart from them, Spanish does not.
+        unknown, checked = keywords.unknown_words(self.collection, "proporciona únicas")
+        self.assertEqual((unknown, checked), ([], 2))
+        unknown, _ = keywords.unknown_words(self.collection, "zanahorias")
+        self.assertEqual(unknown, ["zanahorias"])
+
+
+class LanguageBm25TestCase(TestCase):
+    """A question none of whose chunks holds every word: the chunk with the
+    word rare among its language's chunks comes first."""
+
+    @classmethod
+    def setUpTestData(cls):
+        files = {
+            f"fr-{i}.md": f"# Note {i}\n\nLe serveur numéro {i} redémarre ce soir "
+            "pendant la maintenance prévue du centre de données, comme chaque "
+            "semaine depuis le début de l'année.\n"
+            for i in range(6)
+        }
+        files["fr-rare.md"] = (
+            "# Rare\n\nLes journaux de la maintenance prévue du centre de données "
+            "sont gardés une année entière avant d'être effacés.\n"
+        )
+        cls.collection = collection_of("BM25", files)
+        keywords.count_terms(cls.collection)
+
+    def test_a_rare_word_of_its_language_weighs_more(self):
+        self.assertEqual(self.collection.terms_languages, {"french": 7})
+        ids = keywords.search(self.collection, "serveurs journal", 10)
+        self.assertEqual(len(ids), 7)
+        self.assertEqual(Chunk.objects.get(pk=ids[0]).source.file_name, "fr-rare.md")
+
+
+class LanguageOverrideTestCase(TestCase):
+    def test_an_editors_language_changes_the_chunks_configuration(self):
+        collection = collection_of("Override", {"fr.md": FRENCH})
+        source = Source.objects.get(file_name="fr.md")
+        self.assertEqual(set(source.chunks.values_list("language", flat=True)),
+                         {"french"})  # fmt: skip
+        source.language = "es"
+        self.assertTrue(ingestion.apply_edit(source, ["language"], source.metadata))
+        source.save()
+        ingestion.ingest(source.pk)
+        self.assertEqual(set(source.chunks.values_list("language", flat=True)),
+                         {"spanish"})  # fmt: skip
+        source.refresh_from_db()
+        self.assertEqual(source.detected_language, "fr")  # still shown
+        keywords.count_terms(collection)
+        self.assertEqual(collection.terms_languages, {"spanish": 1})

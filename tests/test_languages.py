@@ -1,0 +1,65 @@
+"""Language detection (kb.languages): no database."""
+
+from django.test import SimpleTestCase
+
+from kb import languages, parsing
+
+FRENCH = (
+    "Les finaliseurs sont des clés d'espace de noms qui indiquent à Kubernetes "
+    "d'attendre que certaines conditions soient remplies avant de supprimer "
+    "complètement une ressource marquée pour la suppression."
+)
+ENGLISH = (
+    "Finalizers are namespaced keys that tell Kubernetes to wait until specific "
+    "conditions are met before it fully deletes resources marked for deletion."
+)
+MIXED = f"""# Finaliseurs
+
+{FRENCH}
+
+## Finalizers in English
+
+{ENGLISH}
+
+## Exemple
+
+Voir `kubectl get pods`.
+
+```yaml
+metadata:
+  finalizers:
+  - kubernetes.io/pv-protection
+```
+"""
+
+
+class LanguagesTestCase(SimpleTestCase):
+    def test_it_detects_each_section_of_a_mixed_document(self):
+        document = parsing.parse(MIXED, "mixed.md")
+        texts = [MIXED[s.start : s.end] for s in document.sections]
+        found = languages.section_languages(texts, "fr")
+        self.assertEqual(found, ["fr", "en", "fr"])
+
+    def test_it_gives_a_short_section_its_documents_language(self):
+        self.assertEqual(languages.detect("Voir aussi the pods.", default="ru"), "ru")
+        self.assertEqual(languages.detect("Voir aussi the pods.", default="es"), "es")
+
+    def test_it_reads_prose_not_code(self):
+        yaml = "```yaml\n" + "metadata:\n  name: my-deployment-with-a-name\n" * 20
+        self.assertEqual(languages.detect(f"{FRENCH}\n\n{yaml}```\n"), "fr")
+
+    def test_the_editors_choice_wins_for_every_section(self):
+        found = languages.section_languages([FRENCH, ENGLISH], "fr", override="es")
+        self.assertEqual(found, ["es", "es"])
+
+    def test_it_tells_russian_and_spanish_documents(self):
+        russian = "Финализаторы — это ключи пространства имён, которые указывают " * 3
+        spanish = "Los finalizadores son claves con espacio de nombres que indican " * 3
+        self.assertEqual(languages.document_language(russian), "ru")
+        self.assertEqual(languages.document_language(spanish), "es")
+
+    def test_it_maps_languages_to_text_search_configurations(self):
+        self.assertEqual(languages.config_for("fr"), "french")
+        self.assertEqual(languages.config_for("ru"), "russian")
+        self.assertEqual(languages.config_for("pl"), languages.SIMPLE)
+        self.assertEqual(languages.config_for("spanish"), "spanish")
