@@ -117,7 +117,7 @@ class CollectionAdmin(BulkDelete, StaffPages, CollectionScoped, admin.ModelAdmin
     @admin.display(description=gettext_lazy("Metadata policy"))
     def policy_link(self, obj: Collection) -> str:
         if not obj.pk:
-            return "Save the collection first."
+            return gettext("Save the collection first.")
         if obj.is_scratch:  # its shadow index's or run's, not edited by hand
             return "-"
         url = reverse("admin:kb_collection_policy", args=[obj.pk])
@@ -157,11 +157,11 @@ class CollectionAdmin(BulkDelete, StaffPages, CollectionScoped, admin.ModelAdmin
 
 
 class EmbeddingFilter(admin.SimpleListFilter):
-    title = "embedding"
+    title = gettext_lazy("embedding")
     parameter_name = "embedded"
 
     def lookups(self, request, model_admin):
-        return [("yes", "Embedded"), ("no", "Without an embedding")]
+        return [("yes", gettext("Embedded")), ("no", gettext("Without an embedding"))]
 
     def queryset(self, request, queryset):
         if self.value() in ("yes", "no"):
@@ -402,17 +402,20 @@ class SourceAdmin(BulkDelete, StaffPages, CollectionScoped, admin.ModelAdmin):
 
 
 READING_COUNTS = [
-    ("pages", "Pages"),
-    ("headings", "Headings"),
-    ("paragraphs", "Paragraphs"),
-    ("list_items", "List items"),
-    ("tables_with_header", "Tables with a header row"),
-    ("tables_without_header", "Tables without one"),
-    ("code_blocks", "Code blocks"),
-    ("block_quotes", "Block quotes"),
-    ("links", "Links (text kept, address dropped)"),
-    ("images_dropped", "Images dropped (alt text kept)"),
-    ("running_lines_removed", "Running headers, footers, page numbers removed"),
+    ("pages", gettext_lazy("Pages")),
+    ("headings", gettext_lazy("Headings")),
+    ("paragraphs", gettext_lazy("Paragraphs")),
+    ("list_items", gettext_lazy("List items")),
+    ("tables_with_header", gettext_lazy("Tables with a header row")),
+    ("tables_without_header", gettext_lazy("Tables without one")),
+    ("code_blocks", gettext_lazy("Code blocks")),
+    ("block_quotes", gettext_lazy("Block quotes")),
+    ("links", gettext_lazy("Links (text kept, address dropped)")),
+    ("images_dropped", gettext_lazy("Images dropped (alt text kept)")),
+    (
+        "running_lines_removed",
+        gettext_lazy("Running headers, footers, page numbers removed"),
+    ),
 ]
 
 
@@ -549,11 +552,11 @@ class OverflowRejectionAdmin(ReadOnly, CollectionScoped, admin.ModelAdmin):
 
 
 class StaleSpansFilter(admin.SimpleListFilter):
-    title = "spans"
+    title = gettext_lazy("spans")
     parameter_name = "spans"
 
     def lookups(self, request, model_admin):
-        return [("stale", "No longer matching their source")]
+        return [("stale", gettext("No longer matching their source"))]
 
     def queryset(self, request, queryset):
         if self.value() == "stale":
@@ -659,11 +662,15 @@ class EvalRunAdmin(StaffPages, CollectionScoped, admin.ModelAdmin):
 
 
 class FeedbackFilter(admin.SimpleListFilter):
-    title = "feedback"
+    title = gettext_lazy("feedback")
     parameter_name = "feedback"
 
     def lookups(self, request, model_admin):
-        return [("helpful", "Helpful"), ("not", "Not helpful"), ("none", "None")]
+        return [
+            ("helpful", gettext("Helpful")),
+            ("not", gettext("Not helpful")),
+            ("none", gettext("None")),
+        ]
 
     def queryset(self, request, queryset):
         value = {"helpful": True, "not": False, "none": None}.get(self.value(), "")
