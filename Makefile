@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: run test setup services stop-services lint
+.PHONY: run test setup services stop-services lint messages
 
 $(STAMP): requirements.txt requirements-dev.txt requirements-model.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -30,3 +30,11 @@ stop-services:
 lint: $(STAMP)
 	$(VENV)/bin/ruff check kb config tests
 	$(VENV)/bin/ruff format --check kb config tests
+
+# The interface's catalogs (issue #27): after changing a marked string, update the
+# .po files, translate, then compile; the .mo files are committed (a fresh machine
+# has no GNU gettext). Needs GNU gettext (apt-get install gettext).
+messages: $(STAMP)
+	DEBUG=$${DEBUG:-1} $(PY) manage.py makemessages -l fr -l es -l ru --no-obsolete \
+		--ignore=.venv --ignore=var --ignore=evals --ignore=tests --ignore=docs --ignore=static
+	DEBUG=$${DEBUG:-1} $(PY) manage.py compilemessages --ignore=.venv

@@ -104,6 +104,8 @@ MIDDLEWARE = [
     "kb.middleware.OutagePageMiddleware",  # an HTML 503, not a 500 (issue #26)
     "kb.middleware.RequestLimitsMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
+    # The interface's language: the session's choice, else Accept-Language (issue #27).
+    "django.middleware.locale.LocaleMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
@@ -193,7 +195,16 @@ LOGIN_URL = "admin:login"
 # After a login whose `next` is missing or refused (another host): the ask page,
 # not Django's /accounts/profile/, which this project has not.
 LOGIN_REDIRECT_URL = "kb:ask"
-LANGUAGE_CODE = "en-us"
+LANGUAGE_CODE = "en"
+# The interface's languages (issue #27); kb's own strings are in locale/, compiled
+# .mo files committed beside the .po (a fresh machine has no GNU gettext).
+LANGUAGES = [
+    ("en", "English"),
+    ("fr", "Français"),
+    ("es", "Español"),
+    ("ru", "Русский"),
+]
+LOCALE_PATHS = [BASE_DIR / "locale"]
 TIME_ZONE = os.environ.get("TIME_ZONE", "UTC")
 USE_I18N = True
 USE_TZ = True

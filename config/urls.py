@@ -2,6 +2,7 @@ from django.contrib import admin
 from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied
 from django.urls import include, path
+from django.utils.translation import gettext
 from django_rq import urls as rq_urls
 
 
@@ -13,7 +14,9 @@ def _superusers_only(view):
         if not request.user.is_authenticated:
             return redirect_to_login(request.get_full_path(), "admin:login")
         if not (request.user.is_active and request.user.is_superuser):
-            raise PermissionDenied("Only superusers may manage the job queues.")
+            raise PermissionDenied(
+                gettext("Only superusers may manage the job queues.")
+            )
         return view(request, *args, **kwargs)
 
     return guarded
@@ -31,5 +34,7 @@ for _pattern in rq_patterns:
 urlpatterns = [
     path("admin/rq/", include((rq_patterns, "django_rq"))),
     path("admin/", admin.site.urls),
+    # set_language: the header's language switcher posts here (issue #27).
+    path("i18n/", include("django.conf.urls.i18n")),
     path("", include("kb.urls")),
 ]

@@ -9,6 +9,7 @@ from django.http import HttpRequest, HttpResponse
 from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
+from django.utils.translation import gettext, gettext_lazy, ngettext
 
 from kb import (
     charts,
@@ -102,21 +103,21 @@ class CollectionAdmin(BulkDelete, StaffPages, CollectionScoped, admin.ModelAdmin
     def get_queryset(self, request):
         return super().get_queryset(request).annotate(n_sources=Count("sources"))
 
-    @admin.display(description="Sources", ordering="n_sources")
+    @admin.display(description=gettext_lazy("Sources"), ordering="n_sources")
     def source_count(self, obj: Collection) -> int:
         return obj.n_sources
 
-    @admin.display(description="Index")
+    @admin.display(description=gettext_lazy("Index"))
     def index_state(self, obj: Collection) -> str:
         state = ingestion.index_state(obj)
         if shadow := reindexing.open_shadow(obj):  # a change not live yet
             state += f"; shadow index #{shadow.pk} {shadow.get_status_display()}"
         return state
 
-    @admin.display(description="Metadata policy")
+    @admin.display(description=gettext_lazy("Metadata policy"))
     def policy_link(self, obj: Collection) -> str:
         if not obj.pk:
-            return "Save the collection first."
+            return gettext("Save the collection first.")
         if obj.is_scratch:  # its shadow index's or run's, not edited by hand
             return "-"
         url = reverse("admin:kb_collection_policy", args=[obj.pk])
@@ -156,11 +157,11 @@ class CollectionAdmin(BulkDelete, StaffPages, CollectionScoped, admin.ModelAdmin
 
 
 class EmbeddingFilter(admin.SimpleListFilter):
-    title = "embedding"
+    title = gettext_lazy("embedding")
     parameter_name = "embedded"
 
     def lookups(self, request, model_admin):
-        return [("yes", "Embedded"), ("no", "Without an embedding")]
+        return [("yes", gettext("Embedded")), ("no", gettext("Without an embedding"))]
 
     def queryset(self, request, queryset):
         if self.value() in ("yes", "no"):
@@ -253,7 +254,7 @@ class SourceAdmin(BulkDelete, StaffPages, CollectionScoped, admin.ModelAdmin):
     def change_view(self, request, object_id, form_url="", extra_context=None):
         return super().change_view(request, object_id, form_url, extra_context)
 
-    @admin.display(description="Uploaded file")
+    @admin.display(description=gettext_lazy("Uploaded file"))
     def file_link(self, obj: Source) -> str:
         if not obj.file:
             return "-"
@@ -276,21 +277,21 @@ class SourceAdmin(BulkDelete, StaffPages, CollectionScoped, admin.ModelAdmin):
             return [f for f in fieldsets if f[0] != "Reading"]
         return fieldsets
 
-    @admin.display(description="What the reader kept and lost")
+    @admin.display(description=gettext_lazy("What the reader kept and lost"))
     def reading(self, obj: Source) -> str:
         return render_to_string(
             "admin/kb/source/_reader_summary.html", reading_context(obj)
         )
 
-    @admin.display(description="Sections", ordering="n_sections")
+    @admin.display(description=gettext_lazy("Sections"), ordering="n_sections")
     def section_count(self, obj: Source) -> int:
         return obj.n_sections
 
-    @admin.display(description="Chunks", ordering="n_chunks")
+    @admin.display(description=gettext_lazy("Chunks"), ordering="n_chunks")
     def chunk_count(self, obj: Source) -> int:
         return obj.n_chunks
 
-    @admin.display(description="Status", ordering="status")
+    @admin.display(description=gettext_lazy("Status"), ordering="status")
     def status_badge(self, obj: Source) -> str:
         colour = {
             Source.Status.INDEXED: "kb-status-indexed",
@@ -306,7 +307,7 @@ class SourceAdmin(BulkDelete, StaffPages, CollectionScoped, admin.ModelAdmin):
             note,
         )
 
-    @admin.display(description="Progress")
+    @admin.display(description=gettext_lazy("Progress"))
     def progress_display(self, obj: Source) -> str:
         p = obj.progress or {}
         if obj.status not in Source.ACTIVE:
@@ -323,11 +324,11 @@ class SourceAdmin(BulkDelete, StaffPages, CollectionScoped, admin.ModelAdmin):
             return f"storing {p.get('chunks_total', '?')} chunks"
         return p.get("stage") or obj.get_status_display()
 
-    @admin.display(description="Statistics")
+    @admin.display(description=gettext_lazy("Statistics"))
     def statistics(self, obj: Source) -> str:
         return charts.source_statistics(obj.stats)
 
-    @admin.display(description="Overflow rejections")
+    @admin.display(description=gettext_lazy("Overflow rejections"))
     def rejection_link(self, obj: Source) -> str:
         count = obj.rejections.count()
         if not count:
@@ -338,12 +339,17 @@ class SourceAdmin(BulkDelete, StaffPages, CollectionScoped, admin.ModelAdmin):
         )
         return format_html('<a href="{}">{} chunk(s) rejected</a>', url, count)
 
-    @admin.action(description="Re-index selected sources")
+    @admin.action(description=gettext_lazy("Re-index selected sources"))
     def reindex(self, request: HttpRequest, queryset) -> None:
         with transaction.atomic():
             count, note = source_pages.requeue(queryset)
         self.message_user(
-            request, source_pages.reindex_message(f"{count} source(s)", note)
+            request,
+            source_pages.reindex_message(
+                ngettext("%(count)d source", "%(count)d sources", count)
+                % {"count": count},
+                note,
+            ),
         )
 
     def save_model(self, request, obj: Source, form, change) -> None:
@@ -351,9 +357,14 @@ class SourceAdmin(BulkDelete, StaffPages, CollectionScoped, admin.ModelAdmin):
         changed = ingestion.apply_edit(obj, form.changed_data, meta)
         super().save_model(request, obj, form, change)
         if changed and queueing.enqueue_ingest(obj):
-            messages.info(request, "Changes saved; the source is queued for indexing.")
+            messages.info(
+                request, gettext("Changes saved; the source is queued for indexing.")
+            )
         elif changed:
-            messages.info(request, f"Changes saved and {queueing.QUEUE_DOWN}.")
+            down = queueing.QUEUE_DOWN
+            messages.info(
+                request, gettext("Changes saved and %(down)s.") % {"down": down}
+            )
 
     def get_changelist_instance(self, request):
         listed = super().get_changelist_instance(request)
@@ -376,9 +387,12 @@ class SourceAdmin(BulkDelete, StaffPages, CollectionScoped, admin.ModelAdmin):
             if lost:
                 messages.warning(
                     request,
-                    f"{len(lost)} source(s) have no working job any more (the queue "
-                    "was emptied or restarted, or a worker died): select them and "
-                    "re-index.",
+                    gettext(
+                        "%(count)d source(s) have no working job any more (the queue "
+                        "was emptied or restarted, or a worker died): select them and "
+                        "re-index."
+                    )
+                    % {"count": len(lost)},
                 )
         return response
 
@@ -390,17 +404,20 @@ class SourceAdmin(BulkDelete, StaffPages, CollectionScoped, admin.ModelAdmin):
 
 
 READING_COUNTS = [
-    ("pages", "Pages"),
-    ("headings", "Headings"),
-    ("paragraphs", "Paragraphs"),
-    ("list_items", "List items"),
-    ("tables_with_header", "Tables with a header row"),
-    ("tables_without_header", "Tables without one"),
-    ("code_blocks", "Code blocks"),
-    ("block_quotes", "Block quotes"),
-    ("links", "Links (text kept, address dropped)"),
-    ("images_dropped", "Images dropped (alt text kept)"),
-    ("running_lines_removed", "Running headers, footers, page numbers removed"),
+    ("pages", gettext_lazy("Pages")),
+    ("headings", gettext_lazy("Headings")),
+    ("paragraphs", gettext_lazy("Paragraphs")),
+    ("list_items", gettext_lazy("List items")),
+    ("tables_with_header", gettext_lazy("Tables with a header row")),
+    ("tables_without_header", gettext_lazy("Tables without one")),
+    ("code_blocks", gettext_lazy("Code blocks")),
+    ("block_quotes", gettext_lazy("Block quotes")),
+    ("links", gettext_lazy("Links (text kept, address dropped)")),
+    ("images_dropped", gettext_lazy("Images dropped (alt text kept)")),
+    (
+        "running_lines_removed",
+        gettext_lazy("Running headers, footers, page numbers removed"),
+    ),
 ]
 
 
@@ -480,11 +497,13 @@ class ChunkAdmin(ReadOnly, CollectionScoped, admin.ModelAdmin):
     def get_queryset(self, request):
         return _without_texts(super().get_queryset(request), "source", "section")
 
-    @admin.display(description="Section", ordering="section__heading_path")
+    @admin.display(
+        description=gettext_lazy("Section"), ordering="section__heading_path"
+    )
     def heading(self, obj: Chunk) -> str:
         return obj.section.heading_path
 
-    @admin.display(description="Embedded text | source text")
+    @admin.display(description=gettext_lazy("Embedded text | source text"))
     def side_by_side(self, obj: Chunk) -> str:
         # As indexed (the section's body): the source may have been edited since.
         base = obj.section.start
@@ -521,11 +540,11 @@ class OverflowRejectionAdmin(ReadOnly, CollectionScoped, admin.ModelAdmin):
     def get_queryset(self, request):
         return _without_texts(super().get_queryset(request), "source")
 
-    @admin.display(description="Reason")
+    @admin.display(description=gettext_lazy("Reason"))
     def reason_text(self, obj: OverflowRejection) -> str:
         return obj.reason
 
-    @admin.display(description="Section")
+    @admin.display(description=gettext_lazy("Section"))
     def section_link(self, obj: OverflowRejection) -> str:
         found = obj.source.sections.filter(heading_path=obj.heading_path)
         section = found.only("pk").first()
@@ -535,11 +554,11 @@ class OverflowRejectionAdmin(ReadOnly, CollectionScoped, admin.ModelAdmin):
 
 
 class StaleSpansFilter(admin.SimpleListFilter):
-    title = "spans"
+    title = gettext_lazy("spans")
     parameter_name = "spans"
 
     def lookups(self, request, model_admin):
-        return [("stale", "No longer matching their source")]
+        return [("stale", gettext("No longer matching their source"))]
 
     def queryset(self, request, queryset):
         if self.value() == "stale":
@@ -575,13 +594,14 @@ class GoldenCaseAdmin(StaffPages, CollectionScoped, admin.ModelAdmin):
         super().save_model(request, obj, form, change)
         if not change and obj.from_question_id:
             handled = questions.case_made(request.user, obj)
-            messages.info(request, f"{handled} logged question(s) marked handled.")
+            text = gettext("%(count)d logged question(s) marked handled.")
+            messages.info(request, text % {"count": handled})
 
-    @admin.display(description="Spans")
+    @admin.display(description=gettext_lazy("Spans"))
     def span_count(self, obj: GoldenCase) -> int:
         return len(obj.required_spans)
 
-    @admin.display(description="Spans in context")
+    @admin.display(description=gettext_lazy("Spans in context"))
     def spans_in_context(self, obj: GoldenCase) -> str:
         if not obj.pk:
             return "-"
@@ -600,7 +620,7 @@ class GoldenCaseAdmin(StaffPages, CollectionScoped, admin.ModelAdmin):
                 rows.append(format_html('<p class="errornote">{}</p>', problem))
         return format_html_join("", "{}", ((r,) for r in rows))
 
-    @admin.display(description="Pick a span")
+    @admin.display(description=gettext_lazy("Pick a span"))
     def span_picker(self, obj: GoldenCase) -> str:
         # The sources' texts come as JSON and go into a <pre> as text, not HTML:
         # HTML parsing drops a newline right after <pre>, which shifted every
@@ -621,7 +641,7 @@ class GoldenCaseAdmin(StaffPages, CollectionScoped, admin.ModelAdmin):
         extra_context = {**(extra_context or {}), "stale": stale}
         return super().changelist_view(request, extra_context)
 
-    @admin.action(description="Export selected cases as JSON Lines")
+    @admin.action(description=gettext_lazy("Export selected cases as JSON Lines"))
     def export_jsonl(self, request: HttpRequest, queryset) -> HttpResponse:
         lines = [golden.case_line(case) for case in queryset.order_by("external_id")]
         response = HttpResponse("".join(lines), content_type="application/x-ndjson")
@@ -644,11 +664,15 @@ class EvalRunAdmin(StaffPages, CollectionScoped, admin.ModelAdmin):
 
 
 class FeedbackFilter(admin.SimpleListFilter):
-    title = "feedback"
+    title = gettext_lazy("feedback")
     parameter_name = "feedback"
 
     def lookups(self, request, model_admin):
-        return [("helpful", "Helpful"), ("not", "Not helpful"), ("none", "None")]
+        return [
+            ("helpful", gettext("Helpful")),
+            ("not", gettext("Not helpful")),
+            ("none", gettext("None")),
+        ]
 
     def queryset(self, request, queryset):
         value = {"helpful": True, "not": False, "none": None}.get(self.value(), "")
@@ -675,36 +699,38 @@ class QuestionAdmin(StaffPages, ReadOnly, CollectionScoped, admin.ModelAdmin):
     exclude = ["embedding", "citations", "retrieved"]
     readonly_fields = ["replay_link", "given", "cited", "sections"]
 
-    @admin.display(description="Feedback", ordering="is_helpful")
+    @admin.display(description=gettext_lazy("Feedback"), ordering="is_helpful")
     def feedback(self, obj: Question) -> str:
         return obj.feedback
 
-    @admin.display(description="Top similarity", ordering="top_similarity")
+    @admin.display(
+        description=gettext_lazy("Top similarity"), ordering="top_similarity"
+    )
     def similarity(self, obj: Question) -> str:
         return "-" if obj.top_similarity is None else f"{obj.top_similarity:.2f}"
 
-    @admin.display(description="ms", ordering="latency_ms")
+    @admin.display(description=gettext_lazy("ms"), ordering="latency_ms")
     def latency(self, obj: Question) -> str:
         return f"{obj.latency_ms:.0f}"
 
-    @admin.display(description="Replay")
+    @admin.display(description=gettext_lazy("Replay"))
     def replay_link(self, obj: Question) -> str:
         url = reverse("admin:kb_question_replay", args=[obj.pk])
         return format_html('<a href="{}">Answer it again on the current index</a>', url)
 
-    @admin.display(description="Answer as shown")
+    @admin.display(description=gettext_lazy("Answer as shown"))
     def given(self, obj: Question) -> str:
         return render_to_string(
             "kb/_answer.html", {"parts": questions.answer_parts(obj)}
         )
 
-    @admin.display(description="Citations (text as cited then)")
+    @admin.display(description=gettext_lazy("Citations (text as cited then)"))
     def cited(self, obj: Question) -> str:
         return render_to_string(
             "admin/kb/question/_citations.html", {"citations": obj.citations}
         )
 
-    @admin.display(description="Retrieved sections")
+    @admin.display(description=gettext_lazy("Retrieved sections"))
     def sections(self, obj: Question) -> str:
         return render_to_string(
             "admin/kb/question/_retrieved.html", {"retrieved": obj.retrieved}
@@ -721,11 +747,11 @@ class ReplayReportAdmin(ReadOnly, CollectionScoped, admin.ModelAdmin):
     readonly_fields = ["collection", "status", "replayed", "error", "created",
                        "finished", "changed_answers"]  # fmt: skip
 
-    @admin.display(description="Changed answers")
+    @admin.display(description=gettext_lazy("Changed answers"))
     def changed_count(self, obj: ReplayReport) -> int:
         return len(obj.changed)
 
-    @admin.display(description="Answers whose citations changed")
+    @admin.display(description=gettext_lazy("Answers whose citations changed"))
     def changed_answers(self, obj: ReplayReport) -> str:
         return render_to_string(
             "admin/kb/question/_report.html", {"changed": obj.changed}
@@ -746,16 +772,18 @@ class ApiTokenAdmin(admin.ModelAdmin):
     readonly_fields = ["user", "created", "last_used", "revoked", "state"]
     actions = ["revoke"]
 
-    @admin.display(description="State")
+    @admin.display(description=gettext_lazy("State"))
     def state(self, obj: ApiToken) -> str:
         return obj.state()
 
-    @admin.action(description="Revoke selected tokens")
+    @admin.action(description=gettext_lazy("Revoke selected tokens"))
     def revoke(self, request: HttpRequest, queryset) -> None:
         from kb import access
 
         count = access.revoke(queryset)
-        self.message_user(request, f"Revoked {count} token(s).")
+        self.message_user(
+            request, gettext("Revoked %(count)d token(s).") % {"count": count}
+        )
 
     def has_module_permission(self, request) -> bool:
         return request.user.is_active and request.user.is_superuser

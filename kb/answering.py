@@ -26,6 +26,8 @@ from typing import Any
 
 from django.conf import settings
 from django.urls import reverse
+from django.utils import formats
+from django.utils.translation import gettext, gettext_lazy, ngettext
 
 from kb import languages
 from kb.parsing import TEXT_EXTENSIONS, html_text
@@ -79,7 +81,7 @@ class AnswerError(Exception):
     """
 
 
-SERVICE_UNAVAILABLE = "The answer service is unavailable"
+SERVICE_UNAVAILABLE = gettext_lazy("The answer service is unavailable")
 
 
 @dataclass
@@ -188,16 +190,22 @@ def off_topic(result: Result) -> Answer | None:
     if not floor or similarity is None or similarity >= floor or not result.passages:
         return None
     return _declined(
-        f"The nearest passage has a cosine similarity of only {similarity:.2f} "
-        f"to the question; an answer needs {floor:.2f}. The closest sections "
-        "are listed for you to check."
+        gettext(
+            "The nearest passage has a cosine similarity of only %(similarity)s "
+            "to the question; an answer needs %(floor)s. The closest sections "
+            "are listed for you to check."
+        )
+        % {
+            "similarity": formats.number_format(similarity, 2),
+            "floor": formats.number_format(floor, 2),
+        }
     )
 
 
 def _declined(why: str) -> Answer:
     """No answer: the collection does not seem to cover the question; `why`."""
     return Answer(
-        text="This collection does not seem to cover the question.",
+        text=gettext("This collection does not seem to cover the question."),
         citations=[],
         answerer="none",
         is_trustworthy=False,
@@ -209,10 +217,10 @@ def extractive_answer(result: Result) -> Answer:
     sentences = [s for p in result.passages for s in split_sentences(p)]
     if not sentences:
         return Answer(
-            text="Nothing in this collection matches the question.",
+            text=gettext("Nothing in this collection matches the question."),
             citations=[],
             is_trustworthy=False,
-            warnings=["No context was retrieved."],
+            warnings=[gettext("No context was retrieved.")],
         )
     asked = _score(sentences, result.question)
     headers = [s for s in sentences if s.passage.is_header]
@@ -790,13 +798,16 @@ def check_llm_answer(text: str, result: Result) -> Answer:
     warnings: list[str] = []
     unknown = sorted({int(m) for m in _MARKER_RE.findall(text)} - set(given))
     if unknown:
-        warnings.append(f"Removed citations to sections never given: {unknown}")
+        warnings.append(
+            gettext("Removed citations to sections never given: %(markers)s")
+            % {"markers": unknown}
+        )
         text = _MARKER_RE.sub(
             lambda m: m.group(0) if int(m.group(1)) in given else "", text
         )
     used = sorted({int(m) for m in _MARKER_RE.findall(text)})
     if not used:
-        warnings.append("The answer cites no section: do not trust it.")
+        warnings.append(gettext("The answer cites no section: do not trust it."))
     versions = indexed_versions({given[n].source_id for n in used})
     citations = [_passage_citation(given[n], versions) for n in used]
     return Answer(
@@ -884,7 +895,7 @@ def _chat(user: str) -> str:
     )
     if problem := llm_url_problem(settings.KB_LLM_URL):
         logger.error("LLM answerer not called: %s", problem)
-        raise AnswerError(SERVICE_UNAVAILABLE)
+        raise AnswerError(str(SERVICE_UNAVAILABLE))
     try:
         with _OPENER.open(request, timeout=LLM_TIMEOUT_S) as response:
             payload = json.load(response)
@@ -903,7 +914,7 @@ def _chat(user: str) -> str:
     ):
         # The detail (host, status, error text) is for the operator's log only.
         logger.exception("LLM answerer failed at %s", settings.KB_LLM_URL)
-        raise AnswerError(SERVICE_UNAVAILABLE) from None
+        raise AnswerError(str(SERVICE_UNAVAILABLE)) from None
 
 
 # --- both together -------------------------------------------------------------------
@@ -921,7 +932,10 @@ def ask(collection, question: str, **options: Any) -> tuple[Result, Answer]:
         reply = answer(result)
     except AnswerError as exc:
         reply = extractive_answer(result)
-        reply.warnings.append(f"{exc}; showing the retrieved passages instead.")
+        reply.warnings.append(
+            gettext("%(problem)s; showing the retrieved passages instead.")
+            % {"problem": exc}
+        )
     if reply.answerer != "none":  # not declined: say what it cannot be about
         unknown, checked = keywords.unknown_words(collection, result.question)
         language = _question_language(collection, result)
@@ -982,21 +996,27 @@ def _named(words: list[str]) -> str:
 
 
 def _unknown_warning(words: list[str]) -> str:
-    one = len(words) == 1
-    return (
-        f"No source in this collection uses the word{'' if one else 's'} "
-        f"{_named(words)} (a name it does not know, or a misspelling?): the answer "
-        f"is about the rest of the question, not about {'it' if one else 'them'}."
-    )
+    return ngettext(
+        "No source in this collection uses the word %(words)s (a name it does not "
+        "know, or a misspelling?): the answer is about the rest of the question, "
+        "not about it.",
+        "No source in this collection uses the words %(words)s (a name it does not "
+        "know, or a misspelling?): the answer is about the rest of the question, "
+        "not about them.",
+        len(words),
+    ) % {"words": _named(words)}
 
 
 def _no_word_known(words: list[str]) -> Answer:
     """A question none of whose words any source uses (another language, another
     product): the sentences an answer would quote share nothing with it."""
     return _declined(
-        f"No source in this collection uses any word of the question "
-        f"({_named(words)}). Ask in the documents' words; the closest sections "
-        "are listed for you to check."
+        gettext(
+            "No source in this collection uses any word of the question "
+            "(%(words)s). Ask in the documents' words; the closest sections "
+            "are listed for you to check."
+        )
+        % {"words": _named(words)}
     )
 
 

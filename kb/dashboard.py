@@ -6,6 +6,8 @@ from typing import Any
 
 from django.conf import settings
 from django.http import QueryDict
+from django.utils import formats
+from django.utils.translation import gettext, gettext_lazy
 
 from kb import charts, evaluation, golden, reindexing
 from kb.forms import EvalRunForm, parse_id
@@ -121,34 +123,49 @@ def _below(run: EvalRun, floor: float | None) -> bool:
 def _config_summary(config: dict[str, Any]) -> str:
     overrides = config.get("overrides") or {}
     if "chunk_strategy" not in config:
-        return ", ".join(f"{k}={v}" for k, v in overrides.items()) or "as configured"
-    text = (
-        f"{config['chunk_strategy']} {_value(config['chunk_tokens'])} tok, overlap "
-        f"{_value(config['chunk_overlap'])}, k={config['top_k']}, budget "
-        f"{config['context_budget']}, {config['retrieval_mode']}"
-    )
+        return ", ".join(f"{k}={v}" for k, v in overrides.items()) or gettext(
+            "as configured"
+        )
+    text = gettext(
+        "%(strategy)s %(tokens)s tok, overlap %(overlap)s, k=%(k)s, budget %(budget)s, "
+        "%(mode)s"
+    ) % {
+        "strategy": config["chunk_strategy"],
+        "tokens": _value(config["chunk_tokens"]),
+        "overlap": _value(config["chunk_overlap"]),
+        "k": config["top_k"],
+        "budget": config["context_budget"],
+        "mode": config["retrieval_mode"],
+    }
     if config.get("strategy"):  # recorded since issue #17
-        text = f"{config['strategy']} pipeline: {text}"
+        text = gettext("%(pipeline)s pipeline: %(settings)s") % {
+            "pipeline": config["strategy"],
+            "settings": text,
+        }
     if config.get("keyword_ranking"):
         text += f" ({config['keyword_ranking']})"
     if config.get("late_interaction"):
-        text += ", late interaction"
+        text += gettext(", late interaction")
     if config.get("shadow"):  # issue #18
-        text += f" (shadow index #{config['shadow']})"
+        text += gettext(" (shadow index #%(pk)s)") % {"pk": config["shadow"]}
     elif config.get("measured_on_shadow"):
-        text += f" (measured on shadow index #{config['measured_on_shadow']}, now live)"
+        text += gettext(" (measured on shadow index #%(pk)s, now live)") % {
+            "pk": config["measured_on_shadow"]
+        }
     elif config.get("scratch"):
-        text += " (scratch copy)"
+        text += gettext(" (scratch copy)")
     if overrides:
-        text = "experiment: " + text
+        text = gettext("experiment: %(settings)s") % {"settings": text}
     if config.get("index_out_of_date"):
-        text += f"; index out of date: {'; '.join(config['index_out_of_date'])}"
+        text += gettext("; index out of date: %(reasons)s") % {
+            "reasons": "; ".join(config["index_out_of_date"])
+        }
     if left_out := config.get("sources_left_out"):
         named = ", ".join(left_out[:3]) + (", …" if len(left_out) > 3 else "")
-        text += (
-            f"; {len(left_out)} source(s) not in the live index left out of the "
-            f"copy ({named})"
-        )
+        text += gettext(
+            "; %(count)d source(s) not in the live index left out of the "
+            "copy (%(named)s)"
+        ) % {"count": len(left_out), "named": named}
     return text
 
 
@@ -178,14 +195,15 @@ def _comparison(runs: list[EvalRun], a: str | None, b: str | None) -> dict | Non
         return None
     before, after = _run(runs, a), _run(runs, b)
     if not (before and after):
-        return {"error": "Choose one of the runs below as A and another as B."}
+        return {"error": gettext("Choose one of the runs below as A and another as B.")}
     if before == after:
-        return {"error": "Choose two different runs: a run compared with itself "
-                         "says nothing."}  # fmt: skip
+        return {"error": gettext("Choose two different runs: a run compared with "
+                                 "itself says nothing.")}  # fmt: skip
     for run in (before, after):
         if run.status != EvalRun.Status.DONE:
-            return {"error": f"Run #{run.pk} {_status_words(run)}: only finished "
-                             "runs compare."}  # fmt: skip
+            status = _status_words(run)
+            error = gettext("Run #%(pk)s %(status)s: only finished runs compare.")
+            return {"error": error % {"pk": run.pk, "status": status}}
     return {
         "a": before,
         "b": after,
@@ -206,20 +224,23 @@ def _comparison(runs: list[EvalRun], a: str | None, b: str | None) -> dict | Non
 # The figures set side by side: aggregate key, label, decimals.
 COMPARED = [
     ("recall_at_k", "recall@k", 3),
-    ("partial", "partial coverage", 3),
+    ("partial", gettext_lazy("partial coverage"), 3),
     ("mrr", "MRR", 3),
-    ("context_tokens_mean", "context tokens (mean)", 0),
-    ("duplicates_mean", "duplicate passages (mean)", 2),
-    ("latency_p50_ms", "latency p50 (ms)", 1),
-    ("latency_p95_ms", "latency p95 (ms)", 1),
+    ("context_tokens_mean", gettext_lazy("context tokens (mean)"), 0),
+    ("duplicates_mean", gettext_lazy("duplicate passages (mean)"), 2),
+    ("latency_p50_ms", gettext_lazy("latency p50 (ms)"), 1),
+    ("latency_p95_ms", gettext_lazy("latency p95 (ms)"), 1),
 ]
 
 
 def _figure(value: Any, digits: int) -> str:
-    return "–" if value is None else f"{value:,.{digits}f}"
+    """A figure in the page's language: 1,158.5 in English, 1 158,5 in French."""
+    if value is None:
+        return "–"
+    return formats.number_format(value, digits, force_grouping=True)
 
 
 def _status_words(run: EvalRun) -> str:
     if run.status == EvalRun.Status.FAILED:
-        return "failed"
-    return f"is {run.get_status_display().lower()}"
+        return gettext("failed")
+    return gettext("is %(status)s") % {"status": run.get_status_display().lower()}

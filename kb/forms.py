@@ -11,6 +11,8 @@ from django.contrib.admin.forms import AdminAuthenticationForm
 from django.core.exceptions import ValidationError
 from django.forms.fields import InvalidJSONInput
 from django.template.defaultfilters import filesizeformat
+from django.utils.text import format_lazy
+from django.utils.translation import gettext, gettext_lazy
 
 from kb import (
     chunking,
@@ -58,7 +60,9 @@ def storable_note(text: str) -> str:
     store it (a lone surrogate: a form posted as UTF-7 can carry one), as a
     question is refused (retrieval.unstorable)."""
     if problem := retrieval.unstorable(text):
-        raise ValidationError(f"The note contains {problem}; remove it.")
+        raise ValidationError(
+            gettext("The note contains %(problem)s; remove it.") % {"problem": problem}
+        )
     return text
 
 
@@ -87,7 +91,7 @@ class MultipleFileInput(forms.ClearableFileInput):
 
 class MultipleFileField(forms.FileField):
     widget = MultipleFileInput
-    default_error_messages = {"required": "Choose at least one file."}
+    default_error_messages = {"required": gettext_lazy("Choose at least one file.")}
 
     def clean(self, data: Any, initial: Any = None) -> list:
         single = super().clean
@@ -101,20 +105,29 @@ class MultipleFileField(forms.FileField):
 class MetadataFieldsMixin(forms.Form):
     """The editable metadata of a source; `metadata_value()` builds the JSON."""
 
-    author = forms.CharField(required=False, max_length=200)
-    tags = forms.CharField(required=False, help_text="Comma-separated.")
+    author = forms.CharField(
+        required=False, max_length=200, label=gettext_lazy("Author")
+    )
+    tags = forms.CharField(
+        required=False,
+        label=gettext_lazy("Tags"),
+        help_text=gettext_lazy("Comma-separated."),
+    )
     url = forms.URLField(required=False, label="URL", assume_scheme="https")
     # Not "version": the source form is a ModelForm of Source, whose own `version`
     # is the index's edit counter.
     doc_version = forms.CharField(
-        required=False, max_length=50, label="Version", help_text="E.g. 2.0-beta."
+        required=False,
+        max_length=50,
+        label=gettext_lazy("Version"),
+        help_text=gettext_lazy("E.g. 2.0-beta."),
     )
-    deprecated = forms.BooleanField(required=False)
+    deprecated = forms.BooleanField(required=False, label=gettext_lazy("Deprecated"))
     extra = forms.CharField(
         required=False,
         widget=forms.Textarea(attrs={"rows": 3}),
-        label="Other fields",
-        help_text="One key=value per line, e.g. team=payments.",
+        label=gettext_lazy("Other fields"),
+        help_text=gettext_lazy("One key=value per line, e.g. team=payments."),
     )
 
     def clean_extra(self) -> dict[str, str]:
@@ -125,9 +138,15 @@ class MetadataFieldsMixin(forms.Form):
             key, sep, value = line.partition("=")
             key = key.strip().lower().replace(" ", "_")
             if not sep or not key.isidentifier():
-                raise ValidationError(f"Line {lineno}: write key=value (got {line!r})")
+                raise ValidationError(
+                    gettext("Line %(line)d: write key=value (got %(text)r)")
+                    % {"line": lineno, "text": line}
+                )
             if key in metadata.BUILTIN_FIELDS:
-                raise ValidationError(f"Line {lineno}: {key} has its own field above")
+                raise ValidationError(
+                    gettext("Line %(line)d: %(key)s has its own field above")
+                    % {"line": lineno, "key": key}
+                )
             pairs[key] = value.strip()
         return pairs
 
@@ -159,27 +178,35 @@ class MetadataFieldsMixin(forms.Form):
 
 class SourceUploadForm(MetadataFieldsMixin):
     collection = forms.ModelChoiceField(
-        queryset=Collection.objects.filter(is_scratch=False)
+        queryset=Collection.objects.filter(is_scratch=False),
+        label=gettext_lazy("Collection"),
     )
     files = MultipleFileField(
-        help_text="One or several .md, .markdown, .txt, .html, .htm, .docx or .pdf "
-        "files.",
+        label=gettext_lazy("Files"),
+        help_text=gettext_lazy(
+            "One or several .md, .markdown, .txt, .html, .htm, .docx or .pdf files."
+        ),
         allow_empty_file=True,  # refused in clean_files, which names the file
     )
     title = forms.CharField(
         required=False,
         max_length=300,
-        help_text="Only for a single file; otherwise taken from each document. "
-        "Left empty, a new version of a file keeps a title an editor gave it.",
+        label=gettext_lazy("Title"),
+        help_text=gettext_lazy(
+            "Only for a single file; otherwise taken from each document. "
+            "Left empty, a new version of a file keeps a title an editor gave it."
+        ),
     )
     replace = forms.BooleanField(
         required=False,
-        label="Clear fields left empty",
-        help_text="A file of the same name as one in the collection is its new "
-        "version, and the fields above left empty keep what the source has "
-        "(a filled one replaces its value; key= with nothing after it removes an "
-        "other field). Tick this to clear them instead: the metadata becomes what "
-        "is filled in above, and without a title the document's own is taken.",
+        label=gettext_lazy("Clear fields left empty"),
+        help_text=gettext_lazy(
+            "A file of the same name as one in the collection is its new "
+            "version, and the fields above left empty keep what the source has "
+            "(a filled one replaces its value; key= with nothing after it removes an "
+            "other field). Tick this to clear them instead: the metadata becomes what "
+            "is filled in above, and without a title the document's own is taken."
+        ),
     )
 
     field_order = ["collection", "files", "title"]
@@ -236,7 +263,7 @@ class SourceUploadForm(MetadataFieldsMixin):
     def clean(self) -> dict[str, Any]:
         data = super().clean()
         if data.get("title") and len(data.get("files") or []) > 1:
-            self.add_error("title", "A title applies to a single file only.")
+            self.add_error("title", gettext("A title applies to a single file only."))
         return data
 
 
@@ -249,7 +276,9 @@ class CollectionForm(forms.ModelForm):
         # The same words whether or not the editor may see the collection that
         # holds the name: the refusal names no collection and says nothing of it.
         error_messages = {
-            "name": {"unique": "This name cannot be used; choose another."}
+            "name": {
+                "unique": gettext_lazy("This name cannot be used; choose another.")
+            }
         }
 
     def __init__(self, *args, **kwargs) -> None:
@@ -265,14 +294,17 @@ class CollectionForm(forms.ModelForm):
     def clean_top_k(self) -> int:
         value = self.cleaned_data["top_k"]
         if not 1 <= value <= MAX_TOP_K:
-            raise ValidationError(f"Take 1 to {MAX_TOP_K} sections.")
+            raise ValidationError(
+                gettext("Take 1 to %(max)d sections.") % {"max": MAX_TOP_K}
+            )
         return value
 
     def clean_context_budget(self) -> int:
         value = self.cleaned_data["context_budget"]
         if value < MIN_CONTEXT:
             raise ValidationError(
-                f"A context of under {MIN_CONTEXT} tokens holds no answer."
+                gettext("A context of under %(min)d tokens holds no answer.")
+                % {"min": MIN_CONTEXT}
             )
         return value
 
@@ -355,7 +387,7 @@ class SourceChangeForm(MetadataFieldsMixin, forms.ModelForm):
     def clean_text(self) -> str:
         text = parsing.normalise_newlines(self.cleaned_data["text"])
         if not text.strip():
-            raise ValidationError("The text is empty.")
+            raise ValidationError(gettext("The text is empty."))
         return text
 
 
@@ -391,13 +423,19 @@ class LoginForm(AdminAuthenticationForm):
 
 class AskForm(forms.Form):
     q = forms.CharField(
-        label="Question",
+        label=gettext_lazy("Question"),
         max_length=retrieval.MAX_QUESTION_CHARS,
         widget=forms.TextInput(
-            attrs={"autofocus": True, "size": 60, "placeholder": "Ask a question"}
+            attrs={
+                "autofocus": True,
+                "size": 60,
+                "placeholder": gettext_lazy("Ask a question"),
+            }
         ),
     )
-    collection = forms.ModelChoiceField(queryset=Collection.objects.none())
+    collection = forms.ModelChoiceField(
+        queryset=Collection.objects.none(), label=gettext_lazy("Collection")
+    )
 
     def __init__(self, *args: Any, user: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -425,17 +463,17 @@ class FeedbackForm(forms.Form):
     """Helpful or not, and a note, under an answer on the ask page."""
 
     helpful = forms.TypedChoiceField(
-        choices=[("yes", "Helpful"), ("no", "Not helpful")],
+        choices=[("yes", gettext_lazy("Helpful")), ("no", gettext_lazy("Not helpful"))],
         coerce=lambda value: value == "yes",
         widget=forms.RadioSelect,
-        label="Was this answer helpful?",
+        label=gettext_lazy("Was this answer helpful?"),
     )
     note = forms.CharField(
         required=False,
         max_length=2000,
         widget=NoteInput(attrs={"rows": 2, "cols": 60}),
-        label="Note (optional)",
-        help_text="What was missing or wrong? Editors read these.",
+        label=gettext_lazy("Note (optional)"),
+        help_text=gettext_lazy("What was missing or wrong? Editors read these."),
     )
 
     def clean_note(self) -> str:
@@ -445,9 +483,12 @@ class FeedbackForm(forms.Form):
 class GapHandledForm(forms.Form):
     """ "Mark handled" on the content gaps page: the group's entries and a note."""
 
-    ids = forms.CharField(widget=forms.HiddenInput, label="Questions")
+    ids = forms.CharField(widget=forms.HiddenInput, label=gettext_lazy("Questions"))
     note = forms.CharField(
-        required=False, max_length=2000, widget=forms.TextInput(attrs={"size": 40})
+        required=False,
+        max_length=2000,
+        label=gettext_lazy("Note"),
+        widget=forms.TextInput(attrs={"size": 40}),
     )
 
     def clean_note(self) -> str:
@@ -456,7 +497,7 @@ class GapHandledForm(forms.Form):
     def clean_ids(self) -> list[int]:
         ids = [parse_id(part) for part in self.cleaned_data["ids"].split(",")]
         if not ids or None in ids or len(ids) > 1000:
-            raise ValidationError("Not logged question ids, comma-separated.")
+            raise ValidationError(gettext("Not logged question ids, comma-separated."))
         return ids
 
 
@@ -469,29 +510,41 @@ class EvalRunForm(forms.Form):
     strategy = forms.ChoiceField(
         required=False,
         choices=[
-            ("", "(as configured)"),
-            (retrieval.DEFAULT, "Default pipeline"),
+            ("", gettext_lazy("(as configured)")),
+            (retrieval.DEFAULT, gettext_lazy("Default pipeline")),
             (
                 retrieval.SECTIONS,
-                f"Simple baseline: {retrieval.SECTIONS_CHUNK_TOKENS}-token chunks, "
-                f"{retrieval.SECTIONS_K} best whole sections",
+                format_lazy(
+                    gettext_lazy(
+                        "Simple baseline: {tokens}-token chunks, "
+                        "{k} best whole sections"
+                    ),
+                    tokens=retrieval.SECTIONS_CHUNK_TOKENS,
+                    k=retrieval.SECTIONS_K,
+                ),
             ),
             (
                 retrieval.FIXED,
-                f"Fixed-size baseline: {retrieval.FIXED_CHUNK_TOKENS}-token chunks, "
-                "top k",
+                format_lazy(
+                    gettext_lazy("Fixed-size baseline: {tokens}-token chunks, top k"),
+                    tokens=retrieval.FIXED_CHUNK_TOKENS,
+                ),
             ),
         ],
-        label="Pipeline",
-        help_text="A baseline is indexed on a scratch copy for the run.",
+        label=gettext_lazy("Pipeline"),
+        help_text=gettext_lazy("A baseline is indexed on a scratch copy for the run."),
     )
     chunk_strategy = forms.ChoiceField(
         required=False,
-        choices=[("", "(as configured)"), *Collection.Strategy.choices],
-        label="Strategy",
+        choices=[("", gettext_lazy("(as configured)")), *Collection.Strategy.choices],
+        label=gettext_lazy("Strategy"),
     )
-    chunk_tokens = forms.IntegerField(required=False, label="Chunk tokens")
-    chunk_overlap = forms.IntegerField(required=False, min_value=0, label="Overlap")
+    chunk_tokens = forms.IntegerField(
+        required=False, label=gettext_lazy("Chunk tokens")
+    )
+    chunk_overlap = forms.IntegerField(
+        required=False, min_value=0, label=gettext_lazy("Overlap")
+    )
     top_k = forms.IntegerField(
         required=False, min_value=1, max_value=MAX_TOP_K, label="k"
     )
@@ -499,18 +552,20 @@ class EvalRunForm(forms.Form):
         required=False,
         min_value=MIN_CONTEXT,
         max_value=MAX_CONTEXT,
-        label="Context budget",
+        label=gettext_lazy("Context budget"),
     )
     retrieval_mode = forms.ChoiceField(
         required=False,
-        choices=[("", "(as configured)"), *Collection.Retrieval.choices],
-        label="Retrieval",
+        choices=[("", gettext_lazy("(as configured)")), *Collection.Retrieval.choices],
+        label=gettext_lazy("Retrieval"),
     )
     late_interaction = forms.BooleanField(
         required=False,
-        label="Late interaction",
-        help_text="Reorder the top sections by the model's token states "
-        "(KB_LATE_INTERACTION): slower, about a second a question.",
+        label=gettext_lazy("Late interaction"),
+        help_text=gettext_lazy(
+            "Reorder the top sections by the model's token states "
+            "(KB_LATE_INTERACTION): slower, about a second a question."
+        ),
     )
 
     def clean(self) -> dict[str, Any]:
@@ -573,7 +628,9 @@ class JSONInputField(forms.JSONField):
             try:
                 jsontext.loads(value)
             except jsontext.JsonError as exc:
-                raise ValidationError(f"The JSON {exc}.", code="invalid") from None
+                raise ValidationError(
+                    gettext("The JSON %(problem)s.") % {"problem": exc}, code="invalid"
+                ) from None
         return super().to_python(value)
 
     def bound_data(self, data: Any, initial: Any) -> Any:
@@ -622,7 +679,9 @@ class GoldenCaseForm(forms.ModelForm):
             and collection is not None
             and asked.collection_id != (collection.pk)
         ):
-            self.add_error("collection", "The question was asked in another one.")
+            self.add_error(
+                "collection", gettext("The question was asked in another one.")
+            )
         if collection is None or "required_spans" not in data:
             return data
         raw = {
@@ -645,17 +704,23 @@ class GoldenImportForm(forms.Form):
     collection = forms.ModelChoiceField(
         queryset=Collection.objects.filter(is_scratch=False)
     )
-    file = forms.FileField(help_text="JSON Lines: one case per line.")
+    file = forms.FileField(
+        label=gettext_lazy("File"),
+        help_text=gettext_lazy("JSON Lines: one case per line."),
+    )
 
     def clean_file(self) -> str:
         upload, limit = self.cleaned_data["file"], settings.KB_MAX_GOLDEN_BYTES
         if upload.size > limit:  # refused before reading it
             raise ValidationError(
-                f"The file is {filesizeformat(upload.size)}; golden cases are "
-                f"limited to {filesizeformat(limit)} (KB_MAX_GOLDEN_BYTES)."
+                gettext(
+                    "The file is %(size)s; golden cases are limited to %(limit)s "
+                    "(KB_MAX_GOLDEN_BYTES)."
+                )
+                % {"size": filesizeformat(upload.size), "limit": filesizeformat(limit)}
             )
         data = upload.read()
         try:  # utf-8-sig: Windows editors start UTF-8 files with a byte order mark
             return data.decode("utf-8-sig")
         except UnicodeDecodeError:
-            raise ValidationError("The file is not UTF-8 text.") from None
+            raise ValidationError(gettext("The file is not UTF-8 text.")) from None

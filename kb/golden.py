@@ -12,6 +12,7 @@ import json
 from typing import Any
 
 from django.db import transaction
+from django.utils.translation import ngettext
 
 from kb import jsontext, retrieval
 from kb import spans as locator
@@ -471,11 +472,13 @@ def span_problem(span: dict[str, Any], source: Source | None) -> str:
 def import_summary(collection: Collection, report: dict[str, Any]) -> str:
     """What import_cases did, as a sentence."""
     total = report["created"] + report["updated"] + report["unchanged"]
-    return (
-        f"Imported {total} golden case{'' if total == 1 else 's'} into {collection}: "
-        f"{report['created']} created, {report['updated']} updated, "
-        f"{report['unchanged']} unchanged."
-    )
+    return ngettext(
+        "Imported %(total)d golden case into %(collection)s: %(created)d created, "
+        "%(updated)d updated, %(unchanged)d unchanged.",
+        "Imported %(total)d golden cases into %(collection)s: %(created)d created, "
+        "%(updated)d updated, %(unchanged)d unchanged.",
+        total,
+    ) % {"total": total, "collection": collection, **report}
 
 
 def case_line(case: GoldenCase) -> str:

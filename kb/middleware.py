@@ -12,6 +12,8 @@ from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse, JsonResponse, QueryDict
 from django.template.defaultfilters import filesizeformat
 from django.template.loader import render_to_string
+from django.utils import translation
+from django.utils.translation import gettext, gettext_lazy
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 from kb import multipart
@@ -32,6 +34,15 @@ FORM_TYPES = ("multipart/form-data", URLENCODED)
 # Parsed, a body of %-escapes takes some 80 bytes of memory per byte (issue #26:
 # 10 MB of "%41" took a web process past 1 GB).
 ANONYMOUS_MAX_BODY_BYTES = 64 * 1024
+
+
+DATABASE_DOWN = gettext_lazy("The database is unavailable")
+
+
+def request_language(request: HttpRequest):
+    """The language LocaleMiddleware would choose (the switcher's cookie, else
+    Accept-Language), for answers given before it runs (issue #27)."""
+    return translation.override(translation.get_language_from_request(request))
 
 
 def is_api(request: HttpRequest) -> bool:
@@ -60,15 +71,19 @@ class RequestLimitsMiddleware:
         api = is_api(request)
         limit = API_MAX_BODY_BYTES if api else settings.KB_MAX_UPLOAD_REQUEST_BYTES
         if length > limit:
-            message = (
-                f"The request is {filesizeformat(length)}; the limit is "
-                f"{filesizeformat(limit)}."
-            )
+            with request_language(request):  # before LocaleMiddleware
+                message = gettext(
+                    "The request is %(size)s; the limit is %(limit)s."
+                ) % {
+                    "size": filesizeformat(length),
+                    "limit": filesizeformat(limit),
+                }
+                if not api:
+                    message += " " + gettext(
+                        "Upload a smaller file, or fewer files at a time (the limit "
+                        "of one request: KB_MAX_UPLOAD_REQUEST_BYTES)."
+                    )
             if not api:
-                message += (
-                    " Upload a smaller file, or fewer files at a time (the limit "
-                    "of one request: KB_MAX_UPLOAD_REQUEST_BYTES)."
-                )
                 return HttpResponse(message, status=413, content_type=PLAIN)
             return JsonResponse({"error": message}, status=413)
         return self.get_response(request)
@@ -90,8 +105,14 @@ class RequestLimitsMiddleware:
                 return outage_page(request, exc)
             if not signed_in:
                 return HttpResponse(
-                    f"The request is {filesizeformat(length)}; the limit before "
-                    f"signing in is {filesizeformat(ANONYMOUS_MAX_BODY_BYTES)}.",
+                    gettext(
+                        "The request is %(size)s; the limit before signing in "
+                        "is %(limit)s."
+                    )
+                    % {
+                        "size": filesizeformat(length),
+                        "limit": filesizeformat(ANONYMOUS_MAX_BODY_BYTES),
+                    },
                     status=413,
                     content_type=PLAIN,
                 )
@@ -104,10 +125,9 @@ class RequestLimitsMiddleware:
                 _read_urlencoded(request, limit)
             request.POST  # noqa: B018 (parses the body, files spooled to disk)
         except TooManyFilesSent:
-            message = (
-                f"The request holds more than {settings.DATA_UPLOAD_MAX_NUMBER_FILES}"
-                " files; upload fewer at a time."
-            )
+            message = gettext(
+                "The request holds more than %(count)d files; upload fewer at a time."
+            ) % {"count": settings.DATA_UPLOAD_MAX_NUMBER_FILES}
             # An upload page shows it on its form (kb/staff/sources.py upload).
             if refused := getattr(view, "refused_upload", None):
                 return refused(request, message)
@@ -116,7 +136,8 @@ class RequestLimitsMiddleware:
             return outage_page(request, exc)
         except RequestDataTooBig:
             return HttpResponse(
-                f"The form's fields besides files hold over {filesizeformat(limit)}.",
+                gettext("The form's fields besides files hold over %(limit)s.")
+                % {"limit": filesizeformat(limit)},
                 status=413,
                 content_type=PLAIN,
             )
@@ -178,7 +199,8 @@ class ApiErrorsMiddleware:
         if isinstance(exc, (OperationalError, InterfaceError)):
             return outage_page(request, exc)  # JSON under /api/
         if isinstance(exc, RequestDataTooBig):
-            return JsonResponse({"error": f"The body is too large: {exc}"}, status=413)
+            message = gettext("The body is too large: %(reason)s") % {"reason": exc}
+            return JsonResponse({"error": message}, status=413)
         return None  # Django answers (and logs) it; __call__ turns it into JSON
 
 
@@ -199,24 +221,32 @@ class OutagePageMiddleware:
         if isinstance(exc, (OperationalError, InterfaceError)):
             return outage_page(request, exc)
         if isinstance(exc, RedisConnectionError):  # the queue pages (/admin/rq/)
-            return outage_page(request, exc, "The job queue is unavailable")
+            return outage_page(
+                request, exc, gettext_lazy("The job queue is unavailable")
+            )
         return None
 
 
 def outage_page(
-    request: HttpRequest, exc: Exception, message: str = "The database is unavailable"
+    request: HttpRequest, exc: Exception, message: str = DATABASE_DOWN
 ) -> HttpResponse:
-    """The 503 page of an outage (its JSON twin under /api/)."""
-    logger.error("%s for %s", message, request.path, exc_info=exc)
-    if is_api(request):
-        response = JsonResponse({"error": f"{message}; try again shortly."}, status=503)
-    else:
-        if request.method == "POST":
-            message += ", so nothing was saved"
-        page = render_to_string(
-            "503.html", {"message": f"{message}; try again shortly."}
-        )
-        response = HttpResponse(page, status=503)
+    """The 503 page of an outage (its JSON twin under /api/), in the request's
+    language (it may come before LocaleMiddleware)."""
+    with translation.override("en"):
+        logger.error("%s for %s", message, request.path, exc_info=exc)
+    with request_language(request):
+        if request.method == "POST" and not is_api(request):
+            # Translators: "The database is unavailable, so nothing was saved; ..."
+            text = gettext("%(outage)s, so nothing was saved; try again shortly.")
+        else:
+            text = gettext("%(outage)s; try again shortly.")
+        text %= {"outage": message}
+        if is_api(request):
+            response = JsonResponse({"error": text}, status=503)
+        else:
+            response = HttpResponse(
+                render_to_string("503.html", {"message": text}), status=503
+            )
     response["Retry-After"] = str(RETRY_AFTER_S)
     return response
 
@@ -226,19 +256,21 @@ def _is_json(response: HttpResponse) -> bool:
 
 
 _MESSAGES = {
-    400: "Bad request.",
-    403: "Forbidden.",
-    404: "Not found.",
-    413: "The request is too large.",
-    500: "Internal error; it has been logged.",
+    400: gettext_lazy("Bad request."),
+    403: gettext_lazy("Forbidden."),
+    404: gettext_lazy("Not found."),
+    413: gettext_lazy("The request is too large."),
+    500: gettext_lazy("Internal error; it has been logged."),
 }
 
 
 def _as_json(response: HttpResponse) -> JsonResponse:
     status = response.status_code
-    message = _MESSAGES.get(status, f"{response.reason_phrase}.")
+    message = str(_MESSAGES.get(status, f"{response.reason_phrase}."))
     if status == 405:
-        message = f"Method not allowed; use {response.get('Allow', 'POST')}."
+        message = gettext("Method not allowed; use %(methods)s.") % {
+            "methods": response.get("Allow", "POST")
+        }
     converted = JsonResponse({"error": message}, status=status)
     for header in ("Allow", "Retry-After"):
         if header in response:

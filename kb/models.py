@@ -14,6 +14,7 @@ from django.db.models.signals import post_delete
 from django.dispatch import receiver
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
 from pgvector.django import HnswIndex, VectorField
 
 from kb import chunking, languages
@@ -86,13 +87,13 @@ class Collection(models.Model):
     """A knowledge base: its sources share chunking, retrieval and metadata settings."""
 
     class Strategy(models.TextChoices):
-        STRUCTURE = "structure", "Structure-first"
-        FIXED = "fixed", "Fixed-size baseline (evaluation only)"
+        STRUCTURE = "structure", _("Structure-first")
+        FIXED = "fixed", _("Fixed-size baseline (evaluation only)")
 
     class Retrieval(models.TextChoices):
-        HYBRID = "hybrid", "Hybrid (vector + keyword)"
-        VECTOR = "vector", "Vector only"
-        KEYWORD = "keyword", "Keyword only"
+        HYBRID = "hybrid", _("Hybrid (vector + keyword)")
+        VECTOR = "vector", _("Vector only")
+        KEYWORD = "keyword", _("Keyword only")
 
     name = models.CharField(max_length=100, unique=True)
     description = models.TextField(blank=True)
@@ -180,11 +181,11 @@ class Source(models.Model):
     """An uploaded document and the outcome of its last ingestion."""
 
     class Status(models.TextChoices):
-        PENDING = "pending", "Pending"
-        QUEUED = "queued", "Queued"
-        INDEXING = "indexing", "Indexing"
-        INDEXED = "indexed", "Indexed"
-        FAILED = "failed", "Failed"
+        PENDING = "pending", _("Pending")
+        QUEUED = "queued", _("Queued")
+        INDEXING = "indexing", _("Indexing")
+        INDEXED = "indexed", _("Indexed")
+        FAILED = "failed", _("Failed")
 
     # Statuses with an ingestion job queued or running (pages refresh, workers
     # check that the job still exists).
@@ -448,10 +449,10 @@ class EvalRun(models.Model):
     """One evaluation of a collection's golden cases under a recorded configuration."""
 
     class Status(models.TextChoices):
-        QUEUED = "queued", "Queued"
-        RUNNING = "running", "Running"
-        DONE = "done", "Done"
-        FAILED = "failed", "Failed"
+        QUEUED = "queued", _("Queued")
+        RUNNING = "running", _("Running")
+        DONE = "done", _("Done")
+        FAILED = "failed", _("Failed")
 
     collection = models.ForeignKey(
         Collection, on_delete=models.CASCADE, related_name="eval_runs"
@@ -481,13 +482,13 @@ class ShadowIndex(models.Model):
     into live only when it holds (kb/reindexing.py, issue #18)."""
 
     class Status(models.TextChoices):
-        BUILDING = "building", "Building"
-        EVALUATING = "evaluating", "Evaluating"
-        HELD = "held", "Held: waiting for an admin"
-        APPROVED = "approved", "Approved: swapping"
-        SWAPPED = "swapped", "Swapped into live"
-        DISCARDED = "discarded", "Discarded"
-        FAILED = "failed", "Failed"
+        BUILDING = "building", _("Building")
+        EVALUATING = "evaluating", _("Evaluating")
+        HELD = "held", _("Held: waiting for an admin")
+        APPROVED = "approved", _("Approved: swapping")
+        SWAPPED = "swapped", _("Swapped into live")
+        DISCARDED = "discarded", _("Discarded")
+        FAILED = "failed", _("Failed")
 
     collection = models.ForeignKey(
         Collection, on_delete=models.CASCADE, related_name="shadows"
@@ -725,9 +726,9 @@ class ReplayReport(models.Model):
     (after a re-index): which answers' citations changed (kb/questions.py)."""
 
     class Status(models.TextChoices):
-        RUNNING = "running", "Running"
-        DONE = "done", "Done"
-        FAILED = "failed", "Failed"
+        RUNNING = "running", _("Running")
+        DONE = "done", _("Done")
+        FAILED = "failed", _("Failed")
 
     collection = models.ForeignKey(
         Collection, on_delete=models.CASCADE, related_name="replay_reports"

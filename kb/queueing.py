@@ -16,6 +16,7 @@ from django.db import transaction
 from django.db.models.signals import post_delete
 from django.dispatch import receiver
 from django.utils import timezone
+from django.utils.translation import gettext_lazy
 from redis.exceptions import RedisError
 from rq.job import JobStatus
 
@@ -25,7 +26,7 @@ from kb.models import Collection, Source
 logger = logging.getLogger("kb.jobs")
 WAITING = {JobStatus.QUEUED, JobStatus.DEFERRED, JobStatus.SCHEDULED}
 # What editors are told when a job cannot be queued (enqueue_ingest).
-QUEUE_DOWN = "stored; it will be queued when the queue is back"
+QUEUE_DOWN = gettext_lazy("stored; it will be queued when the queue is back")
 # A shadow index rebuilds the whole collection, as an evaluation run with a
 # chunking override does.
 SHADOW_TIMEOUT = 3600

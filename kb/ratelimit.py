@@ -18,6 +18,7 @@ from django.conf import settings
 from django.contrib.auth.signals import user_logged_in, user_login_failed
 from django.dispatch import receiver
 from django.http import HttpRequest
+from django.utils.translation import gettext, ngettext
 from redis import Redis
 from redis.exceptions import RedisError
 
@@ -56,7 +57,7 @@ def client_ip(request: HttpRequest) -> str:
 
 def minutes(seconds: int) -> str:
     n = max(1, math.ceil(seconds / 60))
-    return f"{n} minute{'s' if n != 1 else ''}"
+    return ngettext("%(n)d minute", "%(n)d minutes", n) % {"n": n}
 
 
 # --- Logins -------------------------------------------------------------------
@@ -122,7 +123,9 @@ def _forget_failures(sender, request=None, user=None, **kwargs) -> None:
 
 
 def login_message(seconds: int) -> str:
-    return f"Too many failed attempts; try again in {minutes(seconds)}."
+    return gettext("Too many failed attempts; try again in %(wait)s.") % {
+        "wait": minutes(seconds)
+    }
 
 
 # --- Questions ----------------------------------------------------------------
@@ -148,9 +151,17 @@ def question_wait(user, request: HttpRequest) -> int:
 
 def question_message(seconds: int) -> str:
     limit = settings.KB_ASK_PER_MINUTE
-    return (
-        f"Too many questions: at most {limit} a minute. "
-        f"Try again in {seconds} second{'s' if seconds != 1 else ''}."
+    return " ".join(
+        [
+            gettext("Too many questions: at most %(limit)d a minute.")
+            % {"limit": limit},
+            ngettext(
+                "Try again in %(seconds)d second.",
+                "Try again in %(seconds)d seconds.",
+                seconds,
+            )
+            % {"seconds": seconds},
+        ]
     )
 
 

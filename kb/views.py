@@ -8,6 +8,7 @@ from django.http import FileResponse, Http404, HttpRequest, HttpResponse, JsonRe
 from django.middleware.csrf import CsrfViewMiddleware
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
+from django.utils.translation import gettext
 from django.views.decorators.cache import never_cache
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
@@ -102,14 +103,16 @@ def _json_api(view):
 def api_ask(request: HttpRequest, user, payload: dict) -> JsonResponse:
     question = payload.get("question", "")
     if not isinstance(question, str):
-        raise BadRequest('"question" must be a string.')
+        raise BadRequest(gettext('"question" must be a string.'))
     try:
         retrieval.clean_question(question)
     except retrieval.QuestionError as exc:
         raise BadRequest(str(exc)) from None
     collection = _collection_for(user, payload.get("collection"))
     if collection is None:
-        return JsonResponse({"error": "No such collection for this user."}, status=404)
+        return JsonResponse(
+            {"error": gettext("No such collection for this user.")}, status=404
+        )
     # Only a question that could be asked counts towards the limit.
     if (refusal := _over_limit(user, request)) is not None:
         return refusal
@@ -144,11 +147,15 @@ def _api_user(request: HttpRequest):
     staff session (with its CSRF token)."""
     user = access.token_user(request) if access.has_bearer(request) else request.user
     if user is None or not user.is_authenticated:
-        return None, JsonResponse({"error": "Authentication required."}, status=401)
+        return None, JsonResponse(
+            {"error": gettext("Authentication required.")}, status=401
+        )
     if not access.has_bearer(request) and _csrf_failure(request):
-        return None, JsonResponse({"error": "CSRF check failed."}, status=403)
+        return None, JsonResponse({"error": gettext("CSRF check failed.")}, status=403)
     if not user.is_staff:  # as on the ask page, which sends them to the login
-        return None, JsonResponse({"error": "Only staff users may ask."}, status=403)
+        return None, JsonResponse(
+            {"error": gettext("Only staff users may ask.")}, status=403
+        )
     return user, None
 
 
@@ -185,7 +192,7 @@ def feedback(request: HttpRequest, pk: int) -> HttpResponse:
     questions.record_feedback(
         request.user, entry.pk, form.cleaned_data["helpful"], form.cleaned_data["note"]
     )
-    messages.success(request, "Thank you: your feedback is recorded.")
+    messages.success(request, gettext("Thank you: your feedback is recorded."))
     return redirect("kb:question", pk=entry.pk)
 
 
@@ -202,9 +209,9 @@ def _json_object(body: bytes) -> dict:
     try:
         payload = loads(body or b"{}")
     except JsonError as exc:
-        raise BadRequest(f"The body {exc}.") from None
+        raise BadRequest(gettext("The body %(problem)s.") % {"problem": exc}) from None
     if not isinstance(payload, dict):
-        raise BadRequest("The body must be a JSON object.")
+        raise BadRequest(gettext("The body must be a JSON object."))
     return payload
 
 
@@ -326,9 +333,11 @@ def _section_moved(request: HttpRequest) -> HttpResponse:
 
 def _gone_message(request: HttpRequest, source: Source | None, source_id) -> str:
     if source is not None:
-        return f"“{source.title}” has no indexed section at the cited place any more."
+        return gettext(
+            "“%(title)s” has no indexed section at the cited place any more."
+        ) % {"title": source.title}
     if source_id is None:
-        return (
+        return gettext(
             "The cited section is no longer in the index, and this link does not "
             "say which source it cites."
         )
@@ -336,14 +345,16 @@ def _gone_message(request: HttpRequest, source: Source | None, source_id) -> str
     known = questions.cited_source(request.user, source_id)
     if known is None:
         # No logged answer names it: deleted, or a number no source ever had.
-        return (
-            f"The source this link cites (source {source_id}) is not in the "
+        return gettext(
+            "The source this link cites (source %(id)s) is not in the "
             "knowledge base: it was deleted, or the link is wrong."
-        )
-    return (
-        f"The source this link cites, “{known['source']}” ({known['file']}), "
-        "has been deleted."
-    )
+        ) % {"id": source_id}
+    return gettext(
+        "The source this link cites, “%(source)s” (%(file)s), has been deleted."
+    ) % {
+        "source": known["source"],
+        "file": known["file"],
+    }
 
 
 def _cited_version(request: HttpRequest, source: Source) -> int | None:

@@ -280,3 +280,29 @@ def test_a_question_marked_not_helpful_becomes_a_golden_case(
     assert case.from_question.handled is not None
     page.goto(f"{live_server.url}/admin/kb/question/gaps/")
     expect(page.locator("#no-gaps")).to_be_visible()
+
+
+@pytest.mark.slow
+def test_a_french_browser_gets_the_french_ask_page_and_switches_to_english(
+    transactional_db, live_server, page: Page
+):
+    get_user_model().objects.create_superuser("staff", "s@example.invalid", "pw-1")
+    load_demo(sync=True)
+    french = page.context.browser.new_page(locale="fr-FR")  # Accept-Language: fr-FR
+    try:
+        _log_in(french, live_server, "/")
+        french.wait_for_url(f"{live_server.url}/")
+        expect(french.locator("html")).to_have_attribute("lang", "fr")
+        expect(french.locator("h1")).to_have_text("Interroger la base de connaissances")
+        expect(french.locator("label[for=id_q]")).to_have_text("Question")
+        expect(french.locator("form[role=search] button")).to_have_text("Demander")
+
+        french.select_option("#language-choice", "en")
+        french.click("#language-switcher button[type=submit]")
+        expect(french.locator("h1")).to_have_text("Ask the knowledge base")
+        # The choice holds on the next page, whatever the browser asks for.
+        french.goto(f"{live_server.url}/admin/")
+        expect(french.locator("#language-choice")).to_have_value("en")
+        expect(french.locator("#site-name")).to_contain_text("Django administration")
+    finally:
+        french.close()

@@ -456,6 +456,6 @@ def test_pages_raise_no_csp_violation_in_chromium(
     page.goto(f"{url}/admin/kb/collection/{collection.pk}/policy/")
     page.goto(f"{url}/")
     # Styles come from the stylesheet, not from inline style attributes.
-    logout = page.locator("header form")
+    logout = page.locator("header form.logout")
     assert logout.evaluate("f => getComputedStyle(f).marginLeft") != "0px"
     assert violations == []

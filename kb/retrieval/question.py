@@ -7,6 +7,8 @@ from __future__ import annotations
 import re
 import unicodedata
 
+from django.utils.translation import gettext
+
 from kb import embedding, parsing
 
 MAX_QUESTION_CHARS = 1000
@@ -33,9 +35,9 @@ def unstorable(text: str) -> str | None:
     question contains ..."), or None. The question, a golden case's fields and a
     feedback note are checked alike."""
     if "\x00" in text:
-        return "a NUL character (\\x00)"
+        return gettext("a NUL character (\\x00)")
     if SURROGATE_RE.search(text):  # from JSON's "\ud800": no UTF-8 for it
-        return "a lone surrogate (such as \\ud800), which is no character"
+        return gettext("a lone surrogate (such as \\ud800), which is no character")
     return None
 
 
@@ -44,26 +46,34 @@ def clean_question(question: str) -> str:
     full-width Latin of East Asian input methods reads as ASCII), one line."""
     question = " ".join(unicodedata.normalize("NFKC", question or "").split())
     if not question:
-        raise QuestionError("Please type a question.")
+        raise QuestionError(gettext("Please type a question."))
     if problem := unstorable(question):
         raise QuestionError(
-            f"The question contains {problem}; remove it and ask again."
+            gettext("The question contains %(problem)s; remove it and ask again.")
+            % {"problem": problem}
         )
     if len(question) > MAX_QUESTION_CHARS:
         raise QuestionError(
-            f"The question is {len(question)} characters long; the limit is "
-            f"{MAX_QUESTION_CHARS}. Ask about one thing at a time."
+            gettext(
+                "The question is %(length)d characters long; the limit is "
+                "%(limit)d. Ask about one thing at a time."
+            )
+            % {"length": len(question), "limit": MAX_QUESTION_CHARS}
         )
     if not any(_names_something(word) for word in _WORD_RE.findall(question)):
         raise QuestionError(
-            "The question has no word to search for (only common words, symbols "
-            "or emoji); ask about something."
+            gettext(
+                "The question has no word to search for (only common words, symbols "
+                "or emoji); ask about something."
+            )
         )
     if parsing.mostly_unreadable(question):
         raise QuestionError(
-            f"The question is mostly words of over {parsing.UNREADABLE_WORD_CHARS} "
-            "letters and digits, which the model reads as unknown tokens; "
-            "ask in words."
+            gettext(
+                "The question is mostly words of over %(chars)d letters and digits, "
+                "which the model reads as unknown tokens; ask in words."
+            )
+            % {"chars": parsing.UNREADABLE_WORD_CHARS}
         )
     return question
 
@@ -87,7 +97,8 @@ def _check_window(question: str) -> None:
     count = embedder.count_tokens(question)
     if count > embedder.window:
         raise QuestionError(
-            f"The question has {count} tokens; the model reads {embedder.window}."
+            gettext("The question has %(count)d tokens; the model reads %(window)d.")
+            % {"count": count, "window": embedder.window}
         )
 
 

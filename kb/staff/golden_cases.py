@@ -6,6 +6,7 @@ from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect
+from django.utils.translation import gettext
 
 from kb import golden
 from kb.forms import GoldenImportForm, parse_id
@@ -55,4 +56,6 @@ def import_cases(request: HttpRequest) -> HttpResponse:
                 messages.warning(request, note)
             return redirect("admin:kb_goldencase_changelist")
     template = "admin/kb/goldencase/import.html"
-    return form_page(request, template, "Import golden cases", form, GoldenCase)
+    return form_page(
+        request, template, gettext("Import golden cases"), form, GoldenCase
+    )

@@ -9,6 +9,7 @@ from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect
 from django.template.response import TemplateResponse
+from django.utils.translation import gettext, ngettext
 from django.views.decorators.http import require_POST
 
 from kb import questions
@@ -24,7 +25,7 @@ def replay(request: HttpRequest, pk: int) -> HttpResponse:
         raise PermissionDenied
     context = {
         **admin.site.each_context(request),
-        "title": f"Replay: {entry.question[:60]}",
+        "title": gettext("Replay: %(question)s") % {"question": entry.question[:60]},
         "opts": Question._meta,
         "entry": entry,
         "logged_parts": questions.answer_parts(entry),
@@ -44,7 +45,7 @@ def gaps(request: HttpRequest) -> HttpResponse:
         raise PermissionDenied
     context = {
         **admin.site.each_context(request),
-        "title": "Content gaps",
+        "title": gettext("Content gaps"),
         "opts": Question._meta,
         "gaps": questions.gaps(request.user),
         "threshold": settings.KB_GAP_SIMILARITY,
@@ -60,10 +61,16 @@ def handled(request: HttpRequest) -> HttpResponse:
         raise PermissionDenied
     form = GapHandledForm(request.POST)
     if not form.is_valid():
-        messages.error(request, f"Not marked: {readable_errors(form)}")
+        reason = readable_errors(form)
+        messages.error(request, gettext("Not marked: %(reason)s") % {"reason": reason})
         return redirect("admin:kb_question_gaps")
     count = questions.mark_handled(
         request.user, form.cleaned_data["ids"], form.cleaned_data["note"]
     )
-    messages.success(request, f"{count} question(s) marked handled.")
+    text = ngettext(
+        "%(count)d question marked handled.",
+        "%(count)d questions marked handled.",
+        count,
+    )
+    messages.success(request, text % {"count": count})
     return redirect("admin:kb_question_gaps")

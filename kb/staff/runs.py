@@ -19,6 +19,8 @@ from django.http import (
 from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
 from django.urls import reverse
+from django.utils import formats
+from django.utils.translation import gettext
 from django.views.decorators.http import require_POST
 
 from kb import dashboard, evaluation, jobs, permissions, reindexing
@@ -42,7 +44,7 @@ def _dashboard_page(request: HttpRequest, shown: dict, status: int = 200):
     context = {
         **admin.site.each_context(request),
         **shown,
-        "title": "Retrieval evaluation",
+        "title": gettext("Retrieval evaluation"),
         "opts": EvalRun._meta,
         "can_run": permissions.can_change_policy(request.user),
     }
@@ -62,7 +64,7 @@ def run(request: HttpRequest) -> HttpResponse:
         raise PermissionDenied
     form = EvalRunForm(request.POST)
     form.fields["collection"].queryset = Collection.objects.visible_to(request.user)
-    form.fields["collection"].error_messages["invalid_choice"] = (
+    form.fields["collection"].error_messages["invalid_choice"] = gettext(
         "There is no collection %(value)s that you may see."
     )
     if not form.is_valid():  # the dashboard again, with what was typed
@@ -72,15 +74,21 @@ def run(request: HttpRequest) -> HttpResponse:
             shown = dashboard.context(params, request.user)
         except dashboard.BadParameter as exc:  # as the dashboard's own GET says it
             return HttpResponseBadRequest(
-                f"Not started: {exc}", content_type="text/plain"
+                gettext("Not started: %(reason)s") % {"reason": exc},
+                content_type="text/plain",
             )
-        messages.error(request, f"Not started: {readable_errors(form)}")
+        reason = readable_errors(form)
+        messages.error(request, gettext("Not started: %(reason)s") % {"reason": reason})
         return _dashboard_page(request, {**shown, "form": form}, status=400)
     collection = form.cleaned_data["collection"]
     with transaction.atomic():
         started = evaluation.start_run(collection, form.overrides())
         jobs.enqueue_evaluation(started)
-    messages.success(request, f"Evaluation run {started.pk} of {collection} queued.")
+    messages.success(
+        request,
+        gettext("Evaluation run %(pk)s of %(collection)s queued.")
+        % {"pk": started.pk, "collection": collection},
+    )
     return _to_dashboard(collection.pk)
 
 
@@ -92,12 +100,17 @@ def floor(request: HttpRequest, pk: int) -> HttpResponse:
     chosen = get_object_or_404(open_to(request.user, EvalRun.objects.all()), pk=pk)
     if evaluation.is_experiment(chosen):
         messages.warning(
-            request, "Only a run of the live configuration sets the floor."
+            request, gettext("Only a run of the live configuration sets the floor.")
         )
     elif evaluation.raise_floor(chosen.collection, chosen):
-        messages.success(request, f"Recall floor raised to {chosen.recall:.3f}.")
+        recall = formats.number_format(chosen.recall, 3)
+        messages.success(
+            request, gettext("Recall floor raised to %(recall)s.") % {"recall": recall}
+        )
     else:
-        messages.warning(request, "The floor is only ever raised; left as it was.")
+        messages.warning(
+            request, gettext("The floor is only ever raised; left as it was.")
+        )
     return _to_dashboard(chosen.collection_id)
 
 
@@ -109,7 +122,11 @@ def approve_shadow(request: HttpRequest, pk: int) -> HttpResponse:
     if request.POST.get("confirmed") != "yes":
         return _confirm_approval(request, pk)
     return _decide_shadow(
-        request, pk, reindexing.approve, "approved: swapping it in.", "is not held"
+        request,
+        pk,
+        reindexing.approve,
+        gettext("Shadow index %(pk)s approved: swapping it in."),
+        gettext("Shadow index %(pk)s is not held; left as it is."),
     )
 
 
@@ -120,8 +137,8 @@ def discard_shadow(request: HttpRequest, pk: int) -> HttpResponse:
         request,
         pk,
         reindexing.discard,
-        "discarded; live unchanged.",
-        "is live or already gone",
+        gettext("Shadow index %(pk)s discarded; live unchanged."),
+        gettext("Shadow index %(pk)s is live or already gone; left as it is."),
     )
 
 
@@ -136,11 +153,12 @@ def _shadow_for(request: HttpRequest, pk: int) -> ShadowIndex:
 def _confirm_approval(request: HttpRequest, pk: int) -> HttpResponse:
     shadow = _shadow_for(request, pk)
     if shadow.status != ShadowIndex.Status.HELD:
-        messages.warning(request, f"Shadow index {pk} is not held; left as it is.")
+        message = gettext("Shadow index %(pk)s is not held; left as it is.")
+        messages.warning(request, message % {"pk": pk})
         return _to_dashboard(shadow.collection_id, "#shadows")
     context = {
         **admin.site.each_context(request),
-        "title": f"Swap shadow index #{pk} into live?",
+        "title": gettext("Swap shadow index #%(pk)s into live?") % {"pk": pk},
         "opts": EvalRun._meta,
         "shadow": shadow,
         "changes": reindexing.changed_settings(shadow),
@@ -156,10 +174,10 @@ def _decide_shadow(
     too_late: str,
 ) -> HttpResponse:
     """Approve or discard a shadow index (`decide`); the message says it is `done`,
-    or why it was `too_late` to (it is no longer held)."""
+    or why it was `too_late` to (it is no longer held): texts with %(pk)s."""
     shadow = _shadow_for(request, pk)
     if decide(shadow, request.user):
-        messages.success(request, f"Shadow index {pk} {done}")
+        messages.success(request, done % {"pk": pk})
     else:
-        messages.warning(request, f"Shadow index {pk} {too_late}; left as it is.")
+        messages.warning(request, too_late % {"pk": pk})
     return _to_dashboard(shadow.collection_id, "#shadows")

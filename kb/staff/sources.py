@@ -9,6 +9,7 @@ from django.db import transaction
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect
 from django.template.response import TemplateResponse
+from django.utils.translation import gettext, gettext_lazy, ngettext
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
@@ -34,7 +35,8 @@ def policy(request: HttpRequest, pk: int) -> HttpResponse:
         return redirect("admin:kb_collection_policy", pk=pk)
     context = {
         **admin.site.each_context(request),
-        "title": f"Metadata policy: {collection}",
+        "title": gettext("Metadata policy: %(collection)s")
+        % {"collection": collection},
         "collection": collection,
         "form": form,
         "opts": Collection._meta,
@@ -43,22 +45,40 @@ def policy(request: HttpRequest, pk: int) -> HttpResponse:
     return TemplateResponse(request, "admin/kb/collection/policy.html", context)
 
 
+# What became of changed settings, for each `what` shadow_message is given:
+# unchanged index, failed shadow, shadow building (whole sentences, to translate).
+SHADOW_MESSAGES = {
+    "chunking settings": (
+        gettext_lazy("The chunking settings apply as set: no index to rebuild."),
+        gettext_lazy("The new chunking settings are not applied: %(error)s."),
+        gettext_lazy(
+            "The new chunking settings are being built as shadow index %(pk)s beside "
+            "the live one, which answers until the shadow holds on the golden set "
+            "and swaps in (evaluation dashboard)."
+        ),
+    ),
+    "metadata policy": (
+        gettext_lazy("The metadata policy applies as set: no index to rebuild."),
+        gettext_lazy("The new metadata policy is not applied: %(error)s."),
+        gettext_lazy(
+            "The new metadata policy is being built as shadow index %(pk)s beside "
+            "the live one, which answers until the shadow holds on the golden set "
+            "and swaps in (evaluation dashboard)."
+        ),
+    ),
+}
+
+
 def shadow_message(request: HttpRequest, shadow: ShadowIndex | None, what: str):
     """Tell what became of changed settings (kb/reindexing.py start); `what`
-    names them ("chunking settings", "metadata policy")."""
-    plural = what.endswith("s")
-    are, apply = ("are", "apply") if plural else ("is", "applies")
+    names them ("chunking settings", "metadata policy": SHADOW_MESSAGES)."""
+    unchanged, failed, building = SHADOW_MESSAGES[what]
     if shadow is None:
-        messages.info(request, f"The {what} {apply} as set: no index to rebuild.")
+        messages.info(request, unchanged)
     elif shadow.status == ShadowIndex.Status.FAILED:
-        messages.error(request, f"The new {what} {are} not applied: {shadow.error}.")
+        messages.error(request, failed % {"error": shadow.error})
     else:
-        messages.info(
-            request,
-            f"The new {what} {are} being built as shadow index {shadow.pk} beside "
-            "the live one, which answers until the shadow holds on the golden set "
-            "and swaps in (evaluation dashboard).",
-        )
+        messages.info(request, building % {"pk": shadow.pk})
 
 
 def _example_chunk(collection: Collection) -> Chunk | None:
@@ -79,7 +99,14 @@ def reindex_collection(request: HttpRequest, pk: int) -> HttpResponse:
     with transaction.atomic():
         count, queued = queueing.requeue_collection(collection)
     note = _waiting(queued)
-    messages.success(request, f"Re-indexing {count} source(s) of {collection}{note}.")
+    text = ngettext(
+        "Re-indexing %(count)d source of %(collection)s%(note)s.",
+        "Re-indexing %(count)d sources of %(collection)s%(note)s.",
+        count,
+    )
+    messages.success(
+        request, text % {"count": count, "collection": collection, "note": note}
+    )
     return redirect("admin:kb_source_changelist")
 
 
@@ -92,11 +119,11 @@ def requeue(sources) -> tuple[int, str]:
 def reindex_message(what: str, note: str) -> str:
     """What an editor is told after asking for a re-index (`note`: requeue's)."""
     if note:  # the queue is down: recorded, not queued (issue #26)
-        return (
-            f"{what}: re-indexing recorded; it will be queued when the queue is "
+        return gettext(
+            "%(what)s: re-indexing recorded; it will be queued when the queue is "
             "back (within a minute of it)."
-        )
-    return f"Queued {what} for re-indexing."
+        ) % {"what": what}
+    return gettext("Queued %(what)s for re-indexing.") % {"what": what}
 
 
 def _waiting(queued: bool) -> str:
@@ -112,7 +139,10 @@ def upload(request: HttpRequest) -> HttpResponse:
         for name, outcome in _store_uploads(form):
             messages.info(request, f"{name}: {outcome}")
         for reason in form.refused:  # the others are stored (issue #26)
-            messages.error(request, f"Not stored: {reason.rstrip('.')}.")
+            reason = reason.rstrip(".")
+            messages.error(
+                request, gettext("Not stored: %(reason)s.") % {"reason": reason}
+            )
         return redirect("admin:kb_source_changelist")
     return _upload_page(request, form)
 
@@ -130,7 +160,7 @@ def _upload_page(request: HttpRequest, form: SourceUploadForm) -> HttpResponse:
     return form_page(
         request,
         "admin/kb/source/upload.html",
-        "Upload sources",
+        gettext("Upload sources"),
         form,
         Source,
         max_bytes=settings.KB_MAX_UPLOAD_BYTES,
