@@ -203,7 +203,7 @@ def token_windows(embedder: Embedder, text: str, tokens: int, count: int) -> lis
 
 
 def embed_speed(docs: Sequence[Doc], count: int, progress: Progress) -> EmbedReport:
-    fp32, int8 = get_embedder("fp32"), get_embedder("int8")
+    fp32, int8 = get_embedder(precision="fp32"), get_embedder(precision="int8")
     text = "\n\n".join(doc.text for doc in docs)[: count * max(EMBED_LENGTHS) * 8]
     engines: dict[str, Callable[[list[str]], np.ndarray]] = {
         "kb fp32 (onnxruntime)": lambda t: fp32.embed(t, batch_size=EMBED_BATCH),
@@ -323,7 +323,7 @@ def run(quick: bool, keep: bool, progress: Progress) -> Report:
         "base_mb": round(megabytes(base), 3),
     }
     progress(f"corpus: {corpus['documents']} documents, {corpus['mb']} MB")
-    embedder = get_embedder("fp32")
+    embedder = get_embedder(precision="fp32")
     chunk_rows = chunk_speed(docs, embedder, BUDGETS, progress)
     headings = QUICK_DENSE_HEADINGS if quick else DENSE_HEADINGS
     chunk_rows.append(dense_speed(embedder, headings, BUDGETS[0], progress))
