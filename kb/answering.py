@@ -880,7 +880,8 @@ def ask(collection, question: str, **options: Any) -> tuple[Result, Answer]:
         reply.warnings.append(f"{exc}; showing the retrieved passages instead.")
     if reply.answerer != "none":  # not declined: say what it cannot be about
         unknown, checked = keywords.unknown_words(collection, result.question)
-        named = [w for w in unknown if _names_a_thing(w, result.question)]
+        vocabulary = _vocabulary(collection.embedding_model)
+        named = [w for w in unknown if _names_a_thing(w, result.question, vocabulary)]
         if unknown and len(unknown) == checked:
             reply = _no_word_known(unknown)
         elif named:
@@ -893,7 +894,7 @@ def ask(collection, question: str, **options: Any) -> tuple[Result, Answer]:
     return result, reply
 
 
-def _names_a_thing(word: str, question: str) -> bool:
+def _names_a_thing(word: str, question: str, vocabulary: frozenset[str]) -> bool:
     """A word worth naming as unknown to the collection: a name (capitalised past
     the question's first word, or in capitals: "GraphQL", "AWS") or a word the
     model's vocabulary lacks (a misspelling, another language, a coined term).
@@ -905,16 +906,18 @@ def _names_a_thing(word: str, question: str) -> bool:
         return True
     if word[0].isupper() and not question.lstrip("¿¡\"'(").startswith(word):
         return True
-    vocabulary = _vocabulary()
     lower = word.lower()
     return lower not in vocabulary and lower.rstrip("s") not in vocabulary
 
 
 @functools.cache
-def _vocabulary() -> frozenset[str]:
+def _vocabulary(model: str) -> frozenset[str]:
+    """The words of the model's vocabulary (SentencePiece's "▁" word mark left
+    out: e5's pieces read "▁instead")."""
     from kb import embedding
 
-    return frozenset(embedding.get_embedder().tokenizer.get_vocab())
+    vocab = embedding.get_embedder(model).tokenizer.get_vocab()
+    return frozenset(piece.removeprefix("\u2581") for piece in vocab)
 
 
 def _named(words: list[str]) -> str:

@@ -127,6 +127,8 @@ def _config_summary(config: dict[str, Any]) -> str:
         f"{_value(config['chunk_overlap'])}, k={config['top_k']}, budget "
         f"{config['context_budget']}, {config['retrieval_mode']}"
     )
+    if config.get("model"):  # the embedding model (per collection since #27)
+        text += f", {config['model']}"
     if config.get("strategy"):  # recorded since issue #17
         text = f"{config['strategy']} pipeline: {text}"
     if config.get("keyword_ranking"):

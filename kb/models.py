@@ -15,7 +15,7 @@ from django.urls import reverse
 from django.utils import timezone
 from pgvector.django import HnswIndex, VectorField
 
-from kb import chunking
+from kb import chunking, embedding_models
 
 EMBEDDING_DIM = 384
 
@@ -93,6 +93,13 @@ class Collection(models.Model):
     retrieval_mode = models.CharField(
         max_length=10, choices=Retrieval.choices, default=Retrieval.HYBRID
     )
+    # A name of kb/embedding_models.py; a change is built as a shadow index.
+    embedding_model = models.CharField(
+        max_length=100,
+        choices=embedding_models.choices,
+        default=embedding_models.DEFAULT,
+        help_text="The model that embeds its sources and questions.",
+    )
     # {field name: "embed" | "retrieve" | "ignore"}; see kb/metadata.py
     metadata_policy = models.JSONField(default=dict, blank=True)
     is_scratch = models.BooleanField(
@@ -139,6 +146,7 @@ class Collection(models.Model):
         "top_k",
         "context_budget",
         "retrieval_mode",
+        "embedding_model",
     ]
 
     objects = CollectionQuerySet.as_manager()

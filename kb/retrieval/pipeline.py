@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from kb import reranking
+from kb import embedding, reranking
 from kb.models import Collection
 from kb.retrieval import (
     baselines,
@@ -44,7 +44,7 @@ def retrieve(
     similarity: float | None = None
     section_ranks: dict[int, int] = {}
     if mode in ("vector", "hybrid"):
-        vector = embed_question(question)
+        vector = embed_question(question, collection)
         clock = _lap(timings, "embed", clock)
         with search.hnsw_scan(collection):
             vector_ids, similarity = search.vector_ids(
@@ -76,7 +76,7 @@ def retrieve(
         )
     else:
         passages, reranked, late_ms = _context(
-            question, hits, k, budget, late_interaction
+            collection, question, hits, k, budget, late_interaction
         )
     for rank, passage in enumerate(passages, 1):
         passage.rank = rank
@@ -105,7 +105,12 @@ def retrieve(
 
 
 def _context(
-    question: str, hits: list[Hit], k: int, budget: int, late: bool | None = None
+    collection: Collection,
+    question: str,
+    hits: list[Hit],
+    k: int,
+    budget: int,
+    late: bool | None = None,
 ) -> tuple[list[Passage], reranking.Report | None, float | None]:
     """The default pipeline's context: the k best sections (reordered by late
     interaction when it is on, reranked when a reranker is set), expanded within
@@ -115,7 +120,9 @@ def _context(
     selected = sections.select(hits, pool)
     late_ms = None
     if late_interaction.enabled(late):
-        selected, late_ms = late_interaction.rerank(question, selected, search.RRF_K)
+        selected, late_ms = late_interaction.rerank(
+            question, selected, search.RRF_K, embedding.for_collection(collection)
+        )
     selected, reranked = reranking.rerank_sections(question, selected, k)
     expanded = expansion.expand(selected, budget)
     before = sections.preceding(expanded.whole, expanded.remaining)
