@@ -286,3 +286,17 @@ class OwnFolderTestCase(SimpleTestCase):
         self.assertEqual(own.window, 512)
         expected = self.e5.embed_queries(texts)
         self.assertGreater(float((vectors * expected).sum(axis=1).min()), 0.9999)
+
+
+class Int8TestCase(SimpleTestCase):
+    def test_e5_int8_stays_close_to_fp32_on_the_reference_texts(self):
+        reference = json.loads(
+            (Path(__file__).parent / "fixtures" / "e5_reference.json").read_text()
+        )
+        texts = [case["text"] for case in reference["cases"]]
+        fp32, int8 = get_embedder(E5, "fp32"), get_embedder(E5, "int8")
+        cosines = (fp32.embed_passages(texts) * int8.embed_passages(texts)).sum(1)
+        self.assertEqual(int8.model_path.name, "model.int8.onnx")
+        # Measured on these 12 texts (6 languages): min 0.9961, mean 0.9971
+        # (as queries: min 0.9950, mean 0.9969).
+        self.assertGreater(float(cosines.min()), 0.99)
