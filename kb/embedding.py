@@ -112,9 +112,15 @@ class Embedder:
         self.tokenizer.no_truncation()
         self.tokenizer.no_padding()
         self.special_tokens = len(self.tokenizer.encode("").ids)
+        config = self._raw_tokenizer_config
+        # Metaspace (SentencePiece, e5's XLM-R): words of the normalized text.
+        self._metaspace = _metaspace_counts_add_up(config)
         self._word_counts: dict[str, int] | None = (
-            {} if _counts_add_up(self._raw_tokenizer_config) else None
+            {} if self._metaspace or _counts_add_up(config) else None
         )
+        self._added = [t["content"] for t in config.get("added_tokens") or []]
+        # Counted as the sum of remembered words' counts (fast on long texts).
+        self.counts_by_words = self._word_counts is not None
         self.window, self.window_source = self._resolve_window(window)
         # What the passage prompt takes of every indexed text's window.
         self.passage_prompt_tokens = self._prompt_tokens(self.passage_prefix)
@@ -213,6 +219,7 @@ class Embedder:
             "query_prefix": self.query_prefix,
             "passage_prefix": self.passage_prefix,
             "passage_prompt_tokens": self.passage_prompt_tokens,
+            "counts_by_words": self.counts_by_words,
             "window": self.window,
             "window_source": self.window_source,
             "special_tokens": self.special_tokens,
@@ -237,14 +244,22 @@ class Embedder:
         nothing before WordPiece looks across one: the count of a text is the sum
         of its words' counts. Each distinct word is tokenized once and remembered
         (a chunker counts every text several times); other tokenizers encode the
-        whole text.
+        whole text. With SentencePiece's Metaspace (e5) the words are those of
+        the normalized text (`_metaspace_words`).
         """
         counts = self._word_counts
         if counts is None:
             return len(self.tokenizer.encode(text).ids)
-        words = _words(text)
+        extra = self.special_tokens
+        if self._metaspace:
+            if any(token in text for token in self._added):
+                return len(self.tokenizer.encode(text).ids)
+            words, trailing = self._metaspace_words(text)
+            extra += trailing
+        else:
+            words = _words(text)
         try:
-            return self.special_tokens + sum(map(counts.__getitem__, words))
+            return extra + sum(map(counts.__getitem__, words))
         except KeyError:
             pass
         if len(counts) > MAX_REMEMBERED_WORDS:
@@ -252,7 +267,20 @@ class Embedder:
         new = list({word for word in words if word not in counts})
         encoded = self.tokenizer.encode_batch(new, add_special_tokens=False)
         counts.update(zip(new, (len(e.ids) for e in encoded), strict=True))
-        return self.special_tokens + sum(map(counts.__getitem__, words))
+        return extra + sum(map(counts.__getitem__, words))
+
+    def _metaspace_words(self, text: str) -> tuple[list[str], int]:
+        """The normalized text's words, and 1 if it ends in a space.
+
+        The normalizer (per character, and idempotent: Replace, NFKC) turns
+        every kind of space into " " and collapses runs; Metaspace then marks
+        each word's start with "▁" (the first one's too: prepend "always") and
+        splits before each mark, and Unigram segments each piece alone. So a
+        text's tokens are its words' tokens, plus a lone "▁" for a trailing
+        space. Texts holding an added token (<s>, <mask>...) are encoded whole.
+        """
+        normalized = self.tokenizer.normalizer.normalize_str(text)
+        return [w for w in normalized.split(" ") if w], int(normalized[-1:] == " ")
 
     def count_passage_tokens(self, text: str) -> int:
         """Tokens the model reads when `text` is indexed: the passage prompt and
@@ -569,6 +597,31 @@ def _counts_add_up(config: dict) -> bool:
         (config.get("normalizer") or {}).get("type") == "BertNormalizer"
         and (config.get("pre_tokenizer") or {}).get("type") == "BertPreTokenizer"
         and (config.get("model") or {}).get("type") == "WordPiece"
+        and not any(
+            token.get("lstrip") or token.get("rstrip") or token.get("single_word")
+            for token in config.get("added_tokens") or []
+        )
+    )
+
+
+# Normalizers that work per character and give the same text when run twice.
+_LOCAL_NORMALIZERS = {"Replace", "NFKC", "NFC", "Lowercase"}
+
+
+def _metaspace_counts_add_up(config: dict) -> bool:
+    """True for a SentencePiece Unigram tokenizer whose count `_metaspace_words`
+    gives (e5's XLM-R, kb/e5_pack.py). Checked against whole-text encoding by
+    tests/test_embedding_models.py."""
+    normalizer = config.get("normalizer") or {}
+    steps = normalizer.get("normalizers", [normalizer])
+    pre = config.get("pre_tokenizer") or {}
+    return (
+        all(step.get("type") in _LOCAL_NORMALIZERS for step in steps)
+        and pre.get("type") == "Metaspace"
+        and pre.get("replacement") == "\u2581"
+        and pre.get("prepend_scheme") == "always"
+        and pre.get("split", True)
+        and (config.get("model") or {}).get("type") == "Unigram"
         and not any(
             token.get("lstrip") or token.get("rstrip") or token.get("single_word")
             for token in config.get("added_tokens") or []

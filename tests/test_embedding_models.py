@@ -300,3 +300,25 @@ class Int8TestCase(SimpleTestCase):
         # Measured on these 12 texts (6 languages): min 0.9961, mean 0.9971
         # (as queries: min 0.9950, mean 0.9969).
         self.assertGreater(float(cosines.min()), 0.99)
+
+
+class E5CountTestCase(SimpleTestCase):
+    """e5's counts come from its words' counts (remembered), as MiniLM's do."""
+
+    def test_counts_agree_with_whole_text_encoding(self):
+        e5 = get_embedder(E5)
+        texts = ["", "  ", "a ", " a", "a\u3000 b", "x\x01y", "e\u0301 ﬁ\n",
+                 "<s> a </s>", "日本語のテキスト 中文 ", "a\r\n\tb\u00a0c"]  # fmt: skip
+        reference = json.loads(
+            (Path(__file__).parent / "fixtures" / "e5_reference.json").read_text()
+        )
+        texts += [case["text"] for case in reference["cases"]]  # CJK, de, es...
+        for lang in ("fr", "ru", "es"):
+            for path in sorted((CORPUS / lang).rglob("*.md")):
+                text = path.read_text("utf-8")
+                texts += [text, *text.split("\n\n"), *text.splitlines(True)]
+        wrong = [t for t in texts
+                 if e5.count_tokens(t) != len(e5.tokenizer.encode(t).ids)]  # fmt: skip
+        self.assertTrue(e5.counts_by_words)  # not by encoding each whole text
+        self.assertEqual(wrong, [])
+        self.assertGreater(len(texts), 2000)
