@@ -119,6 +119,7 @@ class Embedder:
             {} if self._metaspace or _counts_add_up(config) else None
         )
         self._added = [t["content"] for t in config.get("added_tokens") or []]
+        self._stays: dict[str, bool] = {}  # characters normalized to themselves
         # Counted as the sum of remembered words' counts (fast on long texts).
         self.counts_by_words = self._word_counts is not None
         self.window, self.window_source = self._resolve_window(window)
@@ -254,10 +255,8 @@ class Embedder:
         if self._metaspace:
             if any(token in text for token in self._added):
                 return len(self.tokenizer.encode(text).ids)
-            words, trailing = self._metaspace_words(text)
-            extra += trailing
-        else:
-            words = _words(text)
+            extra += self._ends_in_space(text)
+        words = _words(text)
         try:
             return extra + sum(map(counts.__getitem__, words))
         except KeyError:
@@ -265,22 +264,45 @@ class Embedder:
         if len(counts) > MAX_REMEMBERED_WORDS:
             counts.clear()
         new = list({word for word in words if word not in counts})
-        encoded = self.tokenizer.encode_batch(new, add_special_tokens=False)
+        encoded = self.tokenizer.encode_batch(
+            self._metaspace_pieces(new) if self._metaspace else new,
+            add_special_tokens=False,
+        )
         counts.update(zip(new, (len(e.ids) for e in encoded), strict=True))
         return extra + sum(map(counts.__getitem__, words))
 
-    def _metaspace_words(self, text: str) -> tuple[list[str], int]:
-        """The normalized text's words, and 1 if it ends in a space.
+    def _metaspace_pieces(self, words: list[str]) -> list[str]:
+        """Each word as it reads inside a text (SentencePiece, e5).
 
-        The normalizer (per character, and idempotent: Replace, NFKC) turns
-        every kind of space into " " and collapses runs; Metaspace then marks
-        each word's start with "▁" (the first one's too: prepend "always") and
-        splits before each mark, and Unigram segments each piece alone. So a
-        text's tokens are its words' tokens, plus a lone "▁" for a trailing
-        space. Texts holding an added token (<s>, <mask>...) are encoded whole.
+        The normalizer works per character (Replace, NFKC), turns every kind
+        of space into " " and collapses runs; Metaspace marks each word's start
+        with "▁" (the first one's too: prepend "always") and splits there, and
+        Unigram segments each piece alone. So a word's tokens are those of its
+        normalized form without the spaces at its ends (a word may hold a space
+        str.split() does not split at, or characters that normalize to none),
+        and a text's are its words', plus a lone "▁" for a trailing space
+        (`_ends_in_space`). Texts holding an added token (<s>, <mask>...) are
+        encoded whole.
         """
-        normalized = self.tokenizer.normalizer.normalize_str(text)
-        return [w for w in normalized.split(" ") if w], int(normalized[-1:] == " ")
+        normalize = self.tokenizer.normalizer.normalize_str
+        return [normalize(word).strip(" ") for word in words]
+
+    def _ends_in_space(self, text: str) -> bool:
+        """The normalized text ends in a space (Metaspace reads it as a "▁"
+        token); only the end is normalized, back to a character that stays."""
+        normalize = self.tokenizer.normalizer.normalize_str
+        last = text[-1:]
+        stays = self._stays.get(last)
+        if stays is None:
+            stays = self._stays[last] = normalize(last) == last != " "
+        if stays:  # a character the normalizer keeps, and no space
+            return False
+        size = 16
+        while True:
+            tail = normalize(text[-size:])
+            if tail.strip(" ") or size >= len(text):
+                return tail.endswith(" ")
+            size *= 4
 
     def count_passage_tokens(self, text: str) -> int:
         """Tokens the model reads when `text` is indexed: the passage prompt and

