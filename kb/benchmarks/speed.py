@@ -12,7 +12,9 @@ One run, on one corpus of Markdown and prose built by `synthesize`:
 4. retrieval and answer latency at 10,000 and 100,000 chunks (`scale`);
 5. retrieval in a small collection alone and beside two large ones
    (`neighbours`, also alone: `kb_bench speed --only neighbours`);
-6. the latency a reranker adds per question (`rerank`, issue #17).
+6. the latency a reranker adds per question (`rerank`, issue #17);
+7. MiniLM beside multilingual-e5-small on Russian text (`multilingual`,
+   issue #27; also alone: `kb_bench speed --only multilingual`).
 
 The peers are imported only here, from requirements-bench.txt; torch is an
 optional extra (`pip install torch==2.13.0`), its rows are left out without it.
@@ -69,7 +71,7 @@ class ChunkRow:
 Splitter = Callable[[Doc], list[str]]
 
 
-def _ours(embedder: Embedder, budget: int) -> Splitter:
+def ours(embedder: Embedder, budget: int) -> Splitter:
     def split(doc: Doc) -> list[str]:
         document = parsing.parse(doc.text, doc.name)
         result = chunking.chunk_document(
@@ -103,7 +105,7 @@ def _chonkie(embedder: Embedder, budget: int) -> Splitter:
 
 
 CHUNKERS: dict[str, Callable[[Embedder, int], Splitter]] = {
-    "kb structure": _ours,
+    "kb structure": ours,
     "LangChain recursive (HF tokenizer)": _langchain,
     "Chonkie recursive": _chonkie,
 }
@@ -117,12 +119,12 @@ def chunk_speed(
     for name, factory in CHUNKERS.items():
         for budget in budgets:
             split = factory(embedder, budget)
-            rows.append(_chunk_row(name, budget, split, docs, embedder))
+            rows.append(chunk_row(name, budget, split, docs, embedder))
             progress(f"chunk: {name} {budget}: {rows[-1].mb_per_s:.2f} MB/s")
     return rows
 
 
-def _chunk_row(
+def chunk_row(
     name: str, budget: int, split: Splitter, docs: Sequence[Doc], embedder: Embedder
 ) -> ChunkRow:
     embedder.forget_words()  # every run starts with a cold word cache
@@ -158,7 +160,7 @@ def dense_speed(
     """Our parse + chunk on a heading-dense document, beside the corpus rows."""
     doc = heading_dense(headings)
     name = f"kb structure, {headings:,} headings ({doc.size / 1e6:.2f} MB)"
-    row = _chunk_row(name, budget, _ours(embedder, budget), [doc], embedder)
+    row = chunk_row(name, budget, ours(embedder, budget), [doc], embedder)
     progress(f"chunk: {name}: {row.mb_per_s:.2f} MB/s")
     return row
 
@@ -288,6 +290,7 @@ class Report:
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
     reranking: list[rerank.RerankRow] = field(default_factory=list)
+    multilingual: Any = None  # multilingual.MultilingualReport
 
 
 def machine() -> dict[str, Any]:
@@ -336,6 +339,9 @@ def run(quick: bool, keep: bool, progress: Progress) -> Report:
     report.neighbours = neighbours.run(quick=quick, keep=keep, progress=progress)
     report.seconds = time.perf_counter() - began
     report.reranking = rerank_rows
+    from kb.benchmarks import multilingual
+
+    report.multilingual = multilingual.run(quick, progress)
     return report
 
 
@@ -352,6 +358,10 @@ def markdown(report: Report) -> str:
     ]
     if report.neighbours is not None:
         parts.append(neighbours.markdown(report.neighbours))
+    if report.multilingual is not None:
+        from kb.benchmarks import multilingual
+
+        parts.append(multilingual.markdown(report.multilingual))
     return "\n\n".join(parts) + "\n"
 
 
