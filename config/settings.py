@@ -273,8 +273,9 @@ KB_EXTRA_MODELS = [
     path.strip() for path in os.environ.get("KB_EXTRA_MODELS", "").split(",")
     if path.strip()
 ]  # fmt: skip
-# Tokens the model reads, [CLS]/[SEP] included; 0 = the max_seq_length of
-# sentence_bert_config.json.
+# Tokens the default model (all-MiniLM-L6-v2 or KB_MODEL_DIR) reads, [CLS]/[SEP]
+# included; 0 = the max_seq_length of sentence_bert_config.json. Other models of
+# kb/embedding_models.py always take their own.
 KB_EMBED_WINDOW = envint("KB_EMBED_WINDOW", 0)
 KB_EMBED_PRECISION = os.environ.get("KB_EMBED_PRECISION", "fp32")
 if KB_EMBED_PRECISION not in ("fp32", "int8"):

@@ -113,7 +113,7 @@ class Embedder:
         self.tokenizer.no_padding()
         self.special_tokens = len(self.tokenizer.encode("").ids)
         config = self._raw_tokenizer_config
-        # Metaspace (SentencePiece, e5's XLM-R): words of the normalized text.
+        # SentencePiece's Metaspace (e5's XLM-R) counts by words too.
         self._metaspace = _metaspace_counts_add_up(config)
         self._word_counts: dict[str, int] | None = (
             {} if self._metaspace or _counts_add_up(config) else None
