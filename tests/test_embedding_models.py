@@ -18,6 +18,7 @@ import pytest
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.test import SimpleTestCase, TestCase
+from django.urls import reverse
 
 from kb import e5_pack, embedding_models, ingestion, questions, reindexing
 from kb.apps import check_extra_models
@@ -327,3 +328,19 @@ class E5CountTestCase(SimpleTestCase):
         self.assertTrue(e5.counts_by_words)  # not by encoding each whole text
         self.assertEqual(wrong, [])
         self.assertGreater(len(texts), 2000)
+
+
+class ShownTestCase(TestCase):
+    def test_the_admin_and_the_dashboard_show_the_model(self):
+        staff, _, _ = make_users()
+        self.client.force_login(staff)
+        multi = Collection.objects.create(name="Multi", embedding_model=E5)
+        shown = "multilingual-e5-small (100 languages)"
+        page = self.client.get(reverse("admin:kb_collection_changelist"))
+        self.assertContains(page, shown)
+        page = self.client.get(reverse("admin:kb_collection_change", args=[multi.pk]))
+        self.assertContains(page, f'<option value="{E5}" selected>{shown}</option>')
+        page = self.client.get(
+            reverse("admin:kb_evalrun_dashboard"), {"collection": multi.pk}
+        )
+        self.assertContains(page, f"Embedding model: {shown}")
