@@ -12,9 +12,8 @@ One run, on one corpus of Markdown and prose built by `synthesize`:
 4. retrieval and answer latency at 10,000 and 100,000 chunks (`scale`);
 5. retrieval in a small collection alone and beside two large ones
    (`neighbours`, also alone: `kb_bench speed --only neighbours`);
-6. the latency a reranker adds per question (`rerank`, issue #17);
-7. MiniLM beside multilingual-e5-small on Russian text (`multilingual`,
-   issue #27; also alone: `kb_bench speed --only multilingual`).
+6. the latency a reranker adds per question (`rerank`, issue #17).
+`kb_bench speed` then runs kb/benchmarks/multilingual.py (issue #27).
 
 The peers are imported only here, from requirements-bench.txt; torch is an
 optional extra (`pip install torch==2.13.0`), its rows are left out without it.
@@ -290,7 +289,6 @@ class Report:
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
     reranking: list[rerank.RerankRow] = field(default_factory=list)
-    multilingual: Any = None  # multilingual.MultilingualReport
 
 
 def machine() -> dict[str, Any]:
@@ -339,9 +337,6 @@ def run(quick: bool, keep: bool, progress: Progress) -> Report:
     report.neighbours = neighbours.run(quick=quick, keep=keep, progress=progress)
     report.seconds = time.perf_counter() - began
     report.reranking = rerank_rows
-    from kb.benchmarks import multilingual
-
-    report.multilingual = multilingual.run(quick, progress)
     return report
 
 
@@ -358,10 +353,6 @@ def markdown(report: Report) -> str:
     ]
     if report.neighbours is not None:
         parts.append(neighbours.markdown(report.neighbours))
-    if report.multilingual is not None:
-        from kb.benchmarks import multilingual
-
-        parts.append(multilingual.markdown(report.multilingual))
     return "\n\n".join(parts) + "\n"
 
 

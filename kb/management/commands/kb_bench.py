@@ -11,7 +11,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from kb.benchmarks import formats, quality, reindex, speed
+from kb.benchmarks import formats, multilingual, quality, reindex, speed
 from kb.embedding import PRECISIONS
 
 
@@ -214,9 +214,15 @@ class Command(BaseCommand):
             raise CommandError(
                 f"{exc.name} is missing: pip install -r requirements-bench.txt"
             ) from exc
+        models = multilingual.run(
+            options["quick"], progress=lambda line: self.stderr.write(line)
+        )
         self.stdout.write(f"kb_bench speed, {report.started}\n")
         self.stdout.write(speed.markdown(report))
-        self._write_json(options, speed.as_json(report))
+        self.stdout.write("\n" + multilingual.markdown(models) + "\n")
+        payload = speed.as_json(report)
+        payload["multilingual"] = multilingual.as_json(models)
+        self._write_json(options, payload)
 
     def _neighbours(self, options: dict[str, Any]) -> None:
         from kb.benchmarks import neighbours
@@ -233,8 +239,6 @@ class Command(BaseCommand):
         self._write_json(options, neighbours.as_json(report))
 
     def _multilingual(self, options: dict[str, Any]) -> None:
-        from kb.benchmarks import multilingual
-
         started = time.strftime("%Y-%m-%d %H:%M %Z")
         report = multilingual.run(
             options["quick"], progress=lambda line: self.stderr.write(line)
