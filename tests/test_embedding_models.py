@@ -122,6 +122,14 @@ class MultilingualCollectionTestCase(TestCase):
                 result.vector, get_embedder(E5).embed_query(question), atol=1e-6
             )
 
+    def test_the_context_budget_is_kept_in_e5_tokens(self):
+        e5 = get_embedder(E5)
+        result = retrieve(self.collection, RUSSIAN)
+        counted = [e5.count_text_tokens(p.text) for p in result.passages]
+        self.assertEqual([p.tokens for p in result.passages], counted)
+        self.assertEqual(result.context_tokens, sum(counted))
+        self.assertLessEqual(result.context_tokens, self.collection.context_budget)
+
     def test_chunks_are_sized_in_e5_tokens_with_the_prompt(self):
         e5 = get_embedder(E5)
         source = self.collection.sources.get(file_name="ru/namespaces.md")

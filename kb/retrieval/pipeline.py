@@ -14,7 +14,14 @@ from kb.retrieval import (
     search,
     sections,
 )
-from kb.retrieval.passages import Hit, Passage, Result, context_tokens, merge
+from kb.retrieval.passages import (
+    Hit,
+    Passage,
+    Result,
+    context_tokens,
+    counted_by,
+    merge,
+)
 from kb.retrieval.question import clean_question, embed_question
 
 
@@ -31,7 +38,32 @@ def retrieve(
 ) -> Result:
     """`strategy` "sections": the simple baseline's packing (sections_baseline)
     instead of the default's; "default" or None: as the collection is set up.
-    `late_interaction`: that stage on or off; None: as KB_LATE_INTERACTION says."""
+    `late_interaction`: that stage on or off; None: as KB_LATE_INTERACTION says.
+    The context is measured in the collection's model's tokens."""
+    with counted_by(embedding.for_collection(collection)):
+        return _retrieve(
+            collection,
+            question,
+            k=k,
+            budget=budget,
+            mode=mode,
+            include_deprecated=include_deprecated,
+            strategy=strategy,
+            late_interaction=late_interaction,
+        )
+
+
+def _retrieve(
+    collection: Collection,
+    question: str,
+    *,
+    k: int | None,
+    budget: int | None,
+    mode: str | None,
+    include_deprecated: bool,
+    strategy: str | None,
+    late_interaction: bool | None,
+) -> Result:
     question = clean_question(question)
     k = k or collection.top_k
     budget = budget or collection.context_budget
