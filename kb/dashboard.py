@@ -137,6 +137,8 @@ def _config_summary(config: dict[str, Any]) -> str:
         "budget": config["context_budget"],
         "mode": config["retrieval_mode"],
     }
+    if config.get("model"):  # the embedding model (per collection since #27)
+        text += f", {config['model']}"
     if config.get("strategy"):  # recorded since issue #17
         text = gettext("%(pipeline)s pipeline: %(settings)s") % {
             "pipeline": config["strategy"],

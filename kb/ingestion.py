@@ -337,6 +337,8 @@ class Prepared:
     chunks: list[PreparedChunk]
     rejections: list[PreparedChunk]
     window: int
+    # The collection's model: it counts and embeds the chunks (issue #27).
+    embedder: embedding.Embedder
     word_fallbacks: int = 0
     blocks: int = 0
     headings_shortened: int = 0  # chunks whose prefix cut a long heading
@@ -372,8 +374,9 @@ def prepare(
     document: parsing.Document | None = None,
 ) -> Prepared:
     """Parse (unless `document` is given) and chunk `source.text`; build and
-    measure every embedded text."""
-    embedder = embedding.get_embedder()
+    measure every embedded text, in the collection's model's tokens (its passage
+    prompt included)."""
+    embedder = embedding.for_collection(collection)
     started = time.perf_counter()
     if document is None:
         document = parsing.parse(source.text, source.file_name, title=source.title)
@@ -392,7 +395,7 @@ def prepare(
 
     # Room for each section's metadata prefix (its heading path differs).
     prefix_cost = {
-        s.index: embedding.count_text_tokens(
+        s.index: embedder.count_text_tokens(
             policy.prefix(values(s.heading_path, s.index, 0, 0))
         )
         for s in document.sections
@@ -409,7 +412,7 @@ def prepare(
     result = chunking.chunk_document(
         document,
         source.text,
-        count_tokens=embedding.count_tokens,
+        count_tokens=embedder.count_passage_tokens,
         max_tokens=max_tokens,
         overlap=collection.chunk_overlap,
         strategy=collection.chunk_strategy,
@@ -427,7 +430,7 @@ def prepare(
     detected = time.perf_counter()
     total = len(result.chunks)
     _check_chunk_count(source.file_name, total)
-    prepared = Prepared(document, [], [], embedder.window)
+    prepared = Prepared(document, [], [], embedder.window, embedder)
     prepared.language, prepared.configs = language, configs
     prepared.word_fallbacks = sum(1 for c in result.chunks if c.is_fallback)
     prepared.blocks = sum(len(s.blocks) for s in document.sections)
@@ -436,7 +439,7 @@ def prepare(
         prefix = policy.prefix(vals)
         prepared.headings_shortened += policy.shortens_heading(vals)
         embedded = prefix + data.embed_text
-        count = embedding.count_tokens(embedded) if prefix else data.token_count
+        count = embedder.count_passage_tokens(embedded) if prefix else data.token_count
         item = PreparedChunk(
             data, embedded, count, data.token_count, policy.retrieved(vals)
         )
@@ -468,15 +471,16 @@ def _check_chunk_count(name: str, total: int) -> None:
 # that a changed chunk budget shows as an out-of-date index (and a run records what
 # it measured) instead of passing for the index it would take.
 
-INDEX_FIELDS = ["chunk_strategy", "chunk_tokens", "chunk_overlap"]
+INDEX_FIELDS = ["chunk_strategy", "chunk_tokens", "chunk_overlap", "embedding_model"]
 
 
 def build_config(collection: Collection) -> dict[str, Any]:
     """The settings an index built now would have (the metadata policy apart: a
-    new policy is built as a shadow index and swapped in whole, kb/reindexing.py)."""
-    embedder = embedding.get_embedder()
+    new policy is built as a shadow index and swapped in whole, kb/reindexing.py).
+    The embedding model is recorded by its own name, under "model"."""
+    embedder = embedding.for_collection(collection)
     return {
-        **{f: getattr(collection, f) for f in INDEX_FIELDS},
+        **{f: getattr(collection, f) for f in INDEX_FIELDS if f != "embedding_model"},
         "model": embedder.model_name,
         "precision": embedder.precision,
         "window": embedder.window,
@@ -730,10 +734,11 @@ def _embed(source: Source, version: int, prepared: Prepared):
     truncate = source.collection.chunk_strategy == "fixed"
     for start in range(0, total, PROGRESS_EVERY):
         batch = slice(start, start + PROGRESS_EVERY)
-        if truncate:
-            parts.append(embedding.get_embedder().embed_truncating(texts[batch]))
-        else:
-            parts.append(embedding.embed(texts[batch], origins=origins[batch]))
+        parts.append(
+            prepared.embedder.embed_passages(
+                texts[batch], origins=origins[batch], truncate=truncate
+            )
+        )
         progress = {"stage": "embedding", "blocks": prepared.blocks,
                     "chunks_embedded": min(start + PROGRESS_EVERY, total),
                     "chunks_total": total}  # fmt: skip
@@ -784,7 +789,7 @@ def _publish(source, version, prepared: Prepared, vectors, stats, reading=None) 
         )
         Chunk.objects.filter(source=current).delete()
         Section.objects.filter(source=current).delete()
-        sections = _create_sections(current, prepared.document, reading)
+        sections = _create_sections(current, prepared, reading)
         leads = _leads(current.text, [c.data for c in prepared.chunks])
         Chunk.objects.bulk_create(
             [
@@ -799,7 +804,7 @@ def _publish(source, version, prepared: Prepared, vectors, stats, reading=None) 
                     lead=lead,
                     embedded_text=c.embedded_text,
                     token_count=c.token_count,
-                    text_tokens=embedding.count_text_tokens(c.data.text),
+                    text_tokens=prepared.embedder.count_text_tokens(c.data.text),
                     is_fallback=c.data.is_fallback,
                     metadata=c.metadata,
                     embedding=vector,
@@ -836,9 +841,8 @@ def _leads(text: str, chunks) -> list[str]:
     return leads
 
 
-def _create_sections(
-    source: Source, document: parsing.Document, reading=None
-) -> list[Section]:
+def _create_sections(source: Source, prepared: Prepared, reading=None) -> list[Section]:
+    document, count = prepared.document, prepared.embedder.count_text_tokens
     text = source.text
     # Bodies tile the document: each runs to the next section's start.
     ends = [s.start for s in document.sections[1:]] + [len(text)]
@@ -857,7 +861,7 @@ def _create_sections(
                 start=s.start,
                 end=s.end,
                 body=text[s.start : ends[i]],
-                tokens=embedding.count_text_tokens(text[s.start : s.end]),
+                tokens=count(text[s.start : s.end]),
                 page_start=pages[i][0],
                 page_end=pages[i][1],
             )

@@ -17,7 +17,7 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 from pgvector.django import HnswIndex, VectorField
 
-from kb import chunking, languages
+from kb import chunking, embedding_models, languages
 
 EMBEDDING_DIM = 384
 LANGUAGE_CHOICES = [
@@ -117,6 +117,13 @@ class Collection(models.Model):
     retrieval_mode = models.CharField(
         max_length=10, choices=Retrieval.choices, default=Retrieval.HYBRID
     )
+    # A name of kb/embedding_models.py; a change is built as a shadow index.
+    embedding_model = models.CharField(
+        max_length=100,
+        choices=embedding_models.choices,
+        default=embedding_models.DEFAULT,
+        help_text="The model that embeds its sources and questions.",
+    )
     # {field name: "embed" | "retrieve" | "ignore"}; see kb/metadata.py
     metadata_policy = models.JSONField(default=dict, blank=True)
     is_scratch = models.BooleanField(
@@ -166,6 +173,7 @@ class Collection(models.Model):
         "top_k",
         "context_budget",
         "retrieval_mode",
+        "embedding_model",
     ]
 
     objects = CollectionQuerySet.as_manager()

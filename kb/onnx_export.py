@@ -282,6 +282,8 @@ def build_from_dir(source_dir: Path) -> Any:
     import onnx
 
     weights = read_safetensors(source_dir / "model.safetensors")
+    # A BertFor... checkpoint names the encoder's weights "bert.<name>".
+    weights = {k.removeprefix("bert."): v for k, v in weights.items()}
     config = json.loads((source_dir / "config.json").read_text(encoding="utf-8"))
     model = build_model(weights, config)
     onnx.checker.check_model(model)

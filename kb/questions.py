@@ -121,20 +121,20 @@ def log(user, collection: Collection, result, reply) -> Question | None:
         citations=citations(result, reply),
         latency_ms=result.timings_ms.get("total", 0.0),
         fingerprint=stamp,
-        embedding=_vector(result),
+        embedding=_vector(collection, result),
         created=now,
     )
     prune_collection(collection.pk)
     return entry
 
 
-def _vector(result) -> list[float]:
+def _vector(collection: Collection, result) -> list[float]:
     if result.vector is not None:
         return list(map(float, result.vector))
     from kb import embedding  # keyword-only retrieval embeds no question
 
-    vector = embedding.get_embedder().embed([result.question], origins=["question"])
-    return list(map(float, vector[0]))
+    vector = embedding.for_collection(collection).embed_query(result.question)
+    return list(map(float, vector))
 
 
 def retrieved(result) -> list[dict[str, Any]]:

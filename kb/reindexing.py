@@ -172,8 +172,9 @@ def changed_settings(shadow: ShadowIndex) -> dict[str, Any]:
     """What the shadow changes, field by field: {field: (live, new)}; a policy
     by the fields whose decision changes."""
     old, new = shadow.old_settings, shadow.new_settings
-    changes = {f: (old.get(f), new[f]) for f in ingestion.INDEX_FIELDS
-               if old.get(f) != new[f]}  # fmt: skip
+    # A shadow from before a field existed has none (embedding_model, #27).
+    changes = {f: (old.get(f), new.get(f)) for f in ingestion.INDEX_FIELDS
+               if f in new and old.get(f) != new[f]}  # fmt: skip
     named = set(old.get("metadata_policy") or {}) | set(new["metadata_policy"] or {})
     keys = sorted(named - set(BUILTIN_FIELDS))  # free fields default to retrieve
     before = Policy.build(old.get("metadata_policy") or {}, keys).decisions
@@ -218,7 +219,7 @@ def build(shadow: ShadowIndex) -> Collection:
     with ingestion.storing():  # all copies or none, files included
         scratch = evaluation.scratch_copy(
             collection,
-            {f: settings[f] for f in ingestion.INDEX_FIELDS},
+            {f: settings[f] for f in ingestion.INDEX_FIELDS if f in settings},
             policy=settings["metadata_policy"],
             sources=sources,
         )

@@ -25,7 +25,7 @@ import pytest
 from django.conf import settings
 from django.test import override_settings
 
-from kb import embedding
+from kb import embedding, embedding_models
 
 
 class RememberingEmbedder(embedding.Embedder):
@@ -52,12 +52,12 @@ class RememberingEmbedder(embedding.Embedder):
 @pytest.fixture(scope="session", autouse=True)
 def remembered_vectors():
     """Make the default embedder of this process a RememberingEmbedder."""
-    precision = settings.KB_EMBED_PRECISION
+    key = (embedding_models.DEFAULT, settings.KB_EMBED_PRECISION)
     with embedding._embedders_lock:
-        embedding._embedders[precision] = RememberingEmbedder.from_settings(precision)
+        embedding._embedders[key] = RememberingEmbedder.from_settings(*key)
     yield
     with embedding._embedders_lock:
-        embedding._embedders.pop(precision, None)
+        embedding._embedders.pop(key, None)
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -28,6 +28,7 @@ SETTINGS = {
     "top_k": 5,
     "context_budget": 1200,
     "retrieval_mode": "hybrid",
+    "embedding_model": "all-minilm-l6-v2",
 }
 
 

@@ -129,7 +129,7 @@ def test_token_ids_match_the_engine(model_dir) -> None:
 
 def test_model_dir_loads_through_kb_model_dir(model_dir, data_dir) -> None:
     with override_settings(KB_MODEL_DIR=str(model_dir), KB_DATA_DIR=data_dir):
-        embedder = Embedder.from_settings("fp32")
+        embedder = Embedder.from_settings(precision="fp32")
         vectors = embedder.embed(_texts())
     assert embedder.model_name == e5_pack.MODEL_NAME
     assert (embedder.dim, embedder.window) == (384, 512)
@@ -157,7 +157,7 @@ def test_command_prints_the_cached_model_dir(built_data_dir, model_dir) -> None:
 @pytest.mark.slow
 def test_int8_model_stays_close_to_the_engine(model_dir, data_dir) -> None:
     with override_settings(KB_MODEL_DIR=str(model_dir), KB_DATA_DIR=data_dir):
-        embedder = Embedder.from_settings("int8")
+        embedder = Embedder.from_settings(precision="int8")
         vectors = embedder.embed(_texts())
     assert embedder.model_path.name == "model.int8.onnx"
     cosines = (vectors * _reference_vectors()).sum(axis=1)

@@ -64,7 +64,7 @@ class ReferenceVectorsTestCase(SimpleTestCase):
         self.texts = [case["text"] for case in self.cases]
 
     def _cosines(self, precision: str) -> list[float]:
-        vectors = get_embedder(precision).embed(self.texts)
+        vectors = get_embedder(precision=precision).embed(self.texts)
         return [
             _cosine(vector, np.array(case["vector"]))
             for vector, case in zip(vectors, self.cases)
@@ -88,7 +88,7 @@ class ReferenceVectorsTestCase(SimpleTestCase):
 
 class WindowTestCase(SimpleTestCase):
     def setUp(self) -> None:
-        self.embedder = get_embedder("fp32")
+        self.embedder = get_embedder(precision="fp32")
 
     def test_it_counts_special_tokens(self) -> None:
         self.assertEqual(count_tokens(""), 2)
@@ -171,7 +171,7 @@ class TokenCountTestCase(SimpleTestCase):
 
 class BatchingTestCase(SimpleTestCase):
     def test_it_gives_the_same_vector_alone_and_in_a_mixed_batch(self) -> None:
-        embedder = get_embedder("fp32")
+        embedder = get_embedder(precision="fp32")
         target = "How do I rotate the API keys for the billing service?"
         others = [_text_of_about(n) for n in (40, 120, 200)] + ["ok", "yes"]
         alone = embedder.embed([target])[0]
@@ -184,7 +184,7 @@ class ReadyModelDirTestCase(SimpleTestCase):
     """KB_MODEL_DIR: a Hugging Face style directory with model.onnx is used as-is."""
 
     def test_it_runs_a_ready_model_onnx(self) -> None:
-        built = get_embedder("fp32")
+        built = get_embedder(precision="fp32")
         built.embed(["warm up"])  # makes sure model.onnx exists in the cache
         with tempfile.TemporaryDirectory() as directory:
             ready = Path(directory)
@@ -225,7 +225,7 @@ class EmbedderCommandTestCase(SimpleTestCase):
         rows = [json.loads(line) for line in out.getvalue().splitlines()]
         self.assertEqual([row.get("id") for row in rows], ["a", None])
         self.assertEqual(rows[0]["token_count"], 12)
-        expected = get_embedder("fp32").embed(texts)
+        expected = get_embedder(precision="fp32").embed(texts)
         for row, vector in zip(rows, expected):
             self.assertGreater(_cosine(np.array(row["vector"]), vector), 0.999999)
 

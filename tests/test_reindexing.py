@@ -354,7 +354,8 @@ class ShadowWorkerTestCase(TransactionTestCase):
         data = {"name": self.gate.name, "description": "",
                 "chunk_strategy": "structure", "chunk_tokens": 200,
                 "chunk_overlap": 0, "top_k": 5, "context_budget": 1200,
-                "retrieval_mode": "hybrid", **settings}  # fmt: skip
+                "retrieval_mode": "hybrid",
+                "embedding_model": "all-minilm-l6-v2", **settings}  # fmt: skip
         url = reverse("admin:kb_collection_change", args=[self.gate.pk])
         response = self.client.post(url, data, follow=True)
         self.assertContains(response, "are being built as shadow index")

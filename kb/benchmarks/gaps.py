@@ -41,8 +41,8 @@ def run() -> dict[str, Any]:
     if unknown := [p["id"] for p in paraphrases if p["id"] not in by_id]:
         raise ValueError(f"paraphrases of no golden case: {unknown}")
     embedder = embedding.get_embedder()
-    vectors = _unit(embedder.embed([c["question"] for c in cases]))
-    again = _unit(embedder.embed([p["question"] for p in paraphrases]))
+    vectors = _unit(embedder.embed_queries([c["question"] for c in cases]))
+    again = _unit(embedder.embed_queries([p["question"] for p in paraphrases]))
     index = {c["id"]: i for i, c in enumerate(cases)}
     same = [float(vectors[index[p["id"]]] @ v) for p, v in zip(paraphrases, again)]
     same_file, other_file = [], []

@@ -201,7 +201,7 @@ def measure(
 
 def _uses_index(collection: Collection, question: str) -> bool:
     """Whether the planner reads the HNSW index for the collection's chunks."""
-    vector = embedding.get_embedder().embed([question])[0]
+    vector = embedding.get_embedder().embed_query(question)
     sql, params = retrieval.nearest_query(collection, vector)
     with retrieval.hnsw_scan(collection), connection.cursor() as cursor:
         cursor.execute("EXPLAIN " + sql, params)

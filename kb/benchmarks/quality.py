@@ -392,7 +392,7 @@ def run(
     """Run the configurations `names` on the benchmark and collect the scores."""
     started = time.perf_counter()
     benchmark = load_benchmark(data_dir, corpora)
-    embedder = get_embedder(precision)
+    embedder = get_embedder(precision=precision)
     cache_dir = Path(settings.KB_DATA_DIR) / "bench" / "embeddings"
     queries = cached_vectors(
         [q.text for q in benchmark.questions], embedder, False, cache_dir

@@ -531,7 +531,7 @@ def measure(
 
 def explain(collection: Collection, question: str) -> list[str]:
     """EXPLAIN ANALYZE of the vector search as `retrieval` runs it."""
-    vector = embedding.get_embedder().embed([question])[0]
+    vector = embedding.get_embedder().embed_query(question)
     sql, params = retrieval.nearest_query(collection, vector)
     with retrieval.hnsw_scan(collection), connection.cursor() as cursor:
         cursor.execute("EXPLAIN (ANALYZE, BUFFERS) " + sql, params)

@@ -13,6 +13,7 @@ One run, on one corpus of Markdown and prose built by `synthesize`:
 5. retrieval in a small collection alone and beside two large ones
    (`neighbours`, also alone: `kb_bench speed --only neighbours`);
 6. the latency a reranker adds per question (`rerank`, issue #17).
+`kb_bench speed` then runs kb/benchmarks/multilingual.py (issue #27).
 
 The peers are imported only here, from requirements-bench.txt; torch is an
 optional extra (`pip install torch==2.13.0`), its rows are left out without it.
@@ -69,7 +70,7 @@ class ChunkRow:
 Splitter = Callable[[Doc], list[str]]
 
 
-def _ours(embedder: Embedder, budget: int) -> Splitter:
+def ours(embedder: Embedder, budget: int) -> Splitter:
     def split(doc: Doc) -> list[str]:
         document = parsing.parse(doc.text, doc.name)
         result = chunking.chunk_document(
@@ -103,7 +104,7 @@ def _chonkie(embedder: Embedder, budget: int) -> Splitter:
 
 
 CHUNKERS: dict[str, Callable[[Embedder, int], Splitter]] = {
-    "kb structure": _ours,
+    "kb structure": ours,
     "LangChain recursive (HF tokenizer)": _langchain,
     "Chonkie recursive": _chonkie,
 }
@@ -117,12 +118,12 @@ def chunk_speed(
     for name, factory in CHUNKERS.items():
         for budget in budgets:
             split = factory(embedder, budget)
-            rows.append(_chunk_row(name, budget, split, docs, embedder))
+            rows.append(chunk_row(name, budget, split, docs, embedder))
             progress(f"chunk: {name} {budget}: {rows[-1].mb_per_s:.2f} MB/s")
     return rows
 
 
-def _chunk_row(
+def chunk_row(
     name: str, budget: int, split: Splitter, docs: Sequence[Doc], embedder: Embedder
 ) -> ChunkRow:
     embedder.forget_words()  # every run starts with a cold word cache
@@ -158,7 +159,7 @@ def dense_speed(
     """Our parse + chunk on a heading-dense document, beside the corpus rows."""
     doc = heading_dense(headings)
     name = f"kb structure, {headings:,} headings ({doc.size / 1e6:.2f} MB)"
-    row = _chunk_row(name, budget, _ours(embedder, budget), [doc], embedder)
+    row = chunk_row(name, budget, ours(embedder, budget), [doc], embedder)
     progress(f"chunk: {name}: {row.mb_per_s:.2f} MB/s")
     return row
 
@@ -203,7 +204,7 @@ def token_windows(embedder: Embedder, text: str, tokens: int, count: int) -> lis
 
 
 def embed_speed(docs: Sequence[Doc], count: int, progress: Progress) -> EmbedReport:
-    fp32, int8 = get_embedder("fp32"), get_embedder("int8")
+    fp32, int8 = get_embedder(precision="fp32"), get_embedder(precision="int8")
     text = "\n\n".join(doc.text for doc in docs)[: count * max(EMBED_LENGTHS) * 8]
     engines: dict[str, Callable[[list[str]], np.ndarray]] = {
         "kb fp32 (onnxruntime)": lambda t: fp32.embed(t, batch_size=EMBED_BATCH),
@@ -323,7 +324,7 @@ def run(quick: bool, keep: bool, progress: Progress) -> Report:
         "base_mb": round(megabytes(base), 3),
     }
     progress(f"corpus: {corpus['documents']} documents, {corpus['mb']} MB")
-    embedder = get_embedder("fp32")
+    embedder = get_embedder(precision="fp32")
     chunk_rows = chunk_speed(docs, embedder, BUDGETS, progress)
     headings = QUICK_DENSE_HEADINGS if quick else DENSE_HEADINGS
     chunk_rows.append(dense_speed(embedder, headings, BUDGETS[0], progress))

@@ -29,7 +29,7 @@ WHERE terms_counted IS NOT NULL;
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("kb", "0017_collection_hnsw_recall"),
+        ("kb", "0018_collection_embedding_model"),
     ]
 
     operations = [

@@ -29,6 +29,7 @@ from kb.retrieval.question import STOPWORDS
 from kb.retrieval.rows import Selected
 
 _WORD_TOKEN = re.compile(r"\w")  # not punctuation, not a ##continuation piece
+METASPACE = "\u2581"
 
 
 def enabled(asked: bool | None = None) -> bool:
@@ -51,15 +52,21 @@ def pool_size(k: int, asked: bool | None = None) -> int:
     return max(k, settings.KB_LATE_INTERACTION_TOP_N) if enabled(asked) else k
 
 
-def question_states(question: str) -> np.ndarray:
-    """The question's token states, its content words only: no punctuation, no
-    word piece continuing a word, no common word (question.STOPWORDS); all of
-    them when nothing is left."""
-    (found,) = embedding.get_embedder().token_states([question])
+def question_states(
+    question: str, embedder: embedding.Embedder | None = None
+) -> np.ndarray:
+    """The question's token states (read after the model's query prompt), its
+    content words only: no punctuation, no word piece continuing a word, no
+    common word (question.STOPWORDS); all of them when nothing is left.
+    `embedder`: the collection's (default: the default model's)."""
+    embedder = embedder or embedding.get_embedder()
+    (found,) = embedder.token_states([question], query=True)
     keep = [
         i
         for i, token in enumerate(found.tokens)
-        if _WORD_TOKEN.match(token) and token.lower() not in STOPWORDS
+        # A SentencePiece word starts with "▁" (e5's XLM-R vocabulary).
+        if _WORD_TOKEN.match(word := token.removeprefix(METASPACE))
+        and word.lower() not in STOPWORDS
     ]
     return found.states[keep] if keep else found.states
 
@@ -81,7 +88,10 @@ def section_texts(item: Selected) -> list[str]:
 
 
 def rerank(
-    question: str, selected: list[Selected], rrf_k: int
+    question: str,
+    selected: list[Selected],
+    rrf_k: int,
+    embedder: embedding.Embedder | None = None,
 ) -> tuple[list[Selected], float]:
     """`selected` with its first KB_LATE_INTERACTION_TOP_N reordered by
     reciprocal rank fusion of their order and their late-interaction scores,
@@ -96,9 +106,10 @@ def rerank(
         for text in section_texts(item):
             owners.append(index)
             texts.append(text)
-    asked = question_states(question)
+    embedder = embedder or embedding.get_embedder()
+    asked = question_states(question, embedder)
     scores = [-1.0] * len(top)
-    states = embedding.get_embedder().token_states(texts)
+    states = embedder.token_states(texts)
     for owner, found in zip(owners, states, strict=True):
         scores[owner] = max(scores[owner], maxsim(asked, found.states))
     by_score = sorted(range(len(top)), key=lambda i: -scores[i])

@@ -7,7 +7,9 @@ Pure: no database here (tests/test_retrieval_stages.py checks it).
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -198,10 +200,27 @@ class Result:
     vector: Any = field(default=None, repr=False)
 
 
+# The model whose tokens measure the context: the collection's, set by retrieve()
+# (its sections' and chunks' stored counts are in those tokens too, issue #27).
+_counting: ContextVar[embedding.Embedder | None] = ContextVar(
+    "context_counting", default=None
+)
+
+
+@contextmanager
+def counted_by(embedder: embedding.Embedder) -> Iterator[None]:
+    """Measure the context in `embedder`'s tokens within the block."""
+    token = _counting.set(embedder)
+    try:
+        yield
+    finally:
+        _counting.reset(token)
+
+
 def context_tokens(text: str) -> int:
     """Tokens a passage of this text adds to the context (no [CLS]/[SEP]: it is
-    not embedded)."""
-    return embedding.count_text_tokens(text)
+    not embedded), in the collection's model's tokens (`counted_by`)."""
+    return (_counting.get() or embedding.get_embedder()).count_text_tokens(text)
 
 
 def cut_to_tokens(text: str, tokens: int) -> str:

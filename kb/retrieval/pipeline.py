@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from kb import reranking
+from kb import embedding, reranking
 from kb.models import Collection
 from kb.retrieval import (
     baselines,
@@ -14,7 +14,14 @@ from kb.retrieval import (
     search,
     sections,
 )
-from kb.retrieval.passages import Hit, Passage, Result, context_tokens, merge
+from kb.retrieval.passages import (
+    Hit,
+    Passage,
+    Result,
+    context_tokens,
+    counted_by,
+    merge,
+)
 from kb.retrieval.question import clean_question, embed_question
 
 
@@ -31,7 +38,32 @@ def retrieve(
 ) -> Result:
     """`strategy` "sections": the simple baseline's packing (sections_baseline)
     instead of the default's; "default" or None: as the collection is set up.
-    `late_interaction`: that stage on or off; None: as KB_LATE_INTERACTION says."""
+    `late_interaction`: that stage on or off; None: as KB_LATE_INTERACTION says.
+    The context is measured in the collection's model's tokens."""
+    with counted_by(embedding.for_collection(collection)):
+        return _retrieve(
+            collection,
+            question,
+            k=k,
+            budget=budget,
+            mode=mode,
+            include_deprecated=include_deprecated,
+            strategy=strategy,
+            late_interaction=late_interaction,
+        )
+
+
+def _retrieve(
+    collection: Collection,
+    question: str,
+    *,
+    k: int | None,
+    budget: int | None,
+    mode: str | None,
+    include_deprecated: bool,
+    strategy: str | None,
+    late_interaction: bool | None,
+) -> Result:
     question = clean_question(question)
     k = k or collection.top_k
     budget = budget or collection.context_budget
@@ -44,7 +76,7 @@ def retrieve(
     similarity: float | None = None
     section_ranks: dict[int, int] = {}
     if mode in ("vector", "hybrid"):
-        vector = embed_question(question)
+        vector = embed_question(question, collection)
         clock = _lap(timings, "embed", clock)
         with search.hnsw_scan(collection):
             vector_ids, similarity = search.vector_ids(
@@ -76,7 +108,7 @@ def retrieve(
         )
     else:
         passages, reranked, late_ms = _context(
-            question, hits, k, budget, late_interaction
+            collection, question, hits, k, budget, late_interaction
         )
     for rank, passage in enumerate(passages, 1):
         passage.rank = rank
@@ -105,7 +137,12 @@ def retrieve(
 
 
 def _context(
-    question: str, hits: list[Hit], k: int, budget: int, late: bool | None = None
+    collection: Collection,
+    question: str,
+    hits: list[Hit],
+    k: int,
+    budget: int,
+    late: bool | None = None,
 ) -> tuple[list[Passage], reranking.Report | None, float | None]:
     """The default pipeline's context: the k best sections (reordered by late
     interaction when it is on, reranked when a reranker is set), expanded within
@@ -115,7 +152,9 @@ def _context(
     selected = sections.select(hits, pool)
     late_ms = None
     if late_interaction.enabled(late):
-        selected, late_ms = late_interaction.rerank(question, selected, search.RRF_K)
+        selected, late_ms = late_interaction.rerank(
+            question, selected, search.RRF_K, embedding.for_collection(collection)
+        )
     selected, reranked = reranking.rerank_sections(question, selected, k)
     expanded = expansion.expand(selected, budget)
     before = sections.preceding(expanded.whole, expanded.remaining)

@@ -84,17 +84,23 @@ def _names_something(word: str) -> bool:
     return word.casefold() not in STOPWORDS or (len(word) > 1 and word.isupper())
 
 
-def check_question(question: str) -> str:
+def check_question(question: str, collection=None) -> str:
     """The question as asked, or QuestionError for one the ask path refuses:
-    empty, too long, or over the model's window (golden cases are checked so)."""
+    empty, too long, or over the window of the collection's model (of the
+    default model without one; golden cases are checked so)."""
     question = clean_question(question)
-    _check_window(question)
+    _check_window(question, _embedder(collection))
     return question
 
 
-def _check_window(question: str) -> None:
-    embedder = embedding.get_embedder()
-    count = embedder.count_tokens(question)
+def _embedder(collection=None) -> embedding.Embedder:
+    if collection is None:
+        return embedding.get_embedder()
+    return embedding.for_collection(collection)
+
+
+def _check_window(question: str, embedder: embedding.Embedder) -> None:
+    count = embedder.count_query_tokens(question)
     if count > embedder.window:
         raise QuestionError(
             gettext("The question has %(count)d tokens; the model reads %(window)d.")
@@ -102,6 +108,9 @@ def _check_window(question: str) -> None:
         )
 
 
-def embed_question(question: str):
-    _check_window(question)
-    return embedding.get_embedder().embed([question], origins=["the question"])[0]
+def embed_question(question: str, collection):
+    """The question's vector in the collection's model, its query prompt before
+    it (e5's `query: `)."""
+    embedder = _embedder(collection)
+    _check_window(question, embedder)
+    return embedder.embed_query(question)

@@ -11,7 +11,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from kb.benchmarks import formats, quality, reindex, speed
+from kb.benchmarks import formats, multilingual, quality, reindex, speed
 from kb.embedding import PRECISIONS
 
 
@@ -81,9 +81,10 @@ class Command(BaseCommand):
         )
         fast.add_argument(
             "--only",
-            choices=["neighbours"],
+            choices=["neighbours", "multilingual"],
             help="run one part: `neighbours`, retrieval in a small collection "
-            "alone and beside two large ones (issue #15)",
+            "alone and beside two large ones (issue #15); `multilingual`, "
+            "MiniLM beside multilingual-e5-small on Russian text (issue #27)",
         )
 
         fidelity = benches.add_parser(
@@ -201,6 +202,8 @@ class Command(BaseCommand):
     def _speed(self, options: dict[str, Any]) -> None:
         if options["only"] == "neighbours":
             return self._neighbours(options)
+        if options["only"] == "multilingual":
+            return self._multilingual(options)
         try:
             report = speed.run(
                 options["quick"],
@@ -211,9 +214,15 @@ class Command(BaseCommand):
             raise CommandError(
                 f"{exc.name} is missing: pip install -r requirements-bench.txt"
             ) from exc
+        models = multilingual.run(
+            options["quick"], progress=lambda line: self.stderr.write(line)
+        )
         self.stdout.write(f"kb_bench speed, {report.started}\n")
         self.stdout.write(speed.markdown(report))
-        self._write_json(options, speed.as_json(report))
+        self.stdout.write("\n" + multilingual.markdown(models) + "\n")
+        payload = speed.as_json(report)
+        payload["multilingual"] = multilingual.as_json(models)
+        self._write_json(options, payload)
 
     def _neighbours(self, options: dict[str, Any]) -> None:
         from kb.benchmarks import neighbours
@@ -228,6 +237,18 @@ class Command(BaseCommand):
         self.stdout.write(f"kb_bench speed --only neighbours, {started}, load {load}\n")
         self.stdout.write(neighbours.markdown(report))
         self._write_json(options, neighbours.as_json(report))
+
+    def _multilingual(self, options: dict[str, Any]) -> None:
+        started = time.strftime("%Y-%m-%d %H:%M %Z")
+        report = multilingual.run(
+            options["quick"], progress=lambda line: self.stderr.write(line)
+        )
+        load = os.getloadavg()[0]
+        self.stdout.write(
+            f"kb_bench speed --only multilingual, {started}, load {load}\n"
+        )
+        self.stdout.write(multilingual.markdown(report) + "\n")
+        self._write_json(options, multilingual.as_json(report))
 
     def _quality(self, options: dict[str, Any]) -> None:
         names = list(options["configs"])

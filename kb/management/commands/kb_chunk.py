@@ -9,6 +9,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from kb import embedding_models
 from kb.chunking import (
     DEFAULT_MAX_TOKENS,
     DEFAULT_OVERLAP,
@@ -61,11 +62,17 @@ class Command(BaseCommand):
             "--overlap", type=int, default=DEFAULT_OVERLAP, help="in tokens"
         )
         parser.add_argument("--strategy", choices=STRATEGIES, default="structure")
+        parser.add_argument(
+            "--model",
+            choices=embedding_models.names(),
+            help="the embedding model whose tokens size the chunks, its passage "
+            f"prompt included (default {embedding_models.DEFAULT})",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         root: Path = options["path"]
         files = _collect(root)
-        embedder = get_embedder()
+        embedder = get_embedder(options["model"])
         budget = options["max_tokens"]
         if options["strategy"] == "structure":
             budget = min(budget, embedder.usable_window)
@@ -78,7 +85,7 @@ class Command(BaseCommand):
                 result = chunk_document(
                     doc,
                     text,
-                    count_tokens=embedder.count_tokens,
+                    count_tokens=embedder.count_passage_tokens,
                     max_tokens=budget,
                     overlap=options["overlap"],
                     strategy=options["strategy"],

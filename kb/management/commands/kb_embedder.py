@@ -13,7 +13,7 @@ from typing import Any, TextIO
 import numpy as np
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from kb import jsontext, onnx_export
+from kb import embedding_models, jsontext, onnx_export
 from kb.embedding import (
     PRECISIONS,
     Embedder,
@@ -47,6 +47,11 @@ class Command(BaseCommand):
             help="Chunks/second at ~120 and ~250 tokens, batch 1/8/32, fp32+int8.",
         )
         parser.add_argument(
+            "--model",
+            choices=embedding_models.names(),
+            help=f"The embedding model (default {embedding_models.DEFAULT}).",
+        )
+        parser.add_argument(
             "--precision",
             choices=PRECISIONS,
             help="Override KB_EMBED_PRECISION.",
@@ -55,11 +60,13 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         try:
             if options["bench"]:
-                self._bench()
-            elif options["embed"]:
-                self._embed(options["embed"], get_embedder(options["precision"]))
+                self._bench(options["model"])
+                return
+            embedder = get_embedder(options["model"], options["precision"])
+            if options["embed"]:
+                self._embed(options["embed"], embedder)
             else:
-                self._describe(get_embedder(options["precision"]))
+                self._describe(embedder)
         except EmbeddingError as error:
             raise CommandError(str(error)) from error
 
@@ -71,6 +78,9 @@ class Command(BaseCommand):
             f"model: {info['model']}",
             f"window: {info['window']} tokens (from {info['window_source']})",
             f"special tokens: {info['special_tokens']}",
+            f"prompts: query {info['query_prefix']!r}, "
+            f"passage {info['passage_prefix']!r} "
+            f"({info['passage_prompt_tokens']} tokens)",
             f"usable chunk budget: {info['usable_window']} tokens",
             f"tokenizer.json truncation: {info['tokenizer_truncation_note']}",
             f"precision: {info['precision']}",
@@ -89,17 +99,17 @@ class Command(BaseCommand):
         for rows in _read_batches(path):
             texts = [row["text"] for _, row in rows]
             origins = [_origin(number, row) for number, row in rows]
-            vectors = embedder.embed(texts, origins)
+            vectors = embedder.embed_passages(texts, origins)
             for (_, row), text, vector in zip(rows, texts, vectors):
                 out = {"id": row["id"]} if "id" in row else {}
-                out["token_count"] = embedder.count_tokens(text)
+                out["token_count"] = embedder.count_passage_tokens(text)
                 out["vector"] = vector.tolist()
                 self.stdout.write(json.dumps(out))
 
     # --- bench -------------------------------------------------------------
 
-    def _bench(self) -> None:
-        embedders = {precision: get_embedder(precision) for precision in PRECISIONS}
+    def _bench(self, model: str | None) -> None:
+        embedders = {p: get_embedder(model, p) for p in PRECISIONS}
         fp32 = embedders["fp32"]
         texts = {
             length: [synthetic_text(fp32, length, seed) for seed in range(BENCH_TEXTS)]

@@ -5,7 +5,15 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from kb import evaluation, golden, ingestion, jsontext, parsing, retrieval
+from kb import (
+    embedding_models,
+    evaluation,
+    golden,
+    ingestion,
+    jsontext,
+    parsing,
+    retrieval,
+)
 from kb.management.commands.kb_ingest import _files
 from kb.models import Collection, Source
 from kb.retrieval import baselines
@@ -47,6 +55,12 @@ class Command(BaseCommand):
         parser.add_argument("--k", type=int, help="Sections handed to the answerer.")
         parser.add_argument("--budget", type=int, help="Context tokens.")
         parser.add_argument("--retrieval", choices=["vector", "keyword", "hybrid"])
+        parser.add_argument(
+            "--embedding-model",
+            choices=embedding_models.names(),
+            help=f"The model that embeds (default {embedding_models.DEFAULT}); "
+            "chunks are sized in its tokens.",
+        )
         parser.add_argument("--json", type=Path, dest="json_out", help="Write here.")
         parser.add_argument("--keep", action="store_true", help="Keep the collection.")
         parser.add_argument(
@@ -173,6 +187,7 @@ class Command(BaseCommand):
             "top_k": options["k"] or None,
             "context_budget": options["budget"] or None,
             "retrieval_mode": options["retrieval"] or None,
+            "embedding_model": options["embedding_model"] or None,
             **evaluation.strategy_chunking(strategy, tokens),
         }
         return evaluation.scratch_collection(Collection(name="kb_eval"), overrides)
@@ -235,7 +250,8 @@ class Command(BaseCommand):
             f"keyword ranking, section weight {config['section_weight']}, "
             f"{config['chunk_strategy']} {config['chunk_tokens']} tokens, "
             f"overlap {config['chunk_overlap']}, k={config['top_k']}, budget "
-            f"{config['context_budget']}, {config['retrieval_mode']} retrieval"
+            f"{config['context_budget']}, {config['retrieval_mode']} retrieval, "
+            f"model {config['model']}"
         )
         self.stdout.write(
             f"recall@{agg['k']} {agg['recall_at_k']:.3f} "
