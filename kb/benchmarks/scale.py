@@ -359,10 +359,10 @@ def build_real(
 _COPY_SOURCES = """
 INSERT INTO kb_source (collection_id, title, is_title_auto, file, file_name, text,
     content_hash, metadata, status, error, progress, version, indexed_version,
-    stats, reader_summary, created, updated, indexed)
+    stats, reader_summary, language, detected_language, created, updated, indexed)
 SELECT %(target)s, title, is_title_auto, '', %(prefix)s || file_name, text,
     content_hash, metadata, status, error, progress, version, indexed_version,
-    '{}', reader_summary, now(), now(), now()
+    '{}', reader_summary, language, detected_language, now(), now(), now()
 FROM kb_source WHERE collection_id = %(origin)s
 """
 _COPY_SECTIONS = f"""
@@ -381,9 +381,11 @@ WHERE os.collection_id = %(origin)s
 """
 _COPY_CHUNKS = f"""
 INSERT INTO kb_chunk (source_id, section_id, chunk_index, kind, start, "end", text,
-    lead, embedded_text, token_count, text_tokens, is_fallback, metadata, embedding)
+    lead, embedded_text, token_count, text_tokens, is_fallback, metadata, language,
+    embedding)
 SELECT ns.id, nsec.id, c.chunk_index, c.kind, c.start, c."end", c.text,
     c.lead, c.embedded_text, c.token_count, c.text_tokens, c.is_fallback, c.metadata,
+    c.language,
     CASE WHEN %(copy)s = 0 THEN c.embedding
          ELSE l2_normalize(c.embedding + n.v) END
 FROM kb_chunk c
