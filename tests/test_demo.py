@@ -94,12 +94,16 @@ class FrenchQuestionTestCase(TestCase):
     def test_a_french_question_is_answered_from_its_section(self):
         question = "Ai-je le droit de télétravailler une journée depuis la Suisse ?"
         result, reply = answering.ask(self.french, question)
+        # The best passage holds the section (merged with its neighbours
+        # when they fit the budget, so its path may start before it).
         first = result.passages[0]
-        self.assertEqual(
-            first.heading_path,
+        paths = [location.heading_path for location in first.locations]
+        self.assertIn(
             "Politique de télétravail > Télétravailler depuis un autre lieu "
             "> Travail depuis l'étranger",
+            paths,
         )
+        self.assertIn(SWISS_RULE, first.text)
         self.assertIn(SWISS_RULE, reply.text)
         source = self.french.sources.get(file_name="teletravail.md")
         cited = [c for c in reply.citations if c.source_id == source.pk]

@@ -17,6 +17,7 @@ DESCRIPTION = "Larkspur Labs handbook: runbooks, policies and the API reference.
 FRENCH_CONTENT_DIR = Path(__file__).resolve().parent / "fr" / "content"
 FRENCH_GOLDEN_FILE = Path(__file__).resolve().parent / "fr" / "golden.jsonl"
 FRENCH_COLLECTION = "Démo (français)"
+FRENCH_MODEL = "multilingual-e5-small"
 FRENCH_DESCRIPTION = (
     "Manuel du bureau de Lyon de Larkspur Labs : télétravail, frais de "
     "déplacement, support client, accueil et FAQ informatique."
@@ -51,11 +52,14 @@ def load_french_demo(*, sync: bool = False, stdout: TextIO | None = None) -> Col
 def french_collection() -> Collection:
     """The French demo collection, created with its settings on the first load
     and found by name afterwards (its settings are then the staff's to change)."""
-    # TODO(issue #27): once Collection.embedding_model is merged, add
-    # embedding_model="multilingual-e5-small" to these defaults, so a fresh
-    # install indexes the French demo with the multilingual model.
+    # Indexed with the multilingual model (issue #27): MiniLM reads French
+    # as fragments of English words.
     collection, _ = Collection.objects.get_or_create(
-        name=FRENCH_COLLECTION, defaults={"description": FRENCH_DESCRIPTION}
+        name=FRENCH_COLLECTION,
+        defaults={
+            "description": FRENCH_DESCRIPTION,
+            "embedding_model": FRENCH_MODEL,
+        },
     )
     return collection
 
