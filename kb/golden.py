@@ -8,6 +8,7 @@ whose spans went stale. Measuring retrieval against them is kb.evaluation's."""
 from __future__ import annotations
 
 import difflib
+import functools
 import json
 from typing import Any
 
@@ -26,10 +27,14 @@ class GoldenImportError(ValueError):
     pass
 
 
-def parse_cases(jsonl: str) -> list[dict[str, Any]]:
+def parse_cases(
+    jsonl: str, collection: Collection | None = None
+) -> list[dict[str, Any]]:
     """Read JSON Lines golden cases; unknown keys are ignored, a leading byte order
-    mark too. Each case keeps its "line" so later refusals can name it."""
-    cases = _json_lines(jsonl, parse_case)
+    mark too. Each case keeps its "line" so later refusals can name it. Questions
+    are checked against the window of the collection's model (of the default
+    model without one)."""
+    cases = _json_lines(jsonl, functools.partial(parse_case, collection=collection))
     if not cases:  # an import of nothing is no success
         raise GoldenImportError(
             "the file holds no cases: write one JSON object per line"
@@ -82,7 +87,9 @@ def _unknown(raw: dict, known: tuple[str, ...], where: str, what: str) -> list[s
     return notes
 
 
-def parse_case(raw: Any, lineno: int | None = None) -> dict[str, Any]:
+def parse_case(
+    raw: Any, lineno: int | None = None, collection: Collection | None = None
+) -> dict[str, Any]:
     """One golden case from its decoded JSON, or GoldenImportError naming it: each
     field of the case and of its spans is checked for its JSON type, and text for
     what PostgreSQL cannot store, so no shape of JSON reaches the database."""
@@ -99,7 +106,7 @@ def parse_case(raw: Any, lineno: int | None = None) -> dict[str, Any]:
             f"{_where(case)}: 'question' must be text, not {_shown(question)}"
         )
     try:  # the ask path's own check (NULs too): a run would fail on it otherwise
-        retrieval.check_question(question)
+        retrieval.check_question(question, collection)
     except retrieval.QuestionError as exc:
         raise GoldenImportError(f"{_where(case)}: {exc}") from None
     kind = raw.get("kind")
@@ -323,7 +330,7 @@ def _locate(span: dict[str, Any], texts: dict[str, str], skeletons: dict) -> dic
 def import_cases(collection: Collection, jsonl: str) -> dict[str, Any]:
     """Validate every case, then create or update them all (or none); the counts,
     and under "ignored" the keys left out (ignored_keys)."""
-    cases = parse_cases(jsonl)
+    cases = parse_cases(jsonl, collection)
     check_spans(collection, cases)
     report: dict[str, Any] = {"created": 0, "updated": 0, "unchanged": 0}
     with transaction.atomic():

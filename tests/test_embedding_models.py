@@ -20,7 +20,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.test import SimpleTestCase, TestCase
 from django.urls import reverse
 
-from kb import e5_pack, embedding_models, ingestion, questions, reindexing
+from kb import e5_pack, embedding_models, golden, ingestion, questions, reindexing
 from kb.apps import check_extra_models
 from kb.demo import load_part
 from kb.embedding import Embedder, get_embedder
@@ -89,6 +89,28 @@ class WindowGuardTestCase(TestCase):
         self.assertEqual(check_question(question, multi), question)
         with self.assertRaisesMessage(QuestionError, "the model reads 256"):
             check_question(question, english)
+
+    def test_golden_cases_are_checked_against_the_collections_model(self):
+        question = russian_text(900)
+        text = "Пространства имён"
+        line = json.dumps(
+            {
+                "id": "ru-long",
+                "question": question,
+                "required_spans": [
+                    {"file": "ru.md", "start": 2, "end": 2 + len(text), "text": text}
+                ],
+            }
+        )
+        english = Collection.objects.create(name="English")
+        multi = Collection.objects.create(name="Multi", embedding_model=E5)
+        for collection in (english, multi):
+            collection.sources.create(
+                title="ru", file_name="ru.md", text=f"# {text}\n", content_hash="x"
+            )
+        self.assertEqual(golden.import_cases(multi, line)["created"], 1)
+        with self.assertRaisesMessage(golden.GoldenImportError, "the model reads 256"):
+            golden.import_cases(english, line)
 
     def test_the_chunk_budget_is_refused_past_the_models_window(self):
         self.assertEqual(chunking_errors(400, 40, E5), {})
