@@ -111,7 +111,10 @@ class CollectionAdmin(BulkDelete, StaffPages, CollectionScoped, admin.ModelAdmin
     def index_state(self, obj: Collection) -> str:
         state = ingestion.index_state(obj)
         if shadow := reindexing.open_shadow(obj):  # a change not live yet
-            state += f"; shadow index #{shadow.pk} {shadow.get_status_display()}"
+            state += gettext("; shadow index #%(pk)d %(status)s") % {
+                "pk": shadow.pk,
+                "status": shadow.get_status_display(),
+            }
         return state
 
     @admin.display(description=gettext_lazy("Metadata policy"))
@@ -121,7 +124,9 @@ class CollectionAdmin(BulkDelete, StaffPages, CollectionScoped, admin.ModelAdmin
         if obj.is_scratch:  # its shadow index's or run's, not edited by hand
             return "-"
         url = reverse("admin:kb_collection_policy", args=[obj.pk])
-        return format_html('<a href="{}">Edit the metadata policy</a>', url)
+        return format_html(
+            '<a href="{}">{}</a>', url, gettext("Edit the metadata policy")
+        )
 
     def get_readonly_fields(self, request, obj=None):
         # Groups lift or set a collection's limit, and the widget lists every
@@ -225,14 +230,15 @@ class SourceAdmin(BulkDelete, StaffPages, CollectionScoped, admin.ModelAdmin):
     ]
     fieldsets = [
         (None, {"fields": ["collection", "title", "file_name", "file_link"]}),
-        ("Language", {"fields": ["language", "detected_language"]}),
-        ("Index", {"fields": ["status_badge", "progress_display", "error",
-                              "rejection_link", "indexed", "content_hash"]}),
-        ("Statistics", {"fields": ["statistics"]}),
-        ("Reading", {"fields": ["reading"]}),
-        ("Metadata", {"fields": ["author", "tags", "url", "doc_version", "deprecated",
-                                 "extra"]}),
-        ("Text", {"classes": ["collapse"], "fields": ["text"]}),
+        (gettext_lazy("Language"), {"fields": ["language", "detected_language"]}),
+        (gettext_lazy("Index"), {"fields": ["status_badge", "progress_display",
+                                            "error", "rejection_link", "indexed",
+                                            "content_hash"]}),
+        (gettext_lazy("Statistics"), {"fields": ["statistics"]}),
+        (gettext_lazy("Reading"), {"fields": ["reading"]}),
+        (gettext_lazy("Metadata"), {"fields": ["author", "tags", "url", "doc_version",
+                                               "deprecated", "extra"]}),
+        (gettext_lazy("Text"), {"classes": ["collapse"], "fields": ["text"]}),
     ]  # fmt: skip
     change_list_template = "admin/kb/source/change_list.html"
     change_form_template = "admin/kb/source/change_form.html"
@@ -260,9 +266,12 @@ class SourceAdmin(BulkDelete, StaffPages, CollectionScoped, admin.ModelAdmin):
             return "-"
         url = reverse("kb:source-file", args=[obj.pk])
         return format_html(
-            '<a href="{}">Download as uploaded</a> <span class="help">The text '
-            "below is what gets indexed; it may have been edited since.</span>",
+            '<a href="{}">{}</a> <span class="help">{}</span>',
             url,
+            gettext("Download as uploaded"),
+            gettext(
+                "The text below is what gets indexed; it may have been edited since."
+            ),
         )
 
     def get_readonly_fields(self, request, obj=None):
@@ -274,7 +283,7 @@ class SourceAdmin(BulkDelete, StaffPages, CollectionScoped, admin.ModelAdmin):
     def get_fieldsets(self, request, obj=None):
         fieldsets = super().get_fieldsets(request, obj)
         if obj is None or not readers.format_of(obj.file_name):
-            return [f for f in fieldsets if f[0] != "Reading"]
+            return [f for f in fieldsets if "reading" not in f[1]["fields"]]
         return fieldsets
 
     @admin.display(description=gettext_lazy("What the reader kept and lost"))
@@ -299,7 +308,7 @@ class SourceAdmin(BulkDelete, StaffPages, CollectionScoped, admin.ModelAdmin):
         }.get(obj.status, "kb-status")
         note = ""
         if obj.status == Source.Status.FAILED and obj.indexed_version:
-            note = " (previous version still searchable)"
+            note = " " + gettext("(previous version still searchable)")
         return format_html(
             '<strong class="{}">{}</strong>{}',
             colour,
@@ -313,15 +322,19 @@ class SourceAdmin(BulkDelete, StaffPages, CollectionScoped, admin.ModelAdmin):
         if obj.status not in Source.ACTIVE:
             return "-"
         if getattr(obj, "job_lost", False):
-            return "its job was lost: re-index it"
+            return gettext("its job was lost: re-index it")
         ahead = getattr(obj, "jobs_ahead", None)
         if obj.status == Source.Status.QUEUED and ahead:
-            return f"queued behind {ahead} job(s)"
+            return gettext("queued behind %(count)s job(s)") % {"count": ahead}
         if p.get("stage") == "embedding":
             done, total = p.get("chunks_embedded", 0), p.get("chunks_total", "?")
-            return f"embedding {done} of {total}"
+            return gettext("embedding %(done)s of %(total)s") % {
+                "done": done,
+                "total": total,
+            }
         if p.get("stage") == "storing":
-            return f"storing {p.get('chunks_total', '?')} chunks"
+            total = p.get("chunks_total", "?")
+            return gettext("storing %(total)s chunks") % {"total": total}
         return p.get("stage") or obj.get_status_display()
 
     @admin.display(description=gettext_lazy("Statistics"))
@@ -332,12 +345,13 @@ class SourceAdmin(BulkDelete, StaffPages, CollectionScoped, admin.ModelAdmin):
     def rejection_link(self, obj: Source) -> str:
         count = obj.rejections.count()
         if not count:
-            return "none"
+            return gettext("none")
         url = (
             reverse("admin:kb_overflowrejection_changelist")
             + f"?source__id__exact={obj.pk}"
         )
-        return format_html('<a href="{}">{} chunk(s) rejected</a>', url, count)
+        text = gettext("%(count)d chunk(s) rejected") % {"count": count}
+        return format_html('<a href="{}">{}</a>', url, text)
 
     @admin.action(description=gettext_lazy("Re-index selected sources"))
     def reindex(self, request: HttpRequest, queryset) -> None:
@@ -549,8 +563,9 @@ class OverflowRejectionAdmin(ReadOnly, CollectionScoped, admin.ModelAdmin):
         found = obj.source.sections.filter(heading_path=obj.heading_path)
         section = found.only("pk").first()
         if section is None:
-            return "(not indexed yet)"
-        return format_html('<a href="{}">{}</a>', section.get_absolute_url(), "open")
+            return gettext("(not indexed yet)")
+        url = section.get_absolute_url()
+        return format_html('<a href="{}">{}</a>', url, gettext("open"))
 
 
 class StaleSpansFilter(admin.SimpleListFilter):

@@ -334,20 +334,29 @@ def chunking_errors(
     usable = embedder.usable_window
     if fixed_size and not chunking.MIN_BUDGET <= tokens <= MAX_RUN_CHUNK_TOKENS:
         return {
-            "chunk_tokens": f"Fixed-size chunks need {chunking.MIN_BUDGET} to "
-            f"{MAX_RUN_CHUNK_TOKENS} tokens."
+            "chunk_tokens": gettext("Fixed-size chunks need %(min)d to %(max)d tokens.")
+            % {"min": chunking.MIN_BUDGET, "max": MAX_RUN_CHUNK_TOKENS}
         }
     if not fixed_size and not chunking.MIN_BUDGET <= tokens <= usable:
-        return {
-            "chunk_tokens": f"Chunks need {chunking.MIN_BUDGET} to {usable} tokens: "
-            f"the model reads {usable} besides [CLS] and [SEP]"
-            f"{' and its passage prompt' if embedder.passage_prefix else ''}, "
-            "and nothing past that reaches the vector."
-        }
+        if embedder.passage_prefix:
+            text = gettext(
+                "Chunks need %(min)d to %(max)d tokens: the model reads %(max)d "
+                "besides [CLS] and [SEP] and its passage prompt, and nothing past "
+                "that reaches the vector."
+            )
+        else:
+            text = gettext(
+                "Chunks need %(min)d to %(max)d tokens: the model reads %(max)d "
+                "besides [CLS] and [SEP], and nothing past that reaches the vector."
+            )
+        return {"chunk_tokens": text % {"min": chunking.MIN_BUDGET, "max": usable}}
     if overlap is not None and overlap * 2 > tokens:
         return {
-            "chunk_overlap": f"An overlap of {overlap} tokens is over half of a "
-            f"{tokens}-token chunk: most of the index would be repeats."
+            "chunk_overlap": gettext(
+                "An overlap of %(overlap)d tokens is over half of a %(tokens)d-token "
+                "chunk: most of the index would be repeats."
+            )
+            % {"overlap": overlap, "tokens": tokens}
         }
     return {}
 
@@ -357,8 +366,12 @@ def _checked_upload(upload) -> ingestion.Upload:
     limit = settings.KB_MAX_UPLOAD_BYTES
     if upload.size > limit:
         raise ingestion.IngestionError(
-            f"{name} is {filesizeformat(upload.size)}; the limit is "
-            f"{filesizeformat(limit)}"
+            gettext("%(file)s is %(size)s; the limit is %(limit)s")
+            % {
+                "file": name,
+                "size": filesizeformat(upload.size),
+                "limit": filesizeformat(limit),
+            }
         )
     return ingestion.check_upload(name, upload.read())
 
@@ -366,11 +379,18 @@ def _checked_upload(upload) -> ingestion.Upload:
 def _refuse_same_names(uploads: list) -> None:
     """Uploads arrive by base name (Django drops folders): two index.md, one source."""
     counts = Counter(upload.name for upload in uploads)
-    same = [f"{name} ({n} files)" for name, n in sorted(counts.items()) if n > 1]
+    same = [
+        gettext("%(file)s (%(count)d files)") % {"file": name, "count": n}
+        for name, n in sorted(counts.items())
+        if n > 1
+    ]
     if same:
         raise ValidationError(
-            f"{', '.join(same)}: files of the same name would replace each other; "
-            "rename them or upload them into separate collections"
+            gettext(
+                "%(files)s: files of the same name would replace each other; "
+                "rename them or upload them into separate collections"
+            )
+            % {"files": ", ".join(same)}
         )
 
 

@@ -13,7 +13,7 @@ import json
 from typing import Any
 
 from django.db import transaction
-from django.utils.translation import ngettext
+from django.utils.translation import gettext, ngettext
 
 from kb import jsontext, retrieval
 from kb import spans as locator
@@ -37,7 +37,7 @@ def parse_cases(
     cases = _json_lines(jsonl, functools.partial(parse_case, collection=collection))
     if not cases:  # an import of nothing is no success
         raise GoldenImportError(
-            "the file holds no cases: write one JSON object per line"
+            gettext("the file holds no cases: write one JSON object per line")
         )
     return cases
 
@@ -53,12 +53,19 @@ def _json_lines(jsonl: str, parse) -> list[dict[str, Any]]:
         try:
             raw = jsontext.loads(line)
         except jsontext.JsonError as exc:
-            raise GoldenImportError(f"line {lineno} {exc}") from None
+            raise GoldenImportError(
+                gettext("line %(line)d %(problem)s") % {"line": lineno, "problem": exc}
+            ) from None
         item = parse(raw, lineno)
         if item["id"] in first_line:
             raise GoldenImportError(
-                f"{_where({**item, 'line': lineno})}: line {first_line[item['id']]} "
-                "has the same id; each case needs its own"
+                gettext(
+                    "%(where)s: line %(line)d has the same id; each case needs its own"
+                )
+                % {
+                    "where": _where({**item, "line": lineno}),
+                    "line": first_line[item["id"]],
+                }
             )
         first_line[item["id"]] = lineno
         items.append(item)
@@ -82,8 +89,14 @@ def _unknown(raw: dict, known: tuple[str, ...], where: str, what: str) -> list[s
         if key in known:
             continue
         close = difflib.get_close_matches(str(key), known, n=1, cutoff=0.75)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
-        notes.append(f"{where}: {what} key {_shown(key)} ignored{hint}")
+        if what == "case":
+            note = gettext("%(where)s: case key %(key)s ignored")
+        else:
+            note = gettext("%(where)s: span key %(key)s ignored")
+        note %= {"where": where, "key": _shown(key)}
+        if close:
+            note += gettext(" (did you mean %(key)s?)") % {"key": repr(close[0])}
+        notes.append(note)
     return notes
 
 
@@ -95,15 +108,19 @@ def parse_case(
     what PostgreSQL cannot store, so no shape of JSON reaches the database."""
     if not isinstance(raw, dict):
         raise GoldenImportError(
-            f"line {lineno}: expected a JSON object, not {_shown(raw)}"
+            gettext("line %(line)s: expected a JSON object, not %(value)s")
+            % {"line": lineno, "value": _shown(raw)}
         )
     case = {"id": _case_id(raw.get("id"), lineno), "line": lineno}
     question = raw.get("question")
     if question is None or isinstance(question, str) and not question.strip():
-        raise GoldenImportError(f"{_where(case)}: 'question' is missing")
+        raise GoldenImportError(
+            gettext("%(where)s: 'question' is missing") % {"where": _where(case)}
+        )
     if not isinstance(question, str):
         raise GoldenImportError(
-            f"{_where(case)}: 'question' must be text, not {_shown(question)}"
+            gettext("%(where)s: 'question' must be text, not %(value)s")
+            % {"where": _where(case), "value": _shown(question)}
         )
     try:  # the ask path's own check (NULs too): a run would fail on it otherwise
         retrieval.check_question(question, collection)
@@ -115,18 +132,23 @@ def parse_case(
     _check_text(kind, "'kind'", _where(case))
     if kind not in KINDS:
         raise GoldenImportError(
-            f"{_where(case)}: unknown kind {kind!r}; the kinds are {', '.join(KINDS)}"
+            gettext("%(where)s: unknown kind %(kind)s; the kinds are %(kinds)s")
+            % {"where": _where(case), "kind": repr(kind), "kinds": ", ".join(KINDS)}
         )
     spans = raw.get("required_spans")
     if not isinstance(spans, list) or not spans:
         raise GoldenImportError(
-            f"{_where(case)}: 'required_spans' must be a list of at least one span, "
-            f"not {_shown(spans)}"
+            gettext(
+                "%(where)s: 'required_spans' must be a list of at least one span, "
+                "not %(value)s"
+            )
+            % {"where": _where(case), "value": _shown(spans)}
         )
     real = raw.get("real_question", False)
     if not isinstance(real, bool):
         raise GoldenImportError(
-            f"{_where(case)}: 'real_question' must be true/false, not {_shown(real)}"
+            gettext("%(where)s: 'real_question' must be true/false, not %(value)s")
+            % {"where": _where(case), "value": _shown(real)}
         )
     ignored = _unknown(raw, CASE_KEYS, _where(case), "case")
     required = [_span(s, _where(case), ignored) for s in spans]
@@ -148,11 +170,20 @@ def _case_id(value: Any, lineno: int | None) -> str:
         return f"line-{lineno}"
     if isinstance(value, int) and not isinstance(value, bool):
         value = str(value)  # numbered cases ({"id": 5}) are common in eval files
-    _check_text(value, "the id", f"line {lineno}" if lineno else "the case")
+    where = (
+        gettext("line %(line)d") % {"line": lineno} if lineno else gettext("the case")
+    )
+    _check_text(value, gettext("the id"), where)
     if len(value) > MAX_ID_CHARS:
         raise GoldenImportError(
-            f"{_where({'id': value, 'line': lineno})}: the id is {len(value)} "
-            f"characters long; the limit is {MAX_ID_CHARS}"
+            gettext(
+                "%(where)s: the id is %(count)d characters long; the limit is %(max)d"
+            )
+            % {
+                "where": _where({"id": value, "line": lineno}),
+                "count": len(value),
+                "max": MAX_ID_CHARS,
+            }
         )
     return value
 
@@ -161,16 +192,22 @@ def _check_text(value: Any, field: str, where: str) -> None:
     """GoldenImportError unless `value` is a string PostgreSQL can store: no NUL,
     no lone surrogate (worded as the ask path words them in a question)."""
     if not isinstance(value, str):
-        raise GoldenImportError(f"{where}: {field} must be text, not {_shown(value)}")
+        raise GoldenImportError(
+            gettext("%(where)s: %(field)s must be text, not %(value)s")
+            % {"where": where, "field": field, "value": _shown(value)}
+        )
     if problem := retrieval.unstorable(value):
-        raise GoldenImportError(f"{where}: {field} contains {problem}; remove it")
+        raise GoldenImportError(
+            gettext("%(where)s: %(field)s contains %(problem)s; remove it")
+            % {"where": where, "field": field, "problem": problem}
+        )
 
 
 def _shown(value: Any) -> str:
     """A JSON value as a refusal quotes it: a list or an object by its kind, any
     other short and in ASCII (a lone surrogate could not be sent)."""
     if isinstance(value, (dict, list)) and value:
-        return "an object" if isinstance(value, dict) else "a list"
+        return gettext("an object") if isinstance(value, dict) else gettext("a list")
     text = json.dumps(value)
     return text if len(text) <= 40 else text[:40] + "…"
 
@@ -179,7 +216,9 @@ def _where(case: dict[str, Any]) -> str:
     """How a refusal names a case: its line (when read from a file) and id."""
     shown = case["id"] if len(case["id"]) <= 40 else case["id"][:40] + "…"
     line = case.get("line")
-    return f"line {line}, case {shown}" if line else f"case {shown}"
+    if line:
+        return gettext("line %(line)d, case %(id)s") % {"line": line, "id": shown}
+    return gettext("case %(id)s") % {"id": shown}
 
 
 def _span(
@@ -187,19 +226,26 @@ def _span(
 ) -> dict[str, Any]:
     """One span (or one of a span's alternatives) checked field by field; keys it
     does not know are noted in `ignored`."""
-    name = "an alternative" if alternative else "a span"
+    name = gettext("an alternative") if alternative else gettext("a span")
     if not isinstance(raw, dict):
         raise GoldenImportError(
-            f"{where}: {name} must be an object with file, start, end and text, "
-            f"not {_shown(raw)}"
+            gettext(
+                "%(where)s: %(name)s must be an object with file, start, end and "
+                "text, not %(value)s"
+            )
+            % {"where": where, "name": name, "value": _shown(raw)}
         )
     for key in ("file", "text"):
         if raw.get(key) is None or raw[key] == "":
             raise GoldenImportError(
-                f"{where}: each span needs file, start, end and text; "
-                f"{name} has no {key!r}"
+                gettext(
+                    "%(where)s: each span needs file, start, end and text; "
+                    "%(name)s has no %(key)s"
+                )
+                % {"where": where, "name": name, "key": repr(key)}
             )
-        _check_text(raw[key], f"{name}'s {key!r}", where)
+        field = gettext("%(name)s's %(key)s") % {"name": name, "key": repr(key)}
+        _check_text(raw[key], field, where)
     known = SPAN_KEYS[:4] if alternative else SPAN_KEYS
     ignored += _unknown(raw, known, where, "span")
     span = {
@@ -210,19 +256,26 @@ def _span(
     }
     if problem := _range_problem(span["start"], span["end"]):
         raise GoldenImportError(
-            f"{where}: span {span['start']}-{span['end']} {problem}"
+            gettext("%(where)s: span %(start)d-%(end)d %(problem)s")
+            % {
+                "where": where,
+                "start": span["start"],
+                "end": span["end"],
+                "problem": problem,
+            }
         )
     alternatives = raw.get("alternatives")
     if alternatives is None or alternatives == []:
         return span
     if alternative:  # only one level: runs and checks read no deeper
         raise GoldenImportError(
-            f"{where}: an alternative cannot have 'alternatives' of its own"
+            gettext("%(where)s: an alternative cannot have 'alternatives' of its own")
+            % {"where": where}
         )
     if not isinstance(alternatives, list):
         raise GoldenImportError(
-            f"{where}: 'alternatives' must be a list of spans, "
-            f"not {_shown(alternatives)}"
+            gettext("%(where)s: 'alternatives' must be a list of spans, not %(value)s")
+            % {"where": where, "value": _shown(alternatives)}
         )
     span["alternatives"] = [
         _span(a, where, ignored, alternative=True) for a in alternatives
@@ -233,11 +286,11 @@ def _span(
 def _range_problem(start: int, end: int) -> str:
     """What is wrong with a span's offsets, as words after "span 10-5" ("")."""
     if start < 0:
-        return "starts before the text (offsets count from 0)"
+        return gettext("starts before the text (offsets count from 0)")
     if end < start:
-        return "ends before it starts"
+        return gettext("ends before it starts")
     if end == start:
-        return "is empty: it must hold at least one character"
+        return gettext("is empty: it must hold at least one character")
     return ""
 
 
@@ -246,8 +299,11 @@ def _offset(raw: dict[str, Any], key: str, where: str) -> int:
     # JSON true is a Python int, and 2827.7 would be truncated: neither is an offset.
     if isinstance(value, bool) or not isinstance(value, int):
         raise GoldenImportError(
-            f"{where}: span {key} must be a whole number of characters, "
-            f"not {_shown(value)}"
+            gettext(
+                "%(where)s: span %(key)s must be a whole number of characters, "
+                "not %(value)s"
+            )
+            % {"where": where, "key": key, "value": _shown(value)}
         )
     return value
 
@@ -261,12 +317,20 @@ def check_spans(collection: Collection, cases: list[dict[str, Any]]) -> None:
                 text = texts.get(one["file"])
                 if text is None:
                     raise GoldenImportError(
-                        f"{_where(case)}: no source {one['file']!r} in {collection}"
+                        gettext("%(where)s: no source %(file)s in %(collection)s")
+                        % {
+                            "where": _where(case),
+                            "file": repr(one["file"]),
+                            "collection": collection,
+                        }
                     )
                 if text[one["start"] : one["end"]] != one["text"]:
                     raise GoldenImportError(
-                        f"{_where(case)}: {one['file']}[{one['start']}:{one['end']}]"
-                        " does not match the span's text"
+                        gettext("%(where)s: %(span)s does not match the span's text")
+                        % {
+                            "where": _where(case),
+                            "span": f"{one['file']}[{one['start']}:{one['end']}]",
+                        }
                     )
 
 

@@ -25,6 +25,7 @@ from django.conf import settings
 from django.core.files.base import ContentFile
 from django.db import connection, transaction
 from django.utils import timezone
+from django.utils.translation import gettext
 
 from kb import chunking, embedding, golden, languages, limits, parsing, readers
 from kb.metadata import Policy, chunk_values
@@ -69,11 +70,14 @@ def clean_file_name(name: str) -> str:
     raw = name.replace("\\", "/")
     path = PurePosixPath(raw)
     if not raw or path.is_absolute() or ".." in path.parts or "\x00" in raw:
-        raise IngestionError(f"File name {name!r} is not allowed")
+        raise IngestionError(
+            gettext("File name %(name)s is not allowed") % {"name": repr(name)}
+        )
     _check_name_characters(name)
     if path.suffix.lower() not in ALLOWED_EXTENSIONS:
         raise IngestionError(
-            f"{path.name}: only {', '.join(ALLOWED_EXTENSIONS)} files are accepted"
+            gettext("%(file)s: only %(extensions)s files are accepted")
+            % {"file": path.name, "extensions": ", ".join(ALLOWED_EXTENSIONS)}
         )
     return str(path).lstrip("./") if str(path).startswith("./") else str(path)
 
@@ -104,11 +108,13 @@ def _check_name_characters(name: str) -> None:
         bad = "\ufffd" in name
     if bad:
         raise IngestionError(
-            f"File name '{shown_name(name)}' is not valid UTF-8; rename the file"
+            gettext("File name '%(name)s' is not valid UTF-8; rename the file")
+            % {"name": shown_name(name)}
         )
     if _CONTROL_RE.search(name):
         raise IngestionError(
-            f"File name '{shown_name(name)}' has control characters; rename the file"
+            gettext("File name '%(name)s' has control characters; rename the file")
+            % {"name": shown_name(name)}
         )
 
 
@@ -136,7 +142,7 @@ def check_upload(file_name: str, data: bytes) -> Upload:
         # count the pages: a 1 MB file can unpack to gigabytes (issue #26).
         run_limited(
             readers.check, file_name, data, name=file_name,
-            doing="opening the PDF", outcome="nothing was stored",
+            doing=gettext("opening the PDF"), outcome=gettext("nothing was stored"),
         )  # fmt: skip
         return Upload(file_name, data, "")
     if readers.format_of(file_name):
@@ -510,9 +516,15 @@ def index_differences(collection: Collection) -> list[str]:
         other = sorted({c[key] for c in built if c and c.get(key) != wanted}, key=str)
         if other:
             shown = "/".join(str(v) for v in other)
-            reasons.append(f"{key} {shown} in the index, {wanted} in the settings")
+            reasons.append(
+                gettext("%(key)s %(shown)s in the index, %(wanted)s in the settings")
+                % {"key": key, "shown": shown, "wanted": wanted}
+            )
     if unknown := sum(1 for c in built if not c):
-        reasons.append(f"{unknown} source(s) indexed before settings were recorded")
+        reasons.append(
+            gettext("%(count)d source(s) indexed before settings were recorded")
+            % {"count": unknown}
+        )
     # Only sources the index holds in an older version: one that failed and was
     # never indexed is in no index (re-indexing would fail it again; the source
     # list shows it failed, with the reason).
@@ -521,8 +533,11 @@ def index_differences(collection: Collection) -> list[str]:
     )
     if count := failed.count():
         reasons.append(
-            f"{count} source(s) failed their last indexing, {count} searched in "
-            "their previous version"
+            gettext(
+                "%(count)d source(s) failed their last indexing, %(count)d searched "
+                "in their previous version"
+            )
+            % {"count": count}
         )
     return reasons
 
@@ -531,8 +546,10 @@ def index_state(collection: Collection) -> str:
     """The index against the settings, in words (the collection admin shows it)."""
     reasons = index_differences(collection)
     if not reasons:
-        return "up to date"
-    return f"out of date ({'; '.join(reasons)}): re-index"
+        return gettext("up to date")
+    return gettext("out of date (%(reasons)s): re-index") % {
+        "reasons": "; ".join(reasons)
+    }
 
 
 def _built_configs(collection: Collection) -> list[dict[str, Any] | None]:
@@ -668,17 +685,29 @@ def run_limited(
         return limits.run(function, *args, seconds=seconds, memory_mb=memory)
     except limits.TimeLimitExceeded as exc:
         raise ParseTimeout(
-            f"{name}: {doing} took longer than the limit of {seconds:g} s "
-            f"(KB_PARSE_TIMEOUT); {outcome}"
+            gettext(
+                "%(file)s: %(doing)s took longer than the limit of %(seconds)s s "
+                "(KB_PARSE_TIMEOUT); %(outcome)s"
+            )
+            % {
+                "file": name,
+                "doing": doing,
+                "seconds": f"{seconds:g}",
+                "outcome": outcome,
+            }
         ) from exc
     except limits.MemoryLimitExceeded as exc:
         raise IngestionError(
-            f"{name}: {doing} needed more memory than the limit of {memory} MB "
-            f"(KB_PARSE_MEMORY_MB); {outcome}"
+            gettext(
+                "%(file)s: %(doing)s needed more memory than the limit of "
+                "%(memory)d MB (KB_PARSE_MEMORY_MB); %(outcome)s"
+            )
+            % {"file": name, "doing": doing, "memory": memory, "outcome": outcome}
         ) from exc
     except limits.ChildDied as exc:
         raise IngestionError(
-            f"{name}: {doing} stopped: its process was {exc}"
+            gettext("%(file)s: %(doing)s stopped: its process was %(how)s")
+            % {"file": name, "doing": doing, "how": exc}
             + (f" (over KB_PARSE_MEMORY_MB={memory}?)" if memory > 0 else "")
             + f"; {outcome}"
         ) from exc

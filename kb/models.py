@@ -21,7 +21,8 @@ from kb import chunking, embedding_models, languages
 
 EMBEDDING_DIM = 384
 LANGUAGE_CHOICES = [
-    (code, LANG_INFO.get(code, {}).get("name", "Chinese"))
+    # Named in Django's own catalogs ("French": "français")
+    (code, _(LANG_INFO.get(code, {}).get("name", "Chinese")))  # noqa: INT001
     for code in languages.CANDIDATES
 ]
 
@@ -95,39 +96,52 @@ class Collection(models.Model):
         VECTOR = "vector", _("Vector only")
         KEYWORD = "keyword", _("Keyword only")
 
-    name = models.CharField(max_length=100, unique=True)
-    description = models.TextField(blank=True)
+    name = models.CharField(_("name"), max_length=100, unique=True)
+    description = models.TextField(_("description"), blank=True)
     chunk_strategy = models.CharField(
-        max_length=20, choices=Strategy.choices, default=Strategy.STRUCTURE
+        _("chunk strategy"),
+        max_length=20,
+        choices=Strategy.choices,
+        default=Strategy.STRUCTURE,
     )
     chunk_tokens = models.PositiveIntegerField(
+        _("chunk tokens"),
         default=chunking.DEFAULT_MAX_TOKENS,
-        help_text="Chunk budget in the embedding model's tokens.",
+        help_text=_("Chunk budget in the embedding model's tokens."),
     )
     chunk_overlap = models.PositiveIntegerField(
+        _("chunk overlap"),
         default=chunking.DEFAULT_OVERLAP,
-        help_text="Tokens repeated from the previous chunk.",
+        help_text=_("Tokens repeated from the previous chunk."),
     )
     top_k = models.PositiveIntegerField(
-        default=5, help_text="Sections handed to the answerer."
+        _("top k"), default=5, help_text=_("Sections handed to the answerer.")
     )
     context_budget = models.PositiveIntegerField(
-        default=1200, help_text="Context tokens handed to the answerer."
+        _("context budget"),
+        default=1200,
+        help_text=_("Context tokens handed to the answerer."),
     )
     retrieval_mode = models.CharField(
-        max_length=10, choices=Retrieval.choices, default=Retrieval.HYBRID
+        _("retrieval mode"),
+        max_length=10,
+        choices=Retrieval.choices,
+        default=Retrieval.HYBRID,
     )
     # A name of kb/embedding_models.py; a change is built as a shadow index.
     embedding_model = models.CharField(
+        _("embedding model"),
         max_length=100,
         choices=embedding_models.choices,
         default=embedding_models.DEFAULT,
-        help_text="The model that embeds its sources and questions.",
+        help_text=_("The model that embeds its sources and questions."),
     )
     # {field name: "embed" | "retrieve" | "ignore"}; see kb/metadata.py
-    metadata_policy = models.JSONField(default=dict, blank=True)
+    metadata_policy = models.JSONField(_("metadata policy"), default=dict, blank=True)
     is_scratch = models.BooleanField(
-        default=False, help_text="Built by an evaluation; not shown to staff."
+        _("is scratch"),
+        default=False,
+        help_text=_("Built by an evaluation; not shown to staff."),
     )
     # The collection a scratch copy was made from: its groups decide who may
     # see the copy (CollectionQuerySet.open_to), and the copy goes with it.
@@ -139,7 +153,10 @@ class Collection(models.Model):
         related_name="scratch_copies",
     )
     recall_floor = models.FloatField(
-        null=True, blank=True, help_text="Set from a run; only ever raised."
+        _("recall floor"),
+        null=True,
+        blank=True,
+        help_text=_("Set from a run; only ever raised."),
     )
     floor_run = models.ForeignKey(
         "EvalRun", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
@@ -148,22 +165,29 @@ class Collection(models.Model):
         Group,
         blank=True,
         related_name="collections",
-        help_text="Only these groups may ask in it; empty means all staff.",
+        help_text=_("Only these groups may ask in it; empty means all staff."),
+        verbose_name=_("groups"),
     )
-    created = models.DateTimeField(default=timezone.now)
+    created = models.DateTimeField(_("created"), default=timezone.now)
     # When the keyword statistics (Term rows) were last counted, and over how many
     # chunks; see kb/retrieval/keywords.py.
-    terms_counted = models.DateTimeField(null=True, blank=True)
-    terms_chunks = models.PositiveIntegerField(default=0)
+    terms_counted = models.DateTimeField(_("terms counted"), null=True, blank=True)
+    terms_chunks = models.PositiveIntegerField(_("terms chunks"), default=0)
     # Chunks per text-search configuration at that count ({"french": 120, ...}):
     # the languages a question is analysed in, and BM25's N in each.
-    terms_languages = models.JSONField(default=dict, blank=True, editable=False)
+    terms_languages = models.JSONField(
+        _("terms languages"), default=dict, blank=True, editable=False
+    )
     # The shared HNSW index's recall against exact search for this collection, on
     # a sample of its own chunk vectors, measured after every publish once it is
     # past KB_EXACT_SEARCH_CHUNKS (None: not needed or not yet measured); below
     # KB_HNSW_MIN_RECALL it is searched exactly (kb/retrieval/hnsw_recall.py, #26).
-    hnsw_recall = models.FloatField(null=True, blank=True, editable=False)
-    hnsw_recall_measured = models.DateTimeField(null=True, blank=True, editable=False)
+    hnsw_recall = models.FloatField(
+        _("hnsw recall"), null=True, blank=True, editable=False
+    )
+    hnsw_recall_measured = models.DateTimeField(
+        _("hnsw recall measured"), null=True, blank=True, editable=False
+    )
 
     # The settings that decide retrieval quality: recorded with every evaluation run.
     CONFIG_FIELDS = [
@@ -200,44 +224,56 @@ class Source(models.Model):
     ACTIVE = (Status.QUEUED, Status.INDEXING)
 
     collection = models.ForeignKey(
-        Collection, on_delete=models.CASCADE, related_name="sources"
+        Collection,
+        on_delete=models.CASCADE,
+        related_name="sources",
+        verbose_name=_("collection"),
     )
-    title = models.CharField(max_length=300)
+    title = models.CharField(_("title"), max_length=300)
     # Taken from the document (its front matter or first heading) by the worker,
     # rather than given by an editor.
-    is_title_auto = models.BooleanField(default=False)
-    file = models.FileField(upload_to="sources/%Y/%m/", blank=True)
+    is_title_auto = models.BooleanField(_("is title auto"), default=False)
+    file = models.FileField(_("file"), upload_to="sources/%Y/%m/", blank=True)
     file_name = models.CharField(
-        max_length=500, help_text="Path relative to the uploaded folder or corpus."
+        _("file name"),
+        max_length=500,
+        help_text=_("Path relative to the uploaded folder or corpus."),
     )
-    text = models.TextField(blank=True)
-    content_hash = models.CharField(max_length=64, db_index=True)
-    metadata = models.JSONField(default=dict, blank=True)
+    text = models.TextField(_("text"), blank=True)
+    content_hash = models.CharField(_("content hash"), max_length=64, db_index=True)
+    metadata = models.JSONField(_("metadata"), default=dict, blank=True)
     status = models.CharField(
-        max_length=10, choices=Status.choices, default=Status.PENDING
+        _("status"), max_length=10, choices=Status.choices, default=Status.PENDING
     )
-    error = models.TextField(blank=True)
-    progress = models.JSONField(default=dict, blank=True)
+    error = models.TextField(_("error"), blank=True)
+    progress = models.JSONField(_("progress"), default=dict, blank=True)
     # Bumped by every edit; a job only publishes the version it was started for.
-    version = models.PositiveIntegerField(default=1)
-    indexed_version = models.PositiveIntegerField(null=True, blank=True)
-    stats = models.JSONField(default=dict, blank=True)
+    version = models.PositiveIntegerField(_("version"), default=1)
+    indexed_version = models.PositiveIntegerField(
+        _("indexed version"), null=True, blank=True
+    )
+    stats = models.JSONField(_("stats"), default=dict, blank=True)
     # What the reader of an HTML, DOCX or PDF file kept and lost (kb.readers.Reading
     # summary and warnings), set by the worker with the text it read.
-    reader_summary = models.JSONField(default=dict, blank=True)
+    reader_summary = models.JSONField(_("reader summary"), default=dict, blank=True)
     # The document's language (ISO 639-1): an editor's choice for the whole
     # source, else detected by the worker section by section (kb/languages.py).
     language = models.CharField(
+        _("language"),
         max_length=8,
         blank=True,
         choices=LANGUAGE_CHOICES,
-        help_text="Blank: detected for each section. Chosen: the whole source "
-        "is read in it (keyword search, the answer's word matching).",
+        help_text=_(
+            "Blank: detected for each section. Chosen: the whole source "
+            "is read in it (keyword search, the answer's word matching)."
+        ),
     )
-    detected_language = models.CharField(max_length=8, blank=True, editable=False)
-    created = models.DateTimeField(default=timezone.now)
-    updated = models.DateTimeField(auto_now=True)
-    indexed = models.DateTimeField(null=True, blank=True)
+    detected_language = models.CharField(
+        _("detected language"), max_length=8, blank=True, editable=False
+    )
+    created = models.DateTimeField(_("created"), default=timezone.now)
+    updated = models.DateTimeField(_("updated"), auto_now=True)
+    indexed = models.DateTimeField(_("indexed"), null=True, blank=True)
 
     class Meta:
         constraints = [
@@ -284,27 +320,30 @@ class Section(models.Model):
     """A heading's part of a source; `source.text[start:end]` is its evidence."""
 
     source = models.ForeignKey(
-        Source, on_delete=models.CASCADE, related_name="sections"
+        Source,
+        on_delete=models.CASCADE,
+        related_name="sections",
+        verbose_name=_("source"),
     )
     parent = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.CASCADE, related_name="children"
     )
     # A text: a setext "heading" can be a whole underlined paragraph.
-    heading = models.TextField(blank=True)
-    heading_path = models.TextField(blank=True)
-    level = models.PositiveSmallIntegerField(default=0)
-    order = models.PositiveIntegerField()
-    start = models.PositiveIntegerField()
-    end = models.PositiveIntegerField()
+    heading = models.TextField(_("heading"), blank=True)
+    heading_path = models.TextField(_("heading path"), blank=True)
+    level = models.PositiveSmallIntegerField(_("level"), default=0)
+    order = models.PositiveIntegerField(_("order"))
+    start = models.PositiveIntegerField(_("start"))
+    end = models.PositiveIntegerField(_("end"))
     # source.text[start:next section's start]: the evidence and what follows it up
     # to the next heading (blank lines, link definitions). Bodies tile the document,
     # so retrieval reads sections without loading whole sources.
-    body = models.TextField(blank=True)
+    body = models.TextField(_("body"), blank=True)
     # Tokens of text[start:end] (no [CLS]/[SEP]); retrieval spends its budget in these.
-    tokens = models.PositiveIntegerField(default=0)
+    tokens = models.PositiveIntegerField(_("tokens"), default=0)
     # Pages of the original file that text[start:end] came from (PDF only).
-    page_start = models.PositiveIntegerField(null=True, blank=True)
-    page_end = models.PositiveIntegerField(null=True, blank=True)
+    page_start = models.PositiveIntegerField(_("page start"), null=True, blank=True)
+    page_end = models.PositiveIntegerField(_("page end"), null=True, blank=True)
     # The normalised mean of its chunks' vectors: what the section is about.
     embedding = VectorField(dimensions=EMBEDDING_DIM, null=True, blank=True)
 
@@ -334,29 +373,40 @@ class Section(models.Model):
 class Chunk(models.Model):
     """One embedded vector and the exact source range it stands for."""
 
-    source = models.ForeignKey(Source, on_delete=models.CASCADE, related_name="chunks")
-    section = models.ForeignKey(
-        Section, on_delete=models.CASCADE, related_name="chunks"
+    source = models.ForeignKey(
+        Source,
+        on_delete=models.CASCADE,
+        related_name="chunks",
+        verbose_name=_("source"),
     )
-    chunk_index = models.PositiveIntegerField()
-    kind = models.CharField(max_length=20, default=chunking.ChunkKind.TEXT)
-    start = models.PositiveIntegerField()
-    end = models.PositiveIntegerField()
-    text = models.TextField()
+    section = models.ForeignKey(
+        Section,
+        on_delete=models.CASCADE,
+        related_name="chunks",
+        verbose_name=_("section"),
+    )
+    chunk_index = models.PositiveIntegerField(_("chunk index"))
+    kind = models.CharField(_("kind"), max_length=20, default=chunking.ChunkKind.TEXT)
+    start = models.PositiveIntegerField(_("start"))
+    end = models.PositiveIntegerField(_("end"))
+    text = models.TextField(_("text"))
     # source.text between the previous chunk's end and this chunk's start ("" when
     # they touch or overlap): leads and texts tile the document, so retrieval can
     # cite a stretch of a long section without loading the section (issue #8).
-    lead = models.TextField(blank=True, default="")
-    embedded_text = models.TextField()
+    lead = models.TextField(_("lead"), blank=True, default="")
+    embedded_text = models.TextField(_("embedded text"))
     token_count = models.PositiveIntegerField(
-        help_text="Tokens of the embedded text, [CLS]/[SEP] included."
+        _("token count"),
+        help_text=_("Tokens of the embedded text, [CLS]/[SEP] included."),
     )
     text_tokens = models.PositiveIntegerField(
-        default=0, help_text="Tokens of the source text alone, no special tokens."
+        _("text tokens"),
+        default=0,
+        help_text=_("Tokens of the source text alone, no special tokens."),
     )
-    is_fallback = models.BooleanField(default=False)
+    is_fallback = models.BooleanField(_("is fallback"), default=False)
     # Metadata fields with the "retrieve" policy: returned and cited, never embedded.
-    metadata = models.JSONField(default=dict, blank=True)
+    metadata = models.JSONField(_("metadata"), default=dict, blank=True)
     embedding = VectorField(dimensions=EMBEDDING_DIM, null=True, blank=True)
     # Its source's collection, copied by triggers (migration 0016) on every insert,
     # move to another source, or source moved to another collection: the keyword
@@ -370,6 +420,7 @@ class Chunk(models.Model):
         db_constraint=False,
         db_index=False,
         related_name="+",
+        verbose_name=_("collection"),
     )
     # The text-search configuration its section's language is read with
     # (kb.languages.config_for): its words are stemmed in that language.
@@ -413,26 +464,31 @@ class GoldenCase(models.Model):
     """A question and the evidence spans its answer must be built from."""
 
     class Kind(models.TextChoices):
-        DEFINITION = "definition"
-        PROCEDURE = "procedure"
-        EXCEPTION = "exception"
-        TABLE = "table"
-        CODE = "code"
-        MULTI_PART = "multi_part", "Multi-part"
-        TAIL = "tail"
-        FREE = "free", "Free text"
+        DEFINITION = "definition", _("Definition")
+        PROCEDURE = "procedure", _("Procedure")
+        EXCEPTION = "exception", _("Exception")
+        TABLE = "table", _("Table")
+        CODE = "code", _("Code")
+        MULTI_PART = "multi_part", _("Multi-part")
+        TAIL = "tail", _("Tail")
+        FREE = "free", _("Free text")
 
     collection = models.ForeignKey(
-        Collection, on_delete=models.CASCADE, related_name="golden_cases"
+        Collection,
+        on_delete=models.CASCADE,
+        related_name="golden_cases",
+        verbose_name=_("collection"),
     )
-    external_id = models.CharField(max_length=100)
-    question = models.TextField()
-    kind = models.CharField(max_length=20, choices=Kind.choices, default=Kind.FREE)
+    external_id = models.CharField(_("external id"), max_length=100)
+    question = models.TextField(_("question"))
+    kind = models.CharField(
+        _("kind"), max_length=20, choices=Kind.choices, default=Kind.FREE
+    )
     # [{"file": "a.md", "start": 0, "end": 10, "text": "...", "alternatives": [...]}]
-    required_spans = models.JSONField(default=list)
+    required_spans = models.JSONField(_("required spans"), default=list)
     # Made from a question staff really asked (the content gaps page): evaluation
     # shows recall on these apart. The flag stays when the logged question is pruned.
-    is_real_question = models.BooleanField(default=False)
+    is_real_question = models.BooleanField(_("is real question"), default=False)
     from_question = models.ForeignKey(
         "Question",
         null=True,
@@ -440,7 +496,7 @@ class GoldenCase(models.Model):
         on_delete=models.SET_NULL,
         related_name="golden_cases",
     )
-    created = models.DateTimeField(default=timezone.now)
+    created = models.DateTimeField(_("created"), default=timezone.now)
 
     class Meta:
         constraints = [
@@ -463,18 +519,21 @@ class EvalRun(models.Model):
         FAILED = "failed", _("Failed")
 
     collection = models.ForeignKey(
-        Collection, on_delete=models.CASCADE, related_name="eval_runs"
+        Collection,
+        on_delete=models.CASCADE,
+        related_name="eval_runs",
+        verbose_name=_("collection"),
     )
     status = models.CharField(
-        max_length=10, choices=Status.choices, default=Status.QUEUED
+        _("status"), max_length=10, choices=Status.choices, default=Status.QUEUED
     )
-    config = models.JSONField(default=dict, blank=True)
-    aggregate = models.JSONField(default=dict, blank=True)
-    cases = models.JSONField(default=list, blank=True)
-    progress = models.JSONField(default=dict, blank=True)
-    error = models.TextField(blank=True)
-    created = models.DateTimeField(default=timezone.now)
-    finished = models.DateTimeField(null=True, blank=True)
+    config = models.JSONField(_("config"), default=dict, blank=True)
+    aggregate = models.JSONField(_("aggregate"), default=dict, blank=True)
+    cases = models.JSONField(_("cases"), default=list, blank=True)
+    progress = models.JSONField(_("progress"), default=dict, blank=True)
+    error = models.TextField(_("error"), blank=True)
+    created = models.DateTimeField(_("created"), default=timezone.now)
+    finished = models.DateTimeField(_("finished"), null=True, blank=True)
 
     def __str__(self) -> str:
         return f"{self.collection} run {self.pk}"
@@ -499,29 +558,37 @@ class ShadowIndex(models.Model):
         FAILED = "failed", _("Failed")
 
     collection = models.ForeignKey(
-        Collection, on_delete=models.CASCADE, related_name="shadows"
+        Collection,
+        on_delete=models.CASCADE,
+        related_name="shadows",
+        verbose_name=_("collection"),
     )
     scratch = models.ForeignKey(
-        Collection, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+        Collection,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        verbose_name=_("scratch"),
     )
     # The settings it is built with, and the live ones when it started:
     # {"chunk_strategy", "chunk_tokens", "chunk_overlap", "metadata_policy"}.
-    new_settings = models.JSONField(default=dict)
-    old_settings = models.JSONField(default=dict)
+    new_settings = models.JSONField(_("new settings"), default=dict)
+    old_settings = models.JSONField(_("old settings"), default=dict)
     # {live source id: [scratch source id, the live version copied]}
-    sources = models.JSONField(default=dict, blank=True)
+    sources = models.JSONField(_("sources"), default=dict, blank=True)
     status = models.CharField(
-        max_length=10, choices=Status.choices, default=Status.BUILDING
+        _("status"), max_length=10, choices=Status.choices, default=Status.BUILDING
     )
-    progress = models.JSONField(default=dict, blank=True)
-    error = models.TextField(blank=True)
+    progress = models.JSONField(_("progress"), default=dict, blank=True)
+    error = models.TextField(_("error"), blank=True)
     # The golden set on the shadow, the bar it had to reach (the floor, else the
     # live index's recall measured alongside), and the cases it lost.
-    recall = models.FloatField(null=True, blank=True)
-    bar = models.FloatField(null=True, blank=True)
-    live_recall = models.FloatField(null=True, blank=True)
-    regressed = models.JSONField(default=list, blank=True)
-    decision = models.TextField(blank=True)
+    recall = models.FloatField(_("recall"), null=True, blank=True)
+    bar = models.FloatField(_("bar"), null=True, blank=True)
+    live_recall = models.FloatField(_("live recall"), null=True, blank=True)
+    regressed = models.JSONField(_("regressed"), default=list, blank=True)
+    decision = models.TextField(_("decision"), blank=True)
     run = models.ForeignKey(
         "EvalRun", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
@@ -530,14 +597,14 @@ class ShadowIndex(models.Model):
     )
     requested_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True,
-        on_delete=models.SET_NULL, related_name="+",
+        on_delete=models.SET_NULL, related_name="+", verbose_name=_("requested by")
     )  # fmt: skip
     decided_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True,
-        on_delete=models.SET_NULL, related_name="+",
+        on_delete=models.SET_NULL, related_name="+", verbose_name=_("decided by")
     )  # fmt: skip
-    created = models.DateTimeField(default=timezone.now)
-    finished = models.DateTimeField(null=True, blank=True)
+    created = models.DateTimeField(_("created"), default=timezone.now)
+    finished = models.DateTimeField(_("finished"), null=True, blank=True)
 
     def __str__(self) -> str:
         return f"{self.collection} shadow index {self.pk}"
@@ -583,18 +650,26 @@ class OverflowRejection(models.Model):
     """A chunk refused because the model would not read all of its embedded text."""
 
     source = models.ForeignKey(
-        Source, on_delete=models.CASCADE, related_name="rejections"
+        Source,
+        on_delete=models.CASCADE,
+        related_name="rejections",
+        verbose_name=_("source"),
     )
-    heading_path = models.TextField(blank=True)
-    section_order = models.PositiveIntegerField(null=True, blank=True)
-    chunk_index = models.PositiveIntegerField()
-    token_count = models.PositiveIntegerField()
+    heading_path = models.TextField(_("heading path"), blank=True)
+    section_order = models.PositiveIntegerField(
+        _("section order"), null=True, blank=True
+    )
+    chunk_index = models.PositiveIntegerField(_("chunk index"))
+    token_count = models.PositiveIntegerField(_("token count"))
     content_tokens = models.PositiveIntegerField(
-        help_text="Tokens of the chunk's own text, without the metadata prefix."
+        _("content tokens"),
+        help_text=_("Tokens of the chunk's own text, without the metadata prefix."),
     )
-    window = models.PositiveIntegerField()
-    text = models.TextField(help_text="The embedded text that did not fit.")
-    created = models.DateTimeField(default=timezone.now)
+    window = models.PositiveIntegerField(_("window"))
+    text = models.TextField(
+        _("text"), help_text=_("The embedded text that did not fit.")
+    )
+    created = models.DateTimeField(_("created"), default=timezone.now)
 
     class Meta:
         ordering = ["source_id", "chunk_index"]
@@ -622,18 +697,21 @@ class ApiToken(models.Model):
     """A bearer token for POST /api/ask, acting as its user. Only a hash is kept."""
 
     user = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens"
+        settings.AUTH_USER_MODEL,
+        on_delete=models.CASCADE,
+        related_name="api_tokens",
+        verbose_name=_("user"),
     )
-    name = models.CharField(max_length=100)
-    key_hash = models.CharField(max_length=64, unique=True)
-    created = models.DateTimeField(default=timezone.now)
+    name = models.CharField(_("name"), max_length=100)
+    key_hash = models.CharField(_("key hash"), max_length=64, unique=True)
+    created = models.DateTimeField(_("created"), default=timezone.now)
     # Written at most once a minute (kb/access.py), not on every request.
-    last_used = models.DateTimeField(null=True, blank=True)
-    expires = models.DateTimeField(null=True, blank=True)
-    revoked = models.DateTimeField(null=True, blank=True)
+    last_used = models.DateTimeField(_("last used"), null=True, blank=True)
+    expires = models.DateTimeField(_("expires"), null=True, blank=True)
+    revoked = models.DateTimeField(_("revoked"), null=True, blank=True)
     # A digest of the user's password hash when the token was made: a password
     # change invalidates the token (kb/access.py), as it ends sessions.
-    password_stamp = models.CharField(max_length=64, blank=True)
+    password_stamp = models.CharField(_("password stamp"), max_length=64, blank=True)
 
     def __str__(self) -> str:
         return f"{self.name} ({self.user})"
@@ -663,48 +741,55 @@ class Question(models.Model):
     KB_QUESTION_LOG_MAX per collection."""
 
     user = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="questions"
+        settings.AUTH_USER_MODEL,
+        on_delete=models.CASCADE,
+        related_name="questions",
+        verbose_name=_("user"),
     )
     collection = models.ForeignKey(
-        Collection, on_delete=models.CASCADE, related_name="questions"
+        Collection,
+        on_delete=models.CASCADE,
+        related_name="questions",
+        verbose_name=_("collection"),
     )
-    question = models.TextField()
-    answer = models.TextField(blank=True)
-    answerer = models.CharField(max_length=20)
-    is_declined = models.BooleanField("declined", default=False)
-    is_trustworthy = models.BooleanField(default=True)
-    top_similarity = models.FloatField(null=True, blank=True)
+    question = models.TextField(_("question"))
+    answer = models.TextField(_("answer"), blank=True)
+    answerer = models.CharField(_("answerer"), max_length=20)
+    is_declined = models.BooleanField(_("declined"), default=False)
+    is_trustworthy = models.BooleanField(_("is trustworthy"), default=True)
+    top_similarity = models.FloatField(_("top similarity"), null=True, blank=True)
     # [{"n", "source_id", "file", "heading_path", "section_ids", "chunk_ids",
     #   "chunk_indexes", "start", "end", "score", "matched"}]
-    retrieved = models.JSONField(default=list, blank=True)
+    retrieved = models.JSONField(_("retrieved"), default=list, blank=True)
     # As in the ask API, each with "text": the cited source text when it was asked,
     # so a logged answer stays readable after its source changes.
-    citations = models.JSONField(default=list, blank=True)
-    latency_ms = models.FloatField(default=0)
+    citations = models.JSONField(_("citations"), default=list, blank=True)
+    latency_ms = models.FloatField(_("latency ms"), default=0)
     # The index it was answered from: chunking, model, precision, window, metadata
     # policy and each source's indexed version (questions.fingerprint).
-    fingerprint = models.JSONField(default=dict, blank=True)
+    fingerprint = models.JSONField(_("fingerprint"), default=dict, blank=True)
     # The same user asking the same question of the same index again within
     # kb.questions.REPEAT_WINDOW of `created` (a reload, a client's retry): counted
     # here, and the last time kept, not logged as another row (issue #26).
-    repeats = models.PositiveIntegerField(default=0)
-    last_asked = models.DateTimeField(null=True, blank=True)
+    repeats = models.PositiveIntegerField(_("repeats"), default=0)
+    last_asked = models.DateTimeField(_("last asked"), null=True, blank=True)
     # The question's embedding: the content gaps page groups similar questions.
     embedding = VectorField(dimensions=EMBEDDING_DIM, null=True, blank=True)
-    created = models.DateTimeField(default=timezone.now)
+    created = models.DateTimeField(_("created"), default=timezone.now)
     # Feedback from the asker (None: none given).
-    is_helpful = models.BooleanField(null=True, blank=True)
-    note = models.TextField(blank=True)
-    feedback_at = models.DateTimeField(null=True, blank=True)
+    is_helpful = models.BooleanField(_("is helpful"), null=True, blank=True)
+    note = models.TextField(_("note"), blank=True)
+    feedback_at = models.DateTimeField(_("feedback at"), null=True, blank=True)
     # An editor dealt with it on the content gaps page.
-    handled = models.DateTimeField(null=True, blank=True)
-    handled_note = models.TextField(blank=True)
+    handled = models.DateTimeField(_("handled"), null=True, blank=True)
+    handled_note = models.TextField(_("handled note"), blank=True)
     handled_by = models.ForeignKey(
         settings.AUTH_USER_MODEL,
         null=True,
         blank=True,
         on_delete=models.SET_NULL,
         related_name="+",
+        verbose_name=_("handled by"),
     )
 
     class Meta:
@@ -739,17 +824,20 @@ class ReplayReport(models.Model):
         FAILED = "failed", _("Failed")
 
     collection = models.ForeignKey(
-        Collection, on_delete=models.CASCADE, related_name="replay_reports"
+        Collection,
+        on_delete=models.CASCADE,
+        related_name="replay_reports",
+        verbose_name=_("collection"),
     )
     status = models.CharField(
-        max_length=10, choices=Status.choices, default=Status.RUNNING
+        _("status"), max_length=10, choices=Status.choices, default=Status.RUNNING
     )
-    replayed = models.PositiveIntegerField(default=0)
+    replayed = models.PositiveIntegerField(_("replayed"), default=0)
     # One questions.replay() outcome per changed answer.
-    changed = models.JSONField(default=list, blank=True)
-    error = models.TextField(blank=True)
-    created = models.DateTimeField(default=timezone.now)
-    finished = models.DateTimeField(null=True, blank=True)
+    changed = models.JSONField(_("changed"), default=list, blank=True)
+    error = models.TextField(_("error"), blank=True)
+    created = models.DateTimeField(_("created"), default=timezone.now)
+    finished = models.DateTimeField(_("finished"), null=True, blank=True)
 
     def __str__(self) -> str:
         return f"{self.collection} replay {self.pk}"

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from pathlib import PurePath
 
+from django.utils.translation import gettext
 from markdown_it import MarkdownIt
 from markdown_it.rules_block import StateBlock
 from markdown_it.token import Token
@@ -163,10 +164,10 @@ def decode_upload(data: bytes, filename: str) -> str:
     would silently corrupt the evidence that offsets point into.
     """
     if not data.strip():
-        raise ParseError(f"{filename} is empty")
+        raise ParseError(gettext("%(file)s is empty") % {"file": filename})
     text = normalise_newlines(decode_text(data, filename))
     if not text.strip():
-        raise ParseError(f"{filename} is empty")
+        raise ParseError(gettext("%(file)s is empty") % {"file": filename})
     _check_no_blobs(text, filename)
     return text
 
@@ -215,10 +216,16 @@ def _decode(data: bytes, filename: str) -> str:
     if b"\x00" in data:
         if _looks_utf16(data):
             raise ParseError(
-                f"{filename} looks like UTF-16 without a byte order mark; save it "
-                "as UTF-8 and upload it again"
+                gettext(
+                    "%(file)s looks like UTF-16 without a byte order mark; save it "
+                    "as UTF-8 and upload it again"
+                )
+                % {"file": filename}
             )
-        raise ParseError(f"{filename} looks like a binary file (it has NUL bytes)")
+        raise ParseError(
+            gettext("%(file)s looks like a binary file (it has NUL bytes)")
+            % {"file": filename}
+        )
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -230,10 +237,15 @@ def _not_decodable(
 ) -> str:
     """The message for bytes that are not `encoding`; `skipped`: the BOM's length
     (the offset counts from the start of the file)."""
-    return (
-        f"{filename} is not valid {encoding} (byte {exc.object[exc.start]:#04x} at "
-        f"offset {exc.start + skipped}); save it as UTF-8 and upload it again"
-    )
+    return gettext(
+        "%(file)s is not valid %(encoding)s (byte %(byte)s at offset %(offset)d); "
+        "save it as UTF-8 and upload it again"
+    ) % {
+        "file": filename,
+        "encoding": encoding,
+        "byte": f"{exc.object[exc.start]:#04x}",
+        "offset": exc.start + skipped,
+    }
 
 
 def _looks_utf16(data: bytes) -> bool:
@@ -252,14 +264,20 @@ def _check_not_binary(text: str, filename: str) -> None:
     in the whole text and in its head."""
     if (nul := text.find("\x00")) != -1:
         raise ParseError(
-            f"{filename} line {text.count(chr(10), 0, nul) + 1} has a NUL "
-            "character: it looks like a binary file"
+            gettext(
+                "%(file)s line %(line)d has a NUL character: it looks like a "
+                "binary file"
+            )
+            % {"file": filename, "line": text.count(chr(10), 0, nul) + 1}
         )
     for sample in (text[:_BINARY_SAMPLE], text):
         control = len(_CONTROL_RE.findall(sample))
         if control > MAX_CONTROL_SHARE * len(sample):
             raise ParseError(
-                f"{filename} looks like a binary file ({control} control characters)"
+                gettext(
+                    "%(file)s looks like a binary file (%(count)d control characters)"
+                )
+                % {"file": filename, "count": control}
             )
 
 
@@ -272,8 +290,15 @@ def _check_no_blobs(text: str, filename: str) -> None:
 
     if found := _DATA_URI_RE.search(text):
         raise ParseError(
-            f"{filename} line {line(found.start())} embeds a file as a data: URI "
-            f"({len(found.group()):,} characters); link to the file instead"
+            gettext(
+                "%(file)s line %(line)d embeds a file as a data: URI (%(count)s "
+                "characters); link to the file instead"
+            )
+            % {
+                "file": filename,
+                "line": line(found.start()),
+                "count": f"{len(found.group()):,}",
+            }
         )
     run, width = 0, 0
     for number, row in enumerate(text.split("\n"), 1):
@@ -286,22 +311,39 @@ def _check_no_blobs(text: str, filename: str) -> None:
         width = len(data)
         if run == MIN_BASE64_LINES:
             raise ParseError(
-                f"{filename} line {number - run + 1} starts {run}+ lines of base64 "
-                "data (an embedded file?); remove them or link to the file instead"
+                gettext(
+                    "%(file)s line %(line)d starts %(count)d+ lines of base64 data "
+                    "(an embedded file?); remove them or link to the file instead"
+                )
+                % {"file": filename, "line": number - run + 1, "count": run}
             )
     if found := _LONG_WORD_RE.search(text):
         raise ParseError(
-            f"{filename} line {line(found.start())} has a word of "
-            f"{len(found.group()):,} letters and digits; the model reads a word of "
-            "over 100 as one unknown token, so nothing of it can be found. Remove "
-            "it or break it up"
+            gettext(
+                "%(file)s line %(line)d has a word of %(count)s letters and digits; "
+                "the model reads a word of over 100 as one unknown token, so "
+                "nothing of it can be found. Remove it or break it up"
+            )
+            % {
+                "file": filename,
+                "line": line(found.start()),
+                "count": f"{len(found.group()):,}",
+            }
         )
     if found := mostly_unreadable(text):
         raise ParseError(
-            f"{filename} is mostly words of over {UNREADABLE_WORD_CHARS} letters and "
-            f"digits ({found[0]:,} of its {found[1]:,} words): the model reads each "
-            "such word as one unknown token, so the text cannot be searched by "
-            "meaning. Break the words up or upload the readable text"
+            gettext(
+                "%(file)s is mostly words of over %(chars)d letters and digits "
+                "(%(unreadable)s of its %(words)s words): the model reads each "
+                "such word as one unknown token, so the text cannot be searched by "
+                "meaning. Break the words up or upload the readable text"
+            )
+            % {
+                "file": filename,
+                "chars": UNREADABLE_WORD_CHARS,
+                "unreadable": f"{found[0]:,}",
+                "words": f"{found[1]:,}",
+            }
         )
 
 

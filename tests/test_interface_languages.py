@@ -6,14 +6,16 @@ from __future__ import annotations
 
 import ast
 import gettext
+import json
 import re
 from pathlib import Path
 
 from django.conf import settings
+from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import SimpleTestCase
 from django.urls import reverse
 
-from kb.models import EvalRun
+from kb.models import EvalRun, Source
 from tests.base import DemoTestCase
 
 LOCALE = Path(settings.BASE_DIR) / "locale"
@@ -230,3 +232,56 @@ class AdminLanguageTestCase(DemoTestCase):
         self.assertContains(sources, "Réindexer les sources sélectionnées")
         upload = self.client.get(reverse("admin:kb_source_upload"), headers=french)
         self.assertContains(upload, "Téléverser et indexer")
+
+    def test_the_collection_form_labels_its_fields_in_french(self):
+        url = reverse("admin:kb_collection_change", args=[self.demo.pk])
+        page = self.client.get(url, headers={"Accept-Language": "fr"})
+        self.assertContains(page, "Modèle de vectorisation")
+        self.assertContains(
+            page, "Le modèle qui vectorise ses sources et les questions."
+        )
+        self.assertContains(page, "Jetons repris du fragment précédent.")
+        self.assertNotContains(page, "Embedding model")
+
+    def test_the_source_form_labels_its_fields_and_fieldsets_in_french(self):
+        source = self.demo.sources.first()
+        url = reverse("admin:kb_source_change", args=[source.pk])
+        page = self.client.get(url, headers={"Accept-Language": "fr"})
+        self.assertContains(page, "Langue détectée")
+        self.assertContains(page, "Vide : détectée pour chaque section.")
+        self.assertContains(page, "Chemin relatif au dossier téléversé ou au corpus.")
+        self.assertContains(page, 'class="fieldset-heading">Statistiques</h2>')
+        self.assertNotContains(page, "Detected language")
+
+    def test_a_refused_upload_gives_its_reason_in_spanish(self):
+        binary = SimpleUploadedFile("datos.md", b"# Datos\n\n\x00\x01\x02")
+        response = self.client.post(
+            reverse("admin:kb_source_upload"),
+            {"collection": self.demo.pk, "files": [binary]},
+            headers={"Accept-Language": "es"},
+        )
+        self.assertContains(
+            response, "datos.md parece un archivo binario (tiene bytes NUL)",
+            status_code=response.status_code,
+        )  # fmt: skip
+        self.assertNotEqual(response.status_code, 302)
+        self.assertFalse(Source.objects.filter(file_name="datos.md").exists())
+
+    def test_a_golden_import_error_is_worded_in_russian(self):
+        text = self.demo.sources.get(file_name="glossary.md").text
+        start = text.index("Seat")
+        span = {"file": "glossary.md", "start": start, "end": start + 4, "text": "no"}
+        line = json.dumps({"id": "broken", "question": "What is a seat?",
+                           "required_spans": [span]})  # fmt: skip
+        response = self.client.post(
+            reverse("admin:kb_goldencase_import"),
+            {"collection": self.demo.pk,
+             "file": SimpleUploadedFile("g.jsonl", line.encode())},
+            headers={"Accept-Language": "ru"},
+        )  # fmt: skip
+        self.assertContains(
+            response,
+            f"строка 1, пример broken: glossary.md[{start}:{start + 4}] "
+            "не совпадает с текстом цитаты",
+            status_code=400,
+        )
