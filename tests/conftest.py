@@ -24,6 +24,7 @@ import numpy as np
 import pytest
 from django.conf import settings
 from django.test import override_settings
+from django.utils import translation
 
 from kb import embedding, embedding_models
 
@@ -87,3 +88,13 @@ def fresh_rate_limits():
     for key in client.scan_iter(f"{ratelimit.PREFIX}*"):
         client.delete(key)
     yield
+
+
+@pytest.fixture(autouse=True)
+def default_language():
+    """Each test starts in the default language. LocaleMiddleware activates a
+    request's language for the thread and leaves it active after the response
+    (the next request activates its own); in one test process, a French request
+    would otherwise word every later message in French."""
+    yield
+    translation.activate(settings.LANGUAGE_CODE)
