@@ -24,12 +24,13 @@ import urllib.request
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 from django.conf import settings
 from django.urls import reverse
 from django.utils import formats
 from django.utils.translation import gettext, gettext_lazy, ngettext
 
-from kb import languages
+from kb import embedding, languages
 from kb.parsing import TEXT_EXTENSIONS, html_text
 from kb.rendering import CELL_SPLIT_RE, is_table_row
 from kb.retrieval import Location, Passage, Result, heading_label, keywords
@@ -223,6 +224,8 @@ def extractive_answer(result: Result) -> Answer:
             warnings=[gettext("No context was retrieved.")],
         )
     asked = _score(sentences, result.question)
+    if _by_meaning(sentences, result):
+        asked = MIN_SHARED_WORDS
     headers = [s for s in sentences if s.passage.is_header]
     rows = [s for s in sentences if not s.passage.is_header]
     answerable = [
@@ -347,6 +350,32 @@ def _score(sentences: list[Sentence], question: str) -> int:
         # Earlier (better-ranked) passages win ties.
         sentence.score = overlap / (1 + RANK_DECAY * (sentence.passage.rank - 1))
     return max((len(words) for words in asked.values()), default=0)
+
+
+def _by_meaning(sentences: list[Sentence], result: Result) -> bool:
+    """Score the sentences by how near each is to the question in the
+    collection's model, when the question's language was recognised and no
+    passage is in it (an English question over French pages): words shared
+    across languages are then only names and code, and the best-matching
+    sentence was a code block rather than the sentence that answers (issue
+    #27). A sentence scores its cosine above the median sentence's, and counts
+    as sharing the question's words when it is above it. Returns whether it
+    scored them."""
+    own = languages.recognised_config(result.question)
+    if own is None or result.vector is None or not result.embedding_model:
+        return False
+    configs = passage_configs([s.passage for s in sentences])
+    if own in {configs[id(s.passage)] for s in sentences}:
+        return False
+    embedder = embedding.get_embedder(result.embedding_model)
+    vectors = embedder.embed_passages([s.text for s in sentences], truncate=True)
+    near = vectors @ np.asarray(result.vector, dtype=np.float32)
+    floor = float(np.median(near))
+    for sentence, similarity in zip(sentences, near.tolist(), strict=True):
+        above = max(similarity - floor, 0.0)
+        sentence.shared = MIN_SHARED_WORDS if above else 0
+        sentence.score = above / (1 + RANK_DECAY * (sentence.passage.rank - 1))
+    return True
 
 
 def passage_configs(passages: list[Passage]) -> dict[int, str]:

@@ -20,7 +20,15 @@ from django.core.exceptions import ImproperlyConfigured
 from django.test import SimpleTestCase, TestCase
 from django.urls import reverse
 
-from kb import e5_pack, embedding_models, golden, ingestion, questions, reindexing
+from kb import (
+    answering,
+    e5_pack,
+    embedding_models,
+    golden,
+    ingestion,
+    questions,
+    reindexing,
+)
 from kb.apps import check_extra_models
 from kb.demo import load_part
 from kb.embedding import Embedder, get_embedder
@@ -143,6 +151,23 @@ class MultilingualCollectionTestCase(TestCase):
             np.testing.assert_allclose(
                 result.vector, get_embedder(E5).embed_query(question), atol=1e-6
             )
+
+    def test_an_english_question_is_answered_from_the_french_page(self):
+        # Issue #27 item 4: only the French page says it. Its words are not the
+        # question's, so the answer quotes the sentence nearest in meaning, and
+        # cites it exactly.
+        question = (
+            "A machine was reinstalled and kept its hostname, without deleting "
+            "its Node: what can go wrong?"
+        )
+        result, reply = answering.ask(self.collection, question)
+        self.assertIn("fr/names.md", [p.file_name for p in result.passages])
+        self.assertIn("lorsque l'hôte est recréé sous le même nom", reply.text)
+        texts = dict(self.collection.sources.values_list("pk", "text"))
+        cited = [texts[c.source_id][c.start : c.end] for c in reply.citations]
+        by_n = {c.n: text for c, text in zip(reply.citations, cited, strict=True)}
+        for sentence in reply.sentences:
+            self.assertIn(sentence.text, by_n[sentence.citation])
 
     def test_the_context_budget_is_kept_in_e5_tokens(self):
         e5 = get_embedder(E5)

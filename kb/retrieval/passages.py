@@ -198,6 +198,8 @@ class Result:
     # The question's embedding (None without vector search): the question log keeps
     # it to group similar questions (kb/questions.py).
     vector: Any = field(default=None, repr=False)
+    # The collection's embedding model (kb/embedding_models.py) that made `vector`.
+    embedding_model: str = ""
 
 
 # The model whose tokens measure the context: the collection's, set by retrieve()

@@ -133,6 +133,7 @@ def _retrieve(
         top_similarity=similarity,
         reranking=reranked,
         vector=vector,
+        embedding_model=collection.embedding_model,
     )
 
 
