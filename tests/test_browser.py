@@ -11,7 +11,7 @@ from django.contrib.auth import get_user_model
 from django.db import connections
 from playwright.sync_api import Page, expect, sync_playwright
 
-from kb.demo import load_demo
+from kb.demo import load_demo, load_french_demo
 from kb.management.commands.kb_screenshots import CHROMIUM_ARGS, QUESTION
 from kb.models import Collection, EvalRun, GoldenCase, Source
 from tests.documents import build_pdf
@@ -306,3 +306,34 @@ def test_a_french_browser_gets_the_french_ask_page_and_switches_to_english(
         expect(french.locator("#site-name")).to_contain_text("Django administration")
     finally:
         french.close()
+
+
+@pytest.mark.slow
+def test_an_english_question_over_french_sources_cites_the_french_text(
+    transactional_db, live_server, page: Page
+):
+    """Issue #27: the multilingual model finds the French passage for an English
+    question; the answer quotes the source's own French words, and the citation
+    opens them in the French document."""
+    get_user_model().objects.create_superuser("staff", "s@example.invalid", "pw-1")
+    french = load_french_demo(sync=True)
+    rule = "Le télétravail depuis l'étranger est limité à 20 jours ouvrés"
+
+    _log_in(page, live_server, "/")
+    page.wait_for_url(f"{live_server.url}/")
+    _ask(
+        page,
+        "How many days a year may I work remotely from another country, "
+        "and who has to approve it?",
+        french,
+    )
+    expect(page.locator("#answer")).to_contain_text(rule)
+    cite = page.locator("#answer a.cite").first
+    sentence = cite.evaluate("a => a.previousSibling.textContent")
+    assert rule in _squash(sentence)
+    cite.click()
+    page.wait_for_url(re.compile(r"/kb/sections/\d+/\?.*#cited$"))
+    mark = page.locator("mark#cited")
+    expect(mark).to_contain_text(rule)
+    source = Source.objects.get(collection=french, file_name="teletravail.md")
+    assert f"source={source.pk}" in page.url
