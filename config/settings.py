@@ -37,6 +37,22 @@ def _envnumber(name: str, default, cast, what: str):
         raise ImproperlyConfigured(f"{name} must be {what}, not {value!r}")
 
 
+def envfloats(name: str) -> dict[str, float]:
+    """`NAME=0.8,OTHER=0.5` as {"NAME": 0.8, "OTHER": 0.5}."""
+    found: dict[str, float] = {}
+    for entry in filter(str.strip, os.environ.get(name, "").split(",")):
+        key, _, value = (part.strip() for part in entry.partition("="))
+        try:
+            found[key] = float(value)  # float("") raises too
+        except ValueError:
+            key = ""
+        if not key:
+            raise ImproperlyConfigured(
+                f"{name} must be NAME=NUMBER pairs separated by commas, not {entry!r}"
+            )
+    return found
+
+
 def envint(name: str, default: int) -> int:
     return _envnumber(name, default, int, "an integer")
 
@@ -295,8 +311,14 @@ KB_EMBED_BATCH = envint("KB_EMBED_BATCH", 16)
 KB_EMBED_THREADS = envint("KB_EMBED_THREADS", 0)  # 0 = the cores shared by the workers
 # Below this cosine similarity between the question and the nearest chunk, the
 # collection is taken to say nothing about the question: no answer is composed
-# (kb/answering.py). Calibrated for all-MiniLM-L6-v2 on evals/unanswerable/; 0 = off.
+# (kb/answering.py). The floor of the default model (all-MiniLM-L6-v2 or
+# KB_MODEL_DIR's) only, calibrated on evals/unanswerable/; 0 = off. Other models
+# have their own (kb.embedding_models.min_similarity, issue #27).
 KB_MIN_SIMILARITY = envfloat("KB_MIN_SIMILARITY", 0.30)
+# The floors of the other models by name, `multilingual-e5-small=0.8,my-model=0.5`:
+# a folder of KB_EXTRA_MODELS has none (answers everything) until given one here;
+# e5's calibrated floor is replaced. The default model's is KB_MIN_SIMILARITY.
+KB_MODEL_FLOORS = envfloats("KB_MODEL_FLOORS")
 # Collections with fewer chunks are searched exactly, larger ones through the
 # shared HNSW index with iterative scan (kb.retrieval.searched_exactly, issue #15).
 KB_EXACT_SEARCH_CHUNKS = envint("KB_EXACT_SEARCH_CHUNKS", 5_000)

@@ -8,12 +8,14 @@ from django.db.models.functions import Cast, Coalesce
 from django.http import HttpRequest, HttpResponse
 from django.template.loader import render_to_string
 from django.urls import reverse
+from django.utils import formats
 from django.utils.html import format_html, format_html_join
 from django.utils.translation import gettext, gettext_lazy, ngettext
 
 from kb import (
     charts,
     deletion,
+    embedding_models,
     golden,
     ingestion,
     jobs,
@@ -95,9 +97,9 @@ class CollectionAdmin(BulkDelete, StaffPages, CollectionScoped, admin.ModelAdmin
     search_fields = ["name", "description"]
     # Set by evaluation runs and jobs, not by hand: a floor is only ever raised
     # (from a run, on the dashboard), and a scratch copy is made by a run.
-    readonly_fields = ["policy_link", "is_scratch", "live", "recall_floor",
-                       "floor_run", "terms_counted", "terms_chunks",
-                       "created"]  # fmt: skip
+    readonly_fields = ["policy_link", "off_topic_floor", "is_scratch", "live",
+                       "recall_floor", "floor_run", "terms_counted",
+                       "terms_chunks", "created"]  # fmt: skip
     exclude = ["metadata_policy"]
 
     def get_queryset(self, request):
@@ -127,6 +129,22 @@ class CollectionAdmin(BulkDelete, StaffPages, CollectionScoped, admin.ModelAdmin
         return format_html(
             '<a href="{}">{}</a>', url, gettext("Edit the metadata policy")
         )
+
+    @admin.display(description=gettext_lazy("Off-topic floor"))
+    def off_topic_floor(self, obj: Collection) -> str:
+        floor = embedding_models.min_similarity(obj.embedding_model)
+        if floor:
+            return gettext(
+                "%(floor)s: a question whose nearest passage is less similar is "
+                "declined (the floor of %(model)s)"
+            ) % {"floor": formats.number_format(floor, 2), "model": obj.embedding_model}
+        setting = "KB_MODEL_FLOORS"
+        if obj.embedding_model == embedding_models.DEFAULT:
+            setting = "KB_MIN_SIMILARITY"
+        return gettext(
+            "Off: %(model)s has no floor, so every question is answered, however "
+            "far off (set %(setting)s)"
+        ) % {"model": obj.embedding_model, "setting": setting}
 
     def get_readonly_fields(self, request, obj=None):
         # Groups lift or set a collection's limit, and the widget lists every

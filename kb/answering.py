@@ -30,7 +30,7 @@ from django.urls import reverse
 from django.utils import formats
 from django.utils.translation import gettext, gettext_lazy, ngettext
 
-from kb import embedding, languages
+from kb import embedding, embedding_models, languages
 from kb.parsing import TEXT_EXTENSIONS, html_text
 from kb.rendering import CELL_SPLIT_RE, is_table_row
 from kb.retrieval import Location, Passage, Result, heading_label, keywords
@@ -181,24 +181,28 @@ def off_topic(result: Result) -> Answer | None:
     """No answer when even the nearest chunk is far from the question.
 
     Sentences picked from passages that are not about the question read like an
-    answer and are not one. The threshold (settings.KB_MIN_SIMILARITY) is set
-    below every answerable golden question of the three evaluation corpora, so it
-    catches questions from elsewhere (general knowledge, other products), not the
-    near misses a collection is silent on: those still need a reader.
+    answer and are not one. The threshold is the floor of the collection's model
+    (kb.embedding_models.min_similarity), set below every answerable golden
+    question measured with that model, so it catches questions from elsewhere
+    (general knowledge, other products), not the near misses a collection is
+    silent on: those still need a reader.
     """
-    floor = settings.KB_MIN_SIMILARITY
+    model = result.embedding_model or embedding_models.DEFAULT
+    floor = embedding_models.min_similarity(model)
     similarity = result.top_similarity
     if not floor or similarity is None or similarity >= floor or not result.passages:
         return None
     return _declined(
         gettext(
             "The nearest passage has a cosine similarity of only %(similarity)s "
-            "to the question; an answer needs %(floor)s. The closest sections "
-            "are listed for you to check."
+            "to the question; an answer needs %(floor)s, the floor of the "
+            "collection's model (%(model)s). The closest sections are listed for "
+            "you to check."
         )
         % {
             "similarity": formats.number_format(similarity, 2),
             "floor": formats.number_format(floor, 2),
+            "model": model,
         }
     )
 

@@ -18,6 +18,7 @@ class KbConfig(AppConfig):
         checks.register(check_llm_url)
         checks.register(check_reranker)
         checks.register(check_extra_models)
+        checks.register(check_model_floors)
 
 
 def check_llm_url(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
@@ -63,6 +64,50 @@ def check_extra_models(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
             problems.append(
                 checks.Error(
                     str(error), hint="remove it from KB_EXTRA_MODELS", id="kb.E003"
+                )
+            )
+    return problems
+
+
+def check_model_floors(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
+    """KB_MODEL_FLOORS names models kb knows (not the default, whose floor is
+    KB_MIN_SIMILARITY); a folder of KB_EXTRA_MODELS without a floor is named,
+    as its collections answer every question, however far off."""
+    from django.core.exceptions import ImproperlyConfigured
+
+    from kb import embedding_models
+
+    try:
+        known = embedding_models.names()
+    except ImproperlyConfigured:
+        return []  # check_extra_models says why
+    problems: list[checks.CheckMessage] = []
+    for name in settings.KB_MODEL_FLOORS:
+        if name == embedding_models.DEFAULT:
+            problems.append(
+                checks.Error(
+                    f"KB_MODEL_FLOORS names {name!r}, the default model",
+                    hint="set its floor with KB_MIN_SIMILARITY",
+                    id="kb.E004",
+                )
+            )
+        elif name not in known:
+            problems.append(
+                checks.Error(
+                    f"KB_MODEL_FLOORS names {name!r}, which is no embedding model",
+                    hint=f"known: {', '.join(known)}",
+                    id="kb.E004",
+                )
+            )
+    for name in embedding_models.extra_folders():
+        if not embedding_models.min_similarity(name):
+            problems.append(
+                checks.Warning(
+                    f"the off-topic floor of model {name!r} is off: its "
+                    "collections answer every question, however far off",
+                    hint=f"measure it (kb_eval --unanswerable) and set "
+                    f"KB_MODEL_FLOORS={name}=<floor>",
+                    id="kb.W004",
                 )
             )
     return problems

@@ -15,7 +15,8 @@ is refused with ImproperlyConfigured naming the folder and the reason.
 
 A model's prompts (e5's `query: ` and `passage: `) are a property of the model,
 read from config_sentence_transformers.json; kb.embedding.Embedder applies
-them. No ORM here.
+them. So is its off-topic floor (min_similarity): each model spreads its
+cosines differently. No ORM here.
 """
 
 from __future__ import annotations
@@ -39,6 +40,14 @@ POOLING_MODES = (
     "pooling_mode_weightedmean_tokens",
     "pooling_mode_lasttoken",
 )
+# The off-topic floors (kb.answering.off_topic): below this cosine between a
+# question and its nearest chunk, the collection is taken to say nothing about
+# the question. Each is set below every answerable golden question measured
+# with its model (README.md, "Declining what a collection does not cover").
+# MiniLM's is settings.KB_MIN_SIMILARITY's default (lowest answerable 0.33).
+# e5 puts even unrelated texts at 0.75 and more, so 0.30 never declined
+# anything there; its lowest answerable question is at 0.824 (0.817 in int8).
+E5_FLOOR = 0.81
 # sentence-transformers modules that leave the pooled vector as it is.
 HARMLESS_MODULES = ("Transformer", "Pooling", "Normalize")
 
@@ -89,6 +98,22 @@ def source(name: str | None = None) -> ModelSource:
     raise ImproperlyConfigured(
         f"no embedding model named {name!r}; known: {', '.join(names())}"
     )
+
+
+def min_similarity(name: str | None = None) -> float:
+    """The off-topic floor of the named model (default: DEFAULT); 0: none.
+
+    The default model's is KB_MIN_SIMILARITY; another model's is its entry in
+    KB_MODEL_FLOORS, else its calibrated floor (e5: E5_FLOOR). A folder of
+    KB_EXTRA_MODELS has none until KB_MODEL_FLOORS gives it one: a floor is only
+    known by measuring the model (kb_eval --unanswerable)."""
+    name = name or DEFAULT
+    if name == DEFAULT:
+        return settings.KB_MIN_SIMILARITY
+    configured = getattr(settings, "KB_MODEL_FLOORS", {})
+    if name in configured:
+        return configured[name]
+    return E5_FLOOR if name == E5_SMALL else 0.0
 
 
 def extra_folders() -> dict[str, Path]:

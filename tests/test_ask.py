@@ -153,6 +153,12 @@ class OffTopicTestCase(DemoTestCase):
             self.assertFalse(reply.is_trustworthy)
             self.assertIn("cosine similarity", reply.warnings[0])
             self.assertTrue(result.passages, "the closest sections are still shown")
+        # MiniLM's floor, KB_MIN_SIMILARITY's default, named with its model.
+        self.assertIn(
+            "an answer needs 0.30, the floor of the collection's model "
+            "(all-minilm-l6-v2)",
+            reply.warnings[0],
+        )
 
     def test_no_golden_question_is_declined(self):
         for case in GoldenCase.objects.filter(collection=self.demo):

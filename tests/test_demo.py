@@ -11,8 +11,9 @@ from unittest import TestCase as PlainTestCase
 
 from django.core.management import call_command
 from django.test import TestCase, override_settings
+from django.utils import formats
 
-from kb import answering, golden
+from kb import answering, embedding_models, golden
 from kb.demo import (
     FRENCH_COLLECTION,
     FRENCH_CONTENT_DIR,
@@ -22,6 +23,13 @@ from kb.demo import (
 from kb.models import Chunk, Collection, GoldenCase, Source
 
 SWISS_RULE = "depuis la Suisse et le Royaume-Uni, aucun jour de télétravail"
+# From evals/unanswerable/off-topic-fr.jsonl: nothing in the French demo.
+# e5 puts them 0.76-0.78 from their nearest chunk, golden questions 0.85-0.90.
+OFF_TOPIC = [
+    "En quelle année la tour Eiffel a-t-elle été construite ?",
+    "Quelle est la capitale de l'Australie ?",
+    "Qui a écrit Les Misérables ?",
+]
 
 
 def _read(path: Path) -> str:
@@ -110,3 +118,29 @@ class FrenchQuestionTestCase(TestCase):
         self.assertTrue(
             any(SWISS_RULE in source.text[c.start : c.end] for c in cited), cited
         )
+
+    def test_a_question_from_elsewhere_is_declined_by_e5_s_own_floor(self):
+        # e5 scores unrelated texts 0.7 and more: MiniLM's 0.30 declined nothing.
+        self.assertEqual(self.french.embedding_model, "multilingual-e5-small")
+        for question in OFF_TOPIC:
+            result, reply = answering.ask(self.french, question)
+            self.assertEqual(reply.answerer, "none", question)
+            self.assertEqual(reply.citations, [])
+            self.assertTrue(result.passages, "the closest sections are still shown")
+        floor = formats.number_format(embedding_models.E5_FLOOR, 2)
+        self.assertIn(f"an answer needs {floor}", reply.warnings[0])
+        self.assertIn("multilingual-e5-small", reply.warnings[0])
+
+    def test_no_golden_question_is_declined(self):
+        for case in GoldenCase.objects.filter(collection=self.french):
+            result, reply = answering.ask(self.french, case.question)
+            self.assertNotEqual(reply.answerer, "none", case.external_id)
+            self.assertTrue(reply.citations, case.external_id)
+
+    @override_settings(KB_MIN_SIMILARITY=0)
+    def test_kb_min_similarity_is_the_default_model_s_floor_only(self):
+        _, reply = answering.ask(self.french, OFF_TOPIC[0])
+        self.assertEqual(reply.answerer, "none")
+        with self.settings(KB_MODEL_FLOORS={"multilingual-e5-small": 0}):
+            _, reply = answering.ask(self.french, OFF_TOPIC[0])
+        self.assertEqual(reply.answerer, "extractive")

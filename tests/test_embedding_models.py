@@ -29,7 +29,7 @@ from kb import (
     questions,
     reindexing,
 )
-from kb.apps import check_extra_models
+from kb.apps import check_extra_models, check_model_floors
 from kb.demo import load_part
 from kb.embedding import Embedder, get_embedder
 from kb.forms import chunking_errors
@@ -325,6 +325,23 @@ class OwnFolderTestCase(SimpleTestCase):
         self.assertEqual((source.query_prefix, source.passage_prefix),
                          ("query: ", "passage: "))  # fmt: skip
 
+    def test_a_folder_has_no_off_topic_floor_until_one_is_set(self):
+        folder = self._folder("my-e5")
+        with self.settings(KB_EXTRA_MODELS=[str(folder)]):
+            self.assertEqual(embedding_models.min_similarity("my-e5"), 0)
+            (warning,) = check_model_floors()
+            self.assertEqual(warning.id, "kb.W004")
+            self.assertIn("off-topic floor of model 'my-e5' is off", warning.msg)
+            self.assertIn("KB_MODEL_FLOORS=my-e5=", warning.hint)
+            with self.settings(KB_MODEL_FLOORS={"my-e5": 0.85}):
+                self.assertEqual(embedding_models.min_similarity("my-e5"), 0.85)
+                self.assertEqual(check_model_floors(), [])
+            for name in (MINILM, "nobody-s-model"):
+                with self.settings(KB_MODEL_FLOORS={name: 0.5, "my-e5": 0.85}):
+                    (error,) = check_model_floors()
+                self.assertEqual(error.id, "kb.E004")
+                self.assertIn(repr(name), error.msg)
+
     @pytest.mark.slow
     def test_e5_weights_in_a_folder_embed_as_the_built_in_e5(self):
         """The fp32 weights (dequantized from the pack) as safetensors go through
@@ -399,3 +416,29 @@ class ShownTestCase(TestCase):
             reverse("admin:kb_evalrun_dashboard"), {"collection": multi.pk}
         )
         self.assertContains(page, f"Embedding model: {shown}")
+
+    def test_the_admin_shows_each_collection_s_off_topic_floor(self):
+        staff, _, _ = make_users()
+        self.client.force_login(staff)
+        floors = {
+            MINILM: "0.30: a question whose nearest passage is less similar is "
+            "declined (the floor of all-minilm-l6-v2)",
+            E5: "0.81: a question whose nearest passage is less similar is "
+            "declined (the floor of multilingual-e5-small)",
+            "my-model": "Off: my-model has no floor, so every question is "
+            "answered, however far off (set KB_MODEL_FLOORS)",
+        }
+        root = Path(tempfile.mkdtemp())
+        self.addCleanup(shutil.rmtree, root)
+        e5 = get_embedder(E5).source
+        config = json.loads((e5.directory / "config.json").read_text())
+        folder = sentence_transformers_folder(
+            root / "my-model", config, e5.tokenizer_path
+        )
+        with self.settings(KB_EXTRA_MODELS=[str(folder)]):
+            for model, shown in floors.items():
+                collection = Collection.objects.create(
+                    name=model, embedding_model=model
+                )
+                url = reverse("admin:kb_collection_change", args=[collection.pk])
+                self.assertContains(self.client.get(url), shown)
