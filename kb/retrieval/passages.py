@@ -201,7 +201,9 @@ class Result:
     # The question's embedding (None without vector search): the question log keeps
     # it to group similar questions (kb/questions.py).
     vector: Any = field(default=None, repr=False)
-    # The collection's embedding model (kb/embedding_models.py) that made `vector`.
+    # The collection's embedding model (kb/embedding_models.py): it made
+    # `vector`, and its floor says whether the question is off topic
+    # (answering.off_topic).
     embedding_model: str = ""
 
 

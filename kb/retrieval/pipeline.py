@@ -131,7 +131,6 @@ def _retrieve(
         timings_ms={key: round(v, 2) for key, v in timings.items()},
         hits=hits,
         top_similarity=similarity,
-        embedding_model=collection.embedding_model,
         reranking=reranked,
         vector=vector,
         embedding_model=collection.embedding_model,
