@@ -18,8 +18,10 @@ from kb.demo import (
     FRENCH_COLLECTION,
     FRENCH_CONTENT_DIR,
     FRENCH_GOLDEN_FILE,
+    FRENCH_MODEL,
     load_french_demo,
 )
+from kb.embedding import get_embedder
 from kb.models import Chunk, Collection, GoldenCase, Source
 
 SWISS_RULE = "depuis la Suisse et le Royaume-Uni, aucun jour de télétravail"
@@ -59,6 +61,10 @@ class FrenchGoldenFileTestCase(PlainTestCase):
 
 class SetupLoadsBothDemosTestCase(TestCase):
     def _setup(self) -> str:
+        # The French demo's model, loaded before KB_DATA_DIR moves: the process
+        # keeps one embedder per model, and one built in the temporary directory
+        # would point at files gone after this test.
+        get_embedder(FRENCH_MODEL).embed_query("x")
         out = StringIO()
         with (
             tempfile.TemporaryDirectory() as tmp,

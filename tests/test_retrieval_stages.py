@@ -31,7 +31,10 @@ PURE_STAGES = [
     "kb.retrieval.rows",
     "kb.retrieval.tables",
 ]
-ORM = ("django.db", "kb.models", "django.apps")
+# django.apps is not among them: the stages word their refusals with
+# django.utils.translation (issue #27), which imports the app registry's module
+# (for its autoreloader) but not the ORM.
+ORM = ("django.db", "kb.models", "django.contrib")
 
 
 def _passage(start: int, end: int, text: str, section_id: int = 1) -> Passage:
