@@ -284,18 +284,28 @@ def _ranked(
     if not terms:
         return []
     params: dict = {"collection": collection.pk, "limit": limit}
-    matches, cases = [], []
+    matches, ranks = [], []
     for n, (config, words) in enumerate(sorted(terms.items())):
         params[f"config{n}"], params[f"terms{n}"] = config, words
         query = f"to_tsquery(%(config{n})s::regconfig, %(terms{n})s)"
         matches.append(
             f"(c.language = %(config{n})s::regconfig AND c.search_vector @@ {query})"
         )
-        cases.append(f"WHEN %(config{n})s::regconfig THEN {query}")
-    query = f"CASE c.language {' '.join(cases)} END" if len(cases) > 1 else query
-    sql = (_BM25 if weights else _RANKED).format(
-        current=current, matches=" OR ".join(matches), query=query
-    )
+        rank = f", ts_rank(c.search_vector, {query}, 1) AS rank"
+        ranks.append("" if weights else rank)
+    # In several languages, one branch per language: each is read from the
+    # keyword index like a one-language search. Their OR in one WHERE made the
+    # planner read every chunk of the collection and test each (issue #27).
+    found = [
+        _FOUND.format(current=current, matches=match, rank=rank)
+        for match, rank in zip(matches, ranks, strict=True)
+    ]
+    if weights:
+        sql = _BM25.format(found="\n    UNION ALL\n".join(found))
+    elif len(found) == 1:
+        sql = _RANKED.format(current=current, matches=matches[0], query=query)
+    else:
+        sql = _RANKED_LANGUAGES.format(found="\nUNION ALL\n".join(found))
     if weights:
         rows = [
             (config, lexeme, idf)
@@ -355,12 +365,20 @@ def average_tokens(collection: Collection) -> float:
 # made the keyword leg 2-3 times slower than ts_rank at 10,000 chunks.
 # Both rankings filter on the chunk's own collection, the keyword index's first
 # key (kb.models.Chunk): the index yields only the asked collection's matches.
+_FOUND = """SELECT c.id, c.language::text AS config, c.search_vector,
+           greatest(c.token_count, 1) AS tokens{rank}
+    FROM kb_chunk c
+    WHERE c.collection_id = %(collection)s::bigint {current} AND ({matches})"""
+_RANKED_LANGUAGES = """
+SELECT f.id FROM (
+{found}
+) f
+ORDER BY f.rank DESC, f.id
+LIMIT %(limit)s
+"""
 _BM25 = """
 WITH found AS (
-    SELECT c.id, c.language::text AS config, c.search_vector,
-           greatest(c.token_count, 1) AS tokens
-    FROM kb_chunk c
-    WHERE c.collection_id = %(collection)s::bigint {current} AND ({matches})
+    {found}
 )
 SELECT f.id FROM found f CROSS JOIN LATERAL (
     SELECT sum(w.idf * tf * (%(k1)s + 1)
