@@ -77,14 +77,49 @@ def search(
     ids = ranked({config: words for config, (words, _) in analysed.items()})
     if len(ids) < MIN_ALL:
         seen = set(ids)
+        costs = _index_counts(collection, analysed)
         more = ranked(
             {
-                config: " | ".join(affordable(words.split(" & "), counts, max_any_rows))
+                config: " | ".join(
+                    affordable(words.split(" & "), costs or counts, max_any_rows)
+                )
                 for config, (words, counts) in analysed.items()
             }
         )
         ids += [i for i in more if i not in seen][: limit - len(ids)]
     return ids
+
+
+# Chunks of any of the collection's languages holding each lexeme: what the
+# keyword index reads for it, whichever language's branch asks (the index does
+# not hold the language; the branch's own language is tested on each row read).
+_ANY_LANGUAGE = """
+SELECT lexeme, sum(chunks)::bigint FROM kb_term
+WHERE collection_id = %(collection)s AND language = ANY(%(configs)s::regconfig[])
+  AND lexeme = ANY(%(lexemes)s::text[])
+GROUP BY lexeme
+"""
+
+
+def _index_counts(
+    collection: Collection, analysed: dict[str, tuple[str, dict[str, int] | None]]
+) -> dict[str, int] | None:
+    """In a collection of several languages, the chunks of all of them that
+    hold each of the question's lexemes, for affordable(): a word rare in French
+    chunks but common in English ones ("use", "object") made the French branch
+    of the any-word query read 20,000 English rows at 100,000 chunks (issue
+    #27). None in one language, or when the words were never counted."""
+    if len(analysed) < 2 or any(c is None for _, c in analysed.values()):
+        return None
+    lexemes = sorted({x for words, _ in analysed.values() for x in _lexemes(words)})
+    params = {
+        "collection": collection.pk,
+        "configs": configs(collection),
+        "lexemes": lexemes,
+    }
+    with connection.cursor() as cursor:
+        cursor.execute(_ANY_LANGUAGE, params)
+        return dict(cursor.fetchall())
 
 
 def configs(collection: Collection) -> list[str]:
