@@ -8,8 +8,15 @@ import unittest
 import numpy as np
 from django.test import SimpleTestCase, TestCase
 
-from kb import ingestion
-from kb.benchmarks import metrics, quality, scale, speed, splitters
+from kb import embedding_models, ingestion
+from kb.benchmarks import (
+    metrics,
+    multilingual_scale,
+    quality,
+    scale,
+    speed,
+    splitters,
+)
 from kb.benchmarks.corpus import Doc, megabytes, synthesize
 from kb.benchmarks.metrics import Located
 from kb.embedding import get_embedder
@@ -227,3 +234,27 @@ class SyntheticSetTestCase(TestCase):
         )
         self.assertEqual(copy.terms_chunks, Chunk.objects.filter(
             source__collection=copy).count())  # fmt: skip
+
+
+class MultilingualScaleSetTestCase(TestCase):
+    """kb_bench speed --only scale-multilingual (issue #27): its collection is
+    built in multilingual-e5-small from pages in four languages, each chunk with
+    its language's text-search configuration, and the 100,000-chunk copies keep
+    them (keyword search matches a chunk in its own language only)."""
+
+    def test_the_real_set_and_its_copies_keep_each_chunks_language(self):
+        docs = multilingual_scale.multilingual_docs(30_000)[:4]
+        created: list[Collection] = []
+        real, _ = scale.build_real(
+            docs, 10**9, "t", created, [], lambda line: None,
+            model=embedding_models.E5_SMALL, precision="int8",
+        )  # fmt: skip
+        languages = multilingual_scale.chunk_languages(real)
+        self.assertEqual(set(languages), {"english", "french", "spanish", "russian"})
+        copy, _ = scale.build_synthetic(real, 2, "t", created, lambda line: None)
+        self.assertEqual(copy.embedding_model, embedding_models.E5_SMALL)
+        self.assertEqual(
+            multilingual_scale.chunk_languages(copy),
+            {config: 2 * n for config, n in languages.items()},
+        )
+        self.assertEqual(copy.terms_languages, multilingual_scale.chunk_languages(copy))

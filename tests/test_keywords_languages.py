@@ -137,3 +137,50 @@ class LanguageOverrideTestCase(TestCase):
         self.assertEqual(source.detected_language, "fr")  # still shown
         keywords.count_terms(collection)
         self.assertEqual(collection.terms_languages, {"spanish": 1})
+
+
+ENGLISH_LABELS = """# Labels {n}
+
+Every label of this note is attached to an object of the cluster, and each
+label is read by the selectors that pick the objects by their labels.
+"""
+FRENCH_ZEBRA = """# Le zèbre
+
+Le zèbre est un animal d'Afrique qui vit en troupeaux dans la savane et que
+les visiteurs reconnaissent de loin grâce à ses rayures noires et blanches.
+"""
+FRENCH_LABEL = """# Les métadonnées
+
+Chaque objet peut porter un label que les sélecteurs lisent pour retrouver les
+objets voulus parmi tous ceux que le cluster contient à un moment donné.
+"""
+
+
+class AnyWordBudgetAcrossLanguagesTestCase(TestCase):
+    """The any-word top-up leaves out a word that the keyword index would read
+    in too many chunks, counting the chunks of every language: the index does
+    not know the language, and "label", rare in French chunks, is in every
+    English one (issue #27: 20,000 rows read for one question at 100,000)."""
+
+    @classmethod
+    def setUpTestData(cls):
+        files = {f"en-{n}.md": ENGLISH_LABELS.format(n=n) for n in range(6)}
+        files |= {"zebre.md": FRENCH_ZEBRA, "label.md": FRENCH_LABEL}
+        cls.collection = collection_of("Étiquettes", files)
+        keywords.count_terms(cls.collection)
+
+    def _files(self, ids: list[int]) -> set[str]:
+        return set(
+            Chunk.objects.filter(pk__in=ids).values_list("source__file_name", flat=True)
+        )
+
+    def test_a_word_common_in_another_language_is_left_out(self):
+        languages = dict(Chunk.objects.values_list("source__file_name", "language"))
+        self.assertEqual(languages["label.md"], "french")
+        self.assertEqual(languages["en-0.md"], "english")
+        question = "zèbre label licorne"  # no chunk holds all three
+        ids = keywords.search(self.collection, question, 80, max_any_rows=3)
+        self.assertEqual(self._files(ids), {"zebre.md"})
+        # With room for it, "label" brings the French and English chunks too.
+        ids = keywords.search(self.collection, question, 80)
+        self.assertEqual(len(self._files(ids)), 8)

@@ -36,6 +36,7 @@ from django.db.models import Count
 from kb import (
     answering,
     embedding,
+    embedding_models,
     ingestion,
     parsing,
     queueing,
@@ -197,8 +198,8 @@ def other_workers() -> list[str]:
     return [w.name for w in Worker.all(queue=django_rq.get_queue("default"))]
 
 
-def _new_collection(name: str, created: list[Collection]) -> Collection:
-    collection = Collection.objects.create(name=name, is_scratch=True)
+def _new_collection(name: str, created: list[Collection], **fields: Any) -> Collection:
+    collection = Collection.objects.create(name=name, is_scratch=True, **fields)
     created.append(collection)
     return collection
 
@@ -316,10 +317,14 @@ def build_real(
     skipped: list[str],
     progress: Progress,
     name: str = "real",
+    model: str = embedding_models.DEFAULT,
+    precision: str | None = None,
 ) -> tuple[Collection, float]:
-    """Ingest documents in order until `target` chunks, reusing cached vectors."""
-    collection = _new_collection(f"{tag}-{name}", created)
-    embedder = embedding.get_embedder()
+    """Ingest documents in order until `target` chunks, reusing cached vectors:
+    a collection of embedding `model`, its chunks embedded at `precision` (None:
+    the configured one) with the model's passage prompt."""
+    collection = _new_collection(f"{tag}-{name}", created, embedding_model=model)
+    embedder = embedding.for_collection(collection, precision)
     cache_dir = Path(settings.KB_DATA_DIR) / "bench" / "embeddings"
     policy = ingestion.policy_for(collection)
     started = time.perf_counter()
@@ -332,7 +337,7 @@ def build_real(
             collection, doc.name, doc.text.encode(), title=_title(doc)
         )
         prepared = ingestion.prepare(source, collection, policy)
-        texts = [chunk.embedded_text for chunk in prepared.chunks]
+        texts = [embedder.passage_prefix + c.embedded_text for c in prepared.chunks]
         vectors = quality.cached_vectors(texts, embedder, False, cache_dir)
         stats = ingestion._stats(prepared, time.perf_counter() - began)
         try:
@@ -410,9 +415,12 @@ def build_synthetic(
     """`copies` copies of the real set's rows in one collection, inserted into the
     live table and its indexes; copy 0 keeps its vectors, the others are
     perturbed. Section parents are not copied (retrieval does not read them)."""
-    collection = _new_collection(f"{tag}-{name}", created)
+    collection = _new_collection(
+        f"{tag}-{name}", created, embedding_model=real.embedding_model
+    )
     rng = np.random.default_rng(8)
-    noise = rng.normal(0, NOISE_SIGMA, (NOISE_VECTORS, embedding.get_embedder().dim))
+    dim = embedding.for_collection(real).dim
+    noise = rng.normal(0, NOISE_SIGMA, (NOISE_VECTORS, dim))
     started = time.perf_counter()
     with connection.cursor() as cursor:
         noise_table(cursor, noise)
@@ -501,7 +509,11 @@ def load_questions(count: int, path: Path = quality.DATA_DIR) -> list[str]:
 
 
 def measure(
-    collection: Collection, label: str, questions: Sequence[str], progress: Progress
+    collection: Collection,
+    label: str,
+    questions: Sequence[str],
+    progress: Progress,
+    stages: Sequence[str] = STAGES,
 ) -> LatencyRow:
     """Per-stage `retrieve` timings, then the wall-clock of `ask`, per question.
 
@@ -510,7 +522,7 @@ def measure(
     """
     for question in questions:
         answering.ask(collection, question)
-    stages = stage_timings(collection, questions, STAGES)
+    timed = stage_timings(collection, questions, stages)
     answers = []
     for question in questions:
         started = time.perf_counter()
@@ -521,7 +533,7 @@ def measure(
         label,
         chunks,
         len(questions),
-        {stage: (percentile(v, 50), percentile(v, 95)) for stage, v in stages.items()},
+        {stage: (percentile(v, 50), percentile(v, 95)) for stage, v in timed.items()},
         (percentile(answers, 50), percentile(answers, 95)),
     )
     progress(
@@ -533,7 +545,7 @@ def measure(
 
 def explain(collection: Collection, question: str) -> list[str]:
     """EXPLAIN ANALYZE of the vector search as `retrieval` runs it."""
-    vector = embedding.get_embedder().embed_query(question)
+    vector = embedding.for_collection(collection).embed_query(question)
     sql, params = retrieval.nearest_query(collection, vector)
     with retrieval.hnsw_scan(collection), connection.cursor() as cursor:
         cursor.execute("EXPLAIN (ANALYZE, BUFFERS) " + sql, params)

@@ -13,7 +13,8 @@ One run, on one corpus of Markdown and prose built by `synthesize`:
 5. retrieval in a small collection alone and beside two large ones
    (`neighbours`, also alone: `kb_bench speed --only neighbours`);
 6. the latency a reranker adds per question (`rerank`, issue #17).
-`kb_bench speed` then runs kb/benchmarks/multilingual.py (issue #27).
+`kb_bench speed` then runs kb/benchmarks/multilingual.py and
+multilingual_scale.py (issue #27).
 
 The peers are imported only here, from requirements-bench.txt; torch is an
 optional extra (`pip install torch==2.13.0`), its rows are left out without it.

@@ -77,14 +77,49 @@ def search(
     ids = ranked({config: words for config, (words, _) in analysed.items()})
     if len(ids) < MIN_ALL:
         seen = set(ids)
+        costs = _index_counts(collection, analysed)
         more = ranked(
             {
-                config: " | ".join(affordable(words.split(" & "), counts, max_any_rows))
+                config: " | ".join(
+                    affordable(words.split(" & "), costs or counts, max_any_rows)
+                )
                 for config, (words, counts) in analysed.items()
             }
         )
         ids += [i for i in more if i not in seen][: limit - len(ids)]
     return ids
+
+
+# Chunks of any of the collection's languages holding each lexeme: what the
+# keyword index reads for it, whichever language's branch asks (the index does
+# not hold the language; the branch's own language is tested on each row read).
+_ANY_LANGUAGE = """
+SELECT lexeme, sum(chunks)::bigint FROM kb_term
+WHERE collection_id = %(collection)s AND language = ANY(%(configs)s::regconfig[])
+  AND lexeme = ANY(%(lexemes)s::text[])
+GROUP BY lexeme
+"""
+
+
+def _index_counts(
+    collection: Collection, analysed: dict[str, tuple[str, dict[str, int] | None]]
+) -> dict[str, int] | None:
+    """In a collection of several languages, the chunks of all of them that
+    hold each of the question's lexemes, for affordable(): a word rare in French
+    chunks but common in English ones ("use", "object") made the French branch
+    of the any-word query read 20,000 English rows at 100,000 chunks (issue
+    #27). None in one language, or when the words were never counted."""
+    if len(analysed) < 2 or any(c is None for _, c in analysed.values()):
+        return None
+    lexemes = sorted({x for words, _ in analysed.values() for x in _lexemes(words)})
+    params = {
+        "collection": collection.pk,
+        "configs": configs(collection),
+        "lexemes": lexemes,
+    }
+    with connection.cursor() as cursor:
+        cursor.execute(_ANY_LANGUAGE, params)
+        return dict(cursor.fetchall())
 
 
 def configs(collection: Collection) -> list[str]:
@@ -284,18 +319,28 @@ def _ranked(
     if not terms:
         return []
     params: dict = {"collection": collection.pk, "limit": limit}
-    matches, cases = [], []
+    matches, ranks = [], []
     for n, (config, words) in enumerate(sorted(terms.items())):
         params[f"config{n}"], params[f"terms{n}"] = config, words
         query = f"to_tsquery(%(config{n})s::regconfig, %(terms{n})s)"
         matches.append(
             f"(c.language = %(config{n})s::regconfig AND c.search_vector @@ {query})"
         )
-        cases.append(f"WHEN %(config{n})s::regconfig THEN {query}")
-    query = f"CASE c.language {' '.join(cases)} END" if len(cases) > 1 else query
-    sql = (_BM25 if weights else _RANKED).format(
-        current=current, matches=" OR ".join(matches), query=query
-    )
+        rank = f", ts_rank(c.search_vector, {query}, 1) AS rank"
+        ranks.append("" if weights else rank)
+    # In several languages, one branch per language: each is read from the
+    # keyword index like a one-language search. Their OR in one WHERE made the
+    # planner read every chunk of the collection and test each (issue #27).
+    found = [
+        _FOUND.format(current=current, matches=match, rank=rank)
+        for match, rank in zip(matches, ranks, strict=True)
+    ]
+    if weights:
+        sql = _BM25.format(found="\n    UNION ALL\n".join(found))
+    elif len(found) == 1:
+        sql = _RANKED.format(current=current, matches=matches[0], query=query)
+    else:
+        sql = _RANKED_LANGUAGES.format(found="\nUNION ALL\n".join(found))
     if weights:
         rows = [
             (config, lexeme, idf)
@@ -355,12 +400,20 @@ def average_tokens(collection: Collection) -> float:
 # made the keyword leg 2-3 times slower than ts_rank at 10,000 chunks.
 # Both rankings filter on the chunk's own collection, the keyword index's first
 # key (kb.models.Chunk): the index yields only the asked collection's matches.
+_FOUND = """SELECT c.id, c.language::text AS config, c.search_vector,
+           greatest(c.token_count, 1) AS tokens{rank}
+    FROM kb_chunk c
+    WHERE c.collection_id = %(collection)s::bigint {current} AND ({matches})"""
+_RANKED_LANGUAGES = """
+SELECT f.id FROM (
+{found}
+) f
+ORDER BY f.rank DESC, f.id
+LIMIT %(limit)s
+"""
 _BM25 = """
 WITH found AS (
-    SELECT c.id, c.language::text AS config, c.search_vector,
-           greatest(c.token_count, 1) AS tokens
-    FROM kb_chunk c
-    WHERE c.collection_id = %(collection)s::bigint {current} AND ({matches})
+    {found}
 )
 SELECT f.id FROM found f CROSS JOIN LATERAL (
     SELECT sum(w.idf * tf * (%(k1)s + 1)

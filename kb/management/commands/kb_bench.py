@@ -11,7 +11,14 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from kb.benchmarks import formats, multilingual, quality, reindex, speed
+from kb.benchmarks import (
+    formats,
+    multilingual,
+    multilingual_scale,
+    quality,
+    reindex,
+    speed,
+)
 from kb.embedding import PRECISIONS
 
 
@@ -81,10 +88,13 @@ class Command(BaseCommand):
         )
         fast.add_argument(
             "--only",
-            choices=["neighbours", "multilingual"],
+            choices=["neighbours", "multilingual", "scale-multilingual"],
             help="run one part: `neighbours`, retrieval in a small collection "
             "alone and beside two large ones (issue #15); `multilingual`, "
-            "MiniLM beside multilingual-e5-small on Russian text (issue #27)",
+            "MiniLM beside multilingual-e5-small on Russian text (issue #27); "
+            "`scale-multilingual`, retrieval latency at 10,000 and 100,000 "
+            "chunks in a French, Spanish, Russian and English collection beside "
+            "an English one (issue #27)",
         )
 
         fidelity = benches.add_parser(
@@ -204,6 +214,8 @@ class Command(BaseCommand):
             return self._neighbours(options)
         if options["only"] == "multilingual":
             return self._multilingual(options)
+        if options["only"] == "scale-multilingual":
+            return self._scale_multilingual(options)
         try:
             report = speed.run(
                 options["quick"],
@@ -217,11 +229,18 @@ class Command(BaseCommand):
         models = multilingual.run(
             options["quick"], progress=lambda line: self.stderr.write(line)
         )
+        languages = multilingual_scale.run(
+            quick=options["quick"],
+            keep=options["keep"],
+            progress=lambda line: self.stderr.write(line),
+        )
         self.stdout.write(f"kb_bench speed, {report.started}\n")
         self.stdout.write(speed.markdown(report))
         self.stdout.write("\n" + multilingual.markdown(models) + "\n")
+        self.stdout.write("\n" + multilingual_scale.markdown(languages) + "\n")
         payload = speed.as_json(report)
         payload["multilingual"] = multilingual.as_json(models)
+        payload["scale_multilingual"] = multilingual_scale.as_json(languages)
         self._write_json(options, payload)
 
     def _neighbours(self, options: dict[str, Any]) -> None:
@@ -249,6 +268,20 @@ class Command(BaseCommand):
         )
         self.stdout.write(multilingual.markdown(report) + "\n")
         self._write_json(options, multilingual.as_json(report))
+
+    def _scale_multilingual(self, options: dict[str, Any]) -> None:
+        started = time.strftime("%Y-%m-%d %H:%M %Z")
+        report = multilingual_scale.run(
+            quick=options["quick"],
+            keep=options["keep"],
+            progress=lambda line: self.stderr.write(line),
+        )
+        load = os.getloadavg()[0]
+        self.stdout.write(
+            f"kb_bench speed --only scale-multilingual, {started}, load {load}\n"
+        )
+        self.stdout.write(multilingual_scale.markdown(report) + "\n")
+        self._write_json(options, multilingual_scale.as_json(report))
 
     def _quality(self, options: dict[str, Any]) -> None:
         names = list(options["configs"])
