@@ -44,14 +44,7 @@ EVALS = Path(settings.BASE_DIR) / "evals"
 LANGUAGES = ("fr", "es", "ru", "en")
 QUESTION_SETS = ("en", "fr", "es", "ru", "cross")
 QUICK_QUESTIONS_PER_SET = 1
-STAGES = (
-    "embed",
-    "vector_search",
-    "section_search",
-    "keyword_search",
-    "expand",
-    "total",
-)
+STAGES = scale.EVERY_STAGE
 BUILD_PRECISION = "int8"
 STREAM_BYTES = 6_000_000  # per language: more than its share of 10,000 chunks
 

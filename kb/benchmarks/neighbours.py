@@ -40,16 +40,7 @@ QUESTIONS = Path(settings.BASE_DIR) / "evals" / "rq-docs.jsonl"
 QUICK_QUESTIONS = 5
 LARGE_CHUNKS = 20_000  # per large collection
 QUICK_LARGE_CHUNKS = 2_000
-# Every stage of `retrieve` (issue #26: a stage outside the vector search grew
-# with the other collections).
-STAGES = (
-    "embed",
-    "vector_search",
-    "section_search",
-    "keyword_search",
-    "expand",
-    "total",
-)
+STAGES = scale.EVERY_STAGE
 
 
 @dataclass

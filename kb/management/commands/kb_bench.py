@@ -246,42 +246,29 @@ class Command(BaseCommand):
     def _neighbours(self, options: dict[str, Any]) -> None:
         from kb.benchmarks import neighbours
 
-        started = time.strftime("%Y-%m-%d %H:%M %Z")
-        report = neighbours.run(
-            quick=options["quick"],
-            keep=options["keep"],
-            progress=lambda line: self.stderr.write(line),
-        )
-        load = os.getloadavg()[0]
-        self.stdout.write(f"kb_bench speed --only neighbours, {started}, load {load}\n")
-        self.stdout.write(neighbours.markdown(report))
-        self._write_json(options, neighbours.as_json(report))
+        self._only("neighbours", neighbours, options, keep=options["keep"])
 
     def _multilingual(self, options: dict[str, Any]) -> None:
-        started = time.strftime("%Y-%m-%d %H:%M %Z")
-        report = multilingual.run(
-            options["quick"], progress=lambda line: self.stderr.write(line)
-        )
-        load = os.getloadavg()[0]
-        self.stdout.write(
-            f"kb_bench speed --only multilingual, {started}, load {load}\n"
-        )
-        self.stdout.write(multilingual.markdown(report) + "\n")
-        self._write_json(options, multilingual.as_json(report))
+        self._only("multilingual", multilingual, options)
 
     def _scale_multilingual(self, options: dict[str, Any]) -> None:
+        self._only(
+            "scale-multilingual", multilingual_scale, options, keep=options["keep"]
+        )
+
+    def _only(self, part: str, bench, options: dict[str, Any], **kwargs) -> None:
+        """Run one part (a module with run, markdown and as_json) and print it
+        under a line naming it, when and at what load."""
         started = time.strftime("%Y-%m-%d %H:%M %Z")
-        report = multilingual_scale.run(
+        report = bench.run(
             quick=options["quick"],
-            keep=options["keep"],
             progress=lambda line: self.stderr.write(line),
+            **kwargs,
         )
         load = os.getloadavg()[0]
-        self.stdout.write(
-            f"kb_bench speed --only scale-multilingual, {started}, load {load}\n"
-        )
-        self.stdout.write(multilingual_scale.markdown(report) + "\n")
-        self._write_json(options, multilingual_scale.as_json(report))
+        self.stdout.write(f"kb_bench speed --only {part}, {started}, load {load}\n")
+        self.stdout.write(bench.markdown(report).rstrip("\n") + "\n")
+        self._write_json(options, bench.as_json(report))
 
     def _quality(self, options: dict[str, Any]) -> None:
         names = list(options["configs"])
