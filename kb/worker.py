@@ -20,6 +20,7 @@ once, not per job), and around them the worker:
 from __future__ import annotations
 
 import logging
+import os
 import threading
 
 from django.conf import settings
@@ -126,13 +127,30 @@ class Worker(SimpleWorker):
 
     def busy_here(self) -> int:
         """Workers registered from this host that run a job now, this one
-        included (at least 1)."""
+        included (at least 1). A worker killed while busy stays registered
+        until its key expires (minutes): one whose process is gone from this
+        host is not counted."""
         busy = {
             w.name
             for w in self.all(connection=self.connection)
-            if w.hostname == self.hostname and w.get_state() == WorkerStatus.BUSY
+            if w.hostname == self.hostname
+            and w.get_state() == WorkerStatus.BUSY
+            and _process_alive(w.pid)
         }
         return len(busy | {self.name})
+
+
+def _process_alive(pid: int | None) -> bool:
+    """Whether a process of this host with that id runs (unknown: yes)."""
+    if not pid:
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
 
 
 class _Heartbeat:

@@ -7,6 +7,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -160,6 +161,22 @@ class WorkerFaultsTestCase(TransactionTestCase):
             run_burst_worker(env={"KB_WORKERS": "0", "KB_EMBED_THREADS": "0"})
             job.refresh()
             self.assertEqual(job.return_value()["embed_threads"], expected, state)
+
+    def test_a_worker_killed_while_busy_takes_no_share_of_the_cores(self):
+        # Registered as busy from this host, but its process is gone (killed -9:
+        # its registration outlives it until its key expires).
+        queue = django_rq.get_queue()
+        dead = Worker([queue], connection=queue.connection, name=f"dead-{uuid.uuid4()}")
+        dead.register_birth()
+        self.addCleanup(dead.register_death)
+        dead.set_state(WorkerStatus.BUSY)
+        gone = subprocess.Popen([sys.executable, "-c", "pass"])
+        gone.wait()
+        queue.connection.hset(dead.key, "pid", gone.pid)
+        job = django_rq.enqueue("kb.jobs.check_worker")
+        run_burst_worker(env={"KB_WORKERS": "0", "KB_EMBED_THREADS": "0"})
+        job.refresh()
+        self.assertEqual(job.return_value()["embed_threads"], os.cpu_count() or 1)
 
 
 class QueueDownPagesTestCase(TestCase):
