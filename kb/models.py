@@ -624,8 +624,12 @@ class Term(models.Model):
     to leave words that match too many chunks out of the any-word query.
     """
 
+    # No index of its own: the unique (collection, language, lexeme) index below
+    # serves every lookup by collection. With both, the planner took the
+    # collection's index while a freshly counted collection had no statistics,
+    # and filtered all of its rows for each question (issue #27).
     collection = models.ForeignKey(
-        Collection, on_delete=models.CASCADE, related_name="terms"
+        Collection, on_delete=models.CASCADE, related_name="terms", db_index=False
     )
     # The configuration its chunks were stemmed with: counts are per language.
     language = RegConfigField(max_length=64, default="english", db_default="english")

@@ -60,7 +60,26 @@ def search(
     include_deprecated: bool = False,
     max_any_rows: int = MAX_ANY_ROWS,
 ) -> list[int]:
-    """Ids of the collection's best `limit` chunks for the question's words."""
+    """Ids of the collection's best `limit` chunks for the question's words.
+
+    Without parallel workers: for the any-word query over four languages at
+    100,000 chunks PostgreSQL planned two, whose start cost more than they
+    saved (keyword p95 18-20 ms against 13-15 without, issue #27), and on a
+    busy server they take the cores other questions are waiting for."""
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT set_config('max_parallel_workers_per_gather', '0', true)"
+        )
+        return _search(collection, question, limit, include_deprecated, max_any_rows)
+
+
+def _search(
+    collection: Collection,
+    question: str,
+    limit: int,
+    include_deprecated: bool,
+    max_any_rows: int,
+) -> list[int]:
     analysed = _words(collection, question)
     if not analysed:
         return []
@@ -209,16 +228,22 @@ def _quoted(config: str) -> str:
 
 # The question as an all-words tsquery in each of the collection's languages,
 # with the Term counts of its words in that language when the collection has
-# them: one round trip (issue #8's latency).
+# them: one round trip (issue #8's latency). The question's lexemes are computed
+# once per language (the LATERAL), not once per Term row: inside the subquery's
+# condition, PostgreSQL analysed the question again for each of the collection's
+# 7,000 Term rows it filtered (63 ms at 100,000 chunks in four languages, issue
+# #27), and the lookup reads the (collection, language, lexeme) index.
 _WORDS = """
 SELECT q.config, plainto_tsquery(q.config::regconfig, %(question)s)::text,
        CASE WHEN %(counted)s THEN (
-           SELECT coalesce(json_object_agg(lexeme, chunks), '{}')::text FROM kb_term
-           WHERE collection_id = %(collection)s AND language = q.config::regconfig
-             AND lexeme = ANY(tsvector_to_array(
-                 to_tsvector(q.config::regconfig, %(question)s))))
+           SELECT coalesce(json_object_agg(t.lexeme, t.chunks), '{}')::text
+           FROM unnest(l.lexemes) AS x(lexeme)
+           JOIN kb_term t ON t.collection_id = %(collection)s
+                AND t.language = q.config::regconfig AND t.lexeme = x.lexeme)
        END
 FROM unnest(%(configs)s::text[]) AS q(config)
+CROSS JOIN LATERAL (SELECT tsvector_to_array(
+    to_tsvector(q.config::regconfig, %(question)s)) AS lexemes) l
 """
 _RANKED = """
 SELECT c.id FROM kb_chunk c
