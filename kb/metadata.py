@@ -41,7 +41,13 @@ HEADING_CHARS = 80  # per heading in an embedded heading path
 
 def current_sql(alias: str) -> str:
     """SQL condition on `alias`.metadata: not marked deprecated."""
-    return f"""NOT {alias}.metadata @> '{{"deprecated": true}}'"""
+    return f"NOT {deprecated_sql(alias)}"
+
+
+def deprecated_sql(alias: str) -> str:
+    """SQL condition on `alias`.metadata: marked deprecated (the condition of
+    the partial index source_deprecated, kb.models.Source)."""
+    return f"""{alias}.metadata @> '{{"deprecated": true}}'"""
 
 
 @dataclass(frozen=True)

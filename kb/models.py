@@ -282,6 +282,16 @@ class Source(models.Model):
                 fields=["collection", "file_name"], name="source_unique_file"
             )
         ]
+        indexes = [
+            # A collection's deprecated sources, which the nearest-sections
+            # search leaves out (retrieval.search): few, so found at once in a
+            # collection of thousands of sources.
+            models.Index(
+                fields=["collection"],
+                condition=models.Q(metadata__contains={"deprecated": True}),
+                name="source_deprecated",
+            ),
+        ]
 
     def __str__(self) -> str:
         return self.title
@@ -346,6 +356,19 @@ class Section(models.Model):
     page_end = models.PositiveIntegerField(_("page end"), null=True, blank=True)
     # The normalised mean of its chunks' vectors: what the section is about.
     embedding = VectorField(dimensions=EMBEDDING_DIM, null=True, blank=True)
+    # Its source's collection, copied by triggers (migration 0022) as Chunk's
+    # is: the nearest-sections search through the HNSW index tests it on each
+    # row it reads, instead of an array of the collection's sources (issue #27).
+    collection = models.ForeignKey(
+        Collection,
+        null=True,
+        editable=False,
+        on_delete=models.DO_NOTHING,
+        db_constraint=False,
+        db_index=False,
+        related_name="+",
+        verbose_name=_("collection"),
+    )
 
     class Meta:
         ordering = ["source_id", "order"]

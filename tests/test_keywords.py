@@ -207,3 +207,20 @@ class KeywordCostTestCase(TestCase):
         chunk.save()  # moved onto another source, as a shadow swap does
         chunk.refresh_from_db()
         self.assertEqual(chunk.collection_id, self.small.pk)
+
+    def test_each_section_carries_its_sources_collection(self):
+        # The nearest-sections search tests it (retrieval.search, issue #27).
+        other = Collection.objects.create(name="Other")
+        moved = self.small.sources.first()
+        sections = Section.objects.filter(source=moved)
+        self.assertEqual(
+            set(sections.values_list("collection", flat=True)), {self.small.pk}
+        )
+        moved.collection = other
+        moved.save()
+        self.assertEqual(set(sections.values_list("collection", flat=True)), {other.pk})
+        section = sections.first()
+        section.source = self.small.sources.exclude(pk=moved.pk).first()
+        section.save()  # moved onto another source, as a shadow swap does
+        section.refresh_from_db()
+        self.assertEqual(section.collection_id, self.small.pk)

@@ -117,6 +117,31 @@ class NearestSearchTestCase(TestCase):
         distances = [row[1] for row in rows]
         self.assertEqual(distances, sorted(distances))
 
+    def test_the_index_leaves_out_a_deprecated_sources_sections(self):
+        # Through the HNSW index, rows are kept by their own collection, and a
+        # section (no metadata of its own) by its source not being deprecated.
+        with override_settings(KB_EXACT_SEARCH_CHUNKS=0):
+            rows, plan = self._search(self.small, sections=True)
+            self.assertIn("section_embedding_hnsw", plan)
+            nearest = Section.objects.get(pk=rows[0][0])
+            Source.objects.filter(pk=nearest.source_id).update(
+                metadata={"deprecated": True}
+            )
+            rows, _ = self._search(self.small, sections=True)
+            current = Section.objects.filter(pk__in=[r[0] for r in rows])
+            self.assertTrue(rows)
+            self.assertNotIn(
+                nearest.source_id, current.values_list("source", flat=True)
+            )
+            query = retrieval.nearest_query(
+                self.small, self.question[0], include_deprecated=True, sections=True
+            )
+            with retrieval.hnsw_scan(self.small), connection.cursor() as cursor:
+                cursor.execute(*query)
+                self.assertEqual(cursor.fetchall()[0][0], nearest.pk)
+        own = Section.objects.filter(source__collection=self.small, pk__in=current)
+        self.assertEqual(own.count(), len(rows))
+
     def test_a_collection_never_counted_is_not_searched_exactly(self):
         self.small.terms_counted = None
         self.assertFalse(retrieval.searched_exactly(self.small))

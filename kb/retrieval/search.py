@@ -36,8 +36,11 @@ HNSW_EF_SEARCH = 400
 
 
 # Hot path (issue #8): plain SQL, as ORM query building cost more than the queries.
-# The collection's sources as an array: a filter on the row itself, which the
-# HNSW scan checks without a join, and an index condition for the exact search.
+# Exact search: the collection's sources as an array, an index condition on the
+# rows' source. Through the HNSW index: the row's own collection (kept by
+# triggers, migrations 0016 and 0022), tested on each row the scan reads; the
+# array of sources cost 2-3 ms to build at 5,420 sources and a comparison with
+# each of them per row (nearest chunks 6.4 -> 3.3 ms p50 at 100,000, issue #27).
 _CHUNK_DISTANCES = """
 SELECT c.id, c.embedding <=> %(vector)s::vector AS distance FROM kb_chunk c
 WHERE c.source_id = ANY(ARRAY(
@@ -51,6 +54,21 @@ WHERE t.source_id = ANY(ARRAY(
         {current}))
     AND t.embedding IS NOT NULL
 """
+_CHUNK_DISTANCES_IN_COLLECTION = """
+SELECT c.id, c.embedding <=> %(vector)s::vector AS distance FROM kb_chunk c
+WHERE c.collection_id = %(collection)s::bigint
+    AND c.embedding IS NOT NULL {current}
+"""
+# A section has no metadata of its own: its deprecated sources (partial index
+# source_deprecated) are left out.
+_SECTION_DISTANCES_IN_COLLECTION = """
+SELECT t.id, t.embedding <=> %(vector)s::vector AS distance FROM kb_section t
+WHERE t.collection_id = %(collection)s::bigint
+    AND t.embedding IS NOT NULL {current}
+"""
+_DEPRECATED_SOURCES = f"""AND t.source_id <> ALL(ARRAY(
+        SELECT s.id FROM kb_source s WHERE s.collection_id = %(collection)s
+        AND {metadata.deprecated_sql("s")}))"""
 # Approximate: the HNSW index, read until enough rows pass the collection filter
 # (hnsw_scan); relaxed_order can return them slightly out of order, so they are
 # sorted again (as pgvector's README advises).
@@ -127,11 +145,18 @@ def nearest_query(
     """The SQL and parameters of the nearest-chunks (or -sections) search, to run
     inside hnsw_scan(collection) (with the same `exact`: None, as
     searched_exactly says); the benchmark EXPLAINs the very same statement."""
-    sql, table = (_SECTION_DISTANCES, "s") if sections else (_CHUNK_DISTANCES, "c")
-    current = "" if include_deprecated else f"AND {metadata.current_sql(table)}"
     if exact is None:
         exact = searched_exactly(collection)
-    plan = _EXACT_NEAREST if exact else _HNSW_NEAREST
+    if exact:
+        sql, table = (_SECTION_DISTANCES, "s") if sections else (_CHUNK_DISTANCES, "c")
+        current = "" if include_deprecated else f"AND {metadata.current_sql(table)}"
+        plan = _EXACT_NEAREST
+    elif sections:
+        sql, plan = _SECTION_DISTANCES_IN_COLLECTION, _HNSW_NEAREST
+        current = "" if include_deprecated else _DEPRECATED_SOURCES
+    else:
+        sql, plan = _CHUNK_DISTANCES_IN_COLLECTION, _HNSW_NEAREST
+        current = "" if include_deprecated else f"AND {metadata.current_sql('c')}"
     params = {
         "collection": collection.pk,
         "vector": Vector._to_db(vector),
