@@ -544,12 +544,19 @@ def open_session(
     path: Path, threads: int, disabled_optimizers: list[str] | None = None
 ) -> onnxruntime.InferenceSession:
     """A CPU session with every graph optimisation and `threads` intra-op threads
-    (the embedder's and the reranker's, kb/reranking.py)."""
+    (the embedder's and the reranker's, kb/reranking.py).
+
+    Its threads sleep between operators instead of spinning: spinning threads
+    took the cores from the PostgreSQL query that runs while the question is
+    embedded (kb.retrieval.question), and made the two together slower than one
+    after the other; batch throughput is the same either way (MiniLM 69-73 and
+    e5 25-26 texts/s of 60 words, alternating runs, issue #27)."""
     import onnxruntime
 
     options = onnxruntime.SessionOptions()
     options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
     options.intra_op_num_threads = threads
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     return onnxruntime.InferenceSession(
         str(path),
         options,

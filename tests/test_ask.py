@@ -9,7 +9,7 @@ from django.test import TestCase, override_settings
 from django.urls import reverse
 from django.utils.html import escape
 
-from kb import access, answering, evaluation, ingestion, retrieval
+from kb import access, answering, embedding, evaluation, ingestion, retrieval
 from kb.models import Chunk, Collection, GoldenCase, Section, Source
 from tests import base
 
@@ -50,6 +50,26 @@ class AnswerTestCase(DemoTestCase):
                 result = retrieval.retrieve(self.demo, question, budget=budget)
                 self.assertLessEqual(result.context_tokens, budget, question)
                 self.assertTrue(result.passages)
+
+    def test_the_question_embedded_beside_the_keyword_leg_is_the_one_searched(self):
+        # The question is embedded on another thread while keyword search runs
+        # (issue #27): the same vector, and a total that is the wall clock.
+        question = "When should I roll back a deploy?"
+        embedder = embedding.for_collection(self.demo)
+        for _ in range(3):
+            result = retrieval.retrieve(self.demo, question, mode="hybrid")
+            self.assertAlmostEqual(
+                float(result.vector @ embedder.embed_query(question)), 1.0, places=5
+            )
+            stages = result.timings_ms
+            sequential = ("keyword_search", "vector_search", "section_search")
+            self.assertGreaterEqual(
+                stages["total"], sum(stages[s] for s in sequential) - 0.05
+            )
+            self.assertGreater(stages["embed"], 0)
+        only_keywords = retrieval.retrieve(self.demo, question, mode="keyword")
+        self.assertIsNone(only_keywords.vector)
+        self.assertNotIn("embed", only_keywords.timings_ms)
 
     def test_every_passage_is_the_source_text_at_its_range(self):
         texts = dict(self.demo.sources.values_list("pk", "text"))

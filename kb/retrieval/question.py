@@ -4,8 +4,12 @@ leg. Questions the ask path refuses raise QuestionError.
 
 from __future__ import annotations
 
+import os
 import re
+import threading
+import time
 import unicodedata
+from concurrent.futures import Future, ThreadPoolExecutor
 
 from django.utils.translation import gettext
 
@@ -114,3 +118,50 @@ def embed_question(question: str, collection):
     embedder = _embedder(collection)
     _check_window(question, embedder)
     return embedder.embed_query(question)
+
+
+# Embedding the question while the keyword leg runs (issue #27): the model
+# releases the GIL while it computes, and the keyword search waits on
+# PostgreSQL, so the two overlap (multilingual-e5-small takes 10-15 ms, as long
+# as keyword search in four languages). Database work stays on the caller's
+# thread and connection, so it sees the caller's transaction.
+EMBED_THREADS = 4
+_pool: tuple[int, ThreadPoolExecutor] | None = None
+_pool_lock = threading.Lock()
+
+
+def embed_question_soon(question: str, collection) -> Future:
+    """embed_question() started on a background thread: a future of (vector,
+    milliseconds the embedding took). The window is checked here, so a
+    question too long raises QuestionError at once, on the caller's thread."""
+    embedder = _embedder(collection)
+    _check_window(question, embedder)
+    return _threads().submit(_timed_query, embedder, question)
+
+
+def _timed_query(embedder: embedding.Embedder, question: str):
+    started = time.perf_counter()
+    vector = embedder.embed_query(question)
+    return vector, (time.perf_counter() - started) * 1000
+
+
+def _threads() -> ThreadPoolExecutor:
+    """This process's pool. A pool made before a fork (an RQ work horse) has no
+    threads in the child and would never run anything: each process makes its
+    own."""
+    global _pool
+    with _pool_lock:
+        if _pool is None or _pool[0] != os.getpid():
+            _pool = (
+                os.getpid(),
+                ThreadPoolExecutor(EMBED_THREADS, thread_name_prefix="kb-question"),
+            )
+        return _pool[1]
+
+
+def _after_fork() -> None:
+    global _pool, _pool_lock
+    _pool, _pool_lock = None, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_after_fork)
