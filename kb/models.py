@@ -49,7 +49,7 @@ HNSW_M = 16
 HNSW_EF_CONSTRUCTION = 64
 
 
-def cosine_hnsw(name: str) -> HnswIndex:
+def cosine_hnsw(name: str, condition: models.Q | None = None) -> HnswIndex:
     """An HNSW index for nearest-by-cosine searches over `embedding`."""
     return HnswIndex(
         name=name,
@@ -57,7 +57,34 @@ def cosine_hnsw(name: str) -> HnswIndex:
         opclasses=["vector_cosine_ops"],
         m=HNSW_M,
         ef_construction=HNSW_EF_CONSTRUCTION,
+        condition=condition,
     )
+
+
+# One HNSW graph per embedding model (issue #27): vectors of two models are in
+# two spaces, and in one graph a search for one model's vectors wandered through
+# the other's. With 110,000 multilingual-e5-small chunks beside it, an English
+# collection of 102,250 MiniLM chunks got no rows at all for 27 of 101 questions
+# (the scan ended at hnsw.max_scan_tuples, 90-106 ms each). The built-in models
+# have a graph each; the models of KB_EXTRA_MODELS share a third.
+BUILT_IN_MODELS = (embedding_models.DEFAULT, embedding_models.E5_SMALL)
+
+
+def model_hnsw(table: str) -> list[HnswIndex]:
+    """The HNSW indexes of `table` ("chunk" or "section"), one per model; the
+    query names its model (retrieval.search), so the planner takes its graph."""
+    return [
+        cosine_hnsw(
+            f"{table}_embedding_hnsw", models.Q(embedding_model=BUILT_IN_MODELS[0])
+        ),
+        cosine_hnsw(
+            f"{table}_e5_embedding_hnsw", models.Q(embedding_model=BUILT_IN_MODELS[1])
+        ),
+        cosine_hnsw(
+            f"{table}_other_embedding_hnsw",
+            ~models.Q(embedding_model__in=BUILT_IN_MODELS),
+        ),
+    ]
 
 
 class CollectionQuerySet(models.QuerySet):
@@ -356,6 +383,12 @@ class Section(models.Model):
     page_end = models.PositiveIntegerField(_("page end"), null=True, blank=True)
     # The normalised mean of its chunks' vectors: what the section is about.
     embedding = VectorField(dimensions=EMBEDDING_DIM, null=True, blank=True)
+    # The model its vector is from: its collection's when it was written, set
+    # by a trigger on insert (migration 0023) and kept when a shadow swap moves
+    # it onto a live source. Each model's vectors have their own HNSW graph.
+    embedding_model = models.CharField(
+        _("embedding model"), max_length=100, default="", editable=False
+    )
     # Its source's collection, copied by triggers (migration 0022) as Chunk's
     # is: the nearest-sections search through the HNSW index tests it on each
     # row it reads, instead of an array of the collection's sources (issue #27).
@@ -372,10 +405,8 @@ class Section(models.Model):
 
     class Meta:
         ordering = ["source_id", "order"]
-        indexes = [
-            # Nearest sections by cosine distance (retrieval.search.section_ranks).
-            cosine_hnsw("section_embedding_hnsw"),
-        ]
+        # Nearest sections by cosine distance (retrieval.search.section_ranks).
+        indexes = model_hnsw("section")
 
     def __str__(self) -> str:
         return self.heading_path or self.heading or f"section {self.order}"
@@ -431,6 +462,12 @@ class Chunk(models.Model):
     # Metadata fields with the "retrieve" policy: returned and cited, never embedded.
     metadata = models.JSONField(_("metadata"), default=dict, blank=True)
     embedding = VectorField(dimensions=EMBEDDING_DIM, null=True, blank=True)
+    # The model its vector is from: its collection's when it was written, set
+    # by a trigger on insert (migration 0023) and kept when a shadow swap moves
+    # it onto a live source. Each model's vectors have their own HNSW graph.
+    embedding_model = models.CharField(
+        _("embedding model"), max_length=100, default="", editable=False
+    )
     # Its source's collection, copied by triggers (migration 0016) on every insert,
     # move to another source, or source moved to another collection: the keyword
     # index is keyed by it, so a search reads only the asked collection's matches
@@ -464,7 +501,7 @@ class Chunk(models.Model):
         ordering = ["source_id", "chunk_index"]
         indexes = [
             # Nearest chunks by cosine distance (retrieval.search.vector_ids).
-            cosine_hnsw("chunk_embedding_hnsw"),
+            *model_hnsw("chunk"),
             # Keyword matches with PostgreSQL full-text search (retrieval.keywords); the
             # embedded text, so headings and titles match too. Keyed by collection
             # first (btree_gin): on the words alone, a 504-chunk collection's search

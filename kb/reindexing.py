@@ -539,7 +539,8 @@ def _bounds(source: Source) -> list[tuple[int, int, int]]:
 
 
 _SECTION_VECTORS = """
-    UPDATE kb_section AS live SET embedding = copy.embedding
+    UPDATE kb_section AS live
+    SET embedding = copy.embedding, embedding_model = copy.embedding_model
     FROM kb_section AS copy
     WHERE live.source_id = %s AND copy.source_id = %s AND live."order" = copy."order"
 """

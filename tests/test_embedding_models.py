@@ -33,7 +33,7 @@ from kb.apps import check_extra_models, check_model_floors
 from kb.demo import load_part
 from kb.embedding import Embedder, get_embedder
 from kb.forms import chunking_errors
-from kb.models import Collection, ShadowIndex
+from kb.models import Chunk, Collection, Section, ShadowIndex
 from kb.retrieval import QuestionError, check_question, retrieve
 from tests.base import make_users
 
@@ -221,6 +221,14 @@ class ModelChangeTestCase(TestCase):
         self.assertEqual(models, {e5_pack.MODEL_NAME})
         live = {s.stats["config"]["model"] for s in gate.sources.all()}
         self.assertEqual(live, {embedding_models.MINILM_NAME})
+        # Swapped in, every live vector is e5's and is searched in e5's graph.
+        self.assertTrue(reindexing.swap(shadow.pk, shadow.status, "test"))
+        gate.refresh_from_db()
+        for rows in (Chunk.objects.filter(source__collection=gate),
+                     Section.objects.filter(source__collection=gate)):  # fmt: skip
+            self.assertEqual(set(rows.values_list("embedding_model", flat=True)), {E5})
+        result = retrieve(gate, "How do I book a meeting room?", mode="vector")
+        self.assertTrue(result.passages)
 
 
 def write_safetensors(path: Path, tensors: dict[str, np.ndarray]) -> None:

@@ -5,7 +5,7 @@ from django.db import connection
 from django.test import TestCase, TransactionTestCase, override_settings
 from django.urls import reverse
 
-from kb import embedding, jobs, retrieval
+from kb import embedding, embedding_models, jobs, retrieval
 from kb.models import EMBEDDING_DIM, Chunk, Collection, Section, Source
 from kb.retrieval import hnsw_recall, keywords, search
 from tests.base import make_users
@@ -141,6 +141,44 @@ class NearestSearchTestCase(TestCase):
                 self.assertEqual(cursor.fetchall()[0][0], nearest.pk)
         own = Section.objects.filter(source__collection=self.small, pk__in=current)
         self.assertEqual(own.count(), len(rows))
+
+    def test_each_model_has_its_own_graph_and_a_foreign_vector_stays_out(self):
+        # Vectors of two models are in two spaces (issue #27): each row records
+        # the model it was embedded with, each model has its own HNSW index,
+        # and a row moved in from a collection of another model is not searched.
+        self.assertEqual(
+            set(Chunk.objects.filter(collection=self.small).values_list(
+                "embedding_model", flat=True)), {embedding_models.DEFAULT}
+        )  # fmt: skip
+        other = _collection("E5", self.vectors[:3], sources=1)
+        Collection.objects.filter(pk=other.pk).update(
+            embedding_model=embedding_models.E5_SMALL
+        )
+        other.refresh_from_db()
+        copy = Source.objects.create(
+            collection=other, title="e5", file_name="e5.md", text="x", content_hash="e5"
+        )
+        section = Section.objects.create(source=copy, order=0, start=0, end=1)
+        Chunk.objects.create(
+            source=copy, section=section, chunk_index=0, start=0, end=1, text="x",
+            embedded_text="x", token_count=3, embedding=self.question[0],
+        )  # fmt: skip
+        self.assertEqual(Section.objects.get(pk=section.pk).embedding_model,
+                         embedding_models.E5_SMALL)  # fmt: skip
+        with override_settings(KB_EXACT_SEARCH_CHUNKS=0):
+            _, plan = self._search(other)
+            self.assertIn("chunk_e5_embedding_hnsw", plan)
+            _, plan = self._search(self.small)
+            self.assertIn("chunk_embedding_hnsw", plan)
+        moved = Chunk.objects.get(source=copy)
+        moved.source = self.small.sources.first()
+        moved.save()  # into a MiniLM collection: still an e5 vector
+        moved.refresh_from_db()
+        self.assertEqual(moved.embedding_model, embedding_models.E5_SMALL)
+        for exact in (True, False):
+            with override_settings(KB_EXACT_SEARCH_CHUNKS=0 if not exact else 10**6):
+                rows, _ = self._search(self.small)
+            self.assertNotIn(moved.pk, [r[0] for r in rows], exact)
 
     def test_a_collection_never_counted_is_not_searched_exactly(self):
         self.small.terms_counted = None

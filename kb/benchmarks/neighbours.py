@@ -198,7 +198,7 @@ def _uses_index(collection: Collection, question: str) -> bool:
     sql, params = retrieval.nearest_query(collection, vector)
     with retrieval.hnsw_scan(collection), connection.cursor() as cursor:
         cursor.execute("EXPLAIN " + sql, params)
-        return any("chunk_embedding_hnsw" in row[0] for row in cursor.fetchall())
+        return any("embedding_hnsw on kb_chunk" in row[0] for row in cursor.fetchall())
 
 
 def markdown(report: NeighboursReport) -> str:

@@ -183,7 +183,7 @@ def run(
             table_rows,
             latency,
             plan,
-            any("chunk_embedding_hnsw" in line for line in plan),
+            any("embedding_hnsw on kb_chunk" in line for line in plan),
         )
     finally:
         if not keep:

@@ -41,30 +41,33 @@ HNSW_EF_SEARCH = 400
 # triggers, migrations 0016 and 0022), tested on each row the scan reads; the
 # array of sources cost 2-3 ms to build at 5,420 sources and a comparison with
 # each of them per row (nearest chunks 6.4 -> 3.3 ms p50 at 100,000, issue #27).
+# Both name the collection's model: a row of another model (a source moved in
+# from a collection of another model) is in another space, and each model has
+# its own HNSW graph (kb.models.model_hnsw).
 _CHUNK_DISTANCES = """
 SELECT c.id, c.embedding <=> %(vector)s::vector AS distance FROM kb_chunk c
 WHERE c.source_id = ANY(ARRAY(
         SELECT s.id FROM kb_source s WHERE s.collection_id = %(collection)s))
-    AND c.embedding IS NOT NULL {current}
+    AND c.embedding_model = %(model)s AND c.embedding IS NOT NULL {current}
 """
 _SECTION_DISTANCES = """
 SELECT t.id, t.embedding <=> %(vector)s::vector AS distance FROM kb_section t
 WHERE t.source_id = ANY(ARRAY(
         SELECT s.id FROM kb_source s WHERE s.collection_id = %(collection)s
         {current}))
-    AND t.embedding IS NOT NULL
+    AND t.embedding_model = %(model)s AND t.embedding IS NOT NULL
 """
 _CHUNK_DISTANCES_IN_COLLECTION = """
 SELECT c.id, c.embedding <=> %(vector)s::vector AS distance FROM kb_chunk c
 WHERE c.collection_id = %(collection)s::bigint
-    AND c.embedding IS NOT NULL {current}
+    AND c.embedding_model = %(model)s AND c.embedding IS NOT NULL {current}
 """
 # A section has no metadata of its own: its deprecated sources (partial index
 # source_deprecated) are left out.
 _SECTION_DISTANCES_IN_COLLECTION = """
 SELECT t.id, t.embedding <=> %(vector)s::vector AS distance FROM kb_section t
 WHERE t.collection_id = %(collection)s::bigint
-    AND t.embedding IS NOT NULL {current}
+    AND t.embedding_model = %(model)s AND t.embedding IS NOT NULL {current}
 """
 _DEPRECATED_SOURCES = f"""AND t.source_id <> ALL(ARRAY(
         SELECT s.id FROM kb_source s WHERE s.collection_id = %(collection)s
@@ -159,6 +162,9 @@ def nearest_query(
         current = "" if include_deprecated else f"AND {metadata.current_sql('c')}"
     params = {
         "collection": collection.pk,
+        # Inlined as a literal (client-side binding), so the planner takes the
+        # model's own partial HNSW index (kb.models.model_hnsw).
+        "model": collection.embedding_model,
         "vector": Vector._to_db(vector),
         "limit": CANDIDATES,
     }
