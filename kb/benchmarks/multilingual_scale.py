@@ -13,7 +13,9 @@ Two collections built as `scale` builds its sets, in scratch collections named
    every chunk stored with its section's detected language;
 3. each then copied ten times in SQL (`scale.build_synthetic`, languages kept)
    to about 100,000 chunks;
-4. the latency of `retrieve` per stage and of `ask`, warm, over the golden
+4. after a VACUUM (ANALYZE) of each set as built (the state autovacuum
+   leaves a real collection in), the latency of `retrieve` per stage and of
+   `ask`, warm, over the golden
    questions of evals/kubernetes-{en,fr,es,ru,cross}.jsonl (the held-out files
    are not read), the same questions for both collections.
 
@@ -128,10 +130,12 @@ def run(*, quick: bool, keep: bool, progress: Progress) -> MultilingualScaleRepo
                 model=model,
                 precision=BUILD_PRECISION,
             )
+            scale.vacuum()  # as autovacuum would have, see scale.vacuum
             rows.append(measure(real, name, questions, progress))
             synthetic, seconds[f"{name} copies"] = scale.build_synthetic(
                 real, copies, tag, created, progress, name=f"{name}-synthetic"
             )
+            scale.vacuum()
             rows.append(measure(synthetic, name, questions, progress))
     finally:
         if not keep:
