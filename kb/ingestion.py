@@ -25,7 +25,8 @@ from django.conf import settings
 from django.core.files.base import ContentFile
 from django.db import connection, transaction
 from django.utils import timezone
-from django.utils.translation import gettext
+from django.utils.formats import number_format
+from django.utils.translation import gettext, ngettext
 
 from kb import chunking, embedding, golden, languages, limits, parsing, readers
 from kb.metadata import Policy, chunk_values
@@ -466,9 +467,16 @@ def _check_chunk_count(name: str, total: int) -> None:
     cap = settings.KB_MAX_CHUNKS_PER_SOURCE
     if cap > 0 and total > cap:
         raise IngestionError(
-            f"{name} makes {total:,} chunks, over the limit of {cap:,} per source "
-            "(KB_MAX_CHUNKS_PER_SOURCE): split it into smaller files; the previous "
-            "version stays live"
+            gettext(
+                "%(file)s makes %(total)s chunks, over the limit of %(cap)s per "
+                "source (KB_MAX_CHUNKS_PER_SOURCE): split it into smaller files; "
+                "the previous version stays live"
+            )
+            % {
+                "file": name,
+                "total": number_format(total, force_grouping=True),
+                "cap": number_format(cap, force_grouping=True),
+            }  # fmt: skip
         )
 
 
@@ -609,11 +617,11 @@ def failure_message(name: str, exc: Exception) -> str:
     go to the worker's log with the traceback (issue #26)."""
     if isinstance(exc, FORESEEN):
         return str(exc)
-    return (
-        f"{name}: indexing stopped on an internal error ({type(exc).__name__}; "
-        "the worker's log has the details); the previous version stays live. "
-        "Retry, or report it with the file"
-    )
+    return gettext(
+        "%(file)s: indexing stopped on an internal error (%(error)s; the "
+        "worker's log has the details); the previous version stays live. Retry, "
+        "or report it with the file"
+    ) % {"file": name, "error": type(exc).__name__}
 
 
 def _ingest(source: Source, version: int, started: float) -> str:
@@ -628,9 +636,22 @@ def _ingest(source: Source, version: int, started: float) -> str:
         _record_rejections(source, prepared)
         first = prepared.rejections[0]
         raise IngestionError(
-            f"{len(prepared.rejections)} chunk(s) exceed the embedding window; first: "
-            f"chunk {first.data.chunk_index} in '{first.data.heading_path}' has "
-            f"{first.token_count} tokens, the model reads {prepared.window}"
+            ngettext(
+                "%(count)d chunk exceeds the embedding window; first: chunk "
+                "%(chunk)d in '%(path)s' has %(tokens)d tokens, the model reads "
+                "%(window)d",
+                "%(count)d chunks exceed the embedding window; first: chunk "
+                "%(chunk)d in '%(path)s' has %(tokens)d tokens, the model reads "
+                "%(window)d",
+                len(prepared.rejections),
+            )
+            % {
+                "count": len(prepared.rejections),
+                "chunk": first.data.chunk_index,
+                "path": first.data.heading_path,
+                "tokens": first.token_count,
+                "window": prepared.window,
+            }  # fmt: skip
         )
     vectors = _embed(source, version, prepared)
     # Storing a large source takes a while (35,022 chunks: 90 s): say so, rather
@@ -650,8 +671,10 @@ def _ingest(source: Source, version: int, started: float) -> str:
 def _nothing_to_index(name: str, document: parsing.Document) -> str:
     """Why a parsed source yields no chunk: headings alone make no passage."""
     if not any(section.blocks for section in document.sections):
-        return f"{name} has no text to index besides its headings"
-    return f"{name} has no text to index"
+        return gettext("%(file)s has no text to index besides its headings") % {
+            "file": name
+        }
+    return gettext("%(file)s has no text to index") % {"file": name}
 
 
 def read_source(source: Source) -> tuple[readers.Reading | None, parsing.Document]:
@@ -664,7 +687,7 @@ def read_source(source: Source) -> tuple[readers.Reading | None, parsing.Documen
     args = (name, data, source.text, source.title, source.is_title_auto)
     reading, text, title, document = run_limited(
         read_and_parse, *args, name=name, doing="reading and parsing",
-        outcome="the previous version stays live",
+        outcome=gettext("the previous version stays live"),
     )  # fmt: skip
     source.text, source.title = text, title
     return reading, document
@@ -742,7 +765,10 @@ def _naming(message: str, title: str, name: str) -> str:
 
 def _original(source: Source) -> bytes:
     if not source.file:
-        raise IngestionError(f"{source.file_name}: the uploaded file is missing")
+        raise IngestionError(
+            gettext("%(file)s: the uploaded file is missing")
+            % {"file": source.file_name}
+        )
     with source.file.open("rb") as stored:
         return stored.read()
 
@@ -956,8 +982,15 @@ def _fail_to_retry(source: Source, version: int, message: str) -> None:
     minutes = max(1, round(delay / 60))
     Source.objects.filter(pk=source.pk, version=version).update(
         status=Source.Status.FAILED,
-        error=f"{message[:4900]}; it will be tried once more in about {minutes} "
-        "minute(s), in case the machine was busy",
+        error=message[:4900]
+        + ngettext(
+            "; it will be tried once more in about %(minutes)d minute, in case "
+            "the machine was busy",
+            "; it will be tried once more in about %(minutes)d minutes, in case "
+            "the machine was busy",
+            minutes,
+        )
+        % {"minutes": minutes},
         progress={"retry_at": when.isoformat(), "retry_version": version},
     )
 

@@ -6,7 +6,9 @@ import logging
 import os
 
 import django_rq
+from django.conf import settings
 from django.db import connection
+from django.utils import translation
 from redis.exceptions import RedisError
 
 from kb import embedding, ingestion, recovery
@@ -31,10 +33,12 @@ STRANDED_AFTER = recovery.STRANDED_AFTER
 EVAL_TIMEOUT = SHADOW_TIMEOUT
 
 
-def ingest_source(source_id: int, version: int) -> str:
+def ingest_source(source_id: int, version: int, language: str | None = None) -> str:
     """Index one version of a source (failures are recorded on it and re-raised);
-    then have the collection's keyword statistics recounted."""
-    outcome = ingestion.ingest(source_id, version)
+    then have the collection's keyword statistics recounted. A failure is worded
+    in `language`, the one of whoever queued the job (default: the site's)."""
+    with translation.override(language or settings.LANGUAGE_CODE):
+        outcome = ingestion.ingest(source_id, version)
     collection_id = (
         Source.objects.filter(pk=source_id)
         .values_list("collection_id", flat=True)

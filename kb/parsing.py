@@ -572,15 +572,18 @@ def embedded_text(text: str, start: int, end: int, html: HTMLBlocks) -> str:
 def parse(text: str, filename: str, title: str | None = None) -> Document:
     """Parse by file extension: Markdown (.md, .markdown) or plain text (.txt)."""
     if not text.strip():
-        raise ParseError(f"{filename} is empty")
+        raise ParseError(gettext("%(file)s is empty") % {"file": filename})
     suffix = PurePath(filename).suffix.lower()
     if suffix in MARKDOWN_EXTENSIONS + CONVERTED_EXTENSIONS:
         return parse_markdown(text, title, fallback_title=title_from_filename(filename))
     if suffix in TEXT_EXTENSIONS:
         return parse_text(text, title or title_from_filename(filename))
     raise ParseError(
-        f"{filename}: unsupported file type {suffix or '(none)'}; "
-        "use .md, .markdown, .txt, .html, .htm, .docx or .pdf"
+        gettext(
+            "%(file)s: unsupported file type %(suffix)s; use .md, .markdown, .txt, "
+            ".html, .htm, .docx or .pdf"
+        )
+        % {"file": filename, "suffix": suffix or gettext("(none)")}
     )
 
 
@@ -648,7 +651,7 @@ def _first_h1(tokens: list[Token]) -> str:
 def parse_text(text: str, title: str) -> Document:
     """Plain text: one section whose blocks are the blank-line paragraphs."""
     if not text.strip():
-        raise ParseError(f"{title} is empty")
+        raise ParseError(gettext("%(file)s is empty") % {"file": title})
     blocks = []
     position = 0
     for match in [*_BLANK_LINES_RE.finditer(text), None]:
@@ -673,14 +676,19 @@ def parse_markdown(
     the front matter's title, else a first level-1 heading, else `fallback_title`.
     """
     if not text.strip():
-        raise ParseError(f"{title or fallback_title} is empty")
+        raise ParseError(
+            gettext("%(file)s is empty") % {"file": title or fallback_title}
+        )
     front, masked, body_start = _mask_front_matter(text)
     tokens = _parse_tokens(masked)
     title = title or front or _first_h1(tokens) or fallback_title
     blocks = _top_level_blocks(tokens, text, _LineIndex(text))
     sections = _build_sections(blocks, text, title, body_start)
     if not sections:
-        raise ParseError(f"{title} has no content besides its front matter")
+        raise ParseError(
+            gettext("%(file)s has no content besides its front matter")
+            % {"file": title}
+        )
     return Document(title, sections)
 
 
@@ -696,7 +704,7 @@ def _parse_tokens(text: str) -> list[Token]:
     try:
         return md.parse(text)
     except RecursionError as exc:
-        raise ParseError("the document is nested too deeply to parse") from exc
+        raise ParseError(gettext("the document is nested too deeply to parse")) from exc
 
 
 def _shallow(rule: Callable[..., bool]) -> Callable[..., bool]:

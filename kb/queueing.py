@@ -15,7 +15,7 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models.signals import post_delete
 from django.dispatch import receiver
-from django.utils import timezone
+from django.utils import timezone, translation
 from django.utils.translation import gettext_lazy
 from redis.exceptions import RedisError
 from rq.job import JobStatus
@@ -83,7 +83,12 @@ def enqueue_ingest(source: Source) -> bool:
 
 def _push_on_commit(source: Source) -> None:
     queue = queue_for(source)
-    transaction.on_commit(partial(_push_ingest, source.pk, source.version, queue))
+    # The language of whoever queued it (an editor's request, else the site's):
+    # the job words the source's error in it (issue #27).
+    language = translation.get_language()
+    transaction.on_commit(
+        partial(_push_ingest, source.pk, source.version, queue, language)
+    )
 
 
 def queue_for(source: Source) -> str:
@@ -122,13 +127,19 @@ def queue_reachable() -> bool:
         return False
 
 
-def _push_ingest(source_id: int, version: int, queue: str) -> None:
+def _push_ingest(
+    source_id: int, version: int, queue: str, language: str | None = None
+) -> None:
     # Redis may go away between the check and the commit: the stored source then
     # waits for requeue_stranded like any lost job, instead of a 500.
     job_id = _ingest_job_id(source_id, version)
     try:
         django_rq.get_queue(queue).enqueue(
-            "kb.jobs.ingest_source", source_id, version, job_id=job_id
+            "kb.jobs.ingest_source",
+            source_id,
+            version,
+            language=language,
+            job_id=job_id,
         )
     except RedisError:
         logger.warning("Redis unreachable: source %s queued once it is back", source_id)

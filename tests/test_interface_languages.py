@@ -6,17 +6,20 @@ from __future__ import annotations
 
 import ast
 import gettext
+import io
 import json
 import re
+import zipfile
 from pathlib import Path
 
 from django.conf import settings
 from django.core.files.uploadedfile import SimpleUploadedFile
-from django.test import SimpleTestCase
+from django.test import SimpleTestCase, TransactionTestCase
 from django.urls import reverse
 
-from kb.models import EvalRun, Source
-from tests.base import DemoTestCase
+from kb import ingestion, queueing
+from kb.models import Collection, EvalRun, Source
+from tests.base import DemoTestCase, forget_jobs, make_users, run_burst_worker
 
 LOCALE = Path(settings.BASE_DIR) / "locale"
 TRANSLATED = ["fr", "es", "ru"]
@@ -284,4 +287,68 @@ class AdminLanguageTestCase(DemoTestCase):
             f"строка 1, пример broken: glossary.md[{start}:{start + 4}] "
             "не совпадает с текстом цитаты",
             status_code=400,
+        )
+
+
+def _unreadable_docx() -> bytes:
+    """A .docx that passes the upload's quick checks (a small, sound zip holding
+    word/document.xml) and that only the worker, reading it, finds broken."""
+    data = io.BytesIO()
+    with zipfile.ZipFile(data, "w") as archive:
+        archive.writestr("[Content_Types].xml", "<Types/>")
+        archive.writestr("word/document.xml", "<w:document><w:body><w:p>")
+    return data.getvalue()
+
+
+class WorkerMessageLanguageTestCase(TransactionTestCase):
+    # A TransactionTestCase: the worker is another process and sees only
+    # committed rows.
+
+    def setUp(self):
+        forget_jobs()
+        self.addCleanup(forget_jobs)
+        staff, _, _ = make_users()
+        self.client.force_login(staff)
+        self.collection = Collection.objects.create(name="Langues")
+
+    def _upload(self, name: str, data: bytes, language: str) -> Source:
+        response = self.client.post(
+            reverse("admin:kb_source_upload"),
+            {"collection": self.collection.pk,
+             "files": [SimpleUploadedFile(name, data)]},
+            headers={"Accept-Language": language},
+        )  # fmt: skip
+        self.assertEqual(response.status_code, 302)
+        run_burst_worker("default", "large")
+        source = Source.objects.get(collection=self.collection, file_name=name)
+        self.assertEqual(source.status, Source.Status.FAILED)
+        return source
+
+    def test_a_reader_refusal_found_by_the_worker_is_in_the_editor_s_language(self):
+        source = self._upload("rapport.docx", _unreadable_docx(), "fr")
+        self.assertTrue(
+            source.error.startswith("rapport.docx est un fichier .docx corrompu : "),
+            source.error,
+        )
+
+    def test_an_ingestion_failure_is_in_the_editor_s_language(self):
+        source = self._upload("titulos.md", b"# Titulo\n\n## Parte\n", "es")
+        self.assertEqual(
+            source.error, "titulos.md no tiene texto que indexar aparte de sus títulos"
+        )
+        again = self._upload("заголовки.md", b"# Title\n\n## Part\n", "ru")
+        self.assertEqual(
+            again.error,
+            "В заголовки.md нет текста для индексирования, кроме заголовков",
+        )
+
+    def test_without_an_editor_the_site_s_language_is_used(self):
+        source, _ = ingestion.store_source(
+            self.collection, "headings.md", b"# Title\n\n## Part\n"
+        )
+        queueing.enqueue_ingest(source)  # by code, not by an editor's request
+        run_burst_worker("default", "large")
+        source.refresh_from_db()
+        self.assertEqual(
+            source.error, "headings.md has no text to index besides its headings"
         )

@@ -11,6 +11,8 @@ import io
 import zipfile
 from pathlib import PurePosixPath
 
+from django.utils.translation import gettext, gettext_lazy
+
 from kb.parsing import decode_upload
 from kb.readers.reading import ReaderError, Reading, decoded_html
 
@@ -50,17 +52,17 @@ def sniff(data: bytes) -> str:
 
 
 _EXPECTED = {
-    "pdf": "a PDF file (it should start with %PDF-)",
-    "docx": "a Word .docx file (a zip holding word/document.xml)",
-    "html": "an HTML file",
+    "pdf": gettext_lazy("a PDF file (it should start with %PDF-)"),
+    "docx": gettext_lazy("a Word .docx file (a zip holding word/document.xml)"),
+    "html": gettext_lazy("an HTML file"),
 }
 _FOUND = {
-    "pdf": "a PDF",
-    "docx": "a Word document",
-    "zip": "a zip archive without word/document.xml",
-    "broken zip": "a truncated or damaged zip archive",
-    "html": "HTML",
-    "other": "something else",
+    "pdf": gettext_lazy("a PDF"),
+    "docx": gettext_lazy("a Word document"),
+    "zip": gettext_lazy("a zip archive without word/document.xml"),
+    "broken zip": gettext_lazy("a truncated or damaged zip archive"),
+    "html": gettext_lazy("HTML"),
+    "other": gettext_lazy("something else"),
 }
 
 
@@ -105,24 +107,34 @@ def _kind(name: str, data: bytes) -> str:
     """The file's format, checked against its content and size, or ReaderError."""
     kind = format_of(name)
     if kind is None:
-        raise ReaderError(f"{name}: not an .html, .htm, .docx or .pdf file")
+        raise ReaderError(
+            gettext("%(file)s: not an .html, .htm, .docx or .pdf file") % {"file": name}
+        )
     if not data.strip():
-        raise ReaderError(f"{name} is empty")
+        raise ReaderError(gettext("%(file)s is empty") % {"file": name})
     found = sniff(data)
     if kind == "html" and found in ("html", "other") and len(data) <= MAX_HTML_BYTES:
         text = decoded_html(name, data)  # NULs or a byte order mark: why refused
         if text is not None and "<" in text[:1024]:
             found = "html"
     if kind == "docx" and found == "broken zip":
-        raise ReaderError(f"{name} is a corrupt .docx file: a truncated or damaged zip")
+        raise ReaderError(
+            gettext("%(file)s is a corrupt .docx file: a truncated or damaged zip")
+            % {"file": name}
+        )
     if found != kind:
         raise ReaderError(
-            f"{name} is not {_EXPECTED[kind]}: its content is {_FOUND[found]}"
+            gettext("%(file)s is not %(expected)s: its content is %(found)s")
+            % {"file": name, "expected": _EXPECTED[kind], "found": _FOUND[found]}
         )
     if kind == "html" and len(data) > MAX_HTML_BYTES:
         raise ReaderError(
-            f"{name} is {len(data) / 2**20:.0f} MB of HTML; "
-            f"the limit is {MAX_HTML_BYTES // 2**20} MB"
+            gettext("%(file)s is %(size).0f MB of HTML; the limit is %(limit)d MB")
+            % {
+                "file": name,
+                "size": len(data) / 2**20,
+                "limit": MAX_HTML_BYTES // 2**20,
+            }
         )
     return kind
 

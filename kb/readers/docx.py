@@ -15,6 +15,7 @@ import re
 import zipfile
 from dataclasses import dataclass
 
+from django.utils.translation import gettext
 from lxml import etree
 
 from kb.readers.markdown import Repeats, Writer, escape
@@ -71,7 +72,7 @@ def read(name: str, data: bytes) -> Reading:
     reader.footnotes()
     text, _ = reader.out.render()
     if not text.strip():
-        raise ReaderError(f"{name} has no text")
+        raise ReaderError(gettext("%(file)s has no text") % {"file": name})
     return Reading(text=text, summary=reader.out.summary(), warnings=reader.warnings)
 
 
@@ -93,9 +94,12 @@ def _unpack(name: str, data: bytes) -> dict[str, bytes]:
                 if info.filename in wanted
             }
     except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, OSError) as exc:
-        raise ReaderError(f"{name} is a corrupt .docx file: {exc}") from exc
+        raise ReaderError(_corrupt(name, exc)) from exc
     except (NotImplementedError, RuntimeError) as exc:  # encrypted or odd entries
-        raise ReaderError(f"{name} cannot be unpacked: {exc}") from exc
+        raise ReaderError(
+            gettext("%(file)s cannot be unpacked: %(problem)s")
+            % {"file": name, "problem": exc}
+        ) from exc
 
 
 def check(name: str, data: bytes) -> None:
@@ -105,7 +109,14 @@ def check(name: str, data: bytes) -> None:
         with zipfile.ZipFile(io.BytesIO(data)) as archive:
             _check_sizes(name, archive.infolist(), len(data))
     except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, OSError) as exc:
-        raise ReaderError(f"{name} is a corrupt .docx file: {exc}") from exc
+        raise ReaderError(_corrupt(name, exc)) from exc
+
+
+def _corrupt(name: str, problem: object) -> str:
+    return gettext("%(file)s is a corrupt .docx file: %(problem)s") % {
+        "file": name,
+        "problem": problem,
+    }
 
 
 def _check_sizes(name: str, infos: list[zipfile.ZipInfo], size: int) -> None:
@@ -121,12 +132,15 @@ def _check_sizes(name: str, infos: list[zipfile.ZipInfo], size: int) -> None:
 def _xml(name: str, parts: dict[str, bytes], part: str) -> etree._Element | None:
     if part not in parts:
         if part == "word/document.xml":
-            raise ReaderError(f"{name} is not a Word document: no word/document.xml")
+            raise ReaderError(
+                gettext("%(file)s is not a Word document: no word/document.xml")
+                % {"file": name}
+            )
         return None
     try:
         return etree.fromstring(parts[part], parser=_PARSER)
     except etree.XMLSyntaxError as exc:
-        raise ReaderError(f"{name} is a corrupt .docx file ({part}: {exc})") from exc
+        raise ReaderError(_corrupt(name, f"{part}: {exc}")) from exc
 
 
 class _Reader:
@@ -148,7 +162,10 @@ class _Reader:
     def body(self, document: etree._Element) -> None:
         body = document.find(_w("body"))
         if body is None:
-            raise ReaderError(f"{self.name} is not a Word document: it has no body")
+            raise ReaderError(
+                gettext("%(file)s is not a Word document: it has no body")
+                % {"file": self.name}
+            )
         self.blocks(body)
         self.flush_code()
 

@@ -12,6 +12,7 @@ import re
 
 import lxml.etree
 import lxml.html
+from django.utils.translation import gettext
 
 from kb.readers.markdown import Repeats, Writer, clean, escape
 from kb.readers.reading import ReaderError, Reading, decoded_html
@@ -120,10 +121,12 @@ def read(name: str, data: bytes) -> Reading:
     try:
         walker.container(content, 0)
     except RecursionError as exc:
-        raise ReaderError(f"{name} is nested too deeply to read") from exc
+        raise ReaderError(_too_deep(name)) from exc
     text, _ = walker.out.render()
     if not text.strip():
-        raise ReaderError(f"{name} has no text in its main content")
+        raise ReaderError(
+            gettext("%(file)s has no text in its main content") % {"file": name}
+        )
     return Reading(text=text, summary=walker.out.summary(), warnings=walker.warnings)
 
 
@@ -137,10 +140,13 @@ def _parse(name: str, data: bytes) -> lxml.html.HtmlElement:
     try:
         root = lxml.html.document_fromstring(markup, parser=parser)
     except (lxml.etree.ParserError, ValueError) as exc:
-        raise ReaderError(f"{name} could not be read as HTML: {exc}") from exc
+        raise ReaderError(
+            gettext("%(file)s could not be read as HTML: %(problem)s")
+            % {"file": name, "problem": exc}
+        ) from exc
     if any(e.type_name == "ERR_RESOURCE_LIMIT" for e in parser.error_log):
         # libxml2 stops at 2,048 levels and drops the rest: refuse, not truncate
-        raise ReaderError(f"{name} is nested too deeply to read")
+        raise ReaderError(_too_deep(name))
     return root
 
 
@@ -434,3 +440,7 @@ def _owning_table(tr: lxml.html.HtmlElement) -> lxml.html.HtmlElement | None:
         if ancestor.tag == "table":
             return ancestor
     return None
+
+
+def _too_deep(name: str) -> str:
+    return gettext("%(file)s is nested too deeply to read") % {"file": name}

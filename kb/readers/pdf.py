@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 
 import pypdfium2 as pdfium
 import pypdfium2.raw as raw
+from django.utils.translation import gettext
 
 from kb.readers.markdown import SURROGATE_RE, Writer, clean, escape
 from kb.readers.reading import ReaderError, Reading
@@ -224,25 +225,37 @@ def check(name: str, data: bytes, *, max_pages: int) -> None:
 def _open(name: str, data: bytes, max_pages: int) -> pdfium.PdfDocument:
     if data.rfind(b"%%EOF", max(0, len(data) - 4096)) == -1:
         raise ReaderError(
-            f"{name} is truncated or corrupt: it has no end-of-file marker"
+            gettext("%(file)s is truncated or corrupt: it has no end-of-file marker")
+            % {"file": name}
         )
     try:
         document = pdfium.PdfDocument(data)
     except pdfium.PdfiumError as exc:
         if "password" in str(exc).lower():
             raise ReaderError(
-                f"{name} is encrypted (password-protected); remove the password first"
+                gettext(
+                    "%(file)s is encrypted (password-protected); remove the "
+                    "password first"
+                )
+                % {"file": name}
             ) from exc
-        raise ReaderError(f"{name} is corrupt or not a PDF: {exc}") from exc
+        raise ReaderError(
+            gettext("%(file)s is corrupt or not a PDF: %(problem)s")
+            % {"file": name, "problem": exc}
+        ) from exc
     count = len(document)
     if count > max_pages or count == 0:
         document.close()
     if count > max_pages:
         raise ReaderError(
-            f"{name} has {count} pages; the limit is {max_pages} (KB_MAX_PDF_PAGES)"
+            gettext(
+                "%(file)s has %(count)d pages; the limit is %(limit)d "
+                "(KB_MAX_PDF_PAGES)"
+            )
+            % {"file": name, "count": count, "limit": max_pages}
         )
     if count == 0:
-        raise ReaderError(f"{name} has no pages")
+        raise ReaderError(gettext("%(file)s has no pages") % {"file": name})
     return document
 
 
@@ -257,7 +270,10 @@ def read(name: str, data: bytes, *, max_pages: int) -> Reading:
     chars = [n for _, _, n in items]
     pages = [(lines, tables) for lines, tables, _ in items]
     if not any(chars):
-        raise ReaderError(f"{name} has no text layer (scanned?); OCR is not supported")
+        raise ReaderError(
+            gettext("%(file)s has no text layer (scanned?); OCR is not supported")
+            % {"file": name}
+        )
     removed = _drop_running_lines(pages)
     ordered = [_reading_order(lines, tables) for lines, tables in pages]
     writer = Writer()
@@ -281,7 +297,10 @@ def _page_items(name: str, document: pdfium.PdfDocument, index: int):
     try:
         page = document[index]
     except pdfium.PdfiumError as exc:
-        raise ReaderError(f"{name}: page {index + 1} cannot be read: {exc}") from exc
+        raise ReaderError(
+            gettext("%(file)s: page %(page)d cannot be read: %(problem)s")
+            % {"file": name, "page": index + 1, "problem": exc}
+        ) from exc
     try:
         rules = _rules(page)
         textpage = page.get_textpage()
