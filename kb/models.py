@@ -229,6 +229,10 @@ class Collection(models.Model):
 
     objects = CollectionQuerySet.as_manager()
 
+    class Meta:
+        verbose_name = _("collection")
+        verbose_name_plural = _("collections")
+
     def __str__(self) -> str:
         return self.name
 
@@ -303,6 +307,8 @@ class Source(models.Model):
     indexed = models.DateTimeField(_("indexed"), null=True, blank=True)
 
     class Meta:
+        verbose_name = _("source")
+        verbose_name_plural = _("sources")
         constraints = [
             # kb_ingest and golden-case spans find a source by its file path.
             models.UniqueConstraint(
@@ -404,6 +410,8 @@ class Section(models.Model):
     )
 
     class Meta:
+        verbose_name = _("section")
+        verbose_name_plural = _("sections")
         ordering = ["source_id", "order"]
         # Nearest sections by cosine distance (retrieval.search.section_ranks).
         indexes = model_hnsw("section")
@@ -498,6 +506,8 @@ class Chunk(models.Model):
     )
 
     class Meta:
+        verbose_name = _("chunk")
+        verbose_name_plural = _("chunks")
         ordering = ["source_id", "chunk_index"]
         indexes = [
             # Nearest chunks by cosine distance (retrieval.search.vector_ids).
@@ -559,6 +569,8 @@ class GoldenCase(models.Model):
     created = models.DateTimeField(_("created"), default=timezone.now)
 
     class Meta:
+        verbose_name = _("golden case")
+        verbose_name_plural = _("golden cases")
         constraints = [
             models.UniqueConstraint(
                 fields=["collection", "external_id"], name="golden_unique_id"
@@ -594,6 +606,10 @@ class EvalRun(models.Model):
     error = models.TextField(_("error"), blank=True)
     created = models.DateTimeField(_("created"), default=timezone.now)
     finished = models.DateTimeField(_("finished"), null=True, blank=True)
+
+    class Meta:
+        verbose_name = _("evaluation run")
+        verbose_name_plural = _("evaluation runs")
 
     def __str__(self) -> str:
         return f"{self.collection} run {self.pk}"
@@ -666,6 +682,10 @@ class ShadowIndex(models.Model):
     created = models.DateTimeField(_("created"), default=timezone.now)
     finished = models.DateTimeField(_("finished"), null=True, blank=True)
 
+    class Meta:
+        verbose_name = _("shadow index")
+        verbose_name_plural = _("shadow indexes")
+
     def __str__(self) -> str:
         return f"{self.collection} shadow index {self.pk}"
 
@@ -697,6 +717,8 @@ class Term(models.Model):
     chunks = models.PositiveIntegerField()
 
     class Meta:
+        verbose_name = _("term count")
+        verbose_name_plural = _("term counts")
         constraints = [
             # The keyword search's Term counts of the question's words, one
             # collection, in each of its languages.
@@ -736,6 +758,8 @@ class OverflowRejection(models.Model):
     created = models.DateTimeField(_("created"), default=timezone.now)
 
     class Meta:
+        verbose_name = _("overflow rejection")
+        verbose_name_plural = _("overflow rejections")
         ordering = ["source_id", "chunk_index"]
 
     def __str__(self) -> str:
@@ -776,6 +800,10 @@ class ApiToken(models.Model):
     # A digest of the user's password hash when the token was made: a password
     # change invalidates the token (kb/access.py), as it ends sessions.
     password_stamp = models.CharField(_("password stamp"), max_length=64, blank=True)
+
+    class Meta:
+        verbose_name = _("API token")
+        verbose_name_plural = _("API tokens")
 
     def __str__(self) -> str:
         return f"{self.name} ({self.user})"
@@ -857,6 +885,8 @@ class Question(models.Model):
     )
 
     class Meta:
+        verbose_name = _("logged question")
+        verbose_name_plural = _("question log")
         indexes = [
             # Pruning the oldest of a collection (questions.prune), the gaps page.
             models.Index(
@@ -902,6 +932,10 @@ class ReplayReport(models.Model):
     error = models.TextField(_("error"), blank=True)
     created = models.DateTimeField(_("created"), default=timezone.now)
     finished = models.DateTimeField(_("finished"), null=True, blank=True)
+
+    class Meta:
+        verbose_name = _("replay report")
+        verbose_name_plural = _("replay reports")
 
     def __str__(self) -> str:
         return f"{self.collection} replay {self.pk}"

@@ -236,6 +236,20 @@ class AdminLanguageTestCase(DemoTestCase):
         upload = self.client.get(reverse("admin:kb_source_upload"), headers=french)
         self.assertContains(upload, "Téléverser et indexer")
 
+    def test_the_admin_names_kb_s_models_in_each_language(self):
+        names = {
+            "fr": ["Journal des questions", "Cas de référence", "Fragments"],
+            "es": ["Registro de preguntas", "Casos de referencia", "Colecciones"],
+            "ru": ["Журнал вопросов", "Эталонные примеры", "Коллекции"],
+        }
+        for language, expected in names.items():
+            index = self.client.get(
+                reverse("admin:index"), headers={"Accept-Language": language}
+            )
+            for name in expected:
+                self.assertContains(index, name)
+            self.assertNotContains(index, "Golden cases")
+
     def test_the_collection_form_labels_its_fields_in_french(self):
         url = reverse("admin:kb_collection_change", args=[self.demo.pk])
         page = self.client.get(url, headers={"Accept-Language": "fr"})
