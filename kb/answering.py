@@ -32,6 +32,7 @@ from django.utils.translation import gettext, gettext_lazy, ngettext
 
 from kb import embedding, embedding_models, languages
 from kb.parsing import TEXT_EXTENSIONS, html_text
+from kb.readers.reading import pages_of
 from kb.rendering import CELL_SPLIT_RE, is_table_row
 from kb.retrieval import Location, Passage, Result, heading_label, keywords
 from kb.retrieval.question import STOPWORDS
@@ -97,8 +98,10 @@ class Citation:
     start: int
     end: int
     url: str = ""
-    # Pages of the original file (PDF sources): "4" or "4–5", else "" (add_pages).
+    # The page of the original file (PDF sources) its first cited character is
+    # on, "20", else "" (add_pages); `page` the same as a number, for links.
     pages: str = ""
+    page: int | None = None
 
     @property
     def label(self) -> str:
@@ -117,6 +120,7 @@ class Citation:
             "section_id": self.section_id,
             "source_id": self.source_id,
             "pages": self.pages or None,
+            "page": self.page,
         }
 
 
@@ -1063,15 +1067,29 @@ def _no_word_known(words: list[str]) -> Answer:
 
 
 def add_pages(citations: list[Citation]) -> None:
-    """Give the citations of PDF sections their section's pages (one query)."""
-    from kb.models import Section
+    """Give the citations of PDF sources the page of their first cited
+    character, by the source's page map (one query); a source indexed before
+    it had one gives its section's first page (one more)."""
+    from kb.models import Section, Source
 
-    ids = {c.section_id for c in citations}
-    rows = Section.objects.filter(pk__in=ids, page_start__isnull=False)
-    found = {s.pk: s for s in rows.only("page_start", "page_end")}
+    maps = dict(
+        Source.objects.filter(pk__in={c.source_id for c in citations})
+        .exclude(page_map=[])
+        .values_list("pk", "page_map")
+    )
     for cite in citations:
-        if section := found.get(cite.section_id):
-            cite.pages = section.pages
+        found = pages_of(maps.get(cite.source_id, ()), cite.start, cite.start + 1)
+        if found:
+            cite.page = found[0]
+    rest = {c.section_id for c in citations if c.page is None}
+    if rest:
+        rows = Section.objects.filter(pk__in=rest, page_start__isnull=False)
+        firsts = dict(rows.values_list("pk", "page_start"))
+        for cite in citations:
+            if cite.page is None:
+                cite.page = firsts.get(cite.section_id)
+    for cite in citations:
+        cite.pages = "" if cite.page is None else str(cite.page)
 
 
 def as_json(result: Result, reply: Answer) -> dict[str, Any]:

@@ -840,6 +840,7 @@ def _publish(source, version, prepared: Prepared, vectors, stats, reading=None) 
             text=current.text,
             title=current.title,
             reader_summary=summary,
+            page_map=[list(p) for p in reading.pages or ()] if reading else [],
             detected_language=prepared.language,
         )
         Chunk.objects.filter(source=current).delete()

@@ -287,6 +287,10 @@ class Source(models.Model):
     # What the reader of an HTML, DOCX or PDF file kept and lost (kb.readers.Reading
     # summary and warnings), set by the worker with the text it read.
     reader_summary = models.JSONField(_("reader summary"), default=dict, blank=True)
+    # [[page, start, end], ...]: the page of the original PDF each range of
+    # `text` came from (kb.readers.Reading.pages), set with the text; a
+    # citation names the page of its own first character (issue #28).
+    page_map = models.JSONField(_("page map"), default=list, blank=True, editable=False)
     # The document's language (ISO 639-1): an editor's choice for the whole
     # source, else detected by the worker section by section (kb/languages.py).
     language = models.CharField(

@@ -523,8 +523,9 @@ def _move(copy: Source, source: Source) -> None:
         Section.objects.filter(source=copy).update(source=source)
         Chunk.objects.filter(source=copy).update(source=source)
         Source.objects.filter(pk=source.pk).update(
-            text=copy.text, reader_summary=copy.reader_summary
-        )
+            text=copy.text, reader_summary=copy.reader_summary,
+            page_map=copy.page_map,
+        )  # fmt: skip
         source.text = copy.text
         golden.reanchor_spans(source)
     OverflowRejection.objects.filter(source=source).delete()

@@ -25,6 +25,7 @@ from kb import (
 from kb.forms import AskForm, FeedbackForm, is_utf8, parse_id
 from kb.jsontext import JsonError, loads
 from kb.models import Collection, Section, Source
+from kb.readers.reading import pages_of
 
 FILE_TYPES = {
     "pdf": "application/pdf",
@@ -274,6 +275,8 @@ def section(request: HttpRequest, pk: int) -> HttpResponse:
         start=start,
         end=end,
         edited_since=obj.source.text[base : base + len(body)] != body,
+        # The pages of the original the cited range itself is on (issue #28).
+        cited_pages=pages_of(obj.source.page_map, start, end) if start < end else None,
     )  # fmt: skip
     return render(request, "kb/section.html", context)
 

@@ -223,14 +223,20 @@ def test_a_pdf_uploaded_in_the_admin_is_cited_with_its_page(
     _ask(page, MEALS_Q, handbook)
     citation = page.locator("ol.citations li", has_text="Meals").first
     expect(citation).to_contain_text("handbook.pdf, p. 2,")
-    citation.locator("a").click()
+    # The page named opens the original at that page (issue #28).
+    on_page = citation.locator("a.page-link")
+    assert on_page.get_attribute("href").endswith("/file/#page=2")
+    citation.locator("a").first.click()
     page.wait_for_url(
         re.compile(r"/kb/sections/\d+/\?start=\d+&end=\d+&source=\d+&v=\d+#cited$")
     )
     expect(page.locator("mark#cited")).to_contain_text("sixty euros in Paris")
-    original = page.locator("a.page-link")
+    original = page.locator("a.page-link:not(.cited-page)")
     expect(original).to_have_text("p. 2 of the original")
     assert original.get_attribute("href").endswith("/file/#page=2")
+    cited = page.locator("a.cited-page")
+    expect(cited).to_have_text("cited: p. 2 of the original")
+    assert cited.get_attribute("href").endswith("/file/#page=2")
 
 
 @pytest.mark.slow

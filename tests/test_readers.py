@@ -21,7 +21,7 @@ from docx.enum.style import WD_STYLE_TYPE
 from docx.oxml import OxmlElement
 from docx.oxml.ns import qn
 
-from kb import ingestion, parsing, readers, rendering
+from kb import answering, ingestion, parsing, readers, rendering
 from kb.models import Collection, Source
 from kb.readers import ReaderError
 from tests.base import make_users
@@ -1219,3 +1219,66 @@ class UploadConvertedTestCase(TestCase):
         self.assertEqual(source.title, "Expense policy")
         self.assertIn("## Meals\n\nMeals are paid up to the daily cap", source.text)
         self.assertEqual(source.sections.get(heading="Meals").pages, "2")
+
+
+def _travel_over_two_pages() -> bytes:
+    """A PDF whose one section runs from page 1 onto page 2."""
+    one, two = Page(), Page()
+    one.heading("Travel", 15).paragraph(
+        ["Employees book travel through the portal and keep the receipts."]
+    )
+    two.paragraph(["Flights over six hours may be booked in business class."])
+    return build_pdf([one, two])
+
+
+class PagePreciseCitationTestCase(TestCase):
+    """A citation names and opens the page of its own first character, not its
+    section's first page (issue #28)."""
+
+    def setUp(self):
+        staff, _, _ = make_users()
+        self.client.force_login(staff)
+        self.collection = Collection.objects.create(name="Travel")
+        self.source, _ = ingestion.store_source(
+            self.collection, "travel.pdf", _travel_over_two_pages()
+        )
+        ingestion.ingest(self.source.pk)
+        self.source.refresh_from_db()
+        self.section = self.source.sections.get(heading="Travel")
+        self.start = self.source.text.index("Flights over six hours")
+        self.end = self.source.text.index("class.") + len("class.")
+
+    def test_the_page_map_is_stored_with_the_text(self):
+        self.assertEqual([p for p, _, _ in self.source.page_map], [1, 2])
+        self.assertEqual(self.section.pages, "1–2")
+
+    def test_a_citation_names_the_page_of_its_sentence(self):
+        on_two = answering.Citation(
+            1, self.source.pk, "Travel", "travel.pdf", self.section.pk, "Travel",
+            [0], self.start, self.end,
+        )  # fmt: skip
+        on_one = answering.Citation(
+            2, self.source.pk, "Travel", "travel.pdf", self.section.pk, "Travel",
+            [0], self.section.start, self.section.start + 10,
+        )  # fmt: skip
+        answering.add_pages([on_two, on_one])
+        self.assertEqual((on_two.pages, on_two.page), ("2", 2))
+        self.assertEqual((on_one.pages, on_one.page), ("1", 1))
+        self.assertEqual(on_two.as_dict()["page"], 2)
+
+    def test_an_answer_links_the_page_of_the_cited_sentence(self):
+        question = "Can flights over six hours be business class?"
+        response = self.client.get(
+            reverse("kb:ask"), {"q": question, "collection": self.collection.pk}
+        )
+        file_url = reverse("kb:source-file", args=[self.source.pk])
+        self.assertContains(response, f'href="{file_url}#page=2"')
+
+    def test_the_section_view_opens_the_cited_page_and_keeps_the_range(self):
+        url = answering.citation_url(self.section.pk, self.start, self.end)
+        response = self.client.get(url)
+        file_url = reverse("kb:source-file", args=[self.source.pk])
+        self.assertContains(response, f'href="{file_url}#page=2"')
+        self.assertContains(response, "cited: p. 2 of the original")
+        self.assertContains(response, f'href="{file_url}#page=1"')  # the section's
+        self.assertContains(response, "p. 1–2 of the original")

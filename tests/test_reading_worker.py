@@ -155,14 +155,20 @@ class ReadingInTheWorkerTestCase(TransactionTestCase):
         meals = self._citation(MEALS_Q, "Meals")
         self.assertEqual(meals["pages"], "2")
         claims = self._citation(CLAIMS_Q, "Claims")
-        self.assertEqual(claims["pages"], "2–3")
+        # A citation names the page of its own first character, not its
+        # section's range (issue #28).
+        first = next(p for p, s, e in source.page_map if s <= claims["start"] < e)
+        self.assertEqual((claims["pages"], claims["page"]), (str(first), first))
 
         page = self.client.get(
             reverse("kb:ask"), {"q": MEALS_Q, "collection": self.collection.pk}
         )
-        self.assertContains(page, "handbook.pdf, p. 2, ")
-        passage = self.client.get(meals["url"])
         file_url = reverse("kb:source-file", args=[source.pk])
+        self.assertContains(
+            page,
+            f'handbook.pdf, <a class="page-link" href="{file_url}#page=2">p. 2</a>, ',
+        )
+        passage = self.client.get(meals["url"])
         self.assertContains(passage, f'href="{file_url}#page=2">p. 2 of the original')
         self.assertContains(passage, "sixty euros in Paris.</mark>")
         original = self.client.get(file_url)

@@ -5,32 +5,50 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('kb', '0004_chunk_lead'),
+        ("kb", "0004_chunk_lead"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='collection',
-            name='terms_chunks',
+            model_name="collection",
+            name="terms_chunks",
             field=models.PositiveIntegerField(default=0),
         ),
         migrations.AddField(
-            model_name='collection',
-            name='terms_counted',
+            model_name="collection",
+            name="terms_counted",
             field=models.DateTimeField(blank=True, null=True),
         ),
         migrations.CreateModel(
-            name='Term',
+            name="Term",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('lexeme', models.TextField()),
-                ('chunks', models.PositiveIntegerField()),
-                ('collection', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='terms', to='kb.collection')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True,
+                        primary_key=True,
+                        serialize=False,
+                        verbose_name="ID",
+                    ),
+                ),
+                ("lexeme", models.TextField()),
+                ("chunks", models.PositiveIntegerField()),
+                (
+                    "collection",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="terms",
+                        to="kb.collection",
+                    ),
+                ),
             ],
             options={
-                'constraints': [models.UniqueConstraint(fields=('collection', 'lexeme'), name='term_collection_lexeme')],
+                "constraints": [
+                    models.UniqueConstraint(
+                        fields=("collection", "lexeme"), name="term_collection_lexeme"
+                    )
+                ],
             },
         ),
     ]

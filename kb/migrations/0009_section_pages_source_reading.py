@@ -4,30 +4,29 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('kb', '0008_apitoken_hardening'),
+        ("kb", "0008_apitoken_hardening"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='section',
-            name='page_end',
+            model_name="section",
+            name="page_end",
             field=models.PositiveIntegerField(blank=True, null=True),
         ),
         migrations.AddField(
-            model_name='section',
-            name='page_start',
+            model_name="section",
+            name="page_start",
             field=models.PositiveIntegerField(blank=True, null=True),
         ),
         migrations.AddField(
-            model_name='source',
-            name='is_title_auto',
+            model_name="source",
+            name="is_title_auto",
             field=models.BooleanField(default=False),
         ),
         migrations.AddField(
-            model_name='source',
-            name='reader_summary',
+            model_name="source",
+            name="reader_summary",
             field=models.JSONField(blank=True, default=dict),
         ),
     ]

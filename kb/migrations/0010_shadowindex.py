@@ -7,36 +7,110 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('kb', '0009_section_pages_source_reading'),
+        ("kb", "0009_section_pages_source_reading"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='ShadowIndex',
+            name="ShadowIndex",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('new_settings', models.JSONField(default=dict)),
-                ('old_settings', models.JSONField(default=dict)),
-                ('sources', models.JSONField(blank=True, default=dict)),
-                ('status', models.CharField(choices=[('building', 'Building'), ('evaluating', 'Evaluating'), ('held', 'Held: waiting for an admin'), ('approved', 'Approved: swapping'), ('swapped', 'Swapped into live'), ('discarded', 'Discarded'), ('failed', 'Failed')], default='building', max_length=10)),
-                ('progress', models.JSONField(blank=True, default=dict)),
-                ('error', models.TextField(blank=True)),
-                ('recall', models.FloatField(blank=True, null=True)),
-                ('bar', models.FloatField(blank=True, null=True)),
-                ('live_recall', models.FloatField(blank=True, null=True)),
-                ('regressed', models.JSONField(blank=True, default=list)),
-                ('decision', models.TextField(blank=True)),
-                ('created', models.DateTimeField(default=django.utils.timezone.now)),
-                ('finished', models.DateTimeField(blank=True, null=True)),
-                ('collection', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='shadows', to='kb.collection')),
-                ('decided_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
-                ('live_run', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='kb.evalrun')),
-                ('requested_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
-                ('run', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='kb.evalrun')),
-                ('scratch', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='kb.collection')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True,
+                        primary_key=True,
+                        serialize=False,
+                        verbose_name="ID",
+                    ),
+                ),
+                ("new_settings", models.JSONField(default=dict)),
+                ("old_settings", models.JSONField(default=dict)),
+                ("sources", models.JSONField(blank=True, default=dict)),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("building", "Building"),
+                            ("evaluating", "Evaluating"),
+                            ("held", "Held: waiting for an admin"),
+                            ("approved", "Approved: swapping"),
+                            ("swapped", "Swapped into live"),
+                            ("discarded", "Discarded"),
+                            ("failed", "Failed"),
+                        ],
+                        default="building",
+                        max_length=10,
+                    ),
+                ),
+                ("progress", models.JSONField(blank=True, default=dict)),
+                ("error", models.TextField(blank=True)),
+                ("recall", models.FloatField(blank=True, null=True)),
+                ("bar", models.FloatField(blank=True, null=True)),
+                ("live_recall", models.FloatField(blank=True, null=True)),
+                ("regressed", models.JSONField(blank=True, default=list)),
+                ("decision", models.TextField(blank=True)),
+                ("created", models.DateTimeField(default=django.utils.timezone.now)),
+                ("finished", models.DateTimeField(blank=True, null=True)),
+                (
+                    "collection",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="shadows",
+                        to="kb.collection",
+                    ),
+                ),
+                (
+                    "decided_by",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "live_run",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to="kb.evalrun",
+                    ),
+                ),
+                (
+                    "requested_by",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "run",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to="kb.evalrun",
+                    ),
+                ),
+                (
+                    "scratch",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to="kb.collection",
+                    ),
+                ),
             ],
         ),
     ]

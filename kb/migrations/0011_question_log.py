@@ -8,72 +8,146 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('kb', '0010_shadowindex'),
+        ("kb", "0010_shadowindex"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='goldencase',
-            name='is_real_question',
+            model_name="goldencase",
+            name="is_real_question",
             field=models.BooleanField(default=False),
         ),
         migrations.CreateModel(
-            name='Question',
+            name="Question",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('question', models.TextField()),
-                ('answer', models.TextField(blank=True)),
-                ('answerer', models.CharField(max_length=20)),
-                ('is_declined', models.BooleanField(default=False, verbose_name='declined')),
-                ('is_trustworthy', models.BooleanField(default=True)),
-                ('top_similarity', models.FloatField(blank=True, null=True)),
-                ('retrieved', models.JSONField(blank=True, default=list)),
-                ('citations', models.JSONField(blank=True, default=list)),
-                ('latency_ms', models.FloatField(default=0)),
-                ('fingerprint', models.JSONField(blank=True, default=dict)),
-                ('embedding', pgvector.django.vector.VectorField(blank=True, dimensions=384, null=True)),
-                ('created', models.DateTimeField(default=django.utils.timezone.now)),
-                ('is_helpful', models.BooleanField(blank=True, null=True)),
-                ('note', models.TextField(blank=True)),
-                ('feedback_at', models.DateTimeField(blank=True, null=True)),
-                ('handled', models.DateTimeField(blank=True, null=True)),
-                ('handled_note', models.TextField(blank=True)),
-                ('collection', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='questions', to='kb.collection')),
-                ('handled_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
-                ('user', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='questions', to=settings.AUTH_USER_MODEL)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True,
+                        primary_key=True,
+                        serialize=False,
+                        verbose_name="ID",
+                    ),
+                ),
+                ("question", models.TextField()),
+                ("answer", models.TextField(blank=True)),
+                ("answerer", models.CharField(max_length=20)),
+                (
+                    "is_declined",
+                    models.BooleanField(default=False, verbose_name="declined"),
+                ),
+                ("is_trustworthy", models.BooleanField(default=True)),
+                ("top_similarity", models.FloatField(blank=True, null=True)),
+                ("retrieved", models.JSONField(blank=True, default=list)),
+                ("citations", models.JSONField(blank=True, default=list)),
+                ("latency_ms", models.FloatField(default=0)),
+                ("fingerprint", models.JSONField(blank=True, default=dict)),
+                (
+                    "embedding",
+                    pgvector.django.vector.VectorField(
+                        blank=True, dimensions=384, null=True
+                    ),
+                ),
+                ("created", models.DateTimeField(default=django.utils.timezone.now)),
+                ("is_helpful", models.BooleanField(blank=True, null=True)),
+                ("note", models.TextField(blank=True)),
+                ("feedback_at", models.DateTimeField(blank=True, null=True)),
+                ("handled", models.DateTimeField(blank=True, null=True)),
+                ("handled_note", models.TextField(blank=True)),
+                (
+                    "collection",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="questions",
+                        to="kb.collection",
+                    ),
+                ),
+                (
+                    "handled_by",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "user",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="questions",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
         ),
         migrations.AddField(
-            model_name='goldencase',
-            name='from_question',
-            field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='golden_cases', to='kb.question'),
+            model_name="goldencase",
+            name="from_question",
+            field=models.ForeignKey(
+                blank=True,
+                null=True,
+                on_delete=django.db.models.deletion.SET_NULL,
+                related_name="golden_cases",
+                to="kb.question",
+            ),
         ),
         migrations.CreateModel(
-            name='ReplayReport',
+            name="ReplayReport",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('status', models.CharField(choices=[('running', 'Running'), ('done', 'Done'), ('failed', 'Failed')], default='running', max_length=10)),
-                ('replayed', models.PositiveIntegerField(default=0)),
-                ('changed', models.JSONField(blank=True, default=list)),
-                ('error', models.TextField(blank=True)),
-                ('created', models.DateTimeField(default=django.utils.timezone.now)),
-                ('finished', models.DateTimeField(blank=True, null=True)),
-                ('collection', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='replay_reports', to='kb.collection')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True,
+                        primary_key=True,
+                        serialize=False,
+                        verbose_name="ID",
+                    ),
+                ),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("running", "Running"),
+                            ("done", "Done"),
+                            ("failed", "Failed"),
+                        ],
+                        default="running",
+                        max_length=10,
+                    ),
+                ),
+                ("replayed", models.PositiveIntegerField(default=0)),
+                ("changed", models.JSONField(blank=True, default=list)),
+                ("error", models.TextField(blank=True)),
+                ("created", models.DateTimeField(default=django.utils.timezone.now)),
+                ("finished", models.DateTimeField(blank=True, null=True)),
+                (
+                    "collection",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="replay_reports",
+                        to="kb.collection",
+                    ),
+                ),
             ],
         ),
         migrations.AddIndex(
-            model_name='question',
-            index=models.Index(fields=['collection', 'created'], name='question_coll_created'),
+            model_name="question",
+            index=models.Index(
+                fields=["collection", "created"], name="question_coll_created"
+            ),
         ),
         migrations.AddIndex(
-            model_name='question',
-            index=models.Index(fields=['user', 'created'], name='question_user_created'),
+            model_name="question",
+            index=models.Index(
+                fields=["user", "created"], name="question_user_created"
+            ),
         ),
         migrations.AddIndex(
-            model_name='question',
-            index=models.Index(fields=['created'], name='question_created'),
+            model_name="question",
+            index=models.Index(fields=["created"], name="question_created"),
         ),
     ]

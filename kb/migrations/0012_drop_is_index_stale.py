@@ -4,14 +4,13 @@ from django.db import migrations
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('kb', '0011_question_log'),
+        ("kb", "0011_question_log"),
     ]
 
     operations = [
         migrations.RemoveField(
-            model_name='collection',
-            name='is_index_stale',
+            model_name="collection",
+            name="is_index_stale",
         ),
     ]

@@ -4,20 +4,19 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('kb', '0014_scratch_copy_live'),
+        ("kb", "0014_scratch_copy_live"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='question',
-            name='last_asked',
+            model_name="question",
+            name="last_asked",
             field=models.DateTimeField(blank=True, null=True),
         ),
         migrations.AddField(
-            model_name='question',
-            name='repeats',
+            model_name="question",
+            name="repeats",
             field=models.PositiveIntegerField(default=0),
         ),
     ]

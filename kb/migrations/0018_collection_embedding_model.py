@@ -5,15 +5,19 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('kb', '0017_collection_hnsw_recall'),
+        ("kb", "0017_collection_hnsw_recall"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='collection',
-            name='embedding_model',
-            field=models.CharField(choices=kb.embedding_models.choices, default='all-minilm-l6-v2', help_text='The model that embeds its sources and questions.', max_length=100),
+            model_name="collection",
+            name="embedding_model",
+            field=models.CharField(
+                choices=kb.embedding_models.choices,
+                default="all-minilm-l6-v2",
+                help_text="The model that embeds its sources and questions.",
+                max_length=100,
+            ),
         ),
     ]

@@ -4,58 +4,90 @@ from django.db import migrations
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('kb', '0023_embedding_per_model'),
+        ("kb", "0023_embedding_per_model"),
     ]
 
     operations = [
         migrations.AlterModelOptions(
-            name='apitoken',
-            options={'verbose_name': 'API token', 'verbose_name_plural': 'API tokens'},
+            name="apitoken",
+            options={"verbose_name": "API token", "verbose_name_plural": "API tokens"},
         ),
         migrations.AlterModelOptions(
-            name='chunk',
-            options={'ordering': ['source_id', 'chunk_index'], 'verbose_name': 'chunk', 'verbose_name_plural': 'chunks'},
+            name="chunk",
+            options={
+                "ordering": ["source_id", "chunk_index"],
+                "verbose_name": "chunk",
+                "verbose_name_plural": "chunks",
+            },
         ),
         migrations.AlterModelOptions(
-            name='collection',
-            options={'verbose_name': 'collection', 'verbose_name_plural': 'collections'},
+            name="collection",
+            options={
+                "verbose_name": "collection",
+                "verbose_name_plural": "collections",
+            },
         ),
         migrations.AlterModelOptions(
-            name='evalrun',
-            options={'verbose_name': 'evaluation run', 'verbose_name_plural': 'evaluation runs'},
+            name="evalrun",
+            options={
+                "verbose_name": "evaluation run",
+                "verbose_name_plural": "evaluation runs",
+            },
         ),
         migrations.AlterModelOptions(
-            name='goldencase',
-            options={'verbose_name': 'golden case', 'verbose_name_plural': 'golden cases'},
+            name="goldencase",
+            options={
+                "verbose_name": "golden case",
+                "verbose_name_plural": "golden cases",
+            },
         ),
         migrations.AlterModelOptions(
-            name='overflowrejection',
-            options={'ordering': ['source_id', 'chunk_index'], 'verbose_name': 'overflow rejection', 'verbose_name_plural': 'overflow rejections'},
+            name="overflowrejection",
+            options={
+                "ordering": ["source_id", "chunk_index"],
+                "verbose_name": "overflow rejection",
+                "verbose_name_plural": "overflow rejections",
+            },
         ),
         migrations.AlterModelOptions(
-            name='question',
-            options={'verbose_name': 'logged question', 'verbose_name_plural': 'question log'},
+            name="question",
+            options={
+                "verbose_name": "logged question",
+                "verbose_name_plural": "question log",
+            },
         ),
         migrations.AlterModelOptions(
-            name='replayreport',
-            options={'verbose_name': 'replay report', 'verbose_name_plural': 'replay reports'},
+            name="replayreport",
+            options={
+                "verbose_name": "replay report",
+                "verbose_name_plural": "replay reports",
+            },
         ),
         migrations.AlterModelOptions(
-            name='section',
-            options={'ordering': ['source_id', 'order'], 'verbose_name': 'section', 'verbose_name_plural': 'sections'},
+            name="section",
+            options={
+                "ordering": ["source_id", "order"],
+                "verbose_name": "section",
+                "verbose_name_plural": "sections",
+            },
         ),
         migrations.AlterModelOptions(
-            name='shadowindex',
-            options={'verbose_name': 'shadow index', 'verbose_name_plural': 'shadow indexes'},
+            name="shadowindex",
+            options={
+                "verbose_name": "shadow index",
+                "verbose_name_plural": "shadow indexes",
+            },
         ),
         migrations.AlterModelOptions(
-            name='source',
-            options={'verbose_name': 'source', 'verbose_name_plural': 'sources'},
+            name="source",
+            options={"verbose_name": "source", "verbose_name_plural": "sources"},
         ),
         migrations.AlterModelOptions(
-            name='term',
-            options={'verbose_name': 'term count', 'verbose_name_plural': 'term counts'},
+            name="term",
+            options={
+                "verbose_name": "term count",
+                "verbose_name_plural": "term counts",
+            },
         ),
     ]

@@ -35,10 +35,15 @@ class Reading:
 
     def pages_of(self, start: int, end: int) -> tuple[int, int] | None:
         """First and last page of the text between `start` and `end`."""
-        hit = [
-            p for p, s, e in self.pages or () if s < max(end, start + 1) and e > start
-        ]
-        return (min(hit), max(hit)) if hit else None
+        return pages_of(self.pages or (), start, end)
+
+
+def pages_of(pages, start: int, end: int) -> tuple[int, int] | None:
+    """First and last page of the text between `start` and `end`, by `pages`,
+    (page, start, end) ranges of that text (Reading.pages, Source.page_map);
+    None when no range holds it."""
+    hit = [p for p, s, e in pages if s < max(end, start + 1) and e > start]
+    return (min(hit), max(hit)) if hit else None
 
 
 def decoded_html(name: str, data: bytes) -> str | None:
