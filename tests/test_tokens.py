@@ -163,7 +163,7 @@ class TokenAdminTestCase(TestCase):
 
     def test_superusers_list_and_revoke_tokens(self):
         self.client.force_login(self.staff)
-        self.assertContains(self.client.get(reverse("admin:index")), "Api tokens")
+        self.assertContains(self.client.get(reverse("admin:index")), "API tokens")
         url = reverse("admin:kb_apitoken_changelist")
         response = self.client.get(url)
         self.assertContains(response, "ci")
@@ -183,4 +183,4 @@ class TokenAdminTestCase(TestCase):
         token = ApiToken.objects.get()
         change = reverse("admin:kb_apitoken_change", args=[token.pk])
         self.assertIn(self.client.get(change).status_code, (302, 403))
-        self.assertNotContains(self.client.get(reverse("admin:index")), "Api tokens")
+        self.assertNotContains(self.client.get(reverse("admin:index")), "API tokens")
