@@ -146,6 +146,9 @@ class Answer:
     answerer: str = "extractive"
     is_trustworthy: bool = True
     warnings: list[str] = field(default_factory=list)
+    # (word asked, word searched) of misspellings searched as the collection's
+    # word (kb.retrieval.spelling).
+    searched_for: list[tuple[str, str]] = field(default_factory=list)
 
     def parts(self) -> list[tuple[str, Citation | None]]:
         """The answer as (text, citation) pieces, for templates to link markers."""
@@ -962,8 +965,14 @@ def ask(collection, question: str, **options: Any) -> tuple[Result, Answer]:
     import time
 
     from kb import retrieval
+    from kb.retrieval import spelling
 
-    result = retrieval.retrieve(collection, question, **options)
+    # A misspelled word is searched as the collection's word it is close to
+    # (issue #28); the question stays as asked in the result and the log.
+    fixes = spelling.corrections(collection, retrieval.clean_question(question))
+    result = retrieval.retrieve(
+        collection, spelling.corrected(question, fixes), **options
+    )
     started = time.perf_counter()
     try:
         reply = answer(result)
@@ -986,6 +995,10 @@ def ask(collection, question: str, **options: Any) -> tuple[Result, Answer]:
             reply = _no_word_known(unknown)
         elif named:
             reply.warnings.append(_unknown_warning(named))
+    if fixes:
+        reply.searched_for = [(f.asked, f.searched) for f in fixes]
+        reply.warnings.insert(0, _searched_for(fixes))
+        result.question = retrieval.clean_question(question)
     add_pages(reply.citations)
     result.timings_ms["answer"] = round((time.perf_counter() - started) * 1000, 2)
     result.timings_ms["total"] = round(  # retrieval's wall clock, then the answer
@@ -1053,6 +1066,17 @@ def _unknown_warning(words: list[str]) -> str:
     ) % {"words": _named(words)}
 
 
+def _searched_for(fixes) -> str:
+    return ngettext(
+        "Searched for %(words)s: no source uses the word %(asked)s.",
+        "Searched for %(words)s: no source uses the words %(asked)s.",
+        len(fixes),
+    ) % {
+        "words": _named([f.searched for f in fixes]),
+        "asked": _named([f.asked for f in fixes]),
+    }
+
+
 def _no_word_known(words: list[str]) -> Answer:
     """A question none of whose words any source uses (another language, another
     product): the sentences an answer would quote share nothing with it."""
@@ -1100,6 +1124,7 @@ def as_json(result: Result, reply: Answer) -> dict[str, Any]:
         "answerer": reply.answerer,
         "trustworthy": reply.is_trustworthy,
         "warnings": reply.warnings,
+        "searched_for": [{"asked": a, "searched": s} for a, s in reply.searched_for],
         "citations": [c.as_dict() for c in reply.citations],
         "sections": [p.as_dict() for p in result.passages],
         "context_tokens": result.context_tokens,

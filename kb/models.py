@@ -731,6 +731,10 @@ class Term(models.Model):
                 name="term_collection_language_lexeme",
             )
         ]
+        indexes = [
+            # The collection's words near a misspelled one (retrieval.spelling).
+            GinIndex(fields=["lexeme"], opclasses=["gin_trgm_ops"], name="term_trgm"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.lexeme} ({self.chunks})"

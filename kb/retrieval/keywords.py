@@ -294,7 +294,7 @@ CROSS JOIN LATERAL (
 WHERE NOT found.common AND NOT found.known
 ORDER BY w.n
 """
-_QUESTION_WORD_RE = re.compile(r"\w[\w'-]*")
+QUESTION_WORD_RE = re.compile(r"\w[\w'-]*")
 MAX_UNKNOWN_CHECKED = 20  # words of a question looked up
 
 
@@ -309,7 +309,7 @@ def unknown_words(collection: Collection, question: str) -> tuple[list[str], int
     words = list(
         dict.fromkeys(
             word
-            for word in _QUESTION_WORD_RE.findall(question)
+            for word in QUESTION_WORD_RE.findall(question)
             if (len(word) > 2 or word.isdigit()) and word.casefold() not in STOPWORDS
         )
     )[:MAX_UNKNOWN_CHECKED]

@@ -1,0 +1,149 @@
+"""Misspelled question words (issue #28): a word no chunk of the collection
+holds, but one edit or two away from a word its chunks do hold, is searched as
+that word, and the answer says so ("trottling" is searched as "throttling").
+
+Candidates are the collection's counted lexemes (`kb_term`, per language, as
+keyword search stems them) that share trigrams with the word's own lexeme
+(pg_trgm, migration 0026); one is taken when its edit distance is small for
+the word's length, the most similar first, then the most used. The word put in
+the question is one the sources write: the first word of a chunk holding the
+lexeme that stems to it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.db import connection, transaction
+
+from kb.models import Collection
+from kb.retrieval import keywords
+
+MAX_CORRECTED = 3  # unknown words looked up per question
+MIN_LETTERS = 4  # shorter words are names, codes or abbreviations
+
+
+@dataclass(frozen=True)
+class Correction:
+    asked: str  # the word as the question has it
+    searched: str  # the collection's word it is searched as
+
+
+def corrections(collection: Collection, question: str) -> list[Correction]:
+    """The question's unknown words that are close misspellings of a word of
+    the collection, each with that word; none when the collection's words were
+    never counted."""
+    unknown, _ = keywords.unknown_words(collection, question)
+    found = []
+    for word in unknown[:MAX_CORRECTED]:
+        if len(word) < MIN_LETTERS or not word.isalpha():
+            continue
+        if (searched := _nearest_word(collection, word.casefold())) is not None:
+            found.append(Correction(word, searched))
+    return found
+
+
+def corrected(question: str, found: list[Correction]) -> str:
+    """The question with each corrected word replaced where it stands alone."""
+    words = {c.asked: c.searched for c in found}
+    if not words:
+        return question
+    return keywords.QUESTION_WORD_RE.sub(
+        lambda m: words.get(m.group(0), m.group(0)), question
+    )
+
+
+def max_edits(length: int) -> int:
+    """Edits a misspelling of a `length`-letter word may have: one up to eight
+    letters, two beyond. Two in a shorter word made other words of it
+    ("graphql" is "graph" and two letters)."""
+    return 1 if length <= 8 else 2
+
+
+def edit_distance(a: str, b: str) -> int:
+    """Levenshtein distance, with a transposition of neighbours as one edit."""
+    previous2: list[int] = []
+    previous = list(range(len(b) + 1))
+    for i, x in enumerate(a, 1):
+        current = [i]
+        for j, y in enumerate(b, 1):
+            cost = min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (x != y))
+            if i > 1 and j > 1 and x == b[j - 2] and a[i - 2] == y:
+                cost = min(cost, previous2[j - 2] + 1)
+            current.append(cost)
+        previous2, previous = previous, current
+    return previous[-1]
+
+
+# The word's lexeme in each language of the collection, and the counted lexemes
+# of that language sharing enough trigrams with it or with the word as written
+# (pg_trgm's `%`, its GIN index on kb_term), most similar first.
+_CANDIDATES = """
+SELECT q.config, l.lexeme, t.lexeme
+FROM unnest(%(configs)s::text[]) AS q(config)
+CROSS JOIN LATERAL (SELECT (tsvector_to_array(
+    to_tsvector(q.config::regconfig, %(word)s)))[1] AS lexeme) l
+JOIN kb_term t ON t.collection_id = %(collection)s
+     AND t.language = q.config::regconfig
+     AND (t.lexeme %% l.lexeme OR t.lexeme %% %(word)s)
+ORDER BY greatest(similarity(t.lexeme, l.lexeme), similarity(t.lexeme, %(word)s))
+         DESC, t.chunks DESC, t.lexeme
+LIMIT %(limit)s
+"""
+CANDIDATES = 5  # lexemes whose written word is compared with the asked one
+# Trigram similarity a candidate needs (pg_trgm's default is 0.3): two letters
+# swapped in a short word leave few trigrams in common ("pagniation" and
+# "pagination" as stemmed, 0.27); the edit distance decides.
+MIN_SIMILARITY = 0.2
+
+
+def _nearest_word(collection: Collection, word: str) -> str | None:
+    """The collection's written word closest to `word` (casefolded), when it is
+    within max_edits() of it, as written or as stemmed; else None."""
+    params = {
+        "configs": keywords.configs(collection),
+        "word": word,
+        "collection": collection.pk,
+        "limit": CANDIDATES,
+    }
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT set_config('pg_trgm.similarity_threshold', %s, true)",
+            [str(MIN_SIMILARITY)],
+        )
+        cursor.execute(_CANDIDATES, params)
+        rows = cursor.fetchall()
+    for config, own, lexeme in rows:
+        if not own or lexeme == own:
+            continue
+        written = _written_form(collection, config, lexeme)
+        if written is None or written[0] != word[0]:  # typos keep the first letter
+            continue
+        near = edit_distance(word, written) <= max_edits(len(word))
+        if near or edit_distance(own, lexeme) <= max_edits(len(own)):
+            return written
+    return None
+
+
+# A word some chunk of that language writes that stems to the lexeme: what the
+# question says instead (an English stem such as "throttl" is no word).
+_WRITTEN = """
+SELECT w FROM (
+    SELECT c.embedded_text FROM kb_chunk c
+    WHERE c.collection_id = %(collection)s::bigint
+      AND c.language = %(config)s::regconfig
+      AND c.search_vector @@ quote_literal(%(lexeme)s)::tsquery
+    ORDER BY c.id LIMIT 1
+) c CROSS JOIN LATERAL regexp_split_to_table(c.embedded_text, '[^[:alnum:]]+') w
+WHERE w <> '' AND to_tsvector(%(config)s::regconfig, w)
+      @@ quote_literal(%(lexeme)s)::tsquery
+LIMIT 1
+"""
+
+
+def _written_form(collection: Collection, config: str, lexeme: str) -> str | None:
+    params = {"collection": collection.pk, "config": config, "lexeme": lexeme}
+    with connection.cursor() as cursor:
+        cursor.execute(_WRITTEN, params)
+        row = cursor.fetchone()
+    return row[0].casefold() if row else None

@@ -1,0 +1,80 @@
+"""Misspelled question words searched as the collection's words (issue #28)."""
+
+from __future__ import annotations
+
+from django.test import SimpleTestCase, TestCase
+
+from kb import answering
+from kb.retrieval import keywords, spelling
+from kb.retrieval.spelling import Correction
+from tests.base import collection_of
+
+API_GUIDE = """# API guide
+
+## Throttling
+
+Throttling limits each client to 100 requests a minute. A client over the
+limit gets HTTP 429 and a Retry-After header saying when to try again.
+
+## Pagination
+
+Lists come in pages of 50 items; follow the `next` link for the next page.
+
+## Authentication
+
+Every request carries a token in the Authorization header.
+"""
+
+
+class EditDistanceTestCase(SimpleTestCase):
+    def test_it_counts_edits_and_swapped_neighbours(self):
+        self.assertEqual(spelling.edit_distance("trottl", "throttl"), 1)
+        self.assertEqual(spelling.edit_distance("pagniat", "paginat"), 1)  # swap
+        self.assertEqual(spelling.edit_distance("token", "token"), 0)
+        self.assertEqual(spelling.edit_distance("kafka", "token"), 5)
+
+    def test_short_words_allow_one_edit_long_ones_two(self):
+        self.assertEqual(spelling.max_edits(8), 1)
+        self.assertEqual(spelling.max_edits(9), 2)
+
+    def test_it_replaces_whole_words_only(self):
+        fixes = [Correction("trottling", "throttling")]
+        self.assertEqual(
+            spelling.corrected("how does trottling work, trottlingx?", fixes),
+            "how does throttling work, trottlingx?",
+        )
+
+
+class MisspellingTestCase(TestCase):
+    @classmethod
+    def setUpTestData(cls):
+        cls.collection = collection_of("API", {"api-guide.md": API_GUIDE})
+        keywords.count_terms(cls.collection)
+
+    def test_a_misspelled_word_is_searched_as_the_collections_word(self):
+        result, reply = answering.ask(self.collection, "how does trottling work")
+        self.assertEqual(reply.searched_for, [("trottling", "throttling")])
+        self.assertNotEqual(reply.answerer, "none")
+        self.assertIn("Throttling limits each client", reply.text)
+        self.assertTrue(reply.warnings[0].startswith("Searched for “throttling”"))
+        self.assertEqual(result.question, "how does trottling work")  # as asked
+        body = answering.as_json(result, reply)
+        self.assertEqual(
+            body["searched_for"], [{"asked": "trottling", "searched": "throttling"}]
+        )
+
+    def test_two_swapped_letters_are_one_edit(self):
+        _, reply = answering.ask(self.collection, "How big is a pagniation page?")
+        self.assertEqual(reply.searched_for, [("pagniation", "pagination")])
+
+    def test_a_word_far_from_every_word_is_not_corrected(self):
+        _, reply = answering.ask(self.collection, "How do I configure Kafka consumers?")
+        self.assertEqual(reply.searched_for, [])
+        # A name two letters longer than a word of the sources stays a name.
+        _, reply = answering.ask(self.collection, "Is there a pagesql endpoint?")
+        self.assertEqual(reply.searched_for, [])
+
+    def test_a_known_word_is_never_corrected(self):
+        _, reply = answering.ask(self.collection, "What does the token header hold?")
+        self.assertEqual(reply.searched_for, [])
+        self.assertFalse(any("Searched for" in w for w in reply.warnings))
