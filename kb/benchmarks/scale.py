@@ -374,10 +374,11 @@ def build_real(
 _COPY_SOURCES = """
 INSERT INTO kb_source (collection_id, title, is_title_auto, file, file_name, text,
     content_hash, metadata, status, error, progress, version, indexed_version,
-    stats, reader_summary, language, detected_language, created, updated, indexed)
+    stats, reader_summary, page_map, language, detected_language, created, updated,
+    indexed)
 SELECT %(target)s, title, is_title_auto, '', %(prefix)s || file_name, text,
     content_hash, metadata, status, error, progress, version, indexed_version,
-    '{}', reader_summary, language, detected_language, now(), now(), now()
+    '{}', reader_summary, page_map, language, detected_language, now(), now(), now()
 FROM kb_source WHERE collection_id = %(origin)s
 """
 _COPY_SECTIONS = f"""
