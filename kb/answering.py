@@ -37,7 +37,7 @@ from kb.rendering import CELL_SPLIT_RE, is_table_row
 from kb.retrieval import Location, Passage, Result, heading_label, keywords
 from kb.retrieval.question import STOPWORDS
 from kb.retrieval.tables import header_line, is_delimiter_line
-from kb.sentences import block_around, code_blocks, units, widened
+from kb.sentences import block_around, code_blocks, is_list_item, units, widened
 
 logger = logging.getLogger(__name__)
 
@@ -58,6 +58,10 @@ MAX_CODE_BLOCKS = 2  # code blocks an answer quotes: more bury its words (QA ove
 MAX_INTRO_CODE = 1200  # characters of code a chosen "...:" sentence brings along
 MAX_CODE_GROWTH = 3000  # characters of a code block a location cutting it grows to
 MAX_BARE_INTRO_WORDS = 3  # "Default:", "For example:": left out with nothing after
+# A chosen sentence that introduces a list ("...include the following:") brings
+# its items along, the list whole while it stays within these (issue #28).
+MAX_INTRO_ITEMS = 12
+MAX_INTRO_LIST_WORDS = 150
 MIN_STEM = 3  # letters a word keeps when _stem strips a suffix
 
 _WORD_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9'_-]*")
@@ -586,6 +590,13 @@ def _with_what_they_introduce(
             kept.append(s)
             continue
         after = following.get(id(s))
+        if items := _list_after(s, following):
+            kept.append(s)
+            for item in items:
+                if item not in chosen and item not in kept:
+                    item.score = s.score
+                    kept.append(item)
+            continue
         attach = (
             after is not None
             and _has_code(after.text)
@@ -602,6 +613,24 @@ def _with_what_they_introduce(
         elif len(s.text.split()) > MAX_BARE_INTRO_WORDS:
             kept.append(s)
     return kept or chosen
+
+
+def _list_after(intro: Sentence, following: dict[int, Sentence]) -> list[Sentence]:
+    """The items of the list right after `intro`, the whole list when it has at
+    most MAX_INTRO_ITEMS items of MAX_INTRO_LIST_WORDS words in all (a longer
+    one: none, the intro then stands as any sentence does)."""
+    items: list[Sentence] = []
+    words = 0
+    s = intro
+    while (after := following.get(id(s))) is not None and is_list_item(after.text):
+        if _text_between(s, after).strip():
+            break
+        items.append(after)
+        words += len(after.text.split())
+        if len(items) > MAX_INTRO_ITEMS or words > MAX_INTRO_LIST_WORDS:
+            return []
+        s = after
+    return items
 
 
 def _is_title_line(s: Sentence) -> bool:
@@ -645,6 +674,12 @@ def _answer_text(chosen: list[Sentence]) -> str:
                 f"{_one_line(s.text)}\n\n{_one_line(after.text)}\n{markers}\n\n"
             )
             continue
+        items = _items_after(chosen, i, s) if len(group) == 1 else []
+        if items:  # "...the following:" and its list, as a list (issue #28)
+            i += len(items)
+            lines = "\n".join(_one_line(item.text.strip()) for item in items)
+            pieces.append(f"{_one_line(s.text)} {markers}\n\n{lines}\n\n")
+            continue
         if len(group) == 1 and _has_code(s.text):
             # A block of its own: a fence opens a line, and a closing fence has
             # nothing after it (a marker there would open a new block).
@@ -655,6 +690,20 @@ def _answer_text(chosen: list[Sentence]) -> str:
             continue
         pieces += _table_pieces(group)
     return " ".join(pieces).strip()
+
+
+def _items_after(chosen: list[Sentence], i: int, intro: Sentence) -> list[Sentence]:
+    """The list items chosen[i:] starts with that `intro` ("...:") introduces:
+    of its location and its citation."""
+    if not intro.text.rstrip().endswith(":") or _has_code(intro.text):
+        return []
+    items = []
+    for s in chosen[i:]:
+        if not (is_list_item(s.text) and s.location is intro.location
+                and s.citation == intro.citation):  # fmt: skip
+            break
+        items.append(s)
+    return items
 
 
 def _table_pieces(group: list[Sentence]) -> list[str]:

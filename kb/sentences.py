@@ -89,6 +89,11 @@ def _kind(text: str, pos: int) -> str:
     return "text"
 
 
+def is_list_item(unit: str) -> bool:
+    """Whether a unit (units()) is a list item: its marker, then its text."""
+    return bool(_ITEM_RE.match(unit.lstrip()))
+
+
 def units(text: str, start: int, end: int) -> list[tuple[int, int]]:
     """The units of text[start:end] (_scan)."""
     return _scan(text, start, end)[0]

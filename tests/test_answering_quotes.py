@@ -400,3 +400,53 @@ class DeletedSourceWordsTestCase(TransactionTestCase):
         base.run_burst_worker()  # the recount the deletion queued
         reply = answering.ask(collection, "When does the keeper feed the zorblax?")[1]
         self.assertIn("“zorblax”", " ".join(reply.warnings))
+
+
+OPEN_SOURCE = """# Running an open source project
+
+## Documentation
+
+Every project should include the following documentation:
+
+- A README that says what the project does and how to start
+- A contributing guide for people who want to help
+- A code of conduct that sets the rules of the community
+- A license file that says how the code may be used
+
+Keep them in the root of the repository, where people look first.
+
+## Releases
+
+Tag every release and write down what changed since the last one.
+"""
+
+
+class ListIntroTestCase(TestCase):
+    """A sentence that introduces a list comes with the list, quoted as a list
+    (issue #28)."""
+
+    @classmethod
+    def setUpTestData(cls):
+        cls.guide = base.collection_of("Guide", {"open-source.md": OPEN_SOURCE})
+        keywords.count_terms(cls.guide)
+
+    def test_the_list_is_quoted_whole_after_its_introduction(self):
+        _, reply = answering.ask(
+            self.guide, "What documentation should every open source project include?"
+        )
+        intro = "Every project should include the following documentation:"
+        self.assertIn(intro, reply.text)
+        items = [
+            "- A README that says what the project does and how to start",
+            "- A contributing guide for people who want to help",
+            "- A code of conduct that sets the rules of the community",
+            "- A license file that says how the code may be used",
+        ]
+        after = reply.text[reply.text.index(intro) :]
+        self.assertIn("\n\n" + "\n".join(items) + "\n", after)
+        cited = [c for c in reply.citations if c.heading_path.endswith("Documentation")]
+        text = self.guide.sources.get().text
+        self.assertTrue(
+            any(items[-1][2:] in text[c.start : c.end] for c in cited),
+            "the citation covers the list",
+        )

@@ -284,10 +284,13 @@ class DemoAnswerSentencesTestCase(base.DemoTestCase):
                 )
             if not any(answering._has_code(s.text) for s in reply.sentences):
                 # A line breaks only between the lines of a quoted table (rows
-                # under their header line, then their markers), never inside a
-                # sentence.
+                # under their header line, then their markers) or of a quoted
+                # list (its items, issue #28), never inside a sentence.
                 for paragraph in re.split(r"\n\s*\n", reply.text):
-                    *rows, last = paragraph.strip().split("\n")
+                    lines = paragraph.strip().split("\n")
+                    if all(sentences.is_list_item(line) for line in lines):
+                        continue
+                    *rows, last = lines
                     for line in rows:
                         self.assertTrue(line.startswith("|"), case.external_id)
                     if rows:
