@@ -100,6 +100,7 @@ def _row(run: EvalRun, floor: float | None) -> dict[str, Any]:
         "below_floor": _below(run, floor),
         "raises_floor": _raises(run, floor),
         "summary": _config_summary(run.config),
+        "answer_all_spans": answer_all_spans_rate(run.aggregate),
     }
 
 
@@ -186,10 +187,33 @@ def _details(run: EvalRun, floor: float | None) -> dict[str, Any]:
         "summary": _config_summary(run.config),
         "by_kind": sorted(run.aggregate.get("by_kind", {}).items()),
         "real_questions": run.aggregate.get("real_questions") or {"n": 0},
-        "failed": [c for c in run.cases if not c["hit"]],
+        "failed": failed_cases(run.cases),
         "below_floor": _below(run, floor),
         "regressions": evaluation.regressions(run),
     }
+
+
+def failed_cases(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The run's cases that failed, each with `missed_by`: "retrieval" when the
+    context lacked a required span, "answer" when the context held them all but
+    the extractive answer did not quote them all (issue #28: the staff member
+    reads an answer without the fact that sits in a section below it)."""
+    failed = []
+    for case in cases:
+        answer = case.get("answer") or {}
+        if not case["hit"]:
+            failed.append({**case, "missed_by": "retrieval"})
+        elif answer and answer["spans_quoted"] < answer["spans"]:
+            failed.append({**case, "missed_by": "answer"})
+    return failed
+
+
+def answer_all_spans_rate(aggregate: dict[str, Any]) -> float | None:
+    """The share of cases whose answer quotes every required span; None for a
+    run made before answers were measured."""
+    if "answer_all_spans" not in aggregate or not aggregate.get("n"):
+        return None
+    return aggregate["answer_all_spans"] / aggregate["n"]
 
 
 def _comparison(runs: list[EvalRun], a: str | None, b: str | None) -> dict | None:

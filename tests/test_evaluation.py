@@ -617,3 +617,56 @@ class LiveConfigurationTestCase(DemoTestCase):
         page = self.client.get(url, {"a": done.pk, "b": done.pk})
         self.assertContains(page, "Choose two different runs")
         self.assertNotContains(page, "within noise")
+
+
+class AnswerFiguresTestCase(TestCase):
+    """The dashboard shows how the answer did, beside retrieval, and says of a
+    failed case whether retrieval or the answer missed (issue #28)."""
+
+    def test_a_case_whose_retrieval_holds_but_whose_answer_misses_is_shown(self):
+        staff, _, _ = make_users()
+        collection = Collection.objects.create(name="Answers")
+        cases = [
+            {"id": "found", "question": "Found and quoted?", "kind": "tail",
+             "hit": True, "partial": 1.0, "retrieved": [],
+             "answer": {"spans": 1, "spans_quoted": 1, "sentences": 2,
+                        "on_evidence": 1, "words": 30}},
+            {"id": "list", "question": "Which documents?", "kind": "tail",
+             "hit": True, "partial": 1.0, "retrieved": [],
+             "answer": {"spans": 2, "spans_quoted": 1, "sentences": 3,
+                        "on_evidence": 1, "words": 50}},
+            {"id": "lost", "question": "Not retrieved?", "kind": "tail",
+             "hit": False, "partial": 0.5, "retrieved": [],
+             "answer": {"spans": 2, "spans_quoted": 0, "sentences": 3,
+                        "on_evidence": 0, "words": 40}},
+        ]  # fmt: skip
+        aggregate = {
+            "k": 5, "n": 3, "recall_at_k": 2 / 3, "answer_span_recall": 0.5,
+            "answer_all_spans": 1, "answer_precision": 0.25, "answer_words_mean": 40.0,
+        }  # fmt: skip
+        run = EvalRun.objects.create(
+            collection=collection, status="done", cases=cases, aggregate=aggregate
+        )
+        old = EvalRun.objects.create(  # made before answers were measured
+            collection=collection, status="done", cases=cases[:1],
+            aggregate={"k": 5, "n": 1, "recall_at_k": 1.0},
+        )  # fmt: skip
+        self.client.force_login(staff)
+        page = self.client.get(
+            reverse("admin:kb_evalrun_dashboard"),
+            {"collection": collection.pk, "run": run.pk},
+        )
+        self.assertContains(page, "answer all spans")
+        figures = page.content.decode().split(f"#{run.pk}</a>")[1].split("</tr>")[0]
+        for cell in ("<td>0.500</td>", "<td>0.333</td>", "<td>0.250</td>"):
+            self.assertIn(cell, figures)
+        self.assertContains(page, "quotes <strong>0.500</strong> of the required spans")
+        self.assertContains(page, "(all of them in 1 of 3 cases)")
+        self.assertContains(page, "Failed cases (2)")
+        self.assertContains(
+            page, "retrieval held every span; the answer missed: it quotes 1 of 2"
+        )
+        self.assertContains(page, "retrieval missed: 0.50 of spans covered")
+        self.assertNotContains(page, "<strong>found</strong>")
+        row = page.content.decode().split(f"#{old.pk}</a>")[1].split("</tr>")[0]
+        self.assertEqual(row.count("<td>–</td>"), 3)
