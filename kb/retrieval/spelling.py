@@ -19,7 +19,8 @@ from django.db import connection, transaction
 from kb.models import Collection
 from kb.retrieval import keywords
 
-MAX_CORRECTED = 3  # unknown words looked up per question
+# Unknown words a question may have and still be looked up: more is no typo.
+MAX_CORRECTED = 2
 MIN_LETTERS = 4  # shorter words are names, codes or abbreviations
 
 
@@ -34,8 +35,12 @@ def corrections(collection: Collection, question: str) -> list[Correction]:
     the collection, each with that word; none when the collection's words were
     never counted."""
     unknown, _ = keywords.unknown_words(collection, question)
+    if len(unknown) > MAX_CORRECTED:
+        # Many words no source uses (another language, another topic): no slip
+        # of the keyboard, and each lookup costs queries.
+        return []
     found = []
-    for word in unknown[:MAX_CORRECTED]:
+    for word in unknown:
         if len(word) < MIN_LETTERS or not word.isalpha():
             continue
         if (searched := _nearest_word(collection, word.casefold())) is not None:
@@ -90,7 +95,7 @@ ORDER BY greatest(similarity(t.lexeme, l.lexeme), similarity(t.lexeme, %(word)s)
          DESC, t.chunks DESC, t.lexeme
 LIMIT %(limit)s
 """
-CANDIDATES = 5  # lexemes whose written word is compared with the asked one
+CANDIDATES = 3  # lexemes whose written word is compared with the asked one
 # Trigram similarity a candidate needs (pg_trgm's default is 0.3): two letters
 # swapped in a short word leave few trigrams in common ("pagniation" and
 # "pagination" as stemmed, 0.27); the edit distance decides.
@@ -133,7 +138,7 @@ SELECT w FROM (
     WHERE c.collection_id = %(collection)s::bigint
       AND c.language = %(config)s::regconfig
       AND c.search_vector @@ quote_literal(%(lexeme)s)::tsquery
-    ORDER BY c.id LIMIT 1
+    LIMIT 1
 ) c CROSS JOIN LATERAL regexp_split_to_table(c.embedded_text, '[^[:alnum:]]+') w
 WHERE w <> '' AND to_tsvector(%(config)s::regconfig, w)
       @@ quote_literal(%(lexeme)s)::tsquery
