@@ -1018,7 +1018,9 @@ def ask(collection, question: str, **options: Any) -> tuple[Result, Answer]:
 
     # A misspelled word is searched as the collection's word it is close to
     # (issue #28); the question stays as asked in the result and the log.
-    fixes = spelling.corrections(collection, retrieval.clean_question(question))
+    asked = retrieval.clean_question(question)
+    unknown, checked = keywords.unknown_words(collection, asked)
+    fixes = spelling.corrections(collection, unknown)
     result = retrieval.retrieve(
         collection, spelling.corrected(question, fixes), **options
     )
@@ -1032,7 +1034,8 @@ def ask(collection, question: str, **options: Any) -> tuple[Result, Answer]:
             % {"problem": exc}
         )
     if reply.answerer != "none":  # not declined: say what it cannot be about
-        unknown, checked = keywords.unknown_words(collection, result.question)
+        if fixes:  # the question searched is not the one asked
+            unknown, checked = keywords.unknown_words(collection, result.question)
         language = _question_language(collection, result)
         vocabulary = _vocabulary(collection.embedding_model)
         named = [
@@ -1047,7 +1050,7 @@ def ask(collection, question: str, **options: Any) -> tuple[Result, Answer]:
     if fixes:
         reply.searched_for = [(f.asked, f.searched) for f in fixes]
         reply.warnings.insert(0, _searched_for(fixes))
-        result.question = retrieval.clean_question(question)
+        result.question = asked
     add_pages(reply.citations)
     result.timings_ms["answer"] = round((time.perf_counter() - started) * 1000, 2)
     result.timings_ms["total"] = round(  # retrieval's wall clock, then the answer

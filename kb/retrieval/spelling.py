@@ -30,11 +30,9 @@ class Correction:
     searched: str  # the collection's word it is searched as
 
 
-def corrections(collection: Collection, question: str) -> list[Correction]:
-    """The question's unknown words that are close misspellings of a word of
-    the collection, each with that word; none when the collection's words were
-    never counted."""
-    unknown, _ = keywords.unknown_words(collection, question)
+def corrections(collection: Collection, unknown: list[str]) -> list[Correction]:
+    """Of a question's `unknown` words (keywords.unknown_words), those that are
+    close misspellings of a word of the collection, each with that word."""
     if len(unknown) > MAX_CORRECTED:
         # Many words no source uses (another language, another topic): no slip
         # of the keyboard, and each lookup costs queries.
