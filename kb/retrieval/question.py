@@ -112,27 +112,20 @@ def _check_window(question: str, embedder: embedding.Embedder) -> None:
         )
 
 
-def embed_question(question: str, collection):
-    """The question's vector in the collection's model, its query prompt before
-    it (e5's `query: `)."""
-    embedder = _embedder(collection)
-    _check_window(question, embedder)
-    return embedder.embed_query(question)
-
-
 # Embedding the question while the keyword leg runs (issue #27): the model
 # releases the GIL while it computes, and the keyword search waits on
 # PostgreSQL, so the two overlap (multilingual-e5-small takes 10-15 ms, as long
 # as keyword search in four languages). Database work stays on the caller's
 # thread and connection, so it sees the caller's transaction.
 EMBED_THREADS = 4
-_pool: tuple[int, ThreadPoolExecutor] | None = None
+_pool: ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
 
 
 def embed_question_soon(question: str, collection) -> Future:
-    """embed_question() started on a background thread: a future of (vector,
-    milliseconds the embedding took). The window is checked here, so a
+    """The question's vector in the collection's model (its query prompt
+    before it, e5's `query: `), computed on a background thread: a future of
+    (vector, milliseconds the embedding took). The window is checked here, so a
     question too long raises QuestionError at once, on the caller's thread."""
     embedder = _embedder(collection)
     _check_window(question, embedder)
@@ -146,20 +139,18 @@ def _timed_query(embedder: embedding.Embedder, question: str):
 
 
 def _threads() -> ThreadPoolExecutor:
-    """This process's pool. A pool made before a fork (an RQ work horse) has no
-    threads in the child and would never run anything: each process makes its
-    own."""
+    """This process's pool, made on first use."""
     global _pool
     with _pool_lock:
-        if _pool is None or _pool[0] != os.getpid():
-            _pool = (
-                os.getpid(),
-                ThreadPoolExecutor(EMBED_THREADS, thread_name_prefix="kb-question"),
-            )
-        return _pool[1]
+        if _pool is None:
+            _pool = ThreadPoolExecutor(EMBED_THREADS, thread_name_prefix="kb-question")
+        return _pool
 
 
 def _after_fork() -> None:
+    """A pool made before a fork (an RQ work horse) has no threads in the child
+    and would never run anything, and its lock may be held: the child makes its
+    own."""
     global _pool, _pool_lock
     _pool, _pool_lock = None, threading.Lock()
 
