@@ -427,7 +427,7 @@ KB_ASK_PER_MINUTE = envint("KB_ASK_PER_MINUTE", 30)
 # only REMOTE_ADDR (a client can write any X-Forwarded-For it likes).
 KB_TRUSTED_PROXIES = envint("KB_TRUSTED_PROXIES", 0)
 
-# --- Optional LLM answerer behind an OpenAI-compatible API (kb/answering.py, issue #6)
+# --- Optional LLM answerer behind an OpenAI-compatible API (kb/llm.py, issue #6)
 KB_LLM_URL = os.environ.get("KB_LLM_URL", "")
 KB_LLM_MODEL = os.environ.get("KB_LLM_MODEL", "")
 KB_LLM_API_KEY = os.environ.get("KB_LLM_API_KEY", "")

@@ -1,191 +1,101 @@
-"""Retrieved passages -> an answer whose every sentence cites where it came from.
+"""Question -> answer: retrieval, the configured answerer, and what only the
+database knows about the answer's citations.
 
-The default answerer is extractive: it picks the sentences of the context that best
-answer the question and returns them in document order, each followed by a marker
-[n]. A citation resolves to a source, a heading path, chunk indexes and the exact
-character range of the cited sentences. An optional LLM answerer (an
-OpenAI-compatible HTTP API) is checked the same way: unknown markers are removed
-and an answer without citations is flagged as untrustworthy.
+ask() runs it all: it searches a misspelled word as the collection's word
+(kb.retrieval.spelling), retrieves, answers with the LLM (kb.llm) when
+KB_LLM_URL is set, else, or when the LLM fails, extractively (kb.answerer),
+unless the collection comes nowhere near the question (off_topic), warns of
+the question's words no source uses, then fills in the citations (links,
+chunk indexes, pages) in a query or two each (complete_citations). as_json is
+the shape of the API's answers.
 """
 
 from __future__ import annotations
 
-import bisect
 import functools
-import http.client
-import ipaddress
-import json
-import logging
-import math
-import re
-import textwrap
-import urllib.parse
-import urllib.request
-from dataclasses import dataclass, field
+import time
 from typing import Any
 
-import numpy as np
 from django.conf import settings
+from django.db.models import Q
 from django.urls import reverse
 from django.utils import formats
-from django.utils.translation import gettext, gettext_lazy, ngettext
+from django.utils.translation import gettext, ngettext
 
-from kb import embedding, embedding_models, languages
-from kb.parsing import TEXT_EXTENSIONS, html_text
+from kb import answerer, embedding, embedding_models, languages, llm, retrieval
+from kb.answerer import Answer, Citation
+from kb.models import Chunk, Section, Source
 from kb.readers.reading import pages_of
-from kb.rendering import CELL_SPLIT_RE, is_table_row
-from kb.retrieval import Location, Passage, Result, heading_label, keywords
-from kb.retrieval.question import STOPWORDS
-from kb.retrieval.tables import header_line, is_delimiter_line
-from kb.sentences import block_around, code_blocks, is_list_item, units, widened
-
-logger = logging.getLogger(__name__)
-
-MAX_SENTENCES = 6
-MAX_ANSWER_WORDS = 170
-TOP_LOCATIONS = 3  # each of these contributes its best sentence
-LLM_TIMEOUT_S = 60
-# A sentence's score (_score): the idf of the question's words it holds, plus
-HEADING_WEIGHT = 0.5  # times the idf of those only its heading path holds;
-CAVEAT_BOOST = 1.3  # times this when it states an exception (_CAVEATS);
-RANK_DECAY = 0.15  # over 1 + this per rank below the best-ranked passage.
-KEEP_SHARE = 0.35  # _choose adds sentences scoring at least this share of the best
-# A location besides the best one needs this many of the question's words (fewer
-# when the question has fewer): one rare shared word ("often" in "How often should
-# I inspect a beehive?" and in "the questions people ask most often") is chance.
-MIN_SHARED_WORDS = 2
-MAX_CODE_BLOCKS = 2  # code blocks an answer quotes: more bury its words (QA over DRF)
-MAX_INTRO_CODE = 1200  # characters of code a chosen "...:" sentence brings along
-MAX_CODE_GROWTH = 3000  # characters of a code block a location cutting it grows to
-MAX_BARE_INTRO_WORDS = 3  # "Default:", "For example:": left out with nothing after
-# A chosen sentence that introduces a list ("...include the following:") brings
-# its items along, the list whole while it stays within these (issue #28).
-MAX_INTRO_ITEMS = 12
-MAX_INTRO_LIST_WORDS = 150
-MIN_STEM = 3  # letters a word keeps when _stem strips a suffix
-
-_WORD_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9'_-]*")
-# An operator on its own: between spaces, quotes or backticks, not in a word or a
-# run of symbols ("^" and "`=`", not "==>" or "a=b").
-_SYMBOL_RE = re.compile(
-    r"(?<![\w^$=@#~%&+<>*|!/\\-])[`'\"]?([\^$=@#~%&+<>]{1,2})[`'\"]?"
-    r"(?![\w^$=@#~%&+<>*|!/\\-])"
-)
-_MARKER_RE = re.compile(r"\[(\d{1,3})\]")
-_WORD_CHAR_RE = re.compile(r"\w")
-# Words that turn a rule into an exception: such sentences answer "when/should".
-_CAVEATS = re.compile(
-    r"\b(except|unless|instead|however|only if|only when|do not|don't|never|but)\b",
-    re.IGNORECASE,
-)
+from kb.retrieval import keywords, spelling
+from kb.retrieval.passages import Passage, Result
 
 
-class AnswerError(Exception):
-    """The answerer could not produce an answer (e.g. the LLM service failed).
-
-    Its message is shown to askers: say what happened, never the raw error.
-    """
-
-
-SERVICE_UNAVAILABLE = gettext_lazy("The answer service is unavailable")
-
-
-@dataclass
-class Citation:
-    n: int
-    source_id: int
-    source: str
-    file: str
-    section_id: int
-    heading_path: str
-    chunk_indexes: list[int]
-    start: int
-    end: int
-    url: str = ""
-    # The page of the original file (PDF sources) its first cited character is
-    # on, "20", else "" (add_pages); `page` the same as a number, for links.
-    pages: str = ""
-    page: int | None = None
-
-    @property
-    def label(self) -> str:
-        return heading_label(self.source, self.heading_path)
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "n": self.n,
-            "source": self.source,
-            "file": self.file,
-            "heading_path": self.heading_path,
-            "chunk_indexes": self.chunk_indexes,
-            "start": self.start,
-            "end": self.end,
-            "url": self.url,
-            "section_id": self.section_id,
-            "source_id": self.source_id,
-            "pages": self.pages or None,
-            "page": self.page,
-        }
+def ask(collection, question: str, **options: Any) -> tuple[Result, Answer]:
+    """Retrieve, then answer (answer); an LLM failure falls back to the
+    extractive answer. The citations come complete (complete_citations)."""
+    # A misspelled word is searched as the collection's word it is close to
+    # (issue #28); the question stays as asked in the result and the log.
+    asked = retrieval.clean_question(question)
+    unknown, checked = keywords.unknown_words(collection, asked)
+    fixes = spelling.corrections(collection, unknown)
+    result = retrieval.retrieve(
+        collection, spelling.corrected(question, fixes), **options
+    )
+    started = time.perf_counter()
+    configs = configs_of(result.passages)
+    reply = _answer_or_fall_back(result, configs)
+    if reply.answerer != "none":  # not declined: say what it cannot be about
+        if fixes:  # the question searched is not the one asked
+            unknown, checked = keywords.unknown_words(collection, result.question)
+        reply = _warn_of_unknown(collection, result, reply, unknown, checked, configs)
+    if fixes:
+        reply.searched_for = [(f.asked, f.searched) for f in fixes]
+        reply.warnings.insert(0, _searched_for(fixes))
+        result.question = asked
+    complete_citations(reply)
+    result.timings_ms["answer"] = round((time.perf_counter() - started) * 1000, 2)
+    result.timings_ms["total"] = round(  # retrieval's wall clock, then the answer
+        result.timings_ms.get("total", 0.0) + result.timings_ms["answer"], 2
+    )
+    return result, reply
 
 
-@dataclass
-class Sentence:
-    text: str
-    start: int
-    end: int
-    passage: Passage
-    location: Location
-    score: float = 0.0
-    citation: int = 0
-    # A table's line: the start of its table's header line (_headers_of), else None.
-    table: int | None = None
-    shared: int = 0  # question words in the sentence or its heading path (_score)
-
-
-@dataclass
-class Answer:
-    text: str
-    citations: list[Citation]
-    sentences: list[Sentence] = field(default_factory=list)
-    answerer: str = "extractive"
-    is_trustworthy: bool = True
-    warnings: list[str] = field(default_factory=list)
-    # (word asked, word searched) of misspellings searched as the collection's
-    # word (kb.retrieval.spelling).
-    searched_for: list[tuple[str, str]] = field(default_factory=list)
-
-    def parts(self) -> list[tuple[str, Citation | None]]:
-        """The answer as (text, citation) pieces, for templates to link markers."""
-        return marked_parts(self.text, {c.n: c for c in self.citations})
-
-
-def marked_parts(text: str, by_n: dict[int, Any]) -> list[tuple[str, Any]]:
-    """`text` as (text, citation) pieces: each [n] marker with its citation in
-    `by_n`, the text between with None (a marker citing nothing stays text).
-    The ask page and a logged answer's pages show answers so (kb/_answer.html)."""
-    pieces: list[tuple[str, Any]] = []
-    last = 0
-    for match in _MARKER_RE.finditer(text):
-        cite = by_n.get(int(match.group(1)))
-        if cite is not None:
-            pieces.append((text[last : match.start()], None))
-            pieces.append((match.group(0), cite))
-            last = match.end()
-    pieces.append((text[last:], None))
-    return [(t, c) for t, c in pieces if t]
-
-
-# --- the extractive answerer ------------------------------------------------------
-
-
-def answer(result: Result) -> Answer:
+def answer(result: Result, configs: dict[int, str] | None = None) -> Answer:
     """Answer with the configured answerer (LLM when KB_LLM_URL is set), unless the
-    collection comes nowhere near the question (off_topic)."""
+    collection comes nowhere near the question (off_topic). `configs`: each
+    passage's text-search configuration (configs_of), read when not given.
+    The citations are not complete yet (complete_citations); llm.AnswerError
+    when the LLM fails."""
     if (refusal := off_topic(result)) is not None:
         return refusal
-    if settings.KB_LLM_URL:
-        return llm_answer(result)
-    return extractive_answer(result)
+    if settings.KB_LLM_URL and result.passages:
+        return llm.answer(result)
+    if configs is None:
+        configs = configs_of(result.passages)
+    return answerer.extractive_answer(result, configs)
+
+
+def _answer_or_fall_back(result: Result, configs: dict[int, str]) -> Answer:
+    try:
+        return answer(result, configs)
+    except llm.AnswerError as exc:
+        reply = answerer.extractive_answer(result, configs)
+        reply.warnings.append(
+            gettext("%(problem)s; showing the retrieved passages instead.")
+            % {"problem": exc}
+        )
+        return reply
+
+
+def configs_of(passages: list[Passage]) -> dict[int, str]:
+    """The text-search configuration each passage is read in, by id(passage)
+    (kb.answerer.passage_configs), its sources' languages read in one query."""
+    ids = {p.source_id for p in passages}
+    rows = Source.objects.filter(pk__in=ids).values_list(
+        "pk", "language", "detected_language"
+    )
+    chosen = {pk: (language, detected) for pk, language, detected in rows}
+    return answerer.passage_configs(passages, chosen)
 
 
 def off_topic(result: Result) -> Answer | None:
@@ -229,609 +139,47 @@ def _declined(why: str) -> Answer:
     )
 
 
-def extractive_answer(result: Result) -> Answer:
-    sentences = [s for p in result.passages for s in split_sentences(p)]
-    if not sentences:
-        return Answer(
-            text=gettext("Nothing in this collection matches the question."),
-            citations=[],
-            is_trustworthy=False,
-            warnings=[gettext("No context was retrieved.")],
-        )
-    asked = _score(sentences, result.question)
-    if _by_meaning(sentences, result):
-        asked = MIN_SHARED_WORDS
-    headers = [s for s in sentences if s.passage.is_header]
-    rows = [s for s in sentences if not s.passage.is_header]
-    answerable = [
-        s
-        for s in rows
-        if not _is_title_line(s) and not _is_markup(s) and not _is_header_row(s)
-    ]
-    chosen = _choose(answerable or rows or sentences, asked)
-    chosen = _with_what_they_introduce(chosen, sentences)
-    chosen += _headers_of(chosen, headers)
-    _best_first(chosen)
-    citations = _cite(chosen)
-    return Answer(text=_answer_text(chosen), citations=citations, sentences=chosen)
+def complete_citations(reply: Answer) -> None:
+    """Fill in what the citations need from the database: their links
+    (link_citations), an extractive answer's chunk indexes (cover_chunks) and
+    PDF pages (add_pages); a query or two each, for all the citations."""
+    if reply.answerer == "extractive":
+        cover_chunks(reply.citations)
+    link_citations(reply.citations)
+    add_pages(reply.citations)
 
 
-def split_sentences(passage: Passage) -> list[Sentence]:
-    """Sentences, list items, table rows and code blocks of a passage, with offsets.
-
-    A location whose edge cuts a paragraph's sentence is widened to that whole
-    sentence (within the loaded section text): a cited range never ends or starts
-    inside a sentence, and hard-wrapped lines are one sentence, not several. A
-    location that cuts into a code block holds a piece of code, which is left
-    out: code is quoted whole or not at all.
-    """
-    out: list[Sentence] = []
-    seen: set[int] = set()
-    blocks: dict[int, list[tuple[int, int]]] = {}  # code blocks by loaded text
-    for location in passage.locations:
-        base, text = _loaded(passage, location.start, location.end)
-        if base not in blocks:
-            blocks[base] = code_blocks(text)
-        lo, hi = location.start - base, location.end - base
-        wide = _whole_code(*widened(text, lo, hi), blocks[base])
-        for start, end in units(text, *wide):
-            if base + start in seen:
-                continue  # a sentence two locations of one paragraph share
-            if not _WORD_CHAR_RE.search(text, max(start, lo), min(end, hi)):
-                continue  # only reached by widening: not part of this location
-            if _cuts_code(start, end, blocks[base]):
-                continue
-            seen.add(base + start)
-            out.append(
-                Sentence(text[start:end], base + start, base + end, passage, location)
-            )
-    return out
-
-
-def _whole_code(start: int, end: int, blocks: list[tuple[int, int]]) -> tuple[int, int]:
-    """[start, end) grown to the whole code block each edge cuts into, when that
-    is at most MAX_CODE_GROWTH characters, else shrunk to leave it out; so the
-    units are read knowing where code starts and ends."""
-    if (block := block_around(blocks, start)) is not None:
-        start = block[0] if block[1] - block[0] <= MAX_CODE_GROWTH else block[1]
-    if (block := block_around(blocks, end)) is not None:
-        end = block[1] if block[1] - block[0] <= MAX_CODE_GROWTH else block[0]
-    return start, max(start, end)
-
-
-def _cuts_code(start: int, end: int, blocks: list[tuple[int, int]]) -> bool:
-    """Whether [start, end) holds a piece of a code block but not all of it."""
-    i = bisect.bisect_right(blocks, (end, end)) - 1
-    while i >= 0 and blocks[i][1] > start:
-        block_start, block_end = blocks[i]
-        if block_start < end and not (start <= block_start and block_end <= end):
-            return True
-        i -= 1
-    return False
-
-
-def _loaded(passage: Passage, start: int, end: int) -> tuple[int, str]:
-    """The loaded source text around [start, end) and its offset in the source."""
-    return passage.source_text.part_holding(start, end) or (passage.start, passage.text)
-
-
-def terms(text: str, config: str = "english") -> list[str]:
-    """Words, stemmed, without common ones; and operators standing alone
-    ("the ^ prefix", a table cell "`^`"): API docs name things by them.
-    English keeps its light stemmer (the answers measured on the English golden
-    sets); another language's words are stemmed by snowball in that language
-    (`config`: a text-search configuration, kb.languages)."""
-    if config == "english":
-        words = [_stem(w) for w in _WORD_RE.findall(text.lower()) if w not in STOPWORDS]
-    else:
-        words = languages.stems(text, config)
-    return words + _SYMBOL_RE.findall(text)
-
-
-def _stem(word: str) -> str:
-    for suffix in ("ing", "ed", "es", "s"):
-        if word.endswith(suffix) and len(word) - len(suffix) >= MIN_STEM:
-            return word[: -len(suffix)]
-    return word
-
-
-def _score(sentences: list[Sentence], question: str) -> int:
-    """Each sentence's score and shared words, its words and the question's
-    read in its passage's language; how many terms the question has."""
-    configs = passage_configs([s.passage for s in sentences])
-    read = [configs[id(s.passage)] for s in sentences]
-    asked = {config: set(terms(question, config)) for config in set(read)}
-    docs = [
-        set(terms(s.text, c)) | set(terms(s.location.heading_path, c))
-        for s, c in zip(sentences, read, strict=True)
-    ]
-    n = len(docs)
-    idf = {
-        (config, t): math.log(
-            1 + n / (1 + sum(t in d for d, c in zip(docs, read) if c == config))
-        )
-        for config, words in asked.items()
-        for t in words
-    }
-    for sentence, words, config in zip(sentences, docs, read, strict=True):
-        own = set(terms(sentence.text, config))
-        question_terms = asked[config]
-        overlap = sum(idf[config, t] for t in question_terms & own)
-        sentence.shared = len(question_terms & words)
-        via_heading = sum(idf[config, t] for t in question_terms & (words - own))
-        overlap += HEADING_WEIGHT * via_heading
-        if overlap and _CAVEATS.search(sentence.text):
-            overlap *= CAVEAT_BOOST
-        # Earlier (better-ranked) passages win ties.
-        sentence.score = overlap / (1 + RANK_DECAY * (sentence.passage.rank - 1))
-    return max((len(words) for words in asked.values()), default=0)
-
-
-def _by_meaning(sentences: list[Sentence], result: Result) -> bool:
-    """Score the sentences by how near each is to the question in the
-    collection's model, when the question's language was recognised and no
-    passage is in it (an English question over French pages): words shared
-    across languages are then only names and code, and the best-matching
-    sentence was a code block rather than the sentence that answers (issue
-    #27). A sentence scores its cosine above the median sentence's, and counts
-    as sharing the question's words when it is above it. Returns whether it
-    scored them."""
-    own = languages.recognised_config(result.question)
-    if own is None or result.vector is None or not result.embedding_model:
-        return False
-    configs = passage_configs([s.passage for s in sentences])
-    if own in {configs[id(s.passage)] for s in sentences}:
-        return False
-    embedder = embedding.get_embedder(result.embedding_model)
-    vectors = embedder.embed_passages([s.text for s in sentences], truncate=True)
-    near = vectors @ np.asarray(result.vector, dtype=np.float32)
-    floor = float(np.median(near))
-    for sentence, similarity in zip(sentences, near.tolist(), strict=True):
-        above = max(similarity - floor, 0.0)
-        sentence.shared = MIN_SHARED_WORDS if above else 0
-        sentence.score = above / (1 + RANK_DECAY * (sentence.passage.rank - 1))
-    return True
-
-
-def passage_configs(passages: list[Passage]) -> dict[int, str]:
-    """The text-search configuration each passage is read in, by id(passage):
-    its source's language when an editor chose one, else the passage's own
-    when it has prose enough to tell, else its source's detected language (as
-    ingestion reads a section: kb.languages.section_languages)."""
-    from kb.models import Source
-
-    ids = {p.source_id for p in passages}
-    chosen = {
-        pk: (language, detected)
-        for pk, language, detected in Source.objects.filter(pk__in=ids).values_list(
-            "pk", "language", "detected_language"
-        )
-    }
-    configs = {}
-    for p in passages:
-        language, detected = chosen.get(p.source_id, ("", ""))
-        code = language or languages.detect(
-            p.text, default=detected or languages.DEFAULT
-        )
-        configs[id(p)] = languages.config_for(code)
-    return configs
-
-
-def _choose(sentences: list[Sentence], asked: int) -> list[Sentence]:
-    """`asked`: how many terms the question has (_score)."""
-    ranked = sorted(sentences, key=lambda s: -s.score)
-    needed = min(MIN_SHARED_WORDS, asked)
-    chosen: list[Sentence] = []
-    locations: list[tuple[int, int]] = []
-    quoted: set[str] = set()  # the same words from another copy say nothing new
-    code: list[Sentence] = []
-
-    def new_text(s: Sentence) -> bool:
-        if _has_code(s.text):
-            if len(code) >= MAX_CODE_BLOCKS:
-                return False
-            code.append(s)
-        key = " ".join(s.text.split()).casefold()
-        return key not in quoted and not quoted.add(key)
-
-    for s in ranked:  # the best sentence of each of the best locations first
-        key = (s.passage.rank, s.location.start)
-        # One shared word ("class" in "yoga class" and "economy class") is not
-        # enough for a location of its own: its sentence must weigh a share of
-        # the best one's, as every further sentence must, and share words enough.
-        fair = s.score > 0 and (
-            not chosen or s.score >= KEEP_SHARE * chosen[0].score and s.shared >= needed
-        )
-        if fair and key not in locations and len(locations) < TOP_LOCATIONS:
-            if new_text(s):
-                locations.append(key)
-                chosen.append(s)
-    if not chosen:
-        chosen.append(ranked[0])
-    best = chosen[0].score
-    words = sum(len(s.text.split()) for s in chosen)
-    for s in ranked:
-        if len(chosen) >= MAX_SENTENCES or s.score < KEEP_SHARE * best:
-            break
-        if s in chosen:
-            continue
-        elsewhere = (s.passage.rank, s.location.start) not in locations
-        if elsewhere and s.shared < needed:
-            continue
-        if words + len(s.text.split()) > MAX_ANSWER_WORDS or not new_text(s):
-            continue
-        chosen.append(s)
-        words += len(s.text.split())
-    return chosen
-
-
-def _best_first(chosen: list[Sentence]) -> None:
-    """Sections in the order of their best sentence, each in document order (a
-    table's header line before its rows): the answer opens with what answers."""
-    best: dict[int, float] = {}
-    for s in chosen:
-        key = s.location.section_id
-        best[key] = max(best.get(key, 0.0), s.score)
-    chosen.sort(key=lambda s: (-best[s.location.section_id], s.location.section_id,
-                               s.start))  # fmt: skip
-
-
-def _headers_of(chosen: list[Sentence], headers: list[Sentence]) -> list[Sentence]:
-    """The header line (column names) of each table a chosen row comes from.
-
-    A row's cells mean nothing without them. A short table is read whole, its
-    header line above the row in the loaded text (_header_above); the header lines
-    of long tables are passages of their own (retrieval.expansion.regions_of).
-    Marks each row and header with its table (Sentence.table).
-    """
-    known = {(s.passage.source_id, s.start): s for s in chosen}
-    added: list[Sentence] = []
-    for s in chosen:
-        if not is_table_row(s.text) or s.passage.is_header:
-            continue
-        header = _header_above(s)
-        if header is None:
-            above = [
-                h
-                for h in headers
-                if h.location.section_id == s.location.section_id and h.end <= s.start
-            ]
-            header = max(above, key=lambda h: h.end, default=None)
-        if header is None:
-            continue
-        key = (header.passage.source_id, header.start)
-        if key not in known:
-            known[key] = header
-            added.append(header)
-        header = known[key]
-        header.table = s.table = header.start
-    return added
-
-
-def _header_above(row: Sentence) -> Sentence | None:
-    """The header line of the table `row` is in, when the loaded text holds it:
-    up over the rows above it to the delimiter line, and the line above that."""
-    base, text = _loaded(row.passage, row.start, row.end)
-    line = text.rfind("\n", 0, row.start - base) + 1
-    while line > 0:
-        above = text.rfind("\n", 0, line - 1) + 1
-        previous = text[above:line].strip()
-        if is_table_row(previous) and not is_delimiter_line(previous):
-            line = above  # a row above it: go on up
-            continue
-        if not is_delimiter_line(previous) or above == 0:
-            return None
-        head = text.rfind("\n", 0, above - 1) + 1
-        found = header_line(text[head:line], base + head)
-        if found is None:
-            return None
-        start, end = found
-        return Sentence(
-            text[start - base : end - base], start, end, row.passage, row.location
-        )
-    return None
-
-
-_ELEMENT_RE = re.compile(r"<(?:[A-Za-z][\w-]*[\s/>]|!--)")
-_TABLE_TAG_RE = re.compile(r"<(?:table|thead|tbody|tr|td|th)[\s>]", re.IGNORECASE)
-MARKUP_CHARS = 2000  # of a sentence read to tell markup from text
-
-
-def _is_markup(s: Sentence) -> bool:
-    """Raw HTML in a Markdown source (a README's badges, `<p align="center">`):
-    tags a reader would see as code, which say less than they show. An HTML
-    table always: an answer shows it as escaped markup, however much it says
-    (its cells are searched, and shown in the passage)."""
-    text = s.text.strip()[:MARKUP_CHARS]
-    if not _ELEMENT_RE.match(text):  # an autolink (<https://…>) is a link in text
-        return False
-    if _TABLE_TAG_RE.match(text):
-        return True
-    return len(html_text(text)) * 2 < len(text)
-
-
-def _text_between(s: Sentence, after: Sentence) -> str:
-    base, text = _loaded(s.passage, s.start, after.end)
-    return text[s.end - base : after.start - base]
-
-
-def _has_code(text: str) -> bool:
-    """A code block: fenced, or indented (sentences.units)."""
-    return text.lstrip().startswith(("```", "~~~")) or text[:1] in " \t"
-
-
-def _is_header_row(s: Sentence) -> bool:
-    """A table's header line (the delimiter line follows): column names, which
-    answer nothing alone; _headers_of adds it above a chosen row."""
-    if not is_table_row(s.text):
-        return False
-    base, text = _loaded(s.passage, s.start, s.end)
-    after = s.end - base
-    line_end = text.find("\n", after + 1)
-    following = text[after + 1 : len(text) if line_end < 0 else line_end]
-    return text[after : after + 1] == "\n" and is_delimiter_line(following.strip())
-
-
-def _with_what_they_introduce(
-    chosen: list[Sentence], sentences: list[Sentence]
-) -> list[Sentence]:
-    """A chosen sentence ending in ":" ("Default:", "run this:") comes with the
-    code block right after it when that is short; a short one with nothing to
-    show ("Default:" before a long block) is left out: alone it says nothing."""
-    following = {
-        id(s): after
-        for s, after in zip(sentences, sentences[1:])
-        if after.location is s.location
-    }
-    kept: list[Sentence] = []
-    blocks = sum(_has_code(s.text) for s in chosen)
-    for s in chosen:
-        if not s.text.rstrip().endswith(":") or _has_code(s.text):
-            kept.append(s)
-            continue
-        after = following.get(id(s))
-        if items := _list_after(s, following):
-            kept.append(s)
-            for item in items:
-                if item not in chosen and item not in kept:
-                    item.score = s.score
-                    kept.append(item)
-            continue
-        attach = (
-            after is not None
-            and _has_code(after.text)
-            and len(after.text) <= MAX_INTRO_CODE
-            and not _text_between(s, after).strip()
-            and (after in chosen or blocks < MAX_CODE_BLOCKS)
-        )
-        if attach:
-            kept.append(s)
-            if after not in chosen and after not in kept:
-                after.score = s.score
-                kept.append(after)
-                blocks += 1
-        elif len(s.text.split()) > MAX_BARE_INTRO_WORDS:
-            kept.append(s)
-    return kept or chosen
-
-
-def _list_after(intro: Sentence, following: dict[int, Sentence]) -> list[Sentence]:
-    """The items of the list right after `intro`, the whole list when it has at
-    most MAX_INTRO_ITEMS items of MAX_INTRO_LIST_WORDS words in all (a longer
-    one: none, the intro then stands as any sentence does)."""
-    items: list[Sentence] = []
-    words = 0
-    s = intro
-    while (after := following.get(id(s))) is not None and is_list_item(after.text):
-        if _text_between(s, after).strip():
-            break
-        items.append(after)
-        words += len(after.text.split())
-        if len(items) > MAX_INTRO_ITEMS or words > MAX_INTRO_LIST_WORDS:
-            return []
-        s = after
-    return items
-
-
-def _is_title_line(s: Sentence) -> bool:
-    """The first line of a plain-text file standing alone (no full stop): its
-    title, which names the document and answers nothing."""
-    if not s.passage.file_name.lower().endswith(TEXT_EXTENSIONS):
-        return False
-    if s.start != s.location.start or 0 not in s.location.chunk_indexes:
-        return False
-    text = s.text.strip()
-    return "\n" not in text and not text.endswith((".", "!", "?", ":", ";"))
-
-
-def _answer_text(chosen: list[Sentence]) -> str:
-    """Each sentence followed by its marker; the lines of one table together, as a
-    table (header line, delimiter line, rows) followed by their markers."""
-    pieces: list[str] = []
-    i = 0
-    while i < len(chosen):
-        s = chosen[i]
-        group = [s]
-        while (
-            s.start == s.table  # a table's header line, its rows after it
-            and i + len(group) < len(chosen)
-            and chosen[i + len(group)].table == s.table
-            and chosen[i + len(group)].passage.source_id == s.passage.source_id
-        ):
-            group.append(chosen[i + len(group)])
-        i += len(group)
-        markers = " ".join(dict.fromkeys(f"[{g.citation}]" for g in group))
-        after = chosen[i] if i < len(chosen) else None
-        if (
-            len(group) == 1
-            and after is not None
-            and after.citation == s.citation
-            and s.text.rstrip().endswith(":")
-            and _has_code(after.text)
-        ):  # "Default:" and its value, one piece under one marker
-            i += 1
-            pieces.append(
-                f"{_one_line(s.text)}\n\n{_one_line(after.text)}\n{markers}\n\n"
-            )
-            continue
-        items = _items_after(chosen, i, s) if len(group) == 1 else []
-        if items:  # "...the following:" and its list, as a list (issue #28)
-            i += len(items)
-            lines = "\n".join(_one_line(item.text.strip()) for item in items)
-            pieces.append(f"{_one_line(s.text)} {markers}\n\n{lines}\n\n")
-            continue
-        if len(group) == 1 and _has_code(s.text):
-            # A block of its own: a fence opens a line, and a closing fence has
-            # nothing after it (a marker there would open a new block).
-            pieces.append(f"\n\n{_one_line(s.text)}\n{markers}\n\n")
-            continue
-        if len(group) == 1:
-            pieces.append(f"{_one_line(s.text)} {markers}")
-            continue
-        pieces += _table_pieces(group)
-    return " ".join(pieces).strip()
-
-
-def _items_after(chosen: list[Sentence], i: int, intro: Sentence) -> list[Sentence]:
-    """The list items chosen[i:] starts with that `intro` ("...:") introduces:
-    of its location and its citation."""
-    if not intro.text.rstrip().endswith(":") or _has_code(intro.text):
-        return []
-    items = []
-    for s in chosen[i:]:
-        if not (is_list_item(s.text) and s.location is intro.location
-                and s.citation == intro.citation):  # fmt: skip
-            break
-        items.append(s)
-    return items
-
-
-def _table_pieces(group: list[Sentence]) -> list[str]:
-    """A table's quoted rows under its header line: one table for each citation's
-    rows (a reader sees which rows each marker stands for), a row of "…" where
-    rows between quoted ones are left out; on lines of their own."""
-    header, rows = group[0], group[1:]
-    head = _one_line(header.text)
-    cells = max(len(CELL_SPLIT_RE.split(head.strip())) - 2, 1)
-    runs: list[list[Sentence]] = []
-    for row in rows:
-        if runs and runs[-1][-1].citation == row.citation:
-            runs[-1].append(row)
-        else:
-            runs.append([row])
-    pieces = []
-    for n, run in enumerate(runs):
-        lines = [head, "|" + " --- |" * cells]
-        previous = header
-        for row in run:
-            if not _next_row(previous, row):
-                lines.append("|" + " … |" * cells)
-            lines.append(_one_line(row.text))
-            previous = row
-        cited = ([header] if n == 0 else []) + run
-        markers = " ".join(dict.fromkeys(f"[{g.citation}]" for g in cited))
-        pieces.append("\n\n" + "\n".join(lines) + f"\n{markers}\n\n")
-    return pieces
-
-
-def _next_row(above: Sentence, row: Sentence) -> bool:
-    """Whether `row` comes right under `above` in its table (a header line: under
-    its delimiter line)."""
-    base, text = _loaded(row.passage, min(above.start, row.start), row.end)
-    between = text[above.end - base : row.start - base]
-    if between.count("\n") == 1 and not between.strip():
-        return True
-    lines = between.strip("\n").split("\n")
-    return len(lines) == 1 and is_delimiter_line(lines[0].strip())
-
-
-def _one_line(text: str) -> str:
-    """A sentence on one line: soft line breaks (and a quote's ">") read as spaces.
-    A code block stays as it is (an indented one fenced, so it still reads as
-    code where the answer is shown)."""
-    if text[:1] in " \t":  # an indented code block (sentences.units), or a fenced
-        code = textwrap.dedent(text.expandtabs(4)).strip("\n")  # one in a list
-        return code if code.startswith(("```", "~~~")) else f"```\n{code}\n```"
-    if text.startswith(("```", "~~~")):
-        return text
-    if text.startswith(">"):
-        text = re.sub(r"\n[ \t]*>", "\n", text[1:])
-    return " ".join(text.split())
-
-
-def _cite(sentences: list[Sentence]) -> list[Citation]:
-    """One citation per run of adjacent cited sentences, numbered in order of
-    first use: a cited range holds only quoted text (the section page marks one
-    range), so sentences with others between them are cited apart."""
-    citations: list[Citation] = []
-    for s in sentences:
-        cite = next((c for c in citations if _adjoins(c, s)), None)
-        if cite is None:
-            cite = _citation(len(citations) + 1, s)
-            citations.append(cite)
-        cite.start, cite.end = min(cite.start, s.start), max(cite.end, s.end)
-        s.citation = cite.n
+def link_citations(citations: list[Citation]) -> None:
+    """Give each citation its link (citation_url), with the version of its
+    source's text that was indexed (one query)."""
     versions = indexed_versions({c.source_id for c in citations})
     for cite in citations:
         cite.url = citation_url(
             cite.section_id, cite.start, cite.end,
             cite.source_id, versions.get(cite.source_id),
         )  # fmt: skip
-        cite.chunk_indexes = _chunks_covering(cite)
-    return citations
 
 
-def _adjoins(cite: Citation, s: Sentence) -> bool:
-    """Whether `s` overlaps the cited range or only text that is no sentence
-    (spaces, a list marker, a table's delimiter line) lies between them."""
-    where = (s.passage.source_id, s.location.section_id)
-    if (cite.source_id, cite.section_id) != where:
-        return False
-    lo, hi = (cite.end, s.start) if cite.end <= s.start else (s.end, cite.start)
-    if hi <= lo:
-        return True
-    for base, text in [*s.passage.source_text.parts, (s.passage.start, s.passage.text)]:
-        if base <= lo and hi <= base + len(text):
-            return not _units_between(text, lo - base, hi - base)
-    return False
-
-
-def _units_between(text: str, lo: int, hi: int) -> bool:
-    """Whether a sentence (unit) of `text` lies whole in [lo, hi).
-
-    Units are read from whole lines: from the line where the sentence before
-    ends (the line after it when that sentence is a code block) to the end of
-    the line where the next begins.
-    """
-    first = text.rfind("\n", 0, lo) + 1
-    if text[first:lo].lstrip().startswith(("```", "~~~")):  # a code block's end
-        first = text.find("\n", lo) + 1 or len(text)
-    last = text.find("\n", hi)
-    last = len(text) if last < 0 else last
-    return any(lo <= a and b <= hi for a, b in units(text, first, last))
-
-
-def _citation(n: int, s: Sentence) -> Citation:
-    return Citation(
-        n=n,
-        source_id=s.passage.source_id,
-        source=s.passage.source_title,
-        file=s.passage.file_name,
-        section_id=s.location.section_id,
-        heading_path=s.location.heading_path,
-        chunk_indexes=list(s.location.chunk_indexes),
-        start=s.start,
-        end=s.end,
+def cover_chunks(citations: list[Citation]) -> None:
+    """Each citation's chunk indexes: its section's chunks holding part of the
+    cited range (one query for all); a citation none holds keeps its own."""
+    if not citations:
+        return
+    wanted = Q()
+    for c in citations:
+        wanted |= Q(section_id=c.section_id, start__lt=c.end, end__gt=c.start)
+    rows = list(
+        Chunk.objects.filter(wanted).values_list(
+            "section_id", "start", "end", "chunk_index"
+        )
     )
-
-
-def _chunks_covering(cite: Citation) -> list[int]:
-    from kb.models import Chunk
-
-    indexes = Chunk.objects.filter(
-        section_id=cite.section_id, start__lt=cite.end, end__gt=cite.start
-    ).values_list("chunk_index", flat=True)
-    return sorted(indexes) or cite.chunk_indexes
+    for cite in citations:
+        found = [
+            index
+            for section_id, start, end, index in rows
+            if section_id == cite.section_id and start < cite.end and end > cite.start
+        ]
+        cite.chunk_indexes = sorted(found) or cite.chunk_indexes
 
 
 def citation_url(
@@ -855,217 +203,36 @@ def citation_url(
 
 def indexed_versions(source_ids: set[int]) -> dict[int, int | None]:
     """The version of each source's text its index was built from."""
-    from kb.models import Source
-
     rows = Source.objects.filter(pk__in=source_ids)
     return dict(rows.values_list("pk", "indexed_version"))
 
 
-# --- the optional LLM answerer -------------------------------------------------------
-
-LLM_SYSTEM = (
-    "You answer questions from staff using only the numbered sections you are given. "
-    "After every sentence, cite the section(s) it comes from as [n]. If the sections "
-    "do not contain the answer, say so. Never cite a number you were not given."
-)
-
-
-def llm_answer(result: Result) -> Answer:
-    if not result.passages:
-        return extractive_answer(result)
-    prompt = "\n\n".join(
-        f"[{p.rank}] {p.source_title} > {p.heading_path}\n{p.text}"
-        for p in result.passages
-    )
-    text = _chat(f"Sections:\n\n{prompt}\n\nQuestion: {result.question}")
-    return check_llm_answer(text, result)
-
-
-def check_llm_answer(text: str, result: Result) -> Answer:
-    """Keep markers that refer to given sections; flag an answer without any."""
-    given = {p.rank: p for p in result.passages}
-    warnings: list[str] = []
-    unknown = sorted({int(m) for m in _MARKER_RE.findall(text)} - set(given))
-    if unknown:
-        warnings.append(
-            gettext("Removed citations to sections never given: %(markers)s")
-            % {"markers": unknown}
-        )
-        text = _MARKER_RE.sub(
-            lambda m: m.group(0) if int(m.group(1)) in given else "", text
-        )
-    used = sorted({int(m) for m in _MARKER_RE.findall(text)})
-    if not used:
-        warnings.append(gettext("The answer cites no section: do not trust it."))
-    versions = indexed_versions({given[n].source_id for n in used})
-    citations = [_passage_citation(given[n], versions) for n in used]
-    return Answer(
-        text=text.strip(),
-        citations=citations,
-        answerer="llm",
-        is_trustworthy=bool(used) and not unknown,
-        warnings=warnings,
-    )
-
-
-def _passage_citation(p: Passage, versions: dict[int, int | None]) -> Citation:
-    loc = p.locations[0]
-    return Citation(
-        n=p.rank,
-        source_id=p.source_id,
-        source=p.source_title,
-        file=p.file_name,
-        section_id=loc.section_id,
-        heading_path=p.heading_path,
-        chunk_indexes=p.chunk_indexes,
-        start=p.start,
-        end=p.end,
-        url=citation_url(
-            loc.section_id, p.start, p.end, p.source_id, versions.get(p.source_id)
-        ),
-    )
-
-
-class _NoRedirects(urllib.request.HTTPRedirectHandler):
-    """A 3xx is an error: following it would send the API key to another host."""
-
-    def redirect_request(self, req, fp, code, msg, headers, newurl):
-        return None  # urllib then raises HTTPError for the 3xx
-
-
-_OPENER = urllib.request.build_opener(_NoRedirects)
-
-
-def llm_url_problem(url: str) -> str | None:
-    """Why KB_LLM_URL may not be used, or None: the API key and the question
-    travel in clear over http, so only a loopback host may go without TLS."""
-    try:
-        parts = urllib.parse.urlsplit(url)
-        host = parts.hostname or ""
-    except ValueError:
-        return f"KB_LLM_URL {url!r} is not a URL."
-    if parts.scheme == "https" and host:
-        return None
-    if parts.scheme == "http" and _is_loopback(host):
-        return None
-    return (
-        f"KB_LLM_URL must be an https:// URL (http:// only for a loopback host), "
-        f"not {url!r}."
-    )
-
-
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-def _chat(user: str) -> str:
-    body = json.dumps(
-        {
-            "model": settings.KB_LLM_MODEL,
-            "messages": [
-                {"role": "system", "content": LLM_SYSTEM},
-                {"role": "user", "content": user},
-            ],
-            "temperature": 0,
-        }
-    ).encode()
-    request = urllib.request.Request(
-        settings.KB_LLM_URL.rstrip("/") + "/chat/completions",
-        data=body,
-        headers={
-            "Content-Type": "application/json",
-            "Authorization": f"Bearer {settings.KB_LLM_API_KEY}",
-        },
-    )
-    if problem := llm_url_problem(settings.KB_LLM_URL):
-        logger.error("LLM answerer not called: %s", problem)
-        raise AnswerError(str(SERVICE_UNAVAILABLE))
-    try:
-        with _OPENER.open(request, timeout=LLM_TIMEOUT_S) as response:
-            payload = json.load(response)
-        content = payload["choices"][0]["message"]["content"]
-        if not isinstance(content, str):
-            raise TypeError(f"the content is {type(content).__name__}, not text")
-        return content
-    except (
-        OSError,  # URLError, HTTPError (a 3xx included), timeouts, resets
-        http.client.HTTPException,
-        KeyError,
-        IndexError,
-        TypeError,
-        ValueError,
-        RecursionError,
-    ):
-        # The detail (host, status, error text) is for the operator's log only.
-        logger.exception("LLM answerer failed at %s", settings.KB_LLM_URL)
-        raise AnswerError(str(SERVICE_UNAVAILABLE)) from None
-
-
-# --- both together -------------------------------------------------------------------
-
-
-def ask(collection, question: str, **options: Any) -> tuple[Result, Answer]:
-    """Retrieve, then answer; an LLM failure falls back to the extractive answer."""
-    import time
-
-    from kb import retrieval
-    from kb.retrieval import spelling
-
-    # A misspelled word is searched as the collection's word it is close to
-    # (issue #28); the question stays as asked in the result and the log.
-    asked = retrieval.clean_question(question)
-    unknown, checked = keywords.unknown_words(collection, asked)
-    fixes = spelling.corrections(collection, unknown)
-    result = retrieval.retrieve(
-        collection, spelling.corrected(question, fixes), **options
-    )
-    started = time.perf_counter()
-    try:
-        reply = answer(result)
-    except AnswerError as exc:
-        reply = extractive_answer(result)
-        reply.warnings.append(
-            gettext("%(problem)s; showing the retrieved passages instead.")
-            % {"problem": exc}
-        )
-    if reply.answerer != "none":  # not declined: say what it cannot be about
-        if fixes:  # the question searched is not the one asked
-            unknown, checked = keywords.unknown_words(collection, result.question)
-        language = _question_language(collection, result)
-        vocabulary = _vocabulary(collection.embedding_model)
-        named = [
-            w
-            for w in unknown
-            if _names_a_thing(w, result.question, vocabulary, language)
-        ]
-        if unknown and len(unknown) == checked:
-            reply = _no_word_known(unknown)
-        elif named:
-            reply.warnings.append(_unknown_warning(named))
-    if fixes:
-        reply.searched_for = [(f.asked, f.searched) for f in fixes]
-        reply.warnings.insert(0, _searched_for(fixes))
-        result.question = asked
-    add_pages(reply.citations)
-    result.timings_ms["answer"] = round((time.perf_counter() - started) * 1000, 2)
-    result.timings_ms["total"] = round(  # retrieval's wall clock, then the answer
-        result.timings_ms.get("total", 0.0) + result.timings_ms["answer"], 2
-    )
-    return result, reply
-
-
-def _question_language(collection, result: Result) -> str:
-    """The question's language (ISO code) among its collection's, the language
-    of the passages retrieved for it first."""
-    found = [
-        languages.code_for(config)
-        for config in passage_configs(result.passages).values()
+def _warn_of_unknown(
+    collection,
+    result: Result,
+    reply: Answer,
+    unknown: list[str],
+    checked: int,
+    configs: dict[int, str],
+) -> Answer:
+    """`reply` warning of the question's words no source uses (`unknown`, of
+    `checked` words) that name something; declined when no word is known."""
+    if unknown and len(unknown) == checked:
+        return _no_word_known(unknown)
+    language = _question_language(collection, result, configs)
+    vocabulary = _vocabulary(collection.embedding_model)
+    named = [
+        w for w in unknown if _names_a_thing(w, result.question, vocabulary, language)
     ]
+    if named:
+        reply.warnings.append(_unknown_warning(named))
+    return reply
+
+
+def _question_language(collection, result: Result, configs: dict[int, str]) -> str:
+    """The question's language (ISO code) among its collection's, the language
+    of the passages retrieved for it first (`configs`: configs_of)."""
+    found = [languages.code_for(config) for config in configs.values()]
     found += [languages.code_for(c) for c in keywords.configs(collection)]
     return languages.question_language(result.question, [c for c in found if c])
 
@@ -1096,8 +263,6 @@ def _names_a_thing(
 def _vocabulary(model: str) -> frozenset[str]:
     """The words of the model's vocabulary (SentencePiece's "▁" word mark left
     out: e5's pieces read "▁instead")."""
-    from kb import embedding
-
     vocab = embedding.get_embedder(model).tokenizer.get_vocab()
     return frozenset(piece.removeprefix("\u2581") for piece in vocab)
 
@@ -1146,8 +311,6 @@ def add_pages(citations: list[Citation]) -> None:
     """Give the citations of PDF sources the page of their first cited
     character, by the source's page map (one query); a source indexed before
     it had one gives its section's first page (one more)."""
-    from kb.models import Section, Source
-
     maps = dict(
         Source.objects.filter(pk__in={c.source_id for c in citations})
         .exclude(page_map=[])

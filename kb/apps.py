@@ -23,11 +23,11 @@ class KbConfig(AppConfig):
 
 def check_llm_url(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
     """The LLM answerer gets the API key and the questions: TLS unless loopback."""
-    from kb.answering import llm_url_problem
+    from kb.llm import url_problem
 
     if not settings.KB_LLM_URL:
         return []
-    if problem := llm_url_problem(settings.KB_LLM_URL):
+    if problem := url_problem(settings.KB_LLM_URL):
         return [checks.Error(problem, id="kb.E001")]
     return []
 

@@ -13,7 +13,16 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
-from kb import answering, embedding, ingestion, parsing, readers, reranking, retrieval
+from kb import (
+    answerer,
+    answering,
+    embedding,
+    ingestion,
+    parsing,
+    readers,
+    reranking,
+    retrieval,
+)
 from kb.golden import cases_of, stale_cases
 from kb.models import Collection, EvalRun, Source
 from kb.percentiles import percentile
@@ -171,7 +180,7 @@ def answer_figures(case: dict[str, Any], reply) -> dict[str, int]:
 
 def evaluate_case(collection: Collection, case: dict[str, Any], **options) -> dict:
     result = retrieval.retrieve(collection, case["question"], **options)
-    reply = answering.extractive_answer(result)
+    reply = answerer.extractive_answer(result, answering.configs_of(result.passages))
     return {
         "id": case["id"],
         "kind": case["kind"],

@@ -255,10 +255,10 @@ def cited_source(user, source_id: int) -> dict[str, str] | None:
 
 
 def answer_parts(entry: Question) -> list[tuple[str, dict[str, Any] | None]]:
-    """The logged answer as the ask page shows an answer (answering.marked_parts):
+    """The logged answer as the ask page shows an answer (answerer.marked_parts):
     each [n] with its logged citation, which links to the cited characters (and
     still does after the source is re-indexed, views.section)."""
-    from kb import answering
+    from kb import answerer, answering
     from kb.retrieval import heading_label
 
     versions = (entry.fingerprint or {}).get("sources", {})  # {id: version}
@@ -276,7 +276,7 @@ def answer_parts(entry: Question) -> list[tuple[str, dict[str, Any] | None]]:
         }
         for c in entry.citations
     }
-    return answering.marked_parts(entry.answer, by_n)
+    return answerer.marked_parts(entry.answer, by_n)
 
 
 def history_of(user) -> QuerySet[Question]:

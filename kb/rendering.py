@@ -307,7 +307,7 @@ def is_table_row(text: str) -> bool:
 
 def render_row(text: str) -> SafeString:
     """Table rows quoted in an answer (a row under its header line and delimiter
-    line, kb.answering._answer_text) as a table.
+    line, kb.answerer.answer_text) as a table.
 
     Alone, "| a | b |" is no table to Markdown and showed as raw pipes. A line
     followed by a delimiter line, or quoted with it on one line ("| A | B |

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from django.test import TestCase
 
-from kb import answering
+from kb import answerer, answering
 from kb.retrieval import Result, keywords
 from tests.base import collection_of, loaded_passage
 
@@ -30,7 +30,7 @@ class SpanishAnswerTestCase(TestCase):
         passage = loaded_passage(SPANISH, 0, len(SPANISH))
         passage.rank = 1
         question = "¿Cuándo reinicia el kubelet los contenedores?"
-        reply = answering.extractive_answer(
+        reply = answerer.extractive_answer(
             Result(question, [passage], 0, 1200, 5, "vector", {})
         )
         scores = {s.text.split()[2]: s.score for s in reply.sentences}

@@ -8,7 +8,7 @@ import re
 from django.test import TestCase, TransactionTestCase
 from django.urls import reverse
 
-from kb import answering, rendering
+from kb import answerer, answering, rendering
 from kb.models import Collection
 from kb.retrieval import keywords
 from kb.templatetags.kb_markdown import answer_piece
@@ -143,10 +143,10 @@ class QuotesTestCase(TestCase):
              "tea.txt": TEA},
         )  # fmt: skip
 
-    def _ask(self, question: str) -> answering.Answer:
+    def _ask(self, question: str) -> answerer.Answer:
         return answering.ask(self.collection, question)[1]
 
-    def _cited_texts(self, reply: answering.Answer) -> list[str]:
+    def _cited_texts(self, reply: answerer.Answer) -> list[str]:
         self.assertTrue(reply.citations, reply.text)
         texts = dict(self.collection.sources.values_list("pk", "text"))
         return [texts[c.source_id][c.start : c.end] for c in reply.citations]
@@ -235,7 +235,7 @@ class ChoiceTestCase(TestCase):
         }
         cls.collection = base.collection_of("Choice", files)
 
-    def _ask(self, question: str) -> answering.Answer:
+    def _ask(self, question: str) -> answerer.Answer:
         return answering.ask(self.collection, question)[1]
 
     def test_a_location_sharing_one_chance_word_is_left_out(self):
@@ -266,7 +266,7 @@ class CodeAndListQuotesTestCase(TestCase):
         cls.settings = base.collection_of("Settings", {"settings.md": SETTINGS})
         keywords.count_terms(cls.settings)  # as the job after an ingestion does
 
-    def _ask_settings(self, question: str) -> answering.Answer:
+    def _ask_settings(self, question: str) -> answerer.Answer:
         return answering.ask(self.settings, question)[1]
 
     def test_a_default_is_quoted_with_its_value(self):
@@ -307,7 +307,7 @@ class CodeAndListQuotesTestCase(TestCase):
         text = self.settings.sources.get().text
         inside = text.index("    class Uploader:")
         passage = base.loaded_passage(text, inside, len(text))
-        quoted = [s.text for s in answering.split_sentences(passage)]
+        quoted = [s.text for s in answerer.split_sentences(passage)]
         code = [q for q in quoted if "Uploader" in q or "Store" in q]
         first, last = SETTINGS.index("    from uploads"), SETTINGS.index("\n\n## Op")
         self.assertEqual(code, [SETTINGS[first:last]])
@@ -317,7 +317,7 @@ class CodeAndListQuotesTestCase(TestCase):
         text = f"# Bulk\n\nStore many values at once.\n\n{lines}\nThat is all.\n"
         inside = text.index("    store.put(150)")
         passage = base.loaded_passage(text, inside, len(text))
-        quoted = [s.text for s in answering.split_sentences(passage)]
+        quoted = [s.text for s in answerer.split_sentences(passage)]
         self.assertEqual(quoted, ["That is all."])
 
     def test_an_operator_the_question_names_finds_its_table_row(self):
@@ -378,7 +378,7 @@ class CodeAndListQuotesTestCase(TestCase):
         self.assertEqual(html.count("<pre><code>"), 2, html)
         self.assertNotIn("```", html)
         # On the ask page, a block after a marker keeps its lines' indentation.
-        piece = answering.marked_parts(reply.text, {})[0][0]
+        piece = answerer.marked_parts(reply.text, {})[0][0]
         self.assertIn("<pre><code>cache.", str(answer_piece(" " + piece)))
 
 

@@ -9,7 +9,16 @@ from django.test import TestCase, override_settings
 from django.urls import reverse
 from django.utils.html import escape
 
-from kb import access, answering, embedding, evaluation, ingestion, retrieval
+from kb import (
+    access,
+    answerer,
+    answering,
+    embedding,
+    evaluation,
+    ingestion,
+    llm,
+    retrieval,
+)
 from kb.models import Chunk, Collection, GoldenCase, Section, Source
 from tests import base
 
@@ -141,14 +150,14 @@ class AnswerTestCase(DemoTestCase):
 
     def test_an_llm_answer_citing_unknown_sections_is_cleaned_and_flagged(self):
         result = retrieval.retrieve(self.demo, "When should I roll back a deploy?")
-        reply = answering.check_llm_answer("Roll back fast [1]. Or not [9].", result)
+        reply = llm.check_answer("Roll back fast [1]. Or not [9].", result)
         self.assertNotIn("[9]", reply.text)
         self.assertEqual([c.n for c in reply.citations], [1])
         self.assertFalse(reply.is_trustworthy)
 
     def test_an_llm_answer_without_citations_is_not_trustworthy(self):
         result = retrieval.retrieve(self.demo, "When should I roll back a deploy?")
-        reply = answering.check_llm_answer("Whenever you like.", result)
+        reply = llm.check_answer("Whenever you like.", result)
         self.assertFalse(reply.is_trustworthy)
         self.assertTrue(reply.warnings)
 
@@ -684,7 +693,9 @@ class TableRowsTestCase(TestCase):
 
     def test_the_answer_shows_a_row_under_its_column_names(self):
         result, _ = self._context(self.collection, self.text, self.header)
-        answer = answering.extractive_answer(result)
+        answer = answerer.extractive_answer(
+            result, answering.configs_of(result.passages)
+        )
         self.assertIn("| Office 57 |", answer.text)
         self.assertLess(answer.text.index(self.header), answer.text.index("Office 57"))
         # A header line is there for a row under it, never on its own.

@@ -33,6 +33,8 @@ ORM_FREE = [
     "kb.retrieval.expansion",
     "kb.retrieval.passages",
     "kb.retrieval.rows",
+    "kb.answerer",
+    "kb.llm",
 ]
 
 

@@ -80,7 +80,7 @@ class LlmClientTestCase(DemoTestCase):
         redirecting = _serve(redirect_to=_url(self.target))
         self.addCleanup(redirecting.server_close)
         self.addCleanup(redirecting.shutdown)
-        with self.assertLogs("kb.answering", "ERROR") as logs:
+        with self.assertLogs("kb.llm", "ERROR") as logs:
             body = self._ask_api(_url(redirecting))
         self.assertEqual(len(redirecting.seen), 1)  # it was asked...
         self.assertEqual(self.target.seen, [])  # ...and the key went no further
@@ -100,7 +100,7 @@ class LlmClientTestCase(DemoTestCase):
         closed.server_close()
         with (
             override_settings(KB_LLM_URL=url, KB_LLM_API_KEY=KEY),
-            self.assertLogs("kb.answering", "ERROR"),
+            self.assertLogs("kb.llm", "ERROR"),
         ):
             response = self.client.get(reverse("kb:ask"), {"q": QUESTION})
         self.assertContains(response, "The answer service is unavailable")
@@ -117,7 +117,7 @@ class LlmClientTestCase(DemoTestCase):
                 self.assertEqual(check_llm_url(), [], url)
 
     def test_a_plain_http_url_is_not_called_at_all(self):
-        with self.assertLogs("kb.answering", "ERROR") as logs:
+        with self.assertLogs("kb.llm", "ERROR") as logs:
             body = self._ask_api("http://llm.example.com/v1")
         self.assertIn("must be an https:// URL", "\n".join(logs.output))
         self.assertIn("The answer service is unavailable", " ".join(body["warnings"]))

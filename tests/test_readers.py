@@ -21,7 +21,7 @@ from docx.enum.style import WD_STYLE_TYPE
 from docx.oxml import OxmlElement
 from docx.oxml.ns import qn
 
-from kb import answering, ingestion, parsing, readers, rendering
+from kb import answerer, answering, ingestion, parsing, readers, rendering
 from kb.models import Collection, Source
 from kb.readers import ReaderError
 from tests.base import make_users
@@ -1253,11 +1253,11 @@ class PagePreciseCitationTestCase(TestCase):
         self.assertEqual(self.section.pages, "1–2")
 
     def test_a_citation_names_the_page_of_its_sentence(self):
-        on_two = answering.Citation(
+        on_two = answerer.Citation(
             1, self.source.pk, "Travel", "travel.pdf", self.section.pk, "Travel",
             [0], self.start, self.end,
         )  # fmt: skip
-        on_one = answering.Citation(
+        on_one = answerer.Citation(
             2, self.source.pk, "Travel", "travel.pdf", self.section.pk, "Travel",
             [0], self.section.start, self.section.start + 10,
         )  # fmt: skip

@@ -8,7 +8,7 @@ from django.template.loader import render_to_string
 from django.test import SimpleTestCase
 from django.urls import reverse
 
-from kb import answering, ingestion, rendering
+from kb import answerer, answering, ingestion, rendering
 from kb.models import Section
 from kb.templatetags.kb_markdown import answer_piece, passage_markdown
 from tests import base
@@ -94,7 +94,7 @@ class QuotedMarkdownTestCase(SimpleTestCase):
         text = "Use rows[0][1] or a[0], see [1][2] and [1] in [FILE_HANDLERS]."
         self.assertEqual(rendering.render_inline(text), text)
         cite = SimpleNamespace(url="/s/1", label="Guide")
-        parts = answering.marked_parts("Polished as in a[0] and [2][3]. [1]", {1: cite})
+        parts = answerer.marked_parts("Polished as in a[0] and [2][3]. [1]", {1: cite})
         html = render_to_string("kb/_answer.html", {"parts": parts})
         self.assertIn("as in a[0] and [2][3]. </span>", html)
         self.assertIn('<a class="cite" href="/s/1" title="Guide">[1]</a>', html)

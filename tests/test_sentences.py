@@ -15,7 +15,7 @@ from unittest import skipUnless
 from django.test import SimpleTestCase
 from markdown_it import MarkdownIt
 
-from kb import answering, chunking, ingestion, parsing, retrieval, sentences
+from kb import answerer, answering, chunking, ingestion, parsing, retrieval, sentences
 from kb.models import GoldenCase
 from tests import base
 
@@ -108,7 +108,7 @@ class SplitterOnTheCorporaTestCase(SimpleTestCase):
                 1, path.name, path.name, chunk.start, chunk.end, chunk.text, 1.0,
                 {"vector"}, [location], source_text=loaded,
             )  # fmt: skip
-            for s in answering.split_sentences(passage):
+            for s in answerer.split_sentences(passage):
                 self.assertEqual(text[s.start : s.end], s.text)
                 self.assertTrue(section.start <= s.start < s.end <= section.end)
                 self.assertEqual(
@@ -145,7 +145,7 @@ class SplitterTestCase(SimpleTestCase):
             1, "Guide", "guide.md", start, end, text[start:end], 1.0, {"vector"},
             [location], source_text=retrieval.TextWindow([(0, text)]),
         )  # fmt: skip
-        return [s.text for s in answering.split_sentences(passage)]
+        return [s.text for s in answerer.split_sentences(passage)]
 
     def test_a_sentence_goes_on_across_a_soft_line_break(self):
         text = (
@@ -184,7 +184,7 @@ class SplitterTestCase(SimpleTestCase):
     def test_a_quoted_sentence_reads_as_one_line(self):
         text = "> Workers run\n> forever. Stop them.\n"
         self.assertEqual(self._split(text), ["> Workers run\n> forever.", "Stop them."])
-        self.assertEqual(answering._one_line(text[:25]), "Workers run forever.")
+        self.assertEqual(answerer.one_line(text[:25]), "Workers run forever.")
 
     def test_blocks_bound_sentences(self):
         text = (
@@ -230,7 +230,7 @@ class SentenceSplitTestCase(SimpleTestCase):
         passage = retrieval.Passage(
             1, "Runbook", "runbook.md", 0, len(text), text, 1.0, {"vector"}, [location]
         )
-        return [s.text for s in answering.split_sentences(passage)]
+        return [s.text for s in answerer.split_sentences(passage)]
 
     def test_list_markers_stay_with_their_item(self):
         text = (
@@ -282,7 +282,7 @@ class DemoAnswerSentencesTestCase(base.DemoTestCase):
                     or _ENDS_A_SENTENCE.search(before),
                     f"{case.external_id}: the citation starts inside a sentence",
                 )
-            if not any(answering._has_code(s.text) for s in reply.sentences):
+            if not any(answerer.has_code(s.text) for s in reply.sentences):
                 # A line breaks only between the lines of a quoted table (rows
                 # under their header line, then their markers) or of a quoted
                 # list (its items, issue #28), never inside a sentence.

@@ -1,0 +1,756 @@
+"""Retrieved passages -> an extractive answer whose every sentence cites where it
+came from; and the types of an answer (Answer, Citation, Sentence).
+
+The answerer picks the sentences of the context that best answer the question
+(the question's rare words, or its meaning across languages), brings along
+what a chosen sentence needs (the list or short code block a "...:" sentence
+introduces, a table row's header line) and returns them best section first,
+each followed by a marker [n]. A citation resolves to a source, a heading path
+and the exact character range of the cited sentences.
+
+Contract: no database. What the answerer needs from it comes in as plain data
+(each passage's text-search configuration: passage_configs, from the languages
+of the sources), and what a citation needs from it is filled in afterwards by
+kb.answering: its link (`url`, empty here) and the chunks covering the cited
+range (`chunk_indexes` here are those of the first cited sentence's location).
+tests/test_imports.py checks this module loads no ORM.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+import re
+import textwrap
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from django.utils.translation import gettext
+
+from kb import embedding, languages
+from kb.parsing import TEXT_EXTENSIONS, html_text
+from kb.rendering import CELL_SPLIT_RE, is_table_row
+from kb.retrieval.passages import Location, Passage, Result, heading_label
+from kb.retrieval.question import STOPWORDS
+from kb.retrieval.tables import header_line, is_delimiter_line
+from kb.sentences import block_around, code_blocks, is_list_item, units, widened
+
+MAX_SENTENCES = 6
+MAX_ANSWER_WORDS = 170
+TOP_LOCATIONS = 3  # each of these contributes its best sentence
+# A sentence's score (_score): the idf of the question's words it holds, plus
+HEADING_WEIGHT = 0.5  # times the idf of those only its heading path holds;
+CAVEAT_BOOST = 1.3  # times this when it states an exception (_CAVEATS);
+RANK_DECAY = 0.15  # over 1 + this per rank below the best-ranked passage.
+KEEP_SHARE = 0.35  # _choose adds sentences scoring at least this share of the best
+# A location besides the best one needs this many of the question's words (fewer
+# when the question has fewer): one rare shared word ("often" in "How often should
+# I inspect a beehive?" and in "the questions people ask most often") is chance.
+MIN_SHARED_WORDS = 2
+MAX_CODE_BLOCKS = 2  # code blocks an answer quotes: more bury its words (QA over DRF)
+MAX_INTRO_CODE = 1200  # characters of code a chosen "...:" sentence brings along
+MAX_CODE_GROWTH = 3000  # characters of a code block a location cutting it grows to
+MAX_BARE_INTRO_WORDS = 3  # "Default:", "For example:": left out with nothing after
+# A chosen sentence that introduces a list ("...include the following:") brings
+# its items along, the list whole while it stays within these (issue #28).
+MAX_INTRO_ITEMS = 12
+MAX_INTRO_LIST_WORDS = 150
+MIN_STEM = 3  # letters a word keeps when _stem strips a suffix
+
+_WORD_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9'_-]*")
+# An operator on its own: between spaces, quotes or backticks, not in a word or a
+# run of symbols ("^" and "`=`", not "==>" or "a=b").
+_SYMBOL_RE = re.compile(
+    r"(?<![\w^$=@#~%&+<>*|!/\\-])[`'\"]?([\^$=@#~%&+<>]{1,2})[`'\"]?"
+    r"(?![\w^$=@#~%&+<>*|!/\\-])"
+)
+MARKER_RE = re.compile(r"\[(\d{1,3})\]")  # a citation's marker in an answer's text
+_WORD_CHAR_RE = re.compile(r"\w")
+# Words that turn a rule into an exception: such sentences answer "when/should".
+_CAVEATS = re.compile(
+    r"\b(except|unless|instead|however|only if|only when|do not|don't|never|but)\b",
+    re.IGNORECASE,
+)
+
+
+@dataclass
+class Citation:
+    n: int
+    source_id: int
+    source: str
+    file: str
+    section_id: int
+    heading_path: str
+    # The chunks holding the cited range (kb.answering.cover_chunks).
+    chunk_indexes: list[int]
+    start: int
+    end: int
+    # The cited range on its section's page (kb.answering.link_citations).
+    url: str = ""
+    # The page of the original file (PDF sources) its first cited character is
+    # on, "20", else "" (kb.answering.add_pages); `page` the same as a number,
+    # for links.
+    pages: str = ""
+    page: int | None = None
+
+    @property
+    def label(self) -> str:
+        return heading_label(self.source, self.heading_path)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "n": self.n,
+            "source": self.source,
+            "file": self.file,
+            "heading_path": self.heading_path,
+            "chunk_indexes": self.chunk_indexes,
+            "start": self.start,
+            "end": self.end,
+            "url": self.url,
+            "section_id": self.section_id,
+            "source_id": self.source_id,
+            "pages": self.pages or None,
+            "page": self.page,
+        }
+
+
+@dataclass
+class Sentence:
+    text: str
+    start: int
+    end: int
+    passage: Passage
+    location: Location
+    score: float = 0.0
+    citation: int = 0
+    # A table's line: the start of its table's header line (_headers_of), else None.
+    table: int | None = None
+    shared: int = 0  # question words in the sentence or its heading path (_score)
+
+
+@dataclass
+class Answer:
+    text: str
+    citations: list[Citation]
+    sentences: list[Sentence] = field(default_factory=list)
+    answerer: str = "extractive"
+    is_trustworthy: bool = True
+    warnings: list[str] = field(default_factory=list)
+    # (word asked, word searched) of misspellings searched as the collection's
+    # word (kb.retrieval.spelling).
+    searched_for: list[tuple[str, str]] = field(default_factory=list)
+
+    def parts(self) -> list[tuple[str, Citation | None]]:
+        """The answer as (text, citation) pieces, for templates to link markers."""
+        return marked_parts(self.text, {c.n: c for c in self.citations})
+
+
+def marked_parts(text: str, by_n: dict[int, Any]) -> list[tuple[str, Any]]:
+    """`text` as (text, citation) pieces: each [n] marker with its citation in
+    `by_n`, the text between with None (a marker citing nothing stays text).
+    The ask page and a logged answer's pages show answers so (kb/_answer.html)."""
+    pieces: list[tuple[str, Any]] = []
+    last = 0
+    for match in MARKER_RE.finditer(text):
+        cite = by_n.get(int(match.group(1)))
+        if cite is not None:
+            pieces.append((text[last : match.start()], None))
+            pieces.append((match.group(0), cite))
+            last = match.end()
+    pieces.append((text[last:], None))
+    return [(t, c) for t, c in pieces if t]
+
+
+def extractive_answer(result: Result, configs: dict[int, str] | None = None) -> Answer:
+    """The sentences of `result`'s passages that best answer its question, cited.
+
+    `configs`: the text-search configuration each passage is read in, by
+    id(passage) (passage_configs); without, each passage's own language as
+    its text tells. The citations have no `url` yet and their first location's
+    chunk indexes (kb.answering.complete_citations fills them in).
+    """
+    if configs is None:
+        configs = passage_configs(result.passages)
+    sentences = [s for p in result.passages for s in split_sentences(p)]
+    if not sentences:
+        return Answer(
+            text=gettext("Nothing in this collection matches the question."),
+            citations=[],
+            is_trustworthy=False,
+            warnings=[gettext("No context was retrieved.")],
+        )
+    read = [configs[id(s.passage)] for s in sentences]
+    asked = _score(sentences, result.question, read)
+    if _by_meaning(sentences, result, read):
+        asked = MIN_SHARED_WORDS
+    headers = [s for s in sentences if s.passage.is_header]
+    rows = [s for s in sentences if not s.passage.is_header]
+    answerable = [
+        s
+        for s in rows
+        if not _is_title_line(s) and not _is_markup(s) and not _is_header_row(s)
+    ]
+    chosen = _choose(answerable or rows or sentences, asked)
+    chosen = _with_what_they_introduce(chosen, sentences)
+    chosen += _headers_of(chosen, headers)
+    _best_first(chosen)
+    citations = _cite(chosen)
+    return Answer(text=answer_text(chosen), citations=citations, sentences=chosen)
+
+
+def split_sentences(passage: Passage) -> list[Sentence]:
+    """Sentences, list items, table rows and code blocks of a passage, with offsets.
+
+    A location whose edge cuts a paragraph's sentence is widened to that whole
+    sentence (within the loaded section text): a cited range never ends or starts
+    inside a sentence, and hard-wrapped lines are one sentence, not several. A
+    location that cuts into a code block holds a piece of code, which is left
+    out: code is quoted whole or not at all.
+    """
+    out: list[Sentence] = []
+    seen: set[int] = set()
+    blocks: dict[int, list[tuple[int, int]]] = {}  # code blocks by loaded text
+    for location in passage.locations:
+        base, text = _loaded(passage, location.start, location.end)
+        if base not in blocks:
+            blocks[base] = code_blocks(text)
+        lo, hi = location.start - base, location.end - base
+        wide = _whole_code(*widened(text, lo, hi), blocks[base])
+        for start, end in units(text, *wide):
+            if base + start in seen:
+                continue  # a sentence two locations of one paragraph share
+            if not _WORD_CHAR_RE.search(text, max(start, lo), min(end, hi)):
+                continue  # only reached by widening: not part of this location
+            if _cuts_code(start, end, blocks[base]):
+                continue
+            seen.add(base + start)
+            out.append(
+                Sentence(text[start:end], base + start, base + end, passage, location)
+            )
+    return out
+
+
+def _whole_code(start: int, end: int, blocks: list[tuple[int, int]]) -> tuple[int, int]:
+    """[start, end) grown to the whole code block each edge cuts into, when that
+    is at most MAX_CODE_GROWTH characters, else shrunk to leave it out; so the
+    units are read knowing where code starts and ends."""
+    if (block := block_around(blocks, start)) is not None:
+        start = block[0] if block[1] - block[0] <= MAX_CODE_GROWTH else block[1]
+    if (block := block_around(blocks, end)) is not None:
+        end = block[1] if block[1] - block[0] <= MAX_CODE_GROWTH else block[0]
+    return start, max(start, end)
+
+
+def _cuts_code(start: int, end: int, blocks: list[tuple[int, int]]) -> bool:
+    """Whether [start, end) holds a piece of a code block but not all of it."""
+    i = bisect.bisect_right(blocks, (end, end)) - 1
+    while i >= 0 and blocks[i][1] > start:
+        block_start, block_end = blocks[i]
+        if block_start < end and not (start <= block_start and block_end <= end):
+            return True
+        i -= 1
+    return False
+
+
+def _loaded(passage: Passage, start: int, end: int) -> tuple[int, str]:
+    """The loaded source text around [start, end) and its offset in the source."""
+    return passage.source_text.part_holding(start, end) or (passage.start, passage.text)
+
+
+def terms(text: str, config: str = "english") -> list[str]:
+    """Words, stemmed, without common ones; and operators standing alone
+    ("the ^ prefix", a table cell "`^`"): API docs name things by them.
+    English keeps its light stemmer (the answers measured on the English golden
+    sets); another language's words are stemmed by snowball in that language
+    (`config`: a text-search configuration, kb.languages)."""
+    if config == "english":
+        words = [_stem(w) for w in _WORD_RE.findall(text.lower()) if w not in STOPWORDS]
+    else:
+        words = languages.stems(text, config)
+    return words + _SYMBOL_RE.findall(text)
+
+
+def _stem(word: str) -> str:
+    for suffix in ("ing", "ed", "es", "s"):
+        if word.endswith(suffix) and len(word) - len(suffix) >= MIN_STEM:
+            return word[: -len(suffix)]
+    return word
+
+
+def _score(sentences: list[Sentence], question: str, read: list[str]) -> int:
+    """Each sentence's score and shared words, its words and the question's
+    read in its passage's language (`read`: each sentence's configuration);
+    how many terms the question has."""
+    asked = {config: set(terms(question, config)) for config in set(read)}
+    docs = [
+        set(terms(s.text, c)) | set(terms(s.location.heading_path, c))
+        for s, c in zip(sentences, read, strict=True)
+    ]
+    n = len(docs)
+    idf = {
+        (config, t): math.log(
+            1 + n / (1 + sum(t in d for d, c in zip(docs, read) if c == config))
+        )
+        for config, words in asked.items()
+        for t in words
+    }
+    for sentence, words, config in zip(sentences, docs, read, strict=True):
+        own = set(terms(sentence.text, config))
+        question_terms = asked[config]
+        overlap = sum(idf[config, t] for t in question_terms & own)
+        sentence.shared = len(question_terms & words)
+        via_heading = sum(idf[config, t] for t in question_terms & (words - own))
+        overlap += HEADING_WEIGHT * via_heading
+        if overlap and _CAVEATS.search(sentence.text):
+            overlap *= CAVEAT_BOOST
+        # Earlier (better-ranked) passages win ties.
+        sentence.score = overlap / (1 + RANK_DECAY * (sentence.passage.rank - 1))
+    return max((len(words) for words in asked.values()), default=0)
+
+
+def _by_meaning(sentences: list[Sentence], result: Result, read: list[str]) -> bool:
+    """Score the sentences by how near each is to the question in the
+    collection's model, when the question's language was recognised and no
+    passage is in it (an English question over French pages): words shared
+    across languages are then only names and code, and the best-matching
+    sentence was a code block rather than the sentence that answers (issue
+    #27). A sentence scores its cosine above the median sentence's, and counts
+    as sharing the question's words when it is above it. Returns whether it
+    scored them."""
+    own = languages.recognised_config(result.question)
+    if own is None or result.vector is None or not result.embedding_model:
+        return False
+    if own in read:
+        return False
+    embedder = embedding.get_embedder(result.embedding_model)
+    vectors = embedder.embed_passages([s.text for s in sentences], truncate=True)
+    near = vectors @ np.asarray(result.vector, dtype=np.float32)
+    floor = float(np.median(near))
+    for sentence, similarity in zip(sentences, near.tolist(), strict=True):
+        above = max(similarity - floor, 0.0)
+        sentence.shared = MIN_SHARED_WORDS if above else 0
+        sentence.score = above / (1 + RANK_DECAY * (sentence.passage.rank - 1))
+    return True
+
+
+def passage_configs(
+    passages: list[Passage], sources: dict[int, tuple[str, str]] | None = None
+) -> dict[int, str]:
+    """The text-search configuration each passage is read in, by id(passage):
+    its source's language when an editor chose one, else the passage's own
+    when it has prose enough to tell, else its source's detected language (as
+    ingestion reads a section: kb.languages.section_languages). `sources`:
+    (language chosen, language detected) by source id, "" when none
+    (kb.answering.configs_of reads them)."""
+    sources = sources or {}
+    configs = {}
+    for p in passages:
+        language, detected = sources.get(p.source_id, ("", ""))
+        code = language or languages.detect(
+            p.text, default=detected or languages.DEFAULT
+        )
+        configs[id(p)] = languages.config_for(code)
+    return configs
+
+
+def _choose(sentences: list[Sentence], asked: int) -> list[Sentence]:
+    """`asked`: how many terms the question has (_score)."""
+    ranked = sorted(sentences, key=lambda s: -s.score)
+    needed = min(MIN_SHARED_WORDS, asked)
+    chosen: list[Sentence] = []
+    locations: list[tuple[int, int]] = []
+    quoted: set[str] = set()  # the same words from another copy say nothing new
+    code: list[Sentence] = []
+
+    def new_text(s: Sentence) -> bool:
+        if has_code(s.text):
+            if len(code) >= MAX_CODE_BLOCKS:
+                return False
+            code.append(s)
+        key = " ".join(s.text.split()).casefold()
+        return key not in quoted and not quoted.add(key)
+
+    for s in ranked:  # the best sentence of each of the best locations first
+        key = (s.passage.rank, s.location.start)
+        # One shared word ("class" in "yoga class" and "economy class") is not
+        # enough for a location of its own: its sentence must weigh a share of
+        # the best one's, as every further sentence must, and share words enough.
+        fair = s.score > 0 and (
+            not chosen or s.score >= KEEP_SHARE * chosen[0].score and s.shared >= needed
+        )
+        if fair and key not in locations and len(locations) < TOP_LOCATIONS:
+            if new_text(s):
+                locations.append(key)
+                chosen.append(s)
+    if not chosen:
+        chosen.append(ranked[0])
+    best = chosen[0].score
+    words = sum(len(s.text.split()) for s in chosen)
+    for s in ranked:
+        if len(chosen) >= MAX_SENTENCES or s.score < KEEP_SHARE * best:
+            break
+        if s in chosen:
+            continue
+        elsewhere = (s.passage.rank, s.location.start) not in locations
+        if elsewhere and s.shared < needed:
+            continue
+        if words + len(s.text.split()) > MAX_ANSWER_WORDS or not new_text(s):
+            continue
+        chosen.append(s)
+        words += len(s.text.split())
+    return chosen
+
+
+def _best_first(chosen: list[Sentence]) -> None:
+    """Sections in the order of their best sentence, each in document order (a
+    table's header line before its rows): the answer opens with what answers."""
+    best: dict[int, float] = {}
+    for s in chosen:
+        key = s.location.section_id
+        best[key] = max(best.get(key, 0.0), s.score)
+    chosen.sort(key=lambda s: (-best[s.location.section_id], s.location.section_id,
+                               s.start))  # fmt: skip
+
+
+def _headers_of(chosen: list[Sentence], headers: list[Sentence]) -> list[Sentence]:
+    """The header line (column names) of each table a chosen row comes from.
+
+    A row's cells mean nothing without them. A short table is read whole, its
+    header line above the row in the loaded text (_header_above); the header lines
+    of long tables are passages of their own (retrieval.expansion.regions_of).
+    Marks each row and header with its table (Sentence.table).
+    """
+    known = {(s.passage.source_id, s.start): s for s in chosen}
+    added: list[Sentence] = []
+    for s in chosen:
+        if not is_table_row(s.text) or s.passage.is_header:
+            continue
+        header = _header_above(s)
+        if header is None:
+            above = [
+                h
+                for h in headers
+                if h.location.section_id == s.location.section_id and h.end <= s.start
+            ]
+            header = max(above, key=lambda h: h.end, default=None)
+        if header is None:
+            continue
+        key = (header.passage.source_id, header.start)
+        if key not in known:
+            known[key] = header
+            added.append(header)
+        header = known[key]
+        header.table = s.table = header.start
+    return added
+
+
+def _header_above(row: Sentence) -> Sentence | None:
+    """The header line of the table `row` is in, when the loaded text holds it:
+    up over the rows above it to the delimiter line, and the line above that."""
+    base, text = _loaded(row.passage, row.start, row.end)
+    line = text.rfind("\n", 0, row.start - base) + 1
+    while line > 0:
+        above = text.rfind("\n", 0, line - 1) + 1
+        previous = text[above:line].strip()
+        if is_table_row(previous) and not is_delimiter_line(previous):
+            line = above  # a row above it: go on up
+            continue
+        if not is_delimiter_line(previous) or above == 0:
+            return None
+        head = text.rfind("\n", 0, above - 1) + 1
+        found = header_line(text[head:line], base + head)
+        if found is None:
+            return None
+        start, end = found
+        return Sentence(
+            text[start - base : end - base], start, end, row.passage, row.location
+        )
+    return None
+
+
+_ELEMENT_RE = re.compile(r"<(?:[A-Za-z][\w-]*[\s/>]|!--)")
+_TABLE_TAG_RE = re.compile(r"<(?:table|thead|tbody|tr|td|th)[\s>]", re.IGNORECASE)
+MARKUP_CHARS = 2000  # of a sentence read to tell markup from text
+
+
+def _is_markup(s: Sentence) -> bool:
+    """Raw HTML in a Markdown source (a README's badges, `<p align="center">`):
+    tags a reader would see as code, which say less than they show. An HTML
+    table always: an answer shows it as escaped markup, however much it says
+    (its cells are searched, and shown in the passage)."""
+    text = s.text.strip()[:MARKUP_CHARS]
+    if not _ELEMENT_RE.match(text):  # an autolink (<https://…>) is a link in text
+        return False
+    if _TABLE_TAG_RE.match(text):
+        return True
+    return len(html_text(text)) * 2 < len(text)
+
+
+def _text_between(s: Sentence, after: Sentence) -> str:
+    base, text = _loaded(s.passage, s.start, after.end)
+    return text[s.end - base : after.start - base]
+
+
+def has_code(text: str) -> bool:
+    """A code block: fenced, or indented (sentences.units)."""
+    return text.lstrip().startswith(("```", "~~~")) or text[:1] in " \t"
+
+
+def _is_header_row(s: Sentence) -> bool:
+    """A table's header line (the delimiter line follows): column names, which
+    answer nothing alone; _headers_of adds it above a chosen row."""
+    if not is_table_row(s.text):
+        return False
+    base, text = _loaded(s.passage, s.start, s.end)
+    after = s.end - base
+    line_end = text.find("\n", after + 1)
+    following = text[after + 1 : len(text) if line_end < 0 else line_end]
+    return text[after : after + 1] == "\n" and is_delimiter_line(following.strip())
+
+
+def _with_what_they_introduce(
+    chosen: list[Sentence], sentences: list[Sentence]
+) -> list[Sentence]:
+    """A chosen sentence ending in ":" ("Default:", "run this:") comes with the
+    code block right after it when that is short; a short one with nothing to
+    show ("Default:" before a long block) is left out: alone it says nothing."""
+    following = {
+        id(s): after
+        for s, after in zip(sentences, sentences[1:])
+        if after.location is s.location
+    }
+    kept: list[Sentence] = []
+    blocks = sum(has_code(s.text) for s in chosen)
+    for s in chosen:
+        if not s.text.rstrip().endswith(":") or has_code(s.text):
+            kept.append(s)
+            continue
+        after = following.get(id(s))
+        if items := _list_after(s, following):
+            kept.append(s)
+            for item in items:
+                if item not in chosen and item not in kept:
+                    item.score = s.score
+                    kept.append(item)
+            continue
+        attach = (
+            after is not None
+            and has_code(after.text)
+            and len(after.text) <= MAX_INTRO_CODE
+            and not _text_between(s, after).strip()
+            and (after in chosen or blocks < MAX_CODE_BLOCKS)
+        )
+        if attach:
+            kept.append(s)
+            if after not in chosen and after not in kept:
+                after.score = s.score
+                kept.append(after)
+                blocks += 1
+        elif len(s.text.split()) > MAX_BARE_INTRO_WORDS:
+            kept.append(s)
+    return kept or chosen
+
+
+def _list_after(intro: Sentence, following: dict[int, Sentence]) -> list[Sentence]:
+    """The items of the list right after `intro`, the whole list when it has at
+    most MAX_INTRO_ITEMS items of MAX_INTRO_LIST_WORDS words in all (a longer
+    one: none, the intro then stands as any sentence does)."""
+    items: list[Sentence] = []
+    words = 0
+    s = intro
+    while (after := following.get(id(s))) is not None and is_list_item(after.text):
+        if _text_between(s, after).strip():
+            break
+        items.append(after)
+        words += len(after.text.split())
+        if len(items) > MAX_INTRO_ITEMS or words > MAX_INTRO_LIST_WORDS:
+            return []
+        s = after
+    return items
+
+
+def _is_title_line(s: Sentence) -> bool:
+    """The first line of a plain-text file standing alone (no full stop): its
+    title, which names the document and answers nothing."""
+    if not s.passage.file_name.lower().endswith(TEXT_EXTENSIONS):
+        return False
+    if s.start != s.location.start or 0 not in s.location.chunk_indexes:
+        return False
+    text = s.text.strip()
+    return "\n" not in text and not text.endswith((".", "!", "?", ":", ";"))
+
+
+def answer_text(chosen: list[Sentence]) -> str:
+    """Each sentence followed by its marker; the lines of one table together, as a
+    table (header line, delimiter line, rows) followed by their markers."""
+    pieces: list[str] = []
+    i = 0
+    while i < len(chosen):
+        s = chosen[i]
+        group = [s]
+        while (
+            s.start == s.table  # a table's header line, its rows after it
+            and i + len(group) < len(chosen)
+            and chosen[i + len(group)].table == s.table
+            and chosen[i + len(group)].passage.source_id == s.passage.source_id
+        ):
+            group.append(chosen[i + len(group)])
+        i += len(group)
+        markers = " ".join(dict.fromkeys(f"[{g.citation}]" for g in group))
+        after = chosen[i] if i < len(chosen) else None
+        if (
+            len(group) == 1
+            and after is not None
+            and after.citation == s.citation
+            and s.text.rstrip().endswith(":")
+            and has_code(after.text)
+        ):  # "Default:" and its value, one piece under one marker
+            i += 1
+            pieces.append(
+                f"{one_line(s.text)}\n\n{one_line(after.text)}\n{markers}\n\n"
+            )
+            continue
+        items = _items_after(chosen, i, s) if len(group) == 1 else []
+        if items:  # "...the following:" and its list, as a list (issue #28)
+            i += len(items)
+            lines = "\n".join(one_line(item.text.strip()) for item in items)
+            pieces.append(f"{one_line(s.text)} {markers}\n\n{lines}\n\n")
+            continue
+        if len(group) == 1 and has_code(s.text):
+            # A block of its own: a fence opens a line, and a closing fence has
+            # nothing after it (a marker there would open a new block).
+            pieces.append(f"\n\n{one_line(s.text)}\n{markers}\n\n")
+            continue
+        if len(group) == 1:
+            pieces.append(f"{one_line(s.text)} {markers}")
+            continue
+        pieces += _table_pieces(group)
+    return " ".join(pieces).strip()
+
+
+def _items_after(chosen: list[Sentence], i: int, intro: Sentence) -> list[Sentence]:
+    """The list items chosen[i:] starts with that `intro` ("...:") introduces:
+    of its location and its citation."""
+    if not intro.text.rstrip().endswith(":") or has_code(intro.text):
+        return []
+    items = []
+    for s in chosen[i:]:
+        if not (is_list_item(s.text) and s.location is intro.location
+                and s.citation == intro.citation):  # fmt: skip
+            break
+        items.append(s)
+    return items
+
+
+def _table_pieces(group: list[Sentence]) -> list[str]:
+    """A table's quoted rows under its header line: one table for each citation's
+    rows (a reader sees which rows each marker stands for), a row of "…" where
+    rows between quoted ones are left out; on lines of their own."""
+    header, rows = group[0], group[1:]
+    head = one_line(header.text)
+    cells = max(len(CELL_SPLIT_RE.split(head.strip())) - 2, 1)
+    runs: list[list[Sentence]] = []
+    for row in rows:
+        if runs and runs[-1][-1].citation == row.citation:
+            runs[-1].append(row)
+        else:
+            runs.append([row])
+    pieces = []
+    for n, run in enumerate(runs):
+        lines = [head, "|" + " --- |" * cells]
+        previous = header
+        for row in run:
+            if not _next_row(previous, row):
+                lines.append("|" + " … |" * cells)
+            lines.append(one_line(row.text))
+            previous = row
+        cited = ([header] if n == 0 else []) + run
+        markers = " ".join(dict.fromkeys(f"[{g.citation}]" for g in cited))
+        pieces.append("\n\n" + "\n".join(lines) + f"\n{markers}\n\n")
+    return pieces
+
+
+def _next_row(above: Sentence, row: Sentence) -> bool:
+    """Whether `row` comes right under `above` in its table (a header line: under
+    its delimiter line)."""
+    base, text = _loaded(row.passage, min(above.start, row.start), row.end)
+    between = text[above.end - base : row.start - base]
+    if between.count("\n") == 1 and not between.strip():
+        return True
+    lines = between.strip("\n").split("\n")
+    return len(lines) == 1 and is_delimiter_line(lines[0].strip())
+
+
+def one_line(text: str) -> str:
+    """A sentence on one line: soft line breaks (and a quote's ">") read as spaces.
+    A code block stays as it is (an indented one fenced, so it still reads as
+    code where the answer is shown)."""
+    if text[:1] in " \t":  # an indented code block (sentences.units), or a fenced
+        code = textwrap.dedent(text.expandtabs(4)).strip("\n")  # one in a list
+        return code if code.startswith(("```", "~~~")) else f"```\n{code}\n```"
+    if text.startswith(("```", "~~~")):
+        return text
+    if text.startswith(">"):
+        text = re.sub(r"\n[ \t]*>", "\n", text[1:])
+    return " ".join(text.split())
+
+
+def _cite(sentences: list[Sentence]) -> list[Citation]:
+    """One citation per run of adjacent cited sentences, numbered in order of
+    first use: a cited range holds only quoted text (the section page marks one
+    range), so sentences with others between them are cited apart. Without a
+    link yet, and with the chunk indexes of the first sentence's location."""
+    citations: list[Citation] = []
+    for s in sentences:
+        cite = next((c for c in citations if _adjoins(c, s)), None)
+        if cite is None:
+            cite = _citation(len(citations) + 1, s)
+            citations.append(cite)
+        cite.start, cite.end = min(cite.start, s.start), max(cite.end, s.end)
+        s.citation = cite.n
+    return citations
+
+
+def _adjoins(cite: Citation, s: Sentence) -> bool:
+    """Whether `s` overlaps the cited range or only text that is no sentence
+    (spaces, a list marker, a table's delimiter line) lies between them."""
+    where = (s.passage.source_id, s.location.section_id)
+    if (cite.source_id, cite.section_id) != where:
+        return False
+    lo, hi = (cite.end, s.start) if cite.end <= s.start else (s.end, cite.start)
+    if hi <= lo:
+        return True
+    for base, text in [*s.passage.source_text.parts, (s.passage.start, s.passage.text)]:
+        if base <= lo and hi <= base + len(text):
+            return not _units_between(text, lo - base, hi - base)
+    return False
+
+
+def _units_between(text: str, lo: int, hi: int) -> bool:
+    """Whether a sentence (unit) of `text` lies whole in [lo, hi).
+
+    Units are read from whole lines: from the line where the sentence before
+    ends (the line after it when that sentence is a code block) to the end of
+    the line where the next begins.
+    """
+    first = text.rfind("\n", 0, lo) + 1
+    if text[first:lo].lstrip().startswith(("```", "~~~")):  # a code block's end
+        first = text.find("\n", lo) + 1 or len(text)
+    last = text.find("\n", hi)
+    last = len(text) if last < 0 else last
+    return any(lo <= a and b <= hi for a, b in units(text, first, last))
+
+
+def _citation(n: int, s: Sentence) -> Citation:
+    return Citation(
+        n=n,
+        source_id=s.passage.source_id,
+        source=s.passage.source_title,
+        file=s.passage.file_name,
+        section_id=s.location.section_id,
+        heading_path=s.location.heading_path,
+        chunk_indexes=list(s.location.chunk_indexes),
+        start=s.start,
+        end=s.end,
+    )

@@ -1,0 +1,83 @@
+"""The extractive answerer on passages built by hand: no database (a
+SimpleTestCase refuses queries), as kb/answerer.py promises."""
+
+from __future__ import annotations
+
+from django.test import SimpleTestCase
+
+from kb import answerer
+from kb.retrieval.passages import Location, Passage, Result, TextWindow
+
+TOOLS = """Before you open the hive, gather the following tools:
+
+- a smoker with dry fuel
+- a hive tool
+- a veil and gloves
+
+Work slowly and calmly around the bees.
+"""
+
+OFFICES = """| Office | City | Opens |
+| --- | --- | --- |
+| Office 12 | Lyon | 8:00 |
+| Office 57 | Porto | 9:30 |
+"""
+
+
+def passage(text: str, heading: str, rank: int = 1, source_id: int = 1) -> Passage:
+    """All of `text` retrieved as one passage of its own source (file and section
+    numbered `source_id`), its text loaded, as retrieval hands passages on."""
+    location = Location(source_id, f"Guide > {heading}", 0, len(text), [0])
+    found = Passage(
+        source_id, "Guide", f"guide{source_id}.md", 0, len(text), text,
+        1.0, {"vector"}, [location], rank=rank,
+    )  # fmt: skip
+    found.source_text = TextWindow([(0, text)])
+    return found
+
+
+def answer(question: str, *passages: Passage) -> answerer.Answer:
+    result = Result(question, list(passages), 0, 1200, len(passages), "vector", {})
+    return answerer.extractive_answer(result, {id(p): "english" for p in passages})
+
+
+class ExtractiveAnswerTestCase(SimpleTestCase):
+    def test_it_answers_with_the_whole_list_a_sentence_introduces(self):
+        reply = answer(
+            "Which tools do I gather to open a hive?", passage(TOOLS, "Tools")
+        )
+        intro, items = reply.text.split("\n\n", 1)
+        self.assertEqual(
+            intro, "Before you open the hive, gather the following tools: [1]"
+        )
+        for item in ("a smoker with dry fuel", "a hive tool", "a veil and gloves"):
+            self.assertIn(f"- {item}", items)
+        self.assertNotIn("Work slowly", reply.text)
+
+    def test_it_opens_with_the_sentence_sharing_the_rare_words(self):
+        first = passage(
+            "In spring a hive grows fast. Bees drink water daily.", "Colony"
+        )
+        second = passage(
+            "Feed sugar syrup to a hive in early spring when its stores run low.",
+            "Stores", rank=2, source_id=2,
+        )  # fmt: skip
+        reply = answer("When do I feed a hive sugar syrup in spring?", first, second)
+        self.assertTrue(reply.text.startswith("Feed sugar syrup"), reply.text)
+        self.assertIn("In spring a hive grows fast. [2]", reply.text)
+        self.assertEqual([c.source_id for c in reply.citations], [2, 1])
+
+    def test_it_shows_a_table_row_under_its_header_line(self):
+        reply = answer("When does the Porto office open?", passage(OFFICES, "Offices"))
+        lines = reply.text.splitlines()
+        self.assertEqual(
+            lines[:2], ["| Office | City | Opens |", "| --- | --- | --- |"]
+        )
+        self.assertIn("| Office 57 | Porto | 9:30 |", lines)
+
+    def test_its_citations_wait_for_their_links(self):
+        reply = answer("When does the Porto office open?", passage(OFFICES, "Offices"))
+        (cite,) = reply.citations
+        # kb.answering links them and narrows the chunks to the cited range.
+        self.assertEqual((cite.url, cite.chunk_indexes, cite.section_id), ("", [0], 1))
+        self.assertIn("| Office 57 | Porto | 9:30 |", OFFICES[cite.start : cite.end])
