@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 from django.utils.translation import gettext
 
-from kb import embedding, languages
+from kb import embedding, languages, unit_vectors
 from kb.parsing import TEXT_EXTENSIONS, html_text
 from kb.rendering import CELL_SPLIT_RE, is_table_row
 from kb.retrieval.passages import Location, Passage, Result, heading_label
@@ -57,6 +57,17 @@ MAX_BARE_INTRO_WORDS = 3  # "Default:", "For example:": left out with nothing af
 MAX_INTRO_ITEMS = 12
 MAX_INTRO_LIST_WORDS = 150
 MIN_STEM = 3  # letters a word keeps when _stem strips a suffix
+# A sentence's meaning (_by_meaning): its stored vector's cosine to the question
+# above the median sentence's, over the best's, weighs this beside its word
+# score over the best (chosen on the pooled tuned sets, issue #28); above this
+# it counts as sharing the question's words.
+MEANING_WEIGHT = 0.6
+SHARES_MEANING = 0.5
+WORDLESS_MEANING = 1.0
+ADDON_MEANING = 0.6
+# The stored vectors of a section's units: their (start, end) in the source
+# text and one L2-normalised row each (kb.unit_vectors), by section id.
+Meanings = dict[int, tuple[list[tuple[int, int]], np.ndarray]]
 
 _WORD_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9'_-]*")
 # An operator on its own: between spaces, quotes or backticks, not in a word or a
@@ -127,6 +138,8 @@ class Sentence:
     # A table's line: the start of its table's header line (_headers_of), else None.
     table: int | None = None
     shared: int = 0  # question words in the sentence or its heading path (_score)
+    words: float = 0.0  # its score by the question's words alone (_score)
+    meaning: float = 0.0  # its nearness to the question, 0 to 1 (_by_meaning)
 
 
 @dataclass
@@ -162,13 +175,20 @@ def marked_parts(text: str, by_n: dict[int, Any]) -> list[tuple[str, Any]]:
     return [(t, c) for t, c in pieces if t]
 
 
-def extractive_answer(result: Result, configs: dict[int, str] | None = None) -> Answer:
+def extractive_answer(
+    result: Result,
+    configs: dict[int, str] | None = None,
+    meanings: Meanings | None = None,
+) -> Answer:
     """The sentences of `result`'s passages that best answer its question, cited.
 
     `configs`: the text-search configuration each passage is read in, by
     id(passage) (passage_configs); without, each passage's own language as
     its text tells. The citations have no `url` yet and their first location's
     chunk indexes (kb.answering.complete_citations fills them in).
+    `meanings`: the stored vectors of the units of the passages' sections
+    (kb.unit_vectors), by section id; without, sentences are scored by the
+    question's words alone (but across languages: _by_meaning).
     """
     if configs is None:
         configs = passage_configs(result.passages)
@@ -182,7 +202,7 @@ def extractive_answer(result: Result, configs: dict[int, str] | None = None) -> 
         )
     read = [configs[id(s.passage)] for s in sentences]
     asked = _score(sentences, result.question, read)
-    if _by_meaning(sentences, result, read):
+    if _by_meaning(sentences, result, read, meanings or {}):
         asked = MIN_SHARED_WORDS
     headers = [s for s in sentences if s.passage.is_header]
     rows = [s for s in sentences if not s.passage.is_header]
@@ -306,32 +326,80 @@ def _score(sentences: list[Sentence], question: str, read: list[str]) -> int:
             overlap *= CAVEAT_BOOST
         # Earlier (better-ranked) passages win ties.
         sentence.score = overlap / (1 + RANK_DECAY * (sentence.passage.rank - 1))
+        sentence.words = sentence.score
     return max((len(words) for words in asked.values()), default=0)
 
 
-def _by_meaning(sentences: list[Sentence], result: Result, read: list[str]) -> bool:
-    """Score the sentences by how near each is to the question in the
-    collection's model, when the question's language was recognised and no
-    passage is in it (an English question over French pages): words shared
-    across languages are then only names and code, and the best-matching
-    sentence was a code block rather than the sentence that answers (issue
-    #27). A sentence scores its cosine above the median sentence's, and counts
-    as sharing the question's words when it is above it. Returns whether it
-    scored them."""
+def _by_meaning(
+    sentences: list[Sentence], result: Result, read: list[str], meanings: Meanings
+) -> bool:
+    """Blend each sentence's score with how near it is to the question in the
+    collection's model: its cosine above the median sentence's, over the
+    best's (0 to 1), weighs MEANING_WEIGHT beside its word score over the best
+    word score. The cosine is that of the stored vectors of the units it
+    covers (`meanings`, kb.unit_vectors; a sentence without one gets the
+    median). A sentence well above the median counts as sharing the
+    question's words (_choose).
+
+    When the question's language was recognised and no passage is in it (an
+    English question over French pages), words shared across languages are
+    only names and code, and the best-matching sentence was a code block
+    rather than the sentence that answers (issue #27): meaning alone scores
+    then, from the sentences embedded now when none has a stored vector.
+    Returns whether meaning alone scored them."""
     own = languages.recognised_config(result.question)
-    if own is None or result.vector is None or not result.embedding_model:
+    across = own is not None and own not in read
+    if result.vector is None:
         return False
-    if own in read:
+    question = np.asarray(result.vector, dtype=np.float32)
+    near = _stored_nearness(sentences, question, meanings)
+    if near is None and across and result.embedding_model:
+        embedder = embedding.get_embedder(result.embedding_model)
+        texts = [s.text for s in sentences]
+        near = embedder.embed_passages(texts, truncate=True) @ question
+    if near is None:
         return False
-    embedder = embedding.get_embedder(result.embedding_model)
-    vectors = embedder.embed_passages([s.text for s in sentences], truncate=True)
-    near = vectors @ np.asarray(result.vector, dtype=np.float32)
+    weight = 1.0 if across else MEANING_WEIGHT
     floor = float(np.median(near))
+    span = max(float(near.max()) - floor, 1e-6)
+    words = max((_unranked(s) for s in sentences), default=0.0) or 1.0
     for sentence, similarity in zip(sentences, near.tolist(), strict=True):
-        above = max(similarity - floor, 0.0)
-        sentence.shared = MIN_SHARED_WORDS if above else 0
-        sentence.score = above / (1 + RANK_DECAY * (sentence.passage.rank - 1))
-    return True
+        above = min(max(similarity - floor, 0.0) / span, 1.0)
+        if not across and not _unranked(sentence):
+            above *= WORDLESS_MEANING
+        if above > SHARES_MEANING or (across and above > 0):
+            sentence.shared = max(sentence.shared, MIN_SHARED_WORDS)
+        elif across:
+            sentence.shared = 0
+        sentence.meaning = above
+        blended = weight * above + (1 - weight) * _unranked(sentence) / words
+        sentence.score = blended / (1 + RANK_DECAY * (sentence.passage.rank - 1))
+    return across
+
+
+def _unranked(sentence: Sentence) -> float:
+    """A sentence's word score without its passage's rank decay."""
+    return sentence.score * (1 + RANK_DECAY * (sentence.passage.rank - 1))
+
+
+def _stored_nearness(
+    sentences: list[Sentence], question: np.ndarray, meanings: Meanings
+) -> np.ndarray | None:
+    """Each sentence's cosine to the question from its units' stored vectors,
+    the median for one without; None when no sentence has one (an index built
+    before they were stored, or vectors of another size)."""
+    near: list[float | None] = []
+    for s in sentences:
+        bounds, vectors = meanings.get(s.location.section_id, ([], None))
+        found = None
+        if bounds and vectors.shape[1] == len(question):
+            found = unit_vectors.covering(s.start, s.end, bounds, vectors)
+        near.append(None if found is None else float(found @ question))
+    known = [n for n in near if n is not None]
+    if not known:
+        return None
+    median = float(np.median(known))
+    return np.array([median if n is None else n for n in near], dtype=np.float32)
 
 
 def passage_configs(
@@ -385,11 +453,13 @@ def _choose(sentences: list[Sentence], asked: int) -> list[Sentence]:
                 chosen.append(s)
     if not chosen:
         chosen.append(ranked[0])
-    best = chosen[0].score
+    best, best_words = chosen[0].score, chosen[0].words
     words = sum(len(s.text.split()) for s in chosen)
     for s in ranked:
         if len(chosen) >= MAX_SENTENCES or s.score < KEEP_SHARE * best:
             break
+        if s.words < KEEP_SHARE * best_words and s.meaning < ADDON_MEANING:
+            continue  # near in meaning, as its neighbours are: not on its own
         if s in chosen:
             continue
         elsewhere = (s.passage.rank, s.location.start) not in locations

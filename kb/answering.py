@@ -17,12 +17,21 @@ import time
 from typing import Any
 
 from django.conf import settings
+from django.db import connection
 from django.db.models import Q
 from django.urls import reverse
 from django.utils import formats
 from django.utils.translation import gettext, ngettext
 
-from kb import answerer, embedding, embedding_models, languages, llm, retrieval
+from kb import (
+    answerer,
+    embedding,
+    embedding_models,
+    languages,
+    llm,
+    retrieval,
+    unit_vectors,
+)
 from kb.answerer import Answer, Citation
 from kb.models import Chunk, Section, Source
 from kb.readers.reading import pages_of
@@ -70,21 +79,50 @@ def answer(result: Result, configs: dict[int, str] | None = None) -> Answer:
         return refusal
     if settings.KB_LLM_URL and result.passages:
         return llm.answer(result)
+    return extractive(result, configs)
+
+
+def extractive(result: Result, configs: dict[int, str] | None = None) -> Answer:
+    """The extractive answer (kb.answerer), given what it reads from the
+    database: each passage's text-search configuration (configs_of, read when
+    not given) and the stored vectors of its sections' units (meanings_of)."""
     if configs is None:
         configs = configs_of(result.passages)
-    return answerer.extractive_answer(result, configs)
+    meanings = meanings_of(result.passages) if result.vector is not None else {}
+    return answerer.extractive_answer(result, configs, meanings)
 
 
 def _answer_or_fall_back(result: Result, configs: dict[int, str]) -> Answer:
     try:
         return answer(result, configs)
     except llm.AnswerError as exc:
-        reply = answerer.extractive_answer(result, configs)
+        reply = extractive(result, configs)
         reply.warnings.append(
             gettext("%(problem)s; showing the retrieved passages instead.")
             % {"problem": exc}
         )
         return reply
+
+
+_UNITS = """
+SELECT c.section_id, c.unit_offsets, c.unit_vectors FROM kb_chunk c
+WHERE c.section_id = ANY(%(sections)s) AND c.unit_offsets IS NOT NULL
+  AND EXISTS (
+    SELECT 1 FROM unnest(%(sections)s, %(starts)s, %(ends)s) AS l(section_id, lo, hi)
+    WHERE l.section_id = c.section_id AND c.start < l.hi AND c."end" > l.lo)
+"""
+
+
+def meanings_of(passages: list[Passage]) -> answerer.Meanings:
+    """The stored vectors of the units (kb.unit_vectors) of the chunks the
+    passages' locations overlap, by section id, in one query."""
+    places = [(at.section_id, at.start, at.end) for p in passages for at in p.locations]
+    if not places:
+        return {}
+    sections, starts, ends = (list(column) for column in zip(*places, strict=True))
+    with connection.cursor() as cursor:
+        cursor.execute(_UNITS, {"sections": sections, "starts": starts, "ends": ends})
+        return unit_vectors.by_section(cursor.fetchall())
 
 
 def configs_of(passages: list[Passage]) -> dict[int, str]:

@@ -31,6 +31,7 @@ from kb.parsing import (
     embedded_text,
 )
 from kb.percentiles import percentile
+from kb.sentences import units
 
 DEFAULT_MAX_TOKENS = 200
 DEFAULT_OVERLAP = 0
@@ -79,6 +80,9 @@ class ChunkData:
     kind: ChunkKind
     token_count: int  # count_tokens(embed_text), special tokens included
     is_fallback: bool = False  # a boundary was cut inside a sentence
+    # The answerable units (kb.sentences.units) of text, as (start, end) in the
+    # source text and (lo, hi) in embed_text where each is read (unit_parts).
+    units: list[tuple[int, int, int, int]] = field(default_factory=list)
 
 
 @dataclass
@@ -252,7 +256,29 @@ def _chunk(
         kind=draft.kind,
         token_count=tokens(embed_text),
         is_fallback=draft.is_fallback,
+        units=unit_parts(text, draft.start, draft.end, embed_text, html),
     )
+
+
+def unit_parts(
+    text: str, start: int, end: int, embed_text: str, html: HTMLBlocks
+) -> list[tuple[int, int, int, int]]:
+    """The units of text[start:end] (sentences, list items, rows, code
+    blocks: what an answer quotes), each with the range of `embed_text` it is
+    read as: its own embedded form, found in order; else (a table row read as
+    "Column: value", a unit the chunk rewrites) the whole embed_text, so the
+    unit stands for what its chunk says. Linear in the chunk's length."""
+    found: list[tuple[int, int, int, int]] = []
+    cursor = 0
+    for lo, hi in units(text, start, end):
+        form = embedded_text(text, lo, hi, html).strip()
+        at = embed_text.find(form, cursor) if form else -1
+        if at < 0:
+            found.append((lo, hi, 0, len(embed_text)))
+            continue
+        found.append((lo, hi, at, at + len(form)))
+        cursor = at + len(form)
+    return found
 
 
 # --- structure strategy ---------------------------------------------------

@@ -394,6 +394,36 @@ class Embedder:
             return self.embed_truncating(prompted)
         return self.embed(prompted, origins, batch_size)
 
+    def embed_passages_with_parts(
+        self,
+        texts: list[str],
+        parts: list[list[tuple[int, int]]],
+        origins: list[str] | None = None,
+        truncate: bool = False,
+    ) -> tuple[np.ndarray, list[np.ndarray]]:
+        """embed_passages(), and for each text the vectors of its `parts`
+        ((start, end) character ranges of the text): the mean of the hidden
+        states of the tokens that lie in each part, L2-normalised, read in the
+        one pass that embeds the whole text, so a part is read in its context
+        at no extra inference. A part no token lies in (past the window of a
+        cut text) gets a zero row. The text vectors equal embed_passages()'s."""
+        prompt = self.passage_prefix
+        prompted = [prompt + text for text in texts]
+        if truncate:
+            encodings = self._encode_cut(prompted)
+        else:
+            encodings = self._encode_checked(prompted, origins)
+        vectors = np.zeros((len(texts), self.dim), dtype=np.float32)
+        part_vectors: list[np.ndarray] = [np.zeros((0, self.dim), np.float32)] * len(
+            texts
+        )
+        for batch, hidden, mask in self._hidden_batches(encodings, self.batch_size):
+            vectors[batch] = _mean_pool(hidden, mask)
+            for row, i in enumerate(batch):
+                shifted = [(lo + len(prompt), hi + len(prompt)) for lo, hi in parts[i]]
+                part_vectors[i] = _pool_parts(hidden[row], encodings[i], shifted)
+        return vectors, part_vectors
+
     def embed_queries(
         self, questions: list[str], origins: list[str] | None = None
     ) -> np.ndarray:
@@ -591,6 +621,28 @@ def _mean_pool(hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:
     mean = summed / np.clip(weights.sum(axis=1), 1e-9, None)
     norms = np.linalg.norm(mean, axis=1, keepdims=True)
     return (mean / np.clip(norms, 1e-12, None)).astype(np.float32)
+
+
+def _pool_parts(
+    hidden: np.ndarray, encoding: Encoding, parts: list[tuple[int, int]]
+) -> np.ndarray:
+    """Each part's vector: the L2-normalised mean of the hidden states of the
+    tokens whose middle lies in it (special tokens never do); zero when none."""
+    out = np.zeros((len(parts), hidden.shape[-1]), dtype=np.float32)
+    if not parts:
+        return out
+    offsets = np.asarray(encoding.offsets, dtype=np.int64).reshape(-1, 2)
+    keep = (np.asarray(encoding.special_tokens_mask) == 0) & (
+        offsets[:, 1] > offsets[:, 0]
+    )
+    middles = np.where(keep, offsets.sum(axis=1) / 2, -1.0)
+    states = hidden[: len(offsets)].astype(np.float64)
+    for k, (lo, hi) in enumerate(parts):
+        inside = (middles >= lo) & (middles < hi)
+        if inside.any():
+            mean = states[inside].mean(axis=0)
+            out[k] = mean / max(np.linalg.norm(mean), 1e-12)
+    return out
 
 
 _embedders: dict[tuple[str, str], Embedder] = {}

@@ -14,7 +14,6 @@ from django.conf import settings
 from django.utils import timezone
 
 from kb import (
-    answerer,
     answering,
     embedding,
     ingestion,
@@ -180,7 +179,7 @@ def answer_figures(case: dict[str, Any], reply) -> dict[str, int]:
 
 def evaluate_case(collection: Collection, case: dict[str, Any], **options) -> dict:
     result = retrieval.retrieve(collection, case["question"], **options)
-    reply = answerer.extractive_answer(result, answering.configs_of(result.passages))
+    reply = answering.extractive(result)
     return {
         "id": case["id"],
         "kind": case["kind"],

@@ -28,7 +28,16 @@ from django.utils import timezone
 from django.utils.formats import number_format
 from django.utils.translation import gettext, ngettext
 
-from kb import chunking, embedding, golden, languages, limits, parsing, readers
+from kb import (
+    chunking,
+    embedding,
+    golden,
+    languages,
+    limits,
+    parsing,
+    readers,
+    unit_vectors,
+)
 from kb.metadata import Policy, chunk_values
 from kb.models import (
     EMBEDDING_DIM,
@@ -653,7 +662,7 @@ def _ingest(source: Source, version: int, started: float) -> str:
                 "window": prepared.window,
             }  # fmt: skip
         )
-    vectors = _embed(source, version, prepared)
+    vectors, units = _embed(source, version, prepared)
     # Storing a large source takes a while (35,022 chunks: 90 s): say so, rather
     # than "embedding 35022 of 35022" until it is done.
     storing = {"stage": "storing", "blocks": prepared.blocks,
@@ -664,7 +673,7 @@ def _ingest(source: Source, version: int, started: float) -> str:
         raise StaleJob(f"version {version} deleted or superseded while embedded")
     duration = time.perf_counter() - started
     stats = {**_stats(prepared, duration), "config": build_config(collection)}
-    _publish(source, version, prepared, vectors, stats, reading)
+    _publish(source, version, prepared, (vectors, units), stats, reading)
     return f"indexed {source.file_name}: {len(prepared.chunks)} chunks"
 
 
@@ -774,26 +783,31 @@ def _original(source: Source) -> bytes:
 
 
 def _embed(source: Source, version: int, prepared: Prepared):
-    """The chunks' vectors, batch by batch; a source deleted, or given a newer
-    version, meanwhile stops the job at the next batch (StaleJob) instead of
-    keeping the worker busy with text nobody will search."""
+    """The chunks' vectors and their units' (kb.unit_vectors, packed), batch by
+    batch; a source deleted, or given a newer version, meanwhile stops the job
+    at the next batch (StaleJob) instead of keeping the worker busy with text
+    nobody will search."""
     import numpy as np
 
     total = len(prepared.chunks)
     texts = [c.embedded_text for c in prepared.chunks]
+    parts = [_unit_parts(c) for c in prepared.chunks]
     origins = [
         f"chunk {c.data.chunk_index} of '{source.title}' ({c.data.heading_path})"
         for c in prepared.chunks
     ]
-    parts = []
+    vectors, units = [], []
     truncate = source.collection.chunk_strategy == "fixed"
     for start in range(0, total, PROGRESS_EVERY):
         batch = slice(start, start + PROGRESS_EVERY)
-        parts.append(
-            prepared.embedder.embed_passages(
-                texts[batch], origins=origins[batch], truncate=truncate
-            )
+        found, unit_rows = prepared.embedder.embed_passages_with_parts(
+            texts[batch], parts[batch], origins=origins[batch], truncate=truncate
         )
+        vectors.append(found)
+        units += [
+            unit_vectors.pack([u[:2] for u in c.data.units], rows)
+            for c, rows in zip(prepared.chunks[batch], unit_rows, strict=True)
+        ]
         progress = {"stage": "embedding", "blocks": prepared.blocks,
                     "chunks_embedded": min(start + PROGRESS_EVERY, total),
                     "chunks_total": total}  # fmt: skip
@@ -801,9 +815,16 @@ def _embed(source: Source, version: int, prepared: Prepared):
             progress=progress
         ):
             raise StaleJob(f"version {version} deleted or superseded while embedded")
-    if not parts:
-        return np.zeros((0, EMBEDDING_DIM), dtype="float32")
-    return np.concatenate(parts)
+    if not vectors:
+        return np.zeros((0, EMBEDDING_DIM), dtype="float32"), []
+    return np.concatenate(vectors), units
+
+
+def _unit_parts(chunk: PreparedChunk) -> list[tuple[int, int]]:
+    """Where each of the chunk's units is read in its embedded text (after the
+    metadata prefix)."""
+    shift = len(chunk.embedded_text) - len(chunk.data.embed_text)
+    return [(lo + shift, hi + shift) for _, _, lo, hi in chunk.data.units]
 
 
 def _stats(prepared: Prepared, duration: float) -> dict[str, Any]:
@@ -827,9 +848,10 @@ def _stats(prepared: Prepared, duration: float) -> dict[str, Any]:
     }
 
 
-def _publish(source, version, prepared: Prepared, vectors, stats, reading=None) -> None:
+def _publish(source, version, prepared: Prepared, embedded, stats, reading=None):
     """Replace the source's sections and chunks, and its text as read, in one
-    transaction."""
+    transaction; `embedded`: the chunks' vectors and their units' (_embed)."""
+    vectors, units = embedded
     with transaction.atomic():
         current = Source.objects.select_for_update().get(pk=source.pk)
         if current.version != version:
@@ -864,9 +886,13 @@ def _publish(source, version, prepared: Prepared, vectors, stats, reading=None) 
                     is_fallback=c.data.is_fallback,
                     metadata=c.metadata,
                     embedding=vector,
+                    unit_offsets=offsets,
+                    unit_vectors=unit_rows,
                     language=prepared.configs[c.data.section_index],
                 )
-                for c, vector, lead in zip(prepared.chunks, vectors, leads, strict=True)
+                for c, vector, lead, (offsets, unit_rows) in zip(
+                    prepared.chunks, vectors, leads, units, strict=True
+                )
             ],
             batch_size=500,
         )

@@ -7,6 +7,7 @@ import hashlib
 from django.conf import settings
 from django.conf.locale import LANG_INFO
 from django.contrib.auth.models import Group
+from django.contrib.postgres.fields import ArrayField
 from django.contrib.postgres.indexes import GinIndex
 from django.contrib.postgres.search import SearchVectorField
 from django.db import models, transaction
@@ -474,6 +475,13 @@ class Chunk(models.Model):
     # Metadata fields with the "retrieve" policy: returned and cited, never embedded.
     metadata = models.JSONField(_("metadata"), default=dict, blank=True)
     embedding = VectorField(dimensions=EMBEDDING_DIM, null=True, blank=True)
+    # Its answerable units (sentences, items, rows, code) as start, end pairs in
+    # the source text, and their vectors, read in the chunk's own pass: int8
+    # rows (kb.unit_vectors). The answerer scores sentences by them (issue #28).
+    unit_offsets = ArrayField(
+        models.PositiveIntegerField(), null=True, blank=True, editable=False
+    )
+    unit_vectors = models.BinaryField(null=True, blank=True, editable=False)
     # The model its vector is from: its collection's when it was written, set
     # by a trigger on insert (migration 0023) and kept when a shadow swap moves
     # it onto a live source. Each model's vectors have their own HNSW graph.
