@@ -473,14 +473,50 @@ def _choose(sentences: list[Sentence], asked: int) -> list[Sentence]:
 
 
 def _best_first(chosen: list[Sentence]) -> None:
-    """Sections in the order of their best sentence, each in document order (a
-    table's header line before its rows): the answer opens with what answers."""
-    best: dict[int, float] = {}
-    for s in chosen:
-        key = s.location.section_id
-        best[key] = max(best.get(key, 0.0), s.score)
-    chosen.sort(key=lambda s: (-best[s.location.section_id], s.location.section_id,
-                               s.start))  # fmt: skip
+    """Sections in the order of their best sentence; in each, the best sentence
+    first, with what it continues (the "...:" sentence of its list, the header
+    line of its table row, the sentences it adjoins), then the section's others
+    from its start, each run in document order: the answer opens with what
+    answers (issue #28)."""
+    sections: dict[int, list[Sentence]] = {}
+    for s in sorted(chosen, key=lambda s: s.start):
+        sections.setdefault(s.location.section_id, []).append(s)
+    ordered = sorted(sections.values(), key=lambda run: -max(s.score for s in run))
+    chosen[:] = [s for run in ordered for s in _from_best(run)]
+
+
+def _from_best(run: list[Sentence]) -> list[Sentence]:
+    """A section's chosen sentences (document order) from the run holding its
+    best one, then those before it."""
+    best = max(range(len(run)), key=lambda i: run[i].score)
+    pivot = best
+    if run[best].table is not None:  # its header line opens its table
+        pivot = next((i for i, s in enumerate(run) if s.start == run[best].table), best)
+    while pivot > 0 and _continues(run[pivot - 1], run[pivot]):
+        pivot -= 1
+    return run[pivot:] + run[:pivot]
+
+
+def _continues(before: Sentence, after: Sentence) -> bool:
+    """Whether `after` reads on from `before`: an item or a code block of the
+    list or block a "...:" sentence introduces, right after it."""
+    if not (is_list_item(after.text) or has_code(after.text)):
+        return False
+    if not (before.text.rstrip().endswith(":") or is_list_item(before.text)):
+        return False
+    return _touching(before, after)
+
+
+def _touching(before: Sentence, after: Sentence) -> bool:
+    """Whether only text that is no sentence lies between two sentences of one
+    section (spaces, a list marker, a table's delimiter line)."""
+    lo, hi = before.end, after.start
+    if hi <= lo:
+        return True
+    base, text = _loaded(after.passage, lo, hi)
+    if not (base <= lo and hi <= base + len(text)):
+        return False
+    return not _units_between(text, lo - base, hi - base)
 
 
 def _headers_of(chosen: list[Sentence], headers: list[Sentence]) -> list[Sentence]:

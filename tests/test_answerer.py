@@ -81,3 +81,20 @@ class ExtractiveAnswerTestCase(SimpleTestCase):
         # kb.answering links them and narrows the chunks to the cited range.
         self.assertEqual((cite.url, cite.chunk_indexes, cite.section_id), ("", [0], 1))
         self.assertIn("| Office 57 | Porto | 9:30 |", OFFICES[cite.start : cite.end])
+
+    def test_the_best_sentence_of_a_section_opens_the_answer(self):
+        text = (
+            "Check a hive in spring for a laying queen. Inspect a hive every "
+            "week in spring and look for eggs."
+        )
+        reply = answer(
+            "How often should I inspect a hive in spring?", passage(text, "Care")
+        )
+        self.assertTrue(reply.text.startswith("Inspect a hive every week"), reply.text)
+        self.assertIn("Check a hive in spring for a laying queen.", reply.text)
+
+    def test_a_list_item_that_answers_opens_with_its_introduction(self):
+        question = "Which tools do I gather to open the hive: a veil and gloves?"
+        reply = answer(question, passage(TOOLS, "Tools"))
+        self.assertTrue(reply.text.startswith("Before you open the hive"), reply.text)
+        self.assertIn("- a veil and gloves", reply.text)
