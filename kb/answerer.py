@@ -66,8 +66,9 @@ SHARES_MEANING = 0.5
 WORDLESS_MEANING = 1.0
 ADDON_MEANING = 0.6
 # The stored vectors of a section's units: their (start, end) in the source
-# text and one L2-normalised row each (kb.unit_vectors), by section id.
-Meanings = dict[int, tuple[list[tuple[int, int]], np.ndarray]]
+# text (rows of an array) and one L2-normalised row each (kb.unit_vectors),
+# by section id.
+Meanings = dict[int, tuple[np.ndarray, np.ndarray]]
 
 _WORD_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9'_-]*")
 # An operator on its own: between spaces, quotes or backticks, not in a word or a
@@ -392,7 +393,7 @@ def _stored_nearness(
     for s in sentences:
         bounds, vectors = meanings.get(s.location.section_id, ([], None))
         found = None
-        if bounds and vectors.shape[1] == len(question):
+        if len(bounds) and vectors.shape[1] == len(question):
             found = unit_vectors.covering(s.start, s.end, bounds, vectors)
         near.append(None if found is None else float(found @ question))
     known = [n for n in near if n is not None]

@@ -50,8 +50,9 @@ def unpack(flat: list[int], data: bytes) -> tuple[list[tuple[int, int]], np.ndar
 def by_section(
     rows: list[tuple[int, list[int], bytes]],
 ) -> dict[int, tuple[list[tuple[int, int]], np.ndarray]]:
-    """(section id, offsets, bytes) of chunks -> each section's units and
-    vectors, in one matrix (rows of another size than the first are left out)."""
+    """(section id, offsets, bytes) of chunks -> each section's units, as an
+    array of (start, end) rows, and their vectors in one matrix (rows of
+    another size than the first are left out)."""
     found: dict[int, tuple[list[tuple[int, int]], list[np.ndarray]]] = {}
     for section_id, flat, data in rows:
         bounds, vectors = unpack(flat or [], bytes(data or b""))
@@ -62,7 +63,7 @@ def by_section(
             continue
         have[0].extend(bounds)
         have[1].append(vectors)
-    return {k: (b, np.vstack(v)) for k, (b, v) in found.items()}
+    return {k: (np.asarray(b), np.vstack(v)) for k, (b, v) in found.items()}
 
 
 def covering(
@@ -71,9 +72,9 @@ def covering(
     """The vector of [start, end): the mean of the units overlapping it,
     weighted by how much of it each covers, normalised; None when no stored
     unit overlaps it."""
-    weights = np.array(
-        [max(0, min(end, hi) - max(start, lo)) for lo, hi in bounds], dtype=np.float32
-    )
+    edges = np.asarray(bounds, dtype=np.int64).reshape(-1, 2)
+    weights = np.minimum(end, edges[:, 1]) - np.maximum(start, edges[:, 0])
+    weights = np.clip(weights, 0, None).astype(np.float32)
     if not len(weights) or weights.sum() <= 0:
         return None
     mean = weights @ vectors
