@@ -63,7 +63,8 @@ MIN_STEM = 3  # letters a word keeps when _stem strips a suffix
 # it counts as sharing the question's words.
 MEANING_WEIGHT = 0.6
 SHARES_MEANING = 0.5
-WORDLESS_MEANING = 1.0
+# A sentence added to a chosen location needs KEEP_SHARE of the best word score,
+# or this much meaning: neighbours in one chunk read alike (_choose).
 ADDON_MEANING = 0.6
 # The stored vectors of a section's units: their (start, end) in the source
 # text (rows of an array) and one L2-normalised row each (kb.unit_vectors),
@@ -325,9 +326,7 @@ def _score(sentences: list[Sentence], question: str, read: list[str]) -> int:
         overlap += HEADING_WEIGHT * via_heading
         if overlap and _CAVEATS.search(sentence.text):
             overlap *= CAVEAT_BOOST
-        # Earlier (better-ranked) passages win ties.
-        sentence.score = overlap / (1 + RANK_DECAY * (sentence.passage.rank - 1))
-        sentence.words = sentence.score
+        sentence.score = sentence.words = overlap / _decay(sentence)
     return max((len(words) for words in asked.values()), default=0)
 
 
@@ -366,21 +365,25 @@ def _by_meaning(
     words = max((_unranked(s) for s in sentences), default=0.0) or 1.0
     for sentence, similarity in zip(sentences, near.tolist(), strict=True):
         above = min(max(similarity - floor, 0.0) / span, 1.0)
-        if not across and not _unranked(sentence):
-            above *= WORDLESS_MEANING
         if above > SHARES_MEANING or (across and above > 0):
             sentence.shared = max(sentence.shared, MIN_SHARED_WORDS)
         elif across:
             sentence.shared = 0
         sentence.meaning = above
         blended = weight * above + (1 - weight) * _unranked(sentence) / words
-        sentence.score = blended / (1 + RANK_DECAY * (sentence.passage.rank - 1))
+        sentence.score = blended / _decay(sentence)
     return across
+
+
+def _decay(sentence: Sentence) -> float:
+    """What a sentence's score is divided by for its passage's rank: earlier
+    (better-ranked) passages win ties."""
+    return 1 + RANK_DECAY * (sentence.passage.rank - 1)
 
 
 def _unranked(sentence: Sentence) -> float:
     """A sentence's word score without its passage's rank decay."""
-    return sentence.score * (1 + RANK_DECAY * (sentence.passage.rank - 1))
+    return sentence.words * _decay(sentence)
 
 
 def _stored_nearness(
@@ -475,8 +478,8 @@ def _choose(sentences: list[Sentence], asked: int) -> list[Sentence]:
 
 def _best_first(chosen: list[Sentence]) -> None:
     """Sections in the order of their best sentence; in each, the best sentence
-    first, with what it continues (the "...:" sentence of its list, the header
-    line of its table row, the sentences it adjoins), then the section's others
+    first, with what it continues (the "...:" sentence of its list or code
+    block, the header line of its table row), then the section's others
     from its start, each run in document order: the answer opens with what
     answers (issue #28)."""
     sections: dict[int, list[Sentence]] = {}
@@ -505,19 +508,7 @@ def _continues(before: Sentence, after: Sentence) -> bool:
         return False
     if not (before.text.rstrip().endswith(":") or is_list_item(before.text)):
         return False
-    return _touching(before, after)
-
-
-def _touching(before: Sentence, after: Sentence) -> bool:
-    """Whether only text that is no sentence lies between two sentences of one
-    section (spaces, a list marker, a table's delimiter line)."""
-    lo, hi = before.end, after.start
-    if hi <= lo:
-        return True
-    base, text = _loaded(after.passage, lo, hi)
-    if not (base <= lo and hi <= base + len(text)):
-        return False
-    return not _units_between(text, lo - base, hi - base)
+    return _nothing_between(after.passage, before.end, after.start)
 
 
 def _headers_of(chosen: list[Sentence], headers: list[Sentence]) -> list[Sentence]:
@@ -826,9 +817,16 @@ def _adjoins(cite: Citation, s: Sentence) -> bool:
     if (cite.source_id, cite.section_id) != where:
         return False
     lo, hi = (cite.end, s.start) if cite.end <= s.start else (s.end, cite.start)
+    return _nothing_between(s.passage, lo, hi)
+
+
+def _nothing_between(passage: Passage, lo: int, hi: int) -> bool:
+    """Whether [lo, hi) of the passage's source holds no sentence (spaces, a
+    list marker, a table's delimiter line), or is empty; False when that text
+    was not loaded."""
     if hi <= lo:
         return True
-    for base, text in [*s.passage.source_text.parts, (s.passage.start, s.passage.text)]:
+    for base, text in [*passage.source_text.parts, (passage.start, passage.text)]:
         if base <= lo and hi <= base + len(text):
             return not _units_between(text, lo - base, hi - base)
     return False
