@@ -98,7 +98,8 @@ class CollectionAdmin(BulkDelete, StaffPages, CollectionScoped, admin.ModelAdmin
     # Set by evaluation runs and jobs, not by hand: a floor is only ever raised
     # (from a run, on the dashboard), and a scratch copy is made by a run.
     readonly_fields = ["policy_link", "off_topic_floor", "is_scratch", "live",
-                       "recall_floor", "floor_run", "terms_counted",
+                       "recall_floor", "answer_floor", "floor_run",
+                       "terms_counted",
                        "terms_chunks", "created"]  # fmt: skip
     exclude = ["metadata_policy"]
 
@@ -606,9 +607,9 @@ class GoldenCaseAdmin(StaffPages, CollectionScoped, admin.ModelAdmin):
     staff_urls = staff_pages.GOLDEN_CASE
     form = GoldenCaseForm
     list_display = ["external_id", "question", "kind", "collection", "span_count",
-                    "is_real_question"]  # fmt: skip
+                    "is_real_question", "on_answer"]  # fmt: skip
     list_filter = ["kind", ("collection", admin.RelatedOnlyFieldListFilter),
-                   StaleSpansFilter, "is_real_question"]  # fmt: skip
+                   StaleSpansFilter, "is_real_question", "on_answer"]  # fmt: skip
     list_select_related = ["collection"]
     search_fields = ["question", "external_id"]
     readonly_fields = ["spans_in_context", "span_picker"]
@@ -627,6 +628,14 @@ class GoldenCaseAdmin(StaffPages, CollectionScoped, admin.ModelAdmin):
         super().save_model(request, obj, form, change)
         if not change and obj.from_question_id:
             handled = questions.case_made(request.user, obj)
+            if obj.on_answer:
+                text = gettext(
+                    "The case is scored on the answer: the logged question stays "
+                    "open until a run of the live configuration shows its answer "
+                    "quoting every span."
+                )
+                messages.info(request, text)
+                return
             text = gettext("%(count)d logged question(s) marked handled.")
             messages.info(request, text % {"count": handled})
 

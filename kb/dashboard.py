@@ -34,17 +34,16 @@ def context(params: QueryDict, user) -> dict[str, Any]:
     live = [r for r in runs if r.status == EvalRun.Status.DONE
             and not evaluation.is_experiment(r)]  # fmt: skip
     latest = _run(runs, params.get("run")) or (live[0] if live else None)
-    floor = collection.recall_floor
     shadows = reindexing.shown(collection)
     working = [r for r in shadows if r["open"] and not r["can_decide"]]
     return {
         "collections": collections,
         "collection": collection,
         "form": EvalRunForm(initial=_initial(collection)),
-        "runs": [_row(r, floor) for r in runs],
+        "runs": [_row(r, collection) for r in runs],
         "auto_refresh": any(r.status in ACTIVE for r in runs) or bool(working),
         "shadows": shadows,
-        "latest": latest and _details(latest, floor),
+        "latest": latest and _details(latest, collection),
         "chart": charts.line_chart_svg(
             [r.recall for r in reversed(live) if r.recall is not None]
         ),
@@ -93,32 +92,15 @@ def _initial(collection: Collection) -> dict[str, Any]:
     return {"collection": collection.pk}
 
 
-def _row(run: EvalRun, floor: float | None) -> dict[str, Any]:
+def _row(run: EvalRun, collection: Collection) -> dict[str, Any]:
     return {
         "run": run,
         "experiment": evaluation.is_experiment(run),
-        "below_floor": _below(run, floor),
-        "raises_floor": _raises(run, floor),
+        "below_floor": evaluation.below_floor(collection, run),
+        "raises_floor": evaluation.can_raise_floor(collection, run),
         "summary": _config_summary(run.config),
-        "answer_all_spans": answer_all_spans_rate(run.aggregate),
+        "answer_all_spans": evaluation.answer_rate(run.aggregate),
     }
-
-
-def _raises(run: EvalRun, floor: float | None) -> bool:
-    """Whether setting the floor from this run would raise it (a finished live
-    run above the floor): the floor is only ever raised."""
-    recall = run.recall
-    if run.status != EvalRun.Status.DONE or recall is None:
-        return False
-    return not evaluation.is_experiment(run) and (floor is None or recall > floor)
-
-
-def _below(run: EvalRun, floor: float | None) -> bool:
-    """Under the floor: a live run only (an experiment is no regression)."""
-    recall = run.recall
-    if floor is None or recall is None or evaluation.is_experiment(run):
-        return False
-    return recall < floor
 
 
 def _config_summary(config: dict[str, Any]) -> str:
@@ -177,7 +159,7 @@ def _value(value: Any) -> str:
     return "/".join(map(str, value)) if isinstance(value, list) else str(value)
 
 
-def _details(run: EvalRun, floor: float | None) -> dict[str, Any]:
+def _details(run: EvalRun, collection: Collection) -> dict[str, Any]:
     left_out = run.config.get("stale_cases", [])
     return {
         "run": run,
@@ -188,7 +170,7 @@ def _details(run: EvalRun, floor: float | None) -> dict[str, Any]:
         "by_kind": sorted(run.aggregate.get("by_kind", {}).items()),
         "real_questions": run.aggregate.get("real_questions") or {"n": 0},
         "failed": failed_cases(run.cases),
-        "below_floor": _below(run, floor),
+        "below_floor": evaluation.below_floor(collection, run),
         "regressions": evaluation.regressions(run),
     }
 
@@ -197,7 +179,9 @@ def failed_cases(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The run's cases that failed, each with `missed_by`: "retrieval" when the
     context lacked a required span, "answer" when the context held them all but
     the extractive answer did not quote them all (issue #28: the staff member
-    reads an answer without the fact that sits in a section below it)."""
+    reads an answer without the fact that sits in a section below it). A case
+    scored on the answer (`on_answer`) fails then; the others pass on retrieval
+    and are listed as failures of the answer all the same."""
     failed = []
     for case in cases:
         answer = case.get("answer") or {}
@@ -206,14 +190,6 @@ def failed_cases(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
         elif answer and answer["spans_quoted"] < answer["spans"]:
             failed.append({**case, "missed_by": "answer"})
     return failed
-
-
-def answer_all_spans_rate(aggregate: dict[str, Any]) -> float | None:
-    """The share of cases whose answer quotes every required span; None for a
-    run made before answers were measured."""
-    if "answer_all_spans" not in aggregate or not aggregate.get("n"):
-        return None
-    return aggregate["answer_all_spans"] / aggregate["n"]
 
 
 def _comparison(runs: list[EvalRun], a: str | None, b: str | None) -> dict | None:
@@ -252,6 +228,10 @@ COMPARED = [
     ("recall_at_k", "recall@k", 3),
     ("partial", gettext_lazy("partial coverage"), 3),
     ("mrr", "MRR", 3),
+    ("answer_span_recall", gettext_lazy("answer: share of spans quoted"), 3),
+    ("answer_all_spans", gettext_lazy("answer: cases quoting every span"), 0),
+    ("answer_precision", gettext_lazy("answer: sentences on evidence"), 3),
+    ("answer_words_mean", gettext_lazy("answer: words (mean)"), 0),
     ("context_tokens_mean", gettext_lazy("context tokens (mean)"), 0),
     ("duplicates_mean", gettext_lazy("duplicate passages (mean)"), 2),
     ("latency_p50_ms", gettext_lazy("latency p50 (ms)"), 1),

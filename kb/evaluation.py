@@ -18,6 +18,7 @@ from kb import (
     embedding,
     ingestion,
     parsing,
+    questions,
     readers,
     reranking,
     retrieval,
@@ -180,13 +181,22 @@ def answer_figures(case: dict[str, Any], reply) -> dict[str, int]:
 def evaluate_case(collection: Collection, case: dict[str, Any], **options) -> dict:
     result = retrieval.retrieve(collection, case["question"], **options)
     reply = answering.extractive(result)
+    scored = score_case(case, ranked_ranges(result.passages))
+    answer = answer_figures(case, reply)
+    on_answer = bool(case.get("on_answer"))
     return {
         "id": case["id"],
         "kind": case["kind"],
         "question": case["question"],
         # Made from a logged question (the content gaps page): recall apart.
         "real": bool(case.get("real")),
-        **score_case(case, ranked_ranges(result.passages)),
+        **scored,
+        # Whether the answer quotes every required span; a case scored on the
+        # answer (made from an answer marked not helpful) passes only then.
+        "answer_hit": answer["spans_quoted"] == answer["spans"],
+        "on_answer": on_answer,
+        "passed": scored["hit"]
+        and (answer["spans_quoted"] == answer["spans"] or not on_answer),
         # The answerer would decline it as off-topic (answering.off_topic).
         "declined": answering.off_topic(result) is not None,
         "top_similarity": _similarity(result),
@@ -194,7 +204,7 @@ def evaluate_case(collection: Collection, case: dict[str, Any], **options) -> di
         "duplicates": duplicates(result),
         "latency_ms": result.timings_ms.get("total", 0.0),
         # The extractive answer, against the evidence (aggregate: answer_*).
-        "answer": answer_figures(case, reply),
+        "answer": answer,
         "retrieved": [
             {
                 "file": p.file_name,
@@ -573,6 +583,9 @@ def execute_run(run_id: int) -> EvalRun:
         run.status = EvalRun.Status.DONE
         run.finished = timezone.now()
         run.save()
+        if not is_experiment(run):  # what staff get now: gaps it answers close
+            passed = [c["id"] for c in run.cases if c.get("passed")]
+            questions.close_answered(collection, passed, run.pk)
     except Exception as exc:
         EvalRun.objects.filter(pk=run.pk).update(
             status=EvalRun.Status.FAILED, error=f"{type(exc).__name__}: {exc}",
@@ -614,60 +627,147 @@ def compare(
     after_config: dict[str, Any],
 ) -> dict[str, Any]:
     """Two runs' cases side by side: which changed outcome, whether the
-    difference is beyond chance, and why they may not compare like for like."""
+    difference is beyond chance, and why they may not compare like for like;
+    the same for the answers quoting every span when both runs measured them."""
     changed = changed_between(before, after)
-    return {
+    found = {
         "changed": changed,
         "difference": paired_difference(changed),
         "unlike": unlike(before, after, before_config, after_config),
+        "answer_changed": [],
+        "answer_difference": None,
     }
+    if answers_measured(before) and answers_measured(after):
+        answered = changed_between(before, after, ANSWER)
+        found["answer_changed"] = answered
+        found["answer_difference"] = paired_difference(answered)
+    return found
 
 
-def changed_cases(before: EvalRun, after: EvalRun) -> list[dict[str, Any]]:
+# What a case, a floor or a comparison is about: retrieval holds every required
+# span in the context, or the answer quotes every one of them.
+RETRIEVAL, ANSWER = Collection.FloorOn.RETRIEVAL.value, Collection.FloorOn.ANSWER.value
+
+
+def held(case: dict[str, Any], measure: str = RETRIEVAL) -> bool:
+    """Whether the case holds on this measure (runs made before answers were
+    measured have no answer: it does not hold)."""
+    if measure == RETRIEVAL:
+        return bool(case["hit"])
+    if "answer_hit" in case:
+        return bool(case["answer_hit"])
+    answer = case.get("answer")
+    return bool(answer) and answer["spans_quoted"] == answer["spans"]
+
+
+def answers_measured(cases: list[dict[str, Any]]) -> bool:
+    """Whether a run measured its answers (runs since issue #28 do)."""
+    return all(case.get("answer") for case in cases)
+
+
+def changed_cases(
+    before: EvalRun, after: EvalRun, measure: str = RETRIEVAL
+) -> list[dict[str, Any]]:
     """Cases whose outcome differs between two runs."""
-    return changed_between(before.cases, after.cases)
+    return changed_between(before.cases, after.cases, measure)
 
 
 def changed_between(
-    before: list[dict[str, Any]], after: list[dict[str, Any]]
+    before: list[dict[str, Any]],
+    after: list[dict[str, Any]],
+    measure: str = RETRIEVAL,
 ) -> list[dict[str, Any]]:
-    """Cases (by id, in both lists) whose hit differs: `after` True is a gain."""
+    """Cases (by id, in both lists) whose outcome on the measure differs:
+    `after` True is a gain."""
     old = {c["id"]: c for c in before}
     changes = []
     for case in after:
         prev = old.get(case["id"])
-        if prev is not None and prev["hit"] != case["hit"]:
+        if prev is not None and held(prev, measure) != held(case, measure):
             changes.append(
                 {"id": case["id"], "question": case.get("question", ""),
-                 "kind": case.get("kind", ""), "before": prev["hit"],
-                 "after": case["hit"]}
+                 "kind": case.get("kind", ""), "before": held(prev, measure),
+                 "after": held(case, measure), "measure": measure}
             )  # fmt: skip
     return changes
 
 
-def raise_floor(collection: Collection, run: EvalRun) -> bool:
-    """Set the recall floor from a finished run of the live configuration; it is
-    only ever raised."""
-    recall = run.aggregate.get("recall_at_k")
+def answer_rate(aggregate: dict[str, Any]) -> float | None:
+    """The share of cases whose answer quotes every required span; None for a
+    run made before answers were measured."""
+    if "answer_all_spans" not in aggregate or not aggregate.get("n"):
+        return None
+    return round(aggregate["answer_all_spans"] / aggregate["n"], 4)
+
+
+def measures(collection: Collection) -> list[str]:
+    """What the collection's floor applies to."""
+    if collection.floor_on == Collection.FloorOn.BOTH:
+        return [RETRIEVAL, ANSWER]
+    return [collection.floor_on]
+
+
+def figure(aggregate: dict[str, Any], measure: str) -> float | None:
+    """A run's figure on a measure: recall@k, or the answers' all-spans rate."""
+    if measure == RETRIEVAL:
+        return aggregate.get("recall_at_k")
+    return answer_rate(aggregate)
+
+
+def floor_of(collection: Collection, measure: str) -> float | None:
+    if measure == RETRIEVAL:
+        return collection.recall_floor
+    return collection.answer_floor
+
+
+def can_raise_floor(collection: Collection, run: EvalRun) -> bool:
+    """Whether setting the floor from this run raises it: a finished run of
+    the live configuration, at or above the floor on every measure it applies
+    to and above it on one (a floor not set yet is raised by any figure)."""
     if run.status != EvalRun.Status.DONE or is_experiment(run):
         return False
-    if recall is None or (
-        collection.recall_floor is not None and recall <= collection.recall_floor
-    ):
+    pairs = [(figure(run.aggregate, m), floor_of(collection, m))
+             for m in measures(collection)]  # fmt: skip
+    if any(value is None for value, _ in pairs):
         return False
-    collection.recall_floor = recall
+    if any(floor is not None and value < floor for value, floor in pairs):
+        return False
+    return any(floor is None or value > floor for value, floor in pairs)
+
+
+def raise_floor(collection: Collection, run: EvalRun) -> bool:
+    """Set the floor (recall and answer figures both, from one run) when it
+    raises it on what it applies to: it is only ever raised."""
+    if not can_raise_floor(collection, run):
+        return False
+    collection.recall_floor = run.aggregate.get("recall_at_k")
+    collection.answer_floor = answer_rate(run.aggregate)
     collection.floor_run = run
-    collection.save(update_fields=["recall_floor", "floor_run"])
+    collection.save(update_fields=["recall_floor", "answer_floor", "floor_run"])
     return True
 
 
-def regressions(run: EvalRun) -> list[dict[str, Any]]:
-    """Below the floor: the cases that the floor's run answered and this one misses."""
-    collection = run.collection
-    floor = collection.recall_floor
-    recall = run.aggregate.get("recall_at_k")
-    if is_experiment(run) or not collection.floor_run:
-        return []  # an experiment is no regression of the live configuration
-    if floor is None or recall is None or recall >= floor:
+def below_floor(collection: Collection, run: EvalRun) -> list[str]:
+    """The measures on which a run of the live configuration is under the floor
+    (an experiment is no regression of the live configuration)."""
+    if is_experiment(run) or run.status != EvalRun.Status.DONE:
         return []
-    return [c for c in changed_cases(collection.floor_run, run) if not c["after"]]
+    below = []
+    for measure in measures(collection):
+        value, floor = figure(run.aggregate, measure), floor_of(collection, measure)
+        if floor is not None and value is not None and value < floor:
+            below.append(measure)
+    return below
+
+
+def regressions(run: EvalRun) -> list[dict[str, Any]]:
+    """Below the floor: the cases that the floor's run held and this one misses,
+    on each measure the run is below the floor on."""
+    collection = run.collection
+    if not collection.floor_run:
+        return []
+    lost = []
+    for measure in below_floor(collection, run):
+        changed = changed_cases(collection.floor_run, run, measure)
+        lost += [c for c in changed if not c["after"]]
+    return lost

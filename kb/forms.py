@@ -285,11 +285,17 @@ class CollectionForm(forms.ModelForm):
         super().__init__(*args, **kwargs)
         # The fixed-size strategy is the evaluation's baseline, not a way to index
         # a live collection (issue #26): offered only where it is already set.
+        if floor_on := self.fields.get("floor_on"):
+            floor_on.required = False
         field = self.fields.get("chunk_strategy")
         if field and self.instance.chunk_strategy != Collection.Strategy.FIXED:
             field.choices = [
                 c for c in field.choices if c[0] != Collection.Strategy.FIXED
             ]
+
+    def clean_floor_on(self) -> str:
+        """Left out (a form or script that predates it): as it was."""
+        return self.cleaned_data.get("floor_on") or self.instance.floor_on
 
     def clean_top_k(self) -> int:
         value = self.cleaned_data["top_k"]
@@ -673,7 +679,7 @@ class GoldenCaseForm(forms.ModelForm):
     class Meta:
         model = GoldenCase
         fields = ["collection", "external_id", "question", "kind", "required_spans",
-                  "from_question"]  # fmt: skip
+                  "on_answer", "from_question"]  # fmt: skip
         widgets = {
             "required_spans": forms.Textarea(attrs={"rows": 8, "cols": 90}),
             # Set by "make a golden case" on the content gaps page.

@@ -72,7 +72,8 @@ def _json_lines(jsonl: str, parse) -> list[dict[str, Any]]:
     return items
 
 
-CASE_KEYS = ("id", "question", "kind", "required_spans", "real_question")
+CASE_KEYS = ("id", "question", "kind", "required_spans", "real_question",
+             "on_answer")  # fmt: skip
 SPAN_KEYS = ("file", "start", "end", "text", "alternatives")
 
 
@@ -150,6 +151,12 @@ def parse_case(
             gettext("%(where)s: 'real_question' must be true/false, not %(value)s")
             % {"where": _where(case), "value": _shown(real)}
         )
+    on_answer = raw.get("on_answer", False)
+    if not isinstance(on_answer, bool):
+        raise GoldenImportError(
+            gettext("%(where)s: 'on_answer' must be true/false, not %(value)s")
+            % {"where": _where(case), "value": _shown(on_answer)}
+        )
     ignored = _unknown(raw, CASE_KEYS, _where(case), "case")
     required = [_span(s, _where(case), ignored) for s in spans]
     return {
@@ -159,6 +166,8 @@ def parse_case(
         "required_spans": required,
         # Made from a question staff asked (issue #18): recall shown apart.
         "real": real,
+        # Scored on the answer (issue #28): passes when it quotes every span.
+        "on_answer": on_answer,
         **({"ignored": ignored} if ignored else {}),
     }
 
@@ -404,6 +413,7 @@ def import_cases(collection: Collection, jsonl: str) -> dict[str, Any]:
                 "kind": case["kind"],
                 "required_spans": case["required_spans"],
                 "is_real_question": case["real"],
+                "on_answer": case["on_answer"],
             }
             obj, created = GoldenCase.objects.get_or_create(
                 collection=collection, external_id=case["id"], defaults=fields
@@ -562,6 +572,8 @@ def case_line(case: GoldenCase) -> str:
     }
     if case.is_real_question:
         record["real_question"] = True
+    if case.on_answer:
+        record["on_answer"] = True
     return json.dumps(record, ensure_ascii=False) + "\n"
 
 
@@ -596,6 +608,7 @@ def cases_of(collection: Collection) -> list[dict[str, Any]]:
             "kind": c.kind,
             "required_spans": c.required_spans,
             "real": c.is_real_question,
+            "on_answer": c.on_answer,
         }
         for c in collection.golden_cases.order_by("external_id")
     ]

@@ -189,6 +189,35 @@ class Collection(models.Model):
     floor_run = models.ForeignKey(
         "EvalRun", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
+    # The share of cases whose extractive answer quotes every required span, set
+    # from the same run as the recall floor (issue #28).
+    answer_floor = models.FloatField(
+        _("answer floor"),
+        null=True,
+        blank=True,
+        help_text=_(
+            "The share of cases whose answer quotes every required span; set from "
+            "a run with the recall floor."
+        ),
+    )
+
+    class FloorOn(models.TextChoices):
+        RETRIEVAL = "retrieval", _("retrieval (recall@k)")
+        ANSWER = "answer", _("the answer (cases quoting every span)")
+        BOTH = "both", _("both")
+
+    floor_on = models.CharField(
+        _("floor applies to"),
+        max_length=10,
+        choices=FloorOn.choices,
+        default=FloorOn.RETRIEVAL,
+        db_default=FloorOn.RETRIEVAL,
+        help_text=_(
+            "What a run of the live configuration and a shadow index must not fall "
+            "below: retrieval recall@k, the share of answers quoting every required "
+            "span, or both."
+        ),
+    )
     groups = models.ManyToManyField(
         Group,
         blank=True,
@@ -577,6 +606,18 @@ class GoldenCase(models.Model):
         blank=True,
         on_delete=models.SET_NULL,
         related_name="golden_cases",
+    )
+    # Made from an answer marked not helpful: retrieval alone does not settle it,
+    # so the case passes only when the answer quotes every span, and the gap it
+    # came from stays open until a run of the live configuration shows that.
+    on_answer = models.BooleanField(
+        _("scored on the answer"),
+        default=False,
+        db_default=False,
+        help_text=_(
+            "The case passes only when the extractive answer quotes every required "
+            "span, not as soon as retrieval finds them."
+        ),
     )
     created = models.DateTimeField(_("created"), default=timezone.now)
 

@@ -667,10 +667,47 @@ def mark_handled(user, ids: list[int], note: str) -> int:
 
 def case_made(user, case) -> int:
     """A golden case was made from a logged question: the case is marked as real,
-    the question and the open gaps grouped with it handled; how many."""
+    the question and the open gaps grouped with it handled; how many. A case made
+    from an answer marked not helpful is scored on the answer (issue #28): its
+    gaps stay open until a run of the live configuration shows the answer
+    quoting every span (`close_answered`), and none is handled now."""
     from kb.models import GoldenCase
 
-    GoldenCase.objects.filter(pk=case.pk).update(is_real_question=True)
-    case.is_real_question = True
+    fields = {"is_real_question": True}
+    if case.from_question.is_helpful is False:
+        fields["on_answer"] = True
+    GoldenCase.objects.filter(pk=case.pk).update(**fields)
+    for name, value in fields.items():
+        setattr(case, name, value)
+    if case.on_answer:
+        return 0
     note = f"Golden case {case.external_id}"
     return mark_handled(user, similar_open(case.from_question), note)
+
+
+def close_answered(collection: Collection, case_ids: list[str], run_id: int) -> int:
+    """The gaps behind golden cases scored on the answer that a run of the live
+    configuration passed (their answers quote every span) are handled now, with
+    the run named; how many."""
+    from kb.models import GoldenCase
+
+    cases = GoldenCase.objects.filter(
+        collection=collection,
+        external_id__in=case_ids,
+        on_answer=True,
+        from_question__isnull=False,
+    ).select_related("from_question")
+    closed = 0
+    for case in cases:
+        note = (
+            f"Golden case {case.external_id}: its answer quotes every span "
+            f"in run #{run_id}"
+        )
+        closed += (
+            Question.objects.filter(
+                pk__in=similar_open(case.from_question), handled__isnull=True
+            )
+            .filter(Q(is_declined=True) | Q(is_helpful=False))
+            .update(handled=timezone.now(), handled_note=note)
+        )
+    return closed

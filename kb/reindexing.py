@@ -13,9 +13,10 @@ the live index source by source. `start` records it on a ShadowIndex and queues
 3. `decide`: recall@k at or above the bar swaps the shadow into live in one
    transaction (`swap`); below it, the shadow is held until an admin approves or
    discards it on the dashboard, with the cases it lost listed. The bar is the
-   collection's recall floor; without a floor, the live index's recall measured
-   alongside (a rebuild may not lose recall unseen). Without golden cases there is
-   nothing to measure: the shadow swaps, and the dashboard says so.
+   collection's floor on what it applies to (recall@k, the share of answers
+   quoting every span, or both); without a floor, the live index's figure
+   measured alongside (a rebuild may not lose recall unseen). Without golden
+   cases there is nothing to measure: the shadow swaps, and the dashboard says so.
 
 The swap keeps the live Section rows: sections come from parsing the source's
 text, which neither the chunking settings nor the policy change, so a citation
@@ -290,30 +291,50 @@ def _stored_run(collection, target, cases, config: dict[str, Any]) -> EvalRun:
 
 
 def decide(shadow: ShadowIndex, on_shadow, on_live) -> str:
-    """Swap when recall@k reaches the bar, else hold for an admin."""
+    """Swap when the shadow reaches the bar on every measure the collection's
+    floor applies to (recall@k, the answers quoting every span, or both), else
+    hold it for an admin."""
     collection = Collection.objects.get(pk=shadow.collection_id)
     if on_shadow is None:
         why = "no golden cases to evaluate: swapped without a check"
         return _outcome(swap(shadow.pk, Status.EVALUATING, why), shadow)
-    floor = collection.recall_floor
-    recall, live = on_shadow.recall, on_live.recall
-    if floor is not None:
-        bar, named = floor, f"the recall floor {floor:.3f}"
-    else:
-        bar, named = live, f"the live index's recall {live:.3f} (no floor set)"
-    lost = evaluation.changed_between(on_live.cases, on_shadow.cases)
+    measures = evaluation.measures(collection)
+    checks = [_reaches(collection, m, on_shadow, on_live) for m in measures]
+    floor, live = collection.recall_floor, on_live.recall
+    lost = [c for m in measures
+            for c in evaluation.changed_between(on_live.cases, on_shadow.cases, m)
+            if not c["after"]]  # fmt: skip
     ShadowIndex.objects.filter(pk=shadow.pk).update(
-        recall=recall, bar=bar, live_recall=live,
-        regressed=[c for c in lost if not c["after"]],
+        recall=on_shadow.recall, bar=live if floor is None else floor,
+        live_recall=live, regressed=lost,
     )  # fmt: skip
-    if recall >= bar:
-        why = f"recall@{on_shadow.aggregate['k']} {recall:.3f} ≥ {named}"
+    why = "; ".join(text for _, text in checks)
+    if all(ok for ok, _ in checks):
         return _outcome(swap(shadow.pk, Status.EVALUATING, why), shadow)
-    why = f"recall@{on_shadow.aggregate['k']} {recall:.3f} < {named}"
     held = ShadowIndex.objects.filter(pk=shadow.pk, status=Status.EVALUATING).update(
         status=Status.HELD, decision=why, progress={}
     )
     return f"held: {why}" if held else _stand_down(shadow)
+
+
+def _reaches(collection: Collection, measure: str, on_shadow, on_live):
+    """Whether the shadow's figure on a measure reaches its bar (the floor, else
+    the live index's figure on the same cases), and the reason in words."""
+    value = evaluation.figure(on_shadow.aggregate, measure) or 0.0
+    floor = evaluation.floor_of(collection, measure)
+    live = evaluation.figure(on_live.aggregate, measure) or 0.0
+    if measure == evaluation.RETRIEVAL:
+        name = f"recall@{on_shadow.aggregate['k']} {value:.3f}"
+        floor_name, live_name = "the recall floor", "the live index's recall"
+    else:
+        name = f"answers quoting every span {value:.3f}"
+        floor_name, live_name = "the answer floor", "the live index's answers"
+    if floor is not None:
+        bar, named = floor, f"{floor_name} {floor:.3f}"
+    else:
+        bar, named = live, f"{live_name} {live:.3f} (no floor set)"
+    ok = value >= bar
+    return ok, f"{name} {'≥' if ok else '<'} {named}"
 
 
 def _outcome(swapped: bool, shadow: ShadowIndex) -> str:

@@ -13,10 +13,10 @@ from django.template.defaultfilters import floatformat
 from django.test import SimpleTestCase, TestCase, TransactionTestCase
 from django.urls import reverse
 
-from kb import evaluation, golden, ingestion
+from kb import evaluation, golden, ingestion, reindexing
 from kb.demo import CONTENT_DIR, GOLDEN_FILE, load_demo
 from kb.forms import EvalRunForm
-from kb.models import Collection, EvalRun, Source
+from kb.models import Collection, EvalRun, ShadowIndex, Source
 from tests.base import DemoTestCase, make_users, run_burst_worker
 from tests.test_golden import golden_span
 
@@ -173,6 +173,59 @@ class DashboardTestCase(TransactionTestCase):
         page = self.client.get(reverse("admin:kb_evalrun_dashboard"))
         self.assertContains(page, "below floor")
 
+    def test_the_floor_can_apply_to_the_answers(self):
+        """Issue #28: a run whose retrieval holds but whose answers quote fewer
+        spans is below a floor on the answers, with the cases it lost named, and
+        a shadow index is held by it too (kb.reindexing.decide)."""
+        staff, _, _ = make_users()
+        collection = Collection.objects.create(name="C", floor_on="answer")
+
+        def run(quoted: list[bool]) -> EvalRun:
+            cases = [
+                {"id": f"c{i}", "question": f"Question {i}?", "kind": "tail",
+                 "hit": True, "answer_hit": whole,
+                 "answer": {"spans": 1, "spans_quoted": int(whole), "sentences": 1,
+                            "on_evidence": int(whole), "words": 20}}
+                for i, whole in enumerate(quoted)
+            ]  # fmt: skip
+            return EvalRun.objects.create(
+                collection=collection, status="done", cases=cases,
+                aggregate={"k": 5, "n": len(quoted), "recall_at_k": 1.0,
+                           "answer_all_spans": sum(quoted)},
+            )  # fmt: skip
+
+        good, worse = run([True, True, True, False]), run([True, False, True, False])
+        self.client.force_login(staff)
+        self.client.post(reverse("admin:kb_evalrun_floor", args=[good.pk]))
+        collection.refresh_from_db()
+        floors = (collection.recall_floor, collection.answer_floor)
+        self.assertEqual(floors, (1.0, 0.75))
+        # Same recall, fewer answers whole: no floor to raise from it.
+        self.assertFalse(evaluation.can_raise_floor(collection, worse))
+        self.assertEqual(evaluation.below_floor(collection, worse), ["answer"])
+        page = self.client.get(
+            reverse("admin:kb_evalrun_dashboard"),
+            {"collection": collection.pk, "run": worse.pk},
+        )
+        self.assertContains(page, "answers below the answer floor of 0.750")
+        self.assertContains(page, "answer floor (cases quoting every span): "
+                                  "<strong>0.750</strong>")  # fmt: skip
+        self.assertContains(page, "<li>c1 (its answer): Question 1?</li>")
+        # A shadow index whose answers fall below it waits for an admin.
+        shadow = ShadowIndex.objects.create(
+            collection=collection, status=ShadowIndex.Status.EVALUATING
+        )
+        self.assertEqual(
+            reindexing.decide(shadow, worse, good),
+            "held: answers quoting every span 0.500 < the answer floor 0.750",
+        )
+        shadow.refresh_from_db()
+        self.assertEqual([c["id"] for c in shadow.regressed], ["c1"])
+        # A floor on retrieval alone lets the same run by.
+        collection.floor_on = "retrieval"
+        collection.save()
+        self.assertEqual(evaluation.below_floor(collection, worse), [])
+
 
 class DashboardFormTestCase(TestCase):
     def test_a_refused_setting_is_said_plainly_and_kept_in_the_form(self):
@@ -236,16 +289,49 @@ class ExperimentFormTestCase(TestCase):
 
 
 class ComparisonTestCase(TestCase):
-    def _run(self, collection, hits):
+    def _run(self, collection, hits, quoted=None):
         cases = [
             {"id": f"c{i}", "question": f"Question {i}?", "kind": "tail", "hit": hit}
             for i, hit in enumerate(hits)
         ]
-        recall = sum(hits) / len(hits)
+        aggregate = {"k": 5, "n": len(hits), "recall_at_k": sum(hits) / len(hits)}
+        if quoted is not None:  # the answers measured (issue #28)
+            for case, whole in zip(cases, quoted, strict=True):
+                case["answer"] = {"spans": 1, "spans_quoted": int(whole),
+                                  "sentences": 2, "on_evidence": int(whole),
+                                  "words": 40}  # fmt: skip
+            aggregate["answer_all_spans"] = sum(quoted)
         return EvalRun.objects.create(
-            collection=collection, status="done", cases=cases,
-            aggregate={"k": 5, "n": len(hits), "recall_at_k": recall},
-        )  # fmt: skip
+            collection=collection, status="done", cases=cases, aggregate=aggregate
+        )
+
+    def test_the_answers_are_compared_with_their_own_test(self):
+        staff, _, _ = make_users()
+        collection = Collection.objects.create(name="C")
+        hits = [True] * 10
+        a = self._run(collection, hits, [False] * 9 + [True])
+        b = self._run(collection, hits, [True] * 10)
+        self.client.force_login(staff)
+        page = self.client.get(
+            reverse("admin:kb_evalrun_dashboard"),
+            {"collection": collection.pk, "a": a.pk, "b": b.pk},
+        )
+        self.assertContains(page, "Cases that changed outcome (0)")
+        self.assertContains(page, "Answers that changed outcome (9)")
+        self.assertContains(
+            page, "B's answer quotes every span in 9 cases where A's did not"
+        )
+        self.assertContains(page, "B's answers are better")
+        self.assertContains(page, "(exact McNemar test, p = 0.0039)")
+        self.assertContains(
+            page, "<th>answer: cases quoting every span</th><td>1</td><td>10</td>"
+        )
+        old = self._run(collection, hits)  # made before answers were measured
+        page = self.client.get(
+            reverse("admin:kb_evalrun_dashboard"),
+            {"collection": collection.pk, "a": old.pk, "b": b.pk},
+        )
+        self.assertNotContains(page, "Answers that changed outcome")
 
     def test_two_runs_side_by_side_say_whether_the_difference_is_noise(self):
         staff, _, _ = make_users()
@@ -345,6 +431,19 @@ class KbEvalCommandTestCase(TestCase):
         self.assertIn(compared["verdict"], printed)
         for case_id in lost:
             self.assertIn(f"now missed: {case_id}", printed)
+        # The answers are compared too (issue #28), with their own test.
+        held = {c["id"]: c["answer_hit"] for c in report["cases"]}
+        now = {c["id"]: c["answer_hit"]
+               for c in json.loads(fixed.read_text())["cases"]}  # fmt: skip
+        answers = compared["answer"]
+        self.assertEqual(sorted(answers["gained_ids"]),
+                         sorted(i for i in now if now[i] and not held[i]))  # fmt: skip
+        self.assertEqual(sorted(answers["lost_ids"]),
+                         sorted(i for i in now if held[i] and not now[i]))  # fmt: skip
+        self.assertIn(
+            f"Answers quoting every span: {aggregate['answer_all_spans']} -> ", printed
+        )
+        self.assertIn(f"{answers['verdict']} (exact McNemar test", printed)
 
     def test_files_an_upload_would_refuse_are_named_and_the_run_goes_on(self):
         # An empty placeholder or a table of contents in a corpus ended the whole

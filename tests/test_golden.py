@@ -118,6 +118,7 @@ class GoldenParseTestCase(SimpleTestCase):
             ({"kind": 3}, "line 1, case c1: 'kind' must be text, not 3"),
             ({"kind": ["free"]}, "line 1, case c1: 'kind' must be text, not a list"),
             ({"real_question": "yes"}, "'real_question' must be true/false, not"),
+            ({"on_answer": 1}, "'on_answer' must be true/false, not 1"),
         ]:
             with self.subTest(why=why):
                 self.assertRefused(_line(**bad), why)

@@ -740,7 +740,7 @@ class GapsTestCase(DemoTestCase):
         self.assertIsNotNone(entry.handled)
         self.assertEqual(self.client.get(self.url).context["gaps"], [])
 
-    def _make_case(self, entry: Question):
+    def _make_case(self, entry: Question, follow: bool = False):
         source = self.demo.sources.get(file_name="office-faq.txt")
         span = {"file": source.file_name, "start": 0, "end": 20,
                 "text": source.text[:20]}  # fmt: skip
@@ -749,8 +749,79 @@ class GapsTestCase(DemoTestCase):
             {"collection": self.demo.pk, "external_id": f"asked-{entry.pk}",
              "question": entry.question, "kind": "free",
              "required_spans": json.dumps([span]), "from_question": entry.pk},
+            follow=follow,
         )  # fmt: skip
-        self.assertEqual(response.status_code, 302, response.content[:3000])
+        if not follow:
+            self.assertEqual(response.status_code, 302, response.content[:3000])
+        return response
+
+    def test_a_not_helpful_answer_s_case_stays_open_until_its_answer_holds(self):
+        """Issue #28: a case made from an answer marked not helpful is scored on
+        the answer, so its gap closes only when a run of the live configuration
+        shows the answer quoting every span, not as soon as retrieval finds it."""
+        from kb import answering, retrieval
+
+        entry = self._ask_as(self.staff, ROLLBACK)
+        self.feedback({"id": entry.pk, "helpful": False, "note": "Quote the rule."})
+        self.client.force_login(self.editor)
+        link = self.client.get(self.url).content.decode()
+        self.assertIn("on_answer=on", link)  # "Make a golden case" ticks it
+        response = self._make_case(entry, follow=True)
+        self.assertContains(response, "The case is scored on the answer")
+        case = GoldenCase.objects.get(external_id=f"asked-{entry.pk}")
+        self.assertTrue(case.on_answer)
+        entry.refresh_from_db()
+        self.assertIsNone(entry.handled)
+        self.assertEqual(len(self.client.get(self.url).context["gaps"]), 1)
+
+        # Retrieval holds the span (a sentence of the top passage), but the
+        # answer does not quote it.
+        result = retrieval.retrieve(self.demo, ROLLBACK)
+        quoted = answering.extractive(result).sentences
+        passage = result.passages[0]
+        unquoted = next(
+            (passage.start + m.start(), passage.start + m.end())
+            for m in re.finditer(r"[^.\n]{25,}\.", passage.text)
+            if not any(
+                s.passage.file_name == passage.file_name
+                and s.start < passage.start + m.end()
+                and passage.start + m.start() < s.end
+                for s in quoted
+            )
+        )
+        self._set_span(case, passage.file_name, *unquoted)
+        run = evaluation.execute_run(evaluation.start_run(self.demo).pk)
+        outcome = next(c for c in run.cases if c["id"] == case.external_id)
+        self.assertTrue(outcome["hit"])
+        self.assertFalse(outcome["answer_hit"])
+        self.assertFalse(outcome["passed"])
+        entry.refresh_from_db()
+        self.assertIsNone(entry.handled)
+        self.client.force_login(self.staff)
+        page = self.client.get(
+            reverse("admin:kb_evalrun_dashboard"),
+            {"collection": self.demo.pk, "run": run.pk},
+        )
+        self.assertContains(page, "scored on the answer, retrieval held every span")
+
+        # Once the answer quotes it (here: the span is the sentence it quotes),
+        # the next run closes the gap and says which run showed it.
+        first = quoted[0]
+        self._set_span(case, first.passage.file_name, first.start, first.end)
+        run = evaluation.execute_run(evaluation.start_run(self.demo).pk)
+        outcome = next(c for c in run.cases if c["id"] == case.external_id)
+        self.assertTrue(outcome["passed"])
+        entry.refresh_from_db()
+        self.assertIsNotNone(entry.handled)
+        self.assertIn(f"quotes every span in run #{run.pk}", entry.handled_note)
+        self.client.force_login(self.editor)
+        self.assertEqual(self.client.get(self.url).context["gaps"], [])
+
+    def _set_span(self, case: GoldenCase, name: str, start: int, end: int) -> None:
+        text = self.demo.sources.get(file_name=name).text[start:end]
+        GoldenCase.objects.filter(pk=case.pk).update(
+            required_spans=[{"file": name, "start": start, "end": end, "text": text}]
+        )
 
     def test_not_helpful_answers_appear_with_their_note(self):
         entry = self._ask_as(self.staff, ROLLBACK)
@@ -855,6 +926,18 @@ class RealQuestionExportTestCase(DemoTestCase):
         case.refresh_from_db()
         self.assertTrue(case.is_real_question)
         self.assertIs(golden.parse_cases(line)[0]["real"], True)
+
+    def test_the_scored_on_the_answer_mark_travels_in_json_lines(self):
+        case = GoldenCase.objects.filter(collection=self.demo).first()
+        case.on_answer = True
+        case.save()
+        line = golden.case_line(case)
+        self.assertIs(json.loads(line)["on_answer"], True)
+        case.on_answer = False
+        case.save()
+        self.assertEqual(golden.import_cases(self.demo, line)["updated"], 1)
+        case.refresh_from_db()
+        self.assertTrue(case.on_answer)
 
 
 class GapThresholdBenchmarkTestCase(SimpleTestCase):

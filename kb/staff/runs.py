@@ -104,9 +104,15 @@ def floor(request: HttpRequest, pk: int) -> HttpResponse:
         )
     elif evaluation.raise_floor(chosen.collection, chosen):
         recall = formats.number_format(chosen.recall, 3)
-        messages.success(
-            request, gettext("Recall floor raised to %(recall)s.") % {"recall": recall}
-        )
+        answers = evaluation.answer_rate(chosen.aggregate)
+        if answers is None:
+            text = gettext("Recall floor raised to %(recall)s.") % {"recall": recall}
+        else:
+            text = gettext(
+                "Floor raised: recall %(recall)s, answers quoting every span "
+                "%(answers)s."
+            ) % {"recall": recall, "answers": formats.number_format(answers, 3)}
+        messages.success(request, text)
     else:
         messages.warning(
             request, gettext("The floor is only ever raised; left as it was.")

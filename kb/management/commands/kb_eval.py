@@ -167,6 +167,17 @@ class Command(BaseCommand):
         for case in changed:
             state = "now answered" if case["after"] else "now missed"
             self.stdout.write(f"  {state}: {case['id']} ({case['kind']})")
+        answers = found["answer_difference"]
+        if answers is not None:
+            self.stdout.write(
+                f"Answers quoting every span: {before.get('answer_all_spans', 0)} -> "
+                f"{after['answer_all_spans']} of {after['n']}; {answers['gained']} "
+                f"case(s) now quoted whole, {answers['lost']} no longer: "
+                f"{answers['verdict']} (exact McNemar test, p = {answers['p']})"
+            )
+            for case in found["answer_changed"]:
+                state = "now quoted whole" if case["after"] else "no longer whole"
+                self.stdout.write(f"  {state}: {case['id']} ({case['kind']})")
         if found["unlike"]:
             self.stdout.write(f"  Not like for like: {'; '.join(found['unlike'])}.")
         return {
@@ -175,6 +186,16 @@ class Command(BaseCommand):
             "gained_ids": [c["id"] for c in changed if c["after"]],
             "lost_ids": [c["id"] for c in changed if not c["after"]],
             "unlike": found["unlike"],
+            # The same test on the answers quoting every span (issue #28); None
+            # when the baseline was written before answers were measured.
+            "answer": answers
+            and {
+                **answers,
+                "gained_ids": [c["id"] for c in found["answer_changed"] if c["after"]],
+                "lost_ids": [
+                    c["id"] for c in found["answer_changed"] if not c["after"]
+                ],
+            },
         }
 
     def _scratch(self, options, strategy: str | None) -> Collection:
