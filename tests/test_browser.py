@@ -14,7 +14,7 @@ from playwright.sync_api import Page, expect, sync_playwright
 from kb.demo import load_demo, load_french_demo
 from kb.management.commands.kb_screenshots import CHROMIUM_ARGS, QUESTION
 from kb.models import Collection, EvalRun, GoldenCase, Source
-from tests.documents import build_pdf
+from tests.documents import build_pdf, running_pages
 
 CHROMIUM = Path("/usr/bin/chromium")
 
@@ -237,6 +237,95 @@ def test_a_pdf_uploaded_in_the_admin_is_cited_with_its_page(
     cited = page.locator("a.cited-page")
     expect(cited).to_have_text("cited: p. 2 of the original")
     assert cited.get_attribute("href").endswith("/file/#page=2")
+
+
+STARTER_KIT = [
+    (0, "a laptop with a charger and a padded sleeve"),
+    (0, "a photo badge that opens the front doors"),
+    (0, "a noise-cancelling headset for calls"),
+    (0, "a desk lamp with a warm white bulb"),
+]
+
+
+def _starter_pages() -> list:
+    """Three pages; "First day" starts on page 2 and runs onto page 3, where a
+    sentence introduces a bulleted list."""
+    one, two, three = running_pages("Lumen Works - Welcome pack")
+    one.heading("Welcome pack", 22).paragraph(
+        ["This pack explains what happens before and on your first day."]
+    )
+    one.heading("Before you arrive", 15).paragraph(
+        ["Your manager sends a short timetable for the first week by post."]
+    )
+    two.heading("First day", 15).paragraph(
+        ["Reception greets you at nine and walks you to your team's floor."]
+    )
+    two.paragraph(["Your team buddy shows you the kitchen and the quiet rooms."])
+    three.paragraph(["Every new starter receives the following equipment:"])
+    three.bullets(STARTER_KIT)
+    three.heading("Parking", 15).paragraph(
+        ["Bicycles go in the covered racks behind the east entrance."]
+    )
+    return [one, two, three]
+
+
+@pytest.mark.slow
+def test_a_list_answer_is_cited_with_the_pdf_page_it_is_on(
+    transactional_db, live_server, page: Page, tmp_path
+):
+    """Issue #28: an editor uploads a PDF whose list sits on the second page of
+    its section; staff ask, get the list whole under the sentence introducing
+    it, and follow the citation to that page."""
+    from tests.base import forget_jobs, run_burst_worker
+
+    get_user_model().objects.create_superuser("staff", "s@example.invalid", "pw-1")
+    welcome = Collection.objects.create(name="Welcome")
+    pdf = tmp_path / "welcome-pack.pdf"
+    pdf.write_bytes(build_pdf(_starter_pages()))
+
+    _log_in(page, live_server, "/admin/kb/source/upload/")
+    page.select_option("#id_collection", str(welcome.pk))
+    page.set_input_files("#id_files", str(pdf))
+    page.click("input[type=submit][value='Upload and index']")
+    expect(page.locator("ul.messagelist")).to_contain_text(
+        "welcome-pack.pdf: created, queued for indexing"
+    )
+    run_burst_worker()
+    forget_jobs()
+    page.goto(f"{live_server.url}/admin/kb/source/")
+    expect(page.locator("#result_list")).to_contain_text("Indexed")
+
+    page.goto(f"{live_server.url}/")
+    _ask(page, "What equipment does a new starter receive?", welcome)
+    answer = page.locator("#answer .answer")
+    intro = "Every new starter receives the following equipment:"
+    expect(answer).to_contain_text(intro)
+    # The whole list, as a list, right after the sentence introducing it.
+    items = [text for _, text in STARTER_KIT]
+    expect(answer.locator("ul > li")).to_have_text(items)
+    lines = [_squash(line) for line in answer.inner_text().splitlines()]
+    lines = [line for line in lines if line]
+    first = next(i for i, line in enumerate(lines) if line.startswith(intro))
+    assert lines[first + 1 : first + 1 + len(items)] == items, lines
+
+    citation = page.locator("ol.citations li", has_text="First day").first
+    expect(citation).to_contain_text("welcome-pack.pdf, p. 3,")
+    on_page = citation.locator("a.page-link")
+    assert on_page.get_attribute("href").endswith("/file/#page=3")
+    citation.locator("a").first.click()
+    page.wait_for_url(
+        re.compile(r"/kb/sections/\d+/\?start=\d+&end=\d+&source=\d+&v=\d+#cited$")
+    )
+    mark = page.locator("mark#cited")
+    expect(mark).to_contain_text(intro)
+    expect(mark).to_contain_text(STARTER_KIT[-1][1])
+    # The section runs over pages 2 and 3; the cited text is on page 3.
+    original = page.locator("a.page-link:not(.cited-page)")
+    expect(original).to_have_text("p. 2–3 of the original")
+    assert original.get_attribute("href").endswith("/file/#page=2")
+    cited = page.locator("a.cited-page")
+    expect(cited).to_have_text("cited: p. 3 of the original")
+    assert cited.get_attribute("href").endswith("/file/#page=3")
 
 
 @pytest.mark.slow

@@ -176,6 +176,14 @@ class QuotedMarkdownTestCase(SimpleTestCase):
         self.assertEqual(item, "\N{BULLET} Not logged in.")
         self.assertEqual(rendering.render_inline("-1 is less."), "-1 is less.")
 
+    def test_a_quoted_list_ending_an_answer_is_a_list(self):
+        # What answerer.answer_text puts after the marker of a "...:" sentence.
+        self.assertEqual(
+            answer_piece("\n\n- A laptop\n- A `badge`"),
+            '<div class="sentence"><ul>\n<li>A laptop</li>\n'
+            "<li>A <code>badge</code></li>\n</ul>\n</div>",
+        )
+
     def test_table_rows_without_their_header_are_table_rows(self):
         body = "Intro.\n\n| `@` | `search` | Full text. |\n| None | `in` | Has. |\n"
         html = rendering.render(body)

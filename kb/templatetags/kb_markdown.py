@@ -59,12 +59,17 @@ def heading_label(heading_path: str, source_title: str) -> str:
 
 @register.filter
 def answer_piece(text: str) -> SafeString:
-    """One sentence of an answer: inline Markdown, or a code block, a table row or
-    paragraphs (an LLM's answer, between its markers) as such."""
+    """One sentence of an answer: inline Markdown, or a code block, a table row, a
+    quoted list or paragraphs (an LLM's answer, between its markers) as such."""
     text = str(text)
     if rendering.is_table_row(text):
         return format_html('<div class="sentence">{}</div>', rendering.render_row(text))
-    if text.lstrip().startswith(("```", "~~~")) or "\n\n" in text.strip():
+    stripped = text.strip()
+    lines = stripped.split("\n")
+    # The items a "...:" sentence introduces, quoted after its marker: a list
+    # (rendered inline, items after the first would run on after "- ").
+    items = len(lines) > 1 and all(map(rendering.is_list_item, lines))
+    if stripped.startswith(("```", "~~~")) or "\n\n" in stripped or items:
         # A code block's lines keep their indentation: no space before its fence.
         block = rendering.render(text.strip(" \n"))
         return format_html('<div class="sentence">{}</div>', block)
