@@ -13,7 +13,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 from django.utils.translation import gettext
 
-from kb import embedding, parsing
+from kb import dates, embedding, parsing
 
 MAX_QUESTION_CHARS = 1000
 
@@ -156,3 +156,9 @@ def _after_fork() -> None:
 
 
 os.register_at_fork(after_in_child=_after_fork)
+
+
+def periods_of(question: str) -> list[dates.Period]:
+    """The periods the question names ("on 6 September", "autumn 2022"), for the
+    dated leg (search.dated_ids); none for most questions."""
+    return dates.question_periods(question)
