@@ -22,7 +22,12 @@ from kb.retrieval.passages import (
     counted_by,
     merge,
 )
-from kb.retrieval.question import clean_question, embed_question_soon, periods_of
+from kb.retrieval.question import (
+    clean_question,
+    embed_question_soon,
+    named_terms,
+    periods_of,
+)
 
 
 def retrieve(
@@ -160,7 +165,7 @@ def _context(
     the budget, with the section before each one taken whole while budget is
     left; passages that touch merged."""
     pool = max(reranking.pool_size(k), late_interaction.pool_size(k, late))
-    selected = sections.select(hits, pool)
+    selected = sections.select(hits, pool, named_terms(question))
     late_ms = None
     if late_interaction.enabled(late):
         selected, late_ms = late_interaction.rerank(
