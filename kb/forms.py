@@ -142,7 +142,7 @@ class MetadataFieldsMixin(forms.Form):
                     gettext("Line %(line)d: write key=value (got %(text)r)")
                     % {"line": lineno, "text": line}
                 )
-            if key in metadata.BUILTIN_FIELDS:
+            if key in metadata.BUILTIN_FIELDS and key not in metadata.FOUND_FIELDS:
                 raise ValidationError(
                     gettext("Line %(line)d: %(key)s has its own field above")
                     % {"line": lineno, "key": key}

@@ -30,6 +30,7 @@ from django.utils.translation import gettext, ngettext
 
 from kb import (
     chunking,
+    dates,
     embedding,
     golden,
     languages,
@@ -397,6 +398,7 @@ def prepare(
     if document is None:
         document = parsing.parse(source.text, source.file_name, title=source.title)
     parsed = time.perf_counter()
+    found_date = dates.document_date(source.text, source.title, source.file_name)
 
     def values(heading_path: str, section: int, index: int, total: int) -> dict:
         return chunk_values(
@@ -407,6 +409,7 @@ def prepare(
             section_id=section,
             chunk_index=index,
             total_chunks=total,
+            found_date=found_date,
         )
 
     # Room for each section's metadata prefix (its heading path differs).

@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from kb import dates
+
 EMBED = "embed"
 RETRIEVE = "retrieve"
 IGNORE = "ignore"
@@ -26,6 +28,9 @@ BUILTIN_FIELDS: dict[str, tuple[str, str]] = {
     "author": ("Author", RETRIEVE),
     "tags": ("Tags", RETRIEVE),
     "version": ("Version", RETRIEVE),
+    # A record's date (kb/dates.py), found in its text unless an editor sets it:
+    # embedded, it tells apart reports that share a title (issue #29).
+    "date": ("Date", EMBED),
     "deprecated": ("Deprecated", RETRIEVE),
     "section_id": ("Section id", RETRIEVE),
     "chunk_index": ("Chunk", RETRIEVE),
@@ -35,6 +40,8 @@ BUILTIN_FIELDS: dict[str, tuple[str, str]] = {
 CONTROL_FIELDS = ("deprecated",)
 # Source-level fields editors fill in (title and file name have their own columns).
 SOURCE_FIELDS = ["url", "author", "tags", "version", "deprecated"]
+# Built-in fields found in the text, which an editor may set as key=value instead.
+FOUND_FIELDS = ("date",)
 FREE_FIELD_DEFAULT = RETRIEVE
 HEADING_CHARS = 80  # per heading in an embedded heading path
 
@@ -83,6 +90,8 @@ class Policy:
                 continue  # the heading path already starts with the title
             if field == "heading_path":
                 lines.append(_short_path(str(value)))
+            elif field == "date":
+                lines.append(f"{label(field)}: {dates.spoken(str(value))}")
             else:
                 lines.append(f"{label(field)}: {_format(value)}")
         return "\n".join(lines) + "\n\n" if lines else ""
@@ -145,10 +154,16 @@ def chunk_values(
     section_id: int | str,
     chunk_index: int,
     total_chunks: int,
+    found_date: str = "",
 ) -> dict[str, Any]:
-    """Every metadata value a chunk has, before the policy decides."""
+    """Every metadata value a chunk has, before the policy decides; the date
+    found in the document's text stands unless the source's metadata has one."""
     values: dict[str, Any] = {"title": title, "heading_path": heading_path}
+    if found_date:
+        values["date"] = found_date
     for key, value in source_metadata.items():
+        if key == "date":  # an editor's "6 Sept 2022" is searched as 2022-09-06
+            value = dates.first_date(str(value)) or value
         if key not in ("title", "heading_path"):
             values[key] = value
     values.update(

@@ -22,7 +22,12 @@ from kb.retrieval.passages import (
     counted_by,
     merge,
 )
-from kb.retrieval.question import clean_question, embed_question_soon
+from kb.retrieval.question import (
+    clean_question,
+    embed_question_soon,
+    named_terms,
+    periods_of,
+)
 
 
 def retrieve(
@@ -101,7 +106,11 @@ def _retrieve(
             section_ranks = search.section_ranks(collection, vector, include_deprecated)
             clock = _lap(timings, "section_search", clock)
 
-    hits = search.fuse(vector_ids, keyword_ids, section_ranks)
+    dated: list[int] = []
+    if periods := periods_of(question):  # "the incident of 6 September"
+        dated = search.dated_ids(collection, vector, periods, include_deprecated)
+        clock = _lap(timings, "dated_search", clock)
+    hits = search.fuse(vector_ids, keyword_ids, section_ranks, dated)
     reranked: reranking.Report | None = None
     late_ms: float | None = None
     if strategy == baselines.SECTIONS:
@@ -156,7 +165,7 @@ def _context(
     the budget, with the section before each one taken whole while budget is
     left; passages that touch merged."""
     pool = max(reranking.pool_size(k), late_interaction.pool_size(k, late))
-    selected = sections.select(hits, pool)
+    selected = sections.select(hits, pool, named_terms(question))
     late_ms = None
     if late_interaction.enabled(late):
         selected, late_ms = late_interaction.rerank(

@@ -13,7 +13,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 from django.utils.translation import gettext
 
-from kb import embedding, parsing
+from kb import dates, embedding, parsing
 
 MAX_QUESTION_CHARS = 1000
 
@@ -156,3 +156,69 @@ def _after_fork() -> None:
 
 
 os.register_at_fork(after_in_child=_after_fork)
+
+
+def periods_of(question: str) -> list[dates.Period]:
+    """The periods the question names ("on 6 September", "autumn 2022"), for the
+    dated leg (search.dated_ids); none for most questions."""
+    return dates.question_periods(question)
+
+
+# Two things a question sets side by side (issue #29: "Taint or toleration?"),
+# each as the words that may name it, longest first.
+_TERM = r"[\w.()#:/+-]+"
+_BETWEEN_RE = re.compile(
+    rf"\b(?:between|entre|между)\s+((?:{_TERM}\s+){{0,3}}?{_TERM})\s+"
+    rf"(?:and|et|y|e|и)\s+((?:{_TERM}\s+){{0,3}}?{_TERM})\s*(?:[?.!,;:]|$)",
+    re.IGNORECASE,
+)
+_VERSUS_RE = re.compile(
+    rf"((?:{_TERM}\s+){{0,2}}{_TERM})\s+(?:vs\.?|versus|or|ou|o|или)\s+"
+    rf"((?:{_TERM}\s+){{0,2}}?{_TERM})\s*(?:\?|$)",
+    re.IGNORECASE,
+)
+MAX_TERM_QUESTION_WORDS = 14  # longer questions are not "A or B?"
+
+
+def named_terms(question: str) -> list[list[str]]:
+    """The two things a question compares ("difference between A and B", "A vs
+    B", "A or B?"), each as the words that may name it, longest first; [] for
+    any other question. The words left of "or" are read from the end, right of
+    it from the start: "Should I use a taint or a toleration?" names "taint"
+    (or "a taint", "use a taint") and "toleration"."""
+    if len(question.split()) > MAX_TERM_QUESTION_WORDS:
+        return []
+    found = _BETWEEN_RE.search(question) or _VERSUS_RE.search(question)
+    if not found:
+        return []
+    left, right = _trimmed(found.group(1)), _trimmed(found.group(2))
+    terms = [
+        [" ".join(left[i:]) for i in range(len(left)) if _named(left[i:])],
+        [" ".join(right[:i]) for i in range(len(right), 0, -1) if _named(right[:i])],
+    ]
+    return terms if all(terms) else []
+
+
+# Articles of the interface's languages, besides the English stopwords.
+_ARTICLES = frozenset("un une le la les des du l' el los las lo uno una".split())
+
+
+def _unnamed(word: str) -> bool:
+    folded = word.casefold()
+    return folded in STOPWORDS or folded in _ARTICLES
+
+
+def _trimmed(text: str) -> list[str]:
+    """The words of one side of a comparison without the articles and
+    stopwords at either end ("a toleration" -> "toleration")."""
+    words = text.split()
+    while words and _unnamed(words[0]):
+        words.pop(0)
+    while words and _unnamed(words[-1]):
+        words.pop()
+    return words
+
+
+def _named(words: list[str]) -> bool:
+    """Whether words can name a thing: they do not start or end with a stopword."""
+    return bool(words) and not (_unnamed(words[0]) or _unnamed(words[-1]))

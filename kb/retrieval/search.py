@@ -189,6 +189,58 @@ def vector_ids(
     return [row[0] for row in rows], (1.0 - rows[0][1] if rows else None)
 
 
+# The dated leg (issue #29): chunks of the records whose date falls in a period
+# the question names, nearest first. It reads the collection's chunks' metadata
+# (no index: it runs only for questions that name a date), and weighs as the
+# vector leg: among reports sharing a title, the date is what tells them apart.
+DATED_WEIGHT = 1.0
+_DATED = """
+SELECT c.id FROM kb_chunk c
+WHERE c.source_id = ANY(ARRAY(
+        SELECT s.id FROM kb_source s WHERE s.collection_id = %(collection)s))
+    AND c.embedding_model = %(model)s AND c.embedding IS NOT NULL {current}
+    AND c.metadata->>'date' ~ '^[0-9]{{4}}-[0-9]{{2}}-[0-9]{{2}}'
+    AND ({periods})
+ORDER BY {order}, c.id LIMIT %(limit)s
+"""
+
+
+def dated_ids(
+    collection: Collection, vector, periods: list, include_deprecated: bool
+) -> list[int]:
+    """The chunks of the records dated in one of the periods (kb.dates.Period),
+    nearest to the question first (in document order without a vector)."""
+    if not periods:
+        return []
+    params: dict[str, Any] = {
+        "collection": collection.pk,
+        "model": collection.embedding_model,
+        "limit": CANDIDATES,
+    }
+    conditions = []
+    for i, period in enumerate(periods):
+        if period.start:
+            conditions.append(
+                f"left(c.metadata->>'date', 10) BETWEEN %(start{i})s AND %(end{i})s"
+            )
+            params.update({f"start{i}": period.start, f"end{i}": period.end})
+        else:
+            day = f"-{period.day:02d}" if period.day else ""
+            conditions.append(
+                f"substr(c.metadata->>'date', 5, {len(day) + 3}) = %(day{i})s"
+            )
+            params[f"day{i}"] = f"-{period.month:02d}{day}"
+    order = "c.source_id, c.chunk_index"
+    if vector is not None:
+        order = "c.embedding <=> %(vector)s::vector"
+        params["vector"] = Vector._to_db(vector)
+    current = "" if include_deprecated else f"AND {metadata.current_sql('c')}"
+    sql = _DATED.format(current=current, periods=" OR ".join(conditions), order=order)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return [row[0] for row in cursor.fetchall()]
+
+
 def section_ranks(
     collection: Collection, vector, include_deprecated: bool
 ) -> dict[int, int]:
@@ -196,6 +248,8 @@ def section_ranks(
     rows = _nearest(collection, vector, include_deprecated, sections=True)
     return {row[0]: rank for rank, row in enumerate(rows, 1)}
 
+
+LEG_WEIGHTS = {"vector": 1.0, "keyword": KEYWORD_WEIGHT, "dated": DATED_WEIGHT}
 
 _HIT_ROWS = """
 SELECT c.id, c.source_id, c.section_id, c.chunk_index, c.start, c."end",
@@ -206,7 +260,10 @@ WHERE c.id = ANY(%s)
 
 
 def fuse(
-    vector_ids: list[int], keyword_ids: list[int], section_ranks: dict[int, int]
+    vector_ids: list[int],
+    keyword_ids: list[int],
+    section_ranks: dict[int, int],
+    dated_ids: list[int] = (),
 ) -> list[Hit]:
     """Reciprocal rank fusion of chunk ranks, plus the rank of the chunk's section.
 
@@ -215,12 +272,15 @@ def fuse(
     It weighs KB_SECTION_WEIGHT (0.5): at 1.0 the vector model spoke twice, through
     a chunk and through its section, and a chunk both legs found ranked below one
     only the vector leg and its section's centroid put first (issue #17).
+    The dated leg (dated_ids) weighs DATED_WEIGHT.
     """
     scores: dict[int, dict[str, int]] = {}
     for rank, chunk_id in enumerate(vector_ids, 1):
         scores.setdefault(chunk_id, {})["vector"] = rank
     for rank, chunk_id in enumerate(keyword_ids, 1):
         scores.setdefault(chunk_id, {})["keyword"] = rank
+    for rank, chunk_id in enumerate(dated_ids, 1):
+        scores.setdefault(chunk_id, {})["dated"] = rank
     with connection.cursor() as cursor:
         cursor.execute(_HIT_ROWS, [list(scores)])
         rows = cursor.fetchall()
@@ -239,10 +299,7 @@ def fuse(
             keyword_rank=ranks.get("keyword"),
             heading_path=path,
         )
-        hit.score = sum(
-            (KEYWORD_WEIGHT if kind == "keyword" else 1.0) / (RRF_K + r)
-            for kind, r in ranks.items()
-        )
+        hit.score = sum(LEG_WEIGHTS[kind] / (RRF_K + r) for kind, r in ranks.items())
         if section_id in section_ranks:
             hit.score += section_weight / (RRF_K + section_ranks[section_id])
         hits.append(hit)

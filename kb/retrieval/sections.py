@@ -8,6 +8,7 @@ expansion, the section just before each one taken whole.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from django.db import connection
@@ -60,8 +61,10 @@ ORDER BY chunk_index
 """
 
 
-def select(hits: list[Hit], k: int) -> list[Selected]:
-    """The k best sections by their best hit; each keeps all of its hits.
+def select(hits: list[Hit], k: int, named: list[list[str]] = ()) -> list[Selected]:
+    """The k best sections by their best hit; each keeps all of its hits. When
+    the question compares two things (`named`, question.named_terms), the best
+    section headed by each comes first.
 
     Reads no whole source: a section that can be taken whole brings its body, a
     longer one the chunks (and the text between them) around its best hits.
@@ -71,7 +74,7 @@ def select(hits: list[Hit], k: int) -> list[Selected]:
         by_section.setdefault(hit.section_id, []).append(hit)
     # A section ranks by its best hit: summing hits favoured long tables (issue #7).
     best = sorted(by_section.items(), key=lambda kv: -kv[1][0].score)
-    best = _diverse(best, k)[:k]
+    best = _diverse(_named_first(best, named), k)[:k]
     sections, before = _sections([sid for sid, _ in best])
     parts: dict[int, list[tuple[int, str]]] = {}
     for section in [*sections.values(), *before.values()]:
@@ -225,6 +228,42 @@ def _diverse(
         crowded = parent is not None and seen[parent] > SIBLINGS
         (later if crowded else first).append((sid, hits))
     return first + later + ranked[k * 4 :]
+
+
+def _named_first(
+    ranked: list[tuple[int, list[Hit]]], named: list[list[str]]
+) -> list[tuple[int, list[Hit]]]:
+    """The best section headed by each compared thing first ("Taint or
+    toleration?": the "Taint" entry and the "Toleration" entry), when every one
+    of them heads a section among the candidates; else the order as it is."""
+    if len(named) < 2:
+        return ranked
+    chosen: list[int] = []
+    for words in named:
+        found = next(
+            (
+                i
+                for i, (_, hits) in enumerate(ranked)
+                if i not in chosen and _heads(hits[0].heading_path, words)
+            ),
+            None,
+        )
+        if found is None:
+            return ranked
+        chosen.append(found)
+    chosen.sort()
+    return [ranked[i] for i in chosen] + [
+        item for i, item in enumerate(ranked) if i not in chosen
+    ]
+
+
+def _heads(path: str, words: list[str]) -> bool:
+    """Whether the section's own heading names the thing (one of `words`, as a
+    whole word or the heading's start: "isBlank" heads "isBlank(CharSequence)")."""
+    heading = path.rsplit(" > ", 1)[-1].casefold()
+    return any(
+        re.search(rf"(?<!\w){re.escape(w.casefold())}(?!\w)", heading) for w in words
+    )
 
 
 def _runs(indexes: list[int]) -> list[tuple[int, int]]:
