@@ -41,6 +41,13 @@ REPO_SETS = {
     "kubernetes-es-holdout.jsonl": "kubernetes-docs",
     "kubernetes-ru-holdout.jsonl": "kubernetes-docs",
     "kubernetes-cross-holdout.jsonl": "kubernetes-docs",
+    # Issue #29: reference content (evals/README.md).
+    "jopt-simple-javadoc.jsonl": "jopt-simple-javadoc",
+    "jopt-simple-javadoc-holdout.jsonl": "jopt-simple-javadoc",
+    "mutt-manual.jsonl": "mutt-manual",
+    "mutt-manual-holdout.jsonl": "mutt-manual",
+    "cncf-glossary.jsonl": "cncf-glossary",
+    "cncf-glossary-holdout.jsonl": "cncf-glossary",
 }
 
 
