@@ -33,7 +33,7 @@ from kb.parsing import TEXT_EXTENSIONS, html_text
 from kb.rendering import CELL_SPLIT_RE, is_table_row
 from kb.retrieval.passages import Location, Passage, Result, heading_label
 from kb.retrieval.question import STOPWORDS
-from kb.retrieval.tables import header_line, is_delimiter_line
+from kb.retrieval.tables import header_line, is_delimiter_line, is_group_line
 from kb.sentences import block_around, code_blocks, is_list_item, units, widened
 
 MAX_SENTENCES = 6
@@ -517,7 +517,8 @@ def _headers_of(chosen: list[Sentence], headers: list[Sentence]) -> list[Sentenc
     A row's cells mean nothing without them. A short table is read whole, its
     header line above the row in the loaded text (_header_above); the header lines
     of long tables are passages of their own (retrieval.expansion.regions_of).
-    Marks each row and header with its table (Sentence.table).
+    The group row above a row ("Class 23 — …") comes too when it is loaded.
+    Marks each row, group row and header with its table (Sentence.table).
     """
     known = {(s.passage.source_id, s.start): s for s in chosen}
     added: list[Sentence] = []
@@ -534,13 +535,22 @@ def _headers_of(chosen: list[Sentence], headers: list[Sentence]) -> list[Sentenc
             header = max(above, key=lambda h: h.end, default=None)
         if header is None:
             continue
-        key = (header.passage.source_id, header.start)
-        if key not in known:
-            known[key] = header
-            added.append(header)
-        header = known[key]
+        header = _known(known, added, header)
         header.table = s.table = header.start
+        if (group := _group_above(s)) is not None:  # its group's label, too
+            _known(known, added, group).table = header.start
     return added
+
+
+def _known(
+    known: dict[tuple[int, int], Sentence], added: list[Sentence], line: Sentence
+) -> Sentence:
+    """The sentence chosen or added at `line`'s place; `line`, added, if none."""
+    key = (line.passage.source_id, line.start)
+    if key not in known:
+        known[key] = line
+        added.append(line)
+    return known[key]
 
 
 def _header_above(row: Sentence) -> Sentence | None:
@@ -564,6 +574,27 @@ def _header_above(row: Sentence) -> Sentence | None:
         return Sentence(
             text[start - base : end - base], start, end, row.passage, row.location
         )
+    return None
+
+
+def _group_above(row: Sentence) -> Sentence | None:
+    """The group row ("| Class 23 — … |  |") above the table row `row`, when the
+    loaded text holds it: up over the rows above it, to the delimiter line."""
+    if is_group_line(row.text):
+        return None
+    base, text = _loaded(row.passage, row.start, row.end)
+    line = text.rfind("\n", 0, row.start - base) + 1
+    while line > 0:
+        above = text.rfind("\n", 0, line - 1) + 1
+        previous = text[above:line].strip()
+        if not is_table_row(previous) or is_delimiter_line(previous):
+            return None
+        if is_group_line(previous):
+            start = base + text.index(previous, above)
+            return Sentence(
+                previous, start, start + len(previous), row.passage, row.location
+            )
+        line = above
     return None
 
 

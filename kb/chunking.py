@@ -6,7 +6,8 @@ way `kb.embedding.count_tokens` counts, [CLS] and [SEP] included.
 
 Two strategies:
 - "structure": chunks never cross a section; adjacent blocks are grouped up
-  to the budget; tables give one chunk per row; code is split at lines.
+  to the budget; tables give one chunk per row (with the table's caption, its
+  group label and its column names); code is split at lines.
 - "fixed": the baseline of N tokens per chunk over the whole document, used by
   evaluation only. N may exceed the window on purpose (the 800-token trap).
 """
@@ -40,6 +41,11 @@ STRATEGIES = ("structure", "fixed")
 MIN_BUDGET = 16
 # An intro sentence, a row label or a column name may use this share at most.
 CONTEXT_SHARE = 0.25
+# A table's caption: the one-line paragraph right above it, of at most this many
+# words, that ends without a full stop ("Table A.1. PostgreSQL Error Codes",
+# "Supported options:") or opens with a numbered label ("Table 3: Limits.").
+CAPTION_WORDS = 20
+_CAPTION_LABEL_RE = re.compile(r"[*_]*\w+\.?[ \t]+[\w.-]*\d[\w.-]*[*_]*[.:]")
 
 
 class ChunkKind(StrEnum):
@@ -66,8 +72,9 @@ class ChunkData:
     """One chunk; `text` is always `source_text[start:end]`.
 
     `embed_text` is what gets embedded (before any metadata prefix): the text
-    itself for ordinary chunks, "Column: value; ..." for table rows, and the
-    intro sentence plus fence language plus lines for code.
+    itself for ordinary chunks, "Caption; Group; Column: value; ..." for table
+    rows (caption and group label when the table has them: table_context), and
+    the intro sentence plus fence language plus lines for code.
     """
 
     section_index: int
@@ -294,7 +301,8 @@ def _section_drafts(
     for block in section.blocks:
         if block.kind == "table" and block.rows:
             drafts += _text_drafts(run, text, tokens, budget, overlap)
-            drafts += _table_drafts(block, text, tokens, budget)
+            caption = table_caption(previous, text)
+            drafts += _table_drafts(block, caption, text, tokens, budget)
             run = []
         elif block.kind == "code" and _has_code(block, text):
             drafts += _text_drafts(run, text, tokens, budget, overlap)
@@ -547,30 +555,103 @@ def _clip_words(
 # --- tables ---------------------------------------------------------------
 
 
-def _table_drafts(
-    block: Block, text: str, tokens: _Counter, budget: int
-) -> list[_Draft]:
-    """One chunk per body row, each value labelled with its column name.
+def table_caption(previous: Block | None, text: str) -> str:
+    """The caption of the table after block `previous`: that block when it is a
+    one-line paragraph of at most CAPTION_WORDS words that ends without a full
+    stop or opens with a numbered label (_CAPTION_LABEL_RE); else ""."""
+    if previous is None or previous.kind != "paragraph":
+        return ""
+    line = text[previous.start : previous.end]
+    if "\n" in line or len(line.split()) > CAPTION_WORDS:
+        return ""
+    if line.rstrip("*_").endswith((".", "!", "?")) and not _CAPTION_LABEL_RE.match(
+        line
+    ):
+        return ""
+    return line
 
-    The header and delimiter lines are in no chunk's range: they live on in
-    every row's embed_text. A row over budget is split between cells (or
-    inside a cell), each part repeating the row's first cell as its key.
+
+def group_rows(block: Block) -> set[int]:
+    """Positions in block.rows of the rows that label the rows below them
+    ("Class 23 — Integrity Constraint Violation" above its codes): a row whose
+    first cell alone has text, its others there but empty ("| Class 23 | |"; a
+    row short of cells is ragged, not a label), with a row that is no such label
+    somewhere below it (else it is a row of data)."""
+    found: set[int] = set()
+    data_below = False
+    for position in range(len(block.rows) - 1, -1, -1):
+        cells = block.rows[position].cells
+        first_only = (
+            len(cells) > 1
+            and bool(cells[0].text.strip())
+            and not any(cell.text.strip() for cell in cells[1:])
+        )
+        if first_only and data_below:
+            found.add(position)
+        elif not first_only:
+            data_below = True
+    return found
+
+
+def _table_drafts(
+    block: Block, caption: str, text: str, tokens: _Counter, budget: int
+) -> list[_Draft]:
+    """One chunk per body row, each value labelled with its column name, led by
+    the table's caption and the label of the group the row is in.
+
+    The header and delimiter lines, and the group rows, are in no chunk's
+    range: they live on in every row's embed_text. A row over budget is split
+    between cells (or inside a cell), each part repeating the row's first cell
+    as its key.
     """
     limit = max(tokens.specials + 1, int(budget * CONTEXT_SHARE))
     header = block.header.cells if block.header else []
     labels = [_clip_words(cell.text, tokens, limit) for cell in header]
+    caption = _clip_words(caption, tokens, limit) if caption else ""
+    groups = group_rows(block)
+    group = ""
     drafts = []
-    for row in block.rows:
-        cells = _labelled_cells(row, labels, text, tokens, budget)
-        if not cells:
-            drafts.append(_Draft(row.start, row.end, ChunkKind.TABLE_ROW))
+    for position, row in enumerate(block.rows):
+        if position in groups:
+            group = _clip_words(row.cells[0].text, tokens, limit)
             continue
-        embed_text = "; ".join(cell.text for cell in cells)
-        if tokens(embed_text) <= budget:
-            drafts.append(_Draft(row.start, row.end, ChunkKind.TABLE_ROW, embed_text))
-        else:
-            drafts += _split_row(row, cells, text, tokens, budget, limit)
+        context = table_context(caption, group)
+        drafts += _row_drafts(row, labels, context, text, tokens, budget, limit)
     return drafts
+
+
+def table_context(caption: str, group: str) -> str:
+    """What leads a row's embed_text: its table's caption and its group's label,
+    each followed by "; " (or "" for a table with neither)."""
+    return "".join(f"{part}; " for part in (caption, group) if part)
+
+
+def _row_drafts(
+    row: TableRow,
+    labels: list[str],
+    context: str,
+    text: str,
+    tokens: _Counter,
+    budget: int,
+    limit: int,
+) -> list[_Draft]:
+    """A row's chunk (or the parts of a long one), `context` leading each part's
+    embed_text unless a part would not fit with it."""
+    room = budget - tokens(context) + tokens.specials if context else budget
+    cells = _labelled_cells(row, labels, text, tokens, max(MIN_BUDGET, room))
+    if not cells:
+        return [_Draft(row.start, row.end, ChunkKind.TABLE_ROW)]
+    embed_text = "; ".join(cell.text for cell in cells)
+    if tokens(context + embed_text) <= budget:
+        return [_Draft(row.start, row.end, ChunkKind.TABLE_ROW, context + embed_text)]
+    if tokens(embed_text) <= budget:
+        return [_Draft(row.start, row.end, ChunkKind.TABLE_ROW, embed_text)]
+    parts = _split_row(row, cells, text, tokens, max(MIN_BUDGET, room), limit)
+    for part in parts:
+        # Additive for WordPiece; the real count is the contract.
+        if context and tokens(context + part.embed_text) <= budget:
+            part.embed_text = context + part.embed_text
+    return parts
 
 
 def _labelled_cells(

@@ -682,7 +682,7 @@ def parse_markdown(
     front, masked, body_start = _mask_front_matter(text)
     tokens = _parse_tokens(masked)
     title = title or front or _first_h1(tokens) or fallback_title
-    blocks = _top_level_blocks(tokens, text, _LineIndex(text))
+    blocks = _definition_lists(_top_level_blocks(tokens, text, _LineIndex(text)), text)
     sections = _build_sections(blocks, text, title, body_start)
     if not sections:
         raise ParseError(
@@ -775,6 +775,96 @@ def _list_items(
             if span:
                 items.append(span)
     return items
+
+
+# Definition lists (issue #29), which CommonMark reads as paragraphs: "Term" over
+# ": definition" lines (PHP Markdown Extra, pandoc; the DOCX reader writes a
+# document's terms so), and runs of "**term**: definition" (or " — ") lines or
+# paragraphs, two or more (one is a paragraph that opens in bold, "**Note:**").
+# Each becomes a list of one item per term, so the chunker keeps a term with its
+# definition. "- **term**: definition" items are list items already.
+_DEFINITION_LINE_RE = re.compile(r" {0,3}:[ \t]+\S")
+_BOLD_TERM_RE = re.compile(
+    r" {0,3}(\*\*|__)\S[^\n]{0,120}?(?::\1|(?<=\S)\1[ \t]*(?::|\u2014|\u2013|-[ \t]))"
+)
+
+
+def _definition_lists(blocks: list[Block], text: str) -> list[Block]:
+    """`blocks` with each run of definition paragraphs of one form (_definitions)
+    as one "list" block."""
+    out: list[Block] = []
+    run: list[Span] = []  # the open run's items
+    form = ""  # the open run's form
+    for block in [*blocks, None]:
+        found = (
+            _definitions(block, text) if block and block.kind == "paragraph" else None
+        )
+        if found and found[0] == "more" and (run or (out and _is_term(out[-1], text))):
+            if not run:  # the term, a paragraph of its own above
+                term = out.pop()
+                run, form = [Span(term.start, term.end)], "colon"
+            run[-1] = Span(run[-1].start, block.end)
+            continue
+        if found and found[0] in ("colon", form or "bold"):
+            run += found[1]
+            form = found[0]
+            continue
+        out += _definition_run(run, form)
+        run, form = (found[1], found[0]) if found and found[0] != "more" else ([], "")
+        if block is not None and not run:
+            out.append(block)
+    return out
+
+
+def _is_term(block: Block, text: str) -> bool:
+    return block.kind == "paragraph" and "\n" not in text[block.start : block.end]
+
+
+def _definition_run(run: list[Span], form: str) -> list[Block]:
+    """The run as a list block; a lone bold-term paragraph stays a paragraph."""
+    if not run:
+        return []
+    if len(run) == 1 and form == "bold":
+        return [Block("paragraph", run[0].start, run[0].end)]
+    return [Block("list", run[0].start, run[-1].end, items=run)]
+
+
+def _definitions(block: Block, text: str) -> tuple[str, list[Span]] | None:
+    """A paragraph's definitions: ("colon" or "bold", one span per term), ("more",
+    []) for ": definition" lines that continue the term above; else None. A
+    paragraph that introduces what follows ("**Note:** check these:") is none."""
+    lines = _line_spans(text, block.start, block.end)
+    is_definition = [bool(_DEFINITION_LINE_RE.match(text, a, b)) for a, b in lines]
+    if is_definition[0]:
+        return "more", []
+    starts = [
+        i
+        for i in range(len(lines) - 1)
+        if is_definition[i + 1] and not is_definition[i]
+    ]
+    form = "colon"
+    if not starts or starts[0] != 0:
+        starts = [
+            i for i, (a, b) in enumerate(lines) if _BOLD_TERM_RE.match(text, a, b)
+        ]
+        form = "bold"
+        if not starts or starts[0] != 0 or text[block.end - 1] == ":":
+            return None
+    ends = [lines[i - 1][1] for i in starts[1:]] + [block.end]
+    spans = [
+        _strip_span(text, lines[i][0], end) for i, end in zip(starts, ends, strict=True)
+    ]
+    return form, [span for span in spans if span]
+
+
+def _line_spans(text: str, start: int, end: int) -> list[tuple[int, int]]:
+    spans, position = [], start
+    while position < end:
+        stop = text.find("\n", position, end)
+        stop = end if stop == -1 else stop
+        spans.append((position, stop))
+        position = stop + 1
+    return spans
 
 
 def _following(tokens: list[Token], index: int) -> Iterator[Token]:

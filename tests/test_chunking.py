@@ -19,7 +19,13 @@ from hypothesis import given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
-from kb.chunking import ChunkData, ChunkKind, ChunkResult, chunk_document
+from kb.chunking import (
+    ChunkData,
+    ChunkKind,
+    ChunkResult,
+    chunk_document,
+    group_rows,
+)
 from kb.embedding import count_tokens, get_embedder
 from kb.parsing import Document, ParseError, decode_upload, parse, parse_markdown
 from tests.test_parsing import NESTED_50, markdown_documents
@@ -47,8 +53,8 @@ def _containing(result: ChunkResult, needle: str) -> list[ChunkData]:
 def _uncovered(text: str, doc: Document, chunks: list[ChunkData]) -> list[int]:
     """Non-blank characters of section bodies that no chunk range covers.
 
-    Table header and delimiter lines are exempt: they are carried in every
-    row's embed_text instead.
+    Table header and delimiter lines, and group rows, are exempt: they are
+    carried in every (grouped) row's embed_text instead.
     """
     covered = bytearray(len(text))
     for chunk in chunks:
@@ -58,6 +64,9 @@ def _uncovered(text: str, doc: Document, chunks: list[ChunkData]) -> list[int]:
             if block.kind == "table" and block.rows:
                 end = block.rows[0].start
                 covered[block.start : end] = b"\x01" * (end - block.start)
+                for position in group_rows(block):
+                    row = block.rows[position]
+                    covered[row.start : row.end] = b"\x01" * (row.end - row.start)
     return [
         position
         for section in doc.sections

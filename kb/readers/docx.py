@@ -31,6 +31,13 @@ WP = "http://schemas.openxmlformats.org/drawingml/2006/wordprocessingDrawing"
 _NS = {"w": W, "wp": WP}
 _CODE_STYLE_RE = re.compile(r"source code|code|preformatted|verbatim|macro text", re.I)
 _QUOTE_STYLE_RE = re.compile(r"quote|block text", re.I)
+# Definition lists: pandoc's "Definition Term" over "Definition" paragraphs, or a
+# short paragraph all in bold over an indented one (_Reader.definition_part).
+_TERM_STYLE_RE = re.compile(r"^(?:definition|glossary)?\s*term$", re.I)
+_DEFINITION_STYLE_RE = re.compile(r"^(?:glossary\s*)?definition(?:\s*text)?$", re.I)
+MAX_TERM_WORDS = 12
+# Word's "caption" (below a table by default), pandoc's "Table Caption" (above)
+_CAPTION_STYLE_RE = re.compile(r"^(?:table\s*)?caption$", re.I)
 _MONO_FONT_RE = re.compile(r"courier|consolas|mono|menlo|lucida console", re.I)
 _HEADING_STYLE_RE = re.compile(r"^heading\s*([1-9])$", re.I)
 # Word's built-in "List Bullet 2", "List Number 3": nesting by style, not ilvl
@@ -156,6 +163,7 @@ class _Reader:
         self.code: list[str] = []
         self.list_kind: tuple[int, bool] | None = None
         self.code_styles: dict[str, bool] = {}
+        self.entry: list[str] = []  # an open definition: its term, its definitions
 
     # --- body ------------------------------------------------------------------
 
@@ -168,14 +176,22 @@ class _Reader:
             )
         self.blocks(body)
         self.flush_code()
+        self.flush_definition()
 
     def blocks(self, parent: etree._Element) -> None:
+        caption = None  # a table's caption below it, written above it instead
         for el in parent:
+            if el is caption:
+                continue
             if el.tag == _w("p"):
                 self.paragraph(el)
             elif el.tag == _w("tbl"):
                 self.flush_code()
+                self.flush_definition()
                 self._end_list()
+                caption = self._caption_below(el)
+                if caption is not None:
+                    self.paragraph(caption)
                 self.table(el)
             elif el.tag in (_w("sdt"), _w("sdtContent"), _w("customXml")):
                 self.blocks(el)
@@ -186,16 +202,21 @@ class _Reader:
         if _CODE_STYLE_RE.search(name) or self._all_mono(p):
             text = self.text(p, inline_code=False)
             if text.strip():
+                self.flush_definition()
                 self.code.append(text)
             return
         self.flush_code()
         text = self.text(p)
         level = self._heading_level(p, style)
         num_id, ilvl = self._numbering(p, style)
+        listed = num_id and self.formats.get((num_id, ilvl), "bullet") != "none"
+        if not level and not listed and self.definition_part(p, name, text):
+            return
+        self.flush_definition()
         if level:
             self._end_list()
             self.out.heading(level, text)
-        elif num_id and self.formats.get((num_id, ilvl), "bullet") != "none":
+        elif listed:
             fmt = self.formats.get((num_id, ilvl), "bullet")
             number = self._count(num_id, ilvl) if fmt != "bullet" else None
             by_style = _LIST_STYLE_RE.match(name)
@@ -211,6 +232,67 @@ class _Reader:
         elif text.strip():
             self._end_list()
             self.out.paragraph(text)
+
+    def definition_part(self, p: etree._Element, name: str, text: str) -> bool:
+        """Whether `p` is a term (its style, or short and all bold over an
+        indented paragraph) or the definition of the open one; it is then held
+        in self.entry until the definition ends (flush_definition)."""
+        if _TERM_STYLE_RE.match(name) or (
+            len(text.split()) <= MAX_TERM_WORDS
+            and self._all_bold(p)
+            and self._is_definition(p.getnext())
+        ):
+            self.flush_definition()
+            self.entry = [text]
+            return True
+        if self.entry and self._is_definition(p):
+            self.entry.append(text)
+            return True
+        return False
+
+    def _is_definition(self, p: etree._Element | None) -> bool:
+        """A paragraph in a definition style, or indented and in no list."""
+        if p is None or p.tag != _w("p"):
+            return False
+        style = self._style(p)
+        if style and _DEFINITION_STYLE_RE.match(style.name):
+            return True
+        indent = p.find(f"{{{W}}}pPr/{{{W}}}ind")
+        left = (
+            indent.get(_w("left")) or indent.get(_w("start"))
+            if indent is not None
+            else None
+        )
+        listed = p.find(f"{{{W}}}pPr/{{{W}}}numPr") is not None
+        return _int(left, 0) > 0 and not listed and not self._all_bold(p)
+
+    def _all_bold(self, p: etree._Element) -> bool:
+        """Every run with text set in bold (a term without a style)."""
+        seen = False
+        for run in p.iter(_R):
+            if run.find(_T) is None:
+                continue
+            bold = run.find(f"{{{W}}}rPr/{{{W}}}b")
+            if bold is None or bold.get(_VAL) in ("0", "false"):
+                return False
+            seen = True
+        return seen
+
+    def flush_definition(self) -> None:
+        if self.entry:
+            self._end_list()
+            term, *definitions = self.entry
+            self.entry = []
+            self.out.definition(term, definitions)
+
+    def _caption_below(self, tbl: etree._Element) -> etree._Element | None:
+        """The paragraph right after a table when it is in a caption style: the
+        table's caption, which chunking reads in the paragraph above a table."""
+        after = tbl.getnext()
+        if after is None or after.tag != _w("p"):
+            return None
+        style = self._style(after)
+        return after if style and _CAPTION_STYLE_RE.match(style.name) else None
 
     def _end_list(self) -> None:
         self.out.end_list()
@@ -370,7 +452,8 @@ class _Reader:
             before = tr.find(f"{{{W}}}trPr/{{{W}}}gridBefore")
             skipped = _int(before.get(_VAL), 0) if before is not None else 0
             cells = [""] * min(skipped, 50)  # grid columns the row leaves out
-            for tc in tr.iterchildren(_w("tc")):
+            own = list(tr.iterchildren(_w("tc")))
+            for tc in own:
                 text = repeats.read(" ".join(self.text(p) for p in tc.iter(_w("p"))))
                 merge = tc.find(f"{{{W}}}tcPr/{{{W}}}vMerge")
                 below = merge is not None and merge.get(_VAL) != "restart"
@@ -382,6 +465,8 @@ class _Reader:
                     if merge is not None:
                         merged[len(cells)] = text
                     cells.append(repeats.again(text) if i or below else text)
+            if len(own) == 1 and not skipped and merge is None and len(cells) > 1:
+                cells = cells[:1]  # a group's label, spanning the row
             rows.append(cells)
         if not repeat_header and rows:
             self.warnings.append("a table without a repeat-header row: first row used")

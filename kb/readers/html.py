@@ -321,6 +321,9 @@ class _Walker:
                         self.block(child, depth + 1)
 
     def table(self, el: lxml.html.HtmlElement) -> None:
+        """A pipe table, its <caption> as the paragraph above it; a row of one
+        cell spanning columns (a group's label) keeps its text in the first
+        column only, so it reads as a label, not as the same value in each."""
         rows: list[list[str]] = []
         header = False
         # a cell spanning rows, by column: its text and the rows it still covers
@@ -329,22 +332,7 @@ class _Walker:
         for tr in el.iter("tr"):
             if _owning_table(tr) is not el:
                 continue  # a row of a nested table
-            cells: list[str] = []
-            for cell in tr:
-                if cell.tag not in ("td", "th"):
-                    continue
-                _spanned(cells, spanning, repeats)
-                text = repeats.read(self.inline(cell))
-                down = _span(cell.get("rowspan"), MAX_ROWSPAN, zero=MAX_ROWSPAN)
-                rows_left = down - 1
-                for i in range(_span(cell.get("colspan"), MAX_COLSPAN)):
-                    if rows_left > 0:  # a spanned cell repeats under its column
-                        spanning[len(cells)] = (text, rows_left)
-                    cells.append(repeats.again(text) if i else text)
-            last = max(spanning, default=-1)
-            while len(cells) <= last:
-                if not _spanned(cells, spanning, repeats):
-                    cells.append("")
+            cells = self._row_cells(tr, spanning, repeats)
             if not cells:
                 continue
             if not rows:
@@ -354,7 +342,35 @@ class _Walker:
                 )
             rows.append(cells)
         self.out.end_list()
+        caption = el.find("caption")
+        if caption is not None:
+            self.out.paragraph(self.inline(caption))
         self.out.table(rows, header)
+
+    def _row_cells(
+        self,
+        tr: lxml.html.HtmlElement,
+        spanning: dict[int, tuple[str, int]],
+        repeats: Repeats,
+    ) -> list[str]:
+        cells: list[str] = []
+        own = [cell for cell in tr if cell.tag in ("td", "th")]
+        for cell in own:
+            _spanned(cells, spanning, repeats)
+            text = repeats.read(self.inline(cell))
+            down = _span(cell.get("rowspan"), MAX_ROWSPAN, zero=MAX_ROWSPAN)
+            rows_left = down - 1
+            for i in range(_span(cell.get("colspan"), MAX_COLSPAN)):
+                if rows_left > 0:  # a spanned cell repeats under its column
+                    spanning[len(cells)] = (text, rows_left)
+                cells.append(repeats.again(text) if i else text)
+        last = max(spanning, default=-1)
+        while len(cells) <= last:
+            if not _spanned(cells, spanning, repeats):
+                cells.append("")
+        if len(own) == 1 and len(cells) > 1 and not spanning and cells[0] == text:
+            return cells[:1]  # a group's label, spanning the row
+        return cells
 
     def code(self, el: lxml.html.HtmlElement) -> None:
         language = ""

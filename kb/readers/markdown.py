@@ -15,8 +15,10 @@ _SPACE_RE = re.compile(r"\s+")
 # Text that Markdown would read as structure at the start of a block: a heading,
 # quote, bullet, fence, table row or thematic break (escaped by a backslash), or
 # an ordered list item (its "." or ")" escaped).
+# A ":" and a space open a definition (kb.parsing reads "Term" over ": text"
+# as one).
 _BLOCK_START_RE = re.compile(
-    r"^(#{1,6}(\s|$)|>|[-+*](\s|$)|```|~~~|\||([-*_])([ \t]*\4){2,}[ \t]*$)"
+    r"^(#{1,6}(\s|$)|>|[-+*](\s|$)|```|~~~|\||:\s|([-*_])([ \t]*\4){2,}[ \t]*$)"
 )
 _ORDERED_START_RE = re.compile(r"^(\d{1,9})([.)](\s|$))")
 _CLOSING_HASHES_RE = re.compile(r"(\s)(#+)$")
@@ -129,6 +131,18 @@ class Writer:
         marker = f"{number}." if number is not None else "-"
         self.counts["list_items"] += 1
         self._add(LIST_INDENT * max(depth, 0) + f"{marker} {text}", tight=True)
+
+    def definition(self, term: str, definitions: list[str]) -> None:
+        """A term over its definitions, as pandoc and PHP Markdown Extra write
+        them ("Term\n: definition"): kb.parsing reads each as one list item."""
+        term = _escape_start(clean(term))
+        lines = [clean(text) for text in definitions if clean(text)]
+        if not term or not lines:
+            for text in [term, *lines]:
+                self.paragraph(text)
+            return
+        self.counts["list_items"] += 1
+        self._add(term + "".join(f"\n: {line}" for line in lines))
 
     def end_list(self) -> None:
         self._in_list = False

@@ -14,6 +14,7 @@ from kb.chunking import ChunkKind
 from kb.retrieval.rows import ChunkRow, lead_start, next_to
 
 _DELIMITER_RE = re.compile(r"\|?\s*:?-+:?\s*(\|\s*:?-+:?\s*)*\|?")
+_CELL_SPLIT_RE = re.compile(r"(?<!\\)\|")
 
 
 class FirstRow(NamedTuple):
@@ -29,8 +30,11 @@ def is_delimiter_line(line: str) -> bool:
 
 def header_line(lead: str, lead_at: int) -> tuple[int, int] | None:
     """(start, end) of the header line in the text before a table's first row:
-    the line above its delimiter line (`| --- | :-: |`, `---|---`)."""
+    the line above its delimiter line (`| --- | :-: |`, `---|---`), over the
+    group rows between them (chunking.group_rows: in no chunk's range)."""
     lines = lead.rstrip().split("\n")
+    while len(lines) > 2 and _is_row_line(lines[-1]):
+        lines.pop()
     if len(lines) < 2 or not lines[-2].strip():
         return None
     if not is_delimiter_line(lines[-1]):
@@ -41,10 +45,30 @@ def header_line(lead: str, lead_at: int) -> tuple[int, int] | None:
     return start, offset + len(header.rstrip())
 
 
+def is_group_line(line: str) -> bool:
+    """A table line whose first cell alone has text ("| Class 23 — … |  |"): as
+    chunking.group_rows reads it, the label of the rows below it."""
+    line = line.strip()
+    line = line[1:] if line.startswith("|") else line
+    line = line[:-1] if line.endswith("|") and not line.endswith("\\|") else line
+    cells = [cell.strip() for cell in _CELL_SPLIT_RE.split(line)]
+    return len(cells) > 1 and bool(cells[0]) and not any(cells[1:])
+
+
+def _is_row_line(line: str) -> bool:
+    return "|" in line and not is_delimiter_line(line)
+
+
+def continues_table(lead: str) -> bool:
+    """Whether the text before a table row chunk is only the line break after
+    the row above, or group rows ("| Class 23 — … | |"), which are in no chunk."""
+    return all(_is_row_line(line) for line in lead.split("\n") if line.strip())
+
+
 def mid_table_start(chunks: list[ChunkRow], i: int) -> bool:
     """Loaded chunk i continues a table whose rows before it were not loaded."""
     c = chunks[i]
-    if c.kind != ChunkKind.TABLE_ROW or c.lead.strip():
+    if c.kind != ChunkKind.TABLE_ROW or not continues_table(c.lead):
         return False
     return not (
         i and chunks[i - 1].kind == ChunkKind.TABLE_ROW and next_to(chunks, i - 1, i)
@@ -67,7 +91,7 @@ def table_headers(
         if c.kind != ChunkKind.TABLE_ROW:
             current = None
             continue
-        if c.lead.strip():
+        if not continues_table(c.lead):
             current = header_line(c.lead, lead_start(c))
         elif mid_table_start(chunks, i):
             first = first_rows.get((c.section_id, c.chunk_index))
