@@ -206,6 +206,14 @@ class JavadocTestCase(SimpleTestCase):
         self.assertNotIn("Tree", reading.text)
         self.assertEqual(reading.anchors[-1][1], "split-java.lang.String-char:A-")
 
+    def test_a_page_with_detail_sections_but_no_signatures_is_not_javadoc(self):
+        body = (
+            '<main><h1>Shop</h1><section class="detail" id="p1"><h3>Kettle</h3>'
+            "<p>Boils water.</p></section></main>"
+        )
+        reading = readers.read("shop.html", _html(body))
+        self.assertEqual(reading.text, "# Shop\n\n### Kettle\n\nBoils water.\n")
+
     def test_a_package_page_without_members_is_read_as_any_page(self):
         body = (
             "<main><h1>Package org.example</h1><p>Utilities.</p><table><tr><th>Class"

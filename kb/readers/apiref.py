@@ -27,11 +27,14 @@ import re
 import lxml.html
 from lxml.html import builder as E
 
+# javadoc 17: a section with the member's id holding its signature
 _JAVADOC17_MEMBERS = (
-    ".//section[contains(concat(' ', normalize-space(@class), ' '), ' detail ')][@id]"
+    ".//section[contains(concat(' ', normalize-space(@class), ' '), ' detail ')]"
+    "[@id][.//div[contains(@class, 'member-signature')]]"
 )
-# javadoc 8 and 11: each member is a list item headed by an h4, after its anchor
-_JAVADOC11_MEMBERS = ".//ul[contains(@class, 'blockList')]/li[h4]"
+# javadoc 8 and 11: a list item headed by an h4 with a pre signature, after
+# the member's anchor
+_JAVADOC11_MEMBERS = ".//ul[contains(@class, 'blockList')]/li[h4][pre]"
 _CLASS_HEADING = ".//*[self::h1 or self::h2][contains(@class, 'title')]"
 _SUB_TITLE = ".//*[contains(@class, 'sub-title') or contains(@class, 'subTitle')]"
 _OVERVIEW = (
