@@ -369,8 +369,9 @@ class _Walker:
         signatures = [apiref.sphinx_signature(t) for t in terms]
         if all(signatures):
             self.out.heading(level, escape(signatures[0][0]), _anchor(terms[0]))
-            for _, signature in signatures:
-                self.out.code(signature)
+            for name, signature in signatures:
+                if signature != name:  # an option's term is its whole signature
+                    self.out.code(signature)
             return
         text = ", ".join(t for t in (clean(self.inline(t)) for t in terms) if t)
         self.out.heading(level, text, _anchor(terms[0]))
