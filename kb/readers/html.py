@@ -3,17 +3,29 @@
 Only the main content is read: the document's own landmarks (`main`,
 `role=main`, a single `article`, the export formats' content containers) before
 anything else, with navigation, banners, footers, sidebars, scripts, styles and
-cookie banners dropped first.
+cookie banners dropped first. A Javadoc class page is read as its class and one
+section per member (kb/readers/apiref.py).
+
+A definition list (`<dl>`: DocBook's variablelist, Sphinx's object descriptions)
+is read as one section per term: the term a heading one level below the
+enclosing one, its definitions that section's text, so that chunks keep each
+definition with its term; field lists (Parameters, Returns) stay lists. The page
+title opens the text as its level-1 heading when the page has no `h1`; when the
+first heading says the same, that heading is written at level 1 instead, so the
+title is not read twice. A heading's id (or its empty `<a id>`) is kept as its
+anchor (`Reading.anchors`).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 
 import lxml.etree
 import lxml.html
 from django.utils.translation import gettext
 
+from kb.readers import apiref
 from kb.readers.markdown import Repeats, Writer, clean, escape
 from kb.readers.reading import ReaderError, Reading, decoded_html
 
@@ -54,14 +66,15 @@ _DROP_ROLES = {
 _FURNITURE_RE = re.compile(
     r"^(cookie.*|.*-?cookies?-?.*|.*consent.*|gdpr|sidebar|side-bar|breadcrumbs?"
     r"|breadcrumb-section|footer|site-footer|site-header|navbar|nav|menu|skip-link"
-    r"|toc|.*toc-macro|table-of-contents|page-metadata|pagesection|likes-and-labels-container)$",
+    r"|toc|.*toc-macro|table-of-contents|page-metadata|pagesection|likes-and-labels-container"
+    r"|headerlink|id_link)$",  # the "¶" and "#" links beside headings
     re.I,
 )
 # words of a class or id (split at "-", "_" and spaces) that name navigation;
 # read as such only in a page without landmarks
 _NAVIGATION_WORDS = frozenset(
     ("nav", "navbar", "navigation", "menu", "breadcrumb", "breadcrumbs")
-    + ("sidebar", "toc")
+    + ("sidebar", "toc", "navheader", "navfooter")  # the last two: DocBook's
 )
 _WORD_SPLIT_RE = re.compile(r"[-_\s]+")
 # containers of the main content in export formats, tried after the landmarks
@@ -112,12 +125,13 @@ def read(name: str, data: bytes) -> Reading:
         body = root
     title = clean(root.findtext(".//title") or "")
     _drop_furniture(body)
-    content = _main_content(body)
-    if content is body:  # no landmark: navigation may be any div
-        _drop(body, _is_navigation)
+    content = apiref.javadoc(body)
+    if content is None:
+        content = _main_content(body)
+        if content is body:  # no landmark: navigation may be any div
+            _drop(body, _is_navigation)
     walker = _Walker()
-    if title and not any(True for _ in content.iter("h1")):
-        walker.out.heading(1, escape(title))
+    _open_with_title(walker, content, title)
     try:
         walker.container(content, 0)
     except RecursionError as exc:
@@ -127,7 +141,26 @@ def read(name: str, data: bytes) -> Reading:
         raise ReaderError(
             gettext("%(file)s has no text in its main content") % {"file": name}
         )
-    return Reading(text=text, summary=walker.out.summary(), warnings=walker.warnings)
+    return Reading(
+        text=text,
+        summary=walker.out.summary(),
+        warnings=walker.warnings,
+        anchors=walker.out.anchors(),
+    )
+
+
+def _open_with_title(
+    walker: _Walker, content: lxml.html.HtmlElement, title: str
+) -> None:
+    """The title as the level-1 heading of a page without an `h1`, or its first
+    heading raised to level 1 when that heading says the same."""
+    if not title or any(True for _ in content.iter("h1")):
+        return
+    first = next(content.iter(*_HEADINGS), None)
+    if first is not None and clean(first.text_content()).casefold() == title.casefold():
+        walker.promoted = first
+    else:
+        walker.out.heading(1, escape(title))
 
 
 def _parse(name: str, data: bytes) -> lxml.html.HtmlElement:
@@ -210,6 +243,10 @@ class _Walker:
     def __init__(self) -> None:
         self.out = Writer()
         self.warnings: list[str] = []
+        self.promoted: lxml.html.HtmlElement | None = None  # written at level 1
+        # inside a definition, a heading titles a note (DocBook's admonitions),
+        # not a part of the page: read as a paragraph
+        self.in_definition = 0
 
     # --- inline text ---------------------------------------------------------
 
@@ -268,8 +305,13 @@ class _Walker:
     def block(self, el: lxml.html.HtmlElement, depth: int) -> None:
         tag = el.tag
         classes = _classes(el)
-        if tag in _HEADINGS:
-            self.out.heading(_HEADINGS[tag], self.inline(el))
+        if tag in _HEADINGS and self.in_definition:
+            self.out.paragraph(self.inline(el))
+        elif tag in _HEADINGS:
+            level = 1 if el is self.promoted else _HEADINGS[tag]
+            self.out.heading(level, self.inline(el), _anchor(el))
+        elif tag == "dl":
+            self.definitions(el, depth)
         elif tag == "p" or tag in ("dt", "figcaption", "address"):
             self.container(el, depth)
         elif tag in ("ul", "ol"):
@@ -295,6 +337,57 @@ class _Walker:
             self.out.paragraph(self.inline(el))
         else:
             self.container(el, depth)
+
+    def definitions(self, el: lxml.html.HtmlElement, depth: int) -> None:
+        """Each term a heading one level below the last, its definitions after."""
+        if apiref.is_field_list(el):
+            self.fields(el, depth)
+            return
+        self.out.end_list()
+        outer = self.out.enclosing()
+        level = outer[0] + 1
+        terms: list[lxml.html.HtmlElement] = []
+        any_term = False
+        for child in _entries(el):
+            if child.tag == "dt":
+                terms.append(child)
+                any_term = True
+                continue
+            if terms:
+                self.term(terms, level)
+                terms = []
+            self.in_definition += 1
+            self.container(child, depth + 1)
+            self.in_definition -= 1
+        if terms:
+            self.term(terms, level)
+        if any_term:
+            self.out.reopen(*outer)
+
+    def term(self, terms: list[lxml.html.HtmlElement], level: int) -> None:
+        """A term's heading; a Sphinx object's short name, then its signatures."""
+        signatures = [apiref.sphinx_signature(t) for t in terms]
+        if all(signatures):
+            self.out.heading(level, escape(signatures[0][0]), _anchor(terms[0]))
+            for name, signature in signatures:
+                if signature != name:  # an option's term is its whole signature
+                    self.out.code(signature)
+            return
+        text = ", ".join(t for t in (clean(self.inline(t)) for t in terms) if t)
+        self.out.heading(level, text, _anchor(terms[0]))
+
+    def fields(self, el: lxml.html.HtmlElement, depth: int) -> None:
+        """A field list as items "Label: value", a field's own list nested."""
+        self.out.end_list()
+        label = ""
+        for child in _entries(el):
+            if child.tag == "dt":
+                label = self.inline(child)
+                continue
+            self.out.item(0, f"{label} {self.inline(child, skip_blocks=True)}")
+            for nested in child.iterchildren("ul", "ol"):
+                self.list(nested, 1, depth + 1)
+        self.out.end_list()
 
     def list(self, el: lxml.html.HtmlElement, level: int, depth: int) -> None:
         ordered = el.tag == "ol"
@@ -409,6 +502,29 @@ class _Walker:
             loose.append(escape(child.tail or ""))
         paragraphs.append("".join(loose))
         return paragraphs
+
+
+def _entries(dl: lxml.html.HtmlElement) -> Iterator[lxml.html.HtmlElement]:
+    """The terms and definitions of a list, through `<div>` groups."""
+    for child in dl:
+        if child.tag == "div":
+            yield from _entries(child)
+        elif child.tag in ("dt", "dd"):
+            yield child
+
+
+def _anchor(el: lxml.html.HtmlElement) -> str:
+    """The id a link to this heading or term would use: its own, else that of
+    an anchor inside it (`<h2><a id="RUNTIME-CONFIG-LOGGING"></a>20.8. ...`),
+    else that of the element it opens (`<div class="refsect1" id=...><h2>`)."""
+    if el.get("id"):
+        return el.get("id")
+    for a in el.iter("a"):
+        if not a.get("href") and (a.get("id") or a.get("name")):
+            return a.get("id") or a.get("name")
+    parent = el.getparent()
+    first = next(parent.iterchildren("*"), None) if parent is not None else None
+    return (parent.get("id") or "") if first is el else ""
 
 
 def _is_panel(el: lxml.html.HtmlElement) -> bool:

@@ -2,7 +2,8 @@
 
 Readers call `Writer` methods in reading order; `Writer.render()` joins the
 blocks into the text the source stores and, for paged formats, the character
-range of that text each page produced.
+range of that text each page produced; `Writer.anchors()` says where each
+heading that had an anchor in the original (an HTML id) starts in that text.
 """
 
 from __future__ import annotations
@@ -84,6 +85,7 @@ class _Block:
     text: str
     page: int | None
     tight: bool = False  # joined to the previous block by one newline (list items)
+    anchor: str = ""  # a heading's id in the original, if it had one
 
 
 @dataclass
@@ -105,19 +107,37 @@ class Writer:
             "images_dropped": 0,
         }
     )
+    level: int = 0  # of the last heading written (0: none yet)
+    heading_text: str = ""  # and its text
     _in_list: bool = False
+    _reopen: tuple[int, str] | None = None
 
-    def _add(self, text: str, tight: bool = False) -> None:
+    def _add(self, text: str, tight: bool = False, anchor: str = "") -> None:
+        if self._reopen and text.strip():
+            level, heading, self._reopen = *self._reopen, None
+            self.heading(level, heading)
         if text.strip():
-            self.blocks.append(_Block(text, self.page, tight and self._in_list))
+            block = _Block(text, self.page, tight and self._in_list, anchor)
+            self.blocks.append(block)
             self._in_list = tight
 
-    def heading(self, level: int, text: str) -> None:
+    def heading(self, level: int, text: str, anchor: str = "") -> None:
         text = clean(text)
+        self._reopen = None
         if text:
             self.counts["headings"] += 1
+            self.level, self.heading_text = max(1, min(level, 6)), text
             text = _CLOSING_HASHES_RE.sub(r"\1\\\2", text)  # not a closing sequence
-            self._add("#" * max(1, min(level, 6)) + " " + text)
+            self._add("#" * self.level + " " + text, anchor=anchor)
+
+    def enclosing(self) -> tuple[int, str]:
+        """(level, text) of the heading the next text would belong to."""
+        return self._reopen or (self.level, self.heading_text)
+
+    def reopen(self, level: int, text: str) -> None:
+        """Write this heading again before any further text: what follows a list
+        of terms, each written as a heading, belongs to the heading above them."""
+        self._reopen = (level, text) if text else None
 
     def paragraph(self, text: str) -> None:
         text = clean(text)
@@ -204,6 +224,18 @@ class Writer:
         text = SURROGATE_RE.sub("\ufffd", text)
         paged = any(b.page is not None for b in self.blocks)
         return text, (ranges if paged else None)
+
+    def anchors(self) -> list[tuple[int, str]]:
+        """(offset in the rendered text, anchor) of each heading with an anchor."""
+        found: list[tuple[int, str]] = []
+        offset = 0
+        for i, block in enumerate(self.blocks):
+            if i:
+                offset += 1 if block.tight else 2
+            if block.anchor:
+                found.append((offset, block.anchor))
+            offset += len(block.text)
+        return found
 
     def summary(self, **extra: Any) -> dict[str, Any]:
         return {**self.counts, **extra}

@@ -26,10 +26,14 @@ class Reading:
     they came from (PDF only, else None). `summary` counts headings, tables with
     and without a header row, list items, code blocks, images dropped and, for
     PDF, pages, running headers removed, characters per page and empty pages.
+    `anchors` holds (offset, id) for each heading of `text` that had an id in the
+    original (HTML only): where a citation of its section could link to
+    (`file#id`); nothing stores them yet.
     """
 
     text: str
     pages: list[tuple[int, int, int]] | None = None
+    anchors: list[tuple[int, str]] = field(default_factory=list)
     summary: dict[str, Any] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
 

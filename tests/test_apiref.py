@@ -1,0 +1,411 @@
+"""API reference and definition lists in HTML (issue #29): Javadoc pages as one
+section per member, DocBook and Sphinx definition lists as one section per term,
+and page titles read once."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from django.test import SimpleTestCase, TestCase
+
+from kb import ingestion, parsing, readers
+from kb.chunking import chunk_document
+from kb.embedding import count_tokens
+from kb.models import Collection
+
+REAL = Path(__file__).parent / "fixtures" / "real"
+
+
+def _html(body: str, title: str = "Page") -> bytes:
+    page = f"<!doctype html><html><head><title>{title}</title></head><body>{body}"
+    return f"{page}</body></html>".encode()
+
+
+def _paths(reading: readers.Reading) -> list[str]:
+    return [s.heading_path for s in parsing.parse(reading.text, "p.md").sections]
+
+
+def _section(reading: readers.Reading, path: str) -> str:
+    """The text of the section at `path`, heading line included."""
+    for section in parsing.parse(reading.text, "p.md").sections:
+        if section.heading_path == path:
+            return reading.text[section.start : section.end]
+    raise AssertionError(f"no section {path!r} in {_paths(reading)}")
+
+
+# Javadoc 17 (and 21): sections with ids, member-signature divs, dl.notes.
+JAVADOC_17 = """
+<header role="banner"><nav role="navigation"><ul><li>Overview</li></ul></nav></header>
+<main role="main">
+<div class="header">
+<div class="sub-title">Package <a href="p.html">org.example</a></div>
+<h1 title="Class Strings" class="title">Class Strings</h1></div>
+<section class="class-description" id="class-description"><hr>
+<div class="type-signature">public class Strings extends Object</div>
+<div class="block"><p>Operations on strings that are null safe.</p></div>
+<dl class="notes"><dt>Since:</dt><dd>1.0</dd></dl></section>
+<section class="summary"><ul class="summary-list"><li>
+<section class="method-summary" id="method-summary"><h2>Method Summary</h2>
+<div class="summary-table"><div class="col-second"><code>
+<a href="#isBlank(java.lang.CharSequence)">isBlank</a>(CharSequence cs)</code></div>
+<div class="col-last"><div class="block">Checks if a sequence is blank.</div></div>
+</div></section></li></ul></section>
+<section class="details"><ul class="details-list"><li>
+<section class="field-details" id="field-detail"><h2>Field Details</h2>
+<ul class="member-list"><li><section class="detail" id="EMPTY"><h3>EMPTY</h3>
+<div class="member-signature">public static final String EMPTY</div>
+<div class="block">The empty String.</div></section></li></ul></section></li><li>
+<section class="method-details" id="method-detail"><h2>Method Details</h2>
+<ul class="member-list"><li>
+<section class="detail" id="isBlank(java.lang.CharSequence)"><h3>isBlank</h3>
+<div class="member-signature"><span class="modifiers">public static</span>&nbsp;
+<span class="return-type">boolean</span>&nbsp;<span class="element-name">isBlank
+</span><wbr><span class="parameters">(CharSequence&nbsp;cs)</span></div>
+<div class="block"><p>Checks if a sequence is blank.</p>
+<pre>Strings.isBlank(null) = true</pre></div>
+<dl class="notes"><dt>Parameters:</dt><dd><code>cs</code> - the sequence to check</dd>
+<dt>Returns:</dt><dd><code>true</code> if the sequence is null or whitespace</dd>
+<dt>Throws:</dt><dd><code>IllegalStateException</code> - never</dd>
+<dt>Since:</dt><dd>2.0</dd>
+<dt>See Also:</dt><dd><ul class="see-list"><li><a href="#isEmpty">isEmpty</a></li>
+<li><a href="#trim">trim</a></li></ul></dd></dl></section></li><li>
+<section class="detail" id="join(java.lang.Object[],char)"><h3>join</h3>
+<div class="member-signature">public static String join(Object[] array,
+ char separator)</div>
+<div class="block">Joins the elements into one String.</div>
+<dl class="notes"><dt>Parameters:</dt><dd><code>array</code> - the values</dd>
+<dd><code>separator</code> - the separator character</dd></dl>
+</section></li></ul></section></li></ul></section></main>
+"""
+
+# Javadoc 11: anchors before blockList items headed by h4, pre signatures.
+JAVADOC_11 = """
+<header role="banner"><nav role="navigation">Skip navigation links</nav></header>
+<main role="main"><div class="header"><div class="subTitle">Package org.example</div>
+<h2 title="Class Strings" class="title">Class Strings</h2></div>
+<div class="contentContainer"><div class="description"><ul class="blockList">
+<li class="blockList"><hr><pre>public class <span class="typeNameLabel">Strings</span>
+extends Object</pre><div class="block">Operations on strings.</div></li></ul></div>
+<div class="summary"><ul class="blockList"><li class="blockList"><section role="region">
+<ul class="blockList"><li class="blockList"><a id="method.summary"></a>
+<h3>Method Summary</h3><table class="memberSummary"><tr><th>Method</th>
+<th>Description</th></tr><tr><td><a href="#isBlank(java.lang.CharSequence)">isBlank
+</a></td><td>Checks if a sequence is blank.</td></tr></table></li></ul></section></li>
+</ul></div>
+<div class="details"><ul class="blockList"><li class="blockList"><section role="region">
+<ul class="blockList"><li class="blockList"><a id="method.detail"></a>
+<h3>Method Detail</h3>
+<a id="isBlank(java.lang.CharSequence)"></a>
+<ul class="blockList"><li class="blockList"><h4>isBlank</h4>
+<pre class="methodSignature">public static&nbsp;boolean&nbsp;<span
+>isBlank</span>&#8203;(CharSequence&nbsp;cs)</pre>
+<div class="block">Checks if a sequence is blank.</div>
+<dl><dt><span class="paramLabel">Parameters:</span></dt>
+<dd><code>cs</code> - the sequence to check</dd>
+<dt><span class="returnLabel">Returns:</span></dt><dd>whether it is blank</dd></dl>
+</li></ul>
+<a id="trim(java.lang.String)"></a>
+<ul class="blockListLast"><li class="blockList"><h4>trim</h4>
+<pre class="methodSignature">public static&nbsp;String&nbsp;<span
+>trim</span>&#8203;(String&nbsp;str)</pre>
+<div class="block">Removes control characters from both ends.</div>
+<dl><dt><span class="returnLabel">Returns:</span></dt><dd>the trimmed string</dd></dl>
+</li></ul></li></ul></section></li></ul></div></div></main>
+"""
+
+# Javadoc 8: no landmarks, named anchors with dashes for the parameter list.
+JAVADOC_8 = """
+<div class="topNav"><a name="navbar.top"></a>
+<ul class="navList"><li>Tree</li></ul></div>
+<div class="header"><div class="subTitle">org.example</div>
+<h2 title="Class Strings" class="title">Class Strings</h2></div>
+<div class="contentContainer"><div class="details"><ul class="blockList">
+<li class="blockList"><ul class="blockList"><li class="blockList">
+<a name="method.detail"></a><h3>Method Detail</h3>
+<a name="split-java.lang.String-char:A-"></a>
+<ul class="blockListLast"><li class="blockList"><h4>split</h4>
+<pre
+>public static&nbsp;String[]&nbsp;split(String&nbsp;str, char[]&nbsp;separators)</pre>
+<div class="block">Splits the text at any of the separators.</div>
+<dl><dt><span class="returnLabel">Returns:</span></dt><dd>the parts</dd></dl>
+</li></ul></li></ul></li></ul></div></div>
+<div class="bottomNav"><ul class="navList"><li>Index</li></ul></div>
+"""
+
+
+class JavadocTestCase(SimpleTestCase):
+    def test_it_reads_each_member_of_a_javadoc_17_page_as_a_section(self):
+        reading = readers.read("Strings.html", _html(JAVADOC_17, "Strings (API)"))
+        self.assertEqual(
+            _paths(reading),
+            ["Class Strings", "Class Strings > EMPTY",
+             "Class Strings > isBlank(CharSequence)",
+             "Class Strings > join(Object[], char)"],
+        )  # fmt: skip
+        section = _section(reading, "Class Strings > isBlank(CharSequence)")
+        self.assertIn(
+            "```\npublic static boolean isBlank(CharSequence cs)\n```", section
+        )
+        self.assertIn("- Parameters: `cs` - the sequence to check\n", section)
+        self.assertIn(
+            "- Returns: `true` if the sequence is null or whitespace", section
+        )
+        self.assertIn("- Throws: `IllegalStateException` - never\n", section)
+        self.assertIn("- Since: 2.0\n- See Also: isEmpty, trim", section)
+        self.assertNotIn("Joins", section)
+
+    def test_it_keeps_the_class_overview_and_drops_the_summary_tables(self):
+        reading = readers.read("Strings.html", _html(JAVADOC_17, "Strings (API)"))
+        overview = _section(reading, "Class Strings")
+        self.assertIn("Package org.example", overview)
+        self.assertIn("```\npublic class Strings extends Object\n```", overview)
+        self.assertIn("Operations on strings that are null safe.", overview)
+        self.assertNotIn("Summary", reading.text)
+        self.assertEqual(reading.text.count("Checks if a sequence is blank."), 1)
+        self.assertNotIn("Overview", reading.text)  # the navigation
+
+    def test_each_member_heading_keeps_its_anchor(self):
+        reading = readers.read("Strings.html", _html(JAVADOC_17))
+        anchors = {anchor: offset for offset, anchor in reading.anchors}
+        start = anchors["isBlank(java.lang.CharSequence)"]
+        self.assertTrue(reading.text[start:].startswith("## isBlank(CharSequence)\n"))
+        self.assertIn("join(java.lang.Object[],char)", anchors)
+
+    def test_a_parameter_per_line_of_the_signature_stays_one_signature(self):
+        reading = readers.read("Strings.html", _html(JAVADOC_17))
+        self.assertIn("public static String join(Object[] array, char separator)",
+                      reading.text)  # fmt: skip
+        self.assertIn(
+            "- Parameters: `separator` - the separator character", reading.text
+        )
+
+    def test_it_reads_the_javadoc_11_layout(self):
+        reading = readers.read("Strings.html", _html(JAVADOC_11, "Strings (API)"))
+        self.assertEqual(
+            _paths(reading),
+            ["Class Strings", "Class Strings > isBlank(CharSequence)",
+             "Class Strings > trim(String)"],
+        )  # fmt: skip
+        section = _section(reading, "Class Strings > isBlank(CharSequence)")
+        self.assertIn(
+            "```\npublic static boolean isBlank(CharSequence cs)\n```", section
+        )
+        self.assertIn("- Parameters: `cs` - the sequence to check", section)
+        self.assertNotIn("trimmed", section)
+        self.assertNotIn("Method Summary", reading.text)
+        self.assertIn((reading.text.index("## trim"), "trim(java.lang.String)"),
+                      reading.anchors)  # fmt: skip
+
+    def test_it_reads_the_javadoc_8_layout_and_its_dashed_anchors(self):
+        reading = readers.read("Strings.html", _html(JAVADOC_8, "Strings (API)"))
+        self.assertEqual(
+            _paths(reading), ["Class Strings", "Class Strings > split(String, char[])"]
+        )
+        self.assertIn("public static String[] split(String str, char[] separators)",
+                      reading.text)  # fmt: skip
+        self.assertNotIn("Tree", reading.text)
+        self.assertEqual(reading.anchors[-1][1], "split-java.lang.String-char:A-")
+
+    def test_a_page_with_detail_sections_but_no_signatures_is_not_javadoc(self):
+        body = (
+            '<main><h1>Shop</h1><section class="detail" id="p1"><h3>Kettle</h3>'
+            "<p>Boils water.</p></section></main>"
+        )
+        reading = readers.read("shop.html", _html(body))
+        self.assertEqual(reading.text, "# Shop\n\n### Kettle\n\nBoils water.\n")
+
+    def test_a_package_page_without_members_is_read_as_any_page(self):
+        body = (
+            "<main><h1>Package org.example</h1><p>Utilities.</p><table><tr><th>Class"
+            "</th><th>Description</th></tr><tr><td>Strings</td><td>Operations</td>"
+            "</tr></table></main>"
+        )
+        reading = readers.read("package-summary.html", _html(body))
+        self.assertIn("| Strings | Operations |", reading.text)
+
+
+# DocBook's variablelist, as PostgreSQL's reference pages print it.
+VARIABLELIST = """
+<div class="navheader"><table><tr><th>createdb</th></tr><tr><td>Prev</td></tr></table>
+</div>
+<div class="refentry"><div class="refsect1" id="opts"><h2>Options</h2>
+<p>createdb accepts the following arguments:</p>
+<div class="variablelist"><dl class="variablelist">
+<dt><span class="term"><code class="option">-D <em>tablespace</em></code><br>
+<code class="option">--tablespace=<em>tablespace</em></code></span></dt>
+<dd><p>Specifies the default tablespace.</p><p>Any tablespace works.</p></dd>
+<dt id="opt-s"><span class="term"><code class="option">-S <em>strategy</em></code>
+</span></dt>
+<dd><p>Specifies the database creation strategy.</p>
+<div class="note"><h3 class="title">Note</h3><p>WAL_LOG is the default.</p></div></dd>
+</dl></div>
+<p>The options correspond to options of CREATE DATABASE.</p>
+<div class="variablelist"><dl class="variablelist">
+<dt><span class="term"><code class="option">-h <em>host</em></code></span></dt>
+<dd><p>Specifies the host name.</p></dd></dl></div></div>
+<div class="refsect1" id="env"><h2>Environment</h2><p>PGHOST is read.</p></div></div>
+"""
+
+
+class DefinitionListTestCase(SimpleTestCase):
+    def setUp(self):
+        self.reading = readers.read("createdb.html", _html(VARIABLELIST, "createdb"))
+
+    def test_each_term_is_a_section_under_the_heading_around_the_list(self):
+        self.assertEqual(
+            _paths(self.reading),
+            ["createdb", "createdb > Options",
+             "createdb > Options > `-D tablespace` `--tablespace=tablespace`",
+             "createdb > Options > `-S strategy`", "createdb > Options",
+             "createdb > Options > `-h host`", "createdb > Environment"],
+        )  # fmt: skip
+
+    def test_a_term_keeps_its_whole_definition_and_nothing_after_it(self):
+        section = _section(self.reading, "createdb > Options > `-S strategy`")
+        self.assertIn("Specifies the database creation strategy.", section)
+        self.assertIn("Note\n\nWAL_LOG is the default.", section)  # not a heading
+        self.assertNotIn("CREATE DATABASE", section)
+        self.assertIn(
+            (self.reading.text.index("### `-S"), "opt-s"), self.reading.anchors
+        )
+
+    def test_text_after_the_list_belongs_to_the_heading_above_it(self):
+        self.assertIn(
+            "## Options\n\nThe options correspond to options of CREATE DATABASE.",
+            self.reading.text,
+        )
+        self.assertNotIn("Prev", self.reading.text)  # DocBook's navigation header
+
+    def test_the_chunker_keeps_a_term_with_its_definition(self):
+        text = self.reading.text
+        result = chunk_document(
+            parsing.parse(text, "c.md"), text, count_tokens=count_tokens
+        )
+        chunk = next(c for c in result.chunks if "Any tablespace" in c.text)
+        self.assertIn("Specifies the default tablespace.", chunk.text)
+        self.assertTrue(chunk.heading_path.endswith("`--tablespace=tablespace`"))
+
+    def test_a_list_without_terms_is_read_as_paragraphs(self):
+        body = "<main><h1>A</h1><dl><dd>Indented.</dd></dl><p>Next.</p></main>"
+        reading = readers.read("p.html", _html(body))
+        self.assertEqual(reading.text, "# A\n\nIndented.\n\nNext.\n")
+
+
+SPHINX = """
+<div role="main"><section id="mod"><h1>mod — Tools</h1>
+<dl class="py class"><dt class="sig sig-object py" id="mod.Queue">
+<em class="property">class </em><span class="sig-prename descclassname">mod.</span>
+<span class="sig-name descname">Queue</span><span class="sig-paren">(</span>
+<em class="sig-param">name</em><span class="sig-paren">)</span>
+<a class="headerlink" href="#mod.Queue">¶</a></dt>
+<dd><p>A named queue.</p>
+<dl class="py method"><dt class="sig sig-object py" id="mod.Queue.put">
+<span class="sig-name descname">put</span><span class="sig-paren">(</span>
+<em class="sig-param">item</em>, <em class="sig-param">timeout=None</em>
+<span class="sig-paren">)</span><a class="headerlink" href="#mod.Queue.put">¶</a></dt>
+<dd><p>Put an item into the queue.</p>
+<dl class="field-list simple"><dt class="field-odd">Parameters<span class="colon">:
+</span></dt><dd class="field-odd"><ul class="simple"><li><p><strong>item</strong> – the
+item</p></li><li><p><strong>timeout</strong> – seconds to wait</p></li></ul></dd>
+<dt class="field-even">Raises<span class="colon">:</span></dt>
+<dd class="field-even"><p><strong>Full</strong> – when no slot frees up</p></dd></dl>
+</dd></dl></dd></dl></section></div>
+"""
+
+
+class SphinxTestCase(SimpleTestCase):
+    def setUp(self):
+        self.reading = readers.read("mod.html", _html(SPHINX, "mod — Tools"))
+
+    def test_each_object_is_a_section_named_briefly_with_its_signature(self):
+        self.assertEqual(
+            _paths(self.reading),
+            ["mod — Tools", "mod — Tools > mod.Queue()",
+             "mod — Tools > mod.Queue() > put()"],
+        )  # fmt: skip
+        section = _section(self.reading, "mod — Tools > mod.Queue() > put()")
+        self.assertIn("```\nput(item, timeout=None)\n```", section)
+        self.assertNotIn("¶", self.reading.text)
+        self.assertIn((self.reading.text.index("### put()"), "mod.Queue.put"),
+                      self.reading.anchors)  # fmt: skip
+
+    def test_its_fields_stay_a_list(self):
+        section = _section(self.reading, "mod — Tools > mod.Queue() > put()")
+        self.assertIn(
+            "- Parameters:\n    - item – the item\n    - timeout – seconds to wait\n"
+            "- Raises: Full – when no slot frees up",
+            section,
+        )
+
+
+class TitleTestCase(SimpleTestCase):
+    def test_a_title_equal_to_the_first_heading_is_read_once(self):
+        body = (
+            '<div class="sect1"><h2 class="title">20.8. Error Reporting and Logging'
+            "</h2>"
+            "<p>Where to log.</p><h3>20.8.1. Where to Log</h3><p>Files.</p></div>"
+        )
+        reading = readers.read(
+            "logging.html", _html(body, "20.8. Error Reporting and  Logging")
+        )
+        self.assertEqual(
+            _paths(reading),
+            ["20.8. Error Reporting and Logging",
+             "20.8. Error Reporting and Logging > 20.8.1. Where to Log"],
+        )  # fmt: skip
+        self.assertEqual(reading.text.count("Error Reporting"), 1)
+
+    def test_a_title_unlike_the_first_heading_still_opens_the_page(self):
+        reading = readers.read("a.html", _html("<h2>Install</h2><p>Run it.</p>", "App"))
+        self.assertEqual(_paths(reading), ["App", "App > Install"])
+
+
+class RealReferenceTestCase(SimpleTestCase):
+    """Real pages from Debian packages (tests/fixtures/real/README.md)."""
+
+    def _read(self, name: str) -> readers.Reading:
+        return readers.read(name, (REAL / name).read_bytes())
+
+    def test_a_javadoc_17_class_page_has_a_section_per_method(self):
+        reading = self._read("javadoc17-StopWatch.html")
+        paths = _paths(reading)
+        self.assertEqual(paths[0], "Class StopWatch")
+        self.assertIn("Class StopWatch > getTime(TimeUnit)", paths)
+        self.assertEqual(len(paths), 27)  # the class, 2 constructors, 24 methods
+        section = _section(reading, "Class StopWatch > suspend()")
+        self.assertIn("```\npublic void suspend()\n```", section)
+        self.assertIn("- Throws: `IllegalStateException` - if the StopWatch is not "
+                      "currently running.", section)  # fmt: skip
+        self.assertNotIn("resume()", section.split("\n", 1)[1])
+        self.assertNotIn("Method Summary", reading.text)
+
+    def test_a_postgresql_reference_page_has_a_section_per_option(self):
+        reading = self._read("postgresql-app-createdb.html")
+        section = _section(
+            reading, "createdb > Options > `-S strategy` `--strategy=strategy`"
+        )
+        self.assertIn("Specifies the database creation strategy.", section)
+        self.assertNotIn("template", section)
+        self.assertIn("createdb > Options > `-h host` `--host=host`", _paths(reading))
+
+    def test_a_python_library_page_has_a_section_per_function(self):
+        reading = self._read("python-bisect.html")
+        path = "`bisect` — Array bisection algorithm > bisect.insort_left()"
+        section = _section(reading, path)
+        signature = "bisect.insort_left(a, x, lo=0, hi=len(a), *, key=None)"
+        self.assertIn(f"```\n{signature}\n```", section)
+        self.assertNotIn("insort_right", section)
+
+
+class IngestReferenceTestCase(TestCase):
+    def test_a_javadoc_page_is_indexed_with_a_section_per_method(self):
+        collection = Collection.objects.create(name="API")
+        data = (REAL / "javadoc17-StopWatch.html").read_bytes()
+        source, _ = ingestion.store_source(collection, "StopWatch.html", data)
+        ingestion.ingest(source.pk)
+        source.refresh_from_db()
+        self.assertEqual(source.title, "Class StopWatch")
+        section = source.sections.get(heading_path="Class StopWatch > suspend()")
+        texts = [c.text for c in section.chunks.all()]
+        self.assertTrue(any("public void suspend()" in t for t in texts))
+        self.assertTrue(any("not currently running" in t for t in texts))
