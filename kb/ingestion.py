@@ -31,6 +31,7 @@ from django.utils.translation import gettext, ngettext
 from kb import (
     chunking,
     embedding,
+    exact_tokens,
     golden,
     languages,
     limits,
@@ -889,6 +890,7 @@ def _publish(source, version, prepared: Prepared, embedded, stats, reading=None)
                     unit_offsets=offsets,
                     unit_vectors=unit_rows,
                     language=prepared.configs[c.data.section_index],
+                    exact_tokens=exact_tokens.lexemes(c.embedded_text),
                 )
                 for c, vector, lead, (offsets, unit_rows) in zip(
                     prepared.chunks, vectors, leads, units, strict=True

@@ -8,6 +8,7 @@ from kb import embedding, reranking
 from kb.models import Collection
 from kb.retrieval import (
     baselines,
+    exact,
     expansion,
     keywords,
     late_interaction,
@@ -78,8 +79,15 @@ def _retrieve(
     if mode in ("vector", "hybrid"):
         pending = embed_question_soon(question, collection)
     keyword_ids: list[int] = []
+    exact_ids: list[int] = []
     if mode in ("keyword", "hybrid"):
         keyword_ids = keywords.search(
+            collection,
+            question,
+            search.CANDIDATES,
+            include_deprecated=include_deprecated,
+        )
+        exact_ids = exact.search(
             collection,
             question,
             search.CANDIDATES,
@@ -101,7 +109,7 @@ def _retrieve(
             section_ranks = search.section_ranks(collection, vector, include_deprecated)
             clock = _lap(timings, "section_search", clock)
 
-    hits = search.fuse(vector_ids, keyword_ids, section_ranks)
+    hits = search.fuse(vector_ids, keyword_ids, section_ranks, exact_ids)
     reranked: reranking.Report | None = None
     late_ms: float | None = None
     if strategy == baselines.SECTIONS:
