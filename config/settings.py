@@ -340,6 +340,11 @@ if KB_KEYWORD_RANKING not in ("bm25", "ts_rank"):
 KB_SECTION_WEIGHT = envfloat("KB_SECTION_WEIGHT", 0.5)
 if KB_SECTION_WEIGHT < 0:
     raise ImproperlyConfigured("KB_SECTION_WEIGHT must be at least 0")
+# The exact leg's weight in the fusion (kb/retrieval/exact.py, issue #29): chunks
+# holding the question's codes, options and identifiers as written. 0: off.
+KB_EXACT_WEIGHT = envfloat("KB_EXACT_WEIGHT", 1.0)
+if KB_EXACT_WEIGHT < 0:
+    raise ImproperlyConfigured("KB_EXACT_WEIGHT must be at least 0")
 
 # Windows of sections not taken whole widened to whole sentences and list items,
 # over short gaps and to a short paragraph their hit refers back to, before they

@@ -32,6 +32,7 @@ from kb import (
     chunking,
     dates,
     embedding,
+    exact_tokens,
     golden,
     languages,
     limits,
@@ -892,6 +893,7 @@ def _publish(source, version, prepared: Prepared, embedded, stats, reading=None)
                     unit_offsets=offsets,
                     unit_vectors=unit_rows,
                     language=prepared.configs[c.data.section_index],
+                    exact_tokens=exact_tokens.lexemes(c.embedded_text),
                 )
                 for c, vector, lead, (offsets, unit_rows) in zip(
                     prepared.chunks, vectors, leads, units, strict=True

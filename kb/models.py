@@ -545,6 +545,13 @@ class Chunk(models.Model):
         output_field=SearchVectorField(),
         db_persist=True,
     )
+    # Its exact tokens (kb.exact_tokens): codes, options, identifiers, versions
+    # and paths as written, which the stemmed search_vector splits or drops
+    # (`-S`, `unique_violation`), and the folded form of those with capitals.
+    # Filled from the embedded text when the chunk is published (issue #29).
+    exact_tokens = ArrayField(
+        models.TextField(), default=list, db_default=[], blank=True, editable=False
+    )
 
     class Meta:
         verbose_name = _("chunk")
@@ -563,6 +570,13 @@ class Chunk(models.Model):
             GinIndex(
                 fields=["collection", "search_vector"],
                 name="chunk_collection_search_gin",
+                fastupdate=False,
+            ),
+            # The exact leg (keywords.exact_search): the collection's chunks
+            # holding any of the question's exact tokens (`&&`), as above.
+            GinIndex(
+                fields=["collection", "exact_tokens"],
+                name="chunk_collection_exact_gin",
                 fastupdate=False,
             ),
         ]

@@ -214,7 +214,7 @@ class SyntheticSetTestCase(TestCase):
     def test_it_copies_every_source_section_and_chunk(self):
         real = Collection.objects.create(name="real", is_scratch=True)
         for name, text in [("a.md", "# A\n\nAlpha text.\n\n## B\n\nBeta text.\n"),
-                           ("b.md", "# C\n\nGamma text here.\n")]:  # fmt: skip
+                           ("b.md", "# C\n\nGamma text, code 23505.\n")]:  # fmt: skip
             source, _ = ingestion.store_source(real, name, text.encode())
             ingestion.ingest(source.pk)
         created: list[Collection] = []
@@ -234,6 +234,8 @@ class SyntheticSetTestCase(TestCase):
         )
         self.assertEqual(copy.terms_chunks, Chunk.objects.filter(
             source__collection=copy).count())  # fmt: skip
+        coded = Chunk.objects.filter(source__collection=copy, text__contains="23505")
+        self.assertEqual([c.exact_tokens for c in coded], [["23505"]] * 3)
 
 
 class MultilingualScaleSetTestCase(TestCase):

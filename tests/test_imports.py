@@ -28,6 +28,7 @@ ORM_FREE = [
     "kb.readers.markdown",
     "kb.readers.reading",
     "kb.spans",
+    "kb.exact_tokens",
     "kb.sentences",
     "kb.retrieval.tables",
     "kb.retrieval.expansion",

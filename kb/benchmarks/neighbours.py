@@ -109,10 +109,10 @@ JOIN bench_noise v ON v.i = (s.id * 17 + %(copy)s * 7919) %% {scale.NOISE_VECTOR
 _COPY_CHUNKS = f"""
 INSERT INTO kb_chunk (source_id, section_id, chunk_index, kind, start, "end", text,
     lead, embedded_text, token_count, text_tokens, is_fallback, metadata, language,
-    embedding)
+    exact_tokens, embedding)
 SELECT %(target)s, t.id, c.chunk_index, c.kind, c.start, c."end", c.text, c.lead,
     c.embedded_text, c.token_count, c.text_tokens, c.is_fallback, c.metadata,
-    c.language,
+    c.language, c.exact_tokens,
     CASE WHEN %(copy)s = 0 THEN c.embedding
          ELSE l2_normalize(c.embedding + v.v) END
 FROM kb_chunk c

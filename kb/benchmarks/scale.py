@@ -400,10 +400,10 @@ WHERE os.collection_id = %(origin)s
 _COPY_CHUNKS = f"""
 INSERT INTO kb_chunk (source_id, section_id, chunk_index, kind, start, "end", text,
     lead, embedded_text, token_count, text_tokens, is_fallback, metadata, language,
-    unit_offsets, unit_vectors, embedding)
+    unit_offsets, unit_vectors, exact_tokens, embedding)
 SELECT ns.id, nsec.id, c.chunk_index, c.kind, c.start, c."end", c.text,
     c.lead, c.embedded_text, c.token_count, c.text_tokens, c.is_fallback, c.metadata,
-    c.language, c.unit_offsets, c.unit_vectors,
+    c.language, c.unit_offsets, c.unit_vectors, c.exact_tokens,
     CASE WHEN %(copy)s = 0 THEN c.embedding
          ELSE l2_normalize(c.embedding + n.v) END
 FROM kb_chunk c

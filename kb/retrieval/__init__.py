@@ -6,8 +6,10 @@ with the SQL it runs beside it:
 - question.py: clean and check the question; embed it.
 - search.py: the nearest chunks by cosine (pgvector) and the nearest sections
   by their centroid; keywords.py: the best keyword matches (PostgreSQL full-text
-  search, ts_rank or BM25). search.fuse: both rankings by reciprocal rank
-  fusion, plus the rank of each chunk's section, into hits. hnsw_recall.py:
+  search, ts_rank or BM25); exact.py: the chunks holding the question's exact
+  tokens (codes, options, identifiers as written). search.fuse: the rankings
+  by reciprocal rank fusion, plus the rank of each chunk's section, into hits.
+  hnsw_recall.py:
   after every publish, whether the shared HNSW index finds a large
   collection's nearest chunks (else search.py searches it exactly).
 - sections.py: group hits by section, keeping each section's best score; take
@@ -76,6 +78,7 @@ _EXPORTS = {
 }
 _MODULES = {
     "baselines",
+    "exact",
     "expansion",
     "hnsw_recall",
     "keywords",

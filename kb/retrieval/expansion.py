@@ -13,13 +13,20 @@ from typing import NamedTuple
 
 from django.conf import settings
 
-from kb.retrieval.passages import Location, Passage, TextWindow, context_tokens
+from kb.retrieval.passages import Hit, Location, Passage, TextWindow, context_tokens
 from kb.retrieval.rows import ChunkRow, Selected, is_long, next_to
 from kb.sentences import units, widened
 
 HIT_CHUNKS = 4  # hit chunks per section taken before expansion (issue #7)
 # The collection's best keyword match is taken with its section's best chunk.
 KEYWORD_SEED = 1
+
+
+def is_keyword_seed(hit: Hit) -> bool:
+    """The collection's best match by the question's words, stemmed or exact
+    (the chunk holding `23505` in a long table is taken with it, issue #29)."""
+    ranks = (hit.keyword_rank, hit.exact_rank)
+    return any(rank is not None and rank <= KEYWORD_SEED for rank in ranks)
 
 
 class Expansion(NamedTuple):
@@ -109,7 +116,7 @@ def _further_hits(
         for hit in ranked[1:HIT_CHUNKS]:
             further.append((-hit.score, order, position[hit.chunk_id]))
         for hit in ranked:
-            if hit.keyword_rank is not None and hit.keyword_rank <= KEYWORD_SEED:
+            if is_keyword_seed(hit):
                 further.append((-item.score, order, position[hit.chunk_id]))
     return further
 

@@ -31,10 +31,13 @@ class Hit:
     keyword_rank: int | None = None
     score: float = 0.0
     heading_path: str = ""
+    exact_rank: int | None = None  # in the exact leg (words matched as written)
 
     @property
     def matched(self) -> str:
-        if self.vector_rank is not None and self.keyword_rank is not None:
+        """ "vector", "keyword" (stemmed or exact words) or "both"."""
+        by_words = self.keyword_rank is not None or self.exact_rank is not None
+        if self.vector_rank is not None and by_words:
             return "both"
         return "vector" if self.vector_rank is not None else "keyword"
 

@@ -8,6 +8,7 @@ from kb import embedding, reranking
 from kb.models import Collection
 from kb.retrieval import (
     baselines,
+    exact,
     expansion,
     keywords,
     late_interaction,
@@ -83,8 +84,15 @@ def _retrieve(
     if mode in ("vector", "hybrid"):
         pending = embed_question_soon(question, collection)
     keyword_ids: list[int] = []
+    exact_ids: list[int] = []
     if mode in ("keyword", "hybrid"):
         keyword_ids = keywords.search(
+            collection,
+            question,
+            search.CANDIDATES,
+            include_deprecated=include_deprecated,
+        )
+        exact_ids = exact.search(
             collection,
             question,
             search.CANDIDATES,
@@ -110,7 +118,7 @@ def _retrieve(
     if periods := periods_of(question):  # "the incident of 6 September"
         dated = search.dated_ids(collection, vector, periods, include_deprecated)
         clock = _lap(timings, "dated_search", clock)
-    hits = search.fuse(vector_ids, keyword_ids, section_ranks, dated)
+    hits = search.fuse(vector_ids, keyword_ids, section_ranks, exact_ids, dated)
     reranked: reranking.Report | None = None
     late_ms: float | None = None
     if strategy == baselines.SECTIONS:

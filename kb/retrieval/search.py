@@ -22,6 +22,9 @@ CANDIDATES = 80  # chunks taken from each ranking before fusion
 RRF_K = 60  # reciprocal rank fusion constant (Cormack et al.)
 # Keyword ranks count less than vector ranks (chosen by evaluation, see issue #7).
 KEYWORD_WEIGHT = 0.3
+# Ranks by the question's exact tokens (exact.py) weigh KB_EXACT_WEIGHT (1.0):
+# a chunk that holds `23505` or `-S` as the question writes it is about it, and
+# at the keyword weight the row the vector leg missed stayed out (issue #29).
 # Candidates an HNSW scan keeps: at 100, the index's i-th neighbour was as near as
 # exact search's i-th for 85 % of the first 10 (hnsw_recall.measure, 20,160
 # chunks beside 20,664), 92.5 % at 200, 97.5 % at 400 for 3 ms more (issue #26).
@@ -249,8 +252,6 @@ def section_ranks(
     return {row[0]: rank for rank, row in enumerate(rows, 1)}
 
 
-LEG_WEIGHTS = {"vector": 1.0, "keyword": KEYWORD_WEIGHT, "dated": DATED_WEIGHT}
-
 _HIT_ROWS = """
 SELECT c.id, c.source_id, c.section_id, c.chunk_index, c.start, c."end",
        t.heading_path
@@ -263,9 +264,11 @@ def fuse(
     vector_ids: list[int],
     keyword_ids: list[int],
     section_ranks: dict[int, int],
+    exact_ids: list[int] = (),
     dated_ids: list[int] = (),
 ) -> list[Hit]:
-    """Reciprocal rank fusion of chunk ranks, plus the rank of the chunk's section.
+    """Reciprocal rank fusion of chunk ranks (the vector, keyword, exact and
+    dated legs), plus the rank of the chunk's section.
 
     The section term lifts chunks of sections that are about the question as a
     whole, though no single chunk of theirs ranks high (issue #7's measurements).
@@ -279,12 +282,20 @@ def fuse(
         scores.setdefault(chunk_id, {})["vector"] = rank
     for rank, chunk_id in enumerate(keyword_ids, 1):
         scores.setdefault(chunk_id, {})["keyword"] = rank
+    for rank, chunk_id in enumerate(exact_ids, 1):
+        scores.setdefault(chunk_id, {})["exact"] = rank
     for rank, chunk_id in enumerate(dated_ids, 1):
         scores.setdefault(chunk_id, {})["dated"] = rank
     with connection.cursor() as cursor:
         cursor.execute(_HIT_ROWS, [list(scores)])
         rows = cursor.fetchall()
     section_weight = settings.KB_SECTION_WEIGHT
+    weights = {
+        "vector": 1.0,
+        "keyword": KEYWORD_WEIGHT,
+        "exact": settings.KB_EXACT_WEIGHT,
+        "dated": DATED_WEIGHT,
+    }
     hits = []
     for chunk_id, source_id, section_id, index, start, end, path in rows:
         ranks = scores[chunk_id]
@@ -298,8 +309,9 @@ def fuse(
             vector_rank=ranks.get("vector"),
             keyword_rank=ranks.get("keyword"),
             heading_path=path,
+            exact_rank=ranks.get("exact"),
         )
-        hit.score = sum(LEG_WEIGHTS[kind] / (RRF_K + r) for kind, r in ranks.items())
+        hit.score = sum(weights[kind] / (RRF_K + r) for kind, r in ranks.items())
         if section_id in section_ranks:
             hit.score += section_weight / (RRF_K + section_ranks[section_id])
         hits.append(hit)

@@ -14,7 +14,7 @@ from typing import Any
 from django.db import connection
 
 from kb.chunking import ChunkKind
-from kb.retrieval.expansion import HIT_CHUNKS, KEYWORD_SEED, section_passage
+from kb.retrieval.expansion import HIT_CHUNKS, is_keyword_seed, section_passage
 from kb.retrieval.passages import Hit, Passage, TextWindow
 from kb.retrieval.rows import (
     MAX_WHOLE_SECTION_TOKENS,
@@ -184,11 +184,7 @@ def _chunk_rows(best: list[tuple[int, list[Hit]]], sections: dict) -> list[tuple
             whole.append(section_id)
             continue
         seeds = {h.chunk_index for h in hits[:HIT_CHUNKS]}
-        seeds |= {
-            h.chunk_index
-            for h in hits
-            if h.keyword_rank is not None and h.keyword_rank <= KEYWORD_SEED
-        }
+        seeds |= {h.chunk_index for h in hits if is_keyword_seed(h)}
         near = {
             i
             for centre in seeds

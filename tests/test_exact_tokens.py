@@ -1,0 +1,238 @@
+"""Exact tokens (issue #29): codes, options, identifiers, versions and paths
+found as written, and the exact leg that finds the chunks holding them (real
+database and embedder)."""
+
+from __future__ import annotations
+
+import signal
+from contextlib import contextmanager
+
+from django.test import SimpleTestCase, TestCase, override_settings
+
+from kb import exact_tokens
+from kb.models import Chunk
+from kb.retrieval import exact, pipeline
+from tests.base import DemoTestCase, collection_of
+
+CODES = """# Appendix A. Error codes
+
+Every message the server writes has a five-character SQLSTATE code. The
+first two characters name the class, the last three the condition.
+
+| Code | Condition name | Meaning |
+|------|----------------|---------|
+| 22001 | string_data_right_truncation | A value is too long for its column. |
+| 22003 | numeric_value_out_of_range | A number does not fit its type. |
+| 22012 | division_by_zero | A division by zero was attempted. |
+| 23000 | integrity_constraint_violation | Some integrity constraint failed. |
+| 23502 | not_null_violation | A required column was left empty. |
+| 23503 | foreign_key_violation | A referenced row does not exist. |
+| 23505 | unique_violation | Another row already holds this key. |
+| 23514 | check_violation | A check constraint rejected the row. |
+| 42601 | syntax_error | The statement could not be parsed. |
+| 42P01 | undefined_table | The table named does not exist. |
+"""
+# A long table (its section is read as windows around its hits): more rows of
+# made-up conditions in classes 53 to 58, worded like the real ones.
+OBJECTS = ("disk", "memory", "lock", "file", "socket", "queue", "buffer", "index")
+STATES = ("full", "exhausted", "busy", "lost", "stale", "missing", "corrupt")
+CODES += "".join(
+    f"| 5{3 + n // 10}{n:03d} | {o}_{s} | The server found the {o} {s}. |\n"
+    for n, (o, s) in enumerate((o, s) for o in OBJECTS for s in STATES)
+)
+LOGGING = """# Error reporting and logging
+
+The server reports errors to the client and writes them to its log. Each log
+line can carry the error's code, so that logs show which condition was raised.
+Choose how much is logged with the logging level; conditions below it are not
+written. Log lines of errors raised inside a transaction name the transaction.
+"""
+OPTIONS = """# Command-line options
+
+The dump program reads these options before it connects to the server.
+
+## -s
+
+Dump only the schema (the definitions of tables and functions), no data.
+
+## -S
+
+Set the superuser name to use when disabling triggers during a restore.
+
+## -v
+
+Verbose mode: print detailed progress messages while dumping.
+
+## --no-deps
+
+Leave out the objects the dumped ones depend on.
+"""
+STRINGS = """# String helpers
+
+## isBlank
+
+Checks whether a string is empty, null or whitespace only, and returns true
+then. A string of spaces is blank.
+
+## isEmpty
+
+Checks whether a string is empty or null. A string of spaces is not empty.
+
+## Safe methods
+
+The SAFE_METHODS tuple lists the request methods that change nothing on the
+server: GET, HEAD and OPTIONS.
+"""
+
+
+@contextmanager
+def time_limit(seconds: int):
+    """Raise TimeoutError when the block runs longer (a hang fails the test)."""
+
+    def expired(signum, frame):
+        raise TimeoutError(f"still running after {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, expired)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+class ExtractionTestCase(SimpleTestCase):
+    def _tokens(self, text: str) -> list[str]:
+        return exact_tokens.tokens(text)
+
+    def test_it_finds_codes(self):
+        found = self._tokens("SQLSTATE 23505, HRESULT 0x80070005 and rustc E0425.")
+        self.assertEqual(found, ["23505", "0x80070005", "E0425"])
+
+    def test_it_finds_options_with_their_dashes(self):
+        found = self._tokens("Pass -S or `--no-deps` (not -- or a - b).")
+        self.assertEqual(found, ["-S", "--no-deps"])
+
+    def test_it_finds_identifiers(self):
+        text = "isBlank, max_connections, unique_violation and SAFE_METHODS"
+        found = self._tokens(text)
+        self.assertEqual(
+            found, ["isBlank", "max_connections", "unique_violation", "SAFE_METHODS"]
+        )
+
+    def test_it_finds_versions_and_paths(self):
+        text = "Since 1.2.3, read /etc/kb.conf then ~/.config/kb and docs/index.md."
+        found = self._tokens(text)
+        for token in ("1.2.3", "/etc/kb.conf", "~/.config/kb", "docs/index.md"):
+            self.assertIn(token, found)
+        self.assertIn("kb.conf", found)  # a part of the path
+
+    def test_it_finds_the_parts_of_a_qualified_name(self):
+        found = self._tokens("StringUtils.isBlank(CharSequence) and std::vector")
+        for token in ("StringUtils.isBlank", "isBlank", "StringUtils", "std::vector"):
+            self.assertIn(token, found)
+
+    def test_prose_has_none(self):
+        text = (
+            "Use it and/or the other, e.g. a well-known read/write step 2 of 10, "
+            "or a 500 error. "
+            "SQLSTATE codes, HTTP and JSON are words. The end."
+        )
+        self.assertEqual(self._tokens(text), [])
+
+    def test_a_chunk_stores_folded_forms_beside_the_written_ones(self):
+        found = exact_tokens.lexemes("isBlank -S -s 23505")
+        self.assertEqual(found, ["isBlank", "-S", "-s", "23505", "^isblank", "^-s"])
+
+    def test_a_capital_in_a_question_is_matched_as_written(self):
+        self.assertEqual(exact_tokens.question_lexemes("what is -S?"), {"-S": 1.0})
+
+    def test_small_letters_in_a_question_match_any_case_for_less(self):
+        found = exact_tokens.question_lexemes("what is in safe_methods")
+        self.assertEqual(found, {"safe_methods": 1.0, "^safe_methods": 0.5})
+        # A word like any other: left to the keyword leg, which lowercases it.
+        self.assertEqual(exact_tokens.question_lexemes("what is isblank"), {})
+
+    def test_a_megabyte_line_of_punctuation_takes_linear_time(self):
+        lines = ["-." * 500_000, "a_" * 500_000, "/:" * 500_000, "(-a." * 250_000]
+        with time_limit(20):
+            for line in lines:
+                exact_tokens.lexemes(line)
+            self.assertEqual(len(exact_tokens.tokens("a_b " * 250_000)), 1)
+
+
+class ExactSearchTestCase(TestCase):
+    @classmethod
+    def setUpTestData(cls):
+        cls.collection = collection_of(
+            "Manual",
+            {
+                "codes.md": CODES,
+                "logging.md": LOGGING,
+                "options.md": OPTIONS,
+                "strings.md": STRINGS,
+            },
+        )
+
+    def _first(self, question: str) -> str:
+        """The first passage's text."""
+        return pipeline.retrieve(self.collection, question).passages[0].text
+
+    def _exact_first(self, question: str) -> Chunk:
+        ids = exact.search(self.collection, question, 10)
+        return Chunk.objects.select_related("section").get(pk=ids[0])
+
+    def test_a_chunk_stores_its_tokens(self):
+        chunk = Chunk.objects.get(source__file_name="codes.md", text__contains="23505")
+        self.assertIn("23505", chunk.exact_tokens)
+        self.assertIn("unique_violation", chunk.exact_tokens)
+
+    def test_an_error_code_finds_its_row(self):
+        for question in (
+            "What does error 23505 mean?",
+            "Our logs show SQLSTATE 23505: what condition is that?",
+        ):
+            with self.subTest(question):
+                self.assertIn("| 23505 | unique_violation |", self._first(question))
+
+    def test_an_option_finds_its_entry_and_not_another_case(self):
+        self.assertEqual(self._exact_first("what does -S do?").section.heading, "-S")
+        self.assertIn("superuser name", self._first("what does -S do?"))
+        self.assertEqual(self._exact_first("what does -s do?").section.heading, "-s")
+
+    def test_an_identifier_is_found_as_written_or_in_small_letters(self):
+        first = self._exact_first("What condition is unique_violation?")
+        self.assertIn("23505", first.text)
+        first = self._exact_first("What does isBlank return?")
+        self.assertEqual(first.section.heading, "isBlank")
+        for question in ("What does isBlank return?", "what does isblank return"):
+            with self.subTest(question):
+                self.assertIn("whitespace only", self._first(question))
+        for question in ("What is SAFE_METHODS?", "what is in safe_methods"):
+            with self.subTest(question):
+                self.assertIn("GET, HEAD and OPTIONS", self._first(question))
+
+    def test_a_question_without_exact_tokens_runs_no_exact_search(self):
+        found = exact.search(self.collection, "What is a blank string?", 10)
+        self.assertEqual(found, [])
+
+
+class DemoWithoutExactTokensTestCase(DemoTestCase):
+    log_in = False
+
+    def test_questions_without_exact_tokens_retrieve_as_without_the_leg(self):
+        questions = [
+            "When should I roll back a deploy?",
+            "What does a pro-rated refund actually mean?",
+            "What shell command fetches an API bearer token?",
+        ]
+        for question in questions:
+            with self.subTest(question):
+                self.assertEqual(exact_tokens.tokens(question), [])
+                found = self._passages(question)
+                with override_settings(KB_EXACT_WEIGHT=0):
+                    self.assertEqual(found, self._passages(question))
+
+    def _passages(self, question: str) -> list[tuple]:
+        result = pipeline.retrieve(self.demo, question)
+        return [(p.source_id, p.start, p.end, p.text) for p in result.passages]
