@@ -46,6 +46,7 @@ CONTEXT_SHARE = 0.25
 # "Supported options:") or opens with a numbered label ("Table 3: Limits.").
 CAPTION_WORDS = 20
 _CAPTION_LABEL_RE = re.compile(r"[*_]*\w+\.?[ \t]+[\w.-]*\d[\w.-]*[*_]*[.:]")
+_SENTENCE_BREAK_RE = re.compile(r"[.!?][)\]\"'`*_]*[ \t]+\S")
 
 
 class ChunkKind(StrEnum):
@@ -557,16 +558,20 @@ def _clip_words(
 
 def table_caption(previous: Block | None, text: str) -> str:
     """The caption of the table after block `previous`: that block when it is a
-    one-line paragraph of at most CAPTION_WORDS words that ends without a full
-    stop or opens with a numbered label (_CAPTION_LABEL_RE); else ""."""
+    one-line paragraph of at most CAPTION_WORDS words, one sentence after its
+    numbered label if it has one (_CAPTION_LABEL_RE), that ends without a full
+    stop or opens with such a label; else "". Text that says something before
+    it introduces the table ("Errors return a JSON body. The codes are:") is
+    not its caption: in every row's vector it would weigh as much as the row."""
     if previous is None or previous.kind != "paragraph":
         return ""
     line = text[previous.start : previous.end]
     if "\n" in line or len(line.split()) > CAPTION_WORDS:
         return ""
-    if line.rstrip("*_").endswith((".", "!", "?")) and not _CAPTION_LABEL_RE.match(
-        line
-    ):
+    label = _CAPTION_LABEL_RE.match(line)
+    if _SENTENCE_BREAK_RE.search(line, label.end() if label else 0):
+        return ""
+    if line.rstrip("*_").endswith((".", "!", "?")) and not label:
         return ""
     return line
 
