@@ -7,11 +7,12 @@ from __future__ import annotations
 import signal
 from contextlib import contextmanager
 
+from django.conf import settings
 from django.test import SimpleTestCase, TestCase, override_settings
 
 from kb import exact_tokens
 from kb.models import Chunk
-from kb.retrieval import exact, pipeline
+from kb.retrieval import exact, pipeline, search
 from tests.base import DemoTestCase, collection_of
 
 CODES = """# Appendix A. Error codes
@@ -215,6 +216,19 @@ class ExactSearchTestCase(TestCase):
     def test_a_question_without_exact_tokens_runs_no_exact_search(self):
         found = exact.search(self.collection, "What is a blank string?", 10)
         self.assertEqual(found, [])
+
+
+class PinpointTestCase(SimpleTestCase):
+    def test_a_token_few_chunks_hold_weighs_more_than_one_many_hold(self):
+        """ "-Z" in one row of an options table names what the question is about;
+        "TestClient" across a framework's docs does not (kb.retrieval.search)."""
+        self.assertEqual(search.pinpoint_boost([7]), search.PINPOINT_BOOST)
+        few = list(range(search.PINPOINT_CHUNKS))
+        self.assertEqual(search.pinpoint_boost(few), search.PINPOINT_BOOST)
+        self.assertEqual(search.pinpoint_boost(few + [99]), 1.0)
+        self.assertEqual(search.pinpoint_boost([]), 1.0)
+        # Boosted, the exact leg's first chunk outweighs the vector leg's first.
+        self.assertGreater(search.PINPOINT_BOOST * settings.KB_EXACT_WEIGHT, 1.0)
 
 
 class DemoWithoutExactTokensTestCase(DemoTestCase):

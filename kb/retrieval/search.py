@@ -252,6 +252,20 @@ def section_ranks(
     return {row[0]: rank for rank, row in enumerate(rows, 1)}
 
 
+# A code, option or identifier that only a few chunks hold ("-Z" in a table of
+# options, "23505" in an error-code list) names what the question is about:
+# those chunks weigh PINPOINT_BOOST times the exact leg's weight. A token many
+# chunks hold ("TestClient" across a framework's docs) says little more than
+# the other legs, and keeps the leg's weight.
+PINPOINT_CHUNKS = 3
+PINPOINT_BOOST = 3.0
+
+
+def pinpoint_boost(exact_ids: list[int]) -> float:
+    """How much more the exact leg weighs for this question (see above)."""
+    return PINPOINT_BOOST if 0 < len(exact_ids) <= PINPOINT_CHUNKS else 1.0
+
+
 _HIT_ROWS = """
 SELECT c.id, c.source_id, c.section_id, c.chunk_index, c.start, c."end",
        t.heading_path
@@ -293,7 +307,7 @@ def fuse(
     weights = {
         "vector": 1.0,
         "keyword": KEYWORD_WEIGHT,
-        "exact": settings.KB_EXACT_WEIGHT,
+        "exact": settings.KB_EXACT_WEIGHT * pinpoint_boost(exact_ids),
         "dated": DATED_WEIGHT,
     }
     hits = []
