@@ -106,6 +106,9 @@ class Citation:
     # for links.
     pages: str = ""
     page: int | None = None
+    # The cited entry in the original web page (HTML sources with a URL whose
+    # section heading had an id: a Javadoc member), else "" (add_originals).
+    original: str = ""
 
     @property
     def label(self) -> str:
@@ -125,6 +128,7 @@ class Citation:
             "source_id": self.source_id,
             "pages": self.pages or None,
             "page": self.page,
+            "original_url": self.original or None,
         }
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import time
 from typing import Any
+from urllib.parse import quote, urlsplit
 
 from django.conf import settings
 from django.db import connection
@@ -185,6 +186,7 @@ def complete_citations(reply: Answer) -> None:
         cover_chunks(reply.citations)
     link_citations(reply.citations)
     add_pages(reply.citations)
+    add_originals(reply.citations)
 
 
 def link_citations(citations: list[Citation]) -> None:
@@ -367,6 +369,32 @@ def add_pages(citations: list[Citation]) -> None:
                 cite.page = firsts.get(cite.section_id)
     for cite in citations:
         cite.pages = "" if cite.page is None else str(cite.page)
+
+
+def add_originals(citations: list[Citation]) -> None:
+    """Give the citations of sections whose heading had an id in the original
+    HTML (Section.anchor) the address of that entry in the source's web page,
+    its URL (metadata "url", http or https only) and the id (one query)."""
+    rows = Section.objects.filter(
+        pk__in={c.section_id for c in citations}, source__metadata__has_key="url"
+    ).exclude(anchor="")
+    found = {
+        pk: original_url(meta.get("url"), anchor)
+        for pk, anchor, meta in rows.values_list("pk", "anchor", "source__metadata")
+    }
+    for cite in citations:
+        cite.original = found.get(cite.section_id) or ""
+
+
+def original_url(url: Any, anchor: str) -> str:
+    """`url` (without its own fragment) at `anchor`, or "" when it is not a web
+    address: a link the page shows must not run script (javascript:)."""
+    if not isinstance(url, str) or not anchor:
+        return ""
+    base = url.strip().split("#", 1)[0]
+    if urlsplit(base).scheme.lower() not in ("http", "https"):
+        return ""
+    return f"{base}#{quote(anchor, safe='()._-,~:')}"
 
 
 def as_json(result: Result, reply: Answer) -> dict[str, Any]:

@@ -928,6 +928,9 @@ def _leads(text: str, chunks) -> list[str]:
     return leads
 
 
+ANCHOR_CHARS = 255  # Section.anchor's length; a longer id is cut, not refused
+
+
 def _create_sections(source: Source, prepared: Prepared, reading=None) -> list[Section]:
     document, count = prepared.document, prepared.embedder.count_text_tokens
     text = source.text
@@ -937,6 +940,8 @@ def _create_sections(source: Source, prepared: Prepared, reading=None) -> list[S
         (reading.pages_of(s.start, s.end) if reading else None) or (None, None)
         for s in document.sections
     ]
+    # A heading's id in the original HTML, where its section starts.
+    anchors = dict(reading.anchors) if reading else {}
     rows = Section.objects.bulk_create(
         [
             Section(
@@ -951,6 +956,7 @@ def _create_sections(source: Source, prepared: Prepared, reading=None) -> list[S
                 tokens=count(text[s.start : s.end]),
                 page_start=pages[i][0],
                 page_end=pages[i][1],
+                anchor=anchors.get(s.start, "")[:ANCHOR_CHARS],
             )
             for i, s in enumerate(document.sections)
         ]

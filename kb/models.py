@@ -421,6 +421,12 @@ class Section(models.Model):
     # Pages of the original file that text[start:end] came from (PDF only).
     page_start = models.PositiveIntegerField(_("page start"), null=True, blank=True)
     page_end = models.PositiveIntegerField(_("page end"), null=True, blank=True)
+    # The id its heading had in the original HTML (a Javadoc member's
+    # "isBlank(java.lang.CharSequence)", a DocBook term's id): with the source's
+    # URL, a citation opens the original at the cited entry (issue #29).
+    anchor = models.CharField(
+        _("anchor"), max_length=255, blank=True, default="", db_default=""
+    )
     # The normalised mean of its chunks' vectors: what the section is about.
     embedding = VectorField(dimensions=EMBEDDING_DIM, null=True, blank=True)
     # The model its vector is from: its collection's when it was written, set

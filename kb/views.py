@@ -277,6 +277,8 @@ def section(request: HttpRequest, pk: int) -> HttpResponse:
         edited_since=obj.source.text[base : base + len(body)] != body,
         # The pages of the original the cited range itself is on (issue #28).
         cited_pages=pages_of(obj.source.page_map, start, end) if start < end else None,
+        # The entry in the original web page (issue #29: a Javadoc member).
+        original=answering.original_url(obj.source.metadata.get("url"), obj.anchor),
     )  # fmt: skip
     return render(request, "kb/section.html", context)
 

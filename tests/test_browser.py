@@ -438,3 +438,37 @@ def test_an_english_question_over_french_sources_cites_the_french_text(
     expect(mark).to_contain_text(rule)
     source = Source.objects.get(collection=french, file_name="teletravail.md")
     assert f"source={source.pk}" in page.url
+
+
+@pytest.mark.slow
+def test_a_code_question_s_citation_opens_the_method_in_the_original(
+    transactional_db, live_server, page: Page
+):
+    """Issue #29: asked about a method, staff follow the citation to that
+    method's section, and from there to the method's entry in the web page
+    the Javadoc was taken from (here an address on the test server)."""
+    from kb import ingestion
+
+    get_user_model().objects.create_superuser("staff", "s@example.invalid", "pw-1")
+    api = Collection.objects.create(name="API")
+    original = f"{live_server.url}/apidocs/StopWatch.html"
+    page_file = Path(__file__).parent / "fixtures/real/javadoc17-StopWatch.html"
+    data = page_file.read_bytes()
+    source, _ = ingestion.store_source(
+        api, "StopWatch.html", data, metadata={"url": original}
+    )
+    ingestion.ingest(source.pk)
+
+    _log_in(page, live_server, "/")
+    page.wait_for_url(f"{live_server.url}/")
+    _ask(page, "What does suspend() do on a StopWatch?", api)
+    citation = page.locator("ol.citations li", has_text="suspend()").first
+    expect(citation.locator("a.original-link")).to_have_attribute(
+        "href", f"{original}#suspend()"
+    )
+    citation.locator("a").first.click()
+    page.wait_for_url(re.compile(r"/kb/sections/\d+/\?.*#cited$"))
+    expect(page.locator("h1, h2").first).to_contain_text("suspend()")
+    expect(page.locator("mark#cited")).to_contain_text("suspend")
+    page.click("a.original-link")
+    page.wait_for_url(re.compile(r"/apidocs/StopWatch\.html#suspend\(\)$"))
