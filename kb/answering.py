@@ -36,7 +36,7 @@ from kb import (
 from kb.answerer import Answer, Citation
 from kb.models import Chunk, Section, Source
 from kb.readers.reading import pages_of
-from kb.retrieval import keywords, spelling
+from kb.retrieval import keywords, search, spelling
 from kb.retrieval.passages import Passage, Result
 
 
@@ -151,6 +151,10 @@ def off_topic(result: Result) -> Answer | None:
     floor = embedding_models.min_similarity(model)
     similarity = result.top_similarity
     if not floor or similarity is None or similarity >= floor or not result.passages:
+        return None
+    if search.pinpointed(result.hits):
+        # "What does -S do?" reads like nothing to an embedding model (0.17 for
+        # MiniLM) but names, as written, what few chunks hold: on topic.
         return None
     return _declined(
         gettext(

@@ -266,6 +266,13 @@ def pinpoint_boost(exact_ids: list[int]) -> float:
     return PINPOINT_BOOST if 0 < len(exact_ids) <= PINPOINT_CHUNKS else 1.0
 
 
+def pinpointed(hits: list[Hit]) -> bool:
+    """Whether the question's exact tokens name what only a few chunks hold
+    (the hits the exact leg found, at most PINPOINT_CHUNKS)."""
+    found = sum(1 for hit in hits if hit.exact_rank)
+    return 0 < found <= PINPOINT_CHUNKS
+
+
 _HIT_ROWS = """
 SELECT c.id, c.source_id, c.section_id, c.chunk_index, c.start, c."end",
        t.heading_path
