@@ -13,6 +13,7 @@ from django.db import connection, transaction
 from pgvector import Vector
 
 from kb import metadata
+from kb.chunking import ChunkKind
 from kb.retrieval.passages import Hit
 
 if TYPE_CHECKING:
@@ -275,7 +276,7 @@ def pinpointed(hits: list[Hit]) -> bool:
 
 _HIT_ROWS = """
 SELECT c.id, c.source_id, c.section_id, c.chunk_index, c.start, c."end",
-       t.heading_path
+       t.heading_path, c.kind
 FROM kb_chunk c JOIN kb_section t ON t.id = c.section_id
 WHERE c.id = ANY(%s)
 """
@@ -296,7 +297,9 @@ def fuse(
     It weighs KB_SECTION_WEIGHT (0.5): at 1.0 the vector model spoke twice, through
     a chunk and through its section, and a chunk both legs found ranked below one
     only the vector leg and its section's centroid put first (issue #17).
-    The dated leg (dated_ids) weighs DATED_WEIGHT.
+    The dated leg (dated_ids) weighs DATED_WEIGHT. A table row takes its own
+    vector rank as its section's when that is better: its table's centroid is
+    the mean of every row (issue #29: a 26-row options table ranked 12th).
     """
     scores: dict[int, dict[str, int]] = {}
     for rank, chunk_id in enumerate(vector_ids, 1):
@@ -318,7 +321,7 @@ def fuse(
         "dated": DATED_WEIGHT,
     }
     hits = []
-    for chunk_id, source_id, section_id, index, start, end, path in rows:
+    for chunk_id, source_id, section_id, index, start, end, path, kind in rows:
         ranks = scores[chunk_id]
         hit = Hit(
             chunk_id=chunk_id,
@@ -333,8 +336,13 @@ def fuse(
             exact_rank=ranks.get("exact"),
         )
         hit.score = sum(weights[kind] / (RRF_K + r) for kind, r in ranks.items())
-        if section_id in section_ranks:
-            hit.score += section_weight / (RRF_K + section_ranks[section_id])
+        section_rank = section_ranks.get(section_id)
+        if kind == ChunkKind.TABLE_ROW and hit.vector_rank:
+            # A row is read on its own: its table's centroid, the mean of every
+            # row, says little of it, and a long table's ranks low.
+            section_rank = min(section_rank or hit.vector_rank, hit.vector_rank)
+        if section_rank is not None:
+            hit.score += section_weight / (RRF_K + section_rank)
         hits.append(hit)
     hits.sort(key=lambda h: (-h.score, h.chunk_id))
     return hits
