@@ -214,7 +214,7 @@ class ExactSearchTestCase(TestCase):
                 self.assertIn("GET, HEAD and OPTIONS", self._first(question))
 
     def test_an_option_question_is_answered_though_it_reads_like_nothing(self):
-        """"what does -S do?" is far from every chunk for the embedding model
+        """ "what does -S do?" is far from every chunk for the embedding model
         (below the off-topic floor), but names an option two chunks hold as
         written: it is answered, from the -S entry (QA of issue #29)."""
         from kb import answering, embedding_models
