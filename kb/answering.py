@@ -12,6 +12,7 @@ the shape of the API's answers.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import time
 from typing import Any
@@ -87,10 +88,23 @@ def extractive(result: Result, configs: dict[int, str] | None = None) -> Answer:
     """The extractive answer (kb.answerer), given what it reads from the
     database: each passage's text-search configuration (configs_of, read when
     not given) and the stored vectors of its sections' units (meanings_of)."""
+    result = within_period(result)
     if configs is None:
         configs = configs_of(result.passages)
     meanings = meanings_of(result.passages) if result.vector is not None else {}
     return answerer.extractive_answer(result, configs, meanings)
+
+
+def within_period(result: Result) -> Result:
+    """For a question naming a period, the passages of the records dated in it
+    (the dated leg's sources), when there are some and others beside them:
+    reports that share their wording ("The root cause was ...") would otherwise
+    have another record's cause quoted (QA of issue #29). Else `result`."""
+    dated = {hit.source_id for hit in result.hits if hit.dated_rank}
+    kept = [p for p in result.passages if p.source_id in dated]
+    if not kept or len(kept) == len(result.passages):
+        return result
+    return dataclasses.replace(result, passages=kept)
 
 
 def _answer_or_fall_back(result: Result, configs: dict[int, str]) -> Answer:

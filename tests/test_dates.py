@@ -164,6 +164,23 @@ class DatedRetrievalTestCase(TestCase):
             with self.subTest(question=question):
                 self.assertEqual(self._files(question, k=1)[0], expected)
 
+    def test_the_answer_quotes_the_report_of_the_date_asked(self):
+        """QA of issue #29: retrieval put the dated report first, yet the answer
+        opened with another report's root cause, worded alike."""
+        from kb import answering
+
+        for question, cause, others in [
+            ("What was the root cause of the outage on 6 September?",
+             "LimitRange", ("certificate", "node pool")),
+            ("What was the root cause of the outage in February 2023?",
+             "certificate", ("LimitRange", "node pool")),
+        ]:  # fmt: skip
+            with self.subTest(question=question):
+                _, reply = answering.ask(self.collection, question)
+                self.assertIn(cause, reply.text)
+                for other in others:
+                    self.assertNotIn(other, reply.text)
+
     def test_a_season_takes_the_reports_dated_in_it(self):
         files = self._files("Which 503 outages did we have in autumn 2022?", k=2)
         self.assertEqual(sorted(files), ["outage-a.md", "outage-c.md"])

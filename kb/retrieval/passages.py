@@ -32,6 +32,7 @@ class Hit:
     score: float = 0.0
     heading_path: str = ""
     exact_rank: int | None = None  # in the exact leg (words matched as written)
+    dated_rank: int | None = None  # in the dated leg (a record of the period asked)
 
     @property
     def matched(self) -> str:

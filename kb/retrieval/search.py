@@ -334,6 +334,7 @@ def fuse(
             keyword_rank=ranks.get("keyword"),
             heading_path=path,
             exact_rank=ranks.get("exact"),
+            dated_rank=ranks.get("dated"),
         )
         hit.score = sum(weights[kind] / (RRF_K + r) for kind, r in ranks.items())
         section_rank = section_ranks.get(section_id)
