@@ -295,18 +295,22 @@ def _question_language(collection, result: Result, configs: dict[int, str]) -> s
     return languages.question_language(result.question, [c for c in found if c])
 
 
+CODE_DIGITS = 5  # a number this long is a code (23505), not a count or a year
+
+
 def _names_a_thing(
     word: str, question: str, vocabulary: frozenset[str], language: str = "en"
 ) -> bool:
     """A word worth naming as unknown to the collection: a name (capitalised past
-    the question's first word, or in capitals: "GraphQL", "AWS") or, in an
+    the question's first word, or in capitals: "GraphQL", "AWS"), a code of
+    CODE_DIGITS digits or more ("error 99999") or, in an
     English question, a word the model's English vocabulary lacks (a
     misspelling, another language, a coined term). A plain word the sources
     happen not to use ("instead") says little about what the answer can be
     about; in another language, the vocabulary cannot tell which words are
     plain, so only names are named."""
-    if word.isdigit():
-        return False
+    if word.isdigit():  # "3 days" says nothing; an error code 99999 does
+        return len(word) >= CODE_DIGITS
     if len(word) > 1 and word.isupper():
         return True
     if word[0].isupper() and not question.lstrip("¿¡\"'(").startswith(word):

@@ -225,6 +225,19 @@ class ExactSearchTestCase(TestCase):
         self.assertNotEqual(reply.answerer, "none", reply.warnings)
         self.assertIn("superuser name", reply.text)
 
+    def test_a_code_no_source_holds_is_named_in_a_warning(self):
+        """QA of issue #29: "what does error 99999 mean?" answered with other
+        rows and said nothing of 99999, which no source holds."""
+        from kb import answering
+        from kb.retrieval import keywords
+
+        keywords.count_terms(self.collection)  # as the job after an ingestion does
+        self.collection.refresh_from_db()
+        _, reply = answering.ask(self.collection, "What does error 99999 mean?")
+        self.assertTrue(any("99999" in w for w in reply.warnings), reply.warnings)
+        _, reply = answering.ask(self.collection, "What does error 23505 mean?")
+        self.assertFalse(any("23505" in w for w in reply.warnings), reply.warnings)
+
     def test_a_question_without_exact_tokens_runs_no_exact_search(self):
         found = exact.search(self.collection, "What is a blank string?", 10)
         self.assertEqual(found, [])
