@@ -183,6 +183,7 @@ def evaluate_case(collection: Collection, case: dict[str, Any], **options) -> di
     reply = answering.extractive(result)
     scored = score_case(case, ranked_ranges(result.passages))
     answer = answer_figures(case, reply)
+    whole = answer["spans_quoted"] == answer["spans"]
     on_answer = bool(case.get("on_answer"))
     return {
         "id": case["id"],
@@ -193,10 +194,9 @@ def evaluate_case(collection: Collection, case: dict[str, Any], **options) -> di
         **scored,
         # Whether the answer quotes every required span; a case scored on the
         # answer (made from an answer marked not helpful) passes only then.
-        "answer_hit": answer["spans_quoted"] == answer["spans"],
+        "answer_hit": whole,
         "on_answer": on_answer,
-        "passed": scored["hit"]
-        and (answer["spans_quoted"] == answer["spans"] or not on_answer),
+        "passed": scored["hit"] and (whole or not on_answer),
         # The answerer would decline it as off-topic (answering.off_topic).
         "declined": answering.off_topic(result) is not None,
         "top_similarity": _similarity(result),

@@ -587,12 +587,16 @@ class Gap:
         return [e.pk for e in self.entries]
 
 
+# A gap: a question declined, or whose answer was marked not helpful.
+GAP = Q(is_declined=True) | Q(is_helpful=False)
+
+
 def open_gaps(user) -> QuerySet[Question]:
     """Declined or not-helpful answers no editor has handled yet."""
     return (
         visible_to(user)
         .filter(collection__is_scratch=False, handled__isnull=True)
-        .filter(Q(is_declined=True) | Q(is_helpful=False))
+        .filter(GAP)
     )
 
 
@@ -646,7 +650,7 @@ def similar_open(entry: Question) -> list[int]:
         return ids
     others = Question.objects.filter(
         collection_id=entry.collection_id, handled__isnull=True
-    ).filter(Q(is_declined=True) | Q(is_helpful=False))
+    ).filter(GAP)
     others = others.exclude(pk=entry.pk).order_by("-created")[:GAPS_READ]
     for pk, other in others.values_list("pk", "embedding"):
         unit = _unit(other)
@@ -707,7 +711,7 @@ def close_answered(collection: Collection, case_ids: list[str], run_id: int) -> 
             Question.objects.filter(
                 pk__in=similar_open(case.from_question), handled__isnull=True
             )
-            .filter(Q(is_declined=True) | Q(is_helpful=False))
+            .filter(GAP)
             .update(handled=timezone.now(), handled_note=note)
         )
     return closed
