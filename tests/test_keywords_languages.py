@@ -184,3 +184,34 @@ class AnyWordBudgetAcrossLanguagesTestCase(TestCase):
         # With room for it, "label" brings the French and English chunks too.
         ids = keywords.search(self.collection, question, 80)
         self.assertEqual(len(self._files(ids)), 8)
+
+    def test_the_languages_share_one_budget(self):
+        # "label" is read in 7 chunks (6 English, 1 French). In a budget of 7,
+        # a branch of its own would afford it in English (its other English
+        # words are in no chunk); the French branch's "zèbre" has taken one
+        # row of the shared budget, so it is left out of both.
+        question = "zèbre label licorne"
+        ids = keywords.search(self.collection, question, 80, max_any_rows=7)
+        self.assertEqual(self._files(ids), {"zebre.md"})
+        ids = keywords.search(self.collection, question, 80, max_any_rows=8)
+        self.assertEqual(len(self._files(ids)), 7)  # "label" in English only
+        # One budget: the two branches' words are counted together.
+        analysed = {
+            "english": keywords.Analysis(
+                "'zebra' & 'label'", {}, {"zebra": 1, "label": 7}
+            ),
+            "french": keywords.Analysis(
+                "'zebr' & 'label'", {}, {"zebr": 1, "label": 7}
+            ),
+        }
+        self.assertEqual(
+            keywords.affordable_terms(analysed, 8),
+            {"english": "'zebra'", "french": "'zebr'"},
+        )
+        self.assertEqual(
+            keywords.affordable_terms(analysed, 9),
+            {"english": "'zebra' | 'label'", "french": "'zebr'"},
+        )
+        # The rarest word goes in whatever it costs; a branch left nothing is
+        # not queried.
+        self.assertEqual(keywords.affordable_terms(analysed, 0), {"english": "'zebra'"})

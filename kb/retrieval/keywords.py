@@ -30,6 +30,7 @@ import functools
 import json
 import math
 import re
+from typing import NamedTuple
 
 from django.conf import settings
 from django.db import connection, transaction
@@ -66,10 +67,7 @@ def search(
     100,000 chunks PostgreSQL planned two, whose start cost more than they
     saved (keyword p95 18-20 ms against 13-15 without, issue #27), and on a
     busy server they take the cores other questions are waiting for."""
-    with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT set_config('max_parallel_workers_per_gather', '0', true)"
-        )
+    with transaction.atomic():  # _WORDS sets it for the transaction
         return _search(collection, question, limit, include_deprecated, max_any_rows)
 
 
@@ -86,59 +84,21 @@ def _search(
     weights = None
     if ranking() == "bm25" and collection.terms_chunks:
         weights = {
-            config: _idf(_lexemes(words), counts, _chunks_in(collection, config))
-            for config, (words, counts) in analysed.items()
-            if counts is not None
+            config: _idf(
+                _lexemes(found.words), found.counts, _chunks_in(collection, config)
+            )
+            for config, found in analysed.items()
+            if found.counts is not None
         } or None
     ranked = functools.partial(
         _ranked, collection, include_deprecated, limit=limit, weights=weights
     )
-    ids = ranked({config: words for config, (words, _) in analysed.items()})
+    ids = ranked({config: found.words for config, found in analysed.items()})
     if len(ids) < MIN_ALL:
         seen = set(ids)
-        costs = _index_counts(collection, analysed)
-        more = ranked(
-            {
-                config: " | ".join(
-                    affordable(words.split(" & "), costs or counts, max_any_rows)
-                )
-                for config, (words, counts) in analysed.items()
-            }
-        )
+        more = ranked(affordable_terms(analysed, max_any_rows))
         ids += [i for i in more if i not in seen][: limit - len(ids)]
     return ids
-
-
-# Chunks of any of the collection's languages holding each lexeme: what the
-# keyword index reads for it, whichever language's branch asks (the index does
-# not hold the language; the branch's own language is tested on each row read).
-_ANY_LANGUAGE = """
-SELECT lexeme, sum(chunks)::bigint FROM kb_term
-WHERE collection_id = %(collection)s AND language = ANY(%(configs)s::regconfig[])
-  AND lexeme = ANY(%(lexemes)s::text[])
-GROUP BY lexeme
-"""
-
-
-def _index_counts(
-    collection: Collection, analysed: dict[str, tuple[str, dict[str, int] | None]]
-) -> dict[str, int] | None:
-    """In a collection of several languages, the chunks of all of them that
-    hold each of the question's lexemes, for affordable(): a word rare in French
-    chunks but common in English ones ("use", "object") made the French branch
-    of the any-word query read 20,000 English rows at 100,000 chunks (issue
-    #27). None in one language, or when the words were never counted."""
-    if len(analysed) < 2 or any(c is None for _, c in analysed.values()):
-        return None
-    lexemes = sorted({x for words, _ in analysed.values() for x in _lexemes(words)})
-    params = {
-        "collection": collection.pk,
-        "configs": configs(collection),
-        "lexemes": lexemes,
-    }
-    with connection.cursor() as cursor:
-        cursor.execute(_ANY_LANGUAGE, params)
-        return dict(cursor.fetchall())
 
 
 def configs(collection: Collection) -> list[str]:
@@ -162,28 +122,39 @@ def _chunks_in(collection: Collection, config: str) -> int:
     return collection.terms_languages.get(config) or collection.terms_chunks
 
 
-def affordable(
-    words: list[str], counts: dict[str, int] | None, max_rows: int = MAX_ANY_ROWS
-) -> list[str]:
-    """The words (tsquery operands) the any-word query can afford, rarest first:
-    together they match at most `max_rows` chunks (the rarest always goes in).
+def affordable_terms(
+    analysed: dict[str, Analysis], max_rows: int = MAX_ANY_ROWS
+) -> dict[str, str]:
+    """The any-word tsquery text per configuration: the words (tsquery operands)
+    of every language's analysis that the query can afford, rarest first, so
+    that together they match at most `max_rows` chunks; the rarest of all always
+    goes in. One budget for all the languages: each language's branch reads its
+    words' rows from the same keyword index, and four branches of 1,000 rows
+    each made the any-word query most of the keyword leg's time at 100,000
+    chunks in four languages (issue #27). A word's cost is what the index reads
+    for it (Analysis.costs), else its count in its language; words never
+    counted are all kept."""
+    split = {config: found.words.split(" & ") for config, found in analysed.items()}
+    if any(found.counts is None for found in analysed.values()):
+        return {config: " | ".join(words) for config, words in split.items()}
 
-    `counts`: chunks per lexeme of the question, as _words() read them; None when
-    the collection's words were never counted."""
-    if counts is None or len(words) < 2:
-        return words
-    lexemes = {word: _lexemes(word) for word in words}
+    def matches(config: str, word: str) -> int:  # a phrase: at most its rarest
+        found = analysed[config].costs or analysed[config].counts or {}
+        return min((found.get(x, 0) for x in _lexemes(word)), default=0)
 
-    def matches(word: str) -> int:  # a phrase matches at most its rarest word
-        return min((counts.get(lexeme, 0) for lexeme in lexemes[word]), default=0)
-
-    kept, total = [], 0
-    for word in sorted(words, key=matches):
-        if kept and total + matches(word) > max_rows:
+    pairs = sorted(
+        (matches(config, word), config, n, word)
+        for config, words in split.items()
+        for n, word in enumerate(words)
+    )
+    kept: dict[str, list[str]] = {}
+    total = 0
+    for rows, config, _, word in pairs:
+        if kept and total + rows > max_rows:
             break
-        kept.append(word)
-        total += matches(word)
-    return kept
+        kept.setdefault(config, []).append(word)
+        total += rows
+    return {config: " | ".join(words) for config, words in kept.items()}
 
 
 def count_terms(collection: Collection) -> int:
@@ -228,11 +199,15 @@ def _quoted(config: str) -> str:
 
 # The question as an all-words tsquery in each of the collection's languages,
 # with the Term counts of its words in that language when the collection has
-# them: one round trip (issue #8's latency). The question's lexemes are computed
-# once per language (the LATERAL), not once per Term row: inside the subquery's
-# condition, PostgreSQL analysed the question again for each of the collection's
-# 7,000 Term rows it filtered (63 ms at 100,000 chunks in four languages, issue
-# #27), and the lookup reads the (collection, language, lexeme) index.
+# them, and in a collection of several languages the chunks of all of them that
+# hold each word (Analysis.costs): one round trip (issue #8's latency). The
+# question's lexemes are computed once per language (the LATERAL), not once per
+# Term row: inside the subquery's condition, PostgreSQL analysed the question
+# again for each of the collection's 7,000 Term rows it filtered (63 ms at
+# 100,000 chunks in four languages, issue #27), and the lookup reads the
+# (collection, language, lexeme) index. The statement also turns parallel
+# workers off for the rest of the transaction (see search()), saving a round
+# trip of its own.
 _WORDS = """
 SELECT q.config, plainto_tsquery(q.config::regconfig, %(question)s)::text,
        CASE WHEN %(counted)s THEN (
@@ -240,8 +215,17 @@ SELECT q.config, plainto_tsquery(q.config::regconfig, %(question)s)::text,
            FROM unnest(l.lexemes) AS x(lexeme)
            JOIN kb_term t ON t.collection_id = %(collection)s
                 AND t.language = q.config::regconfig AND t.lexeme = x.lexeme)
+       END,
+       CASE WHEN %(counted)s AND cardinality(%(configs)s::text[]) > 1 THEN (
+           SELECT coalesce(json_object_agg(a.lexeme, a.chunks), '{}')::text
+           FROM (SELECT t.lexeme, sum(t.chunks)::bigint AS chunks FROM kb_term t
+                 WHERE t.collection_id = %(collection)s
+                   AND t.language = ANY(%(configs)s::regconfig[])
+                   AND t.lexeme = ANY(l.lexemes)
+                 GROUP BY t.lexeme) a)
        END
-FROM unnest(%(configs)s::text[]) AS q(config)
+FROM (SELECT set_config('max_parallel_workers_per_gather', '0', true)) AS serial,
+     unnest(%(configs)s::text[]) AS q(config)
 CROSS JOIN LATERAL (SELECT tsvector_to_array(
     to_tsvector(q.config::regconfig, %(question)s)) AS lexemes) l
 """
@@ -253,12 +237,23 @@ LIMIT %(limit)s
 """
 
 
-def _words(
-    collection: Collection, question: str
-) -> dict[str, tuple[str, dict[str, int] | None]]:
-    """{configuration: (the question's all-words tsquery text in it, the Term
-    counts of its lexemes or None when never counted)}, for the configurations
-    in which the question has words."""
+class Analysis(NamedTuple):
+    """The question in one text-search configuration of the collection."""
+
+    words: str  # the all-words tsquery text
+    counts: dict[str, int] | None  # chunks of this language per lexeme
+    # Chunks of any of the collection's languages per lexeme: what the keyword
+    # index reads for it, whichever language's branch asks (the index does not
+    # hold the language; the branch's own is tested on each row read). A word
+    # rare in French chunks but common in English ones ("use", "object") made
+    # the French branch read 20,000 English rows at 100,000 chunks (issue #27).
+    # None in one language.
+    costs: dict[str, int] | None
+
+
+def _words(collection: Collection, question: str) -> dict[str, Analysis]:
+    """The question's Analysis in each configuration in which it has words;
+    counts and costs are None when the collection's words were never counted."""
     params = {
         "configs": configs(collection),
         "question": question,
@@ -269,10 +264,14 @@ def _words(
         cursor.execute(_WORDS, params)
         rows = cursor.fetchall()
     return {
-        config: (words, None if counts is None else json.loads(counts))
-        for config, words, counts in rows
+        config: Analysis(words, _json(counts), _json(costs))
+        for config, words, counts, costs in rows
         if words
     }
+
+
+def _json(text: str | None) -> dict[str, int] | None:
+    return None if text is None else json.loads(text)
 
 
 # A word is looked up in each language of the collection: known when a chunk of
