@@ -104,9 +104,11 @@ def _retrieve(
     similarity: float | None = None
     section_ranks: dict[int, int] = {}
     if pending is not None:
-        vector, timings["embed"] = pending.result()
-        clock = time.perf_counter()
+        # The scan's transaction and settings are sent while the question may
+        # still be in the model: two round trips off the critical path.
         with search.hnsw_scan(collection):
+            vector, timings["embed"] = pending.result()
+            clock = time.perf_counter()
             vector_ids, similarity = search.vector_ids(
                 collection, vector, include_deprecated
             )
