@@ -24,6 +24,7 @@ from kb.retrieval.passages import (
     merge,
 )
 from kb.retrieval.question import (
+    across_documents,
     clean_question,
     embed_question_soon,
     named_terms,
@@ -175,7 +176,10 @@ def _context(
     the budget, with the section before each one taken whole while budget is
     left; passages that touch merged."""
     pool = max(reranking.pool_size(k), late_interaction.pool_size(k, late))
-    selected = sections.select(hits, pool, named_terms(question))
+    records: set[int] = set()
+    if across_documents(question) and not periods_of(question):
+        records = search.records(_best_of_each_section(hits, pool * 4))
+    selected = sections.select(hits, pool, named_terms(question), records)
     late_ms = None
     if late_interaction.enabled(late):
         selected, late_ms = late_interaction.rerank(
@@ -185,6 +189,17 @@ def _context(
     expanded = expansion.expand(selected, budget)
     before = sections.preceding(expanded.whole, expanded.remaining)
     return merge(expanded.passages + before), reranked, late_ms
+
+
+def _best_of_each_section(hits: list[Hit], limit: int) -> list[Hit]:
+    """The first hit of each of the first `limit` sections, in order."""
+    seen: dict[int, Hit] = {}
+    for hit in hits:
+        if hit.section_id not in seen:
+            seen[hit.section_id] = hit
+            if len(seen) == limit:
+                break
+    return list(seen.values())
 
 
 def _lap(timings: dict[str, float], name: str, since: float) -> float:

@@ -199,6 +199,41 @@ def named_terms(question: str) -> list[list[str]]:
     return terms if all(terms) else []
 
 
+# A question whose answer is spread over several records (issue #29: "Which
+# incidents involved a LimitRange?"). French "quels", Spanish "cuáles" and
+# Russian "какие" are plural themselves; after "which" and "qué" the first word
+# that names something is a plural ("which of the outages").
+_PLURAL_ASKING_RE = re.compile(
+    r"^\W*(?:(?:in|dans|en|в|во|на|при)\s+)?"
+    r"(?:quel(?:le)?s|lesquel(?:le)?s|cu[áa]les|какие|каких|каким|какими)\b",
+    re.IGNORECASE,
+)
+_ASKING_RE = re.compile(
+    r"^\W*(?:(?:in|en)\s+)?(?:which|qu[ée])\s+((?:[\w'-]+\s+){0,2}[\w'-]+)",
+    re.IGNORECASE,
+)
+_NOT_PLURAL = frozenset("pasa cosas".split())
+
+
+def across_documents(question: str) -> bool:
+    """Whether the question asks which of several records something holds for
+    ("Which incidents involved a LimitRange?", "Quels incidents …", "¿Qué
+    incidentes …?", "Какие инциденты …"), rather than about one thing."""
+    if _PLURAL_ASKING_RE.match(question):
+        return True
+    found = _ASKING_RE.match(question)
+    named = [w for w in found.group(1).split() if not _unnamed(w)] if found else []
+    return bool(named) and _plural(named[0])
+
+
+def _plural(word: str) -> bool:
+    """A plural noun as English, French and Spanish write most of them."""
+    folded = word.casefold()
+    if len(folded) < 4 or _unnamed(folded) or folded in _NOT_PLURAL:
+        return False
+    return folded.endswith(("s", "x")) and not folded.endswith(("ss", "us", "is"))
+
+
 # Articles of the interface's languages, besides the English stopwords.
 _ARTICLES = frozenset("un une le la les des du l' el los las lo uno una".split())
 

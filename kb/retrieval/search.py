@@ -253,6 +253,26 @@ def section_ranks(
     return {row[0]: rank for rank, row in enumerate(rows, 1)}
 
 
+# Records (issue #29): sources with a document date (kb.dates), as the dated
+# leg reads it.
+_RECORDS = """
+SELECT DISTINCT c.source_id FROM kb_chunk c
+WHERE c.id = ANY(%(ids)s) AND c.metadata->>'date' ~ '^[0-9]{4}-[0-9]{2}-[0-9]{2}'
+"""
+
+
+def records(hits: list[Hit]) -> set[int]:
+    """The sources of `hits` that are dated records (incident reports, minutes,
+    release notes): the ones a question about several records is answered
+    from."""
+    ids = [hit.chunk_id for hit in hits]
+    if not ids:
+        return set()
+    with connection.cursor() as cursor:
+        cursor.execute(_RECORDS, {"ids": ids})
+        return {row[0] for row in cursor.fetchall()}
+
+
 # A code, option or identifier that only a few chunks hold ("-Z" in a table of
 # options, "23505" in an error-code list) names what the question is about:
 # those chunks weigh PINPOINT_BOOST times the exact leg's weight. A token many

@@ -61,10 +61,17 @@ ORDER BY chunk_index
 """
 
 
-def select(hits: list[Hit], k: int, named: list[list[str]] = ()) -> list[Selected]:
+def select(
+    hits: list[Hit],
+    k: int,
+    named: list[list[str]] = (),
+    records: set[int] = frozenset(),
+) -> list[Selected]:
     """The k best sections by their best hit; each keeps all of its hits. When
     the question compares two things (`named`, question.named_terms), the best
-    section headed by each comes first.
+    section headed by each comes first. When it asks which of several records
+    something holds for, `records` are the candidate sources that are records
+    (search.records): the best section of each comes first.
 
     Reads no whole source: a section that can be taken whole brings its body, a
     longer one the chunks (and the text between them) around its best hits.
@@ -74,7 +81,8 @@ def select(hits: list[Hit], k: int, named: list[list[str]] = ()) -> list[Selecte
         by_section.setdefault(hit.section_id, []).append(hit)
     # A section ranks by its best hit: summing hits favoured long tables (issue #7).
     best = sorted(by_section.items(), key=lambda kv: -kv[1][0].score)
-    best = _diverse(_named_first(best, named), k)[:k]
+    best = _diverse(_named_first(best, named), k)
+    best = _each_record(best, records, k)[:k]
     sections, before = _sections([sid for sid, _ in best])
     parts: dict[int, list[tuple[int, str]]] = {}
     for section in [*sections.values(), *before.values()]:
@@ -223,6 +231,27 @@ def _diverse(
             seen[parent] = seen.get(parent, 0) + 1
         crowded = parent is not None and seen[parent] > SIBLINGS
         (later if crowded else first).append((sid, hits))
+    return first + later + ranked[k * 4 :]
+
+
+def _each_record(
+    ranked: list[tuple[int, list[Hit]]], records: set[int], k: int
+) -> list[tuple[int, list[Hit]]]:
+    """The best section of each record among the first k * 4 candidates first,
+    in their order, then the others: "Which incidents involved a LimitRange?"
+    is answered by one section of each report that names one, not by five of
+    the report that names it most (issue #29). Nothing moves without records."""
+    if len(records) < 2:
+        return ranked
+    pool = ranked[: k * 4]
+    seen: set[int] = set()
+    first, later = [], []
+    for sid, hits in pool:
+        source = hits[0].source_id
+        (later if source in seen or source not in records else first).append(
+            (sid, hits)
+        )
+        seen.add(source)
     return first + later + ranked[k * 4 :]
 
 
