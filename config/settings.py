@@ -309,6 +309,9 @@ if KB_EMBED_PRECISION not in ("fp32", "int8"):
     raise ImproperlyConfigured("KB_EMBED_PRECISION must be fp32 or int8")
 KB_EMBED_BATCH = envint("KB_EMBED_BATCH", 16)
 KB_EMBED_THREADS = envint("KB_EMBED_THREADS", 0)  # 0 = the cores shared by the workers
+# A chunk whose embedded text, model and precision a stored chunk has takes its
+# vectors (kb/embedding_reuse.py, issue #30); 0 embeds every chunk again.
+KB_EMBEDDING_REUSE = envbool("KB_EMBEDDING_REUSE", "1")
 # Below this cosine similarity between the question and the nearest chunk, the
 # collection is taken to say nothing about the question: no answer is composed
 # (kb/answering.py). The floor of the default model (all-MiniLM-L6-v2 or

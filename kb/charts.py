@@ -68,6 +68,14 @@ def source_statistics(stats: dict[str, Any]) -> str:
         ),
         ("Last ingestion took", f"{stats.get('duration_s', 0):.2f} s"),
     ]
+    if "chunks_reused" in stats:  # kb.embedding_reuse (issue #30)
+        rows.insert(
+            -1,
+            (
+                "Chunks embedded / taking stored vectors",
+                f"{stats['chunks_embedded']} / {stats['chunks_reused']}",
+            ),
+        )
     table = format_html_join("", "<tr><th scope='row'>{}</th><td>{}</td></tr>", rows)
     return format_html(
         "<table>{}</table>{}",

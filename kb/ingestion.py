@@ -32,6 +32,7 @@ from kb import (
     chunking,
     dates,
     embedding,
+    embedding_reuse,
     exact_tokens,
     golden,
     languages,
@@ -360,6 +361,7 @@ class Prepared:
     word_fallbacks: int = 0
     blocks: int = 0
     headings_shortened: int = 0  # chunks whose prefix cut a long heading
+    reused: int = 0  # chunks that took a stored chunk's vectors (_embed)
     timings: dict[str, float] = field(default_factory=dict)
     language: str = ""  # the document's, detected (ISO 639-1)
     # Each section's text-search configuration (kb.languages), by section index.
@@ -666,7 +668,7 @@ def _ingest(source: Source, version: int, started: float) -> str:
                 "window": prepared.window,
             }  # fmt: skip
         )
-    vectors, units = _embed(source, version, prepared)
+    vectors, units, keys = _embed(source, version, prepared)
     # Storing a large source takes a while (35,022 chunks: 90 s): say so, rather
     # than "embedding 35022 of 35022" until it is done.
     storing = {"stage": "storing", "blocks": prepared.blocks,
@@ -677,7 +679,7 @@ def _ingest(source: Source, version: int, started: float) -> str:
         raise StaleJob(f"version {version} deleted or superseded while embedded")
     duration = time.perf_counter() - started
     stats = {**_stats(prepared, duration), "config": build_config(collection)}
-    _publish(source, version, prepared, (vectors, units), stats, reading)
+    _publish(source, version, prepared, (vectors, units, keys), stats, reading)
     return f"indexed {source.file_name}: {len(prepared.chunks)} chunks"
 
 
@@ -787,41 +789,63 @@ def _original(source: Source) -> bytes:
 
 
 def _embed(source: Source, version: int, prepared: Prepared):
-    """The chunks' vectors and their units' (kb.unit_vectors, packed), batch by
-    batch; a source deleted, or given a newer version, meanwhile stops the job
-    at the next batch (StaleJob) instead of keeping the worker busy with text
-    nobody will search."""
+    """The chunks' vectors and their units' (kb.unit_vectors, packed), and
+    their keys (kb.embedding_reuse): a chunk whose key a stored chunk has
+    takes its vectors, the others are embedded batch by batch. A source
+    deleted, or given a newer version, meanwhile stops the job at the next
+    batch (StaleJob) instead of keeping the worker busy with text nobody will
+    search."""
     import numpy as np
 
-    total = len(prepared.chunks)
-    texts = [c.embedded_text for c in prepared.chunks]
-    parts = [_unit_parts(c) for c in prepared.chunks]
-    origins = [
-        f"chunk {c.data.chunk_index} of '{source.title}' ({c.data.heading_path})"
-        for c in prepared.chunks
-    ]
-    vectors, units = [], []
+    chunks = prepared.chunks
+    total = len(chunks)
     truncate = source.collection.chunk_strategy == "fixed"
-    for start in range(0, total, PROGRESS_EVERY):
-        batch = slice(start, start + PROGRESS_EVERY)
-        found, unit_rows = prepared.embedder.embed_passages_with_parts(
-            texts[batch], parts[batch], origins=origins[batch], truncate=truncate
+    embedder = prepared.embedder
+    keys = [
+        embedding_reuse.key(
+            embedder.model_name,
+            embedder.precision,
+            truncate,
+            c.embedded_text,
+            _unit_parts(c),
+            [(u[0] - c.data.start, u[1] - c.data.start) for u in c.data.units],
         )
-        vectors.append(found)
-        units += [
-            unit_vectors.pack([u[:2] for u in c.data.units], rows)
-            for c, rows in zip(prepared.chunks[batch], unit_rows, strict=True)
-        ]
+        for c in chunks
+    ]
+    found = embedding_reuse.stored(keys) if embedding_reuse.enabled() else {}
+    vectors: list = [None] * total
+    units: list = [None] * total
+    for i, chunk in enumerate(chunks):
+        if (kept := found.get(keys[i])) is not None:
+            vectors[i] = kept.vector
+            units[i] = embedding_reuse.units_at(kept, chunk.data.start)
+    todo = [i for i in range(total) if vectors[i] is None]
+    prepared.reused = total - len(todo)
+    for start in range(0, len(todo), PROGRESS_EVERY):
+        batch = todo[start : start + PROGRESS_EVERY]
+        vectors_found, unit_rows = embedder.embed_passages_with_parts(
+            [chunks[i].embedded_text for i in batch],
+            [_unit_parts(chunks[i]) for i in batch],
+            origins=[
+                f"chunk {chunks[i].data.chunk_index} of '{source.title}' "
+                f"({chunks[i].data.heading_path})"
+                for i in batch
+            ],
+            truncate=truncate,
+        )
+        for i, vector, rows in zip(batch, vectors_found, unit_rows, strict=True):
+            vectors[i] = vector
+            units[i] = unit_vectors.pack([u[:2] for u in chunks[i].data.units], rows)
         progress = {"stage": "embedding", "blocks": prepared.blocks,
-                    "chunks_embedded": min(start + PROGRESS_EVERY, total),
+                    "chunks_embedded": prepared.reused + start + len(batch),
                     "chunks_total": total}  # fmt: skip
         if not Source.objects.filter(pk=source.pk, version=version).update(
             progress=progress
         ):
             raise StaleJob(f"version {version} deleted or superseded while embedded")
-    if not vectors:
-        return np.zeros((0, EMBEDDING_DIM), dtype="float32"), []
-    return np.concatenate(vectors), units
+    if not chunks:
+        return np.zeros((0, EMBEDDING_DIM), dtype="float32"), [], []
+    return np.stack(vectors).astype("float32", copy=False), units, keys
 
 
 def _unit_parts(chunk: PreparedChunk) -> list[tuple[int, int]]:
@@ -847,6 +871,8 @@ def _stats(prepared: Prepared, duration: float) -> dict[str, Any]:
         "headings_shortened": prepared.headings_shortened,
         "word_fallbacks": prepared.word_fallbacks,
         "word_fallback_share": prepared.word_fallbacks / len(counts) if counts else 0,
+        "chunks_embedded": len(counts) - prepared.reused,
+        "chunks_reused": prepared.reused,
         "duration_s": round(duration, 3),
         **{k: round(v, 4) for k, v in prepared.timings.items()},
     }
@@ -854,8 +880,9 @@ def _stats(prepared: Prepared, duration: float) -> dict[str, Any]:
 
 def _publish(source, version, prepared: Prepared, embedded, stats, reading=None):
     """Replace the source's sections and chunks, and its text as read, in one
-    transaction; `embedded`: the chunks' vectors and their units' (_embed)."""
-    vectors, units = embedded
+    transaction; `embedded`: the chunks' vectors, their units' and their keys
+    (_embed)."""
+    vectors, units, keys = embedded
     with transaction.atomic():
         current = Source.objects.select_for_update().get(pk=source.pk)
         if current.version != version:
@@ -894,9 +921,10 @@ def _publish(source, version, prepared: Prepared, embedded, stats, reading=None)
                     unit_vectors=unit_rows,
                     language=prepared.configs[c.data.section_index],
                     exact_tokens=exact_tokens.lexemes(c.embedded_text),
+                    embedding_key=key,
                 )
-                for c, vector, lead, (offsets, unit_rows) in zip(
-                    prepared.chunks, vectors, leads, units, strict=True
+                for c, vector, lead, (offsets, unit_rows), key in zip(
+                    prepared.chunks, vectors, leads, units, keys, strict=True
                 )
             ],
             batch_size=500,

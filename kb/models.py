@@ -339,7 +339,6 @@ class Source(models.Model):
     created = models.DateTimeField(_("created"), default=timezone.now)
     updated = models.DateTimeField(_("updated"), auto_now=True)
     indexed = models.DateTimeField(_("indexed"), null=True, blank=True)
-
     class Meta:
         verbose_name = _("source")
         verbose_name_plural = _("sources")
@@ -517,6 +516,11 @@ class Chunk(models.Model):
         models.PositiveIntegerField(), null=True, blank=True, editable=False
     )
     unit_vectors = models.BinaryField(null=True, blank=True, editable=False)
+    # What its vectors are a function of (kb.embedding_reuse): a chunk with the
+    # same key takes them instead of being embedded again. "" before issue #30.
+    embedding_key = models.CharField(
+        max_length=64, blank=True, default="", db_default="", editable=False
+    )
     # The model its vector is from: its collection's when it was written, set
     # by a trigger on insert (migration 0023) and kept when a shadow swap moves
     # it onto a live source. Each model's vectors have their own HNSW graph.
@@ -584,6 +588,12 @@ class Chunk(models.Model):
                 fields=["collection", "exact_tokens"],
                 name="chunk_collection_exact_gin",
                 fastupdate=False,
+            ),
+            # Stored vectors by content (kb.embedding_reuse); keyless chunks out.
+            models.Index(
+                fields=["embedding_key"],
+                name="chunk_embedding_key",
+                condition=~models.Q(embedding_key=""),
             ),
         ]
 
@@ -1016,3 +1026,4 @@ class ReplayReport(models.Model):
 
     def __str__(self) -> str:
         return f"{self.collection} replay {self.pk}"
+

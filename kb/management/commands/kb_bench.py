@@ -88,13 +88,15 @@ class Command(BaseCommand):
         )
         fast.add_argument(
             "--only",
-            choices=["neighbours", "multilingual", "scale-multilingual"],
+            choices=["neighbours", "multilingual", "scale-multilingual", "reuse"],
             help="run one part: `neighbours`, retrieval in a small collection "
             "alone and beside two large ones (issue #15); `multilingual`, "
             "MiniLM beside multilingual-e5-small on Russian text (issue #27); "
             "`scale-multilingual`, retrieval latency at 10,000 and 100,000 "
             "chunks in a French, Spanish, Russian and English collection beside "
-            "an English one (issue #27)",
+            "an English one (issue #27); `reuse`, chunks embedded and seconds "
+            "when sources are edited or re-indexed, with and without reusing "
+            "stored vectors (issue #30)",
         )
 
         fidelity = benches.add_parser(
@@ -216,6 +218,10 @@ class Command(BaseCommand):
             return self._multilingual(options)
         if options["only"] == "scale-multilingual":
             return self._scale_multilingual(options)
+        if options["only"] == "reuse":
+            from kb.benchmarks import reuse
+
+            return self._only("reuse", reuse, options)
         try:
             report = speed.run(
                 options["quick"],
