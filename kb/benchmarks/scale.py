@@ -351,7 +351,8 @@ def build_real(
         texts = [embedder.passage_prefix + c.embedded_text for c in prepared.chunks]
         vectors = quality.cached_vectors(texts, embedder, False, cache_dir)
         stats = ingestion._stats(prepared, time.perf_counter() - began)
-        embedded = (vectors, _stand_in_units(prepared, vectors))
+        # No reuse keys: stand-in unit vectors must never be taken by an upload.
+        embedded = (vectors, _stand_in_units(prepared, vectors), [""] * len(texts))
         try:
             ingestion._publish(source, source.version, prepared, embedded, stats)
         except DataError as exc:
