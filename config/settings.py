@@ -309,6 +309,18 @@ if KB_EMBED_PRECISION not in ("fp32", "int8"):
     raise ImproperlyConfigured("KB_EMBED_PRECISION must be fp32 or int8")
 KB_EMBED_BATCH = envint("KB_EMBED_BATCH", 16)
 KB_EMBED_THREADS = envint("KB_EMBED_THREADS", 0)  # 0 = the cores shared by the workers
+# Sync sources (kb/sync/, issue #30). Folders (and local Git repositories) may be
+# synced only under these roots, separated by the path separator (":"); none by
+# default. Each run reads at most KB_SYNC_MAX_FILES files, KB_SYNC_MAX_BYTES bytes
+# and runs KB_SYNC_MAX_SECONDS: files past a limit wait for the next run.
+KB_SYNC_ROOTS = [
+    root for root in os.environ.get("KB_SYNC_ROOTS", "").split(os.pathsep) if root
+]
+KB_SYNC_MAX_FILES = envint("KB_SYNC_MAX_FILES", 5000)
+KB_SYNC_MAX_BYTES = envint("KB_SYNC_MAX_BYTES", 500 * 1024 * 1024)
+KB_SYNC_MAX_SECONDS = envint("KB_SYNC_MAX_SECONDS", 1500)
+# How often workers look for sync sources whose schedule is due (seconds).
+KB_SYNC_CHECK_SECONDS = envint("KB_SYNC_CHECK_SECONDS", 60)
 # A chunk whose embedded text, model and precision a stored chunk has takes its
 # vectors (kb/embedding_reuse.py, issue #30); 0 embeds every chunk again.
 KB_EMBEDDING_REUSE = envbool("KB_EMBEDDING_REUSE", "1")

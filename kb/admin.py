@@ -26,7 +26,13 @@ from kb import (
     reindexing,
     staff,
 )
-from kb.forms import CollectionForm, GoldenCaseForm, LoginForm, SourceChangeForm
+from kb.forms import (
+    CollectionForm,
+    GoldenCaseForm,
+    LoginForm,
+    SourceChangeForm,
+    SyncSourceForm,
+)
 from kb.middleware import large_form_fields
 from kb.models import (
     ApiToken,
@@ -39,6 +45,8 @@ from kb.models import (
     ReplayReport,
     Section,
     Source,
+    SyncRun,
+    SyncSource,
 )
 from kb.staff import sources as source_pages
 from kb.staff import urls as staff_pages
@@ -841,3 +849,124 @@ class ApiTokenAdmin(admin.ModelAdmin):
 
     def has_add_permission(self, request) -> bool:
         return False
+
+
+RECENT_RUNS = 20  # runs shown on a sync source's page; all in the sync runs list
+
+_RUN_COLUMNS = ["started", "status", "seen", "added", "changed", "renamed",
+                "deleted", "unchanged", "chunks_embedded", "chunks_reused"]  # fmt: skip
+
+
+@admin.register(SyncRun)
+class SyncRunAdmin(ReadOnly, CollectionScoped, admin.ModelAdmin):
+    """The sync log: every run, what it found and did, and its failures."""
+
+    collection_path = "sync_source__collection"
+    list_display = [*_RUN_COLUMNS, "failures", "seconds"]
+    list_filter = ["status", ("sync_source", admin.RelatedOnlyFieldListFilter)]
+    exclude = ["log", "failed"]
+    readonly_fields = ["failures", "files"]
+
+    @admin.display(description=gettext_lazy("Failed"))
+    def failures(self, obj: SyncRun) -> str:
+        return format_html_join(
+            "", "<div>{}: {}</div>", ((f["path"], f["reason"]) for f in obj.failed)
+        )
+
+    @admin.display(description=gettext_lazy("Files"))
+    def files(self, obj: SyncRun) -> str:
+        return format_html_join(
+            "", "<div>{}: {}</div>", ((e["path"], e["outcome"]) for e in obj.log)
+        )
+
+
+@admin.register(SyncSource)
+class SyncSourceAdmin(CollectionScoped, admin.ModelAdmin):
+    """Git repositories and server folders kept in step with a collection
+    (kb.sync, issue #30)."""
+
+    form = SyncSourceForm
+    list_display = ["name", "collection", "kind", "location", "schedule",
+                    "last_run_status", "last_success"]  # fmt: skip
+    list_filter = ["kind", ("collection", admin.RelatedOnlyFieldListFilter)]
+    search_fields = ["name", "location"]
+    readonly_fields = ["seen", "created", "freshness", "recent_runs"]
+    actions = ["sync_now"]
+
+    @admin.display(description=gettext_lazy("Schedule"))
+    def schedule(self, obj: SyncSource) -> str:
+        if not obj.every_minutes:
+            return gettext("manual")
+        return gettext("every %(minutes)d min") % {"minutes": obj.every_minutes}
+
+    @admin.display(description=gettext_lazy("Last run"))
+    def last_run_status(self, obj: SyncSource) -> str:
+        run = obj.last_run()
+        if run is None:
+            return gettext("never")
+        label = run.get_status_display()
+        if run.failed:
+            label += " " + ngettext(
+                "(%(count)d file failed)", "(%(count)d files failed)", len(run.failed)
+            ) % {"count": len(run.failed)}
+        return label
+
+    @admin.display(description=gettext_lazy("Last success"))
+    def last_success(self, obj: SyncSource) -> str:
+        run = obj.last_success()
+        return formats.localize(run.started) if run else gettext("never")
+
+    @admin.display(description=gettext_lazy("Freshness"))
+    def freshness(self, obj: SyncSource) -> str:
+        run = obj.last_success()
+        if run is None:
+            return gettext("Never synced.")
+        text = gettext("Last synced %(when)s") % {
+            "when": formats.localize(run.finished or run.started)
+        }
+        if run.seen:
+            text += " " + gettext("at commit %(commit)s") % {"commit": run.seen[:12]}
+        return text
+
+    @admin.display(description=gettext_lazy("Recent runs"))
+    def recent_runs(self, obj: SyncSource) -> str:
+        runs = obj.runs.order_by("-started")[:RECENT_RUNS]
+        head = format_html_join(
+            "", "<th>{}</th>",
+            ((SyncRun._meta.get_field(c).verbose_name,) for c in _RUN_COLUMNS),
+        )  # fmt: skip
+        rows = format_html_join(
+            "",
+            "<tr><td><a href='{}'>{}</a></td><td>{}</td>{}</tr>",
+            (
+                (
+                    reverse("admin:kb_syncrun_change", args=[run.pk]),
+                    formats.localize(run.started),
+                    run.get_status_display() + (f": {run.error}" if run.error else ""),
+                    format_html_join(
+                        "",
+                        "<td>{}</td>",
+                        ((getattr(run, c),) for c in _RUN_COLUMNS[2:]),
+                    ),  # fmt: skip
+                )
+                for run in runs
+            ),
+        )
+        return format_html("<table><tr>{}</tr>{}</table>", head, rows)
+
+    @admin.action(description=gettext_lazy("Sync now"))
+    def sync_now(self, request, queryset) -> None:
+        from kb.sync import runs
+
+        for sync in queryset:
+            runs.queue(sync)
+        self.message_user(
+            request,
+            ngettext(
+                "%(count)d sync queued; its log is on its page.",
+                "%(count)d syncs queued; their logs are on their pages.",
+                queryset.count(),
+            )
+            % {"count": queryset.count()},
+            messages.SUCCESS,
+        )

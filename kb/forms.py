@@ -24,7 +24,7 @@ from kb import (
     ratelimit,
     retrieval,
 )
-from kb.models import Collection, GoldenCase, Source
+from kb.models import Collection, GoldenCase, Source, SyncSource
 
 # An id read from a query string or JSON: ASCII digits, within PostgreSQL's bigint
 # (int() takes "²" and "١" and refuses over 4,300 digits).
@@ -759,3 +759,23 @@ class GoldenImportForm(forms.Form):
             return data.decode("utf-8-sig")
         except UnicodeDecodeError:
             raise ValidationError(gettext("The file is not UTF-8 text.")) from None
+
+
+class SyncSourceForm(forms.ModelForm):
+    """A sync source as the admin edits it: the location checked where it can
+    be without reading it (a folder under KB_SYNC_ROOTS, a Git URL's scheme)."""
+
+    class Meta:
+        model = SyncSource
+        fields = ["name", "collection", "kind", "location", "branch", "subfolder",
+                  "include", "exclude", "every_minutes", "keep_deleted"]  # fmt: skip
+
+    def clean(self):
+        from kb.sync.origins import OriginError, check_location
+
+        data = super().clean()
+        try:
+            check_location(data.get("kind") or "", data.get("location") or "")
+        except OriginError as exc:
+            self.add_error("location", str(exc))
+        return data

@@ -201,6 +201,13 @@ def drop_scratch(collection_id: int) -> int:
     return reindexing.drop_scratch(collection_id)
 
 
+def sync_run(run_id: int) -> dict:
+    """One run of a sync source (kb.sync.runs): its figures, as kb_sync prints."""
+    from kb.sync import runs
+
+    return runs.execute(run_id).as_json()
+
+
 def prune_questions() -> int:
     """Retention of the question log (kb.questions.prune); queued by workers."""
     from kb import questions

@@ -339,6 +339,23 @@ class Source(models.Model):
     created = models.DateTimeField(_("created"), default=timezone.now)
     updated = models.DateTimeField(_("updated"), auto_now=True)
     indexed = models.DateTimeField(_("indexed"), null=True, blank=True)
+    # The sync that brought it (kb.sync, issue #30); None: uploaded by hand,
+    # which no sync ever changes or deletes.
+    sync_source = models.ForeignKey(
+        "SyncSource",
+        null=True,
+        blank=True,
+        editable=False,
+        on_delete=models.SET_NULL,
+        related_name="sources",
+        verbose_name=_("sync source"),
+    )
+    # What the sync last saw of its file: "size:mtime" (folder), the blob id
+    # (Git); a file seen the same is not read again.
+    sync_fingerprint = models.CharField(
+        max_length=200, blank=True, default="", db_default="", editable=False
+    )
+
     class Meta:
         verbose_name = _("source")
         verbose_name_plural = _("sources")
@@ -1027,3 +1044,160 @@ class ReplayReport(models.Model):
     def __str__(self) -> str:
         return f"{self.collection} replay {self.pk}"
 
+
+class SyncSource(models.Model):
+    """Where a collection's documents live, kept in step by kb.sync (issue #30):
+    a Git repository or a folder on the server."""
+
+    class Kind(models.TextChoices):
+        GIT = "git", _("Git repository")
+        FOLDER = "folder", _("Folder on the server")
+
+    name = models.SlugField(_("name"), max_length=100, unique=True)
+    collection = models.ForeignKey(
+        Collection,
+        on_delete=models.CASCADE,
+        related_name="sync_sources",
+        verbose_name=_("collection"),
+    )
+    kind = models.CharField(_("kind"), max_length=10, choices=Kind.choices)
+    location = models.CharField(
+        _("location"),
+        max_length=1000,
+        help_text=_(
+            "Git: an https URL or a local path of a repository. Folder: a path "
+            "under one of the roots the deployment allows (KB_SYNC_ROOTS)."
+        ),
+    )
+    branch = models.CharField(
+        _("branch"), max_length=200, blank=True, help_text=_("Git only; blank: main.")
+    )
+    subfolder = models.CharField(
+        _("sub-folder"),
+        max_length=500,
+        blank=True,
+        help_text=_("Only the files under this folder of the origin."),
+    )
+    include = models.TextField(
+        _("include"),
+        blank=True,
+        help_text=_(
+            "Shell patterns of the paths to take, one per line ('docs/**/*.md'); "
+            "blank: every file of a format kb reads."
+        ),
+    )
+    exclude = models.TextField(
+        _("exclude"), blank=True, help_text=_("Shell patterns of paths to leave out.")
+    )
+    every_minutes = models.PositiveIntegerField(
+        _("every (minutes)"),
+        default=0,
+        help_text=_("0: only when someone syncs it."),
+    )
+    keep_deleted = models.BooleanField(
+        _("keep deleted files"),
+        default=False,
+        help_text=_(
+            "Off: a file deleted at the origin leaves the answers. On: its "
+            "source stays, and the sync log says the file is gone."
+        ),
+    )
+    # What the last complete run saw: the commit (Git).
+    seen = models.CharField(_("last seen"), max_length=200, blank=True, editable=False)
+    created = models.DateTimeField(_("created"), default=timezone.now)
+
+    class Meta:
+        verbose_name = _("sync source")
+        verbose_name_plural = _("sync sources")
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def mirror_path(self):
+        """Where a Git sync keeps its bare mirror (removed with the sync)."""
+        from pathlib import Path
+
+        return Path(settings.KB_DATA_DIR) / "sync" / f"{self.pk}.git"
+
+    def last_run(self) -> SyncRun | None:
+        return self.runs.order_by("-started").first()
+
+    def last_success(self) -> SyncRun | None:
+        return (
+            self.runs.filter(status__in=[SyncRun.Status.DONE, SyncRun.Status.PARTIAL])
+            .order_by("-started")
+            .first()
+        )
+
+
+@receiver(post_delete, sender=SyncSource)
+def _delete_mirror(sender, instance: SyncSource, **kwargs) -> None:
+    """A deleted Git sync's mirror goes with it, once the delete commits."""
+    import shutil
+
+    mirror = instance.mirror_path()
+    transaction.on_commit(lambda: shutil.rmtree(mirror, ignore_errors=True))
+
+
+class SyncRun(models.Model):
+    """One run of a sync: what it found and did, for the sync log."""
+
+    class Status(models.TextChoices):
+        QUEUED = "queued", _("Queued")
+        RUNNING = "running", _("Running")
+        DONE = "done", _("Done")
+        PARTIAL = "partial", _("Done, some files failed")
+        FAILED = "failed", _("Failed")
+        INTERRUPTED = "interrupted", _("Interrupted")
+
+    sync_source = models.ForeignKey(
+        SyncSource,
+        on_delete=models.CASCADE,
+        related_name="runs",
+        verbose_name=_("sync source"),
+    )
+    status = models.CharField(
+        _("status"), max_length=12, choices=Status.choices, default=Status.QUEUED
+    )
+    started = models.DateTimeField(_("started"), default=timezone.now)
+    finished = models.DateTimeField(_("finished"), null=True, blank=True)
+    seen = models.CharField(_("seen"), max_length=200, blank=True)
+    added = models.PositiveIntegerField(_("added"), default=0)
+    changed = models.PositiveIntegerField(_("changed"), default=0)
+    renamed = models.PositiveIntegerField(_("renamed"), default=0)
+    deleted = models.PositiveIntegerField(_("deleted"), default=0)
+    unchanged = models.PositiveIntegerField(_("unchanged"), default=0)
+    # [{"path", "reason"}]: files that could not be synced, with why.
+    failed = models.JSONField(_("failed"), default=list, blank=True)
+    chunks_embedded = models.PositiveIntegerField(_("chunks embedded"), default=0)
+    chunks_reused = models.PositiveIntegerField(_("chunks reused"), default=0)
+    seconds = models.FloatField(_("seconds"), default=0.0)
+    error = models.TextField(_("error"), blank=True)
+    # Each file's outcome, in the order done: [{"path", "outcome", ...}].
+    log = models.JSONField(_("log"), default=list, blank=True)
+
+    class Meta:
+        verbose_name = _("sync run")
+        verbose_name_plural = _("sync runs")
+        ordering = ["-started"]
+
+    def __str__(self) -> str:
+        return f"{self.sync_source} {self.started:%Y-%m-%d %H:%M}"
+
+    def as_json(self) -> dict:
+        """The figures `kb_sync run --json` prints (issue #30's shape)."""
+        return {
+            "added": self.added,
+            "changed": self.changed,
+            "renamed": self.renamed,
+            "deleted": self.deleted,
+            "unchanged": self.unchanged,
+            "failed": list(self.failed),
+            "chunks_embedded": self.chunks_embedded,
+            "chunks_reused": self.chunks_reused,
+            "seconds": round(self.seconds, 3),
+            "status": self.status,
+            "seen": self.seen,
+            "error": self.error,
+        }

@@ -165,6 +165,25 @@ def enqueue_shadow(shadow) -> bool:
     return True
 
 
+def enqueue_sync(run) -> bool:
+    """Queue a sync run (kb.sync.runs) on the large queue, once the surrounding
+    transaction commits: it reads and indexes many files. False when the queue
+    cannot be reached (the run stays queued; the next schedule or "Sync now"
+    queues another)."""
+    if not queue_reachable():
+        return False
+    timeout = settings.KB_SYNC_MAX_SECONDS + 600  # the run stops itself before
+    transaction.on_commit(
+        lambda: django_rq.get_queue(LARGE).enqueue(
+            "kb.jobs.sync_run",
+            run.pk,
+            job_timeout=timeout,
+            job_id=f"kb-sync-run-{run.pk}",
+        )  # fmt: skip
+    )
+    return True
+
+
 def enqueue_swap(shadow) -> bool:
     if not queue_reachable():
         return False

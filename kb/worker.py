@@ -14,7 +14,8 @@ once, not per job), and around them the worker:
   once more a parse that ran over the time limit (kb.ingestion.retry_timed_out);
 - gives its embedder its share of the machine's cores (kb.embedding.share_cores);
 - queues the question log's pruning every KB_QUESTION_PRUNE_SECONDS (one worker
-  does: kb.questions.maybe_enqueue_prune), so retention needs no scheduler.
+  does: kb.questions.maybe_enqueue_prune), so retention needs no scheduler;
+- queues the sync runs whose schedule is due (kb.sync.schedule, issue #30).
 """
 
 from __future__ import annotations
@@ -80,6 +81,7 @@ class Worker(SimpleWorker):
         super().run_maintenance_tasks()
         self.requeue_lost(starting)
         self.schedule_pruning()
+        self.schedule_syncs()
 
     def schedule_pruning(self) -> None:
         from kb import questions
@@ -88,6 +90,18 @@ class Worker(SimpleWorker):
             questions.maybe_enqueue_prune(self.connection)
         except RedisError:
             logger.exception("Queueing the question log's pruning failed")
+
+    def schedule_syncs(self) -> None:
+        """Queue the sync sources whose schedule is due (kb.sync.schedule)."""
+        from kb.sync import schedule
+
+        try:
+            if queued := schedule.queue_due(self.connection):
+                logger.info("Queued %d scheduled sync run(s)", queued)
+        except (DatabaseError, RedisError):
+            logger.exception("Queueing scheduled syncs failed; trying again later")
+        finally:
+            connections.close_all()
 
     def requeue_lost(self, starting: bool = False) -> None:
         """Queue again the sources whose jobs were lost: a dead worker's, or jobs

@@ -148,6 +148,15 @@ class Command(BaseCommand):
         benches.add_parser(
             "gaps", help="grouping threshold of the content gaps page (issue #18)"
         )
+        syncing = benches.add_parser(
+            "sync",
+            help="a generated Git repository and folder synced: first, unchanged, "
+            "edited, deleted (issue #30)",
+        )
+        syncing.add_argument(
+            "--files", type=int, default=1000, help="files per origin (%(default)s)"
+        )
+        _add_json(syncing)
 
     def _write_json(self, options: dict[str, Any], report: Any) -> None:
         if options["json"]:
@@ -157,6 +166,8 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         if options["bench"] == "reindex":
             return self._reindex(options)
+        if options["bench"] == "sync":
+            return self._sync(options)
         if options["bench"] == "gaps":
             from kb.benchmarks import gaps
 
@@ -167,6 +178,18 @@ class Command(BaseCommand):
             self._formats(options)
         else:
             self._quality(options)
+
+    def _sync(self, options: dict[str, Any]) -> None:
+        from kb.benchmarks import sync
+
+        started = time.strftime("%Y-%m-%d %H:%M %Z")
+        report = sync.run(
+            options["files"], progress=lambda line: self.stderr.write(line)
+        )
+        load = os.getloadavg()[0]
+        self.stdout.write(f"kb_bench sync, {started}, load {load}\n")
+        self.stdout.write(sync.markdown(report))
+        self._write_json(options, sync.as_json(report))
 
     def _reindex(self, options: dict[str, Any]) -> None:
         started = time.strftime("%Y-%m-%d %H:%M %Z")

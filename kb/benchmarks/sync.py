@@ -1,0 +1,210 @@
+"""`kb_bench sync` (issue #30): a generated Git repository and the same files
+in a folder, synced through the steps an origin goes through:
+
+1. the first sync;
+2. a sync with nothing changed (the issue's target: under 5 s, nothing parsed
+   or embedded);
+3. 10 files edited by one paragraph, and one paragraph of the largest file;
+4. 50 files deleted (each checked gone from the collection's sources).
+
+The files are the shared corpora's Markdown (each at most MAX_FILE_BYTES),
+repeated with their digits shifted (kb.benchmarks.corpus.synthesize) until
+`files` of them; every title is tagged with the run and the origin's kind, so
+no stored chunk's vector is reused by the first sync. Runs happen in this
+process (kb.sync.runs.execute, as a worker's job does).
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass, field
+from io import BytesIO
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.test.utils import override_settings
+
+from kb.benchmarks.corpus import SHARED, Doc, Progress, load_documents, synthesize
+from kb.benchmarks.reuse import edited
+from kb.models import Collection, Source, SyncRun, SyncSource
+from kb.sync import runs
+
+MAX_FILE_BYTES = 64_000
+EDITED, DELETED = 10, 50
+
+
+@dataclass
+class Step:
+    kind: str
+    name: str
+    run: dict[str, Any]
+    check: str = ""
+
+
+@dataclass
+class SyncReport:
+    files: int
+    megabytes: float
+    steps: list[Step] = field(default_factory=list)
+
+
+def documents(files: int, tag: str) -> dict[str, str]:
+    docs = [
+        doc
+        for doc in load_documents([(SHARED / "corpora", "**/*.md")])
+        if len(doc.text.encode()) <= MAX_FILE_BYTES
+    ]
+    average = sum(doc.size for doc in docs) / len(docs)
+    # synthesize() skips documents that would overshoot its byte target: aim
+    # past it and take the first `files`.
+    chosen = synthesize(docs, int(average * files * 2))[:files]
+    return {doc.name: _tagged(doc, tag) for doc in chosen}
+
+
+def _tagged(doc: Doc, tag: str) -> str:
+    first, _, rest = doc.text.partition("\n")
+    return f"{first} ({tag})\n{rest}"
+
+
+def run(files: int, progress: Progress) -> SyncReport:
+    tag = time.strftime("%Y%m%d-%H%M%S")
+    top = Path(tempfile.mkdtemp(prefix="bench-sync-", dir=settings.KB_DATA_DIR))
+    report = SyncReport(files, 0.0)
+    try:
+        with override_settings(KB_SYNC_ROOTS=[str(top)]):
+            for kind in ("git", "folder"):
+                texts = documents(files, f"{kind} {tag}")
+                report.megabytes = sum(len(t.encode()) for t in texts.values()) / 1e6
+                origin = _GitOrigin(top) if kind == "git" else _FolderOrigin(top)
+                report.steps += _steps(kind, origin, texts, tag, progress)
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
+    return report
+
+
+def _steps(kind, origin, texts: dict[str, str], tag: str, progress) -> list[Step]:
+    collection = Collection.objects.create(name=f"bench-sync-{kind}-{tag}")
+    sync = SyncSource.objects.create(
+        name=f"bench-sync-{kind}-{tag}",
+        collection=collection,
+        kind=kind,
+        location=origin.location,
+        branch="main",
+    )
+    steps = []
+    try:
+        origin.write(texts)
+        steps.append(_step(kind, "first sync", sync, progress))
+        steps.append(_step(kind, "nothing changed", sync, progress))
+        names = sorted(texts)
+        largest = max(names, key=lambda name: len(texts[name]))
+        changed = {n: edited(texts[n]) for n in names[:EDITED] + [largest]}
+        origin.write(changed)
+        steps.append(
+            _step(kind, f"{len(changed)} files edited, one paragraph each", sync,
+                  progress)
+        )  # fmt: skip
+        gone = names[-DELETED:]
+        origin.delete(gone)
+        step = _step(kind, f"{len(gone)} files deleted", sync, progress)
+        left = Source.objects.filter(collection=collection, file_name__in=gone)
+        step.check = f"{left.count()} of the deleted files still sources"
+        steps.append(step)
+    finally:
+        collection.delete()
+        sync.delete()
+    return steps
+
+
+def _step(kind: str, name: str, sync: SyncSource, progress) -> Step:
+    progress(f"{kind}: {name}")
+    run = runs.execute(SyncRun.objects.create(sync_source=sync).pk)
+    return Step(kind, name, run.as_json())
+
+
+class _FolderOrigin:
+    def __init__(self, top: Path):
+        self.root = top / "folder"
+        self.location = str(self.root)
+
+    def write(self, texts: dict[str, str]) -> None:
+        write_files(self.root, texts)
+
+    def delete(self, names: list[str]) -> None:
+        for name in names:
+            (self.root / name).unlink()
+
+
+def write_files(root: Path, texts: dict[str, str]) -> None:
+    for name, text in texts.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+
+
+class _GitOrigin:
+    """A working repository, its commits pushed to a bare one (the origin)."""
+
+    def __init__(self, top: Path):
+        from dulwich import porcelain
+
+        self.work, self.bare = top / "work", top / "origin.git"
+        self.location = str(self.bare)
+        self.repo = porcelain.init(str(self.work))
+        self.repo.refs.set_symbolic_ref(b"HEAD", b"refs/heads/main")
+        porcelain.init(str(self.bare), bare=True)
+
+    def write(self, texts: dict[str, str]) -> None:
+        from dulwich import porcelain
+
+        write_files(self.work, texts)
+        porcelain.add(self.repo, [str(self.work / name) for name in texts])
+        self._commit()
+
+    def delete(self, names: list[str]) -> None:
+        from dulwich import porcelain
+
+        porcelain.rm(self.repo, [str(self.work / name) for name in names])
+        self._commit()
+
+    def _commit(self) -> None:
+        from dulwich import porcelain
+
+        porcelain.commit(
+            self.repo, message=b"bench", author=b"kb <kb@localhost>",
+            committer=b"kb <kb@localhost>",
+        )  # fmt: skip
+        porcelain.push(
+            self.repo, str(self.bare), b"refs/heads/main",
+            outstream=BytesIO(), errstream=BytesIO(),
+        )  # fmt: skip
+
+
+def markdown(report: SyncReport) -> str:
+    lines = [
+        f"{report.files} files, {report.megabytes:.1f} MB of Markdown per origin.",
+        "",
+        "| origin | step | added | changed | renamed | deleted | unchanged "
+        "| failed | chunks embedded | chunks reused | seconds | check |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    for step in report.steps:
+        r = step.run
+        lines.append(
+            f"| {step.kind} | {step.name} | {r['added']} | {r['changed']} "
+            f"| {r['renamed']} | {r['deleted']} | {r['unchanged']} "
+            f"| {len(r['failed'])} | {r['chunks_embedded']} | {r['chunks_reused']} "
+            f"| {r['seconds']:.1f} | {step.check} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def as_json(report: SyncReport) -> dict[str, Any]:
+    return {
+        "files": report.files,
+        "megabytes": report.megabytes,
+        "steps": [vars(step) for step in report.steps],
+    }

@@ -1,0 +1,287 @@
+"""A sync run: the origin's files compared with the sources the sync made,
+and each difference applied through the same paths as an upload.
+
+- A new file becomes a source; a changed one a new version of its source,
+  stored and indexed by the existing atomic publish (the old version answers
+  until then; its vectors are reused where the text is unchanged).
+- A renamed file (Git's diff, or the same content under a new path) keeps its
+  source, renamed, so its citations and golden spans stay.
+- A deleted file's source is deleted (KEEP: kept, and the log says so).
+- Sources uploaded by hand are never changed or deleted: a synced file of the
+  same name fails, with that reason.
+- One failing file never stops the others; each is logged with its outcome.
+
+One run of a sync at a time (a PostgreSQL advisory lock); a run killed
+midway leaves its row "running", which the next run marks interrupted before
+doing the work again: a file already stored is found unchanged, one stored
+but not indexed is indexed, so nothing is duplicated or lost.
+"""
+
+from __future__ import annotations
+
+import time
+
+from django.conf import settings
+from django.db import connection
+from django.utils import timezone
+from django.utils.translation import gettext as _
+
+from kb import deletion, ingestion, parsing
+from kb.models import Source, SyncRun, SyncSource
+from kb.sync.origins import Entry, Folder, GitRepository, Listing, OriginError
+
+
+class Busy(Exception):
+    """Another run of the same sync holds its lock."""
+
+
+def origin_for(sync: SyncSource) -> Folder | GitRepository:
+    if sync.kind == SyncSource.Kind.FOLDER:
+        return Folder(sync.location, sync.subfolder, sync.include, sync.exclude)
+    return GitRepository(
+        sync.location,
+        sync.branch,
+        sync.subfolder,
+        sync.include,
+        sync.exclude,
+        sync.mirror_path(),
+    )
+
+
+def queue(sync: SyncSource) -> SyncRun:
+    """A new run of the sync, queued for a worker (kb.jobs.sync_run)."""
+    from kb import queueing
+
+    run = SyncRun.objects.create(sync_source=sync)
+    queueing.enqueue_sync(run)
+    return run
+
+
+def execute(run_id: int) -> SyncRun:
+    """Do the run (in a worker); the run's row says what happened."""
+    run = SyncRun.objects.select_related("sync_source__collection").get(pk=run_id)
+    sync = run.sync_source
+    with _locked(sync) as held:
+        if not held:
+            run.status, run.error = (
+                SyncRun.Status.FAILED,
+                _("Another run of this sync was under way; this one did nothing."),
+            )
+            run.finished = timezone.now()
+            run.save()
+            return run
+        # Holding the lock, any other run still "running" was killed midway.
+        sync.runs.filter(status=SyncRun.Status.RUNNING).exclude(pk=run.pk).update(
+            status=SyncRun.Status.INTERRUPTED, finished=timezone.now()
+        )
+        return _run(run, sync)
+
+
+class _Lock:
+    def __init__(self, sync: SyncSource):
+        self.key = f"kb-sync:{sync.pk}"
+        self.held = False
+
+    def __enter__(self) -> bool:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT pg_try_advisory_lock(hashtextextended(%s, 0))", [self.key]
+            )
+            self.held = bool(cursor.fetchone()[0])
+        return self.held
+
+    def __exit__(self, *exc) -> None:
+        if self.held:
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    "SELECT pg_advisory_unlock(hashtextextended(%s, 0))", [self.key]
+                )
+
+
+def _locked(sync: SyncSource) -> _Lock:
+    return _Lock(sync)
+
+
+def _run(run: SyncRun, sync: SyncSource) -> SyncRun:
+    started = time.perf_counter()
+    run.status, run.started = SyncRun.Status.RUNNING, timezone.now()
+    run.save()
+    try:
+        origin = origin_for(sync)
+        listing = (
+            origin.listing(sync.seen)
+            if isinstance(origin, GitRepository)
+            else origin.listing()
+        )
+        _check_file_count(listing)
+        _apply(run, sync, origin, listing, started)
+    except OriginError as exc:
+        run.status, run.error = SyncRun.Status.FAILED, str(exc)
+    else:
+        if listing.seen:
+            SyncSource.objects.filter(pk=sync.pk).update(seen=listing.seen)
+        run.seen = listing.seen
+        run.status = SyncRun.Status.PARTIAL if run.failed else SyncRun.Status.DONE
+    run.seconds = time.perf_counter() - started
+    run.finished = timezone.now()
+    run.save()
+    return run
+
+
+def _check_file_count(listing: Listing) -> None:
+    limit = settings.KB_SYNC_MAX_FILES
+    if len(listing.entries) > limit:
+        raise OriginError(
+            _(
+                "The origin has %(count)d files to sync; a sync takes at most "
+                "%(limit)d (KB_SYNC_MAX_FILES). Narrow it with a sub-folder or "
+                "patterns."
+            )
+            % {"count": len(listing.entries), "limit": limit}
+        )
+
+
+class _Budget:
+    """The run's byte and time limits (KB_SYNC_MAX_BYTES, KB_SYNC_MAX_SECONDS):
+    files past either are left for the next run, each with the reason."""
+
+    def __init__(self, started: float):
+        self.started, self.bytes = started, 0
+
+    def refusal(self) -> str:
+        if time.perf_counter() - self.started > settings.KB_SYNC_MAX_SECONDS:
+            return _(
+                "not synced: the run reached its time limit (KB_SYNC_MAX_SECONDS); "
+                "the next run takes it"
+            )
+        if self.bytes > settings.KB_SYNC_MAX_BYTES:
+            return _(
+                "not synced: the run read its byte limit (KB_SYNC_MAX_BYTES); "
+                "the next run takes it"
+            )
+        return ""
+
+
+def _apply(run, sync, origin, listing: Listing, started: float) -> None:
+    collection = sync.collection
+    mine = {s.file_name: s for s in Source.objects.filter(sync_source=sync)}
+    by_hand = set(
+        Source.objects.filter(collection=collection, sync_source__isnull=True)
+        .filter(file_name__in=list(listing.entries))
+        .values_list("file_name", flat=True)
+    )
+    for path, why in listing.refused:
+        _failed(run, path, why)
+    gone = {path: s for path, s in mine.items() if path not in listing.entries}
+    renamed = _renames(listing, gone)
+    budget = _Budget(started)
+    for path in sorted(listing.entries):
+        entry = listing.entries[path]
+        if path in by_hand:
+            _failed(run, path, _("a source of this name was uploaded by hand"))
+            continue
+        if why := budget.refusal():
+            _failed(run, path, why)
+            continue
+        old_path = renamed.get(path)
+        source = mine.get(path) or (gone.pop(old_path) if old_path else None)
+        try:
+            _sync_file(run, sync, origin, entry, source, old_path, budget)
+        except (ingestion.IngestionError, parsing.ParseError, OSError) as exc:
+            _failed(run, path, str(exc))
+        except Exception as exc:  # one failing file never stops the rest
+            _failed(run, path, _("internal error: %(error)s") % {"error": exc})
+    for path, source in sorted(gone.items()):
+        run.deleted += 1
+        if sync.keep_deleted:
+            _log(run, path, "deleted at the origin, kept")
+        else:
+            deletion.delete_sources(Source.objects.filter(pk=source.pk))
+            _log(run, path, "deleted at the origin, removed")
+
+
+def _renames(listing: Listing, gone: dict[str, Source]) -> dict[str, str]:
+    """new path -> old path: Git's renames, then files of identical content
+    under a new path (the blob id for Git, unknown for a folder)."""
+    found = {
+        new: old
+        for old, new in listing.renames.items()
+        if old in gone and new in listing.entries
+    }
+    by_print = {s.sync_fingerprint: path for path, s in gone.items()}
+    for path, entry in listing.entries.items():
+        old = by_print.get(entry.fingerprint)
+        if old and path not in found and old not in found.values():
+            if ":" not in entry.fingerprint:  # a blob id names the content
+                found[path] = old
+    return found
+
+
+def _sync_file(run, sync, origin, entry: Entry, source, old_path, budget) -> None:
+    path = entry.path
+    if source is not None and old_path:
+        _rename(source, path)
+        run.renamed += 1
+        _log(run, path, "renamed", was=old_path)
+        if source.sync_fingerprint == entry.fingerprint:
+            return
+    elif source is not None and source.sync_fingerprint == entry.fingerprint:
+        run.unchanged += 1
+        _index_if_pending(run, source)
+        return
+    data = origin.read(entry)
+    budget.bytes += len(data)
+    with ingestion.storing():
+        stored, outcome = ingestion.store_source(sync.collection, path, data)
+        Source.objects.filter(pk=stored.pk).update(
+            sync_source=sync, sync_fingerprint=entry.fingerprint
+        )
+    if outcome == "unchanged":
+        if not old_path:
+            run.unchanged += 1
+        _index_if_pending(run, stored)
+        return
+    if not old_path:
+        if outcome == "created":
+            run.added += 1
+        else:
+            run.changed += 1
+    _index(run, stored, "added" if outcome == "created" else "changed")
+
+
+def _rename(source: Source, path: str) -> None:
+    Source.objects.filter(pk=source.pk).update(file_name=path)
+    source.file_name = path
+
+
+def _index_if_pending(run, source: Source) -> None:
+    """A source stored by a run that was killed before it was indexed."""
+    source.refresh_from_db(fields=["status", "version", "indexed_version", "error"])
+    if source.status == Source.Status.FAILED:
+        _failed(run, source.file_name, source.error)
+    elif source.indexed_version != source.version:
+        _index(run, source, "indexed")
+
+
+def _index(run, source: Source, outcome: str) -> None:
+    """Index the stored version here, in the sync's worker."""
+    try:
+        ingestion.ingest(source.pk, source.version)
+    except Exception:  # recorded on the source by ingest(); said below
+        pass
+    source.refresh_from_db(fields=["stats", "status", "error"])
+    if source.status == Source.Status.FAILED:
+        _failed(run, source.file_name, source.error)
+        return
+    run.chunks_embedded += source.stats.get("chunks_embedded", 0)
+    run.chunks_reused += source.stats.get("chunks_reused", 0)
+    _log(run, source.file_name, outcome, chunks=source.stats.get("chunks", 0))
+
+
+def _failed(run, path: str, reason: str) -> None:
+    run.failed = [*run.failed, {"path": path, "reason": reason}]
+    _log(run, path, "failed", reason=reason)
+
+
+def _log(run, path: str, outcome: str, **more) -> None:
+    run.log = [*run.log, {"path": path, "outcome": outcome, **more}]

@@ -1,0 +1,508 @@
+"""Sync sources (issue #30): a folder on the server and Git repositories (a
+local bare one, and one served over HTTP on loopback), made in the test and
+synced for real: real files, real Git objects, the real database and embedder."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import threading
+from io import BytesIO, StringIO
+from pathlib import Path
+from wsgiref.simple_server import WSGIRequestHandler, make_server
+
+from django.core.management import call_command
+from django.test import TestCase, TransactionTestCase, override_settings
+
+from kb import retrieval
+from kb.models import Collection, Source, SyncRun, SyncSource
+from kb.sync import runs
+from tests.base import forget_jobs, ingest_text, run_burst_worker
+
+DOCS = {
+    "guide/backups.md": "# Backups\n\nBackups run every night at 02:00 and are "
+    "kept for 35 days in the vault.\n",
+    "guide/restores.md": "# Restores\n\nA restore needs two approvals and takes "
+    "about forty minutes for the main database.\n",
+    "guide/network.md": "# Network\n\nThe office VPN uses WireGuard on port "
+    "51820; ask the helpdesk for a key.\n",
+    "notes/todo.txt": "Buy a label printer for the server room.\n",
+    "images/logo.png": "not a document",
+}
+
+
+def write(root: Path, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+
+
+def sync_of(kind: str, location: str, collection=None, **fields) -> SyncSource:
+    number = SyncSource.objects.count()
+    collection = collection or Collection.objects.create(name=f"Synced {number}")
+    return SyncSource.objects.create(
+        name=f"s{number}",
+        collection=collection,
+        kind=kind,
+        location=location,
+        **fields,
+    )
+
+
+def run_now(sync: SyncSource) -> SyncRun:
+    """A run done here, as the worker's job does it (kb.jobs.sync_run)."""
+    return runs.execute(SyncRun.objects.create(sync_source=sync).pk)
+
+
+def names(sync: SyncSource) -> set[str]:
+    return set(sync.sources.values_list("file_name", flat=True))
+
+
+def context(collection, question: str) -> str:
+    return " ".join(p.text for p in retrieval.retrieve(collection, question).passages)
+
+
+class FolderSyncTestCase(TestCase):
+    def setUp(self):
+        self.root = Path(tempfile.mkdtemp(prefix="kb-sync-"))
+        self.addCleanup(_remove, self.root)
+        self.folder = self.root / "handbook"
+        write(self.folder, DOCS)
+        self.enterContext(override_settings(KB_SYNC_ROOTS=[str(self.root)]))
+
+    def test_a_folder_kept_in_step(self):
+        sync = sync_of("folder", str(self.folder))
+        run = run_now(sync)
+        self.assertEqual(run.status, SyncRun.Status.DONE, run.error)
+        self.assertEqual(run.added, 4)  # the PNG is no format kb reads
+        self.assertEqual(
+            names(sync),
+            {"guide/backups.md", "guide/restores.md", "guide/network.md",
+             "notes/todo.txt"},
+        )  # fmt: skip
+        self.assertGreater(run.chunks_embedded, 0)
+        self.assertTrue(all(s.status == "indexed" for s in sync.sources.all()))
+
+        # Nothing changed: nothing read, parsed or embedded.
+        again = run_now(sync)
+        self.assertEqual((again.unchanged, again.added, again.changed), (4, 0, 0))
+        self.assertEqual(again.chunks_embedded, 0)
+
+        # A file touched but not changed is read, found the same, not indexed.
+        os.utime(self.folder / "guide/network.md", ns=(1, 10**18))
+        touched = run_now(sync)
+        self.assertEqual((touched.unchanged, touched.changed), (4, 0))
+        self.assertEqual(touched.chunks_embedded, 0)
+
+        # An edit, a new file and a deletion.
+        write(self.folder, {"guide/backups.md": DOCS["guide/backups.md"].replace(
+            "35 days", "90 days")})  # fmt: skip
+        write(self.folder, {"guide/printers.md": "# Printers\n\nThe printer on "
+                            "the third floor needs badge release.\n"})  # fmt: skip
+        (self.folder / "notes/todo.txt").unlink()
+        third = run_now(sync)
+        self.assertEqual(
+            (third.added, third.changed, third.deleted, third.unchanged), (1, 1, 1, 2)
+        )
+        self.assertEqual(third.chunks_embedded, 2)  # the edited and the new one
+        self.assertNotIn("notes/todo.txt", names(sync))
+        self.assertIn("90 days", context(sync.collection, "How long are backups kept?"))
+        self.assertNotIn("label printer", context(sync.collection, "label printer"))
+        outcomes = {(e["path"], e["outcome"]) for e in third.log}
+        self.assertIn(("notes/todo.txt", "deleted at the origin, removed"), outcomes)
+
+    def test_keep_mode_keeps_deleted_files(self):
+        sync = sync_of("folder", str(self.folder), keep_deleted=True)
+        run_now(sync)
+        (self.folder / "notes/todo.txt").unlink()
+        run = run_now(sync)
+        self.assertEqual(run.deleted, 1)
+        self.assertIn("notes/todo.txt", names(sync))
+        self.assertIn(
+            {"path": "notes/todo.txt", "outcome": "deleted at the origin, kept"},
+            run.log,
+        )
+
+    def test_sources_uploaded_by_hand_are_never_touched(self):
+        collection = Collection.objects.create(name="Mixed")
+        mine = ingest_text(collection, "guide/backups.md", "# Mine\n\nMy own text.\n")
+        other = ingest_text(collection, "elsewhere.md", "# Other\n\nUploaded.\n")
+        sync = sync_of("folder", str(self.folder), collection)
+        run = run_now(sync)
+        self.assertEqual(run.status, SyncRun.Status.PARTIAL)
+        self.assertIn(
+            {"path": "guide/backups.md",
+             "reason": "a source of this name was uploaded by hand"},
+            run.failed,
+        )  # fmt: skip
+        mine.refresh_from_db()
+        self.assertIn("My own text", mine.text)
+        self.assertIsNone(mine.sync_source)
+        run_now(sync)  # and a later run deletes nothing of theirs
+        self.assertTrue(Source.objects.filter(pk=other.pk).exists())
+        self.assertTrue(Source.objects.filter(pk=mine.pk).exists())
+
+    def test_include_exclude_and_subfolder(self):
+        sync = sync_of(
+            "folder", str(self.folder), subfolder="guide",
+            include="*.md", exclude="*/network.md\nnetwork.md",
+        )  # fmt: skip
+        run_now(sync)
+        self.assertEqual(names(sync), {"backups.md", "restores.md"})
+
+    def test_only_under_the_allowed_roots(self):
+        outside = Path(tempfile.mkdtemp(prefix="kb-outside-"))
+        self.addCleanup(_remove, outside)
+        write(outside, {"secret.md": "# Secret\n\nThe root password.\n"})
+        for location in (str(outside), f"{self.folder}/../../{outside.name}"):
+            with self.subTest(location):
+                run = run_now(sync_of("folder", location))
+                self.assertEqual(run.status, SyncRun.Status.FAILED)
+                self.assertFalse(Source.objects.filter(file_name="secret.md"))
+        with override_settings(KB_SYNC_ROOTS=[]):
+            run = run_now(sync_of("folder", str(self.folder)))
+        self.assertIn("KB_SYNC_ROOTS is not set", run.error)
+
+    def test_links_out_of_the_folder_are_not_followed(self):
+        outside = Path(tempfile.mkdtemp(prefix="kb-outside-"))
+        self.addCleanup(_remove, outside)
+        write(outside, {"secret.md": "# Secret\n\nThe root password is hunter2.\n"})
+        os.symlink(outside / "secret.md", self.folder / "guide/linked.md")
+        os.symlink(outside, self.folder / "elsewhere")
+        os.symlink(self.folder / "guide/network.md", self.folder / "guide/inside.md")
+        sync = sync_of("folder", str(self.folder))
+        run = run_now(sync)
+        reasons = {f["path"]: f["reason"] for f in run.failed}
+        self.assertEqual(
+            reasons["guide/linked.md"], "a link to a file outside the synced folder"
+        )
+        self.assertIn("elsewhere", reasons)
+        self.assertIn("guide/inside.md", names(sync))  # a link within is a file
+        self.assertFalse(Source.objects.filter(text__contains="hunter2").exists())
+
+    def test_limits_per_run_say_so(self):
+        with override_settings(KB_SYNC_MAX_FILES=2):
+            run = run_now(sync_of("folder", str(self.folder)))
+        self.assertEqual(run.status, SyncRun.Status.FAILED)
+        self.assertIn("at most 2 (KB_SYNC_MAX_FILES)", run.error)
+        with override_settings(KB_SYNC_MAX_BYTES=10):
+            run = run_now(sync_of("folder", str(self.folder)))
+        self.assertEqual(run.added, 1)  # the first file, then the limit
+        self.assertEqual(len(run.failed), 3)
+        self.assertIn("KB_SYNC_MAX_BYTES", run.failed[0]["reason"])
+
+    def test_a_file_that_fails_stops_nothing_else(self):
+        write(self.folder, {"guide/empty.md": ""})
+        run = run_now(sync_of("folder", str(self.folder)))
+        self.assertEqual(run.status, SyncRun.Status.PARTIAL)
+        self.assertEqual([f["path"] for f in run.failed], ["guide/empty.md"])
+        self.assertEqual(run.added, 4)
+
+
+def _remove(path: Path) -> None:
+    import shutil
+
+    shutil.rmtree(path, ignore_errors=True)
+
+
+class Repository:
+    """A working repository whose commits are pushed to a bare one."""
+
+    def __init__(self, root: Path):
+        from dulwich import porcelain
+
+        self.work, self.bare = root / "work", root / "origin.git"
+        self.repo = porcelain.init(str(self.work))
+        self.repo.refs.set_symbolic_ref(b"HEAD", b"refs/heads/main")
+        porcelain.init(str(self.bare), bare=True)
+
+    def commit(self, files: dict[str, str], removed=(), moved=()) -> str:
+        from dulwich import porcelain
+
+        write(self.work, files)
+        for old, new in moved:
+            porcelain.mv(self.repo, str(self.work / old), str(self.work / new))
+        for name in removed:
+            porcelain.rm(self.repo, [str(self.work / name)])
+        porcelain.add(self.repo, [str(self.work / name) for name in files])
+        sha = porcelain.commit(
+            self.repo, message=b"docs", author=b"A <a@example.org>",
+            committer=b"A <a@example.org>",
+        )  # fmt: skip
+        porcelain.push(
+            self.repo, str(self.bare), b"refs/heads/main",
+            outstream=BytesIO(), errstream=BytesIO(),
+        )  # fmt: skip
+        return sha.decode()
+
+
+class GitSyncTestCase(TestCase):
+    def setUp(self):
+        self.root = Path(tempfile.mkdtemp(prefix="kb-git-"))
+        self.addCleanup(_remove, self.root)
+        self.origin = Repository(self.root)
+        self.enterContext(
+            override_settings(KB_SYNC_ROOTS=[str(self.root)], KB_DATA_DIR=self.root)
+        )
+
+    def test_a_branch_kept_in_step_with_renames(self):
+        first = self.origin.commit(
+            {k: v for k, v in DOCS.items() if not k.endswith(".png")}
+        )
+        sync = sync_of("git", str(self.origin.bare), branch="main")
+        run = run_now(sync)
+        self.assertEqual((run.status, run.added, run.seen), ("done", 4, first))
+        restores = sync.sources.get(file_name="guide/restores.md")
+
+        second = self.origin.commit(
+            {"guide/backups.md": DOCS["guide/backups.md"].replace("02:00", "03:30")},
+            removed=["notes/todo.txt"],
+            moved=[("guide/restores.md", "guide/restoring.md")],
+        )
+        run = run_now(sync)
+        self.assertEqual(run.seen, second)
+        self.assertEqual(
+            (run.changed, run.renamed, run.deleted, run.unchanged), (1, 1, 1, 1)
+        )
+        self.assertEqual(run.chunks_embedded, 1)
+        # The renamed file keeps its source (and so its citations).
+        restores.refresh_from_db()
+        self.assertEqual(restores.file_name, "guide/restoring.md")
+        self.assertIn("03:30", context(sync.collection, "When do backups run?"))
+
+        again = run_now(sync)  # the same head: nothing to do
+        self.assertEqual((again.unchanged, again.chunks_embedded), (3, 0))
+
+    def test_a_missing_branch_or_repository_says_so(self):
+        self.origin.commit({"a.md": "# A\n\nText.\n"})
+        run = run_now(sync_of("git", str(self.origin.bare), branch="release"))
+        self.assertEqual(run.status, SyncRun.Status.FAILED)
+        self.assertIn("has no branch release", run.error)
+        run = run_now(sync_of("git", str(self.root / "nothing-here.git")))
+        self.assertEqual(run.status, SyncRun.Status.FAILED)
+        self.assertIn("cannot be read", run.error)
+
+    def test_a_repository_over_http(self):
+        from dulwich.repo import Repo
+        from dulwich.server import DictBackend
+        from dulwich.web import make_wsgi_chain
+
+        self.origin.commit({"guide/backups.md": DOCS["guide/backups.md"]})
+        backend = DictBackend({"/": Repo(str(self.origin.bare))})
+        server = make_server(
+            "127.0.0.1", 0, make_wsgi_chain(backend), handler_class=_Quiet
+        )
+        thread = threading.Thread(target=server.serve_forever, daemon=True)
+        thread.start()
+        self.addCleanup(server.server_close)
+        self.addCleanup(server.shutdown)
+        url = f"http://127.0.0.1:{server.server_port}/"
+        sync = sync_of("git", url, branch="main")
+        run = run_now(sync)
+        self.assertEqual((run.status, run.added), ("done", 1), run.error)
+        self.assertIn("02:00", context(sync.collection, "When do backups run?"))
+
+
+class _Quiet(WSGIRequestHandler):
+    def log_message(self, *args) -> None:
+        pass
+
+
+@override_settings(KB_SYNC_MAX_SECONDS=1500)
+class SyncCommandTestCase(TransactionTestCase):
+    """`kb_sync add|run|list` with a real worker taking the run."""
+
+    def setUp(self):
+        forget_jobs()
+        self.root = Path(tempfile.mkdtemp(prefix="kb-sync-"))
+        self.addCleanup(_remove, self.root)
+        write(self.root / "docs", {k: v for k, v in DOCS.items() if "guide" in k})
+
+    def test_add_run_and_list(self):
+        env = {"KB_SYNC_ROOTS": str(self.root)}
+        with override_settings(KB_SYNC_ROOTS=[str(self.root)]):
+            call_command(
+                "kb_sync", "add", "handbook", "--collection", "Handbook",
+                "--folder", str(self.root / "docs"), "--every", "60",
+                stdout=StringIO(),
+            )  # fmt: skip
+        sync = SyncSource.objects.get(name="handbook")
+        self.assertEqual((sync.kind, sync.every_minutes), ("folder", 60))
+
+        out = StringIO()
+        call_command("kb_sync", "run", "handbook", stdout=out)
+        self.assertIn("Queued run", out.getvalue())
+        run_burst_worker("large", env=env)
+        run = sync.runs.get()
+        self.assertEqual((run.status, run.added), ("done", 3), run.error)
+
+        # --json: the run's figures, in the issue's shape.
+        thread = threading.Thread(
+            target=lambda: run_burst_worker("large", env=env), daemon=True
+        )
+        out = StringIO()
+        thread.start()  # the worker waits for the job the command queues
+        call_command("kb_sync", "run", "handbook", "--json", "--timeout", "120",
+                     stdout=out)  # fmt: skip
+        thread.join(timeout=120)
+        figures = json.loads(out.getvalue())
+        shape = ["added", "changed", "renamed", "deleted", "unchanged", "failed",
+                 "chunks_embedded", "chunks_reused", "seconds"]  # fmt: skip
+        for key in shape:
+            self.assertIn(key, figures)
+        self.assertEqual((figures["unchanged"], figures["failed"]), (3, []))
+
+        out = StringIO()
+        call_command("kb_sync", "list", stdout=out)
+        self.assertIn("handbook: folder", out.getvalue())
+        self.assertIn("every 60 min", out.getvalue())
+        self.assertIn("last run: done", out.getvalue())
+
+    def test_add_refuses_a_folder_outside_the_roots(self):
+        from django.core.management.base import CommandError
+
+        with override_settings(KB_SYNC_ROOTS=[str(self.root / "docs")]):
+            with self.assertRaisesMessage(CommandError, "KB_SYNC_ROOTS"):
+                call_command(
+                    "kb_sync", "add", "etc", "--collection", "C", "--folder", "/etc",
+                    stdout=StringIO(),
+                )  # fmt: skip
+        self.assertFalse(SyncSource.objects.exists())
+
+
+class KilledSyncTestCase(TransactionTestCase):
+    """A worker killed (SIGKILL) in the middle of a sync: the next run marks the
+    dead run interrupted and finishes the work, with no duplicate and no file
+    lost."""
+
+    def test_the_next_run_finishes_the_work(self):
+        import signal
+
+        from tests.base import start_worker, wait_for
+
+        forget_jobs()
+        root = Path(tempfile.mkdtemp(prefix="kb-sync-"))
+        self.addCleanup(_remove, root)
+        files = {
+            f"team-{n:02d}.md": f"# Team {n}\n\nTeam {n} meets on day {n} of "
+            f"the month in room {100 + n}; its lead is person {n}.\n"
+            for n in range(40)
+        }
+        write(root / "docs", files)
+        with override_settings(KB_SYNC_ROOTS=[str(root)]):
+            sync = sync_of("folder", str(root / "docs"))
+            worker = start_worker(KB_SYNC_ROOTS=str(root))
+            try:
+                run = runs.queue(sync)
+                wait_for(lambda: sync.sources.filter(status="indexed").count() >= 3)
+            finally:
+                os.killpg(worker.pid, signal.SIGKILL)
+                worker.wait(timeout=30)
+            done_before = sync.sources.count()
+            self.assertLess(done_before, len(files))  # killed midway
+            run.refresh_from_db()
+            self.assertEqual(run.status, SyncRun.Status.RUNNING)  # left as it died
+
+            again = run_now(sync)
+        run.refresh_from_db()
+        self.assertEqual(run.status, SyncRun.Status.INTERRUPTED)
+        self.assertEqual(again.status, SyncRun.Status.DONE, again.failed)
+        self.assertEqual(again.added + again.unchanged, len(files))
+        self.assertEqual(sync.sources.count(), len(files))
+        self.assertEqual(
+            Source.objects.filter(collection=sync.collection).count(), len(files)
+        )
+        self.assertFalse(sync.sources.exclude(status="indexed").exists())
+
+
+class ScheduleTestCase(TestCase):
+    def test_due_syncs(self):
+        from datetime import timedelta
+
+        from django.utils import timezone
+
+        from kb.sync import schedule
+
+        collection = Collection.objects.create(name="C")
+        manual = sync_of("folder", "/x", collection)
+        often = sync_of("folder", "/y", collection, every_minutes=30)
+        self.assertEqual(schedule.due(), [often])
+        run = SyncRun.objects.create(sync_source=often, status="done")
+        self.assertEqual(schedule.due(), [])
+        later = timezone.now() + timedelta(minutes=31)
+        self.assertEqual(schedule.due(later), [often])
+        SyncRun.objects.create(sync_source=often, status="running")
+        self.assertEqual(schedule.due(later), [])  # one run at a time
+        self.assertNotIn(manual, schedule.due(later))
+        self.assertTrue(run)
+
+
+class SyncAdminTestCase(TestCase):
+    """The admin's sync sources: the location checked, "Sync now", the log."""
+
+    @classmethod
+    def setUpTestData(cls):
+        from tests.base import make_users
+
+        cls.staff, cls.editor, _ = make_users()
+        cls.collection = Collection.objects.create(name="Handbook")
+
+    def setUp(self):
+        from django.urls import reverse
+
+        self.client.force_login(self.staff)
+        self.root = Path(tempfile.mkdtemp(prefix="kb-sync-"))
+        self.addCleanup(_remove, self.root)
+        write(self.root / "docs", {"guide/backups.md": DOCS["guide/backups.md"]})
+        self.enterContext(override_settings(KB_SYNC_ROOTS=[str(self.root)]))
+        self.add = reverse("admin:kb_syncsource_add")
+        forget_jobs()
+
+    def _form(self, **fields):
+        return {
+            "name": "handbook", "collection": self.collection.pk, "kind": "folder",
+            "location": str(self.root / "docs"), "branch": "", "subfolder": "",
+            "include": "", "exclude": "", "every_minutes": "0",
+            "runs-TOTAL_FORMS": "0", "runs-INITIAL_FORMS": "0",
+            **fields,
+        }  # fmt: skip
+
+    def test_a_location_outside_the_roots_is_refused_with_the_reason(self):
+        for kind, location, reason in [
+            ("folder", "/etc", "is not under a folder this server allows"),
+            ("git", "ssh://git@example.org/docs.git", "Only https, http and local"),
+        ]:
+            with self.subTest(location):
+                response = self.client.post(
+                    self.add, self._form(kind=kind, location=location)
+                )
+                self.assertEqual(response.status_code, 200)
+                self.assertContains(response, reason)
+        self.assertFalse(SyncSource.objects.exists())
+
+    def test_add_sync_now_and_read_the_log(self):
+        from django.urls import reverse
+
+        response = self.client.post(self.add, self._form())
+        self.assertEqual(response.status_code, 302, response.content[:2000])
+        sync = SyncSource.objects.get(name="handbook")
+        changelist = reverse("admin:kb_syncsource_changelist")
+        response = self.client.post(
+            changelist, {"action": "sync_now", "_selected_action": [sync.pk]},
+            follow=True,
+        )  # fmt: skip
+        self.assertContains(response, "1 sync queued")
+        run = sync.runs.get()
+        self.assertEqual(run.status, SyncRun.Status.QUEUED)
+        runs.execute(run.pk)  # as the worker would
+        page = self.client.get(reverse("admin:kb_syncsource_change", args=[sync.pk]))
+        self.assertContains(page, "Last synced")
+        self.assertContains(page, "Done")
+        listing = self.client.get(changelist)
+        self.assertContains(listing, "handbook")
+
+    def test_editors_without_the_permission_cannot_add_one(self):
+        self.client.force_login(self.editor)
+        self.assertEqual(self.client.get(self.add).status_code, 403)
