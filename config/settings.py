@@ -319,6 +319,17 @@ KB_SYNC_ROOTS = [
 KB_SYNC_MAX_FILES = envint("KB_SYNC_MAX_FILES", 5000)
 KB_SYNC_MAX_BYTES = envint("KB_SYNC_MAX_BYTES", 500 * 1024 * 1024)
 KB_SYNC_MAX_SECONDS = envint("KB_SYNC_MAX_SECONDS", 1500)
+# Website sync (kb/sync/web.py): seconds between two requests to a site (or
+# its robots.txt Crawl-delay if longer), the networks its addresses may be in
+# besides public ones (CIDR, comma-separated; none by default: no loopback,
+# private or link-local address is fetched), and the User-Agent it sends.
+KB_SYNC_WEB_DELAY = envfloat("KB_SYNC_WEB_DELAY", 1.0)
+KB_SYNC_ALLOWED_NETWORKS = [
+    n.strip()
+    for n in os.environ.get("KB_SYNC_ALLOWED_NETWORKS", "").split(",")
+    if n.strip()
+]
+KB_SYNC_USER_AGENT = os.environ.get("KB_SYNC_USER_AGENT", "kb-sync/1.0")
 # How often workers look for sync sources whose schedule is due (seconds).
 KB_SYNC_CHECK_SECONDS = envint("KB_SYNC_CHECK_SECONDS", 60)
 # A chunk whose embedded text, model and precision a stored chunk has takes its

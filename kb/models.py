@@ -1047,11 +1047,12 @@ class ReplayReport(models.Model):
 
 class SyncSource(models.Model):
     """Where a collection's documents live, kept in step by kb.sync (issue #30):
-    a Git repository or a folder on the server."""
+    a Git repository, a folder on the server or a website."""
 
     class Kind(models.TextChoices):
         GIT = "git", _("Git repository")
         FOLDER = "folder", _("Folder on the server")
+        WEBSITE = "website", _("Website")
 
     name = models.SlugField(_("name"), max_length=100, unique=True)
     collection = models.ForeignKey(
@@ -1066,7 +1067,8 @@ class SyncSource(models.Model):
         max_length=1000,
         help_text=_(
             "Git: an https URL or a local path of a repository. Folder: a path "
-            "under one of the roots the deployment allows (KB_SYNC_ROOTS)."
+            "under one of the roots the deployment allows (KB_SYNC_ROOTS). "
+            "Website: a start page, or a sitemap.xml."
         ),
     )
     branch = models.CharField(
@@ -1088,6 +1090,20 @@ class SyncSource(models.Model):
     )
     exclude = models.TextField(
         _("exclude"), blank=True, help_text=_("Shell patterns of paths to leave out.")
+    )
+    url_prefix = models.CharField(
+        _("URL prefix"),
+        max_length=1000,
+        blank=True,
+        help_text=_(
+            "Website only: pages are synced only under this address; blank: the "
+            "start page's folder (a sitemap's: its site)."
+        ),
+    )
+    page_limit = models.PositiveIntegerField(
+        _("page limit"),
+        default=500,
+        help_text=_("Website only: pages a run visits at most."),
     )
     every_minutes = models.PositiveIntegerField(
         _("every (minutes)"),

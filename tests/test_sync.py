@@ -464,6 +464,7 @@ class SyncAdminTestCase(TestCase):
         return {
             "name": "handbook", "collection": self.collection.pk, "kind": "folder",
             "location": str(self.root / "docs"), "branch": "", "subfolder": "",
+            "url_prefix": "", "page_limit": "500",
             "include": "", "exclude": "", "every_minutes": "0",
             "runs-TOTAL_FORMS": "0", "runs-INITIAL_FORMS": "0",
             **fields,

@@ -1,4 +1,5 @@
-"""Where a sync reads its files: a folder on the server, or a Git repository.
+"""Where a sync reads its files: a folder on the server, or a Git repository
+(a website: kb.sync.web).
 
 An origin lists the files a sync takes (Listing: each file's path, relative
 and POSIX, and a fingerprint that changes when the file does) and reads one
@@ -44,8 +45,11 @@ class Entry:
 class Listing:
     entries: dict[str, Entry] = field(default_factory=dict)
     refused: list[tuple[str, str]] = field(default_factory=list)  # (path, why)
-    seen: str = ""  # the commit (Git)
+    seen: str = ""  # the commit (Git), the start page or sitemap (website)
     renames: dict[str, str] = field(default_factory=dict)  # old path -> new
+    # Paths whose state this run could not learn (a page that failed, or the
+    # page limit): their sources are not deleted for being absent.
+    kept: set[str] = field(default_factory=set)
 
 
 def patterns(text: str) -> list[str]:
@@ -87,10 +91,15 @@ def under_roots(path: str) -> Path:
 
 
 def check_location(kind: str, location: str) -> str:
-    """Where a sync of `kind` ("folder" or "git") may read `location`: the real
-    path of a folder or local repository under KB_SYNC_ROOTS, or an http(s)
-    repository URL as given; else OriginError with the reason. Nothing is
-    read."""
+    """Where a sync of `kind` ("folder", "git" or "website") may read
+    `location`: the real path of a folder or local repository under
+    KB_SYNC_ROOTS, or an http(s) URL as given (a website's addresses are
+    checked when fetched, kb.sync.web); else OriginError with the reason.
+    Nothing is read."""
+    if kind == "website":
+        if not location.startswith(("https://", "http://")):
+            raise OriginError(_("A website is synced from an http or https address."))
+        return location
     local = kind == "folder" or "://" not in location
     if local or location.startswith("file://"):
         return str(under_roots(location.removeprefix("file://")))

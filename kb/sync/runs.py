@@ -19,6 +19,7 @@ but not indexed is indexed, so nothing is duplicated or lost.
 
 from __future__ import annotations
 
+import functools
 import time
 
 from django.conf import settings
@@ -29,15 +30,27 @@ from django.utils.translation import gettext as _
 from kb import deletion, ingestion, parsing
 from kb.models import Source, SyncRun, SyncSource
 from kb.sync.origins import Entry, Folder, GitRepository, Listing, OriginError
+from kb.sync.web import Website
 
 
 class Busy(Exception):
     """Another run of the same sync holds its lock."""
 
 
-def origin_for(sync: SyncSource) -> Folder | GitRepository:
+def origin_for(sync: SyncSource) -> Folder | GitRepository | Website:
     if sync.kind == SyncSource.Kind.FOLDER:
         return Folder(sync.location, sync.subfolder, sync.include, sync.exclude)
+    if sync.kind == SyncSource.Kind.WEBSITE:
+        synced = sync.sources.all()
+        return Website(
+            sync.location,
+            sync.url_prefix,
+            sync.page_limit,
+            sync.include,
+            sync.exclude,
+            {s.file_name: s.sync_fingerprint for s in synced},
+            functools.partial(_stored_page, sync),
+        )
     return GitRepository(
         sync.location,
         sync.branch,
@@ -46,6 +59,15 @@ def origin_for(sync: SyncSource) -> Folder | GitRepository:
         sync.exclude,
         sync.mirror_path(),
     )
+
+
+def _stored_page(sync: SyncSource, name: str) -> bytes | None:
+    """The page as last synced (a 304 sends none): its links are followed."""
+    source = sync.sources.filter(file_name=name).first()
+    if source is None or not source.file:
+        return None
+    with source.file.open("rb") as stored:
+        return stored.read()
 
 
 def queue(sync: SyncSource) -> SyncRun:
@@ -172,7 +194,11 @@ def _apply(run, sync, origin, listing: Listing, started: float) -> None:
     )
     for path, why in listing.refused:
         _failed(run, path, why)
-    gone = {path: s for path, s in mine.items() if path not in listing.entries}
+    gone = {
+        path: s
+        for path, s in mine.items()
+        if path not in listing.entries and path not in listing.kept
+    }
     renamed = _renames(listing, gone)
     budget = _Budget(started)
     for path in sorted(listing.entries):
@@ -232,7 +258,9 @@ def _sync_file(run, sync, origin, entry: Entry, source, old_path, budget) -> Non
     data = origin.read(entry)
     budget.bytes += len(data)
     with ingestion.storing():
-        stored, outcome = ingestion.store_source(sync.collection, path, data)
+        stored, outcome = ingestion.store_source(
+            sync.collection, path, data, metadata=_metadata(origin, path)
+        )
         Source.objects.filter(pk=stored.pk).update(
             sync_source=sync, sync_fingerprint=entry.fingerprint
         )
@@ -247,6 +275,12 @@ def _sync_file(run, sync, origin, entry: Entry, source, old_path, budget) -> Non
         else:
             run.changed += 1
     _index(run, stored, "added" if outcome == "created" else "changed")
+
+
+def _metadata(origin, path: str) -> dict[str, str]:
+    """A web page's address (its citations link to it, answering.original_url)."""
+    url = getattr(origin, "urls", {}).get(path)
+    return {"url": url} if url else {}
 
 
 def _rename(source: Source, path: str) -> None:

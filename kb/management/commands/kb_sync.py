@@ -35,8 +35,19 @@ class Command(BaseCommand):
         origin = add.add_mutually_exclusive_group(required=True)
         origin.add_argument("--git", metavar="URL", help="https URL or local path")
         origin.add_argument("--folder", metavar="PATH", help="under KB_SYNC_ROOTS")
+        origin.add_argument(
+            "--site", metavar="URL", help="a start page or a sitemap.xml"
+        )
         add.add_argument("--branch", default="", help="Git branch (default: main)")
         add.add_argument("--path", default="", help="only this sub-folder")
+        add.add_argument(
+            "--prefix", default="", metavar="URL",
+            help="website: sync only pages under this address",
+        )  # fmt: skip
+        add.add_argument(
+            "--pages", type=int, default=500, metavar="N",
+            help="website: pages a run visits at most (default %(default)s)",
+        )  # fmt: skip
         add.add_argument(
             "--include", action="append", default=[], metavar="GLOB",
             help="take only matching paths ('docs/*.md'); repeatable",
@@ -75,8 +86,12 @@ class Command(BaseCommand):
         name = options["name"]
         if SyncSource.objects.filter(name=name).exists():
             raise CommandError(f"A sync source named {name} exists already.")
-        kind = SyncSource.Kind.GIT if options["git"] else SyncSource.Kind.FOLDER
-        location = options["git"] or options["folder"]
+        kind = (
+            SyncSource.Kind.GIT if options["git"]
+            else SyncSource.Kind.WEBSITE if options["site"]
+            else SyncSource.Kind.FOLDER
+        )  # fmt: skip
+        location = options["git"] or options["site"] or options["folder"]
         try:
             check_location(kind, location)
         except OriginError as exc:
@@ -91,6 +106,8 @@ class Command(BaseCommand):
             subfolder=options["path"],
             include="\n".join(options["include"]),
             exclude="\n".join(options["exclude"]),
+            url_prefix=options["prefix"],
+            page_limit=options["pages"],
             every_minutes=options["every"],
             keep_deleted=options["keep_deleted"],
         )
