@@ -316,6 +316,8 @@ KB_EMBED_THREADS = envint("KB_EMBED_THREADS", 0)  # 0 = the cores shared by the 
 KB_SYNC_ROOTS = [
     root for root in os.environ.get("KB_SYNC_ROOTS", "").split(os.pathsep) if root
 ]
+# Git syncs keep a bare mirror of their repository here, one folder per sync.
+KB_SYNC_DIR = Path(os.environ.get("KB_SYNC_DIR") or KB_DATA_DIR / "sync").resolve()
 KB_SYNC_MAX_FILES = envint("KB_SYNC_MAX_FILES", 5000)
 KB_SYNC_MAX_BYTES = envint("KB_SYNC_MAX_BYTES", 500 * 1024 * 1024)
 KB_SYNC_MAX_SECONDS = envint("KB_SYNC_MAX_SECONDS", 1500)

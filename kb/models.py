@@ -1134,7 +1134,7 @@ class SyncSource(models.Model):
         """Where a Git sync keeps its bare mirror (removed with the sync)."""
         from pathlib import Path
 
-        return Path(settings.KB_DATA_DIR) / "sync" / f"{self.pk}.git"
+        return Path(settings.KB_SYNC_DIR) / f"{self.pk}.git"
 
     def last_run(self) -> SyncRun | None:
         return self.runs.order_by("-started").first()

@@ -472,3 +472,62 @@ def test_a_code_question_s_citation_opens_the_method_in_the_original(
     expect(page.locator("mark#cited")).to_contain_text("suspend")
     page.click("a.original-link")
     page.wait_for_url(re.compile(r"/apidocs/StopWatch\.html#suspend\(\)$"))
+
+
+@pytest.mark.slow
+def test_a_git_sync_added_in_the_admin_keeps_answers_in_step(
+    transactional_db, live_server, page: Page, settings, tmp_path
+):
+    """Issue #30: an admin adds a Git sync source, syncs it, staff ask; the
+    repository changes, it is synced again, and the answer and its citation
+    follow the new text."""
+    from tests.base import forget_jobs, run_burst_worker
+    from tests.test_sync import Repository
+
+    forget_jobs()
+    get_user_model().objects.create_superuser("staff", "s@example.invalid", "pw-1")
+    handbook = Collection.objects.create(name="Handbook")
+    settings.KB_SYNC_ROOTS = [str(tmp_path)]
+    settings.KB_SYNC_DIR = tmp_path / "mirrors"
+    worker_env = {"KB_SYNC_ROOTS": str(tmp_path), "KB_SYNC_DIR": str(tmp_path / "m")}
+    origin = Repository(tmp_path)
+    origin.commit({"ops/backups.md": "# Backups\n\nBackups run every night at "
+                   "02:00 and are kept for 35 days.\n"})  # fmt: skip
+
+    _log_in(page, live_server, "/admin/kb/syncsource/add/")
+    page.fill("#id_name", "handbook-repo")
+    page.select_option("#id_collection", str(handbook.pk))
+    page.select_option("#id_kind", "git")
+    page.fill("#id_location", str(origin.bare))
+    page.fill("#id_branch", "main")
+    page.click("input[name=_save]")
+    expect(page.locator("ul.messagelist")).to_contain_text("handbook-repo")
+
+    def sync_now():
+        page.goto(f"{live_server.url}/admin/kb/syncsource/")
+        page.locator("input[name=_selected_action]").first.check()
+        page.select_option("select[name=action]", "sync_now")
+        page.click("button[name=index]")
+        expect(page.locator("ul.messagelist")).to_contain_text("1 sync queued")
+        run_burst_worker("large", env=worker_env)
+
+    def ask(question: str) -> str:
+        page.goto(f"{live_server.url}/")
+        _ask(page, question, handbook)
+        expect(page.locator("#answer")).to_be_visible()
+        return _squash(page.locator("#answer").inner_text())
+
+    sync_now()
+    assert "02:00" in ask("When do backups run?")
+    expect(page.locator("ol.citations li").first).to_contain_text("ops/backups.md")
+
+    origin.commit({"ops/backups.md": "# Backups\n\nBackups run every night at "
+                   "03:30 and are kept for 90 days.\n"})  # fmt: skip
+    sync_now()
+    page.goto(f"{live_server.url}/admin/kb/syncsource/")
+    expect(page.locator("#result_list")).to_contain_text("Done")
+    answer = ask("When do backups run?")
+    assert "03:30" in answer and "02:00" not in answer
+    page.locator("#answer a.cite").first.click()
+    page.wait_for_url(re.compile(r"/kb/sections/\d+/\?.*#cited$"))
+    expect(page.locator("mark#cited")).to_contain_text("03:30")

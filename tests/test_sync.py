@@ -244,7 +244,9 @@ class GitSyncTestCase(TestCase):
         self.addCleanup(_remove, self.root)
         self.origin = Repository(self.root)
         self.enterContext(
-            override_settings(KB_SYNC_ROOTS=[str(self.root)], KB_DATA_DIR=self.root)
+            override_settings(
+                KB_SYNC_ROOTS=[str(self.root)], KB_SYNC_DIR=self.root / "mirrors"
+            )
         )
 
     def test_a_branch_kept_in_step_with_renames(self):
