@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import re
 import time
 from typing import Any
 from urllib.parse import quote, urlsplit
@@ -394,18 +395,44 @@ def add_pages(citations: list[Citation]) -> None:
 
 
 def add_originals(citations: list[Citation]) -> None:
-    """Give the citations of sections whose heading had an id in the original
-    HTML (Section.anchor) the address of that entry in the source's web page,
-    its URL (metadata "url", http or https only) and the id (one query)."""
+    """Give each citation of a source with a web address (metadata "url", http
+    or https only: an uploaded page's, a synced site's page or a synced
+    repository file's) the address of the cited place in it: the section
+    heading's id when it had one (a Javadoc member), else a text fragment
+    that opens the page at the cited sentence (one query)."""
     rows = Section.objects.filter(
         pk__in={c.section_id for c in citations}, source__metadata__has_key="url"
-    ).exclude(anchor="")
+    )
     found = {
-        pk: original_url(meta.get("url"), anchor)
+        pk: (meta.get("url"), anchor)
         for pk, anchor, meta in rows.values_list("pk", "anchor", "source__metadata")
     }
+    texts = _cited_texts([c for c in citations if c.section_id in found])
     for cite in citations:
-        cite.original = found.get(cite.section_id) or ""
+        url, anchor = found.get(cite.section_id, (None, ""))
+        if anchor:
+            cite.original = original_url(url, anchor)
+        else:
+            cite.original = text_fragment_url(url, texts.get(cite.n, ""))
+
+
+def _cited_texts(citations: list[Citation]) -> dict[int, str]:
+    """The cited text of each citation, by its number."""
+    if not citations:
+        return {}
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT w.n, substr(s.text, w.start + 1, w.length) "
+            "FROM unnest(%s::int[], %s::bigint[], %s::int[], %s::int[]) "
+            "AS w(n, source_id, start, length) JOIN kb_source s ON s.id = w.source_id",
+            [
+                [c.n for c in citations],
+                [c.source_id for c in citations],
+                [c.start for c in citations],
+                [max(0, c.end - c.start) for c in citations],
+            ],
+        )
+        return dict(cursor.fetchall())
 
 
 def original_url(url: Any, anchor: str) -> str:
@@ -417,6 +444,32 @@ def original_url(url: Any, anchor: str) -> str:
     if urlsplit(base).scheme.lower() not in ("http", "https"):
         return ""
     return f"{base}#{quote(anchor, safe='()._-,~:')}"
+
+
+FRAGMENT_WORDS = 4  # words of the cited text's start and end in a text fragment
+_MARKUP_RE = re.compile(r"\]\([^)]*\)|[*`#>|\\\[\]]+")  # a link's target too
+
+
+def text_fragment_url(url: Any, cited: str) -> str:
+    """`url` with a text fragment (#:~:text=start,end) that browsers scroll to
+    and highlight: the cited text's first and last words, its Markdown marks
+    dropped; "" when `url` is not a web address or nothing is cited."""
+    if not isinstance(url, str) or not cited.strip():
+        return ""
+    base = url.strip().split("#", 1)[0]
+    if urlsplit(base).scheme.lower() not in ("http", "https"):
+        return ""
+    words = _MARKUP_RE.sub(" ", cited).split()
+    if not words:
+        return ""
+
+    def part(chosen: list[str]) -> str:  # ",", "&" and "-" are the syntax's own
+        return quote(" ".join(chosen), safe="").replace("-", "%2D")
+
+    if len(words) <= 2 * FRAGMENT_WORDS:
+        return f"{base}#:~:text={part(words)}"
+    head, tail = words[:FRAGMENT_WORDS], words[-FRAGMENT_WORDS:]
+    return f"{base}#:~:text={part(head)},{part(tail)}"
 
 
 def as_json(result: Result, reply: Answer) -> dict[str, Any]:

@@ -768,8 +768,8 @@ class SyncSourceForm(forms.ModelForm):
     class Meta:
         model = SyncSource
         fields = ["name", "collection", "kind", "location", "branch", "subfolder",
-                  "url_prefix", "page_limit", "include", "exclude", "every_minutes",
-                  "keep_deleted"]  # fmt: skip
+                  "link_template", "url_prefix", "page_limit", "include",
+                  "exclude", "every_minutes", "keep_deleted"]  # fmt: skip
 
     def clean(self):
         from kb.sync.origins import OriginError, check_location

@@ -1091,6 +1091,16 @@ class SyncSource(models.Model):
     exclude = models.TextField(
         _("exclude"), blank=True, help_text=_("Shell patterns of paths to leave out.")
     )
+    link_template = models.CharField(
+        _("link template"),
+        max_length=500,
+        blank=True,
+        help_text=_(
+            "Git only: the web view of a file, with {commit} and {path}, e.g. "
+            "https://git.example.org/docs/blob/{commit}/{path}. Citations link "
+            "to the cited text there."
+        ),
+    )
     url_prefix = models.CharField(
         _("URL prefix"),
         max_length=1000,

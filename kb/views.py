@@ -277,8 +277,12 @@ def section(request: HttpRequest, pk: int) -> HttpResponse:
         edited_since=obj.source.text[base : base + len(body)] != body,
         # The pages of the original the cited range itself is on (issue #28).
         cited_pages=pages_of(obj.source.page_map, start, end) if start < end else None,
-        # The entry in the original web page (issue #29: a Javadoc member).
-        original=answering.original_url(obj.source.metadata.get("url"), obj.anchor),
+        # The entry in the original web page (issue #29: a Javadoc member), else
+        # the cited text in it (issue #30: a synced page or repository file).
+        original=answering.original_url(obj.source.metadata.get("url"), obj.anchor)
+        or answering.text_fragment_url(
+            obj.source.metadata.get("url"), body[start - base : end - base]
+        ),
     )  # fmt: skip
     return render(request, "kb/section.html", context)
 

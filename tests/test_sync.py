@@ -253,10 +253,16 @@ class GitSyncTestCase(TestCase):
         first = self.origin.commit(
             {k: v for k, v in DOCS.items() if not k.endswith(".png")}
         )
-        sync = sync_of("git", str(self.origin.bare), branch="main")
+        view = "https://git.example.org/docs/blob/{commit}/{path}"
+        sync = sync_of("git", str(self.origin.bare), branch="main", link_template=view)
         run = run_now(sync)
         self.assertEqual((run.status, run.added, run.seen), ("done", 4, first))
         restores = sync.sources.get(file_name="guide/restores.md")
+        # Citations link to the file's web view at the commit synced.
+        self.assertEqual(
+            restores.metadata["url"],
+            f"https://git.example.org/docs/blob/{first}/guide/restores.md",
+        )
 
         second = self.origin.commit(
             {"guide/backups.md": DOCS["guide/backups.md"].replace("02:00", "03:30")},

@@ -8,9 +8,9 @@ import hashlib
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from django.test import TestCase, override_settings
+from django.test import SimpleTestCase, TestCase, override_settings
 
-from kb import retrieval
+from kb import answering, retrieval
 from kb.models import Collection, SyncRun, SyncSource
 from kb.sync import runs
 
@@ -137,6 +137,16 @@ class WebsiteSyncTestCase(TestCase):
         self.assertIn("two approvals", context(sync.collection, "restore approvals"))
         # Navigation is dropped, as for an uploaded page.
         self.assertNotIn("Keys", restores.text)
+        # The answer's citation opens the page at the cited sentence.
+        _, reply = answering.ask(
+            sync.collection, "How many approvals does a restore need?"
+        )
+        cited = [c for c in reply.citations if c.source_id == restores.pk]
+        self.assertTrue(cited, reply.text)
+        self.assertTrue(
+            cited[0].original.startswith(f"{self.base}/docs/restores.html#:~:text="),
+            cited[0].original,
+        )
 
         # Again: every page answers 304 to its ETag; nothing read or embedded.
         self.site.requests.clear()
@@ -234,3 +244,27 @@ class WebsiteCommandTestCase(TestCase):
                 "kb_sync", "add", "ftp", "--collection", "Manual",
                 "--site", "ftp://docs.example.org/", stdout=StringIO(),
             )  # fmt: skip
+
+
+class TextFragmentTestCase(SimpleTestCase):
+    def test_a_link_that_opens_the_page_at_the_cited_text(self):
+        url = "https://docs.example.org/guide.html"
+        self.assertEqual(
+            answering.text_fragment_url(url + "#top", "A restore needs two approvals."),
+            f"{url}#:~:text=A%20restore%20needs%20two%20approvals.",
+        )
+        long = (
+            "Backups run every night at 02:00, and are kept for 35 days in the vault."
+        )
+        self.assertEqual(
+            answering.text_fragment_url(url, long),
+            f"{url}#:~:text=Backups%20run%20every%20night,days%20in%20the%20vault.",
+        )
+        # Markdown marks are not in the page; the syntax's own characters are
+        # escaped; only web addresses get a link.
+        self.assertEqual(
+            answering.text_fragment_url(url, "Use **pg_dump** - see [docs](x.html)"),
+            f"{url}#:~:text=Use%20pg_dump%20%2D%20see%20docs",
+        )
+        self.assertEqual(answering.text_fragment_url("javascript:alert(1)", "x"), "")
+        self.assertEqual(answering.text_fragment_url(url, "  "), "")

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import time
+from urllib.parse import quote
 
 from django.conf import settings
 from django.db import connection
@@ -212,7 +213,7 @@ def _apply(run, sync, origin, listing: Listing, started: float) -> None:
         old_path = renamed.get(path)
         source = mine.get(path) or (gone.pop(old_path) if old_path else None)
         try:
-            _sync_file(run, sync, origin, entry, source, old_path, budget)
+            _sync_file(run, sync, origin, listing, entry, source, old_path, budget)
         except (ingestion.IngestionError, parsing.ParseError, OSError) as exc:
             _failed(run, path, str(exc))
         except Exception as exc:  # one failing file never stops the rest
@@ -243,7 +244,9 @@ def _renames(listing: Listing, gone: dict[str, Source]) -> dict[str, str]:
     return found
 
 
-def _sync_file(run, sync, origin, entry: Entry, source, old_path, budget) -> None:
+def _sync_file(
+    run, sync, origin, listing: Listing, entry: Entry, source, old_path, budget
+) -> None:
     path = entry.path
     if source is not None and old_path:
         _rename(source, path)
@@ -259,7 +262,7 @@ def _sync_file(run, sync, origin, entry: Entry, source, old_path, budget) -> Non
     budget.bytes += len(data)
     with ingestion.storing():
         stored, outcome = ingestion.store_source(
-            sync.collection, path, data, metadata=_metadata(origin, path)
+            sync.collection, path, data, metadata=_metadata(sync, origin, listing, path)
         )
         Source.objects.filter(pk=stored.pk).update(
             sync_source=sync, sync_fingerprint=entry.fingerprint
@@ -277,10 +280,17 @@ def _sync_file(run, sync, origin, entry: Entry, source, old_path, budget) -> Non
     _index(run, stored, "added" if outcome == "created" else "changed")
 
 
-def _metadata(origin, path: str) -> dict[str, str]:
-    """A web page's address (its citations link to it, answering.original_url)."""
-    url = getattr(origin, "urls", {}).get(path)
-    return {"url": url} if url else {}
+def _metadata(sync: SyncSource, origin, listing: Listing, path: str) -> dict:
+    """The file's address at its origin, for citations to link to (answering.
+    add_originals): a web page's own, or a repository file's web view at the
+    commit synced, from the sync's link template."""
+    if isinstance(origin, Website):
+        return {"url": origin.urls[path]} if path in origin.urls else {}
+    if sync.kind == SyncSource.Kind.GIT and sync.link_template and listing.seen:
+        full = f"{sync.subfolder.strip('/')}/{path}".lstrip("/")
+        url = sync.link_template.replace("{commit}", listing.seen)
+        return {"url": url.replace("{path}", quote(full))}
+    return {}
 
 
 def _rename(source: Source, path: str) -> None:
