@@ -13,6 +13,7 @@ from kb import charts, evaluation, golden, reindexing
 from kb.forms import EvalRunForm, parse_id
 from kb.models import Collection, EvalRun
 from kb.retrieval import search
+from kb.sync import runs as sync_runs
 
 RUNS_SHOWN = 20
 ACTIVE = [EvalRun.Status.QUEUED, EvalRun.Status.RUNNING]
@@ -50,6 +51,7 @@ def context(params: QueryDict, user) -> dict[str, Any]:
         "comparison": _comparison(runs, params.get("a"), params.get("b")),
         "stale": golden.stale_cases(collection),
         "vector_search": _vector_search(collection),
+        "syncs": sync_runs.states(collection),
     }
 
 

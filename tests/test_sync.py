@@ -515,3 +515,31 @@ class SyncAdminTestCase(TestCase):
     def test_editors_without_the_permission_cannot_add_one(self):
         self.client.force_login(self.editor)
         self.assertEqual(self.client.get(self.add).status_code, 403)
+
+
+class SyncStatesTestCase(TestCase):
+    """A failing sync shows on its collection's page and on the dashboard."""
+
+    def test_failures_are_shown_where_editors_look(self):
+        from django.urls import reverse
+
+        from tests.base import make_users
+
+        staff, _, _ = make_users()
+        self.client.force_login(staff)
+        sync = sync_of("folder", "/nowhere/at/all")
+        with override_settings(KB_SYNC_ROOTS=["/nowhere"]):
+            run = run_now(sync)
+        self.assertEqual(run.status, SyncRun.Status.FAILED)
+        pages = [
+            reverse("admin:kb_collection_change", args=[sync.collection.pk]),
+            reverse("admin:kb_evalrun_dashboard") + f"?collection={sync.collection.pk}",
+        ]
+        for url in pages:
+            with self.subTest(url):
+                page = self.client.get(url)
+                self.assertContains(page, 'id="sync-sources"')
+                self.assertContains(page, sync.name)
+                self.assertContains(page, "Failed")
+                self.assertContains(page, "does not exist or cannot be read")
+                self.assertContains(page, "no success yet")

@@ -71,6 +71,32 @@ def _stored_page(sync: SyncSource, name: str) -> bytes | None:
         return stored.read()
 
 
+def states(collection) -> list[dict]:
+    """Each sync source of the collection with its last run, its last success
+    and whether it needs a look (its last run failed, or some files did): the
+    collection's page and the dashboard show them."""
+    found = []
+    for sync in collection.sync_sources.order_by("name"):
+        last, good = sync.last_run(), sync.last_success()
+        found.append(
+            {
+                "sync": sync,
+                "last": last,
+                "success": good,
+                "failed": len(last.failed) if last else 0,
+                "attention": bool(
+                    last
+                    and (
+                        last.status
+                        in (SyncRun.Status.FAILED, SyncRun.Status.INTERRUPTED)
+                        or last.failed
+                    )
+                ),  # fmt: skip
+            }
+        )
+    return found
+
+
 def queue(sync: SyncSource) -> SyncRun:
     """A new run of the sync, queued for a worker (kb.jobs.sync_run)."""
     from kb import queueing

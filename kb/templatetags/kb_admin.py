@@ -40,3 +40,11 @@ def has_admin_pages(context) -> bool:
     would only be told there is nothing for them."""
     request = context.get("request")
     return bool(request and request.user.is_staff and admin.site.get_app_list(request))
+
+
+@register.simple_tag
+def sync_states(collection: Collection) -> list[dict]:
+    """The collection's sync sources and their last runs (kb.sync.runs.states)."""
+    from kb.sync import runs
+
+    return runs.states(collection)
