@@ -318,6 +318,9 @@ KB_SYNC_ROOTS = [
 ]
 # Git syncs keep a bare mirror of their repository here, one folder per sync.
 KB_SYNC_DIR = Path(os.environ.get("KB_SYNC_DIR") or KB_DATA_DIR / "sync").resolve()
+# The key sync credentials are encrypted with (kb/sync/secrets.py); unset: one
+# derived from SECRET_KEY.
+KB_SYNC_SECRET = os.environ.get("KB_SYNC_SECRET", "")
 KB_SYNC_MAX_FILES = envint("KB_SYNC_MAX_FILES", 5000)
 KB_SYNC_MAX_BYTES = envint("KB_SYNC_MAX_BYTES", 500 * 1024 * 1024)
 KB_SYNC_MAX_SECONDS = envint("KB_SYNC_MAX_SECONDS", 1500)

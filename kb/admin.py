@@ -890,8 +890,12 @@ class SyncSourceAdmin(CollectionScoped, admin.ModelAdmin):
                     "last_run_status", "last_success"]  # fmt: skip
     list_filter = ["kind", ("collection", admin.RelatedOnlyFieldListFilter)]
     search_fields = ["name", "location"]
-    readonly_fields = ["seen", "created", "freshness", "recent_runs"]
+    readonly_fields = ["seen", "created", "token_stored", "freshness", "recent_runs"]
     actions = ["sync_now"]
+
+    @admin.display(description=gettext_lazy("Token"))
+    def token_stored(self, obj: SyncSource) -> str:
+        return gettext("stored, encrypted") if obj.token_sealed else gettext("none")
 
     @admin.display(description=gettext_lazy("Schedule"))
     def schedule(self, obj: SyncSource) -> str:

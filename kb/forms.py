@@ -763,13 +763,28 @@ class GoldenImportForm(forms.Form):
 
 class SyncSourceForm(forms.ModelForm):
     """A sync source as the admin edits it: the location checked where it can
-    be without reading it (a folder under KB_SYNC_ROOTS, a Git URL's scheme)."""
+    be without reading it (a folder under KB_SYNC_ROOTS, a Git URL's scheme),
+    and a token that is only ever written: stored encrypted, never shown."""
+
+    token = forms.CharField(
+        label=gettext_lazy("token"),
+        required=False,
+        strip=True,
+        widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "off"}),
+        help_text=gettext_lazy(
+            "Git over https: an access token with read rights. Stored encrypted "
+            "and never shown again; leave blank to keep the one stored."
+        ),
+    )
+    forget_token = forms.BooleanField(
+        label=gettext_lazy("forget the stored token"), required=False
+    )
 
     class Meta:
         model = SyncSource
         fields = ["name", "collection", "kind", "location", "branch", "subfolder",
-                  "link_template", "url_prefix", "page_limit", "include",
-                  "exclude", "every_minutes", "keep_deleted"]  # fmt: skip
+                  "username", "link_template", "url_prefix", "page_limit",
+                  "include", "exclude", "every_minutes", "keep_deleted"]  # fmt: skip
 
     def clean(self):
         from kb.sync.origins import OriginError, check_location
@@ -780,3 +795,15 @@ class SyncSourceForm(forms.ModelForm):
         except OriginError as exc:
             self.add_error("location", str(exc))
         return data
+
+    def save(self, commit: bool = True):
+        from kb.sync import secrets
+
+        sync = super().save(commit=False)
+        if self.cleaned_data.get("forget_token"):
+            sync.token_sealed = ""
+        elif token := self.cleaned_data.get("token"):
+            sync.token_sealed = secrets.seal(token)
+        if commit:
+            sync.save()
+        return sync

@@ -1101,6 +1101,17 @@ class SyncSource(models.Model):
             "to the cited text there."
         ),
     )
+    username = models.CharField(
+        _("user name"),
+        max_length=200,
+        blank=True,
+        help_text=_(
+            "Git over https: the user name the token goes with (your host's "
+            "docs say which: often the account, 'oauth2' or 'x-access-token')."
+        ),
+    )
+    # The token, encrypted (kb.sync.secrets); never shown again once saved.
+    token_sealed = models.TextField(blank=True, default="", editable=False)
     url_prefix = models.CharField(
         _("URL prefix"),
         max_length=1000,

@@ -313,6 +313,101 @@ class GitSyncTestCase(TestCase):
         self.assertIn("02:00", context(sync.collection, "When do backups run?"))
 
 
+class GitCredentialsTestCase(TestCase):
+    """A token for a repository served over HTTP behind basic authentication:
+    stored encrypted, sent to the server, never shown or repeated."""
+
+    TOKEN = "ghp_s3cret-token-0123456789"
+
+    def setUp(self):
+        import base64
+
+        from dulwich.repo import Repo
+        from dulwich.server import DictBackend
+        from dulwich.web import make_wsgi_chain
+
+        root = Path(tempfile.mkdtemp(prefix="kb-git-"))
+        self.addCleanup(_remove, root)
+        origin = Repository(root)
+        origin.commit({"guide/backups.md": DOCS["guide/backups.md"]})
+        git = make_wsgi_chain(DictBackend({"/": Repo(str(origin.bare))}))
+        wanted = "Basic " + base64.b64encode(f"kb:{self.TOKEN}".encode()).decode()
+
+        def guarded(environ, start_response):
+            if environ.get("HTTP_AUTHORIZATION") != wanted:
+                start_response(
+                    "401 Unauthorized", [("WWW-Authenticate", 'Basic realm="git"')]
+                )
+                return [b"no"]
+            return git(environ, start_response)
+
+        server = make_server("127.0.0.1", 0, guarded, handler_class=_Quiet)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        self.addCleanup(server.server_close)
+        self.addCleanup(server.shutdown)
+        self.url = f"http://127.0.0.1:{server.server_port}/"
+        self.enterContext(override_settings(KB_SYNC_DIR=root / "mirrors"))
+
+    def test_a_token_opens_the_repository_and_stays_secret(self):
+        from kb.sync import secrets
+
+        refused = run_now(sync_of("git", self.url, branch="main"))
+        self.assertEqual(refused.status, SyncRun.Status.FAILED)
+        self.assertIn("asks for credentials", refused.error)
+
+        sync = sync_of(
+            "git", self.url, branch="main", username="kb",
+            token_sealed=secrets.seal(self.TOKEN),
+        )  # fmt: skip
+        self.assertNotIn(self.TOKEN, sync.token_sealed)
+        run = run_now(sync)
+        self.assertEqual((run.status, run.added), ("done", 1), run.error)
+
+        wrong = sync_of(
+            "git", self.url, branch="main", username="kb",
+            token_sealed=secrets.seal("not-the-token"),
+        )  # fmt: skip
+        run = run_now(wrong)
+        self.assertEqual(run.status, SyncRun.Status.FAILED)
+        self.assertNotIn("not-the-token", run.error)
+
+        with override_settings(KB_SYNC_SECRET="another key"):
+            run = run_now(sync)  # the key changed: said, not guessed
+        self.assertIn("enter it again", run.error)
+
+    def test_the_admin_takes_a_token_and_never_shows_it(self):
+        from django.urls import reverse
+
+        from tests.base import make_users
+
+        staff, _, _ = make_users()
+        self.client.force_login(staff)
+        collection = Collection.objects.create(name="Docs")
+        form = {
+            "name": "docs", "collection": collection.pk, "kind": "git",
+            "location": self.url, "branch": "main", "subfolder": "",
+            "username": "kb", "token": self.TOKEN, "link_template": "",
+            "url_prefix": "", "page_limit": "500", "include": "", "exclude": "",
+            "every_minutes": "0",
+        }  # fmt: skip
+        response = self.client.post(reverse("admin:kb_syncsource_add"), form)
+        self.assertEqual(response.status_code, 302)
+        sync = SyncSource.objects.get(name="docs")
+        self.assertTrue(sync.token_sealed)
+        change = reverse("admin:kb_syncsource_change", args=[sync.pk])
+        page = self.client.get(change)
+        self.assertNotContains(page, self.TOKEN)
+        self.assertContains(page, "stored, encrypted")
+        self.assertEqual((run_now(sync).status), SyncRun.Status.DONE)
+        # Saved again without a token: the stored one stays.
+        self.client.post(change, {**form, "token": ""})
+        sync.refresh_from_db()
+        self.assertTrue(sync.token_sealed)
+        self.client.post(change, {**form, "token": "", "forget_token": "on"})
+        sync.refresh_from_db()
+        self.assertEqual(sync.token_sealed, "")
+
+
 class _Quiet(WSGIRequestHandler):
     def log_message(self, *args) -> None:
         pass
@@ -543,3 +638,32 @@ class SyncStatesTestCase(TestCase):
                 self.assertContains(page, "Failed")
                 self.assertContains(page, "does not exist or cannot be read")
                 self.assertContains(page, "no success yet")
+
+
+class TokenFromTheEnvironmentTestCase(TestCase):
+    def test_kb_sync_add_reads_the_token_from_a_variable(self):
+        from django.core.management.base import CommandError
+
+        from kb.sync import secrets
+
+        with environment(DOCS_TOKEN="tok-123"):
+            call_command(
+                "kb_sync", "add", "docs", "--collection", "Docs",
+                "--git", "https://git.example.org/docs.git", "--username", "kb",
+                "--token-env", "DOCS_TOKEN", stdout=StringIO(),
+            )  # fmt: skip
+        sync = SyncSource.objects.get(name="docs")
+        self.assertEqual(secrets.unseal(sync.token_sealed), "tok-123")
+        self.assertNotIn("tok-123", sync.token_sealed)
+        with self.assertRaisesMessage(CommandError, "NOT_SET is empty"):
+            call_command(
+                "kb_sync", "add", "other", "--collection", "Docs",
+                "--git", "https://git.example.org/docs.git",
+                "--token-env", "NOT_SET", stdout=StringIO(),
+            )  # fmt: skip
+
+
+def environment(**values):
+    from unittest import mock
+
+    return mock.patch.dict(os.environ, values)

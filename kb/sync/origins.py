@@ -187,8 +187,11 @@ class GitRepository:
         include: str,
         exclude: str,
         mirror: Path,
+        username: str = "",
+        token: str = "",
     ):
         self.location = location
+        self.username, self.token = username, token
         self.branch = branch or "main"
         self.subfolder = subfolder.strip("/")
         self.include, self.exclude = patterns(include), patterns(exclude)
@@ -196,7 +199,7 @@ class GitRepository:
 
     def fetch(self) -> bytes:
         """Fetch the branch into the mirror; its head commit."""
-        from dulwich.client import get_transport_and_path
+        from dulwich.client import HTTPUnauthorized, get_transport_and_path
         from dulwich.errors import GitProtocolError, HangupException, NotGitRepository
         from dulwich.repo import Repo
 
@@ -207,7 +210,12 @@ class GitRepository:
         repo = Repo(str(self.mirror))
         ref = f"refs/heads/{self.branch}".encode()
         try:
-            client, path = get_transport_and_path(url)
+            credentials = (
+                {"username": self.username or None, "password": self.token}
+                if self.token and "://" in url
+                else {}
+            )
+            client, path = get_transport_and_path(url, **credentials)
             result = client.fetch(
                 path,
                 repo,
@@ -215,11 +223,21 @@ class GitRepository:
                     [refs[ref]] if ref in refs and refs[ref] not in repo else []
                 ),
             )
+        except HTTPUnauthorized:
+            raise OriginError(
+                _(
+                    "The repository %(url)s asks for credentials, and refused "
+                    "those given (if any): set a user name and a token with read "
+                    "rights."
+                )
+                % {"url": self.location}
+            ) from None
         except (OSError, GitProtocolError, HangupException, NotGitRepository) as exc:
+            error = str(exc).replace(self.token, "…") if self.token else str(exc)
             raise OriginError(
                 _("The repository %(url)s cannot be read: %(error)s")
-                % {"url": self.location, "error": exc}
-            ) from exc
+                % {"url": self.location, "error": error}
+            ) from None
         finally:
             repo.close()
         head = result.refs.get(ref)

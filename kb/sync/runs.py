@@ -30,6 +30,7 @@ from django.utils.translation import gettext as _
 
 from kb import deletion, ingestion, parsing
 from kb.models import Source, SyncRun, SyncSource
+from kb.sync import secrets
 from kb.sync.origins import Entry, Folder, GitRepository, Listing, OriginError
 from kb.sync.web import Website
 
@@ -59,7 +60,16 @@ def origin_for(sync: SyncSource) -> Folder | GitRepository | Website:
         sync.include,
         sync.exclude,
         sync.mirror_path(),
+        sync.username,
+        _token(sync),
     )
+
+
+def _token(sync: SyncSource) -> str:
+    try:
+        return secrets.unseal(sync.token_sealed)
+    except secrets.SecretError as exc:
+        raise OriginError(str(exc)) from None
 
 
 def _stored_page(sync: SyncSource, name: str) -> bytes | None:

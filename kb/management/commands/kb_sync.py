@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import time
 
 from django.core.management.base import BaseCommand, CommandError
@@ -10,7 +11,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from kb.models import Collection, SyncRun, SyncSource
-from kb.sync import runs
+from kb.sync import runs, secrets
 from kb.sync.origins import OriginError, check_location
 
 FINISHED = {
@@ -40,6 +41,15 @@ class Command(BaseCommand):
         )
         add.add_argument("--branch", default="", help="Git branch (default: main)")
         add.add_argument("--path", default="", help="only this sub-folder")
+        add.add_argument(
+            "--username", default="", help="Git over https: the token's user name"
+        )
+        add.add_argument(
+            "--token-env", default="", metavar="VAR",
+            help="Git over https: read the access token from the environment "
+            "variable VAR (not the command line, which others can see); stored "
+            "encrypted",
+        )  # fmt: skip
         add.add_argument(
             "--prefix", default="", metavar="URL",
             help="website: sync only pages under this address",
@@ -115,6 +125,12 @@ class Command(BaseCommand):
             sync.full_clean(exclude=["collection"])
         except Exception as exc:
             raise CommandError(str(exc)) from exc
+        if variable := options["token_env"]:
+            token = os.environ.get(variable, "")
+            if not token:
+                raise CommandError(f"The environment variable {variable} is empty.")
+            sync.token_sealed = secrets.seal(token)
+        sync.username = options["username"]
         with transaction.atomic():
             sync.collection, _ = Collection.objects.get_or_create(
                 name=options["collection"]
