@@ -1,5 +1,6 @@
-"""`kb_bench sync` (issue #30): a generated Git repository and the same files
-in a folder, synced through the steps an origin goes through:
+"""`kb_bench sync` (issue #30): a generated Git repository, the same files in a
+folder, and as the pages of a site on loopback (a sitemap, ETags), synced
+through the steps an origin goes through:
 
 1. the first sync;
 2. a sync with nothing changed (the issue's target: under 5 s, nothing parsed
@@ -74,12 +75,21 @@ def run(files: int, progress: Progress) -> SyncReport:
     top = Path(tempfile.mkdtemp(prefix="bench-sync-", dir=settings.KB_DATA_DIR))
     report = SyncReport(files, 0.0)
     try:
-        with override_settings(KB_SYNC_ROOTS=[str(top)]):
-            for kind in ("git", "folder"):
+        # The site is served on loopback, without a pause between requests.
+        local = {"KB_SYNC_ALLOWED_NETWORKS": ["127.0.0.1/32"], "KB_SYNC_WEB_DELAY": 0}
+        with override_settings(KB_SYNC_ROOTS=[str(top)], **local):
+            for kind in ("git", "folder", "website"):
                 texts = documents(files, f"{kind} {tag}")
                 report.megabytes = sum(len(t.encode()) for t in texts.values()) / 1e6
-                origin = _GitOrigin(top) if kind == "git" else _FolderOrigin(top)
-                report.steps += _steps(kind, origin, texts, tag, progress)
+                origin = (
+                    _GitOrigin(top) if kind == "git"
+                    else _FolderOrigin(top) if kind == "folder"
+                    else _SiteOrigin()
+                )  # fmt: skip
+                try:
+                    report.steps += _steps(kind, origin, texts, tag, progress)
+                finally:
+                    origin.close()
     finally:
         shutil.rmtree(top, ignore_errors=True)
     return report
@@ -93,6 +103,8 @@ def _steps(kind, origin, texts: dict[str, str], tag: str, progress) -> list[Step
         kind=kind,
         location=origin.location,
         branch="main",
+        url_prefix=getattr(origin, "prefix", ""),
+        page_limit=len(texts) + 1,
     )
     steps = []
     try:
@@ -110,7 +122,9 @@ def _steps(kind, origin, texts: dict[str, str], tag: str, progress) -> list[Step
         gone = names[-DELETED:]
         origin.delete(gone)
         step = _step(kind, f"{len(gone)} files deleted", sync, progress)
-        left = Source.objects.filter(collection=collection, file_name__in=gone)
+        left = Source.objects.filter(
+            collection=collection, file_name__in=[origin.source_name(n) for n in gone]
+        )
         step.check = f"{left.count()} of the deleted files still sources"
         steps.append(step)
     finally:
@@ -129,6 +143,12 @@ class _FolderOrigin:
     def __init__(self, top: Path):
         self.root = top / "folder"
         self.location = str(self.root)
+
+    def source_name(self, name: str) -> str:
+        return name
+
+    def close(self) -> None:
+        pass
 
     def write(self, texts: dict[str, str]) -> None:
         write_files(self.root, texts)
@@ -157,6 +177,12 @@ class _GitOrigin:
         self.repo.refs.set_symbolic_ref(b"HEAD", b"refs/heads/main")
         porcelain.init(str(self.bare), bare=True)
 
+    def source_name(self, name: str) -> str:
+        return name
+
+    def close(self) -> None:
+        pass
+
     def write(self, texts: dict[str, str]) -> None:
         from dulwich import porcelain
 
@@ -181,6 +207,87 @@ class _GitOrigin:
             self.repo, str(self.bare), b"refs/heads/main",
             outstream=BytesIO(), errstream=BytesIO(),
         )  # fmt: skip
+
+
+class _SiteOrigin:
+    """The files as HTML pages of a site on loopback: robots.txt, a sitemap of
+    every page, an ETag per page (304 to a matching If-None-Match), 404 for a
+    page deleted."""
+
+    def __init__(self):
+        import threading
+        from http.server import ThreadingHTTPServer
+
+        self.pages: dict[str, bytes] = {}
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.base = f"http://127.0.0.1:{self.server.server_port}"
+        self.location, self.prefix = f"{self.base}/sitemap.xml", f"{self.base}/"
+
+    @staticmethod
+    def path(name: str) -> str:
+        return "/" + name.rsplit(".", 1)[0] + ".html"
+
+    def source_name(self, name: str) -> str:
+        return "127.0.0.1" + self.path(name)
+
+    def write(self, texts: dict[str, str]) -> None:
+        from markdown_it import MarkdownIt
+
+        render = MarkdownIt("commonmark").enable("table").render
+        for name, text in texts.items():
+            body = render(text)
+            self.pages[self.path(name)] = (
+                f"<!doctype html><html><head><title>{name}</title></head><body>"
+                f"<nav><a href='/'>Home</a></nav><main>{body}</main></body></html>"
+            ).encode()
+
+    def delete(self, names: list[str]) -> None:
+        for name in names:
+            del self.pages[self.path(name)]
+
+    def sitemap(self) -> bytes:
+        urls = "".join(f"<url><loc>{self.base}{p}</loc></url>" for p in self.pages)
+        return (
+            '<?xml version="1.0"?><urlset xmlns="http://www.sitemaps.org/schemas/'
+            f'sitemap/0.9">{urls}</urlset>'
+        ).encode()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def _handler(site: _SiteOrigin):
+    import hashlib
+    from http.server import BaseHTTPRequestHandler
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self):
+            headers = {"Content-Type": "text/html; charset=utf-8"}
+            if self.path == "/robots.txt":
+                status, body = 200, b"User-agent: *\nAllow: /\n"
+            elif self.path == "/sitemap.xml":
+                status, body = 200, site.sitemap()
+            elif self.path in site.pages:
+                body = site.pages[self.path]
+                etag = '"' + hashlib.sha256(body).hexdigest()[:20] + '"'
+                headers["ETag"] = etag
+                status = 304 if self.headers.get("If-None-Match") == etag else 200
+                body = b"" if status == 304 else body
+            else:
+                status, body = 404, b"not found"
+            self.send_response(status)
+            for key, value in headers.items():
+                self.send_header(key, value)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    return Handler
 
 
 def markdown(report: SyncReport) -> str:
