@@ -20,6 +20,10 @@ _EDITOR_PERMS = {
     "collection": ["view"],
     "goldencase": ["add", "change", "delete", "view"],
     "evalrun": ["view"],
+    # Sync sources: editors see them, their logs, and run "Sync now"; admins
+    # add and change them (a sync reads a server folder or another site).
+    "syncsource": ["view"],
+    "syncrun": ["view"],
 }
 _ADMIN_MODELS = [
     "collection",
@@ -31,6 +35,8 @@ _ADMIN_MODELS = [
     "evalrun",
     "question",
     "replayreport",
+    "syncsource",
+    "syncrun",
 ]
 
 

@@ -611,6 +611,28 @@ class SyncAdminTestCase(TestCase):
         self.client.force_login(self.editor)
         self.assertEqual(self.client.get(self.add).status_code, 403)
 
+    def test_content_editors_see_syncs_and_sync_now_admins_add_them(self):
+        from django.urls import reverse
+
+        from kb import permissions
+
+        permissions.ensure_groups()
+        self.editor.groups.add(
+            permissions.Group.objects.get(name=permissions.CONTENT_EDITOR)
+        )
+        sync = sync_of("folder", str(self.root / "docs"), self.collection)
+        self.client.force_login(self.editor)
+        self.assertEqual(self.client.get(self.add).status_code, 403)
+        changelist = reverse("admin:kb_syncsource_changelist")
+        self.assertContains(self.client.get(changelist), sync.name)
+        response = self.client.post(
+            changelist, {"action": "sync_now", "_selected_action": [sync.pk]},
+            follow=True,
+        )  # fmt: skip
+        self.assertContains(response, "1 sync queued")
+        self.editor.groups.add(permissions.Group.objects.get(name=permissions.ADMIN))
+        self.assertEqual(self.client.get(self.add).status_code, 200)
+
 
 class SyncStatesTestCase(TestCase):
     """A failing sync shows on its collection's page and on the dashboard."""
