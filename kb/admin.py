@@ -51,6 +51,7 @@ from kb.models import (
 from kb.staff import sources as source_pages
 from kb.staff import urls as staff_pages
 from kb.staff.deleting import BulkDelete
+from kb.sync import runs as sync_runs
 
 # Failed logins lock a user name and an address out for a while (kb/ratelimit.py).
 admin.site.login_form = LoginForm
@@ -930,6 +931,12 @@ class SyncSourceAdmin(CollectionScoped, admin.ModelAdmin):
         }
         if run.seen:
             text += " " + gettext("at commit %(commit)s") % {"commit": run.seen[:12]}
+        if commits := sync_runs.behind(obj):
+            text += ". " + ngettext(
+                "The origin has %(count)d newer commit, not synced yet.",
+                "The origin has %(count)d newer commits, not synced yet.",
+                commits,
+            ) % {"count": commits}
         return text
 
     @admin.display(description=gettext_lazy("Recent runs"))
@@ -960,10 +967,8 @@ class SyncSourceAdmin(CollectionScoped, admin.ModelAdmin):
 
     @admin.action(description=gettext_lazy("Sync now"))
     def sync_now(self, request, queryset) -> None:
-        from kb.sync import runs
-
         for sync in queryset:
-            runs.queue(sync)
+            sync_runs.queue(sync)
         self.message_user(
             request,
             ngettext(

@@ -283,6 +283,23 @@ class GitSyncTestCase(TestCase):
         again = run_now(sync)  # the same head: nothing to do
         self.assertEqual((again.unchanged, again.chunks_embedded), (3, 0))
 
+    def test_how_far_behind_the_origin_answers_are(self):
+        self.origin.commit({"a.md": "# A\n\nText.\n", "b.md": "# B\n\nMore.\n"})
+        sync = sync_of("git", str(self.origin.bare), branch="main")
+        run_now(sync)
+        self.assertEqual(runs.behind(sync), 0)
+        self.origin.commit({"a.md": "# A\n\nNew text.\n"})
+        self.origin.commit({"b.md": "# B\n\nNew too.\n"})
+        with override_settings(KB_SYNC_MAX_FILES=1):  # this run fails
+            failed = run_now(sync)
+        self.assertEqual(failed.status, SyncRun.Status.FAILED)
+        self.assertEqual(runs.behind(sync), 2)
+        out = StringIO()
+        call_command("kb_sync", "list", stdout=out)
+        self.assertIn("the origin is 2 commit(s) ahead", out.getvalue())
+        run_now(sync)
+        self.assertEqual(runs.behind(sync), 0)
+
     def test_a_missing_branch_or_repository_says_so(self):
         self.origin.commit({"a.md": "# A\n\nText.\n"})
         run = run_now(sync_of("git", str(self.origin.bare), branch="release"))

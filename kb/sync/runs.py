@@ -107,6 +107,29 @@ def states(collection) -> list[dict]:
     return found
 
 
+def behind(sync: SyncSource) -> int | None:
+    """How many commits the origin's branch, as its last run saw it, is ahead
+    of what the answers use (its last successful run's commit); None when
+    not a Git sync or not known."""
+    last, good = sync.last_run(), sync.last_success()
+    if sync.kind != SyncSource.Kind.GIT or not (last and good):
+        return None
+    if not last.seen or not good.seen:
+        return None
+    if last.seen == good.seen:
+        return 0
+    from dulwich.repo import Repo
+
+    try:
+        with Repo(str(sync.mirror_path())) as repo:
+            walker = repo.get_walker(
+                include=[last.seen.encode()], exclude=[good.seen.encode()]
+            )
+            return sum(1 for _ in walker)
+    except (OSError, KeyError, ValueError):
+        return None
+
+
 def queue(sync: SyncSource) -> SyncRun:
     """A new run of the sync, queued for a worker (kb.jobs.sync_run)."""
     from kb import queueing
@@ -172,6 +195,7 @@ def _run(run: SyncRun, sync: SyncSource) -> SyncRun:
             if isinstance(origin, GitRepository)
             else origin.listing()
         )
+        run.seen = listing.seen  # what the origin is at, even if the run fails
         _check_file_count(listing)
         _apply(run, sync, origin, listing, started)
     except OriginError as exc:

@@ -179,6 +179,10 @@ class Command(BaseCommand):
                 + (f"{_ago(good.started)}" if good else "never")
                 + (f"; at {good.seen[:12]}" if good and good.seen else "")
             )
+            if commits := runs.behind(sync):
+                self.stdout.write(
+                    f"  the origin is {commits} commit(s) ahead of what answers use"
+                )
             if last and last.error:
                 self.stdout.write(f"  error: {last.error}")
             for failure in (last.failed if last else [])[:5]:
