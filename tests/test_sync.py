@@ -537,6 +537,35 @@ class KilledSyncTestCase(TransactionTestCase):
         self.assertFalse(sync.sources.exclude(status="indexed").exists())
 
 
+class OneRunAtATimeTestCase(TransactionTestCase):
+    """While a run holds its sync's lock (here: another database session holds
+    it, as a worker running the sync would), a second run does nothing and
+    says why."""
+
+    def test_a_second_run_stands_down(self):
+        import psycopg
+        from django.db import connection
+
+        root = Path(tempfile.mkdtemp(prefix="kb-sync-"))
+        self.addCleanup(_remove, root)
+        write(root / "docs", {"a.md": "# A\n\nText.\n"})
+        with override_settings(KB_SYNC_ROOTS=[str(root)]):
+            sync = sync_of("folder", str(root / "docs"))
+            params = connection.get_connection_params()
+            params.pop("cursor_factory", None)
+            params.pop("context", None)
+            with psycopg.connect(**params, autocommit=True) as other:
+                other.execute(
+                    "SELECT pg_advisory_lock(hashtextextended(%s, 0))",
+                    [f"kb-sync:{sync.pk}"],
+                )
+                run = run_now(sync)
+            self.assertEqual(run.status, SyncRun.Status.FAILED)
+            self.assertIn("Another run of this sync was under way", run.error)
+            self.assertFalse(sync.sources.exists())
+            self.assertEqual(run_now(sync).status, SyncRun.Status.DONE)  # released
+
+
 class ScheduleTestCase(TestCase):
     def test_due_syncs(self):
         from datetime import timedelta
