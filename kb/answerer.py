@@ -215,7 +215,10 @@ def extractive_answer(
     answerable = [
         s
         for s in rows
-        if not _is_title_line(s) and not _is_markup(s) and not _is_header_row(s)
+        if not _is_title_line(s)
+        and not _is_markup(s)
+        and not _is_header_row(s)
+        and not _is_date_line(s)
     ]
     chosen = _choose(answerable or rows or sentences, asked)
     chosen = _with_what_they_introduce(chosen, sentences)
@@ -712,6 +715,21 @@ def _is_title_line(s: Sentence) -> bool:
         return False
     text = s.text.strip()
     return "\n" not in text and not text.endswith((".", "!", "?", ":", ";"))
+
+
+# A record's "Date: 21 November 2022" line (issue #29's QA): the date words of
+# a dated question match it best, yet it only repeats what the question says.
+_DATE_LINE_RE = re.compile(
+    r"\W*(?:date|dated|datum|fecha|дата)\W*[:：]\W*[\w ,./-]{1,40}?\W*",
+    re.IGNORECASE,
+)
+
+
+def _is_date_line(s: Sentence) -> bool:
+    """A line that is only a date under a label: it answers nothing."""
+    text = s.text.strip()
+    found = _DATE_LINE_RE.fullmatch(text)
+    return bool(found) and any(ch.isdigit() for ch in text)
 
 
 def answer_text(chosen: list[Sentence]) -> str:

@@ -196,3 +196,25 @@ class DatedRetrievalTestCase(TestCase):
         source.metadata = {"date": "2023-02-15"}
         prepared = ingestion.prepare(source, self.collection, policy)
         self.assertEqual(prepared.chunks[0].metadata["date"], "2023-02-15")
+
+
+class DateLineTestCase(TestCase):
+    """QA of issue #29: "What happened on November 21, 2022?" was answered with
+    the report's "Date:" line, which its date words match best."""
+
+    def test_a_date_question_is_answered_by_what_happened(self):
+        from kb import answering
+
+        collection = Collection.objects.create(name="Reports")
+        for name, day, text in [
+            ("ingress.md", "21 November 2022",
+             "The ingress controller restarted every few minutes under load."),
+            ("dns.md", "14 February 2023",
+             "Name resolution failed for eight minutes after a node drain."),
+        ]:  # fmt: skip
+            body = f"# Incident report\n\n**Date**: {day}\n\n## Summary\n\n{text}\n"
+            source, _ = ingestion.store_source(collection, name, body.encode())
+            ingestion.ingest(source.pk)
+        _, reply = answering.ask(collection, "What happened on November 21, 2022?")
+        self.assertNotIn("Date", reply.text)
+        self.assertIn("ingress controller restarted", reply.text)
