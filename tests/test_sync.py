@@ -283,6 +283,22 @@ class GitSyncTestCase(TestCase):
         again = run_now(sync)  # the same head: nothing to do
         self.assertEqual((again.unchanged, again.chunks_embedded), (3, 0))
 
+    def test_a_deleted_twin_is_no_rename(self):
+        """kb_bench sync found it: deleting one of two files of identical
+        content counted the other, left in place, as renamed."""
+        twin = "# Same\n\nThe same words in two files.\n"
+        self.origin.commit({"one.md": twin, "two.md": twin})
+        sync = sync_of("git", str(self.origin.bare), branch="main")
+        run_now(sync)
+        self.origin.commit({}, removed=["one.md"])
+        run = run_now(sync)
+        self.assertEqual((run.deleted, run.renamed, run.unchanged), (1, 0, 1))
+        self.assertEqual(names(sync), {"two.md"})
+        # A true rename of identical content is still one.
+        self.origin.commit({}, moved=[("two.md", "three.md")])
+        run = run_now(sync)
+        self.assertEqual((run.renamed, run.deleted, run.added), (1, 0, 0))
+
     def test_how_far_behind_the_origin_answers_are(self):
         self.origin.commit({"a.md": "# A\n\nText.\n", "b.md": "# B\n\nMore.\n"})
         sync = sync_of("git", str(self.origin.bare), branch="main")

@@ -260,7 +260,7 @@ def _apply(run, sync, origin, listing: Listing, started: float) -> None:
         for path, s in mine.items()
         if path not in listing.entries and path not in listing.kept
     }
-    renamed = _renames(listing, gone)
+    renamed = _renames(listing, gone, mine)
     budget = _Budget(started)
     for path in sorted(listing.entries):
         entry = listing.entries[path]
@@ -287,16 +287,22 @@ def _apply(run, sync, origin, listing: Listing, started: float) -> None:
             _log(run, path, "deleted at the origin, removed")
 
 
-def _renames(listing: Listing, gone: dict[str, Source]) -> dict[str, str]:
+def _renames(
+    listing: Listing, gone: dict[str, Source], mine: dict[str, Source]
+) -> dict[str, str]:
     """new path -> old path: Git's renames, then files of identical content
-    under a new path (the blob id for Git, unknown for a folder)."""
+    under a new path (the blob id for Git, unknown for a folder). Only a path
+    no source has yet can be where a gone one went: a file left in place with
+    the same content as a deleted one is that file, not a rename."""
+    new_paths = {path for path in listing.entries if path not in mine}
     found = {
         new: old
         for old, new in listing.renames.items()
-        if old in gone and new in listing.entries
+        if old in gone and new in new_paths
     }
     by_print = {s.sync_fingerprint: path for path, s in gone.items()}
-    for path, entry in listing.entries.items():
+    for path in sorted(new_paths):
+        entry = listing.entries[path]
         old = by_print.get(entry.fingerprint)
         if old and path not in found and old not in found.values():
             if ":" not in entry.fingerprint:  # a blob id names the content
