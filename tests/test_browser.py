@@ -481,8 +481,8 @@ def test_a_git_sync_added_in_the_admin_keeps_answers_in_step(
     """Issue #30: an admin adds a Git sync source, syncs it, staff ask; the
     repository changes, it is synced again, and the answer and its citation
     follow the new text."""
+    from kb.benchmarks.sync import GitOrigin
     from tests.base import forget_jobs, run_burst_worker
-    from tests.test_sync import Repository
 
     forget_jobs()
     get_user_model().objects.create_superuser("staff", "s@example.invalid", "pw-1")
@@ -490,7 +490,7 @@ def test_a_git_sync_added_in_the_admin_keeps_answers_in_step(
     settings.KB_SYNC_ROOTS = [str(tmp_path)]
     settings.KB_SYNC_DIR = tmp_path / "mirrors"
     worker_env = {"KB_SYNC_ROOTS": str(tmp_path), "KB_SYNC_DIR": str(tmp_path / "m")}
-    origin = Repository(tmp_path)
+    origin = GitOrigin(tmp_path)
     origin.commit({"ops/backups.md": "# Backups\n\nBackups run every night at "
                    "02:00 and are kept for 35 days.\n"})  # fmt: skip
 

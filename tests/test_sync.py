@@ -8,7 +8,7 @@ import json
 import os
 import tempfile
 import threading
-from io import BytesIO, StringIO
+from io import StringIO
 from pathlib import Path
 from wsgiref.simple_server import WSGIRequestHandler, make_server
 
@@ -16,6 +16,7 @@ from django.core.management import call_command
 from django.test import TestCase, TransactionTestCase, override_settings
 
 from kb import retrieval
+from kb.benchmarks.sync import GitOrigin
 from kb.models import Collection, Source, SyncRun, SyncSource
 from kb.sync import runs
 from tests.base import forget_jobs, ingest_text, run_burst_worker
@@ -207,42 +208,11 @@ def _remove(path: Path) -> None:
     shutil.rmtree(path, ignore_errors=True)
 
 
-class Repository:
-    """A working repository whose commits are pushed to a bare one."""
-
-    def __init__(self, root: Path):
-        from dulwich import porcelain
-
-        self.work, self.bare = root / "work", root / "origin.git"
-        self.repo = porcelain.init(str(self.work))
-        self.repo.refs.set_symbolic_ref(b"HEAD", b"refs/heads/main")
-        porcelain.init(str(self.bare), bare=True)
-
-    def commit(self, files: dict[str, str], removed=(), moved=()) -> str:
-        from dulwich import porcelain
-
-        write(self.work, files)
-        for old, new in moved:
-            porcelain.mv(self.repo, str(self.work / old), str(self.work / new))
-        for name in removed:
-            porcelain.rm(self.repo, [str(self.work / name)])
-        porcelain.add(self.repo, [str(self.work / name) for name in files])
-        sha = porcelain.commit(
-            self.repo, message=b"docs", author=b"A <a@example.org>",
-            committer=b"A <a@example.org>",
-        )  # fmt: skip
-        porcelain.push(
-            self.repo, str(self.bare), b"refs/heads/main",
-            outstream=BytesIO(), errstream=BytesIO(),
-        )  # fmt: skip
-        return sha.decode()
-
-
 class GitSyncTestCase(TestCase):
     def setUp(self):
         self.root = Path(tempfile.mkdtemp(prefix="kb-git-"))
         self.addCleanup(_remove, self.root)
-        self.origin = Repository(self.root)
+        self.origin = GitOrigin(self.root)
         self.enterContext(
             override_settings(
                 KB_SYNC_ROOTS=[str(self.root)], KB_SYNC_DIR=self.root / "mirrors"
@@ -361,7 +331,7 @@ class GitCredentialsTestCase(TestCase):
 
         root = Path(tempfile.mkdtemp(prefix="kb-git-"))
         self.addCleanup(_remove, root)
-        origin = Repository(root)
+        origin = GitOrigin(root)
         origin.commit({"guide/backups.md": DOCS["guide/backups.md"]})
         git = make_wsgi_chain(DictBackend({"/": Repo(str(origin.bare))}))
         wanted = "Basic " + base64.b64encode(f"kb:{self.TOKEN}".encode()).decode()

@@ -82,7 +82,7 @@ def run(files: int, progress: Progress) -> SyncReport:
                 texts = documents(files, f"{kind} {tag}")
                 report.megabytes = sum(len(t.encode()) for t in texts.values()) / 1e6
                 origin = (
-                    _GitOrigin(top) if kind == "git"
+                    GitOrigin(top) if kind == "git"
                     else _FolderOrigin(top) if kind == "folder"
                     else _SiteOrigin()
                 )  # fmt: skip
@@ -165,8 +165,9 @@ def write_files(root: Path, texts: dict[str, str]) -> None:
         path.write_text(text, encoding="utf-8")
 
 
-class _GitOrigin:
-    """A working repository, its commits pushed to a bare one (the origin)."""
+class GitOrigin:
+    """A working repository whose commits are pushed to a bare one, the origin
+    a Git sync reads (`location`); the sync tests use it too."""
 
     def __init__(self, top: Path):
         from dulwich import porcelain
@@ -181,32 +182,33 @@ class _GitOrigin:
         return name
 
     def close(self) -> None:
-        pass
+        self.repo.close()
 
     def write(self, texts: dict[str, str]) -> None:
-        from dulwich import porcelain
-
-        write_files(self.work, texts)
-        porcelain.add(self.repo, [str(self.work / name) for name in texts])
-        self._commit()
+        self.commit(texts)
 
     def delete(self, names: list[str]) -> None:
+        self.commit({}, removed=names)
+
+    def commit(self, files: dict[str, str], removed=(), moved=()) -> str:
+        """Write, move and remove files, commit and push; the commit's id."""
         from dulwich import porcelain
 
-        porcelain.rm(self.repo, [str(self.work / name) for name in names])
-        self._commit()
-
-    def _commit(self) -> None:
-        from dulwich import porcelain
-
-        porcelain.commit(
-            self.repo, message=b"bench", author=b"kb <kb@localhost>",
+        write_files(self.work, files)
+        for old, new in moved:
+            porcelain.mv(self.repo, str(self.work / old), str(self.work / new))
+        if removed:
+            porcelain.rm(self.repo, [str(self.work / name) for name in removed])
+        porcelain.add(self.repo, [str(self.work / name) for name in files])
+        sha = porcelain.commit(
+            self.repo, message=b"docs", author=b"kb <kb@localhost>",
             committer=b"kb <kb@localhost>",
         )  # fmt: skip
         porcelain.push(
             self.repo, str(self.bare), b"refs/heads/main",
             outstream=BytesIO(), errstream=BytesIO(),
         )  # fmt: skip
+        return sha.decode()
 
 
 class _SiteOrigin:
