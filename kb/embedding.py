@@ -15,7 +15,7 @@ Nothing is ever truncated: a text longer than the window raises
 
 from __future__ import annotations
 
-import json
+import contextlib
 import logging
 import os
 import random
@@ -32,7 +32,7 @@ from django.core.exceptions import ImproperlyConfigured
 from tokenizers import Encoding, Tokenizer
 
 from kb import embedding_models
-from kb.embedding_models import ModelSource
+from kb.embedding_models import ModelSource, read_json
 
 if TYPE_CHECKING:
     import onnxruntime
@@ -59,15 +59,9 @@ class WindowExceededError(EmbeddingError):
         super().__init__(f"{origin} has {token_count} tokens; the model reads {window}")
 
 
-def _model_name(directory: Path) -> str:
-    config = _read_json(directory / "config.json")
+def model_name_of(directory: Path) -> str:
+    config = read_json(directory / "config.json")
     return str(config.get("_name_or_path") or directory.name)
-
-
-def _read_json(path: Path) -> dict[str, Any]:
-    if not path.is_file():
-        return {}
-    return json.loads(path.read_text(encoding="utf-8"))
 
 
 # onnxruntime graph rewrites left out per precision (issue #8). In the int8 graph,
@@ -105,7 +99,7 @@ class Embedder:
         self.precision = precision
         self.batch_size = max(1, batch_size)
         self.threads = threads or os.cpu_count() or 1
-        self._raw_tokenizer_config = _read_json(source.tokenizer_path)
+        self._raw_tokenizer_config = read_json(source.tokenizer_path)
         self.tokenizer = Tokenizer.from_file(str(source.tokenizer_path))
         # The shipped tokenizer.json truncates and pads to 128: counting and
         # batching must see the whole text, and we pad per batch ourselves.
@@ -152,7 +146,7 @@ class Embedder:
 
     @cached_property
     def _model_config(self) -> dict[str, Any]:
-        return _read_json(self.source.directory / "config.json")
+        return read_json(self.source.directory / "config.json")
 
     @property
     def dim(self) -> int:
@@ -171,7 +165,7 @@ class Embedder:
 
     def _resolve_window(self, configured: int) -> tuple[int, str]:
         """The window and where it came from, most explicit source first."""
-        st_config = _read_json(self.source.directory / "sentence_bert_config.json")
+        st_config = read_json(self.source.directory / "sentence_bert_config.json")
         candidates = [
             (configured, "KB_EMBED_WINDOW"),
             (st_config.get("max_seq_length"), "sentence_bert_config.json"),
@@ -518,7 +512,7 @@ class Embedder:
         order = sorted(range(len(encodings)), key=lambda i: len(encodings[i].ids))
         for start in range(0, len(order), step):
             batch = order[start : start + step]
-            feeds = _pad([encodings[i] for i in batch])
+            feeds = pad([encodings[i] for i in batch])
             session = self.session
             inputs = model_inputs(session, feeds)
             hidden = session.run([_output_name(session)], inputs)[0]
@@ -532,7 +526,7 @@ def synthetic_text(embedder: Embedder, tokens: int, seed: int = 0) -> str:
     count is still verified rather than assumed.
     """
     rng = random.Random(seed)
-    words = _single_token_words(embedder)
+    words = single_token_words(embedder)
     text_words = rng.sample(words, tokens - embedder.special_tokens)
     text = " ".join(text_words)
     if embedder.count_tokens(text) != tokens:
@@ -540,7 +534,7 @@ def synthetic_text(embedder: Embedder, tokens: int, seed: int = 0) -> str:
     return text
 
 
-def _single_token_words(embedder: Embedder) -> list[str]:
+def single_token_words(embedder: Embedder) -> list[str]:
     vocab = embedder.tokenizer.get_vocab()
     candidates = sorted(
         word for word in vocab if word.isalpha() and word.isascii() and len(word) > 3
@@ -555,7 +549,7 @@ def _default_origin(texts: list[str], index: int) -> str:
     return f"text {index + 1} of {len(texts)} ({preview!r}...)"
 
 
-def _pad(encodings: list[Encoding]) -> dict[str, np.ndarray]:
+def pad(encodings: list[Encoding]) -> dict[str, np.ndarray]:
     """Right-pad to the batch's longest text (pad id 0, mask 0)."""
     length = max(len(encoding.ids) for encoding in encodings)
     shape = (len(encodings), length)
@@ -598,7 +592,7 @@ def open_session(
 def model_inputs(
     session: onnxruntime.InferenceSession, feeds: dict[str, np.ndarray]
 ) -> dict[str, np.ndarray]:
-    """The padded arrays of `_pad` the model takes, in its integer type; a model
+    """The padded arrays of `pad` the model takes, in its integer type; a model
     without token_type_ids gets none."""
     inputs = {}
     for spec in session.get_inputs():
@@ -738,6 +732,21 @@ def get_embedder(model: str | None = None, precision: str | None = None) -> Embe
         if key not in _embedders:
             _embedders[key] = Embedder.from_settings(*key)
         return _embedders[key]
+
+
+@contextlib.contextmanager
+def installed(embedder: Embedder, model: str, precision: str):
+    """Make `embedder` this process's embedder for (`model`, `precision`) while
+    the block runs (the test suite's embedder that remembers its vectors)."""
+    key = (model, precision)
+    with _embedders_lock:
+        _embedders[key] = embedder
+    try:
+        yield embedder
+    finally:
+        with _embedders_lock:
+            if _embedders.get(key) is embedder:
+                del _embedders[key]
 
 
 def for_collection(collection: Any, precision: str | None = None) -> Embedder:

@@ -678,8 +678,8 @@ def _ingest(source: Source, version: int, started: float) -> str:
     ):
         raise StaleJob(f"version {version} deleted or superseded while embedded")
     duration = time.perf_counter() - started
-    stats = {**_stats(prepared, duration), "config": build_config(collection)}
-    _publish(source, version, prepared, (vectors, units, keys), stats, reading)
+    stats = {**statistics(prepared, duration), "config": build_config(collection)}
+    publish(source, version, prepared, (vectors, units, keys), stats, reading)
     return f"indexed {source.file_name}: {len(prepared.chunks)} chunks"
 
 
@@ -696,7 +696,7 @@ def read_source(source: Source) -> tuple[readers.Reading | None, parsing.Documen
     """Read the source's file (HTML, DOCX, PDF) to Markdown and parse its text,
     in a child process killed after KB_PARSE_TIMEOUT seconds (and limited to
     KB_PARSE_MEMORY_MB more megabytes of memory); `source.text` and an automatic
-    title are updated in memory (`_publish` stores them with the new version)."""
+    title are updated in memory (`publish` stores them with the new version)."""
     name = source.file_name
     data = _original(source) if readers.format_of(name) else b""
     args = (name, data, source.text, source.title, source.is_title_auto)
@@ -855,7 +855,7 @@ def _unit_parts(chunk: PreparedChunk) -> list[tuple[int, int]]:
     return [(lo + shift, hi + shift) for _, _, lo, hi in chunk.data.units]
 
 
-def _stats(prepared: Prepared, duration: float) -> dict[str, Any]:
+def statistics(prepared: Prepared, duration: float) -> dict[str, Any]:
     counts = sorted(c.token_count for c in prepared.chunks)
     window = prepared.window
     return {
@@ -878,7 +878,7 @@ def _stats(prepared: Prepared, duration: float) -> dict[str, Any]:
     }
 
 
-def _publish(source, version, prepared: Prepared, embedded, stats, reading=None):
+def publish(source, version, prepared: Prepared, embedded, stats, reading=None):
     """Replace the source's sections and chunks, and its text as read, in one
     transaction; `embedded`: the chunks' vectors, their units' and their keys
     (_embed)."""

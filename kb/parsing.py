@@ -599,7 +599,7 @@ def markdown_title(text: str) -> str:
     if front:
         return front
     try:
-        return _first_h1(_parse_tokens(masked))
+        return _first_h1(parse_tokens(masked))
     except ParseError:
         return ""
 
@@ -680,7 +680,7 @@ def parse_markdown(
             gettext("%(file)s is empty") % {"file": title or fallback_title}
         )
     front, masked, body_start = _mask_front_matter(text)
-    tokens = _parse_tokens(masked)
+    tokens = parse_tokens(masked)
     title = title or front or _first_h1(tokens) or fallback_title
     blocks = _definition_lists(_top_level_blocks(tokens, text, _LineIndex(text)), text)
     sections = _build_sections(blocks, text, title, body_start)
@@ -692,7 +692,7 @@ def parse_markdown(
     return Document(title, sections)
 
 
-def _parse_tokens(text: str) -> list[Token]:
+def parse_tokens(text: str) -> list[Token]:
     md = MarkdownIt("commonmark", {"maxNesting": MAX_NESTING + _NESTING_ROOM})
     md.enable("table")
     for rule in md.block.ruler.__rules__:

@@ -28,7 +28,7 @@ PREFIX = "kb:ratelimit:"
 _clients: dict[str, Redis] = {}
 
 
-def _redis() -> Redis:
+def counters() -> Redis:
     # One client (and connection pool) per process: django_rq makes a new one per
     # call. Keyed by the queue's settings, which the tests override.
     config = repr(sorted(settings.RQ_QUEUES["default"].items()))
@@ -81,7 +81,7 @@ def login_locked_for(username: str, request: HttpRequest) -> int:
     if not keys:
         return 0
     try:
-        pipe = _redis().pipeline()
+        pipe = counters().pipeline()
         for key, _ in keys:
             pipe.get(key)
             pipe.ttl(key)
@@ -106,7 +106,7 @@ def _count_failure(sender, credentials, request=None, **kwargs) -> None:
         for key, limit in _login_keys(username, client_ip(request)):
             if _hit(key, lockout) == limit:
                 # Locked from the failure that reached the limit, for the full period.
-                _redis().expire(key, lockout)
+                counters().expire(key, lockout)
     except RedisError:
         logger.warning("Redis unreachable: a failed login was not counted")
 
@@ -117,7 +117,7 @@ def _forget_failures(sender, request=None, user=None, **kwargs) -> None:
     if request is None or user is None:
         return
     try:
-        _redis().delete(_key("login-user", user.get_username().casefold()))
+        counters().delete(_key("login-user", user.get_username().casefold()))
     except RedisError:
         logger.warning("Redis unreachable: failed logins were not reset")
 
@@ -143,7 +143,7 @@ def question_wait(user, request: HttpRequest) -> int:
         keys.append(_key("ask-token", header[7:].strip()))
     try:
         over = [key for key in keys if _hit(key, 60) > limit]
-        return max((max(_redis().ttl(key), 1) for key in over), default=0)
+        return max((max(counters().ttl(key), 1) for key in over), default=0)
     except RedisError:
         logger.warning("Redis unreachable: questions are not rate limited now")
         return 0
@@ -167,7 +167,7 @@ def question_message(seconds: int) -> str:
 
 def _hit(key: str, window: int) -> int:
     """Count one event in `key`'s window (started by its first event); the count."""
-    pipe = _redis().pipeline()  # MULTI/EXEC: never a counter left without expiry
+    pipe = counters().pipeline()  # MULTI/EXEC: never a counter left without expiry
     pipe.set(key, 0, ex=window, nx=True)
     pipe.incr(key)
     return pipe.execute()[1]

@@ -40,13 +40,13 @@ from django.core.exceptions import ImproperlyConfigured
 from tokenizers import Encoding, Tokenizer
 
 from kb.embedding import (
-    _model_name,
-    _pad,
-    _read_json,
     default_threads,
     model_inputs,
+    model_name_of,
     open_session,
+    pad,
 )
+from kb.embedding_models import read_json
 
 if TYPE_CHECKING:
     import onnxruntime
@@ -112,7 +112,7 @@ class Reranker:
         if problems := missing_files(directory):
             raise ImproperlyConfigured("; ".join(problems))
         self.directory = Path(directory).expanduser().resolve()
-        self.model_name = _model_name(self.directory)
+        self.model_name = model_name_of(self.directory)
         self.batch_size = max(1, batch_size)
         self.threads = threads or os.cpu_count() or 1
         self.tokenizer = Tokenizer.from_file(str(self.directory / TOKENIZER_FILE))
@@ -133,14 +133,14 @@ class Reranker:
 
     def _resolve_window(self, configured: int) -> tuple[int, str]:
         """The window and where it came from, most explicit source first."""
-        tokenizer_json = _read_json(self.directory / TOKENIZER_FILE)
-        config = _read_json(self.directory / "config.json")
+        tokenizer_json = read_json(self.directory / TOKENIZER_FILE)
+        config = read_json(self.directory / "config.json")
         positions = config.get("max_position_embeddings")
         candidates = [
             (configured, "KB_RERANKER_WINDOW"),
             ((tokenizer_json.get("truncation") or {}).get("max_length"),
              "tokenizer.json truncation"),
-            (_read_json(self.directory / "tokenizer_config.json").get(
+            (read_json(self.directory / "tokenizer_config.json").get(
                 "model_max_length"), "tokenizer_config.json model_max_length"),
             (positions, "config.json max_position_embeddings"),
         ]  # fmt: skip
@@ -236,7 +236,7 @@ class Reranker:
         return logits
 
     def _run_batch(self, pairs: list[Encoding]) -> np.ndarray:
-        inputs = model_inputs(self.session, _pad(pairs))
+        inputs = model_inputs(self.session, pad(pairs))
         names = [output.name for output in self.session.get_outputs()]
         output = LOGITS_NAME if LOGITS_NAME in names else names[0]
         return relevance(self.session.run([output], inputs)[0], len(pairs))

@@ -54,11 +54,8 @@ class RememberingEmbedder(embedding.Embedder):
 def remembered_vectors():
     """Make the default embedder of this process a RememberingEmbedder."""
     key = (embedding_models.DEFAULT, settings.KB_EMBED_PRECISION)
-    with embedding._embedders_lock:
-        embedding._embedders[key] = RememberingEmbedder.from_settings(*key)
-    yield
-    with embedding._embedders_lock:
-        embedding._embedders.pop(key, None)
+    with embedding.installed(RememberingEmbedder.from_settings(*key), *key):
+        yield
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -84,7 +81,7 @@ def fresh_rate_limits():
     outlive a session: a suite run twice within a minute asked as one user)."""
     from kb import ratelimit
 
-    client = ratelimit._redis()
+    client = ratelimit.counters()
     for key in client.scan_iter(f"{ratelimit.PREFIX}*"):
         client.delete(key)
     yield

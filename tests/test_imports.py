@@ -179,3 +179,68 @@ class OrmFreeModulesTestCase(SimpleTestCase):
                 )  # fmt: skip
                 self.assertEqual(done.returncode, 0, done.stderr[-2000:])
                 self.assertEqual(done.stdout.strip(), "[]", f"{module} loads the ORM")
+
+
+# Packages whose private names (one leading underscore) stay in their module.
+OWN = ("kb", "config", "tests")
+
+
+def private_uses(path: Path) -> list[str]:
+    """`from kb.x import _name` and `x._name` on a module imported from kb,
+    config or tests, in one file; Django's `_meta` is public API."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    modules, found = set(), []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(OWN):
+            for alias in node.names:
+                if _private(alias.name):
+                    found.append(f"line {node.lineno}: from {node.module} import "
+                                 f"{alias.name}")  # fmt: skip
+                else:
+                    modules.add(alias.asname or alias.name)
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.startswith(OWN):
+                    modules.add((alias.asname or alias.name).split(".")[0])
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Attribute)
+            and _private(node.attr)
+            and isinstance(node.value, ast.Name)
+            and node.value.id in modules
+        ):
+            found.append(f"line {node.lineno}: {node.value.id}.{node.attr}")
+    return found
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__") and name != "_meta"
+
+
+class PrivateNamesTestCase(SimpleTestCase):
+    """Issue #31: what another module uses is public; a private name is its
+    module's own."""
+
+    def test_no_module_uses_another_s_private_names(self):
+        found = []
+        for folder in OWN:
+            for path in sorted((ROOT / folder).rglob("*.py")):
+                if "migrations" not in path.parts:
+                    found += [f"{path.relative_to(ROOT)} {use}"
+                              for use in private_uses(path)]  # fmt: skip
+        self.assertEqual(found, [], "\n".join(found))
+
+    def test_it_sees_both_forms(self):
+        with tempfile.TemporaryDirectory() as folder:
+            path = Path(folder) / "m.py"
+            path.write_text(
+                "from kb.embedding import _pad, read\n"
+                "from kb import ingestion\n"
+                "ingestion._stats(1)\n"
+                "Source._meta\n"
+            )
+            self.assertEqual(
+                private_uses(path),
+                ["line 1: from kb.embedding import _pad",
+                 "line 3: ingestion._stats"],
+            )  # fmt: skip

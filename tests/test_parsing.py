@@ -439,7 +439,7 @@ def test_parse_work_is_linear_in_the_document_whatever_its_shape(text):
     the document (about 12-19 in kb.parsing, 40-110 in markdown-it); before the
     one-pass section builder, 400 headings took 118 per token in kb.parsing.
     """
-    size = len(parsing._parse_tokens(text)) + text.count("\n") + 1
+    size = len(parsing.parse_tokens(text)) + text.count("\n") + 1
     work = _lines_run(lambda: parse(text, "dense.md"))
     assert work["kb.parsing"] <= 40 * size
     assert work["markdown_it"] <= 300 * size

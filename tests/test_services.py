@@ -99,7 +99,7 @@ class ValkeyAuthTestCase(SimpleTestCase):
             (parts.scheme, parts.path), ("unix", str(vdir / "valkey.sock"))
         )
         self.assertEqual(_mode(vdir), 0o700)
-        pid = services._valkey_pid(vdir)
+        pid = services.valkey_pid(vdir)
         self.assertEqual(psutil.Process(pid).net_connections("inet"), [])
 
     def test_it_refuses_a_client_without_the_password(self):
@@ -169,7 +169,7 @@ class ValkeyOwnershipTestCase(PrivateDataDir, TransactionTestCase):
         wait_for(lambda: Worker.all(connection=web), timeout=60)
 
         # Valkey crashes: the worker and the web process reconnect, again and again.
-        os.kill(services._valkey_pid(self.vdir), signal.SIGKILL)
+        os.kill(services.valkey_pid(self.vdir), signal.SIGKILL)
         if os.geteuid() == 0:  # another user can neither serve there nor connect
             self.assertEqual(_bind_as_nobody(sock), "PermissionError")
             self.assertEqual(
@@ -191,7 +191,7 @@ class ValkeyOwnershipTestCase(PrivateDataDir, TransactionTestCase):
         # Valkey removes its pid file as it stops: a second server of the same
         # directory stopping would leave the first without one.
         url, _ = self.ensure_valkey()
-        pid = services._valkey_pid(self.vdir)
+        pid = services.valkey_pid(self.vdir)
         (self.vdir / "valkey.pid").unlink()
         self.assertEqual(self.ensure_valkey(), (url, ""))
         self.assertTrue(services.stop_valkey(self.data_dir))
@@ -239,7 +239,7 @@ class ValkeyOwnershipTestCase(PrivateDataDir, TransactionTestCase):
 
     def test_a_server_that_cannot_save_as_it_stops_is_still_stopped(self):
         self.ensure_valkey()
-        pid = services._valkey_pid(self.vdir)
+        pid = services.valkey_pid(self.vdir)
         (self.vdir / "dump.rdb").unlink(missing_ok=True)
         (self.vdir / "dump.rdb").mkdir()  # its save cannot be renamed into place
         err = io.StringIO()
@@ -253,7 +253,7 @@ class ValkeyOwnershipTestCase(PrivateDataDir, TransactionTestCase):
         queue = Queue("default", connection=redis.Redis.from_url(url))
         job = queue.enqueue("os.getpid")
         time.sleep(1.5)  # the append-only file is synced every second
-        os.kill(services._valkey_pid(self.vdir), signal.SIGKILL)
+        os.kill(services.valkey_pid(self.vdir), signal.SIGKILL)
         self.ensure_valkey()
         self.assertEqual(queue.get_job_ids(), [job.id])
 
@@ -264,7 +264,7 @@ class DataDirModesTestCase(TestCase):
         if os.geteuid() == 0 and not os.environ.get("DATABASE_URL"):
             # The embedded PostgreSQL's own user may pass through, not list.
             self.assertEqual(_mode(data_dir), 0o710)
-            self.assertEqual(data_dir.stat().st_gid, services._pg_system_user().pw_gid)
+            self.assertEqual(data_dir.stat().st_gid, services.pg_system_user().pw_gid)
         else:
             self.assertEqual(_mode(data_dir), 0o700)
         for name in ("media", "valkey"):

@@ -190,9 +190,9 @@ class RerankRow:
 
 def passages_of(reranker, pair_tokens: int, count: int) -> list[str]:
     """`count` different passages that fill pairs with QUESTION to `pair_tokens`."""
-    from kb.embedding import _single_token_words
+    from kb.embedding import single_token_words
 
-    words = sorted(_single_token_words(_TokenizerView(reranker.tokenizer)))
+    words = sorted(single_token_words(_TokenizerView(reranker.tokenizer)))
     question = len(reranker.tokenizer.encode(QUESTION, add_special_tokens=False).ids)
     size = pair_tokens - question - reranker.pair_specials
     rng = np.random.default_rng(0)
@@ -200,7 +200,7 @@ def passages_of(reranker, pair_tokens: int, count: int) -> list[str]:
 
 
 class _TokenizerView:
-    """What _single_token_words reads of an Embedder: a tokenizer and its specials."""
+    """What single_token_words reads of an Embedder: a tokenizer and its specials."""
 
     def __init__(self, tokenizer) -> None:
         self.tokenizer = tokenizer

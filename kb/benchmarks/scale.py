@@ -350,11 +350,11 @@ def build_real(
         prepared = ingestion.prepare(source, collection, policy)
         texts = [embedder.passage_prefix + c.embedded_text for c in prepared.chunks]
         vectors = quality.cached_vectors(texts, embedder, False, cache_dir)
-        stats = ingestion._stats(prepared, time.perf_counter() - began)
+        stats = ingestion.statistics(prepared, time.perf_counter() - began)
         # No reuse keys: stand-in unit vectors must never be taken by an upload.
         embedded = (vectors, _stand_in_units(prepared, vectors), [""] * len(texts))
         try:
-            ingestion._publish(source, source.version, prepared, embedded, stats)
+            ingestion.publish(source, source.version, prepared, embedded, stats)
         except DataError as exc:
             # pubmed.md has a 650-character setext "heading"; Section.heading
             # holds 500, so ingestion itself fails on it (reported in the notes).

@@ -14,7 +14,7 @@ from kb import (
     parsing,
     retrieval,
 )
-from kb.management.commands.kb_ingest import _files
+from kb.management.commands.kb_ingest import files_under
 from kb.models import Collection, Source
 from kb.retrieval import baselines
 
@@ -219,7 +219,7 @@ class Command(BaseCommand):
         included; refused before any work when either selection is empty."""
         include = options["include"]
         files, excluded = [], set()
-        for root, path in _files([options["corpus"]]):
+        for root, path in files_under([options["corpus"]]):
             name = path.relative_to(root).as_posix()
             if evaluation.included(name, include):
                 files.append((root, path))

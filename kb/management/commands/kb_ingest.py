@@ -29,7 +29,7 @@ class Command(BaseCommand):
         )
         if created:
             self.stdout.write(f"Created collection {collection}")
-        files = list(_files(options["paths"]))
+        files = list(files_under(options["paths"]))
         if not files:
             raise CommandError(
                 f"No {', '.join(ingestion.ALLOWED_EXTENSIONS)} files found."
@@ -82,7 +82,7 @@ class Command(BaseCommand):
         return "done"
 
 
-def _files(paths: list[Path]):
+def files_under(paths: list[Path]):
     for path in paths:
         if path.is_dir():
             for child in sorted(path.rglob("*")):
