@@ -22,7 +22,7 @@ from kb.benchmarks.metrics import Located
 from kb.embedding import get_embedder
 from kb.models import Chunk, Collection, Section, Source
 from kb.percentiles import percentile
-from tests.base import SHARED, SHARED_MISSING
+from tests.base import SHARED, needs_shared
 
 CHROMA = SHARED / "benchmarks" / "chroma"
 HAS_TIKTOKEN = all(
@@ -141,7 +141,7 @@ class TokenTextTestCase(SimpleTestCase):
 
 
 class BenchmarkDataTestCase(SimpleTestCase):
-    @unittest.skipUnless(CHROMA.is_dir(), SHARED_MISSING)
+    @needs_shared(CHROMA)
     def test_it_loads_the_chroma_benchmark(self):
         benchmark = quality.load_benchmark(CHROMA)
         self.assertEqual(len(benchmark.questions), 472)

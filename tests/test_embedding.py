@@ -28,9 +28,9 @@ from kb.embedding import (
     get_embedder,
     synthetic_text,
 )
+from tests.base import shared_or_skip
 
 FIXTURE = Path(settings.BASE_DIR).parent / "shared/fixtures/minilm_reference.json"
-NO_FIXTURE = f"{FIXTURE} is absent (the shared checkout is not next to main)"
 DISTINCTIVE = " Finally, the purple giraffe orchestra rehearses underwater at midnight."
 PARAGRAPH = (
     "To restore the database, stop the workers, take a snapshot of the volume, "
@@ -58,8 +58,7 @@ def _text_of_about(tokens: int) -> str:
 
 class ReferenceVectorsTestCase(SimpleTestCase):
     def setUp(self) -> None:
-        if not FIXTURE.exists():
-            self.skipTest(NO_FIXTURE)
+        shared_or_skip(FIXTURE)
         self.cases = _reference_cases()
         self.texts = [case["text"] for case in self.cases]
 
@@ -160,8 +159,7 @@ class TokenCountTestCase(SimpleTestCase):
         self.assertEqual(count_tokens(text), self._encoded(text))
 
     def test_it_counts_the_shared_corpora_like_the_tokenizer(self) -> None:
-        if not CORPORA.is_dir():
-            self.skipTest(f"{CORPORA} is absent (no shared checkout beside main)")
+        shared_or_skip(CORPORA)
         for path in sorted(CORPORA.rglob("*.md")):
             text = path.read_text(encoding="utf-8")
             for piece in (text, text[: len(text) // 3], text[len(text) // 3 :]):

@@ -20,7 +20,7 @@ import pytest
 
 from kb import readers
 from kb.benchmarks import formats
-from tests.base import SHARED, SHARED_MISSING
+from tests.base import SHARED, shared_or_skip
 from tests.documents import Page, build_pdf
 
 CORPUS = SHARED / "corpora" / "handbook"
@@ -64,8 +64,7 @@ def _tools_or_skip() -> None:
 
 @pytest.mark.slow
 def test_the_handbook_keeps_its_structure_in_every_format():
-    if not CORPUS.is_dir():
-        pytest.skip(SHARED_MISSING)
+    shared_or_skip(CORPUS)
     _tools_or_skip()
     faces, _ = _font_faces("DejaVu Sans Mono")  # the benchmark's CSS, pinned
     css = faces + formats.CSS.replace("sans-serif", "kb-arial")

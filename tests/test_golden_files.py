@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from unittest import TestCase, skipUnless
+from unittest import TestCase
 
 from django.conf import settings
 
 from kb import golden
-from tests.base import SHARED, SHARED_MISSING
+from tests.base import SHARED, needs_shared
 
 EVALS = Path(settings.BASE_DIR) / "evals"
 # Each set and the corpus folder (in ../shared/corpora) its spans point into.
@@ -112,7 +112,7 @@ class GoldenFilesChecks:
         ]
 
 
-@skipUnless((SHARED / "corpora").is_dir(), SHARED_MISSING)
+@needs_shared(SHARED / "corpora")
 class GoldenFilesTestCase(GoldenFilesChecks, TestCase):
     sets = SETS
     corpora = SHARED / "corpora"
@@ -124,3 +124,24 @@ class RepoGoldenFilesTestCase(GoldenFilesChecks, TestCase):
 
     def test_every_set_in_evals_is_checked(self):
         self.assertEqual({p.name for p in EVALS.glob("*.jsonl")}, {*SETS, *REPO_SETS})
+
+
+class SharedFolderTestCase(TestCase):
+    """A test that needs ../shared skips without it on a developer's machine,
+    and fails under CI, which has it (issue #31)."""
+
+    def test_it_skips_here_and_fails_under_ci(self):
+        import os
+        import unittest
+        from unittest import mock
+
+        from tests.base import shared_or_skip
+
+        missing = SHARED / "no-such-folder"
+        with mock.patch.dict(os.environ, {"CI": ""}):
+            with self.assertRaises(unittest.SkipTest):
+                shared_or_skip(missing)
+        with mock.patch.dict(os.environ, {"CI": "1"}):
+            with self.assertRaisesRegex(AssertionError, "no-such-folder is absent"):
+                shared_or_skip(missing)
+        shared_or_skip(Path(__file__))  # present: nothing happens

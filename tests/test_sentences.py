@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from unittest import skipUnless
 
 from django.test import SimpleTestCase
 from markdown_it import MarkdownIt
@@ -117,14 +116,14 @@ class SplitterOnTheCorporaTestCase(SimpleTestCase):
                 checked += 1
         return checked
 
-    @skipUnless(_CORPORA_DIR.is_dir(), base.SHARED_MISSING)
+    @base.needs_shared(_CORPORA_DIR)
     def test_no_sentence_of_the_three_corpora_is_cut(self):
         for corpus in CORPORA:
             with self.subTest(corpus=corpus):
                 checked = sum(self._check_sections(p) for p in files(corpus))
                 self.assertGreater(checked, 300)
 
-    @skipUnless(_CORPORA_DIR.is_dir(), base.SHARED_MISSING)
+    @base.needs_shared(_CORPORA_DIR)
     def test_chunk_windows_of_the_three_corpora_widen_to_whole_sentences(self):
         for corpus in CORPORA:
             with self.subTest(corpus=corpus):
