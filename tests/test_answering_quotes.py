@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 
+import pytest
 from django.test import TestCase, TransactionTestCase
 from django.urls import reverse
 
@@ -391,6 +392,7 @@ class CodeAndListQuotesTestCase(TestCase):
 class DeletedSourceWordsTestCase(TransactionTestCase):
     # TransactionTestCase: the recount runs in a worker, which sees committed rows.
 
+    @pytest.mark.slow
     def test_a_deleted_source_s_words_are_unknown_again(self):
         collection = Collection.objects.create(name="Zoo")
         base.ingest_text(

@@ -7,6 +7,7 @@ import os
 import signal
 
 import django_rq
+import pytest
 from django.contrib.admin import site
 from django.db import transaction
 from django.test import TestCase, TransactionTestCase, override_settings
@@ -77,6 +78,7 @@ class LargeQueueTestCase(TransactionTestCase):
     def tearDown(self):
         forget_jobs()
 
+    @pytest.mark.slow
     @override_settings(KB_LARGE_SOURCE_BYTES=4000)
     def test_a_small_upload_does_not_wait_behind_a_large_one(self):
         collection = Collection.objects.create(name="Queues")
@@ -104,6 +106,7 @@ class StoringProgressTestCase(TransactionTestCase):
     def tearDown(self):
         forget_jobs()
 
+    @pytest.mark.slow
     def test_it_says_storing_while_the_chunks_are_written(self):
         collection = Collection.objects.create(name="Storing")
         source = ingest_text(collection, "doc.md", _paragraphs(5))

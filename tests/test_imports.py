@@ -244,3 +244,74 @@ class PrivateNamesTestCase(SimpleTestCase):
                 ["line 1: from kb.embedding import _pad",
                  "line 3: ingestion._stats"],
             )  # fmt: skip
+
+
+WORKERS = {"run_burst_worker", "start_worker"}
+
+
+def unmarked_worker_tests(path: Path) -> list[str]:
+    """Tests of a module that start a worker process (tests.base) without the
+    `slow` mark that pytest.ini defines for them."""
+
+    def starts_worker(node: ast.AST) -> bool:
+        for call in ast.walk(node):
+            if isinstance(call, ast.Call):
+                func = call.func
+                name = getattr(func, "id", None) or getattr(func, "attr", None)
+                if name in WORKERS:
+                    return True
+        return False
+
+    def slow(node) -> bool:
+        marks = [ast.unparse(d) for d in node.decorator_list]
+        if isinstance(node, ast.ClassDef):
+            marks += [ast.unparse(s) for s in node.body if isinstance(s, ast.Assign)
+                      and "pytestmark" in ast.unparse(s)]  # fmt: skip
+        return any("mark.slow" in mark for mark in marks)
+
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found = []
+    for node in tree.body:
+        tests = [node] if isinstance(node, ast.FunctionDef) else []
+        if isinstance(node, ast.ClassDef) and not slow(node):
+            tests = [n for n in node.body if isinstance(n, ast.FunctionDef)]
+        found += [
+            test.name
+            for test in tests
+            if test.name.startswith("test") and starts_worker(test) and not slow(test)
+        ]
+    return found
+
+
+class SlowMarkTestCase(SimpleTestCase):
+    """Issue #31: a test that runs a worker process is marked slow, so that
+    `-m "not slow"` gives a quick run (CI runs them all)."""
+
+    def test_tests_that_run_workers_are_marked_slow(self):
+        found = [
+            f"{path.name}: {name}"
+            for path in sorted((ROOT / "tests").glob("test_*.py"))
+            for name in unmarked_worker_tests(path)
+        ]
+        self.assertEqual(found, [], "\n".join(found))
+
+    def test_it_finds_an_unmarked_one(self):
+        with tempfile.TemporaryDirectory() as folder:
+            path = Path(folder) / "test_x.py"
+            path.write_text(
+                "import pytest\n"
+                "from tests.base import run_burst_worker\n"
+                "class A:\n"
+                "    def test_a(self):\n"
+                "        run_burst_worker()\n"
+                "    @pytest.mark.slow\n"
+                "    def test_b(self):\n"
+                "        run_burst_worker()\n"
+                "@pytest.mark.slow\n"
+                "class B:\n"
+                "    def test_c(self):\n"
+                "        run_burst_worker()\n"
+                "def test_d():\n"
+                "    run_burst_worker()\n"
+            )
+            self.assertEqual(unmarked_worker_tests(path), ["test_a", "test_d"])

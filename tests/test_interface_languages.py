@@ -12,6 +12,7 @@ import re
 import zipfile
 from pathlib import Path
 
+import pytest
 from django.conf import settings
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import SimpleTestCase, TransactionTestCase
@@ -356,6 +357,7 @@ class WorkerMessageLanguageTestCase(TransactionTestCase):
             "В заголовки.md нет текста для индексирования, кроме заголовков",
         )
 
+    @pytest.mark.slow
     def test_without_an_editor_the_site_s_language_is_used(self):
         source, _ = ingestion.store_source(
             self.collection, "headings.md", b"# Title\n\n## Part\n"

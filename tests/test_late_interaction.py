@@ -6,6 +6,7 @@ Real embedder, real database, the demo collection.
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from django.test import SimpleTestCase, TransactionTestCase, override_settings
 from django.urls import reverse
 
@@ -123,6 +124,7 @@ class RetrievalTestCase(base.DemoTestCase):
 class DashboardTestCase(TransactionTestCase):
     # TransactionTestCase: the worker is another process and sees only committed rows.
 
+    @pytest.mark.slow
     def test_an_experiment_with_late_interaction_runs_from_the_dashboard(self):
         staff, _, _ = make_users()
         demo = load_demo(sync=True)

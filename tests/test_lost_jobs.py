@@ -160,6 +160,7 @@ class WorkerRowsTestCase(TransactionTestCase):
 class DiscardTestCase(WorkerRowsTestCase):
     collection = "Stuck"
 
+    @pytest.mark.slow
     def test_an_admin_discards_a_shadow_stuck_swapping_and_its_scratch_goes(self):
         shadow = reindexing.start(self.docs, {"chunk_tokens": 120}, queue=False)
         reindexing.build(shadow)
@@ -185,6 +186,7 @@ class DiscardTestCase(WorkerRowsTestCase):
 class RolledBackSwapTestCase(WorkerRowsTestCase):
     collection = "Rolled back"
 
+    @pytest.mark.slow
     def test_a_swap_cut_off_by_a_database_restart_is_held_again_with_why(self):
         shadow = reindexing.start(self.docs, {"chunk_tokens": 120}, queue=False)
         reindexing.build(shadow)

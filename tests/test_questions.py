@@ -9,6 +9,7 @@ import json
 import re
 from datetime import timedelta
 
+import pytest
 from django.contrib.auth.models import Group
 from django.core.management import call_command
 from django.test import (
@@ -415,6 +416,7 @@ class ScheduledPruningTestCase(TransactionTestCase):
         base.forget_jobs()
         django_rq.get_connection().delete(questions.PRUNE_LOCK)
 
+    @pytest.mark.slow
     def test_a_worker_queues_the_pruning_and_runs_it(self):
         staff, _, _ = base.make_users()
         collection = Collection.objects.create(name="Pruned")
@@ -954,6 +956,7 @@ class ReplayReportJobTestCase(TransactionTestCase):
     def setUp(self):
         base.forget_jobs()
 
+    @pytest.mark.slow
     def test_a_queued_replay_report_runs_in_a_worker(self):
         from kb import answering
 

@@ -12,6 +12,7 @@ from io import StringIO
 from pathlib import Path
 from wsgiref.simple_server import WSGIRequestHandler, make_server
 
+import pytest
 from django.core.management import call_command
 from django.test import TestCase, TransactionTestCase, override_settings
 
@@ -426,6 +427,7 @@ class SyncCommandTestCase(TransactionTestCase):
         self.addCleanup(_remove, self.root)
         write(self.root / "docs", {k: v for k, v in DOCS.items() if "guide" in k})
 
+    @pytest.mark.slow
     def test_add_run_and_list(self):
         env = {"KB_SYNC_ROOTS": str(self.root)}
         with override_settings(KB_SYNC_ROOTS=[str(self.root)]):
@@ -483,6 +485,7 @@ class KilledSyncTestCase(TransactionTestCase):
     dead run interrupted and finishes the work, with no duplicate and no file
     lost."""
 
+    @pytest.mark.slow
     def test_the_next_run_finishes_the_work(self):
         import signal
 
