@@ -208,3 +208,30 @@ class RegionsTestCase(SimpleTestCase):
         self.assertEqual(regions, [(0, 80, [0, 1]), (101, 120, [3])])
         regions = expansion.regions_of(chunks, dict.fromkeys([3]), headers)
         self.assertEqual(regions, [(42, 50, []), (101, 120, [3])])
+
+
+class SiblingSectionsTestCase(SimpleTestCase):
+    """At most SIBLINGS of the top k sections under one parent heading (issue
+    #7): sibling sections rank together and pushed a question's second part
+    out of the context. Those past the cap move behind the others, not out."""
+
+    def test_a_fourth_sibling_moves_behind_another_heading(self):
+        from kb.retrieval import sections
+        from kb.retrieval.passages import Hit
+
+        paths = [
+            "Benefits > Vision", "Benefits > Dental", "Benefits > Medical",
+            "Benefits > Gym", "Travel > Per diem", "Benefits > Pension",
+        ]  # fmt: skip
+        ranked = [
+            (n, [Hit(n * 10, 1, n, 0, 0, 10, heading_path=path, score=1 / n)])
+            for n, path in enumerate(paths, 1)
+        ]
+        self.assertEqual(sections.SIBLINGS, 3)
+        order = [sid for sid, _ in sections.diverse(ranked, k=3)]
+        # Vision, Dental, Medical stay first; Per diem comes before Gym and
+        # Pension, which are kept, behind.
+        self.assertEqual(order, [1, 2, 3, 5, 4, 6])
+        # Sections without a parent heading are never capped.
+        flat = [(n, [Hit(n, 1, n, 0, 0, 1, heading_path=f"Top {n}")]) for n in range(6)]
+        self.assertEqual(sections.diverse(flat, k=3), flat)

@@ -81,7 +81,7 @@ def select(
         by_section.setdefault(hit.section_id, []).append(hit)
     # A section ranks by its best hit: summing hits favoured long tables (issue #7).
     best = sorted(by_section.items(), key=lambda kv: -kv[1][0].score)
-    best = _diverse(_named_first(best, named), k)
+    best = diverse(_named_first(best, named), k)
     best = _each_record(best, records, k)[:k]
     sections, before = _sections([sid for sid, _ in best])
     parts: dict[int, list[tuple[int, str]]] = {}
@@ -212,9 +212,7 @@ def _chunk_rows(best: list[tuple[int, list[Hit]]], sections: dict) -> list[tuple
         return cursor.fetchall()
 
 
-def _diverse(
-    ranked: list[tuple[int, list[Hit]]], k: int
-) -> list[tuple[int, list[Hit]]]:
+def diverse(ranked: list[tuple[int, list[Hit]]], k: int) -> list[tuple[int, list[Hit]]]:
     """At most SIBLINGS of the top k sections under one parent heading.
 
     Sibling sections ("Vision", "Dental", "Medical Insurance") are alike and rank
