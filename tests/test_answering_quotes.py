@@ -214,7 +214,7 @@ class QuotesTestCase(TestCase):
 
 
 class ChoiceTestCase(TestCase):
-    """What an answer leaves out: chance matches, repeats, raw HTML (QA, stop 9)."""
+    """What an answer leaves out: chance matches, repeats, raw HTML."""
 
     @classmethod
     def setUpTestData(cls):

@@ -120,7 +120,7 @@ class AnswerTestCase(DemoTestCase):
 
     def test_deprecated_sources_stay_out_whatever_the_metadata_policy(self):
         # "Ignore" decides what is embedded and returned; deprecation is a
-        # control, read on every chunk by the searches (QA, stop 9).
+        # control, read on every chunk by the searches.
         self.demo.metadata_policy = {"deprecated": "ignore"}
         self.demo.save(update_fields=["metadata_policy"])
         source = self._deprecate_runbook()
@@ -197,7 +197,7 @@ class OffTopicTestCase(DemoTestCase):
 
     def test_full_width_text_is_asked_as_its_ascii_form(self):
         # East Asian input methods type full-width Latin; it got the bicycle
-        # answer, marked trustworthy (QA, stop 9).
+        # answer, marked trustworthy.
         wide = "Ｗｈｅｎ ｓｈｏｕｌｄ Ｉ ｒｏｌｌ ｂａｃｋ ａ ｄｅｐｌｏｙ？"
         result, reply = answering.ask(self.demo, wide)
         self.assertEqual(result.question, "When should I roll back a deploy?")
@@ -290,7 +290,7 @@ class AskPageTestCase(DemoTestCase):
         self.assertNotContains(response, "Deployment runbook")
 
     def test_a_link_with_other_parameters_shows_the_empty_form(self):
-        # A bookmarked or tracked link is no question asked (QA, stop 9).
+        # A bookmarked or tracked link is no question asked.
         self.client.force_login(self.staff)
         response = self.client.get(
             self.url, {"utm_source": "mail", "collection": self.demo.pk}

@@ -55,7 +55,7 @@ class ApiInputTestCase(StaffTestCase):
 
     def test_a_question_of_words_the_model_cannot_read_gets_400(self):
         # Each word of over 100 letters is one [UNK]: such questions all embed
-        # alike and found every chunk of such words "similar" (QA, stop 8).
+        # alike and found every chunk of such words "similar".
         words = " ".join(("qwertzuiop" * 16)[i:] for i in range(3))
         response = self._post(json.dumps({"question": words, "collection": "Tests"}))
         self._assert_json_error(response, 400, "model reads as unknown tokens")

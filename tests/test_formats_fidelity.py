@@ -404,7 +404,8 @@ against service over-use.**
 def test_a_page_printed_from_pandocs_html_keeps_bold_paragraphs_and_table_header(
     tmp_path,
 ):
-    """pandoc's standalone HTML printed by Chromium (QA4 #3): a bold paragraph
+    """pandoc's standalone HTML printed by Chromium (a printed page once read a bold
+    paragraph as a heading): a bold paragraph
     is text, not a heading of its first line; a header row of code cells whose
     first cell is empty stays the table's header."""
     if not shutil.which("pandoc"):

@@ -174,7 +174,7 @@ class GoldenImportTestCase(TestCase):
             f"line 1, case {first['id']}: case key \"reviewer\" ignored"])  # fmt: skip
 
     def test_a_misspelt_key_is_reported_with_the_one_it_is_likely_for(self):
-        # "alternative" for "alternatives" dropped a requirement unseen (QA, stop 9).
+        # "alternative" for "alternatives" dropped a requirement unseen.
         exported = json.loads(golden.export_cases(self.demo).splitlines()[0])
         span = dict(exported["required_spans"][0])
         exported["knd"] = "definition"

@@ -204,7 +204,7 @@ def test_it_refuses_embedded_files_and_endless_words_with_the_line():
 
 def test_it_refuses_a_text_mostly_of_words_the_model_cannot_read():
     # 150-letter nonsense words: each is one [UNK], so every chunk of them gets
-    # the same vector and any such question matched them all (QA, stop 8).
+    # the same vector and any such question matched them all.
     words = [("lorem" * 40)[i : i + 150] for i in range(20)]
     nonsense = "# Notes\n\n" + " ".join(words) + "\n"
     with pytest.raises(ParseError, match="notes.md is mostly words of over 100"):

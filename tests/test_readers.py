@@ -149,7 +149,7 @@ class HtmlReaderTestCase(SimpleTestCase):
 
     def test_titles_and_heading_paths_read_as_the_page_shows_them(self):
         # The reader escapes text that would be Markdown markup; the title and
-        # heading paths are plain text, as shown everywhere (QA, stop 9).
+        # heading paths are plain text, as shown everywhere.
         shown = "C++ *pointers* and [brackets] in_snake_case #1 <b>"
         reading = readers.read(
             "cpp.html",
@@ -554,7 +554,8 @@ class PdfReaderTestCase(SimpleTestCase):
 
     def test_it_reads_bold_paragraphs_as_text_and_bold_titles_as_headings(self):
         # A bold paragraph wraps over lines at line spacing: running text, not
-        # a heading of its first line (QA4 #3, DRF's throttling page printed).
+        # a heading of its first line (as a printed page of DRF's throttling
+        # guide once read).
         page = Page().heading("Throttling", 15)
         bold = [
             "The application-level throttling that REST framework provides",
@@ -644,7 +645,8 @@ class PdfReaderTestCase(SimpleTestCase):
 
     def test_a_list_item_or_paragraph_goes_on_over_a_page_break(self):
         # A line that fills the width at the foot of a page, its sentence
-        # unfinished, wraps onto the next page (QA4 #3); a short line there
+        # unfinished, wraps onto the next page (a printed guide's paragraphs
+        # were cut at page breaks); a short line there
         # ends its paragraph, whatever the next page begins with.
         first = Page().heading("Access", 15)
         first.paragraph(["REST framework offers three ways to restrict access to the"])
