@@ -27,6 +27,11 @@ def _words(text: str) -> str:
     return " ".join(re.findall(r"\w+", text))
 
 
+def _superuser() -> None:
+    """The admin the browser logs in as (_log_in's defaults)."""
+    get_user_model().objects.create_superuser("staff", "s@example.invalid", "pw-1")
+
+
 def _log_in(page: Page, live_server, next_url: str, user="staff", password="pw-1"):
     page.goto(f"{live_server.url}/admin/login/?next={next_url}")
     page.fill("#id_username", user)
@@ -81,7 +86,7 @@ def page(monkeypatch):
 # transactional_db comes first so the session's test database outlives the server.
 @pytest.mark.slow
 def test_it_asks_and_follows_a_citation(transactional_db, live_server, page: Page):
-    get_user_model().objects.create_superuser("staff", "s@example.invalid", "pw-1")
+    _superuser()
     demo = load_demo(sync=True)
 
     _log_in(page, live_server, "/")
@@ -111,7 +116,7 @@ def test_it_asks_and_follows_a_citation(transactional_db, live_server, page: Pag
 def test_a_golden_case_is_created_by_selecting_text(
     transactional_db, live_server, page: Page
 ):
-    get_user_model().objects.create_superuser("staff", "s@example.invalid", "pw-1")
+    _superuser()
     collection = Collection.objects.create(name="Animals")
     # A leading newline: HTML drops the first newline after <pre>, which once put
     # every picked span one character early.
@@ -141,7 +146,7 @@ def test_a_golden_case_is_created_by_selecting_text(
 def test_auto_refresh_never_throws_away_what_an_editor_types(
     transactional_db, live_server, page: Page
 ):
-    get_user_model().objects.create_superuser("staff", "s@example.invalid", "pw-1")
+    _superuser()
     collection = Collection.objects.create(name="Busy")
     source = Source.objects.create(
         collection=collection, title="Busy", file_name="busy.md",
@@ -166,7 +171,7 @@ def test_auto_refresh_never_throws_away_what_an_editor_types(
 
 @pytest.mark.slow
 def test_setting_the_floor_asks_first(transactional_db, live_server, page: Page):
-    get_user_model().objects.create_superuser("staff", "s@example.invalid", "pw-1")
+    _superuser()
     collection = Collection.objects.create(name="Gate")
     run = EvalRun.objects.create(
         collection=collection, status="done", aggregate={"recall_at_k": 0.9}
@@ -202,7 +207,7 @@ def test_a_pdf_uploaded_in_the_admin_is_cited_with_its_page(
     from tests.base import forget_jobs, run_burst_worker
     from tests.test_reading_worker import MEALS_Q, handbook_pages
 
-    get_user_model().objects.create_superuser("staff", "s@example.invalid", "pw-1")
+    _superuser()
     handbook = Collection.objects.create(name="Handbook")
     pdf = tmp_path / "handbook.pdf"
     pdf.write_bytes(build_pdf(handbook_pages()))
@@ -278,7 +283,7 @@ def test_a_list_answer_is_cited_with_the_pdf_page_it_is_on(
     it, and follow the citation to that page."""
     from tests.base import forget_jobs, run_burst_worker
 
-    get_user_model().objects.create_superuser("staff", "s@example.invalid", "pw-1")
+    _superuser()
     welcome = Collection.objects.create(name="Welcome")
     pdf = tmp_path / "welcome-pack.pdf"
     pdf.write_bytes(build_pdf(_starter_pages()))
@@ -336,7 +341,7 @@ def test_a_question_marked_not_helpful_becomes_a_golden_case(
 
     from kb import permissions
 
-    get_user_model().objects.create_superuser("staff", "s@example.invalid", "pw-1")
+    _superuser()
     permissions.ensure_groups()
     editor = get_user_model().objects.create_user(
         "editor", "e@example.invalid", "pw-2", is_staff=True
@@ -387,7 +392,7 @@ def test_a_question_marked_not_helpful_becomes_a_golden_case(
 def test_a_french_browser_gets_the_french_ask_page_and_switches_to_english(
     transactional_db, live_server, page: Page
 ):
-    get_user_model().objects.create_superuser("staff", "s@example.invalid", "pw-1")
+    _superuser()
     load_demo(sync=True)
     french = page.context.browser.new_page(locale="fr-FR")  # Accept-Language: fr-FR
     try:
@@ -416,7 +421,7 @@ def test_an_english_question_over_french_sources_cites_the_french_text(
     """Issue #27: the multilingual model finds the French passage for an English
     question; the answer quotes the source's own French words, and the citation
     opens them in the French document."""
-    get_user_model().objects.create_superuser("staff", "s@example.invalid", "pw-1")
+    _superuser()
     french = load_french_demo(sync=True)
     rule = "Le télétravail depuis l'étranger est limité à 20 jours ouvrés"
 
@@ -449,7 +454,7 @@ def test_a_code_question_s_citation_opens_the_method_in_the_original(
     the Javadoc was taken from (here an address on the test server)."""
     from kb import ingestion
 
-    get_user_model().objects.create_superuser("staff", "s@example.invalid", "pw-1")
+    _superuser()
     api = Collection.objects.create(name="API")
     original = f"{live_server.url}/apidocs/StopWatch.html"
     page_file = Path(__file__).parent / "fixtures/real/javadoc17-StopWatch.html"
@@ -485,7 +490,7 @@ def test_a_git_sync_added_in_the_admin_keeps_answers_in_step(
     from tests.base import forget_jobs, run_burst_worker
 
     forget_jobs()
-    get_user_model().objects.create_superuser("staff", "s@example.invalid", "pw-1")
+    _superuser()
     handbook = Collection.objects.create(name="Handbook")
     settings.KB_SYNC_ROOTS = [str(tmp_path)]
     settings.KB_SYNC_DIR = tmp_path / "mirrors"
