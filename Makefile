@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: run test setup services stop-services lint messages
+.PHONY: run test setup services stop-services lint hooks messages
 
 $(STAMP): requirements.txt requirements-dev.txt requirements-model.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -30,6 +30,11 @@ stop-services:
 lint: $(STAMP)
 	$(VENV)/bin/ruff check kb config tests
 	$(VENV)/bin/ruff format --check kb config tests
+	$(PY) -m config.commits --since origin/main
+
+# Check each commit message as it is written (config/commits.py).
+hooks:
+	git config core.hooksPath .githooks
 
 # The interface's catalogs (issue #27): after changing a marked string, update the
 # .po files, translate, then compile; the .mo files are committed (a fresh machine
