@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
@@ -25,6 +26,22 @@ SHARED = Path(settings.BASE_DIR).parent / "shared"
 SHARED_MISSING = (
     f"{SHARED} is absent (it sits beside the repository in development and CI)"
 )
+
+
+@contextlib.contextmanager
+def environment(**values: str):
+    """Set environment variables for the block (as a deployment would), then
+    put back what was there."""
+    before = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def shared_or_skip(path: Path) -> None:

@@ -131,17 +131,15 @@ class SharedFolderTestCase(TestCase):
     and fails under CI, which has it (issue #31)."""
 
     def test_it_skips_here_and_fails_under_ci(self):
-        import os
         import unittest
-        from unittest import mock
 
-        from tests.base import shared_or_skip
+        from tests.base import environment, shared_or_skip
 
         missing = SHARED / "no-such-folder"
-        with mock.patch.dict(os.environ, {"CI": ""}):
+        with environment(CI=""):
             with self.assertRaises(unittest.SkipTest):
                 shared_or_skip(missing)
-        with mock.patch.dict(os.environ, {"CI": "1"}):
+        with environment(CI="1"):
             with self.assertRaisesRegex(AssertionError, "no-such-folder is absent"):
                 shared_or_skip(missing)
         shared_or_skip(Path(__file__))  # present: nothing happens

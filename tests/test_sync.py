@@ -20,7 +20,7 @@ from kb import retrieval
 from kb.benchmarks.sync import GitOrigin
 from kb.models import Collection, Source, SyncRun, SyncSource
 from kb.sync import runs
-from tests.base import forget_jobs, ingest_text, run_burst_worker
+from tests.base import environment, forget_jobs, ingest_text, run_burst_worker
 
 DOCS = {
     "guide/backups.md": "# Backups\n\nBackups run every night at 02:00 and are "
@@ -718,9 +718,3 @@ class TokenFromTheEnvironmentTestCase(TestCase):
                 "--git", "https://git.example.org/docs.git",
                 "--token-env", "NOT_SET", stdout=StringIO(),
             )  # fmt: skip
-
-
-def environment(**values):
-    from unittest import mock
-
-    return mock.patch.dict(os.environ, values)
