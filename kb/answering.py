@@ -435,15 +435,19 @@ def _cited_texts(citations: list[Citation]) -> dict[int, str]:
         return dict(cursor.fetchall())
 
 
-def original_url(url: Any, anchor: str) -> str:
-    """`url` (without its own fragment) at `anchor`, or "" when it is not a web
-    address: a link the page shows must not run script (javascript:)."""
-    if not isinstance(url, str) or not anchor:
+def _web_address(url: Any) -> str:
+    """`url` without its own fragment, or "" when it is not a web address: a
+    link the page shows must not run script (javascript:)."""
+    if not isinstance(url, str):
         return ""
     base = url.strip().split("#", 1)[0]
-    if urlsplit(base).scheme.lower() not in ("http", "https"):
-        return ""
-    return f"{base}#{quote(anchor, safe='()._-,~:')}"
+    return base if urlsplit(base).scheme.lower() in ("http", "https") else ""
+
+
+def original_url(url: Any, anchor: str) -> str:
+    """`url` at `anchor`, or "" when it is not a web address."""
+    base = _web_address(url)
+    return f"{base}#{quote(anchor, safe='()._-,~:')}" if base and anchor else ""
 
 
 FRAGMENT_WORDS = 4  # words of the cited text's start and end in a text fragment
@@ -454,10 +458,8 @@ def text_fragment_url(url: Any, cited: str) -> str:
     """`url` with a text fragment (#:~:text=start,end) that browsers scroll to
     and highlight: the cited text's first and last words, its Markdown marks
     dropped; "" when `url` is not a web address or nothing is cited."""
-    if not isinstance(url, str) or not cited.strip():
-        return ""
-    base = url.strip().split("#", 1)[0]
-    if urlsplit(base).scheme.lower() not in ("http", "https"):
+    base = _web_address(url)
+    if not base or not cited.strip():
         return ""
     words = _MARKUP_RE.sub(" ", cited).split()
     if not words:

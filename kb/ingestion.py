@@ -801,16 +801,17 @@ def _embed(source: Source, version: int, prepared: Prepared):
     total = len(chunks)
     truncate = source.collection.chunk_strategy == "fixed"
     embedder = prepared.embedder
+    parts = [_unit_parts(c) for c in chunks]
     keys = [
         embedding_reuse.key(
             embedder.model_name,
             embedder.precision,
             truncate,
             c.embedded_text,
-            _unit_parts(c),
+            read,
             [(u[0] - c.data.start, u[1] - c.data.start) for u in c.data.units],
         )
-        for c in chunks
+        for c, read in zip(chunks, parts, strict=True)
     ]
     found = embedding_reuse.stored(keys) if embedding_reuse.enabled() else {}
     vectors: list = [None] * total
@@ -825,7 +826,7 @@ def _embed(source: Source, version: int, prepared: Prepared):
         batch = todo[start : start + PROGRESS_EVERY]
         vectors_found, unit_rows = embedder.embed_passages_with_parts(
             [chunks[i].embedded_text for i in batch],
-            [_unit_parts(chunks[i]) for i in batch],
+            [parts[i] for i in batch],
             origins=[
                 f"chunk {chunks[i].data.chunk_index} of '{source.title}' "
                 f"({chunks[i].data.heading_path})"

@@ -118,7 +118,8 @@ def _retrieve(
             clock = _lap(timings, "section_search", clock)
 
     dated: list[int] = []
-    if periods := periods_of(question):  # "the incident of 6 September"
+    periods = periods_of(question)  # "the incident of 6 September"
+    if periods:
         dated = search.dated_ids(collection, vector, periods, include_deprecated)
         clock = _lap(timings, "dated_search", clock)
     hits = search.fuse(vector_ids, keyword_ids, section_ranks, exact_ids, dated)
@@ -134,7 +135,7 @@ def _retrieve(
         )
     else:
         passages, reranked, late_ms = _context(
-            collection, question, hits, k, budget, late_interaction
+            collection, question, hits, k, budget, late_interaction, bool(periods)
         )
     for rank, passage in enumerate(passages, 1):
         passage.rank = rank
@@ -170,6 +171,7 @@ def _context(
     k: int,
     budget: int,
     late: bool | None = None,
+    dated: bool = False,
 ) -> tuple[list[Passage], reranking.Report | None, float | None]:
     """The default pipeline's context: the k best sections (reordered by late
     interaction when it is on, reranked when a reranker is set), expanded within
@@ -177,7 +179,7 @@ def _context(
     left; passages that touch merged."""
     pool = max(reranking.pool_size(k), late_interaction.pool_size(k, late))
     records: set[int] = set()
-    if across_documents(question) and not periods_of(question):
+    if across_documents(question) and not dated:  # a period: the dated leg's
         records = search.records(_best_of_each_section(hits, pool * 4))
     selected = sections.select(hits, pool, named_terms(question), records)
     late_ms = None

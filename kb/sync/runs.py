@@ -35,10 +35,6 @@ from kb.sync.origins import Entry, Folder, GitRepository, Listing, OriginError
 from kb.sync.web import Website
 
 
-class Busy(Exception):
-    """Another run of the same sync holds its lock."""
-
-
 def origin_for(sync: SyncSource) -> Folder | GitRepository | Website:
     if sync.kind == SyncSource.Kind.FOLDER:
         return Folder(sync.location, sync.subfolder, sync.include, sync.exclude)
@@ -143,7 +139,7 @@ def execute(run_id: int) -> SyncRun:
     """Do the run (in a worker); the run's row says what happened."""
     run = SyncRun.objects.select_related("sync_source__collection").get(pk=run_id)
     sync = run.sync_source
-    with _locked(sync) as held:
+    with _Lock(sync) as held:
         if not held:
             run.status, run.error = (
                 SyncRun.Status.FAILED,
@@ -160,6 +156,8 @@ def execute(run_id: int) -> SyncRun:
 
 
 class _Lock:
+    """The sync's advisory lock, held by this session while a run works."""
+
     def __init__(self, sync: SyncSource):
         self.key = f"kb-sync:{sync.pk}"
         self.held = False
@@ -178,10 +176,6 @@ class _Lock:
                 cursor.execute(
                     "SELECT pg_advisory_unlock(hashtextextended(%s, 0))", [self.key]
                 )
-
-
-def _locked(sync: SyncSource) -> _Lock:
-    return _Lock(sync)
 
 
 def _run(run: SyncRun, sync: SyncSource) -> SyncRun:

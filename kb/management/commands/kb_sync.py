@@ -11,15 +11,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from kb.models import Collection, SyncRun, SyncSource
-from kb.sync import runs, secrets
+from kb.sync import runs, schedule, secrets
 from kb.sync.origins import OriginError, check_location
-
-FINISHED = {
-    SyncRun.Status.DONE,
-    SyncRun.Status.PARTIAL,
-    SyncRun.Status.FAILED,
-    SyncRun.Status.INTERRUPTED,
-}
 
 
 class Command(BaseCommand):
@@ -145,7 +138,7 @@ class Command(BaseCommand):
             self.stdout.write(f"Queued run {run.pk} of {sync.name}")
             return
         deadline = time.monotonic() + options["timeout"]
-        while run.status not in FINISHED:
+        while run.status in schedule.ACTIVE:
             if time.monotonic() > deadline:
                 raise CommandError(
                     f"Run {run.pk} did not finish in {options['timeout']:.0f} s "
