@@ -85,7 +85,7 @@ class KbRunTestCase(TransactionTestCase):
         wait_for(lambda: _answers(url), timeout=180)
         children = _children(run.pid)
         workers, web = _all(children, "rqworker"), _only(children, "runserver")
-        self.assertEqual(len(workers), 2)  # kb_run's default: see README
+        self.assertEqual(len(workers), 2)  # kb_run's default: see docs/operations.md
 
         os.kill(web, signal.SIGKILL)  # what the kernel's OOM killer does
         wait_for(lambda: web not in _children(run.pid), timeout=30)

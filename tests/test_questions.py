@@ -140,7 +140,7 @@ class QuestionLogTestCase(DemoTestCase):
             self.client.get(reverse("kb:ask"), {"q": ROLLBACK})
         self.assertEqual(Question.objects.filter(user=self.staff).count(), 1)
         entry = Question.objects.get(user=self.staff)
-        self.assertEqual(entry.repeats, 2)  # counted on the entry, as README says
+        self.assertEqual(entry.repeats, 2)  # counted on the entry (docs/using.md)
         self.assertGreater(entry.last_asked, entry.created)
         listed = self.client.get(reverse("admin:kb_question_changelist"))
         self.assertContains(listed, '<td class="field-repeats">2</td>', html=True)
