@@ -43,7 +43,7 @@ POOLING_MODES = (
 # The off-topic floors (kb.answering.off_topic): below this cosine between a
 # question and its nearest chunk, the collection is taken to say nothing about
 # the question. Each is set below every answerable golden question measured
-# with its model (README.md, "Declining what a collection does not cover").
+# with its model (docs/figures.md, "Declining what a collection does not cover").
 # MiniLM's is settings.KB_MIN_SIMILARITY's default (lowest answerable 0.33).
 # e5 puts even unrelated texts at 0.75 and more, so 0.30 never declined
 # anything there; its lowest answerable question is at 0.824 (0.817 in int8).
