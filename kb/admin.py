@@ -891,12 +891,24 @@ class SyncSourceAdmin(CollectionScoped, admin.ModelAdmin):
                     "last_run_status", "last_success"]  # fmt: skip
     list_filter = ["kind", ("collection", admin.RelatedOnlyFieldListFilter)]
     search_fields = ["name", "location"]
-    readonly_fields = ["seen", "created", "token_stored", "freshness", "recent_runs"]
+    readonly_fields = ["seen", "created", "token_stored", "deploy_key_stored",
+                       "freshness", "recent_runs"]  # fmt: skip
     actions = ["sync_now"]
 
     @admin.display(description=gettext_lazy("Token"))
     def token_stored(self, obj: SyncSource) -> str:
         return gettext("stored, encrypted") if obj.token_sealed else gettext("none")
+
+    @admin.display(description=gettext_lazy("Deploy key"))
+    def deploy_key_stored(self, obj: SyncSource) -> str:
+        """The stored key's public line, to add to the repository's deploy keys."""
+        if not obj.deploy_key_sealed:
+            return gettext("none")
+        return format_html(
+            "{}<br><code style='word-break: break-all'>{}</code>",
+            gettext("stored, encrypted; its public key:"),
+            obj.deploy_key_public,
+        )
 
     @admin.display(description=gettext_lazy("Schedule"))
     def schedule(self, obj: SyncSource) -> str:

@@ -764,7 +764,8 @@ class GoldenImportForm(forms.Form):
 class SyncSourceForm(forms.ModelForm):
     """A sync source as the admin edits it: the location checked where it can
     be without reading it (a folder under KB_SYNC_ROOTS, a Git URL's scheme),
-    and a token that is only ever written: stored encrypted, never shown."""
+    and a token or deploy key that is only ever written: stored encrypted,
+    never shown (a deploy key's public line is)."""
 
     token = forms.CharField(
         label=gettext_lazy("token"),
@@ -779,6 +780,23 @@ class SyncSourceForm(forms.ModelForm):
     forget_token = forms.BooleanField(
         label=gettext_lazy("forget the stored token"), required=False
     )
+    deploy_key = forms.CharField(
+        label=gettext_lazy("deploy key"),
+        required=False,
+        strip=True,
+        widget=forms.Textarea(
+            attrs={"rows": 4, "autocomplete": "off", "spellcheck": "false"}
+        ),
+        help_text=gettext_lazy(
+            "Git over SSH: the private key of a deploy key with read rights, "
+            "without a passphrase. Stored encrypted and never shown again (its "
+            "public line is, to register with the repository); leave blank to "
+            "keep the one stored."
+        ),
+    )
+    forget_deploy_key = forms.BooleanField(
+        label=gettext_lazy("forget the stored deploy key"), required=False
+    )
 
     class Meta:
         model = SyncSource
@@ -787,6 +805,7 @@ class SyncSourceForm(forms.ModelForm):
                   "include", "exclude", "every_minutes", "keep_deleted"]  # fmt: skip
 
     def clean(self):
+        from kb.sync import secrets
         from kb.sync.origins import OriginError, check_location
 
         data = super().clean()
@@ -794,6 +813,11 @@ class SyncSourceForm(forms.ModelForm):
             check_location(data.get("kind") or "", data.get("location") or "")
         except OriginError as exc:
             self.add_error("location", str(exc))
+        if key := data.get("deploy_key"):
+            try:
+                self.deploy_key_public = secrets.deploy_key_public(key)
+            except secrets.SecretError as exc:
+                self.add_error("deploy_key", str(exc))
         return data
 
     def save(self, commit: bool = True):
@@ -804,6 +828,11 @@ class SyncSourceForm(forms.ModelForm):
             sync.token_sealed = ""
         elif token := self.cleaned_data.get("token"):
             sync.token_sealed = secrets.seal(token)
+        if self.cleaned_data.get("forget_deploy_key"):
+            sync.deploy_key_sealed = sync.deploy_key_public = ""
+        elif key := self.cleaned_data.get("deploy_key"):
+            sync.deploy_key_sealed = secrets.seal(key)
+            sync.deploy_key_public = self.deploy_key_public
         if commit:
             sync.save()
         return sync

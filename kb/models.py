@@ -1066,7 +1066,8 @@ class SyncSource(models.Model):
         _("location"),
         max_length=1000,
         help_text=_(
-            "Git: an https URL or a local path of a repository. Folder: a path "
+            "Git: an https or ssh URL (ssh://git@host/path or git@host:path) or "
+            "a local path of a repository. Folder: a path "
             "under one of the roots the deployment allows (KB_SYNC_ROOTS). "
             "Website: a start page, or a sitemap.xml."
         ),
@@ -1112,6 +1113,19 @@ class SyncSource(models.Model):
     )
     # The token, encrypted (kb.sync.secrets); never shown again once saved.
     token_sealed = models.TextField(blank=True, default="", editable=False)
+    # Git over SSH: the deploy key's private half, encrypted likewise; its
+    # public line is shown, for the repository's deploy keys.
+    deploy_key_sealed = models.TextField(
+        blank=True, default="", db_default="", editable=False
+    )
+    deploy_key_public = models.CharField(
+        _("deploy key (public)"),
+        max_length=2000,
+        blank=True,
+        default="",
+        db_default="",
+        editable=False,
+    )
     url_prefix = models.CharField(
         _("URL prefix"),
         max_length=1000,
@@ -1152,7 +1166,8 @@ class SyncSource(models.Model):
         return self.name
 
     def mirror_path(self):
-        """Where a Git sync keeps its bare mirror (removed with the sync)."""
+        """Where a Git sync keeps its bare mirror (removed with the sync), and
+        beside it, over SSH, the host keys it trusts (`<pk>.known_hosts`)."""
         from pathlib import Path
 
         return Path(settings.KB_SYNC_DIR) / f"{self.pk}.git"
@@ -1174,7 +1189,9 @@ def _delete_mirror(sender, instance: SyncSource, **kwargs) -> None:
     import shutil
 
     mirror = instance.mirror_path()
+    known = mirror.with_name(f"{mirror.stem}.known_hosts")
     transaction.on_commit(lambda: shutil.rmtree(mirror, ignore_errors=True))
+    transaction.on_commit(lambda: known.unlink(missing_ok=True))
 
 
 class SyncRun(models.Model):

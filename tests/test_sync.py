@@ -611,7 +611,7 @@ class SyncAdminTestCase(TestCase):
     def test_a_location_outside_the_roots_is_refused_with_the_reason(self):
         for kind, location, reason in [
             ("folder", "/etc", "is not under a folder this server allows"),
-            ("git", "ssh://git@example.org/docs.git", "Only https, http and local"),
+            ("git", "ftp://example.org/docs.git", "Only https, http, ssh and local"),
         ]:
             with self.subTest(location):
                 response = self.client.post(

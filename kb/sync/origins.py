@@ -12,14 +12,21 @@ file's bytes. Nothing here writes to the database.
 - **Git**: the repository is fetched (dulwich, pure Python) into a bare mirror
   under KB_DATA_DIR/sync; the fingerprint is the file's blob id at the branch's
   head, and renames come from the diff between the last synced commit and the
-  head. A local repository must be under KB_SYNC_ROOTS too.
+  head. A local repository must be under KB_SYNC_ROOTS too. Over SSH
+  (`ssh://user@host/path` or `user@host:path`) the system's `ssh` client
+  connects unattended (BatchMode), with the sync's deploy key alone when it
+  has one, and trusts the host key it meets first, kept beside the mirror.
 """
 
 from __future__ import annotations
 
 import fnmatch
 import os
+import re
+import shlex
+import shutil
 import stat
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
@@ -27,6 +34,13 @@ from django.conf import settings
 from django.utils.translation import gettext as _
 
 READ_FORMATS = (".md", ".markdown", ".txt", ".html", ".htm", ".docx", ".pdf")
+# A Git URL over SSH: ssh://[user@]host[:port]/path, or scp's user@host:path.
+# A host (or user) starting with "-" would be read by ssh as an option.
+SSH_URL_RE = re.compile(
+    r"^(?:ssh://(?:\w[\w.+-]*@)?[A-Za-z0-9][\w.-]*(?::\d{1,5})?/\S*"
+    r"|\w[\w.+-]*@[A-Za-z0-9][\w.-]*:(?!//)\S+)$"
+)
+SSH_CONNECT_SECONDS = 20
 
 
 class OriginError(Exception):
@@ -100,12 +114,29 @@ def check_location(kind: str, location: str) -> str:
         if not location.startswith(("https://", "http://")):
             raise OriginError(_("A website is synced from an http or https address."))
         return location
+    if kind == "git" and is_ssh(location):
+        if not SSH_URL_RE.match(location):
+            raise OriginError(
+                _("%(url)s is not an SSH address of the form ssh://user@host/path.")
+                % {"url": location}
+            )
+        return location
     local = kind == "folder" or "://" not in location
     if local or location.startswith("file://"):
         return str(under_roots(location.removeprefix("file://")))
     if not location.startswith(("https://", "http://")):
-        raise OriginError(_("Only https, http and local repositories can be synced."))
+        raise OriginError(
+            _("Only https, http, ssh and local repositories can be synced.")
+        )
     return location
+
+
+def is_ssh(location: str) -> bool:
+    """Whether a Git location is reached over SSH: an ssh:// URL, or scp's
+    user@host:path (not a local path that holds an @)."""
+    if location.startswith("ssh://"):
+        return True
+    return "://" not in location and bool(re.match(r"^[^/]+@[^/:]+:", location))
 
 
 def _inside(path: Path, top: Path) -> bool:
@@ -189,9 +220,11 @@ class GitRepository:
         mirror: Path,
         username: str = "",
         token: str = "",
+        deploy_key: str = "",
     ):
         self.location = location
         self.username, self.token = username, token
+        self.deploy_key = deploy_key
         self.branch = branch or "main"
         self.subfolder = subfolder.strip("/")
         self.include, self.exclude = patterns(include), patterns(exclude)
@@ -209,13 +242,9 @@ class GitRepository:
             Repo.init_bare(str(self.mirror))
         repo = Repo(str(self.mirror))
         ref = f"refs/heads/{self.branch}".encode()
+        keys = tempfile.mkdtemp(prefix="kb-ssh-") if self.deploy_key else ""
         try:
-            credentials = (
-                {"username": self.username or None, "password": self.token}
-                if self.token and "://" in url
-                else {}
-            )
-            client, path = get_transport_and_path(url, **credentials)
+            client, path = get_transport_and_path(url, **self._credentials(url, keys))
             result = client.fetch(
                 path,
                 repo,
@@ -240,6 +269,8 @@ class GitRepository:
             ) from None
         finally:
             repo.close()
+            if keys:
+                shutil.rmtree(keys, ignore_errors=True)
         head = result.refs.get(ref)
         if head is None:
             raise OriginError(
@@ -247,6 +278,34 @@ class GitRepository:
                 % {"url": self.location, "branch": self.branch}
             )
         return head
+
+    def _credentials(self, url: str, keys: str) -> dict:
+        """What the Git client is given: over https, the user name and token;
+        over SSH, an unattended `ssh` that trusts the host key it meets first
+        (kept in `known_hosts` beside the mirror) and offers the deploy key
+        alone, written 0600 into `keys` (a private temporary directory) for
+        this fetch only."""
+        if is_ssh(self.location):
+            known = self.mirror.with_name(f"{self.mirror.stem}.known_hosts")
+            options = {
+                "BatchMode": "yes",
+                "StrictHostKeyChecking": "accept-new",
+                "UserKnownHostsFile": str(known),
+                "ConnectTimeout": str(SSH_CONNECT_SECONDS),
+            }
+            found: dict = {}
+            if self.deploy_key:
+                key = Path(keys) / "deploy_key"
+                fd = os.open(key, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+                with os.fdopen(fd, "w") as fh:
+                    fh.write(self.deploy_key.strip() + "\n")
+                options["IdentitiesOnly"] = "yes"
+                found["key_filename"] = str(key)
+            command = ["ssh", *(f"-o{k}={v}" for k, v in options.items())]
+            return {**found, "ssh_command": shlex.join(command)}
+        if self.token and "://" in url:
+            return {"username": self.username or None, "password": self.token}
+        return {}
 
     def listing(self, since: str = "") -> Listing:
         from dulwich.diff_tree import RenameDetector, tree_changes

@@ -57,13 +57,14 @@ def origin_for(sync: SyncSource) -> Folder | GitRepository | Website:
         sync.exclude,
         sync.mirror_path(),
         sync.username,
-        _token(sync),
+        _unsealed(sync.token_sealed),
+        _unsealed(sync.deploy_key_sealed),
     )
 
 
-def _token(sync: SyncSource) -> str:
+def _unsealed(sealed: str) -> str:
     try:
-        return secrets.unseal(sync.token_sealed)
+        return secrets.unseal(sealed)
     except secrets.SecretError as exc:
         raise OriginError(str(exc)) from None
 

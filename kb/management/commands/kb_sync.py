@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
@@ -27,7 +28,9 @@ class Command(BaseCommand):
         add.add_argument("name", help="a short name (letters, digits, - and _)")
         add.add_argument("--collection", required=True, help="created if missing")
         origin = add.add_mutually_exclusive_group(required=True)
-        origin.add_argument("--git", metavar="URL", help="https URL or local path")
+        origin.add_argument(
+            "--git", metavar="URL", help="https or ssh URL, or a local path"
+        )
         origin.add_argument("--folder", metavar="PATH", help="under KB_SYNC_ROOTS")
         origin.add_argument(
             "--site", metavar="URL", help="a start page or a sitemap.xml"
@@ -42,6 +45,11 @@ class Command(BaseCommand):
             help="Git over https: read the access token from the environment "
             "variable VAR (not the command line, which others can see); stored "
             "encrypted",
+        )  # fmt: skip
+        add.add_argument(
+            "--deploy-key", default="", metavar="FILE",
+            help="Git over SSH: the private key file of a deploy key (no "
+            "passphrase); stored encrypted, its public line printed",
         )  # fmt: skip
         add.add_argument(
             "--prefix", default="", metavar="URL",
@@ -123,6 +131,15 @@ class Command(BaseCommand):
             if not token:
                 raise CommandError(f"The environment variable {variable} is empty.")
             sync.token_sealed = secrets.seal(token)
+        if path := options["deploy_key"]:
+            try:
+                key = Path(path).read_text(encoding="utf-8")
+                sync.deploy_key_public = secrets.deploy_key_public(key)
+            except (OSError, UnicodeDecodeError) as exc:
+                raise CommandError(f"The deploy key cannot be read: {exc}") from exc
+            except secrets.SecretError as exc:
+                raise CommandError(str(exc)) from exc
+            sync.deploy_key_sealed = secrets.seal(key)
         sync.username = options["username"]
         with transaction.atomic():
             sync.collection, _ = Collection.objects.get_or_create(
@@ -130,6 +147,11 @@ class Command(BaseCommand):
             )
             sync.save()
         self.stdout.write(f"Added sync source {name} ({kind}) -> {sync.collection}")
+        if sync.deploy_key_public:
+            self.stdout.write(
+                "Add this public key to the repository's deploy keys (read "
+                f"only):\n{sync.deploy_key_public}"
+            )
 
     def _run(self, options) -> None:
         sync = self._named(options["name"])
