@@ -168,6 +168,14 @@ def content_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+def digest_of(upload: Upload) -> str:
+    """The content hash a source stores for `upload`: of its text when it is
+    read as text (the encoding it came in does not matter), else of its bytes
+    (a converted file's text is the worker's: its bytes tell a new version)."""
+    _, data, text = upload
+    return hashlib.sha256(data).hexdigest() if not text else content_hash(text)
+
+
 def store_source(
     collection: Collection,
     file_name: str,
@@ -206,8 +214,7 @@ def store_checked(
     and without `title` the worker takes the document's own, as for a new source
     (titled after its file name until then)."""
     file_name, data, text = upload
-    # A converted file's text is the worker's: its bytes tell a new version.
-    digest = hashlib.sha256(data).hexdigest() if not text else content_hash(text)
+    digest = digest_of(upload)
     title = title[:TITLE_CHARS]
     with transaction.atomic():
         # Uploads of one file wait here for each other's commit, so that each

@@ -115,6 +115,41 @@ class FolderSyncTestCase(TestCase):
         outcomes = {(e["path"], e["outcome"]) for e in third.log}
         self.assertIn(("notes/todo.txt", "deleted at the origin, removed"), outcomes)
 
+    def test_a_moved_file_keeps_its_source(self):
+        sync = sync_of("folder", str(self.folder))
+        run_now(sync)
+        before = sync.sources.get(file_name="guide/restores.md")
+        # Moved (its modification time kept), and copied then deleted (a new one).
+        (self.folder / "runbooks").mkdir()
+        os.rename(
+            self.folder / "guide/restores.md", self.folder / "runbooks/restores.md"
+        )
+        copy = (self.folder / "guide/network.md").read_bytes()
+        (self.folder / "guide/network.md").unlink()
+        (self.folder / "runbooks/vpn.md").write_bytes(copy)
+        run = run_now(sync)
+        self.assertEqual(
+            (run.renamed, run.added, run.deleted, run.chunks_embedded), (2, 0, 0, 0)
+        )
+        moved = sync.sources.get(file_name="runbooks/restores.md")
+        self.assertEqual((moved.pk, moved.status), (before.pk, "indexed"))
+        self.assertIn(
+            {
+                "path": "runbooks/vpn.md",
+                "outcome": "renamed",
+                "was": "guide/network.md",
+            },
+            run.log,
+        )
+        # A new file that only shares a size with a gone one is new.
+        (self.folder / "notes/todo.txt").unlink()
+        write(
+            self.folder,
+            {"notes/tada.txt": "Buy a label printer for the server rooM.\n"},
+        )
+        run = run_now(sync)
+        self.assertEqual((run.renamed, run.added, run.deleted), (0, 1, 1))
+
     def test_keep_mode_keeps_deleted_files(self):
         sync = sync_of("folder", str(self.folder), keep_deleted=True)
         run_now(sync)

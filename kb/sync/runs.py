@@ -256,6 +256,8 @@ def _apply(run, sync, origin, listing: Listing, started: float) -> None:
         if path not in listing.entries and path not in listing.kept
     }
     renamed = _renames(listing, gone, mine)
+    if isinstance(origin, Folder):
+        renamed.update(_moved_files(origin, listing, gone, mine, renamed))
     budget = _Budget(started)
     for path in sorted(listing.entries):
         entry = listing.entries[path]
@@ -303,6 +305,42 @@ def _renames(
             if ":" not in entry.fingerprint:  # a blob id names the content
                 found[path] = old
     return found
+
+
+def _moved_files(
+    origin: Folder,
+    listing: Listing,
+    gone: dict[str, Source],
+    mine: dict[str, Source],
+    found: dict[str, str],
+) -> dict[str, str]:
+    """new path -> old path for a folder: a new file of the size of a gone
+    source whose content hashes as that source's did was moved there (a
+    folder keeps no history). Only new files of such a size are read."""
+    sizes: dict[int, list[Source]] = {}
+    for source in gone.values():
+        size, _, _ = source.sync_fingerprint.partition(":")
+        if size.isdigit() and source.file_name not in found.values():
+            sizes.setdefault(int(size), []).append(source)
+    moved: dict[str, str] = {}
+    for path in sorted(p for p in listing.entries if p not in mine and p not in found):
+        entry = listing.entries[path]
+        candidates = [
+            s for s in sizes.get(entry.size, []) if s.file_name not in moved.values()
+        ]
+        if not candidates:
+            continue
+        try:
+            digest = ingestion.digest_of(
+                ingestion.check_upload(path, origin.read(entry))
+            )
+        except (ingestion.IngestionError, parsing.ParseError, OSError):
+            continue  # it fails again, with its reason, when synced
+        for source in candidates:
+            if source.content_hash == digest:
+                moved[path] = source.file_name
+                break
+    return moved
 
 
 def _sync_file(
