@@ -88,7 +88,13 @@ class Command(BaseCommand):
         )
         fast.add_argument(
             "--only",
-            choices=["neighbours", "multilingual", "scale-multilingual", "reuse"],
+            choices=[
+                "neighbours",
+                "multilingual",
+                "scale-multilingual",
+                "reuse",
+                "reference",
+            ],  # fmt: skip
             help="run one part: `neighbours`, retrieval in a small collection "
             "alone and beside two large ones (issue #15); `multilingual`, "
             "MiniLM beside multilingual-e5-small on Russian text (issue #27); "
@@ -96,7 +102,9 @@ class Command(BaseCommand):
             "chunks in a French, Spanish, Russian and English collection beside "
             "an English one (issue #27); `reuse`, chunks embedded and seconds "
             "when sources are edited or re-indexed, with and without reusing "
-            "stored vectors (issue #30)",
+            "stored vectors (issue #30); `reference`, reading, parsing and "
+            "chunking MB/s of the Javadoc and DocBook pages in evals/corpora "
+            "beside Markdown docs (issue #29)",
         )
 
         fidelity = benches.add_parser(
@@ -245,6 +253,10 @@ class Command(BaseCommand):
             from kb.benchmarks import reuse
 
             return self._only("reuse", reuse, options)
+        if options["only"] == "reference":
+            from kb.benchmarks import reference
+
+            return self._only("reference", reference, options)
         try:
             report = speed.run(
                 options["quick"],
