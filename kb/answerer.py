@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 from django.utils.translation import gettext
 
-from kb import embedding, languages, unit_vectors
+from kb import embedding, exact_tokens, languages, unit_vectors
 from kb.parsing import TEXT_EXTENSIONS, html_text
 from kb.rendering import CELL_SPLIT_RE, is_table_row
 from kb.retrieval.passages import Location, Passage, Result, heading_label
@@ -43,6 +43,14 @@ TOP_LOCATIONS = 3  # each of these contributes its best sentence
 HEADING_WEIGHT = 0.5  # times the idf of those only its heading path holds;
 CAVEAT_BOOST = 1.3  # times this when it states an exception (_CAVEATS);
 RANK_DECAY = 0.15  # over 1 + this per rank below the best-ranked passage.
+# A table row holding a code, option or identifier of the question as written
+# (kb.exact_tokens: `-Z`, not `-z` or "^Z") that few candidates hold gains this
+# many times the idf of the question's rarest word (half for a folded match),
+# and counts as near in meaning: its stored vector is its whole chunk's, the
+# same for every row, and the row is what is asked (issue #29). Not so for
+# prose: a sentence naming `request.state` is often not the one that answers.
+EXACT_WEIGHT = 1.0
+PINPOINT_SENTENCES = 3  # only a token this few candidates hold (_pinpointing)
 KEEP_SHARE = 0.35  # _choose adds sentences scoring at least this share of the best
 # A location besides the best one needs this many of the question's words (fewer
 # when the question has fewer): one rare shared word ("often" in "How often should
@@ -146,6 +154,7 @@ class Sentence:
     shared: int = 0  # question words in the sentence or its heading path (_score)
     words: float = 0.0  # its score by the question's words alone (_score)
     meaning: float = 0.0  # its nearness to the question, 0 to 1 (_by_meaning)
+    exact: float = 0.0  # the question's exact tokens it holds, up to 1 (_score)
 
 
 @dataclass
@@ -324,6 +333,8 @@ def _score(sentences: list[Sentence], question: str, read: list[str]) -> int:
         for config, words in asked.items()
         for t in words
     }
+    exact = _pinpointing(sentences, exact_tokens.question_lexemes(question))
+    rarest = max(idf.values(), default=0.0)
     for sentence, words, config in zip(sentences, docs, read, strict=True):
         own = set(terms(sentence.text, config))
         question_terms = asked[config]
@@ -331,10 +342,37 @@ def _score(sentences: list[Sentence], question: str, read: list[str]) -> int:
         sentence.shared = len(question_terms & words)
         via_heading = sum(idf[config, t] for t in question_terms & (words - own))
         overlap += HEADING_WEIGHT * via_heading
+        row = exact and is_table_row(sentence.text)
+        if held := _exact_weight(sentence.text, exact) if row else 0.0:
+            overlap += EXACT_WEIGHT * held * rarest
+            sentence.shared += 1
+            sentence.exact = min(held, 1.0)
         if overlap and _CAVEATS.search(sentence.text):
             overlap *= CAVEAT_BOOST
         sentence.score = sentence.words = overlap / _decay(sentence)
     return max((len(words) for words in asked.values()), default=0)
+
+
+def _pinpointing(
+    sentences: list[Sentence], exact: dict[str, float]
+) -> dict[str, float]:
+    """The question's exact tokens that at most PINPOINT_SENTENCES of the
+    candidates hold: a token most of them hold (`TestClient` over the testing
+    page) tells none of them apart."""
+    if not exact:
+        return {}
+    counts = dict.fromkeys(exact, 0)
+    for s in sentences:
+        for lexeme in set(exact_tokens.lexemes(s.text)) & counts.keys():
+            counts[lexeme] += 1
+    return {t: w for t, w in exact.items() if 0 < counts[t] <= PINPOINT_SENTENCES}
+
+
+def _exact_weight(text: str, exact: dict[str, float]) -> float:
+    """The weights of the question's exact tokens (kb.exact_tokens) the text
+    holds: as written, or folded for a question token in small letters."""
+    held = exact_tokens.lexemes(text)
+    return sum(exact.get(lexeme, 0.0) for lexeme in dict.fromkeys(held))
 
 
 def _by_meaning(
@@ -371,7 +409,9 @@ def _by_meaning(
     span = max(float(near.max()) - floor, 1e-6)
     words = max((_unranked(s) for s in sentences), default=0.0) or 1.0
     for sentence, similarity in zip(sentences, near.tolist(), strict=True):
-        above = min(max(similarity - floor, 0.0) / span, 1.0)
+        # The row of a code or option asked about, whatever its vector (its
+        # chunk's) says: EXACT_WEIGHT.
+        above = max(min(max(similarity - floor, 0.0) / span, 1.0), sentence.exact)
         if above > SHARES_MEANING or (across and above > 0):
             sentence.shared = max(sentence.shared, MIN_SHARED_WORDS)
         elif across:

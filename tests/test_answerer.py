@@ -3,6 +3,8 @@ SimpleTestCase refuses queries), as kb/answerer.py promises."""
 
 from __future__ import annotations
 
+import re
+
 from django.test import SimpleTestCase
 
 from kb import answerer
@@ -98,3 +100,40 @@ class ExtractiveAnswerTestCase(SimpleTestCase):
         reply = answer(question, passage(TOOLS, "Tools"))
         self.assertTrue(reply.text.startswith("Before you open the hive"), reply.text)
         self.assertIn("- a veil and gloves", reply.text)
+
+
+ERRORS = """Errors carry a five-character code; test the code, not the message text.
+
+| Code | Condition |
+| --- | --- |
+| 23503 | foreign_key_violation |
+| 23505 | unique_violation |
+| 23514 | check_violation |
+"""
+
+
+class ExactTokenRowTestCase(SimpleTestCase):
+    def test_the_row_of_the_code_asked_about_opens_the_answer(self):
+        """A table row's stored vector is its whole chunk's, so every row reads
+        alike and the prose above can read nearer the question; the row that
+        holds the question's code as written is what was asked (issue #29's
+        "error-code answers lead with neighbouring rows")."""
+        import numpy as np
+
+        errors = passage(ERRORS, "Error codes")
+        question = np.array([1.0, 0.0], dtype=np.float32)
+        lines = [(m.start(), m.end()) for m in re.finditer(r"[^\n]+", ERRORS)]
+        near = {0: [0.9, 0.436]}  # the prose sentence reads nearest
+        vectors = np.array(
+            [near.get(i, [0.2, 0.98]) for i in range(len(lines))], dtype=np.float32
+        )
+        result = Result(
+            "What condition does error 23505 report?", [errors], 0, 1200, 1,
+            "vector", {}, vector=question,
+        )  # fmt: skip
+        reply = answerer.extractive_answer(
+            result, {id(errors): "english"}, {1: (np.array(lines), vectors)}
+        )
+        rows = [line for line in reply.text.splitlines() if line.startswith("| 2")]
+        self.assertEqual(rows[0], "| 23505 | unique_violation |", reply.text)
+        self.assertTrue(reply.text.startswith("| Code | Condition |"), reply.text)

@@ -197,9 +197,6 @@ class Result:
     # Cosine similarity of the nearest chunk to the question (None without vector
     # search): how close the collection comes to the question at all.
     top_similarity: float | None = None
-    # The collection's embedding model (kb/embedding_models.py): its floor says
-    # how near is near enough to answer (kb.answering.off_topic).
-    embedding_model: str = ""
     # What the cross-encoder did to the top sections (None: no reranker set).
     reranking: reranking.Report | None = None
     # The question's embedding (None without vector search): the question log keeps
