@@ -5,7 +5,8 @@ apart from others like it by its date: three reports may share the title "All
 services returning 503". `document_date` finds a document's date where records
 keep it, in this order:
 
-1. front matter: `date:`, `published:`, `created:` (ISO, time ignored);
+1. front matter: `date:`, `published:`, `created:`, `start_time:` and the
+   like (ISO, time ignored);
 2. the file name: `2022-09-06-dns-outage.md`, `20220906_outage.md`;
 3. the title: "Outage of 6 September 2022", "2022-09-06: DNS";
 4. a "Date:" line near the top ("**Date**: September 6, 2022", a table row
@@ -69,8 +70,13 @@ _SEASON = "|".join(sorted((re.escape(s) for s in _SEASONS), key=len, reverse=Tru
 _YEAR = r"(?:19[7-9]\d|20\d\d)"
 _DAY = r"(?:3[01]|[12]\d|0?[1-9])"
 
-# 2022-09-06, 2022/09/06, 2022.09.06 (a time after it is ignored).
-_ISO_RE = re.compile(rf"(?<![\d.])({_YEAR})[-/.](1[0-2]|0?[1-9])[-/.]({_DAY})(?![\d])")
+# 2022-09-06, 2022/09/06, 2022.09.06 (a time after it is ignored); one separator
+# throughout, and with dots both parts of two digits and nothing dotted after:
+# 2023.1.2 and 2022.09.06.1 are versions.
+_ISO_RE = re.compile(
+    rf"(?<![\d.])({_YEAR})(?:([-/])(1[0-2]|0?[1-9])\2({_DAY})(?![\d])"
+    rf"|\.(1[0-2]|0[1-9])\.(3[01]|[12]\d|0[1-9])(?![\d]|\.\d))"
+)
 # 20220906 in file names.
 _COMPACT_RE = re.compile(rf"(?<!\d)({_YEAR})(1[0-2]|0[1-9])(3[01]|[12]\d|0[1-9])(?!\d)")
 # 6 September 2022, 6th of September, 6 de septiembre de 2022, 6 сентября 2022 г.
@@ -97,9 +103,12 @@ _SEASON_RE = re.compile(
     rf"(?<!\w)({_SEASON})(?:\s+of|\s+de|\s+del)?\s+({_YEAR})(?!\w)", re.IGNORECASE
 )
 _QUARTER_RE = re.compile(rf"(?<!\w)Q([1-4])\s*({_YEAR})(?!\w)", re.IGNORECASE)
-# "in 2022", "en 2022", "during 2022", "в 2022 году", "year 2022"
+# "in 2022", "en 2022", "during 2022", "в 2022 году", "year 2022", and "the
+# outage of 2021" but not "a batch of 2000 rows": after "of", nothing but
+# punctuation may follow the year.
 _IN_YEAR_RE = re.compile(
-    rf"(?<!\w)(?:in|during|en|durante|в|year|año|année|of)\s+({_YEAR})(?![\w.-])",
+    rf"(?<!\w)(?:(?:in|during|en|durante|в|year|año|année)\s+({_YEAR})(?![\w.-])"
+    rf"|of\s+({_YEAR})(?=\s*(?:[?!.,;:)]|$)))",
     re.IGNORECASE,
 )
 
@@ -107,7 +116,8 @@ _FRONT_MATTER_RE = re.compile(
     r"\A---[ \t]*\n(.{0,4000}?\n)(?:---|\.\.\.)[ \t]*\n", re.S
 )
 _FRONT_DATE_RE = re.compile(
-    r"^(?:date|published|created|incident_date|occurred)[ \t]*:[ \t]*[\"']?(.{6,40})$",
+    r"^(?:date|published|created|incident_date|occurred|start_time|started_at|"
+    r"start_date|started|start|began)[ \t]*:[ \t]*[\"']?(.{6,40})$",
     re.M | re.IGNORECASE,
 )
 _DATE_LINE_RE = re.compile(
@@ -149,9 +159,11 @@ def document_date(text: str, title: str = "", file_name: str = "") -> str:
             if when := first_date(found.group(1)):
                 return when
     name = file_name.rsplit("/", 1)[-1]
-    for candidate in (_ISO_RE.search(name), _COMPACT_RE.search(name)):
-        if candidate and (when := _iso(*candidate.groups())):
-            return when
+    if (iso := _ISO_RE.search(name)) and (when := _iso(*_iso_parts(iso))):
+        return when
+    compact = _COMPACT_RE.search(name)
+    if compact and (when := _iso(*compact.groups())):
+        return when
     if title and (when := first_date(title)):
         return when
     head = text[: HEAD_CHARS + (front.end() if front else 0)]
@@ -168,7 +180,7 @@ def first_date(text: str) -> str:
     """The first whole date (day, month and year) in `text`, ISO, or ""."""
     found = []
     if m := _ISO_RE.search(text):
-        found.append((m.start(), _iso(*m.groups())))
+        found.append((m.start(), _iso(*_iso_parts(m))))
     for m in _DAY_MONTH_RE.finditer(text):
         if m.group(3):
             found.append((m.start(), _iso(m.group(3), m.group(2), m.group(1))))
@@ -194,7 +206,7 @@ def question_periods(question: str) -> list[Period]:
         periods.append(period)
 
     for m in _ISO_RE.finditer(question):
-        when = _iso(*m.groups())
+        when = _iso(*_iso_parts(m))
         add(m, Period(when, when) if when else None)
     for m in _DAY_MONTH_RE.finditer(question):
         add(m, _day_period(m.group(3), m.group(2), m.group(1)))
@@ -211,7 +223,7 @@ def question_periods(question: str) -> list[Period]:
         if m.group(1).casefold() not in ("may", "mar", "jun", "jul", "sep", "dec"):
             add(m, Period(month=_month(m.group(1))))
     for m in _IN_YEAR_RE.finditer(question):
-        add(m, _months(int(m.group(1)), 1, 12))
+        add(m, _months(int(m.group(1) or m.group(2)), 1, 12))
     return periods
 
 
@@ -222,7 +234,7 @@ def spoken(value: str) -> str:
     """An ISO date as words ("2022-09-06": "6 September 2022"), what a question
     says and the model reads; anything else as it is."""
     found = _ISO_RE.fullmatch(value.strip()[:10]) if value else None
-    when = found and _iso(*found.groups())
+    when = found and _iso(*_iso_parts(found))
     if not when:
         return value
     year, month, day = (int(part) for part in when.split("-"))
@@ -231,6 +243,12 @@ def spoken(value: str) -> str:
 
 def _month(name: str) -> int:
     return _MONTHS[name.casefold().rstrip(".")]
+
+
+def _iso_parts(match: re.Match) -> tuple[str, str, str]:
+    """(year, month, day) of an _ISO_RE match, dashed or dotted."""
+    year, _, month, day, dotted_month, dotted_day = match.groups()
+    return year, month or dotted_month, day or dotted_day
 
 
 def _iso(year: str, month: str, day: str) -> str:

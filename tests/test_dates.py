@@ -60,6 +60,8 @@ class DocumentDateTestCase(SimpleTestCase):
         for text, title, name, expected in [
             ("---\ntitle: X\ndate: 2022-09-06T10:00:00Z\n---\n# X\n", "X", "x.md",
              "2022-09-06"),
+            ("---\ntitle: X\nstart_time: 2012-12-22T12:15:00-08:00\n---\n# X\n", "X",
+             "0787bc22.md", "2012-12-22"),
             ("# Outage\n", "Outage", "reports/2021-03-04-outage.md", "2021-03-04"),
             ("# Outage\n", "Outage", "20210304_outage.md", "2021-03-04"),
             ("# DNS\n", "DNS outage of 6 September 2022", "dns.md", "2022-09-06"),
@@ -118,6 +120,15 @@ class QuestionPeriodTestCase(SimpleTestCase):
             ("What does error 23505 mean?", []),
             ("May I restart the ingress in version 2022.1?", []),
             ("How many replicas run in 2 zones?", []),
+            ("What happens to a batch of 2000 rows?", []),
+            ("Which outages were there in the summer of 2022?",
+             [dates.Period("2022-06-01", "2022-08-31")]),
+            ("What was the cause of the outage of 2021?",
+             [dates.Period("2021-01-01", "2021-12-31")]),
+            ("Does release 2023.1.2 fix it?", []),
+            ("Is build 2022.09.06.1 affected?", []),
+            ("What broke on 2022.09.06?", [day]),
+            ("What broke on 2022/09/06?", [day]),
         ]:  # fmt: skip
             with self.subTest(question=question):
                 self.assertEqual(dates.question_periods(question), expected)
