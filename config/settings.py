@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import secrets
-import tempfile
 from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
@@ -230,12 +229,10 @@ STATIC_ROOT = KB_DATA_DIR / "static"
 STATIC_ROOT.mkdir(exist_ok=True)
 MEDIA_URL = "media/"
 MEDIA_ROOT = KB_DATA_DIR / "media"
-if TESTING:
+if TESTING and os.environ.get("KB_TEST_MEDIA_ROOT"):
     # Test runs store their uploads in a private temporary directory of their own,
-    # never among the running instance's files (issue #26); the workers a run
-    # starts inherit it through the environment. tests/conftest.py removes it.
-    if not os.environ.get("KB_TEST_MEDIA_ROOT"):
-        os.environ["KB_TEST_MEDIA_ROOT"] = tempfile.mkdtemp(prefix="kb-test-media-")
+    # never among the running instance's files (issue #26): tests/conftest.py
+    # makes it, and the workers a run starts inherit it through the environment.
     MEDIA_ROOT = Path(os.environ["KB_TEST_MEDIA_ROOT"])
 # Uploads are for this user only, group-limited collections' files included.
 FILE_UPLOAD_PERMISSIONS = 0o600
