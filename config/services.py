@@ -1,13 +1,13 @@
 """Embedded PostgreSQL (pgvector) and Valkey servers for machines without their own.
 
 Used only when DATABASE_URL / REDIS_URL are unset. `python -m config.services
-start` (`make services`, which `make run` and `make test` run first) prepares
-KB_DATA_DIR, writes the development secret key, starts the servers detached, so
-they outlive it, and writes where they listen to KB_DATA_DIR/services.env
-(SERVICES_FILE). config/settings.py only reads that file (`running`): importing
-the settings starts nothing and writes nothing, and says which command to run
-when a server it needs is not running. Data lives under KB_DATA_DIR and survives
-restarts.
+start` (`make services`, which `make run` and `make test` run first; kb_run too,
+before it starts an exited process again) prepares KB_DATA_DIR, writes the
+development secret key, starts the servers detached, so they outlive it, and
+writes where they listen to KB_DATA_DIR/services.env (SERVICES_FILE).
+config/settings.py only reads that file (`running`): importing the settings
+starts nothing and writes nothing, and says which command to run when a server
+it needs is not running. Data lives under KB_DATA_DIR and survives restarts.
 
 Both are for this machine's user only (issues #15, #26): each listens on no TCP
 port, only on a unix socket inside its 0700 directory (PostgreSQL's data
