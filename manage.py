@@ -8,11 +8,9 @@ if __name__ == "__main__":
     from django.core.exceptions import ImproperlyConfigured
     from django.core.management import execute_from_command_line
 
-    from config.services import ServiceError
-
     try:
-        settings.INSTALLED_APPS  # reads the environment, starts the servers
-    except (ImproperlyConfigured, ServiceError) as exc:
+        settings.INSTALLED_APPS  # reads the environment and services.env
+    except ImproperlyConfigured as exc:
         # A setting to fix is one line that says which, not a traceback (#26).
         sys.exit(f"error: {exc}")
     execute_from_command_line(sys.argv)

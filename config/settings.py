@@ -1,19 +1,20 @@
 """Settings for kb, read from the environment (see README).
 
-With DATABASE_URL / REDIS_URL unset, embedded PostgreSQL and Valkey servers are
-started under KB_DATA_DIR (config/services.py).
+Importing them starts no process and writes no file. With DATABASE_URL /
+REDIS_URL unset, they read where the embedded PostgreSQL and Valkey servers
+listen from KB_DATA_DIR/services.env, which `python -m config.services start`
+(`make services`) writes as it starts them (config/services.py), and the
+development secret key from KB_DATA_DIR/secret_key, which it writes too.
 """
 
 from __future__ import annotations
 
 import os
-import secrets
-import tempfile
 from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
 
-from config.services import prepare_data_dir, write_private
+from config import services
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -65,10 +66,20 @@ DEBUG = envbool("DEBUG", "0")
 # pytest, or a worker process started by the tests, gets its own Redis database.
 TESTING = envbool("KB_TESTING", "0") or "PYTEST_VERSION" in os.environ
 
-KB_DATA_DIR = Path(os.environ.get("KB_DATA_DIR") or BASE_DIR / "var").resolve()
 # 0700, as are media/ and valkey/ (issue #15; 0710 for the embedded PostgreSQL's
-# own user when run as root, see config/services.py).
-prepare_data_dir(KB_DATA_DIR, postgres=not os.environ.get("DATABASE_URL"))
+# own user when run as root), made so by `python -m config.services start`.
+KB_DATA_DIR = services.kb_data_dir()
+_START = "run `make services` (python -m config.services start)"
+
+
+def _embedded(server: str, name: str, instead: str) -> dict[str, str]:
+    """Where the embedded `server` listens, as `python -m config.services start`
+    wrote it; nothing is started here."""
+    if found := services.running(KB_DATA_DIR).get(server):
+        return found
+    raise ImproperlyConfigured(
+        f"the embedded {name} is not running: {_START}, or set {instead}"
+    )
 
 
 def _secret_key() -> str:
@@ -80,10 +91,13 @@ def _secret_key() -> str:
             "development machine; see README.md)"
         )
     # Development only: a random key kept in KB_DATA_DIR; sessions survive restarts.
-    path = KB_DATA_DIR / "secret_key"
-    if not path.exists():
-        write_private(path, secrets.token_urlsafe(50))  # 0600 from the start
-    return path.read_text().strip()
+    try:
+        return (KB_DATA_DIR / "secret_key").read_text().strip()
+    except FileNotFoundError:
+        raise ImproperlyConfigured(
+            f"there is no development secret key in {KB_DATA_DIR}: {_START}, "
+            "which writes it, or set SECRET_KEY"
+        )
 
 
 SECRET_KEY = _secret_key()
@@ -153,15 +167,15 @@ if os.environ.get("DATABASE_URL"):
 
     DATABASES = {"default": dj_database_url.config(conn_max_age=60)}
 else:
-    from config.services import DB_NAME, ensure_postgres
-
+    _postgres = _embedded("postgres", "PostgreSQL", "DATABASE_URL")
     DATABASES = {
         "default": {
             "ENGINE": "django.db.backends.postgresql",
-            "NAME": DB_NAME,
+            "NAME": services.DB_NAME,
             "USER": "postgres",
             "PASSWORD": "",
-            **ensure_postgres(KB_DATA_DIR),
+            "HOST": _postgres["host"],
+            "PORT": _postgres["port"],
         }
     }
 # A worker started by the tests must use the test database (tests/base.py).
@@ -177,9 +191,7 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 if os.environ.get("REDIS_URL"):
     REDIS_URL = os.environ["REDIS_URL"]
 else:
-    from config.services import ensure_valkey
-
-    REDIS_URL = ensure_valkey(KB_DATA_DIR)
+    REDIS_URL = _embedded("valkey", "Valkey", "REDIS_URL")["url"]
 # Tests use their own Redis database so a running dev worker never takes their jobs.
 REDIS_DB = envint("KB_REDIS_DB", 1 if TESTING else 0)
 RQ_TIMEOUT = envint("KB_JOB_TIMEOUT", 1800)
@@ -226,16 +238,13 @@ USE_I18N = True
 USE_TZ = True
 
 STATIC_URL = "static/"
-STATIC_ROOT = KB_DATA_DIR / "static"
-STATIC_ROOT.mkdir(exist_ok=True)
+STATIC_ROOT = KB_DATA_DIR / "static"  # made by `config.services start`
 MEDIA_URL = "media/"
 MEDIA_ROOT = KB_DATA_DIR / "media"
-if TESTING:
+if TESTING and os.environ.get("KB_TEST_MEDIA_ROOT"):
     # Test runs store their uploads in a private temporary directory of their own,
-    # never among the running instance's files (issue #26); the workers a run
-    # starts inherit it through the environment. tests/conftest.py removes it.
-    if not os.environ.get("KB_TEST_MEDIA_ROOT"):
-        os.environ["KB_TEST_MEDIA_ROOT"] = tempfile.mkdtemp(prefix="kb-test-media-")
+    # never among the running instance's files (issue #26): tests/conftest.py
+    # makes it, and the workers a run starts inherit it through the environment.
     MEDIA_ROOT = Path(os.environ["KB_TEST_MEDIA_ROOT"])
 # Uploads are for this user only, group-limited collections' files included.
 FILE_UPLOAD_PERMISSIONS = 0o600

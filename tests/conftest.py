@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import tempfile
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -27,6 +29,7 @@ from django.test import override_settings
 from django.utils import translation
 
 from kb import embedding, embedding_models
+from tests.base import environment
 
 
 class RememberingEmbedder(embedding.Embedder):
@@ -60,11 +63,22 @@ def remembered_vectors():
 
 @pytest.fixture(scope="session", autouse=True)
 def temporary_media_root():
-    """Uploads go to the run's own temporary directory (config/settings.py), which
-    goes when the run ends: nothing is left among the instance's files."""
-    yield
-    if os.environ.get("KB_TEST_MEDIA_ROOT") == str(settings.MEDIA_ROOT):
-        shutil.rmtree(settings.MEDIA_ROOT, ignore_errors=True)
+    """Uploads go to the run's own private temporary directory, never among the
+    instance's files (issue #26), and it goes when the run ends. The worker
+    processes a test starts use it too: they inherit KB_TEST_MEDIA_ROOT, which
+    the settings read. One given already (a run started by a test) is kept."""
+    if os.environ.get("KB_TEST_MEDIA_ROOT"):
+        yield
+        return
+    path = tempfile.mkdtemp(prefix="kb-test-media-")  # 0700
+    try:
+        with (
+            environment(KB_TEST_MEDIA_ROOT=path),
+            override_settings(MEDIA_ROOT=Path(path)),
+        ):
+            yield
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -5,6 +5,7 @@ and kb_run then stopped the workers too)."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -13,13 +14,15 @@ import tempfile
 import urllib.error
 import urllib.request
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 from django.conf import settings
 from django.db import connection
 from django.test import TransactionTestCase
 
-from tests.base import wait_for
+from config import services
+from tests.base import environment, wait_for
 
 
 def _free_port() -> int:
@@ -114,12 +117,44 @@ class KbRunTestCase(TransactionTestCase):
         self.assertIn("The web server exited 5 times within 10 s of starting", output)
         self.assertIn("Stopped web server and workers.", output)
 
-    def _start(self, port: int):
-        """kb_run on `port`, in its own session, and the file of its output."""
+    @pytest.mark.skipif(
+        bool(os.environ.get("REDIS_URL")), reason="the queue server is not embedded"
+    )
+    def test_an_embedded_server_that_stopped_starts_again_with_the_process(self):
+        # A KB_DATA_DIR of its own, whose Valkey this test may stop; the test
+        # database and the built model are this run's.
+        data_dir = Path(tempfile.mkdtemp(prefix="kb-run-"))
+        self.addCleanup(shutil.rmtree, data_dir, ignore_errors=True)
+        self.addCleanup(services.stop_valkey, data_dir)
+        db = connection.settings_dict
+        host = f"{db['USER']}@{quote(db['HOST'], safe='')}:{db['PORT']}"
+        env = {
+            "KB_DATA_DIR": str(data_dir),
+            "DATABASE_URL": f"postgres://{host}/{db['NAME']}",
+        }
+        with environment(**env):
+            services.start(data_dir)  # as `make run` does before kb_run
+        (data_dir / "models").symlink_to(settings.KB_DATA_DIR / "models")
+        port = _free_port()
+        run, log = self._start(port, **env)
+        url = f"http://127.0.0.1:{port}/admin/login/"
+        wait_for(lambda: _answers(url), timeout=180)
+
+        os.kill(services.valkey_pid(data_dir / "valkey"), signal.SIGKILL)
+        os.kill(_only(_children(run.pid), "runserver"), signal.SIGKILL)
+        wait_for(lambda: "valkey" in services.running(data_dir), timeout=60)
+        wait_for(lambda: _answers(url), timeout=120)
+        log.seek(0)
+        self.assertIn("kb: starting Valkey on", log.read().decode())
+
+    def _start(self, port: int, **more: str):
+        """kb_run on `port`, in its own session (`more`: more environment
+        variables), and the file of its output."""
         env = {
             **os.environ,
             "KB_TESTING": "1",
             "KB_DB_NAME": connection.settings_dict["NAME"],
+            **more,
         }
         manage = str(Path(settings.BASE_DIR) / "manage.py")
         log = tempfile.TemporaryFile()

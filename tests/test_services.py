@@ -10,6 +10,7 @@ import signal
 import socket
 import stat
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -324,3 +325,99 @@ class DataDirModesTestCase(TestCase):
             admin = get_user_model().objects.get(username="admin")
             self.assertTrue(admin.check_password(path.read_text().strip()))
             self.assertIn("delete it once read", out.getvalue())
+
+
+def _python(*args: str, data_dir: Path, **env: str) -> subprocess.CompletedProcess:
+    """`python *args` in a fresh process on KB_DATA_DIR `data_dir`, as a developer
+    runs it: DEBUG on, no test detection, no external server, no secret key,
+    unless `env` gives them."""
+    base = {
+        name: value
+        for name, value in os.environ.items()
+        if name
+        not in ("PYTEST_VERSION", "KB_TESTING", "KB_TEST_MEDIA_ROOT")
+        + ("DATABASE_URL", "REDIS_URL", "SECRET_KEY")
+    }
+    return subprocess.run(
+        [sys.executable, *args],
+        env={**base, "DEBUG": "1", "KB_DATA_DIR": str(data_dir), **env},
+        cwd=settings.BASE_DIR,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+IMPORT = "import config.settings as s; print(s.REDIS_URL)"
+START = "run `make services` (python -m config.services start)"
+NO_POSTGRES = f"the embedded PostgreSQL is not running: {START}, or set DATABASE_URL"
+NO_VALKEY = f"the embedded Valkey is not running: {START}, or set REDIS_URL"
+# An external database the settings only read the address of.
+ELSEWHERE = "postgres://kb@db.invalid:5432/kb"
+
+
+class SettingsTestCase(PrivateDataDir, SimpleTestCase):
+    """Importing the settings reads; only `python -m config.services start`
+    prepares KB_DATA_DIR and starts servers (issue #31)."""
+
+    def assert_refused(self, done: subprocess.CompletedProcess, message: str):
+        self.assertEqual(done.returncode, 1, done.stdout)
+        last = done.stderr.strip().splitlines()[-1]
+        self.assertEqual(
+            last, f"django.core.exceptions.ImproperlyConfigured: {message}"
+        )
+
+    def test_importing_them_starts_nothing_and_writes_nothing(self):
+        fresh = self.data_dir / "var"  # not made yet, and not made by the settings
+        no_key = f"there is no development secret key in {fresh}: {START}, which "
+        refused = [
+            ({}, no_key + "writes it, or set SECRET_KEY"),
+            ({"SECRET_KEY": "k"}, NO_POSTGRES),
+            ({"SECRET_KEY": "k", "DATABASE_URL": ELSEWHERE}, NO_VALKEY),
+        ]
+        for env, message in refused:
+            with self.subTest(env=env):
+                self.assert_refused(
+                    _python("-c", IMPORT, data_dir=fresh, **env), message
+                )
+        done = _python(
+            "-c",
+            IMPORT,
+            data_dir=fresh,
+            SECRET_KEY="k",
+            DATABASE_URL=ELSEWHERE,
+            REDIS_URL="redis://:pw@queue.invalid:6379",
+        )
+        self.assertEqual(done.stdout, "redis://:pw@queue.invalid:6379\n", done.stderr)
+        self.assertEqual(os.listdir(self.data_dir), [])
+        named = [
+            proc.pid
+            for proc in psutil.process_iter(["cmdline"])
+            if str(self.data_dir) in " ".join(proc.info["cmdline"] or [])
+        ]
+        self.assertEqual(named, [])  # and no server was started elsewhere for it
+
+    @EMBEDDED_VALKEY
+    def test_they_read_where_the_started_servers_listen_until_they_stop(self):
+        start = ["-m", "config.services", "start"]
+        done = _python(*start, data_dir=self.data_dir, DATABASE_URL=ELSEWHERE)
+        self.assertEqual(done.returncode, 0, done.stderr)
+        for name in ("services.env", "secret_key"):
+            self.assertEqual(_mode(self.data_dir / name), 0o600, name)
+        url = _python("-c", IMPORT, data_dir=self.data_dir, DATABASE_URL=ELSEWHERE)
+        url = url.stdout.strip()
+        self.assertEqual(urlsplit(url).path, str(self.vdir / "valkey.sock"))
+        self.assertTrue(redis.Redis.from_url(url).ping())
+
+        # A crash, or the machine restarted: the file stays, the server is gone.
+        os.kill(services.valkey_pid(self.vdir), signal.SIGKILL)
+        refused = _python("-c", IMPORT, data_dir=self.data_dir, DATABASE_URL=ELSEWHERE)
+        self.assert_refused(refused, NO_VALKEY)
+        _python(*start, data_dir=self.data_dir, DATABASE_URL=ELSEWHERE)
+        again = _python("-c", IMPORT, data_dir=self.data_dir, DATABASE_URL=ELSEWHERE)
+        self.assertEqual(again.stdout.strip(), url)  # the same password and socket
+
+        _python("-m", "config.services", "stop", data_dir=self.data_dir)
+        self.assertFalse((self.data_dir / services.SERVICES_FILE).exists())
+        refused = _python("-c", IMPORT, data_dir=self.data_dir, DATABASE_URL=ELSEWHERE)
+        self.assert_refused(refused, NO_VALKEY)

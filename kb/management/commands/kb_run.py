@@ -9,6 +9,7 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
+from config import services
 from kb import jobs
 from kb.worker import worker_queues
 
@@ -79,7 +80,10 @@ class Command(BaseCommand):
     def _restart(self, child: _Child) -> None:
         """Start a process that exited again, the others running on: a web server
         killed for its memory took the workers with it (issue #26). One that
-        keeps exiting as it starts (a port in use) stops them all."""
+        keeps exiting as it starts (a port in use) stops them all. An embedded
+        server that stopped meanwhile (the process may have exited for it) is
+        started first, as `make services` does: the settings only read where
+        it listens."""
         code = child.proc.returncode
         if time.monotonic() - child.started < QUICK_EXIT_S:
             child.quick_exits += 1
@@ -94,6 +98,10 @@ class Command(BaseCommand):
             f"The {child.name} exited (code {code}); starting it again, the "
             "others run on."
         )
+        try:
+            services.start(settings.KB_DATA_DIR)
+        except services.ServiceError as exc:
+            raise CommandError(str(exc))
         child.start()
 
     def _stop(self, procs: list[subprocess.Popen]) -> None:

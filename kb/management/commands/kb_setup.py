@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 import secrets
 
 from django.conf import settings
@@ -7,7 +8,7 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.core.management.base import BaseCommand
 
-from config.services import write_private
+from config import services
 from kb import permissions
 
 
@@ -27,6 +28,10 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args, **options):
+        # For this user only (0700), also where no embedded server is used and
+        # `python -m config.services start` never ran.
+        postgres = not os.environ.get("DATABASE_URL")
+        services.prepare_data_dir(settings.KB_DATA_DIR, postgres=postgres)
         call_command("migrate", interactive=False, verbosity=0)
         self.stdout.write("Database migrated.")
         for name in permissions.ensure_groups():
@@ -58,7 +63,7 @@ class Command(BaseCommand):
         password = secrets.token_urlsafe(12)
         User.objects.create_superuser("admin", "admin@example.invalid", password)
         path = settings.KB_DATA_DIR / "admin_password.txt"
-        write_private(path, password + "\n", replace=True)
+        services.write_private(path, password + "\n", replace=True)
         self.stdout.write(
             self.style.WARNING(
                 f"Created admin account: user 'admin', password '{password}' "
