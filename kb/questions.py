@@ -24,6 +24,7 @@ from django.db.models import F, Q, QuerySet
 from django.utils import timezone
 
 from kb import spans
+from kb.citations import citation_url
 from kb.models import Chunk, Collection, Question, ReplayReport, Section
 from kb.retrieval import below_title, unstorable
 from kb.sentences import units
@@ -258,7 +259,7 @@ def answer_parts(entry: Question) -> list[tuple[str, dict[str, Any] | None]]:
     """The logged answer as the ask page shows an answer (answerer.marked_parts):
     each [n] with its logged citation, which links to the cited characters (and
     still does after the source is re-indexed, views.section)."""
-    from kb import answerer, answering
+    from kb import answerer
     from kb.retrieval import heading_label
 
     versions = (entry.fingerprint or {}).get("sources", {})  # {id: version}
@@ -266,7 +267,7 @@ def answer_parts(entry: Question) -> list[tuple[str, dict[str, Any] | None]]:
         c["n"]: {
             **c,
             "label": heading_label(c.get("source", ""), c.get("heading_path", "")),
-            "url": answering.citation_url(
+            "url": citation_url(
                 c["section_id"],
                 c["start"],
                 c["end"],

@@ -16,6 +16,7 @@ from django.views.decorators.http import require_POST
 from kb import (
     access,
     answering,
+    citations,
     questions,
     ratelimit,
     readers,
@@ -279,8 +280,8 @@ def section(request: HttpRequest, pk: int) -> HttpResponse:
         cited_pages=pages_of(obj.source.page_map, start, end) if start < end else None,
         # The entry in the original web page (issue #29: a Javadoc member), else
         # the cited text in it (issue #30: a synced page or repository file).
-        original=answering.original_url(obj.source.metadata.get("url"), obj.anchor)
-        or answering.text_fragment_url(
+        original=citations.original_url(obj.source.metadata.get("url"), obj.anchor)
+        or citations.text_fragment_url(
             obj.source.metadata.get("url"), body[start - base : end - base]
         ),
     )  # fmt: skip
@@ -322,7 +323,7 @@ def _found_at(request: HttpRequest, obj: Section) -> tuple[int, int] | None:
 
 def _section_moved(request: HttpRequest) -> HttpResponse:
     """A citation whose section a re-index replaced: the same characters in the
-    source's current index, when the link names its source (answering.citation_url);
+    source's current index, when the link names its source (citations.citation_url);
     else a page that says the cited section or its source is gone."""
     source_id = parse_id(request.GET.get("source"))
     start = parse_id(request.GET.get("start"))  # an offset: a whole number too
