@@ -23,10 +23,9 @@ from django.db import transaction
 from django.db.models import F, Q, QuerySet
 from django.utils import timezone
 
-from kb import spans
+from kb.citations import citation_url
 from kb.models import Chunk, Collection, Question, ReplayReport, Section
 from kb.retrieval import below_title, unstorable
-from kb.sentences import units
 
 logger = logging.getLogger(__name__)
 
@@ -190,75 +189,11 @@ def _cited_text(result, cite) -> str:
     return ""
 
 
-def cited_text(source, version: int, start: int, end: int) -> str | None:
-    """The text a citation link (source, version, start, end) cited, as logged
-    with the answer that made it; None when no logged answer holds it (pruned,
-    or the log is off)."""
-    cite = {"source_id": source.pk, "start": start, "end": end}
-    rows = Question.objects.filter(
-        collection_id=source.collection_id, citations__contains=[cite]
-    ).order_by("-created", "-pk")
-    for logged, printed in rows.values_list("citations", "fingerprint")[:20]:
-        at = (printed or {}).get("sources", {}).get(str(source.pk), version)
-        for c in logged:
-            same = all(c.get(k) == v for k, v in cite.items())
-            if same and at == version and c.get("text"):
-                return c["text"]
-    return None
-
-
-def cited_now(
-    source, cited: str, start: int
-) -> tuple[Section, tuple[int, int], bool] | None:
-    """Where `cited`, cited at `start` of an older version of the source, is in its
-    indexed text (spans.relocate): the section holding it, its range, and whether
-    only part of it is still there; None when all of it is gone.
-
-    When the whole is not found, each of its sentences is looked for: a citation
-    of two sentences of which one was deleted marks the one still there (from
-    the first found to the last, in the section holding most of them)."""
-    rows = list(source.sections.order_by("start").only("pk", "start", "body"))
-    if not rows:
-        return None
-    # The indexed text: the bodies tile it from the first section's start.
-    text = " " * rows[0].start + "".join(r.body for r in rows)
-
-    def section_at(position: int) -> Section:
-        return next(r for r in reversed(rows) if r.start <= position)
-
-    now = spans.relocate(cited, text, start)
-    if now is not None:
-        return section_at(now[0]), now, False
-    pieces = units(cited, 0, len(cited))
-    if len(pieces) < 2:
-        return None
-    found: dict[int, list[tuple[int, int]]] = {}
-    for lo, hi in pieces:
-        if (piece := spans.relocate(cited[lo:hi], text, start + lo)) is not None:
-            found.setdefault(section_at(piece[0]).pk, []).append(piece)
-    if not found:
-        return None
-    pk, kept = max(found.items(), key=lambda kv: sum(e - s for s, e in kv[1]))
-    section = next(r for r in rows if r.pk == pk)
-    return section, (min(s for s, _ in kept), max(e for _, e in kept)), True
-
-
-def cited_source(user, source_id: int) -> dict[str, str] | None:
-    """The title and file of a source cited in the log the user may see (the
-    source itself may be gone): {"source", "file"}, or None."""
-    rows = visible_to(user).filter(citations__contains=[{"source_id": source_id}])
-    logged = rows.order_by("-created", "-pk").values_list("citations", flat=True)
-    for c in logged.first() or []:
-        if c.get("source_id") == source_id:
-            return {"source": c.get("source", ""), "file": c.get("file", "")}
-    return None
-
-
 def answer_parts(entry: Question) -> list[tuple[str, dict[str, Any] | None]]:
     """The logged answer as the ask page shows an answer (answerer.marked_parts):
     each [n] with its logged citation, which links to the cited characters (and
-    still does after the source is re-indexed, views.section)."""
-    from kb import answerer, answering
+    still does after the source is re-indexed, kb.citations)."""
+    from kb import answerer
     from kb.retrieval import heading_label
 
     versions = (entry.fingerprint or {}).get("sources", {})  # {id: version}
@@ -266,7 +201,7 @@ def answer_parts(entry: Question) -> list[tuple[str, dict[str, Any] | None]]:
         c["n"]: {
             **c,
             "label": heading_label(c.get("source", ""), c.get("heading_path", "")),
-            "url": answering.citation_url(
+            "url": citation_url(
                 c["section_id"],
                 c["start"],
                 c["end"],

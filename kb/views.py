@@ -4,10 +4,16 @@ import functools
 
 from django.contrib import messages
 from django.contrib.admin.views.decorators import staff_member_required
-from django.http import FileResponse, Http404, HttpRequest, HttpResponse, JsonResponse
+from django.http import (
+    FileResponse,
+    Http404,
+    HttpRequest,
+    HttpResponse,
+    JsonResponse,
+    QueryDict,
+)
 from django.middleware.csrf import CsrfViewMiddleware
 from django.shortcuts import get_object_or_404, redirect, render
-from django.urls import reverse
 from django.utils.translation import gettext
 from django.views.decorators.cache import never_cache
 from django.views.decorators.csrf import csrf_exempt
@@ -16,16 +22,15 @@ from django.views.decorators.http import require_POST
 from kb import (
     access,
     answering,
+    citations,
     questions,
     ratelimit,
     readers,
-    rendering,
     retrieval,
 )
 from kb.forms import AskForm, FeedbackForm, is_utf8, parse_id
 from kb.jsontext import JsonError, loads
-from kb.models import Collection, Section, Source
-from kb.readers.reading import pages_of
+from kb.models import Collection, Source
 
 FILE_TYPES = {
     "pdf": "application/pdf",
@@ -244,144 +249,39 @@ def _collection_for(user, ref) -> Collection | None:
 @staff_member_required
 @never_cache  # source text: never kept in a browser's or a proxy's cache
 def section(request: HttpRequest, pk: int) -> HttpResponse:
-    obj = Section.objects.select_related("source__collection").filter(pk=pk).first()
-    if obj is None:  # re-indexed since the link was made, or deleted
-        return _section_moved(request)
-    if not obj.source.collection.is_visible_to(request.user):
+    """A citation link's page (kb.citations): the section with the cited range
+    marked, the section holding it now, or what is gone."""
+    found = citations.resolve(request.user, pk, _citation_link(request.GET))
+    if found is None:
         raise Http404
-    # The section as it was indexed: citations carry offsets of that text, and the
-    # source may have been edited since (a re-index queued, or failed).
-    body, base = obj.body, obj.start
-    start, end = _cited_range(request, obj)
-    context = {"cited_version": _cited_version(request, obj.source)}
-    if context["cited_version"] is not None:
-        # Made from another version: the offsets are no guide, the cited text is.
-        found = _cited_now(request, obj, context)
-        if found is not None and found.pk != obj.pk:
-            # Where it was found goes along: the section it is in reads no search.
-            query = request.GET.copy()
-            query["at"] = "{}-{}".format(*context["now"])
-            url = reverse("kb:section", args=[found.pk])
-            return redirect(f"{url}?{query.urlencode()}#cited")
-        start, end = context.get("now", (base, base))
-        end = min(end, base + len(body))
-    context.update(
-        section=obj,
-        before=body[: start - base],
-        cited=body[start - base : end - base],
-        after=body[end - base : obj.end - base],
-        # Formatted, with the blocks holding the cited range marked (issue #17).
-        formatted=rendering.render_cited(body, start - base, end - base),
-        start=start,
-        end=end,
-        edited_since=obj.source.text[base : base + len(body)] != body,
-        # The pages of the original the cited range itself is on (issue #28).
-        cited_pages=pages_of(obj.source.page_map, start, end) if start < end else None,
-        # The entry in the original web page (issue #29: a Javadoc member), else
-        # the cited text in it (issue #30: a synced page or repository file).
-        original=answering.original_url(obj.source.metadata.get("url"), obj.anchor)
-        or answering.text_fragment_url(
-            obj.source.metadata.get("url"), body[start - base : end - base]
-        ),
-    )  # fmt: skip
-    return render(request, "kb/section.html", context)
+    if isinstance(found, citations.Elsewhere):
+        return redirect(found.url(request.GET))
+    if isinstance(found, citations.Gone):
+        context = {"message": found.message}
+        return render(request, "kb/section_gone.html", context, status=404)
+    return render(request, "kb/section.html", found.context())
 
 
-def _cited_now(request: HttpRequest, obj: Section, context: dict) -> Section | None:
-    """Where the text a link to an older version cited is in the source's indexed
-    text: its section, with context["now"] its range; None (and
-    context["was"] the cited text, when the log still holds it) when it is gone."""
-    start = parse_id(request.GET.get("start"))
-    end = parse_id(request.GET.get("end"))
-    source_id = parse_id(request.GET.get("source"))
-    if start is None or end is None or source_id != obj.source_id:
-        return None
-    was = questions.cited_text(obj.source, context["cited_version"], start, end)
-    context["was"] = was
-    if not was:
-        return None
-    found = _found_at(request, obj)  # by the page that sent us here
-    if found and obj.body[found[0] - obj.start : found[1] - obj.start] == was:
-        context["now"] = found
-        return obj
-    if (moved := questions.cited_now(obj.source, was, start)) is None:
-        return None
-    section, context["now"], context["partly"] = moved
-    return section
+def _citation_link(query: QueryDict) -> citations.Link:
+    """What a citation link's query says (citations.citation_url writes it)."""
+    at_start, _, at_end = query.get("at", "").partition("-")
+    at = (parse_id(at_start), parse_id(at_end))
+    return citations.Link(
+        start=parse_id(query.get("start")),
+        end=parse_id(query.get("end")),
+        source_id=parse_id(query.get("source")),
+        version=parse_id(query.get("v")),
+        at=None if None in at else at,
+        span=_whole_numbers(query.get("start", ""), query.get("end", "")),
+    )
 
 
-def _found_at(request: HttpRequest, obj: Section) -> tuple[int, int] | None:
-    """The `at=start-end` another section's page found the cited text at, when it
-    lies in this section."""
-    start, _, end = request.GET.get("at", "").partition("-")
-    start, end = parse_id(start), parse_id(end)
-    if start is None or end is None or not obj.start <= start < end <= obj.end:
-        return None
-    return start, end
-
-
-def _section_moved(request: HttpRequest) -> HttpResponse:
-    """A citation whose section a re-index replaced: the same characters in the
-    source's current index, when the link names its source (answering.citation_url);
-    else a page that says the cited section or its source is gone."""
-    source_id = parse_id(request.GET.get("source"))
-    start = parse_id(request.GET.get("start"))  # an offset: a whole number too
-    source = Source.objects.select_related("collection").filter(pk=source_id).first()
-    if source is not None and not source.collection.is_visible_to(request.user):
-        source = None
-    current = None
-    if source is not None and start is not None:
-        sections = Section.objects.filter(source=source, start__lte=start)
-        current = sections.order_by("-start").only("pk").first()
-    if current is None:
-        message = _gone_message(request, source, source_id)
-        return render(request, "kb/section_gone.html", {"message": message}, status=404)
-    url = reverse("kb:section", args=[current.pk])
-    return redirect(f"{url}?{request.GET.urlencode()}#cited")
-
-
-def _gone_message(request: HttpRequest, source: Source | None, source_id) -> str:
-    if source is not None:
-        return gettext(
-            "“%(title)s” has no indexed section at the cited place any more."
-        ) % {"title": source.title}
-    if source_id is None:
-        return gettext(
-            "The cited section is no longer in the index, and this link does not "
-            "say which source it cites."
-        )
-    # Deleted (or in a collection the user may not see: told apart from nothing).
-    known = questions.cited_source(request.user, source_id)
-    if known is None:
-        # No logged answer names it: deleted, or a number no source ever had.
-        return gettext(
-            "The source this link cites (source %(id)s) is not in the "
-            "knowledge base: it was deleted, or the link is wrong."
-        ) % {"id": source_id}
-    return gettext(
-        "The source this link cites, “%(source)s” (%(file)s), has been deleted."
-    ) % {
-        "source": known["source"],
-        "file": known["file"],
-    }
-
-
-def _cited_version(request: HttpRequest, source: Source) -> int | None:
-    """The version of the source's text a citation was made from, when the link
-    says so and the index has been rebuilt from another one since."""
-    cited = parse_id(request.GET.get("v"))
-    return None if cited == source.indexed_version else cited
-
-
-def _cited_range(request: HttpRequest, obj: Section) -> tuple[int, int]:
-    """The highlighted range, clamped to the section; none when absent or invalid."""
+def _whole_numbers(start: str, end: str) -> tuple[int, int] | None:
+    """The range a section page marks (clamped to the section), of any sign."""
     try:
-        start = int(request.GET.get("start", ""))
-        end = int(request.GET.get("end", ""))
+        return int(start), int(end)
     except ValueError:
-        return obj.start, obj.start
-    start, end = max(start, obj.start), min(end, obj.end)
-    return (start, end) if start < end else (obj.start, obj.start)
+        return None
 
 
 @staff_member_required

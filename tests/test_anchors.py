@@ -9,7 +9,7 @@ from pathlib import Path
 from django.test import SimpleTestCase, TestCase
 from django.urls import reverse
 
-from kb import answering, ingestion
+from kb import citations, ingestion
 from kb.models import Collection
 from tests.base import make_users
 
@@ -20,13 +20,13 @@ PAGE = "https://commons.apache.org/proper/commons-lang/apidocs/StopWatch.html"
 class OriginalUrlTestCase(SimpleTestCase):
     def test_a_web_address_at_the_entry(self):
         self.assertEqual(
-            answering.original_url(
+            citations.original_url(
                 f"{PAGE}#top", "getTime(java.util.concurrent.TimeUnit)"
             ),
             f"{PAGE}#getTime(java.util.concurrent.TimeUnit)",
         )
         self.assertEqual(
-            answering.original_url("https://x.example/a b.html", "a b<c>"),
+            citations.original_url("https://x.example/a b.html", "a b<c>"),
             "https://x.example/a b.html#a%20b%3Cc%3E",
         )
 
@@ -40,7 +40,7 @@ class OriginalUrlTestCase(SimpleTestCase):
             (["https://x.example"], "split()"),
         ]:
             with self.subTest(url=url, anchor=anchor):
-                self.assertEqual(answering.original_url(url, anchor), "")
+                self.assertEqual(citations.original_url(url, anchor), "")
 
 
 class CitedEntryTestCase(TestCase):

@@ -21,7 +21,7 @@ from docx.enum.style import WD_STYLE_TYPE
 from docx.oxml import OxmlElement
 from docx.oxml.ns import qn
 
-from kb import answerer, answering, ingestion, parsing, readers, rendering
+from kb import answerer, answering, citations, ingestion, parsing, readers, rendering
 from kb.models import Collection, Source
 from kb.readers import ReaderError
 from tests.base import make_users
@@ -1279,7 +1279,7 @@ class PagePreciseCitationTestCase(TestCase):
         self.assertContains(response, f'href="{file_url}#page=2"')
 
     def test_the_section_view_opens_the_cited_page_and_keeps_the_range(self):
-        url = answering.citation_url(self.section.pk, self.start, self.end)
+        url = citations.citation_url(self.section.pk, self.start, self.end)
         response = self.client.get(url)
         file_url = reverse("kb:source-file", args=[self.source.pk])
         self.assertContains(response, f'href="{file_url}#page=2"')

@@ -10,7 +10,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from django.test import SimpleTestCase, TestCase, override_settings
 
-from kb import answering, retrieval
+from kb import answering, citations, retrieval
 from kb.models import Collection, SyncRun, SyncSource
 from kb.sync import runs
 
@@ -250,21 +250,21 @@ class TextFragmentTestCase(SimpleTestCase):
     def test_a_link_that_opens_the_page_at_the_cited_text(self):
         url = "https://docs.example.org/guide.html"
         self.assertEqual(
-            answering.text_fragment_url(url + "#top", "A restore needs two approvals."),
+            citations.text_fragment_url(url + "#top", "A restore needs two approvals."),
             f"{url}#:~:text=A%20restore%20needs%20two%20approvals.",
         )
         long = (
             "Backups run every night at 02:00, and are kept for 35 days in the vault."
         )
         self.assertEqual(
-            answering.text_fragment_url(url, long),
+            citations.text_fragment_url(url, long),
             f"{url}#:~:text=Backups%20run%20every%20night,days%20in%20the%20vault.",
         )
         # Markdown marks are not in the page; the syntax's own characters are
         # escaped; only web addresses get a link.
         self.assertEqual(
-            answering.text_fragment_url(url, "Use **pg_dump** - see [docs](x.html)"),
+            citations.text_fragment_url(url, "Use **pg_dump** - see [docs](x.html)"),
             f"{url}#:~:text=Use%20pg_dump%20%2D%20see%20docs",
         )
-        self.assertEqual(answering.text_fragment_url("javascript:alert(1)", "x"), "")
-        self.assertEqual(answering.text_fragment_url(url, "  "), "")
+        self.assertEqual(citations.text_fragment_url("javascript:alert(1)", "x"), "")
+        self.assertEqual(citations.text_fragment_url(url, "  "), "")
