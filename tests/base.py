@@ -256,3 +256,8 @@ def collection_of(name: str, files: dict[str, str | bytes]) -> Collection:
     for file_name, text in files.items():
         ingest_text(collection, file_name, text)
     return collection
+
+
+def golden_span(file="a.md", start=0, end=10, **extra):
+    """A golden span dict (its text is not checked here)."""
+    return {"file": file, "start": start, "end": end, "text": "x", **extra}

@@ -30,6 +30,7 @@ from django.utils import translation
 
 from kb import embedding, embedding_models
 from tests.base import environment
+from tests.browser import page  # noqa: F401 (the Chromium fixture, for every module)
 
 
 class RememberingEmbedder(embedding.Embedder):

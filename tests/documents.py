@@ -166,6 +166,35 @@ def running_pages(header: str, count: int = 3) -> list[Page]:
     return pages
 
 
+MEALS_Q = "What is the daily cap for meals in Paris?"
+CLAIMS_Q = "When do approved claims arrive with the salary?"
+
+
+def handbook_pages() -> list[Page]:
+    """Three pages with a running header and footer; "Claims" runs onto page 3."""
+    pages = running_pages("ACME Corp - Office handbook")
+    one, two, three = pages
+    one.heading("Office handbook", 22).paragraph(
+        ["This handbook covers travel, meals and expense claims."]
+    )
+    one.heading("Travel", 15).paragraph(
+        ["Book trains through the travel portal at least a week ahead."]
+    )
+    two.heading("Meals", 15).paragraph(
+        ["The company pays meals up to a daily cap of sixty euros in Paris."]
+    )
+    two.heading("Claims", 15).paragraph(
+        ["Submit every expense claim within thirty days of the expense."]
+    )
+    three.paragraph(
+        ["Approved claims arrive with the next salary once a manager signs them."]
+    )
+    three.heading("Parking", 15).paragraph(
+        ["Visitors park in the north garage next to the loading bay."]
+    )
+    return pages
+
+
 def scanned_page() -> Page:
     """A page holding only a picture: what a scanner produces."""
     page = Page()

@@ -2,21 +2,17 @@
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 
 import pytest
 from django.contrib.auth import get_user_model
-from django.db import connections
-from playwright.sync_api import Page, expect, sync_playwright
+from playwright.sync_api import Page, expect
 
 from kb.demo import load_demo, load_french_demo
-from kb.management.commands.kb_screenshots import CHROMIUM_ARGS, QUESTION
+from kb.management.commands.kb_screenshots import QUESTION
 from kb.models import Collection, EvalRun, GoldenCase, Source
 from tests.documents import build_pdf, running_pages
-
-CHROMIUM = Path("/usr/bin/chromium")
 
 
 def _squash(text: str) -> str:
@@ -58,27 +54,6 @@ def _select_in_source(page: Page, wanted: str) -> None:
         }""",
         wanted,
     )
-
-
-@pytest.fixture
-def page(monkeypatch):
-    if not CHROMIUM.exists():
-        reason = f"{CHROMIUM} is missing (.ci/run installs Debian's chromium package)"
-        if os.environ.get("CI"):
-            pytest.fail(reason, pytrace=False)
-        pytest.skip(reason)
-    # Playwright's sync API runs an event loop in this thread; the ORM calls made
-    # here (and the database teardown) are still plain synchronous code.
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        page = browser.new_page()
-        page.set_default_timeout(15_000)
-        yield page
-        browser.close()
-        # Connections opened in here belong to Playwright's context (asgiref locals
-        # follow contextvars); close them, or the test database can't be dropped.
-        connections.close_all()
 
 
 # live_server runs in another thread with its own connection, so it only sees
@@ -205,7 +180,7 @@ def test_a_pdf_uploaded_in_the_admin_is_cited_with_its_page(
     transactional_db, live_server, page: Page, tmp_path
 ):
     from tests.base import forget_jobs, run_burst_worker
-    from tests.test_reading_worker import MEALS_Q, handbook_pages
+    from tests.documents import MEALS_Q, handbook_pages
 
     _superuser()
     handbook = Collection.objects.create(name="Handbook")

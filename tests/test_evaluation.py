@@ -17,8 +17,7 @@ from kb import evaluation, golden, ingestion, reindexing
 from kb.demo import CONTENT_DIR, GOLDEN_FILE, load_demo
 from kb.forms import EvalRunForm
 from kb.models import Collection, EvalRun, ShadowIndex, Source
-from tests.base import DemoTestCase, make_users, run_burst_worker
-from tests.test_golden import golden_span
+from tests.base import DemoTestCase, golden_span, make_users, run_burst_worker
 
 FLOOR_FILE = Path(settings.BASE_DIR) / "evals" / "demo-floor.json"
 

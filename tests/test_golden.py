@@ -12,12 +12,7 @@ from django.urls import reverse
 from kb import evaluation, golden, ingestion
 from kb.demo import load_demo
 from kb.models import GoldenCase, Source
-from tests.base import DemoTestCase, make_users
-
-
-def golden_span(file="a.md", start=0, end=10, **extra):
-    """A golden span dict (its text is not checked here)."""
-    return {"file": file, "start": start, "end": end, "text": "x", **extra}
+from tests.base import DemoTestCase, golden_span, make_users
 
 
 def _line(**fields) -> str:

@@ -15,35 +15,14 @@ from django.urls import reverse
 from kb import ingestion, jobs, queueing
 from kb.models import Collection, Source
 from tests.base import forget_jobs, make_users, run_burst_worker
-from tests.documents import Page, build_pdf, running_pages, scanned_page
-
-MEALS_Q = "What is the daily cap for meals in Paris?"
-CLAIMS_Q = "When do approved claims arrive with the salary?"
-
-
-def handbook_pages() -> list[Page]:
-    """Three pages with a running header and footer; "Claims" runs onto page 3."""
-    pages = running_pages("ACME Corp - Office handbook")
-    one, two, three = pages
-    one.heading("Office handbook", 22).paragraph(
-        ["This handbook covers travel, meals and expense claims."]
-    )
-    one.heading("Travel", 15).paragraph(
-        ["Book trains through the travel portal at least a week ahead."]
-    )
-    two.heading("Meals", 15).paragraph(
-        ["The company pays meals up to a daily cap of sixty euros in Paris."]
-    )
-    two.heading("Claims", 15).paragraph(
-        ["Submit every expense claim within thirty days of the expense."]
-    )
-    three.paragraph(
-        ["Approved claims arrive with the next salary once a manager signs them."]
-    )
-    three.heading("Parking", 15).paragraph(
-        ["Visitors park in the north garage next to the loading bay."]
-    )
-    return pages
+from tests.documents import (
+    CLAIMS_Q,
+    MEALS_Q,
+    Page,
+    build_pdf,
+    handbook_pages,
+    scanned_page,
+)
 
 
 def long_pdf(count: int) -> bytes:

@@ -19,11 +19,11 @@ from django.contrib.auth.signals import user_login_failed
 from django.core.files.base import ContentFile
 from django.test import TestCase, override_settings
 from django.urls import reverse
+from playwright.sync_api import Page
 
 from kb import access, ratelimit
 from kb.models import Chunk, Collection, GoldenCase, Question, Section, Source
 from tests.base import DemoTestCase, make_users
-from tests.test_browser import Page, page  # noqa: F401 (the Chromium fixture)
 
 LOGIN_URL = "/admin/login/"
 LOCKED = "Too many failed attempts; try again in 15 minutes."

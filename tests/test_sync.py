@@ -16,54 +16,11 @@ import pytest
 from django.core.management import call_command
 from django.test import TestCase, TransactionTestCase, override_settings
 
-from kb import retrieval
 from kb.benchmarks.sync import GitOrigin
 from kb.models import Collection, Source, SyncRun, SyncSource
 from kb.sync import runs
 from tests.base import environment, forget_jobs, ingest_text, run_burst_worker
-
-DOCS = {
-    "guide/backups.md": "# Backups\n\nBackups run every night at 02:00 and are "
-    "kept for 35 days in the vault.\n",
-    "guide/restores.md": "# Restores\n\nA restore needs two approvals and takes "
-    "about forty minutes for the main database.\n",
-    "guide/network.md": "# Network\n\nThe office VPN uses WireGuard on port "
-    "51820; ask the helpdesk for a key.\n",
-    "notes/todo.txt": "Buy a label printer for the server room.\n",
-    "images/logo.png": "not a document",
-}
-
-
-def write(root: Path, files: dict[str, str]) -> None:
-    for name, text in files.items():
-        path = root / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-
-
-def sync_of(kind: str, location: str, collection=None, **fields) -> SyncSource:
-    number = SyncSource.objects.count()
-    collection = collection or Collection.objects.create(name=f"Synced {number}")
-    return SyncSource.objects.create(
-        name=f"s{number}",
-        collection=collection,
-        kind=kind,
-        location=location,
-        **fields,
-    )
-
-
-def run_now(sync: SyncSource) -> SyncRun:
-    """A run done here, as the worker's job does it (kb.jobs.sync_run)."""
-    return runs.execute(SyncRun.objects.create(sync_source=sync).pk)
-
-
-def names(sync: SyncSource) -> set[str]:
-    return set(sync.sources.values_list("file_name", flat=True))
-
-
-def context(collection, question: str) -> str:
-    return " ".join(p.text for p in retrieval.retrieve(collection, question).passages)
+from tests.syncing import DOCS, context, names, run_now, sync_of, write
 
 
 class FolderSyncTestCase(TestCase):

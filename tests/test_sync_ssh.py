@@ -29,7 +29,7 @@ from kb.models import Collection, SyncRun, SyncSource
 from kb.sync import secrets
 from kb.sync.origins import OriginError, check_location
 from tests.base import make_users
-from tests.test_sync import DOCS, run_now, sync_of
+from tests.syncing import DOCS, run_now, sync_of
 
 SSHD = Path("/usr/sbin/sshd")
 START_SECONDS = 20
