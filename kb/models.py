@@ -629,6 +629,12 @@ class GoldenCase(models.Model):
         CODE = "code", _("Code")
         MULTI_PART = "multi_part", _("Multi-part")
         TAIL = "tail", _("Tail")
+        # Incident reports (issue #29): questions about past incidents.
+        DATE = "date", _("Date")
+        ACROSS_DOCUMENTS = "across_documents", _("Across documents")
+        CAUSE = "cause", _("Cause")
+        IMPACT = "impact", _("Impact")
+        ACTION = "action", _("Action")
         FREE = "free", _("Free text")
 
     collection = models.ForeignKey(

@@ -41,10 +41,18 @@ class GoldenParseTestCase(SimpleTestCase):
 
     def test_an_unknown_kind_is_refused_with_the_known_ones(self):
         self.assertRefused(_line(kind="tabel"), "line 1", "c1", "'tabel'",
-                           "definition, procedure", "tail, free")  # fmt: skip
+                           "definition, procedure", "tail, date",
+                           "action, free")  # fmt: skip
         no_kind = json.loads(_line())
         del no_kind["kind"]
         self.assertEqual(golden.parse_cases(json.dumps(no_kind))[0]["kind"], "free")
+
+    def test_the_incident_report_kinds_are_accepted(self):
+        # Issue #29: golden sets over incident reports ask by date, across
+        # reports, and for a cause, an impact or an action.
+        for kind in ["date", "across_documents", "cause", "impact", "action"]:
+            with self.subTest(kind=kind):
+                self.assertEqual(golden.parse_cases(_line(kind=kind))[0]["kind"], kind)
 
     def test_a_repeated_id_is_refused_with_both_lines(self):
         self.assertRefused(_line() + "\n\n" + _line(), "line 3", "c1", "line 1")

@@ -48,6 +48,9 @@ REPO_SETS = {
     "mutt-manual-holdout.jsonl": "mutt-manual",
     "cncf-glossary.jsonl": "cncf-glossary",
     "cncf-glossary-holdout.jsonl": "cncf-glossary",
+    # Issue #29: incident reports (evals/README.md).
+    "incident-postmortems.jsonl": "incident-postmortems",
+    "incident-postmortems-holdout.jsonl": "incident-postmortems",
 }
 
 
