@@ -20,7 +20,7 @@ from kb.benchmarks.sync import GitOrigin
 from kb.models import Collection, Source, SyncRun, SyncSource
 from kb.sync import runs
 from tests.base import environment, forget_jobs, ingest_text, run_burst_worker
-from tests.syncing import DOCS, context, names, run_now, sync_of, write
+from tests.syncing import DOCS, context, git_form, names, run_now, sync_of, write
 
 
 class FolderSyncTestCase(TestCase):
@@ -379,13 +379,7 @@ class GitCredentialsTestCase(TestCase):
         staff, _, _ = make_users()
         self.client.force_login(staff)
         collection = Collection.objects.create(name="Docs")
-        form = {
-            "name": "docs", "collection": collection.pk, "kind": "git",
-            "location": self.url, "branch": "main", "subfolder": "",
-            "username": "kb", "token": self.TOKEN, "link_template": "",
-            "url_prefix": "", "page_limit": "500", "include": "", "exclude": "",
-            "every_minutes": "0",
-        }  # fmt: skip
+        form = git_form(collection, self.url, username="kb", token=self.TOKEN)
         response = self.client.post(reverse("admin:kb_syncsource_add"), form)
         self.assertEqual(response.status_code, 302)
         sync = SyncSource.objects.get(name="docs")

@@ -29,7 +29,7 @@ from kb.models import Collection, SyncRun, SyncSource
 from kb.sync import secrets
 from kb.sync.origins import OriginError, check_location
 from tests.base import make_users
-from tests.syncing import DOCS, run_now, sync_of
+from tests.syncing import DOCS, git_form, run_now, sync_of
 
 SSHD = Path("/usr/sbin/sshd")
 START_SECONDS = 20
@@ -154,12 +154,7 @@ class GitOverSSHTestCase(TestCase):
         staff, _, _ = make_users()
         self.client.force_login(staff)
         collection = Collection.objects.create(name="Docs")
-        form = {
-            "name": "docs", "collection": collection.pk, "kind": "git",
-            "location": self.url, "branch": "main", "subfolder": "",
-            "username": "", "token": "", "link_template": "", "url_prefix": "",
-            "page_limit": "500", "include": "", "exclude": "", "every_minutes": "0",
-        }  # fmt: skip
+        form = git_form(collection, self.url)
         locked, _ = new_key(passphrase=b"typed by nobody")
         page = self.client.post(
             reverse("admin:kb_syncsource_add"), {**form, "deploy_key": locked}
