@@ -20,13 +20,12 @@ from kb import (
     parsing,
     questions,
     readers,
-    reranking,
     retrieval,
 )
 from kb.golden import cases_of, stale_cases
 from kb.models import Collection, EvalRun, Source
 from kb.percentiles import percentile
-from kb.retrieval import hnsw_recall, keywords
+from kb.retrieval import hnsw_recall, keywords, reranking
 from kb.retrieval import late_interaction as late_interaction_stage
 
 logger = logging.getLogger(__name__)
