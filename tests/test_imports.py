@@ -25,7 +25,7 @@ ORM_FREE = [
     "kb.readers.docx",
     "kb.readers.html",
     "kb.readers.pdf",
-    "kb.readers.markdown",
+    "kb.readers.writer",
     "kb.readers.reading",
     "kb.spans",
     "kb.exact_tokens",

@@ -1010,7 +1010,7 @@ class AstralCharactersTestCase(SimpleTestCase):
         text.encode("utf-8")
 
     def test_the_markdown_of_every_reader_holds_no_lone_surrogate(self):
-        from kb.readers.markdown import Writer
+        from kb.readers.writer import Writer
 
         writer = Writer(page=1)
         writer.heading(1, "A \ud83d heading")

@@ -27,8 +27,8 @@ import pypdfium2 as pdfium
 import pypdfium2.raw as raw
 from django.utils.translation import gettext
 
-from kb.readers.markdown import SURROGATE_RE, Writer, clean, escape
 from kb.readers.reading import ReaderError, Reading
+from kb.readers.writer import SURROGATE_RE, Writer, clean, escape
 
 GAP_EMS = 1.5  # a horizontal gap wider than this many font sizes splits a line
 CHUNK_EMS = 0.6  # a gap wider than this (a word space is ~0.3) may part two cells
