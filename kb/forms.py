@@ -16,6 +16,7 @@ from django.utils.translation import gettext, gettext_lazy
 
 from kb import (
     chunking,
+    decoding,
     golden,
     ingestion,
     jsontext,
@@ -415,7 +416,7 @@ class SourceChangeForm(MetadataFieldsMixin, forms.ModelForm):
                 self.initial.setdefault(key, value)
 
     def clean_text(self) -> str:
-        text = parsing.normalise_newlines(self.cleaned_data["text"])
+        text = decoding.normalise_newlines(self.cleaned_data["text"])
         if not text.strip():
             raise ValidationError(gettext("The text is empty."))
         return text

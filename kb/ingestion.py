@@ -31,6 +31,7 @@ from django.utils.translation import gettext, ngettext
 from kb import (
     chunking,
     dates,
+    decoding,
     embedding,
     embedding_reuse,
     exact_tokens,
@@ -161,7 +162,7 @@ def check_upload(file_name: str, data: bytes) -> Upload:
     if readers.format_of(file_name):
         readers.check(file_name, data)
         return Upload(file_name, data, "")
-    return Upload(file_name, data, parsing.decode_upload(data, file_name))
+    return Upload(file_name, data, decoding.decode_upload(data, file_name))
 
 
 def content_hash(text: str) -> str:

@@ -26,8 +26,9 @@ from kb.chunking import (
     chunk_document,
     group_rows,
 )
+from kb.decoding import decode_upload
 from kb.embedding import count_tokens, get_embedder
-from kb.parsing import Document, ParseError, decode_upload, parse, parse_markdown
+from kb.parsing import Document, ParseError, parse, parse_markdown
 from tests.test_parsing import NESTED_50, markdown_documents
 
 DEMO_DIR = Path(settings.BASE_DIR) / "kb" / "demo" / "content"

@@ -19,6 +19,7 @@ ROOT = Path(settings.BASE_DIR)
 # kb.models. (The integrator adds kb/retrieval/'s pure stages here.)
 ORM_FREE = [
     "kb.parsing",
+    "kb.decoding",
     "kb.chunking",
     "kb.embedding",
     "kb.readers",

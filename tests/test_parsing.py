@@ -1,4 +1,5 @@
-"""kb.parsing: offsets, the section tree and bad input (no database)."""
+"""kb.parsing and kb.decoding: offsets, the section tree and bad input (no
+database)."""
 
 from __future__ import annotations
 
@@ -15,9 +16,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kb import parsing
+from kb.decoding import decode_upload
 from kb.parsing import (
     ParseError,
-    decode_upload,
     markdown_title,
     parse,
     parse_markdown,
