@@ -357,7 +357,7 @@ def test_raw_html_is_embedded_as_the_text_it_shows():
 
 
 def test_html_embeds_no_script_or_style_and_cuts_only_inside_tags():
-    from kb.parsing import HTMLBlocks, embedded_text
+    from kb.chunking import HTMLBlocks, embedded_text
 
     def parse_html(source: str) -> HTMLBlocks:
         return HTMLBlocks(parse(source, "x.md").sections)

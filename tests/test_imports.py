@@ -20,6 +20,7 @@ ROOT = Path(settings.BASE_DIR)
 ORM_FREE = [
     "kb.parsing",
     "kb.decoding",
+    "kb.markup_text",
     "kb.chunking",
     "kb.embedding",
     "kb.readers",
