@@ -23,6 +23,7 @@ from kb import (
     parsing,
     retrieval,
     sentences,
+    uploads,
 )
 from kb.models import GoldenCase
 from tests import base
@@ -311,7 +312,7 @@ class DemoAnswerSentencesTestCase(base.DemoTestCase):
             b"pagination is turned off for every list view unless a view sets\n"
             b"its own `pagination_class`.\n"
         )
-        source, _ = ingestion.store_source(self.demo, "api-guide.md", guide)
+        source, _ = uploads.store_source(self.demo, "api-guide.md", guide)
         ingestion.ingest(source.pk)
         _, reply = answering.ask(
             self.demo, "How do I set the default pagination style for list views?"
