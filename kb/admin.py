@@ -17,7 +17,7 @@ from kb import (
     deletion,
     embedding_models,
     golden,
-    ingestion,
+    index_config,
     jobs,
     permissions,
     questions,
@@ -25,6 +25,7 @@ from kb import (
     readers,
     reindexing,
     staff,
+    uploads,
 )
 from kb.forms import (
     CollectionForm,
@@ -121,7 +122,7 @@ class CollectionAdmin(BulkDelete, StaffPages, CollectionScoped, admin.ModelAdmin
 
     @admin.display(description=gettext_lazy("Index"))
     def index_state(self, obj: Collection) -> str:
-        state = ingestion.index_state(obj)
+        state = index_config.index_state(obj)
         if shadow := reindexing.open_shadow(obj):  # a change not live yet
             state += gettext("; shadow index #%(pk)d %(status)s") % {
                 "pk": shadow.pk,
@@ -396,7 +397,7 @@ class SourceAdmin(BulkDelete, StaffPages, CollectionScoped, admin.ModelAdmin):
 
     def save_model(self, request, obj: Source, form, change) -> None:
         meta = form.metadata_value()
-        changed = ingestion.apply_edit(obj, form.changed_data, meta)
+        changed = uploads.apply_edit(obj, form.changed_data, meta)
         super().save_model(request, obj, form, change)
         if changed and queueing.enqueue_ingest(obj):
             messages.info(

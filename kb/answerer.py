@@ -29,7 +29,8 @@ import numpy as np
 from django.utils.translation import gettext
 
 from kb import embedding, exact_tokens, languages, unit_vectors
-from kb.parsing import TEXT_EXTENSIONS, html_text
+from kb.markup_text import html_text
+from kb.parsing import TEXT_EXTENSIONS
 from kb.rendering import CELL_SPLIT_RE, is_table_row
 from kb.retrieval.passages import Location, Passage, Result, heading_label
 from kb.retrieval.question import STOPWORDS

@@ -34,8 +34,8 @@ def check_llm_url(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
 
 def check_reranker(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
     """KB_RERANKER_DIR, when set, holds a cross-encoder's model.onnx and
-    tokenizer.json (kb/reranking.py)."""
-    from kb.reranking import missing_files
+    tokenizer.json (kb/retrieval/reranking.py)."""
+    from kb.retrieval.reranking import missing_files
 
     if not settings.KB_RERANKER_DIR:
         return []

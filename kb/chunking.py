@@ -10,6 +10,9 @@ Two strategies:
   group label and its column names); code is split at lines.
 - "fixed": the baseline of N tokens per chunk over the whole document, used by
   evaluation only. N may exceed the window on purpose (the 800-token trap).
+
+A chunk is embedded as the text it shows (embedded_text): raw HTML blocks as
+their text, Markdown links as their text (kb.markup_text).
 """
 
 from __future__ import annotations
@@ -22,14 +25,13 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from kb.markup_text import html_text, link_text
 from kb.parsing import (
     Block,
     Document,
-    HTMLBlocks,
     ParseError,
     SectionData,
     TableRow,
-    embedded_text,
 )
 from kb.percentiles import percentile
 from kb.sentences import units
@@ -287,6 +289,66 @@ def unit_parts(
         found.append((lo, hi, at, at + len(form)))
         cursor = at + len(form)
     return found
+
+
+# --- the embedded text: HTML blocks as the text they show, links as their text ---
+# (kb.markup_text says why)
+
+# Where a tag can start: "<" before a name, "/", "!" or "?" ("a < b" is text).
+_TAG_START_RE = re.compile(r"<[A-Za-z/!?]")
+TAG_LOOKBACK = 2000  # characters read back for an open tag (tags are short)
+
+
+class HTMLBlocks:
+    """A document's raw HTML blocks, found once, for embedded_text()."""
+
+    def __init__(self, sections: list[SectionData]) -> None:
+        self.spans = [
+            (b.start, b.end) for s in sections for b in s.blocks if b.kind == "html"
+        ]
+        self.starts = [start for start, _ in self.spans]
+
+    def overlapping(self, start: int, end: int) -> list[tuple[int, int]]:
+        first = max(0, bisect_right(self.starts, start) - 1)
+        found = []
+        for block_start, block_end in self.spans[first:]:
+            if block_start >= end:
+                break
+            if block_end > start:
+                found.append((block_start, block_end))
+        return found
+
+
+def _open_tag(text: str, lo: int, hi: int) -> int | None:
+    """Where a tag opened in text[lo:hi] and not closed by its end starts."""
+    last = None
+    for found in _TAG_START_RE.finditer(text, lo, hi):
+        last = found.start()
+    if last is None or text.find(">", last, hi) != -1:
+        return None
+    return last
+
+
+def embedded_text(text: str, start: int, end: int, html: HTMLBlocks) -> str:
+    """text[start:end] as it is embedded: HTML blocks as the text they show,
+    Markdown links as their text (link_text)."""
+    pieces, position = [], start
+    for block_start, block_end in html.overlapping(start, end):
+        lo, hi = max(block_start, start), min(block_end, end)
+        # A chunk of a long block can start or end inside a tag: read from the
+        # tag's end, up to the tag's start (the block's own text decides).
+        back = max(block_start, lo - TAG_LOOKBACK)
+        if _open_tag(text, back, lo) is not None:
+            close = text.find(">", lo, hi)
+            lo = hi if close == -1 else close + 1
+        hi_cut = hi
+        if lo < hi and (cut := _open_tag(text, max(lo, hi - TAG_LOOKBACK), hi)):
+            hi_cut = cut
+        pieces.append(text[position : max(block_start, start)])
+        pieces.append(html_text(text[lo:hi_cut]))
+        position = hi
+    pieces.append(text[position:end])
+    return link_text("".join(pieces))
 
 
 # --- structure strategy ---------------------------------------------------

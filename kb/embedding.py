@@ -568,7 +568,7 @@ def open_session(
     path: Path, threads: int, disabled_optimizers: list[str] | None = None
 ) -> onnxruntime.InferenceSession:
     """A CPU session with every graph optimisation and `threads` intra-op threads
-    (the embedder's and the reranker's, kb/reranking.py).
+    (the embedder's and the reranker's, kb/retrieval/reranking.py).
 
     Its threads sleep between operators instead of spinning: spinning threads
     took the cores from the PostgreSQL query that runs while the question is

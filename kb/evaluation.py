@@ -16,17 +16,18 @@ from django.utils import timezone
 from kb import (
     answering,
     embedding,
+    index_config,
     ingestion,
     parsing,
     questions,
     readers,
-    reranking,
     retrieval,
+    uploads,
 )
 from kb.golden import cases_of, stale_cases
 from kb.models import Collection, EvalRun, Source
 from kb.percentiles import percentile
-from kb.retrieval import hnsw_recall, keywords
+from kb.retrieval import hnsw_recall, keywords, reranking
 from kb.retrieval import late_interaction as late_interaction_stage
 
 logger = logging.getLogger(__name__)
@@ -389,7 +390,7 @@ CONFIG_FIELDS = Collection.CONFIG_FIELDS
 
 
 # A run's overrides of these apply to the live index (evaluate's options); the
-# others (ingestion.INDEX_FIELDS) need an index of their own, on a scratch copy.
+# others (index_config.INDEX_FIELDS) need an index of their own, on a scratch copy.
 RETRIEVAL_OPTIONS = {"top_k": "k", "context_budget": "budget", "retrieval_mode": "mode",
                      "strategy": "strategy",
                      "late_interaction": "late_interaction"}  # fmt: skip
@@ -404,15 +405,15 @@ def config_of(
     strategy, the chunking its index was actually built with (values listed when
     its sources differ), and how that index differs from the settings."""
     embedder = embedding.for_collection(collection)
-    built = ingestion.index_config(collection)
+    built = index_config.index_config(collection)
     return {
         **{f: getattr(collection, f) for f in CONFIG_FIELDS},
-        **{f: built[f] for f in ingestion.INDEX_FIELDS if f in built},
-        "metadata_policy": ingestion.policy_for(collection).decisions,
+        **{f: built[f] for f in index_config.INDEX_FIELDS if f in built},
+        "metadata_policy": index_config.policy_for(collection).decisions,
         "model": embedder.model_name,
         "precision": embedder.precision,
         "window": embedder.window,
-        "index_out_of_date": ingestion.index_differences(collection),
+        "index_out_of_date": index_config.index_differences(collection),
         "strategy": retrieval.strategy_of(collection, strategy),
         "keyword_ranking": keywords.ranking(),
         "section_weight": settings.KB_SECTION_WEIGHT,
@@ -445,7 +446,7 @@ def scratch_copy(
         live=collection,
     )
     for source in indexed_sources(collection) if sources is None else sources:
-        copy, _ = ingestion.store_source(
+        copy, _ = uploads.store_source(
             scratch,
             source.file_name,
             _stored_bytes(source),
@@ -543,7 +544,7 @@ def execute_run(run_id: int) -> EvalRun:
         return run  # the same job again (issue #26): the run has its outcome
     collection = run.collection
     overrides = run.config.get("overrides", {})
-    rebuild = {k: v for k, v in overrides.items() if k in ingestion.INDEX_FIELDS}
+    rebuild = {k: v for k, v in overrides.items() if k in index_config.INDEX_FIELDS}
     retrieval = {k: v for k, v in overrides.items() if k in RETRIEVAL_OPTIONS}
     _progress(run, status=EvalRun.Status.RUNNING, stage="starting")
     target, not_indexed = collection, []
@@ -552,7 +553,7 @@ def execute_run(run_id: int) -> EvalRun:
             not_indexed = _not_indexed(collection)
             # The copy and its id on the run, or neither: a run whose job is lost
             # has its copy dropped (kb.recovery).
-            with ingestion.storing():
+            with uploads.storing():
                 target = scratch_copy(collection, rebuild)
                 EvalRun.objects.filter(pk=run.pk).update(
                     config={**run.config, "scratch_id": target.pk}

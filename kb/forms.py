@@ -16,13 +16,16 @@ from django.utils.translation import gettext, gettext_lazy
 
 from kb import (
     chunking,
+    decoding,
     golden,
+    index_config,
     ingestion,
     jsontext,
     metadata,
     parsing,
     ratelimit,
     retrieval,
+    uploads,
 )
 from kb.models import Collection, GoldenCase, Source, SyncSource
 
@@ -227,7 +230,7 @@ class SourceUploadForm(MetadataFieldsMixin):
         one without files, even if no other file came."""
         for name in names:
             try:
-                ingestion.clean_file_name(name)
+                uploads.clean_file_name(name)
             except ingestion.IngestionError as exc:
                 self.refused.append(str(exc))
         self.fields["files"].required = not self.refused
@@ -245,7 +248,7 @@ class SourceUploadForm(MetadataFieldsMixin):
         extra = self.cleaned_data.get("extra", {})
         return {**{k: None for k, v in extra.items() if not v}, **self.metadata_value()}
 
-    def clean_files(self) -> list[ingestion.Upload]:
+    def clean_files(self) -> list[uploads.Upload]:
         """Read and check every file: those refused go to `refused` with their
         reasons and the others are stored; refused only when none is left."""
         uploads = self.cleaned_data["files"]
@@ -367,8 +370,8 @@ def chunking_errors(
     return {}
 
 
-def _checked_upload(upload) -> ingestion.Upload:
-    name = ingestion.clean_file_name(upload.name)
+def _checked_upload(upload) -> uploads.Upload:
+    name = uploads.clean_file_name(upload.name)
     limit = settings.KB_MAX_UPLOAD_BYTES
     if upload.size > limit:
         raise ingestion.IngestionError(
@@ -379,7 +382,7 @@ def _checked_upload(upload) -> ingestion.Upload:
                 "limit": filesizeformat(limit),
             }
         )
-    return ingestion.check_upload(name, upload.read())
+    return uploads.check_upload(name, upload.read())
 
 
 def _refuse_same_names(uploads: list) -> None:
@@ -415,7 +418,7 @@ class SourceChangeForm(MetadataFieldsMixin, forms.ModelForm):
                 self.initial.setdefault(key, value)
 
     def clean_text(self) -> str:
-        text = parsing.normalise_newlines(self.cleaned_data["text"])
+        text = decoding.normalise_newlines(self.cleaned_data["text"])
         if not text.strip():
             raise ValidationError(gettext("The text is empty."))
         return text
@@ -604,14 +607,14 @@ class EvalRunForm(forms.Form):
         fields given, the pipeline's chunking, the collection's settings."""
         data = super().clean()
         collection = data.get("collection")
-        asked = [f for f in ("strategy", *ingestion.INDEX_FIELDS) if data.get(f)]
+        asked = [f for f in ("strategy", *index_config.INDEX_FIELDS) if data.get(f)]
         if collection is None or not asked or self.errors:
             return data
         built = {**data, **self._strategy_settings()}
         value = {
             field: getattr(collection, field) if built.get(field) in (None, "")
             else built[field]
-            for field in ingestion.INDEX_FIELDS
+            for field in index_config.INDEX_FIELDS
         }  # fmt: skip
         fixed = value["chunk_strategy"] == Collection.Strategy.FIXED
         errors = chunking_errors(

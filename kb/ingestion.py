@@ -1,28 +1,24 @@
-"""Sources in, searchable sections and chunks out.
+"""The indexing job: a stored source version in, searchable sections and chunks out.
 
-`store_source` runs in the request (or the shell): quick checks, then it stores the
-file. `ingest` runs in a worker: read (HTML, DOCX, PDF -> Markdown) and parse under
-a time limit (KB_PARSE_TIMEOUT), chunk, build each chunk's embedded text from the
-metadata policy, check it against the window, embed, then publish the new version in
-one transaction. A failure leaves the previous version searchable.
+kb.uploads stores the file in the request (or the shell) and queues the job.
+`ingest` runs in a worker: read (HTML, DOCX, PDF -> Markdown) and parse under
+a time limit (KB_PARSE_TIMEOUT, `run_limited`, which the upload checks use
+too), chunk, build each chunk's embedded text from the metadata policy, check
+it against the window, embed, then publish the new version in one
+transaction. A failure leaves the previous version searchable.
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
-import re
 import time
-from collections.abc import Callable, Sequence
-from contextlib import contextmanager
-from contextvars import ContextVar
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import PurePosixPath
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, TypeVar
 
 from django.conf import settings
-from django.core.files.base import ContentFile
 from django.db import connection, transaction
 from django.utils import timezone
 from django.utils.formats import number_format
@@ -41,6 +37,7 @@ from kb import (
     readers,
     unit_vectors,
 )
+from kb.index_config import build_config, policy_for
 from kb.metadata import Policy, chunk_values
 from kb.models import (
     EMBEDDING_DIM,
@@ -54,13 +51,11 @@ from kb.models import (
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
-ALLOWED_EXTENSIONS = (".md", ".markdown", ".txt", *parsing.CONVERTED_EXTENSIONS)
 # Chunks embedded between two progress updates (embed() batches them by
 # settings.KB_EMBED_BATCH).
 PROGRESS_EVERY = 32
 TITLE_CHARS = 300  # Source.title's length; a longer first heading is cut here
 MIN_CONTENT_TOKENS = 48  # never shrink a chunk budget below this for a prefix
-_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
 class IngestionError(Exception):
@@ -73,276 +68,6 @@ class ParseTimeout(IngestionError):
 
 class StaleJob(Exception):
     """A newer edit of the source was queued; its own job will index it."""
-
-
-# --- storing an upload --------------------------------------------------------
-
-
-def clean_file_name(name: str) -> str:
-    """A relative POSIX path without tricks, or IngestionError."""
-    raw = name.replace("\\", "/")
-    path = PurePosixPath(raw)
-    if not raw or path.is_absolute() or ".." in path.parts or "\x00" in raw:
-        raise IngestionError(
-            gettext("File name %(name)s is not allowed") % {"name": repr(name)}
-        )
-    _check_name_characters(name)
-    if path.suffix.lower() not in ALLOWED_EXTENSIONS:
-        raise IngestionError(
-            gettext("%(file)s: only %(extensions)s files are accepted")
-            % {"file": path.name, "extensions": ", ".join(ALLOWED_EXTENSIONS)}
-        )
-    return str(path).lstrip("./") if str(path).startswith("./") else str(path)
-
-
-def shown_name(name: str) -> str:
-    """`name` safe to print and store in a message: the bytes of a file system
-    name that are not UTF-8 (surrogate-escaped by Python) and control characters
-    written as \\xNN."""
-    try:
-        raw = name.encode("utf-8", "surrogateescape")
-    except UnicodeEncodeError:  # a lone surrogate that came as text
-        raw = name.encode("utf-8", "backslashreplace")
-    text = raw.decode("utf-8", "backslashreplace")
-    return _CONTROL_RE.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
-
-
-def _check_name_characters(name: str) -> None:
-    """Refuse names that are not UTF-8 text: they cannot be stored or shown.
-
-    A name from the file system keeps its undecodable bytes as surrogates; an
-    uploaded one has them replaced by U+FFFD when the request is parsed.
-    """
-    try:
-        name.encode("utf-8")
-    except UnicodeEncodeError:
-        bad = True
-    else:
-        bad = "\ufffd" in name
-    if bad:
-        raise IngestionError(
-            gettext("File name '%(name)s' is not valid UTF-8; rename the file")
-            % {"name": shown_name(name)}
-        )
-    if _CONTROL_RE.search(name):
-        raise IngestionError(
-            gettext("File name '%(name)s' has control characters; rename the file")
-            % {"name": shown_name(name)}
-        )
-
-
-class Upload(NamedTuple):
-    """An upload that passed check_upload: its clean name, bytes and text (decoded
-    Markdown or plain text; "" for the formats the worker reads)."""
-
-    file_name: str
-    data: bytes
-    text: str
-
-
-def check_upload(file_name: str, data: bytes) -> Upload:
-    """The clean file name and text of an upload, after the checks a request can
-    afford (each linear in the file's size, none parses it): type by content,
-    encryption and page count of a PDF (opened in a child process under the
-    worker's limits, `run_limited`), a sane zip for DOCX, text that decodes
-    without NUL characters. Reading and parsing are the worker's (`ingest`).
-
-    Raises IngestionError or parsing.ParseError naming the file.
-    """
-    file_name = clean_file_name(file_name)
-    if readers.format_of(file_name) == "pdf":
-        # pdfium inflates the streams that hold the catalog and the page tree to
-        # count the pages: a 1 MB file can unpack to gigabytes (issue #26).
-        run_limited(
-            readers.check, file_name, data, name=file_name,
-            doing=gettext("opening the PDF"), outcome=gettext("nothing was stored"),
-        )  # fmt: skip
-        return Upload(file_name, data, "")
-    if readers.format_of(file_name):
-        readers.check(file_name, data)
-        return Upload(file_name, data, "")
-    return Upload(file_name, data, parsing.decode_upload(data, file_name))
-
-
-def content_hash(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-def digest_of(upload: Upload) -> str:
-    """The content hash a source stores for `upload`: of its text when it is
-    read as text (the encoding it came in does not matter), else of its bytes
-    (a converted file's text is the worker's: its bytes tell a new version)."""
-    _, data, text = upload
-    return hashlib.sha256(data).hexdigest() if not text else content_hash(text)
-
-
-def store_source(
-    collection: Collection,
-    file_name: str,
-    data: bytes,
-    *,
-    title: str = "",
-    metadata: dict[str, Any] | None = None,
-    replace: bool = False,
-) -> tuple[Source, str]:
-    """Create or update the source for `file_name`; return it and what happened.
-
-    "unchanged" means the same content was stored already and nothing given
-    changes the source: no new version, no job. Raises IngestionError or
-    parsing.ParseError for bad input. `title`, `metadata` and `replace` as for
-    store_checked.
-    """
-    upload = check_upload(file_name, data)
-    return store_checked(
-        collection, upload, title=title, metadata=metadata, replace=replace
-    )
-
-
-def store_checked(
-    collection: Collection,
-    upload: Upload,
-    *,
-    title: str = "",
-    metadata: dict[str, Any] | None = None,
-    replace: bool = False,
-) -> tuple[Source, str]:
-    """store_source for an upload check_upload has already checked.
-
-    A new version of a file keeps what its source has: `metadata` is set over the
-    stored metadata (a key whose value is None is removed), and a title an editor
-    set stays unless `title` is given. `replace`: the metadata becomes `metadata`,
-    and without `title` the worker takes the document's own, as for a new source
-    (titled after its file name until then)."""
-    file_name, data, text = upload
-    digest = digest_of(upload)
-    title = title[:TITLE_CHARS]
-    with transaction.atomic():
-        # Uploads of one file wait here for each other's commit, so that each
-        # builds on the last: no edit lost, no replaced file left behind.
-        _lock_file_name(collection, file_name)
-        source = (
-            Source.objects.select_for_update()  # and with edits in the admin
-            .filter(collection=collection, file_name=file_name)
-            .first()
-        )
-        kept = source.metadata if source and not replace else {}
-        merged = {**kept, **(metadata or {})}
-        metadata = {k: v for k, v in merged.items() if v is not None}
-        auto = not title and (replace or source is None or source.is_title_auto)
-        if source and source.content_hash == digest and source.metadata == metadata:
-            same_title = (
-                (source.title == title) if title else (source.is_title_auto == auto)
-            )
-            if same_title:
-                return source, "unchanged"
-        return _store(source, collection, upload, title, auto, digest, metadata)
-
-
-def _store(
-    source: Source | None,
-    collection: Collection,
-    upload: Upload,
-    title: str,
-    is_title_auto: bool,
-    digest: str,
-    metadata: dict[str, Any],
-) -> tuple[Source, str]:
-    """Create or update the row, and write the file, in store_checked's lock."""
-    file_name, data, text = upload
-    created = source is None
-    source = source or Source(collection=collection, file_name=file_name)
-    # An automatic title is the document's, read by the worker (_title_from).
-    source.is_title_auto = is_title_auto
-    source.title = title or (source.title if not created else auto_title(file_name))
-    if text or created:  # a converted file's previous text stays live until read
-        source.text = text
-    source.content_hash = digest
-    source.metadata = metadata
-    source.queue_new_version()
-    previous = source.file.name
-    source.file.save(PurePosixPath(file_name).name, ContentFile(data), save=False)
-    written = (source.file.storage, source.file.name)
-    try:
-        source.save()
-    except BaseException:
-        written[0].delete(written[1])  # no file without its row
-        raise
-    if (pending := _written.get()) is not None:
-        pending.append(written)
-    if previous and previous != source.file.name:
-        source.forget_file(previous)  # the upload this version replaces, on commit
-    return source, "created" if created else "updated"
-
-
-_written: ContextVar[list | None] = ContextVar("kb_written_uploads", default=None)
-
-
-@contextmanager
-def storing():
-    """A transaction for storing uploads (store_source, store_checked) whose files
-    are deleted again if it rolls back: Django has no on-rollback hook. Use it as the
-    outermost transaction."""
-    written: list = []
-    token = _written.set(written)
-    try:
-        with transaction.atomic():
-            yield
-    except BaseException:
-        for storage, name in written:
-            storage.delete(name)
-        raise
-    finally:
-        _written.reset(token)
-
-
-def _lock_file_name(collection: Collection, file_name: str) -> None:
-    """Transaction-level advisory lock on one file of a collection (its row may not
-    exist yet; one-key locks do not collide with _source_lock's two-key ones)."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
-            [f"kb-upload:{collection.pk}:{file_name}"],
-        )
-
-
-def auto_title(file_name: str) -> str:
-    """A new source's title until the worker reads the document's (_title_from)."""
-    return parsing.title_from_filename(file_name)[:TITLE_CHARS]
-
-
-def _title_from(text: str, file_name: str) -> str:
-    """Front matter title, else a leading level-1 heading, else the file name."""
-    title = ""
-    markdown = (".md", ".markdown", *parsing.CONVERTED_EXTENSIONS)
-    if PurePosixPath(file_name).suffix.lower() in markdown:
-        title = parsing.markdown_title(text)
-    title = " ".join((title or parsing.title_from_filename(file_name)).split())
-    return title if len(title) <= TITLE_CHARS else title[: TITLE_CHARS - 1] + "…"
-
-
-def apply_edit(
-    source: Source, changed_fields: Sequence[str], metadata: dict[str, Any]
-) -> bool:
-    """Take an editor's change of the source (the admin's form, before it saves):
-    a new text, title, metadata or language makes it a new version to index, and a title
-    typed in is kept over the document's. True when it is to be indexed again.
-
-    The content hash changes with the text only: it tells an upload of the same
-    file ("unchanged"), and a converted file's is the hash of its bytes."""
-    # The text is editable for Markdown and plain text only, whose hash is the
-    # text's; sent back as shown (CRLF line breaks), it is no new text.
-    text_hash = content_hash(source.text) if "text" in changed_fields else None
-    new_text = text_hash is not None and text_hash != source.content_hash
-    changed = new_text or metadata != source.metadata or "title" in changed_fields
-    changed = changed or "language" in changed_fields  # its chunks read anew
-    source.metadata = metadata
-    if "title" in changed_fields:
-        source.is_title_auto = False  # the editor's, kept over the document's
-    if new_text:
-        source.content_hash = text_hash
-    if changed:
-        source.queue_new_version()
-    return changed
 
 
 # --- preparing chunks (no writes) ----------------------------------------------
@@ -373,25 +98,6 @@ class Prepared:
     language: str = ""  # the document's, detected (ISO 639-1)
     # Each section's text-search configuration (kb.languages), by section index.
     configs: list[str] = field(default_factory=list)
-
-
-def policy_for(collection: Collection) -> Policy:
-    return Policy.build(collection.metadata_policy, free_keys(collection))
-
-
-def free_keys(collection: Collection) -> list[str]:
-    """Metadata keys editors added to the collection's sources (not built-in)."""
-    from kb.metadata import BUILTIN_FIELDS
-
-    # One query for the distinct keys, instead of reading every source's JSON.
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT DISTINCT jsonb_object_keys(metadata) FROM kb_source "
-            "WHERE collection_id = %s AND jsonb_typeof(metadata) = 'object'",
-            [collection.pk],
-        )
-        keys = {row[0] for row in cursor.fetchall()}
-    return sorted(keys - set(BUILTIN_FIELDS))
 
 
 def prepare(
@@ -500,91 +206,6 @@ def _check_chunk_count(name: str, total: int) -> None:
                 "cap": number_format(cap, force_grouping=True),
             }  # fmt: skip
         )
-
-
-# --- what the index was built with ------------------------------------------------
-# Each source's stats record the settings its published index was built with, so
-# that a changed chunk budget shows as an out-of-date index (and a run records what
-# it measured) instead of passing for the index it would take.
-
-INDEX_FIELDS = ["chunk_strategy", "chunk_tokens", "chunk_overlap", "embedding_model"]
-
-
-def build_config(collection: Collection) -> dict[str, Any]:
-    """The settings an index built now would have (the metadata policy apart: a
-    new policy is built as a shadow index and swapped in whole, kb/reindexing.py).
-    The embedding model is recorded by its own name, under "model"."""
-    embedder = embedding.for_collection(collection)
-    return {
-        **{f: getattr(collection, f) for f in INDEX_FIELDS if f != "embedding_model"},
-        "model": embedder.model_name,
-        "precision": embedder.precision,
-        "window": embedder.window,
-    }
-
-
-def index_config(collection: Collection) -> dict[str, Any]:
-    """What the collection's published index was built with: per setting its value,
-    or the sorted values when sources differ (a re-index half done); settings no
-    source recorded are missing."""
-    built = _built_configs(collection)
-    values: dict[str, set] = {}
-    for config in filter(None, built):
-        for key, value in config.items():
-            values.setdefault(key, set()).add(value)
-    return {
-        key: found.pop() if len(found) == 1 else sorted(found, key=str)
-        for key, found in values.items()
-    }
-
-
-def index_differences(collection: Collection) -> list[str]:
-    """How the collection's index differs from its settings (empty: up to date)."""
-    built = _built_configs(collection)
-    reasons = []
-    for key, wanted in build_config(collection).items():
-        other = sorted({c[key] for c in built if c and c.get(key) != wanted}, key=str)
-        if other:
-            shown = "/".join(str(v) for v in other)
-            reasons.append(
-                gettext("%(key)s %(shown)s in the index, %(wanted)s in the settings")
-                % {"key": key, "shown": shown, "wanted": wanted}
-            )
-    if unknown := sum(1 for c in built if not c):
-        reasons.append(
-            gettext("%(count)d source(s) indexed before settings were recorded")
-            % {"count": unknown}
-        )
-    # Only sources the index holds in an older version: one that failed and was
-    # never indexed is in no index (re-indexing would fail it again; the source
-    # list shows it failed, with the reason).
-    failed = collection.sources.filter(
-        status=Source.Status.FAILED, indexed_version__isnull=False
-    )
-    if count := failed.count():
-        reasons.append(
-            gettext(
-                "%(count)d source(s) failed their last indexing, %(count)d searched "
-                "in their previous version"
-            )
-            % {"count": count}
-        )
-    return reasons
-
-
-def index_state(collection: Collection) -> str:
-    """The index against the settings, in words (the collection admin shows it)."""
-    reasons = index_differences(collection)
-    if not reasons:
-        return gettext("up to date")
-    return gettext("out of date (%(reasons)s): re-index") % {
-        "reasons": "; ".join(reasons)
-    }
-
-
-def _built_configs(collection: Collection) -> list[dict[str, Any] | None]:
-    indexed = collection.sources.filter(indexed_version__isnull=False)
-    return list(indexed.values_list("stats__config", flat=True))
 
 
 # --- the job ---------------------------------------------------------------------
@@ -774,6 +395,16 @@ def read_and_parse(
     except parsing.ParseError as exc:
         raise parsing.ParseError(_naming(str(exc), title, name)) from exc
     return reading, text, title, document
+
+
+def _title_from(text: str, file_name: str) -> str:
+    """Front matter title, else a leading level-1 heading, else the file name."""
+    title = ""
+    markdown = (".md", ".markdown", *parsing.CONVERTED_EXTENSIONS)
+    if PurePosixPath(file_name).suffix.lower() in markdown:
+        title = parsing.markdown_title(text)
+    title = " ".join((title or parsing.title_from_filename(file_name)).split())
+    return title if len(title) <= TITLE_CHARS else title[: TITLE_CHARS - 1] + "…"
 
 
 def _naming(message: str, title: str, name: str) -> str:

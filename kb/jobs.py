@@ -11,7 +11,7 @@ from django.db import connection
 from django.utils import translation
 from redis.exceptions import RedisError
 
-from kb import embedding, ingestion, recovery
+from kb import embedding, index_config, ingestion, recovery
 from kb.models import Collection, Source
 from kb.queueing import (
     DEFAULT,
@@ -170,7 +170,7 @@ def enqueue_evaluation(run):
     """A run that rebuilds the collection under other chunking settings goes to
     the large queue."""
     overrides = run.config.get("overrides", {})
-    rebuild = any(key in ingestion.INDEX_FIELDS for key in overrides)
+    rebuild = any(key in index_config.INDEX_FIELDS for key in overrides)
     queue = django_rq.get_queue(LARGE if rebuild else DEFAULT)
     return queue.enqueue(
         run_evaluation, run.pk, job_timeout=EVAL_TIMEOUT, job_id=eval_job_id(run.pk)

@@ -3,17 +3,15 @@
 No ORM here: text in, dataclasses out. Every `start`/`end` is an offset into
 the text that was parsed, so `text[start:end]` is exactly the evidence.
 Malformed input is either parsed sensibly or refused with `ParseError`;
-nothing else escapes `parse()` or `decode_upload()`.
+nothing else escapes `parse()`. An upload's bytes become text in kb.decoding;
+the plain text of a heading (links, escapes) is kb.markup_text's.
 """
 
 from __future__ import annotations
 
-import codecs
 import re
-from bisect import bisect_right
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from html.parser import HTMLParser
 from pathlib import PurePath
 
 from django.utils.translation import gettext
@@ -21,37 +19,12 @@ from markdown_it import MarkdownIt
 from markdown_it.rules_block import StateBlock
 from markdown_it.token import Token
 
+from kb.markup_text import heading_text, html_text
+
 MARKDOWN_EXTENSIONS = (".md", ".markdown")
 TEXT_EXTENSIONS = (".txt",)
 # Read into Markdown by kb.readers (issue #16); their stored text is Markdown.
 CONVERTED_EXTENSIONS = (".html", ".htm", ".docx", ".pdf")
-# Above this share of control characters a file is treated as binary.
-MAX_CONTROL_SHARE = 0.01
-# The tokenizer reads a run of letters and digits longer than 100 characters as one
-# [UNK]: counted as one token, it would still fill the answerer's context.
-MAX_WORD_CHARS = 1000
-# Words the model reads as one [UNK] each (over 100 letters and digits, and not
-# hex, which keyword search still finds whole): a text mostly made of them has
-# nothing to embed, and every one of its chunks gets the same vector.
-UNREADABLE_WORD_CHARS = 100
-MAX_UNREADABLE_SHARE = 0.5
-MIN_BASE64_LINES = 10  # wrapped base64 (an embedded file) becomes noise chunks
-MAX_DATA_URI_CHARS = 1000
-# ASCII only: CJK text has no spaces, and the tokenizer reads each ideograph alone.
-# Anchored at a word's start: unanchored, the search rescans every shorter run
-# from each of its letters (quadratic in the run, 9 s on 10 MB of 1,000-letter
-# words).
-_LONG_WORD_RE = re.compile(rf"(?<![A-Za-z0-9])[A-Za-z0-9]{{{MAX_WORD_CHARS + 1},}}")
-_UNREADABLE_WORD_RE = re.compile(
-    rf"(?<![A-Za-z0-9])[A-Za-z0-9]{{{UNREADABLE_WORD_CHARS + 1},{MAX_WORD_CHARS}}}"
-    r"(?![A-Za-z0-9])"
-)
-_ALNUM_RUN_RE = re.compile(r"[A-Za-z0-9]+")
-_BASE64_LINE_RE = re.compile(r"[ \t>]*[A-Za-z0-9+/]{40,}={0,2}[ \t]*")
-_HEX_RE = re.compile(r"[0-9A-Fa-f]+")
-_DATA_URI_RE = re.compile(
-    rf"data:[\w.+-]+/[\w.+-]+;base64,[A-Za-z0-9+/=\s]{{{MAX_DATA_URI_CHARS},}}"
-)
 # markdown-it skips the rest of the document once its maxNesting is reached
 # inside a list (its default, 20, at ~10 levels). Containers (lists, quotes)
 # stop opening at this token level instead: deeper lines are read as text of
@@ -61,7 +34,7 @@ MAX_NESTING = 128
 # takes four levels), so markdown-it's own limit is never reached.
 _NESTING_ROOM = 16
 
-_LINE_BREAK_RE = re.compile(r"\r\n?|\n")
+LINE_BREAK_RE = re.compile(r"\r\n?|\n")
 _FRONT_MATTER_RE = re.compile(
     r"\A---[ \t]*\n(.*?\n)(?:---|\.\.\.)[ \t]*(?:\n|\Z)", re.S
 )
@@ -157,418 +130,6 @@ class Document:
     sections: list[SectionData] = field(default_factory=list)
 
 
-def decode_upload(data: bytes, filename: str) -> str:
-    """Bytes of an upload -> text with `\\n` line endings, or ParseError.
-
-    We refuse non-UTF-8 input rather than guess an encoding: a wrong guess
-    would silently corrupt the evidence that offsets point into.
-    """
-    if not data.strip():
-        raise ParseError(gettext("%(file)s is empty") % {"file": filename})
-    text = normalise_newlines(decode_text(data, filename))
-    if not text.strip():
-        raise ParseError(gettext("%(file)s is empty") % {"file": filename})
-    _check_no_blobs(text, filename)
-    return text
-
-
-def normalise_newlines(text: str) -> str:
-    return _LINE_BREAK_RE.sub("\n", text)
-
-
-# Longest first: a UTF-32 LE mark begins with the UTF-16 LE one.
-_BOMS = (
-    (codecs.BOM_UTF32_LE, "utf-32-le", "UTF-32"),
-    (codecs.BOM_UTF32_BE, "utf-32-be", "UTF-32"),
-    (codecs.BOM_UTF8, "utf-8", "UTF-8"),
-    (codecs.BOM_UTF16_LE, "utf-16-le", "UTF-16"),
-    (codecs.BOM_UTF16_BE, "utf-16-be", "UTF-16"),
-)
-# UTF-16 without a byte order mark, told from binary: at least this share of
-# NULs at odd (or even) offsets, and at most the stray share at the others.
-_UTF16_NUL_SHARE = 0.3
-_UTF16_STRAY_SHARE = 0.05
-_UTF16_MIN_BYTES = 32  # fewer tell nothing
-# The binary check's share is also taken over the file's head: a binary header
-# followed by a long text tail is still binary.
-_BINARY_SAMPLE = 65536
-_CONTROL_RE = re.compile(r"[\x00-\x08\x0b\x0e-\x1f\x7f-\x9f]")
-
-
-BOMS = tuple(bom for bom, _, _ in _BOMS)
-
-
-def decode_text(data: bytes, filename: str) -> str:
-    """Bytes decoded by their byte order mark (else UTF-8) and free of NULs and
-    of too many control characters, or ParseError saying which is wrong."""
-    text = _decode(data, filename)
-    _check_not_binary(text, filename)
-    return text
-
-
-def _decode(data: bytes, filename: str) -> str:
-    for bom, encoding, name in _BOMS:
-        if data.startswith(bom):
-            try:
-                return data[len(bom) :].decode(encoding)
-            except UnicodeDecodeError as exc:
-                raise ParseError(_not_decodable(filename, name, exc, len(bom))) from exc
-    if b"\x00" in data:
-        if _looks_utf16(data):
-            raise ParseError(
-                gettext(
-                    "%(file)s looks like UTF-16 without a byte order mark; save it "
-                    "as UTF-8 and upload it again"
-                )
-                % {"file": filename}
-            )
-        raise ParseError(
-            gettext("%(file)s looks like a binary file (it has NUL bytes)")
-            % {"file": filename}
-        )
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ParseError(_not_decodable(filename, "UTF-8", exc)) from exc
-
-
-def _not_decodable(
-    filename: str, encoding: str, exc: UnicodeDecodeError, skipped: int = 0
-) -> str:
-    """The message for bytes that are not `encoding`; `skipped`: the BOM's length
-    (the offset counts from the start of the file)."""
-    return gettext(
-        "%(file)s is not valid %(encoding)s (byte %(byte)s at offset %(offset)d); "
-        "save it as UTF-8 and upload it again"
-    ) % {
-        "file": filename,
-        "encoding": encoding,
-        "byte": f"{exc.object[exc.start]:#04x}",
-        "offset": exc.start + skipped,
-    }
-
-
-def _looks_utf16(data: bytes) -> bool:
-    """Latin text in UTF-16 has NULs in every other byte (the odd or the even
-    ones) and hardly any in the others; binary files and UTF-32 have both."""
-    head = data[:_BINARY_SAMPLE]
-    if len(head) < _UTF16_MIN_BYTES:
-        return False
-    half = len(head) // 2
-    few, many = sorted((head[0::2].count(0), head[1::2].count(0)))
-    return many >= _UTF16_NUL_SHARE * half and few <= _UTF16_STRAY_SHARE * half
-
-
-def _check_not_binary(text: str, filename: str) -> None:
-    """No NUL anywhere (PostgreSQL cannot store one), and few control characters
-    in the whole text and in its head."""
-    if (nul := text.find("\x00")) != -1:
-        raise ParseError(
-            gettext(
-                "%(file)s line %(line)d has a NUL character: it looks like a "
-                "binary file"
-            )
-            % {"file": filename, "line": text.count(chr(10), 0, nul) + 1}
-        )
-    for sample in (text[:_BINARY_SAMPLE], text):
-        control = len(_CONTROL_RE.findall(sample))
-        if control > MAX_CONTROL_SHARE * len(sample):
-            raise ParseError(
-                gettext(
-                    "%(file)s looks like a binary file (%(count)d control characters)"
-                )
-                % {"file": filename, "count": control}
-            )
-
-
-def _check_no_blobs(text: str, filename: str) -> None:
-    """Refuse embedded files (base64, data: URIs) and endless words: they are no
-    text to search, and would become noise chunks or one [UNK] of any length."""
-
-    def line(offset: int) -> int:
-        return text.count("\n", 0, offset) + 1
-
-    if found := _DATA_URI_RE.search(text):
-        raise ParseError(
-            gettext(
-                "%(file)s line %(line)d embeds a file as a data: URI (%(count)s "
-                "characters); link to the file instead"
-            )
-            % {
-                "file": filename,
-                "line": line(found.start()),
-                "count": f"{len(found.group()):,}",
-            }
-        )
-    run, width = 0, 0
-    for number, row in enumerate(text.split("\n"), 1):
-        # Encoders wrap at one width; lists of hashes are hex, paths vary in length.
-        data = row.strip(" \t>")
-        if not _BASE64_LINE_RE.fullmatch(row) or _HEX_RE.fullmatch(data):
-            run = 0
-            continue
-        run = run + 1 if len(data) == width else 1
-        width = len(data)
-        if run == MIN_BASE64_LINES:
-            raise ParseError(
-                gettext(
-                    "%(file)s line %(line)d starts %(count)d+ lines of base64 data "
-                    "(an embedded file?); remove them or link to the file instead"
-                )
-                % {"file": filename, "line": number - run + 1, "count": run}
-            )
-    if found := _LONG_WORD_RE.search(text):
-        raise ParseError(
-            gettext(
-                "%(file)s line %(line)d has a word of %(count)s letters and digits; "
-                "the model reads a word of over 100 as one unknown token, so "
-                "nothing of it can be found. Remove it or break it up"
-            )
-            % {
-                "file": filename,
-                "line": line(found.start()),
-                "count": f"{len(found.group()):,}",
-            }
-        )
-    if found := mostly_unreadable(text):
-        raise ParseError(
-            gettext(
-                "%(file)s is mostly words of over %(chars)d letters and digits "
-                "(%(unreadable)s of its %(words)s words): the model reads each "
-                "such word as one unknown token, so the text cannot be searched by "
-                "meaning. Break the words up or upload the readable text"
-            )
-            % {
-                "file": filename,
-                "chars": UNREADABLE_WORD_CHARS,
-                "unreadable": f"{found[0]:,}",
-                "words": f"{found[1]:,}",
-            }
-        )
-
-
-def mostly_unreadable(text: str) -> tuple[int, int] | None:
-    """(words the model cannot read, all words) of `text`, when the first are
-    over MAX_UNREADABLE_SHARE of its words; else None. Counted in words, not
-    letters: a lab note quoting one 900-letter sequence is still mostly prose."""
-    unreadable = len(unreadable_words(text))
-    if not unreadable:
-        return None
-    words = sum(1 for _ in _ALNUM_RUN_RE.finditer(text))
-    return (unreadable, words) if unreadable > MAX_UNREADABLE_SHARE * words else None
-
-
-def unreadable_words(text: str) -> list[str]:
-    """Words of `text` the model reads as one unknown token each: over
-    UNREADABLE_WORD_CHARS letters and digits (up to MAX_WORD_CHARS), not hex."""
-    return [
-        word
-        for found in _UNREADABLE_WORD_RE.finditer(text)
-        if not _HEX_RE.fullmatch(word := found.group())
-    ]
-
-
-# --- links and HTML: their text is embedded, their targets are not -----------
-# A URL is a path: it pulls a chunk's vector towards every page on the same site
-# and says nothing about what the text says. The HTML, DOCX and PDF readers keep
-# link text only; a Markdown source's `[text](url)` and its raw HTML blocks (a
-# README's badges) are embedded the same way (the chunk's text, and so every
-# citation, keeps them as written). Code keeps its own text.
-
-_INLINE_LINK_RE = re.compile(
-    r"(!?)\[([^\[\]\n]*)\]"  # [text] or ![alt]
-    r"\(\s*(?:<[^<>\n]*>|[^\s()<>]*(?:\([^\s()<>]*\)[^\s()<>]*)*)"  # (target
-    r"(?:\s+(?:\"[^\"\n]*\"|'[^'\n]*'|\([^()\n]*\)))?\s*\)"  # "title")
-)
-_REFERENCE_LINK_RE = re.compile(r"\[([^\[\]\n]+)\]\[[^\[\]\n]*\]")
-_LINK_DEFINITION_RE = re.compile(
-    r"^ {0,3}\[[^\[\]\n]+\]:[ \t]*\S+[^\n]*(?:\n|\Z)", re.MULTILINE
-)
-
-
-def link_text(text: str) -> str:
-    """`text` with Markdown link targets left out: `[text](url "title")` and
-    `[text][ref]` read as `text`, an image as its alt text, and a line defining a
-    reference (`[ref]: url`) as nothing. Everything else is unchanged."""
-    if "](" not in text and "][" not in text and "]:" not in text:
-        return text
-    text = _INLINE_LINK_RE.sub(lambda m: m.group(2), text)
-    text = _REFERENCE_LINK_RE.sub(r"\1", text)
-    return _LINK_DEFINITION_RE.sub("", text)
-
-
-# CommonMark's backslash escapes (any ASCII punctuation), and code spans, inside
-# which a backslash is itself.
-_ESCAPED_RE = re.compile(r"\\([!-/:-@\[-`{-~])")
-_BACKTICKS_RE = re.compile(r"`+")
-_ASIDE_RE = re.compile("\ue000(\\d+)\ue001")
-_CODE_MARK_RE = re.compile("\ue002(\\d+)\ue003")
-
-
-def heading_text(markdown: str) -> str:
-    """A heading's Markdown as the plain text of titles and heading paths: a link
-    named by its text (its target would be shown in every heading path and
-    embedded with every chunk), escapes undone (the readers escape what HTML,
-    DOCX and PDF text would otherwise mark up: `C++ \\*pointers\\*`), one line."""
-    spans = _code_spans(markdown)
-    if not spans or "\ue002" in markdown:  # (the markers themselves: as text)
-        return " ".join(_plain(markdown).split())
-    # Code set aside as markers, so a link around it (`[`get`](api.md)`) is still
-    # one link, and code keeps its backslashes; put back after.
-    pieces, position = [], 0
-    for i, (start, end) in enumerate(spans):
-        pieces.append(f"{markdown[position:start]}\ue002{i}\ue003")
-        position = end
-    pieces.append(markdown[position:])
-    text = _plain("".join(pieces))
-    text = _CODE_MARK_RE.sub(lambda m: markdown[slice(*spans[int(m.group(1))])], text)
-    return " ".join(text.split())
-
-
-def _plain(markdown: str) -> str:
-    """Inline Markdown outside code: links as their text, escapes undone. An
-    escaped character is set aside first, so `\\[docs](here)` stays as written."""
-    if "\\" not in markdown:
-        return link_text(markdown)
-    kept: list[str] = []
-
-    def aside(match: re.Match) -> str:
-        kept.append(match.group(1))
-        return f"\ue000{len(kept) - 1}\ue001"
-
-    if "\ue000" in markdown:  # the markers themselves: no setting aside
-        return _ESCAPED_RE.sub(r"\1", link_text(markdown))
-    text = link_text(_ESCAPED_RE.sub(aside, markdown))
-    return _ASIDE_RE.sub(lambda m: kept[int(m.group(1))], text)
-
-
-def _code_spans(text: str) -> list[tuple[int, int]]:
-    """(start, end) of the code spans of inline Markdown: a run of backticks not
-    escaped, up to the next run of as many (inside code a backslash is itself,
-    so a closing run may follow one). Linear: each run is read once."""
-    runs = [(m.start(), m.end()) for m in _BACKTICKS_RE.finditer(text)]
-    following: list[int | None] = [None] * len(runs)  # next run of equal length
-    last: dict[int, int] = {}
-    for i in range(len(runs) - 1, -1, -1):
-        length = runs[i][1] - runs[i][0]
-        following[i] = last.get(length)
-        last[length] = i
-    spans, i = [], 0
-    while i < len(runs):
-        j = following[i]
-        escaped = runs[i][0] and text[runs[i][0] - 1] == "\\"
-        if j is None or escaped:
-            i += 1
-            continue
-        spans.append((runs[i][0], runs[j][1]))
-        i = j + 1
-    return spans
-
-
-# Elements whose end is a line break in the text they show.
-_HTML_BREAKS = {"p", "div", "br", "li", "tr", "h1", "h2", "h3", "h4", "h5", "h6",
-                "table", "ul", "ol", "section", "blockquote", "pre", "hr"}  # fmt: skip
-
-
-_ANY_TAG_RE = re.compile(r"<[^<>]*>")
-# Where a tag can start: "<" before a name, "/", "!" or "?" ("a < b" is text).
-_TAG_START_RE = re.compile(r"<[A-Za-z/!?]")
-TAG_LOOKBACK = 2000  # characters read back for an open tag (tags are short)
-_HTML_HIDDEN = {"script", "style", "template"}  # content no page shows as text
-
-
-class _HTMLText(HTMLParser):
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.parts: list[str] = []
-        self.hidden = 0  # depth inside script, style, template
-
-    def handle_starttag(self, tag: str, attrs: list) -> None:
-        if tag in _HTML_HIDDEN:
-            self.hidden += 1
-        elif tag == "img":
-            alt = dict(attrs).get("alt") or ""
-            self.parts.append(f" {alt} " if alt else " ")
-        elif tag in _HTML_BREAKS:
-            self.parts.append("\n")
-
-    def handle_endtag(self, tag: str) -> None:
-        if tag in _HTML_HIDDEN:
-            self.hidden = max(0, self.hidden - 1)
-        elif tag in _HTML_BREAKS:
-            self.parts.append("\n")
-
-    def handle_data(self, data: str) -> None:
-        if not self.hidden:
-            self.parts.append(data)
-
-
-def html_text(fragment: str) -> str:
-    """The text an HTML fragment shows: its text and its images' alt text, one
-    line per block element; no tags, attributes, comments, scripts or styles."""
-    reader = _HTMLText()
-    try:
-        reader.feed(fragment)
-        reader.close()
-        shown = "".join(reader.parts)
-    except AssertionError:  # _markupbase on "<![ x": no text worth a crash
-        shown = _ANY_TAG_RE.sub(" ", fragment)
-    lines = (" ".join(line.split()) for line in shown.split("\n"))
-    return "\n".join(line for line in lines if line)
-
-
-class HTMLBlocks:
-    """A document's raw HTML blocks, found once, for embedded_text()."""
-
-    def __init__(self, sections: list[SectionData]) -> None:
-        self.spans = [
-            (b.start, b.end) for s in sections for b in s.blocks if b.kind == "html"
-        ]
-        self.starts = [start for start, _ in self.spans]
-
-    def overlapping(self, start: int, end: int) -> list[tuple[int, int]]:
-        first = max(0, bisect_right(self.starts, start) - 1)
-        found = []
-        for block_start, block_end in self.spans[first:]:
-            if block_start >= end:
-                break
-            if block_end > start:
-                found.append((block_start, block_end))
-        return found
-
-
-def _open_tag(text: str, lo: int, hi: int) -> int | None:
-    """Where a tag opened in text[lo:hi] and not closed by its end starts."""
-    last = None
-    for found in _TAG_START_RE.finditer(text, lo, hi):
-        last = found.start()
-    if last is None or text.find(">", last, hi) != -1:
-        return None
-    return last
-
-
-def embedded_text(text: str, start: int, end: int, html: HTMLBlocks) -> str:
-    """text[start:end] as it is embedded: HTML blocks as the text they show,
-    Markdown links as their text (link_text)."""
-    pieces, position = [], start
-    for block_start, block_end in html.overlapping(start, end):
-        lo, hi = max(block_start, start), min(block_end, end)
-        # A chunk of a long block can start or end inside a tag: read from the
-        # tag's end, up to the tag's start (the block's own text decides).
-        back = max(block_start, lo - TAG_LOOKBACK)
-        if _open_tag(text, back, lo) is not None:
-            close = text.find(">", lo, hi)
-            lo = hi if close == -1 else close + 1
-        hi_cut = hi
-        if lo < hi and (cut := _open_tag(text, max(lo, hi - TAG_LOOKBACK), hi)):
-            hi_cut = cut
-        pieces.append(text[position : max(block_start, start)])
-        pieces.append(html_text(text[lo:hi_cut]))
-        position = hi
-    pieces.append(text[position:end])
-    return link_text("".join(pieces))
-
-
 def parse(text: str, filename: str, title: str | None = None) -> Document:
     """Parse by file extension: Markdown (.md, .markdown) or plain text (.txt)."""
     if not text.strip():
@@ -614,7 +175,7 @@ def _mask_front_matter(text: str) -> tuple[str, str, int]:
         return "", text, 0
     found = _FRONT_MATTER_TITLE_RE.search(match.group(1))
     title = found.group(1).strip("\"'").strip() if found else ""
-    masked = re.sub(r"[^\n]", " ", _LINE_BREAK_RE.sub("\n", text[: match.end()]))
+    masked = re.sub(r"[^\n]", " ", LINE_BREAK_RE.sub("\n", text[: match.end()]))
     return title, masked + text[match.end() :], match.end()
 
 
@@ -720,7 +281,7 @@ class _LineIndex:
     """Line number -> character offset, with markdown-it's idea of a line."""
 
     def __init__(self, text: str) -> None:
-        self.starts = [0] + [m.end() for m in _LINE_BREAK_RE.finditer(text)]
+        self.starts = [0] + [m.end() for m in LINE_BREAK_RE.finditer(text)]
         self.length = len(text)
 
     def offset(self, line: int) -> int:

@@ -59,9 +59,9 @@ def fingerprint(collection: Collection) -> dict[str, Any]:
     window its sources were built with (the values listed when sources differ;
     today's settings for what no source recorded), the metadata policy, and each
     source's indexed version ({source id: version})."""
-    from kb import ingestion
+    from kb import index_config
 
-    current = ingestion.build_config(collection)
+    current = index_config.build_config(collection)
     rows = collection.sources.filter(indexed_version__isnull=False).values_list(
         "pk", "indexed_version", "stats__config"
     )
@@ -74,7 +74,7 @@ def fingerprint(collection: Collection) -> dict[str, Any]:
                 built[key].add(config[key])
     return {
         **{key: _one_or_all(built[key], current[key]) for key in current},
-        "metadata_policy": ingestion.policy_for(collection).decisions,
+        "metadata_policy": index_config.policy_for(collection).decisions,
         "sources": versions,
     }
 

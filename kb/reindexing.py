@@ -42,11 +42,13 @@ from kb import (
     embedding,
     evaluation,
     golden,
+    index_config,
     ingestion,
     parsing,
     questions,
     queueing,
     recovery,
+    uploads,
 )
 from kb.metadata import BUILTIN_FIELDS, Policy
 from kb.models import (
@@ -63,7 +65,7 @@ from kb.retrieval import hnsw_recall
 
 logger = logging.getLogger(__name__)
 
-SETTING_FIELDS = [*ingestion.INDEX_FIELDS, "metadata_policy"]
+SETTING_FIELDS = [*index_config.INDEX_FIELDS, "metadata_policy"]
 Status = ShadowIndex.Status
 OPEN = [Status.BUILDING, Status.EVALUATING, Status.HELD, Status.APPROVED]
 SHOWN = 3  # shadows listed on the dashboard
@@ -136,8 +138,8 @@ def start(
 def _same(collection: Collection, a: dict[str, Any], b: dict[str, Any]) -> bool:
     """Two sets of settings build the same index (a policy compares by its
     decisions: {} and the defaults spelt out are one policy)."""
-    keys = ingestion.free_keys(collection)
-    if any(a[f] != b[f] for f in ingestion.INDEX_FIELDS):
+    keys = index_config.free_keys(collection)
+    if any(a[f] != b[f] for f in index_config.INDEX_FIELDS):
         return False
     decisions = [Policy.build(x["metadata_policy"] or {}, keys).decisions
                  for x in (a, b)]  # fmt: skip
@@ -151,7 +153,7 @@ def hold_index_settings(
     back to their live values, and return the new ones: they go live with a
     shadow index (`start`), not at once."""
     live = Collection.objects.get(pk=collection.pk)
-    changes = {f: getattr(collection, f) for f in ingestion.INDEX_FIELDS
+    changes = {f: getattr(collection, f) for f in index_config.INDEX_FIELDS
                if f in changed}  # fmt: skip
     for field in changes:
         setattr(collection, field, getattr(live, field))
@@ -174,7 +176,7 @@ def changed_settings(shadow: ShadowIndex) -> dict[str, Any]:
     by the fields whose decision changes."""
     old, new = shadow.old_settings, shadow.new_settings
     # A shadow from before a field existed has none (embedding_model, #27).
-    changes = {f: (old.get(f), new.get(f)) for f in ingestion.INDEX_FIELDS
+    changes = {f: (old.get(f), new.get(f)) for f in index_config.INDEX_FIELDS
                if f in new and old.get(f) != new[f]}  # fmt: skip
     named = set(old.get("metadata_policy") or {}) | set(new["metadata_policy"] or {})
     keys = sorted(named - set(BUILTIN_FIELDS))  # free fields default to retrieve
@@ -217,10 +219,10 @@ def build(shadow: ShadowIndex) -> Collection:
     collection = shadow.collection
     settings = shadow.new_settings
     sources = list(evaluation.indexed_sources(collection))
-    with ingestion.storing():  # all copies or none, files included
+    with uploads.storing():  # all copies or none, files included
         scratch = evaluation.scratch_copy(
             collection,
-            {f: settings[f] for f in ingestion.INDEX_FIELDS if f in settings},
+            {f: settings[f] for f in index_config.INDEX_FIELDS if f in settings},
             policy=settings["metadata_policy"],
             sources=sources,
         )

@@ -241,10 +241,10 @@ def loaded_passage(text: str, start: int, end: int, name: str = "doc.md"):
 def ingest_text(collection: Collection, file_name: str, text: str | bytes) -> Source:
     """`text` stored as the collection's file `file_name` and indexed in this
     process, as a worker would."""
-    from kb import ingestion
+    from kb import ingestion, uploads
 
     data = text.encode() if isinstance(text, str) else text
-    source, _ = ingestion.store_source(collection, file_name, data)
+    source, _ = uploads.store_source(collection, file_name, data)
     ingestion.ingest(source.pk)
     source.refresh_from_db()
     return source

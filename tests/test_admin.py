@@ -12,7 +12,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils.html import escape
 
-from kb import golden, ingestion, permissions, reindexing
+from kb import golden, ingestion, permissions, reindexing, uploads
 from kb.demo import load_demo
 from kb.models import Chunk, Collection, GoldenCase, Section, ShadowIndex, Source
 from tests.base import DemoTestCase, make_tree, make_users
@@ -85,7 +85,7 @@ class AdminPagesTestCase(TestCase):
     def test_the_rejection_list_says_why_in_words(self):
         self.demo.metadata_policy = {"summary": "embed"}
         self.demo.save()
-        source, _ = ingestion.store_source(
+        source, _ = uploads.store_source(
             self.demo, "long.md", b"# Long\n\nShort text.\n",
             metadata={"summary": "very " * 300},
         )  # fmt: skip
@@ -233,9 +233,7 @@ class GoldenAdminTestCase(DemoTestCase):
         self.assertEqual(self.client.get(url, {"collection": "x"}).status_code, 400)
 
     def test_the_picker_leaves_out_a_failed_source_never_indexed(self):
-        failed, _ = ingestion.store_source(
-            self.demo, "frontonly.md", b"---\nx: 1\n---\n"
-        )
+        failed, _ = uploads.store_source(self.demo, "frontonly.md", b"---\nx: 1\n---\n")
         Source.objects.filter(pk=failed.pk).update(status=Source.Status.FAILED)
         self.demo.sources.filter(file_name="glossary.md").update(
             status=Source.Status.FAILED

@@ -9,7 +9,7 @@ from pathlib import Path
 from django.test import SimpleTestCase, TestCase
 from django.urls import reverse
 
-from kb import citations, ingestion
+from kb import citations, ingestion, uploads
 from kb.models import Collection
 from tests.base import make_users
 
@@ -49,7 +49,7 @@ class CitedEntryTestCase(TestCase):
         cls.staff, _, _ = make_users()
         cls.collection = Collection.objects.create(name="API")
         data = (REAL / "javadoc17-StopWatch.html").read_bytes()
-        source, _ = ingestion.store_source(
+        source, _ = uploads.store_source(
             cls.collection, "StopWatch.html", data, metadata={"url": PAGE}
         )
         ingestion.ingest(source.pk)

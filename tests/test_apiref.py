@@ -8,7 +8,7 @@ from pathlib import Path
 
 from django.test import SimpleTestCase, TestCase
 
-from kb import ingestion, parsing, readers
+from kb import ingestion, parsing, readers, uploads
 from kb.chunking import chunk_document
 from kb.embedding import count_tokens
 from kb.models import Collection
@@ -401,7 +401,7 @@ class IngestReferenceTestCase(TestCase):
     def test_a_javadoc_page_is_indexed_with_a_section_per_method(self):
         collection = Collection.objects.create(name="API")
         data = (REAL / "javadoc17-StopWatch.html").read_bytes()
-        source, _ = ingestion.store_source(collection, "StopWatch.html", data)
+        source, _ = uploads.store_source(collection, "StopWatch.html", data)
         ingestion.ingest(source.pk)
         source.refresh_from_db()
         self.assertEqual(source.title, "Class StopWatch")

@@ -8,7 +8,7 @@ import unittest
 import numpy as np
 from django.test import SimpleTestCase, TestCase
 
-from kb import embedding_models, ingestion
+from kb import embedding_models, ingestion, uploads
 from kb.benchmarks import (
     metrics,
     multilingual_scale,
@@ -215,7 +215,7 @@ class SyntheticSetTestCase(TestCase):
         real = Collection.objects.create(name="real", is_scratch=True)
         for name, text in [("a.md", "# A\n\nAlpha text.\n\n## B\n\nBeta text.\n"),
                            ("b.md", "# C\n\nGamma text, code 23505.\n")]:  # fmt: skip
-            source, _ = ingestion.store_source(real, name, text.encode())
+            source, _ = uploads.store_source(real, name, text.encode())
             ingestion.ingest(source.pk)
         created: list[Collection] = []
         copy, _ = scale.build_synthetic(real, 3, "t", created, lambda line: None)

@@ -12,7 +12,7 @@ from django.contrib.admin import site
 from django.db import transaction
 from django.test import TestCase, TransactionTestCase, override_settings
 
-from kb import admin, ingestion, queueing
+from kb import admin, ingestion, queueing, uploads
 from kb.models import Chunk, Collection, Source
 from kb.worker import worker_queues
 from tests.base import (
@@ -40,7 +40,7 @@ class ChunkCapTestCase(TestCase):
         collection = Collection.objects.create(name="Capped")
         first = ingest_text(collection, "doc.md", _paragraphs(10))
         old = sorted(first.chunks.values_list("pk", flat=True))
-        source, _ = ingestion.store_source(collection, "doc.md", _paragraphs(50))
+        source, _ = uploads.store_source(collection, "doc.md", _paragraphs(50))
         with self.assertRaises(ingestion.IngestionError):
             ingestion.ingest(source.pk)
         source.refresh_from_db()
@@ -82,8 +82,8 @@ class LargeQueueTestCase(TransactionTestCase):
     @override_settings(KB_LARGE_SOURCE_BYTES=4000)
     def test_a_small_upload_does_not_wait_behind_a_large_one(self):
         collection = Collection.objects.create(name="Queues")
-        big, _ = ingestion.store_source(collection, "big.md", _paragraphs(200))
-        small, _ = ingestion.store_source(
+        big, _ = uploads.store_source(collection, "big.md", _paragraphs(200))
+        small, _ = uploads.store_source(
             collection, "small.md", b"# Small\n\nRoll back when errors rise.\n"
         )
         for source in (big, small):  # the large one first
@@ -110,7 +110,7 @@ class StoringProgressTestCase(TransactionTestCase):
     def test_it_says_storing_while_the_chunks_are_written(self):
         collection = Collection.objects.create(name="Storing")
         source = ingest_text(collection, "doc.md", _paragraphs(5))
-        source, _ = ingestion.store_source(collection, "doc.md", _paragraphs(12))
+        source, _ = uploads.store_source(collection, "doc.md", _paragraphs(12))
         self.assertTrue(queueing.enqueue_ingest(source))
         worker = start_worker()
         try:

@@ -427,14 +427,14 @@ def test_a_code_question_s_citation_opens_the_method_in_the_original(
     """Issue #29: asked about a method, staff follow the citation to that
     method's section, and from there to the method's entry in the web page
     the Javadoc was taken from (here an address on the test server)."""
-    from kb import ingestion
+    from kb import ingestion, uploads
 
     _superuser()
     api = Collection.objects.create(name="API")
     original = f"{live_server.url}/apidocs/StopWatch.html"
     page_file = Path(__file__).parent / "fixtures/real/javadoc17-StopWatch.html"
     data = page_file.read_bytes()
-    source, _ = ingestion.store_source(
+    source, _ = uploads.store_source(
         api, "StopWatch.html", data, metadata={"url": original}
     )
     ingestion.ingest(source.pk)

@@ -26,8 +26,9 @@ from kb.chunking import (
     chunk_document,
     group_rows,
 )
+from kb.decoding import decode_upload
 from kb.embedding import count_tokens, get_embedder
-from kb.parsing import Document, ParseError, decode_upload, parse, parse_markdown
+from kb.parsing import Document, ParseError, parse, parse_markdown
 from tests.test_parsing import NESTED_50, markdown_documents
 
 DEMO_DIR = Path(settings.BASE_DIR) / "kb" / "demo" / "content"
@@ -356,7 +357,7 @@ def test_raw_html_is_embedded_as_the_text_it_shows():
 
 
 def test_html_embeds_no_script_or_style_and_cuts_only_inside_tags():
-    from kb.parsing import HTMLBlocks, embedded_text
+    from kb.chunking import HTMLBlocks, embedded_text
 
     def parse_html(source: str) -> HTMLBlocks:
         return HTMLBlocks(parse(source, "x.md").sections)

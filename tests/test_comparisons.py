@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from django.test import SimpleTestCase, TestCase
 
-from kb import ingestion, retrieval
+from kb import ingestion, retrieval, uploads
 from kb.models import Collection
 from kb.retrieval.question import named_terms
 
@@ -86,7 +86,7 @@ class ComparedEntriesTestCase(TestCase):
         cls.collection = Collection.objects.create(name="Glossary")
         for name, (term, text) in ENTRIES.items():
             body = f"---\ntitle: {term}\n---\n\n# {term}\n\n{text}\n"
-            source, _ = ingestion.store_source(cls.collection, name, body.encode())
+            source, _ = uploads.store_source(cls.collection, name, body.encode())
             ingestion.ingest(source.pk)
 
     def _first(self, question: str, k: int = 2) -> list[str]:

@@ -15,7 +15,7 @@ from django.urls import reverse
 from django.utils import timezone
 from rq.job import JobStatus
 
-from kb import answering, evaluation, ingestion, jobs, permissions, queueing
+from kb import answering, evaluation, ingestion, jobs, permissions, queueing, uploads
 from kb.models import Collection, GoldenCase, Section, Source
 from tests.base import DemoTestCase, forget_jobs, make_users, run_burst_worker
 
@@ -91,10 +91,10 @@ class UploadFilesTestCase(TestCase):
         return bool(source.file.name) and source.file.storage.exists(source.file.name)
 
     def test_a_new_version_replaces_the_old_upload(self):
-        first, _ = ingestion.store_source(self.collection, "a.md", b"# A\n\nOne.\n")
+        first, _ = uploads.store_source(self.collection, "a.md", b"# A\n\nOne.\n")
         old = first.file.name
         with self.captureOnCommitCallbacks(execute=True):
-            second, outcome = ingestion.store_source(
+            second, outcome = uploads.store_source(
                 self.collection, "a.md", b"# A\n\nTwo.\n"
             )
         self.assertEqual(outcome, "updated")
@@ -102,8 +102,8 @@ class UploadFilesTestCase(TestCase):
         self.assertFalse(first.file.storage.exists(old))
 
     def test_deleting_a_source_or_its_collection_deletes_the_uploads(self):
-        a, _ = ingestion.store_source(self.collection, "a.md", b"# A\n\nOne.\n")
-        b, _ = ingestion.store_source(self.collection, "b.md", b"# B\n\nTwo.\n")
+        a, _ = uploads.store_source(self.collection, "a.md", b"# A\n\nOne.\n")
+        b, _ = uploads.store_source(self.collection, "b.md", b"# B\n\nTwo.\n")
         names = [a.file.name, b.file.name]
         with self.captureOnCommitCallbacks(execute=True):
             a.delete()
@@ -319,8 +319,8 @@ class GroupLimitsInTheAdminTestCase(TestCase):
         cls.secret = Collection.objects.create(name="Salaries")
         cls.secret.groups.add(Group.objects.create(name="payroll"))
         cls.open = Collection.objects.create(name="Handbook")
-        cls.hidden, _ = ingestion.store_source(cls.secret, "pay.md", b"# Pay\n\nX.\n")
-        cls.shown, _ = ingestion.store_source(cls.open, "leave.md", b"# Leave\n\nY.\n")
+        cls.hidden, _ = uploads.store_source(cls.secret, "pay.md", b"# Pay\n\nX.\n")
+        cls.shown, _ = uploads.store_source(cls.open, "leave.md", b"# Leave\n\nY.\n")
         for source in (cls.hidden, cls.shown):
             ingestion.ingest(source.pk)
 
@@ -421,7 +421,7 @@ class ScratchCopyLimitsTestCase(TestCase):
         payroll = Group.objects.create(name="payroll")
         cls.member.groups.add(payroll, Group.objects.get(name=permissions.ADMIN))
         cls.live = Collection.objects.create(name="Salaries")
-        source, _ = ingestion.store_source(
+        source, _ = uploads.store_source(
             cls.live, "pay.md", b"# Pay\n\nPaid on the 9th.\n"
         )
         ingestion.ingest(source.pk)
@@ -571,7 +571,7 @@ class LostJobsTestCase(TestCase):
         self.staff, _, _ = make_users()
         self.client.force_login(self.staff)
         collection = Collection.objects.create(name="Lost")
-        self.source, _ = ingestion.store_source(collection, "a.md", b"# A\n\nA.\n")
+        self.source, _ = uploads.store_source(collection, "a.md", b"# A\n\nA.\n")
         with self.captureOnCommitCallbacks(execute=True):  # jobs go on commit
             queueing.enqueue_ingest(self.source)
         Source.objects.filter(pk=self.source.pk).update(
@@ -601,7 +601,7 @@ class LostJobsTestCase(TestCase):
         collection = self.source.collection
         later = []
         for name in ("b.md", "c.md"):
-            source, _ = ingestion.store_source(collection, name, b"# B\n\nB.\n")
+            source, _ = uploads.store_source(collection, name, b"# B\n\nB.\n")
             with self.captureOnCommitCallbacks(execute=True):
                 queueing.enqueue_ingest(source)
             later.append(source)
@@ -644,8 +644,8 @@ class AutoRefreshTestCase(TestCase):
         self.client.force_login(self.staff)
         self.busy = Collection.objects.create(name="Busy")
         self.idle = Collection.objects.create(name="Idle")
-        self.queued, _ = ingestion.store_source(self.busy, "q.md", b"# Q\n\nQ.\n")
-        ingestion.store_source(self.idle, "i.md", b"# I\n\nI.\n")
+        self.queued, _ = uploads.store_source(self.busy, "q.md", b"# Q\n\nQ.\n")
+        uploads.store_source(self.idle, "i.md", b"# I\n\nI.\n")
         Source.objects.filter(collection=self.idle).update(status=Source.Status.INDEXED)
 
     def test_pages_refresh_only_while_what_they_show_is_indexing(self):

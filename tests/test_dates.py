@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from django.test import SimpleTestCase, TestCase
 
-from kb import dates, ingestion, retrieval
+from kb import dates, ingestion, retrieval, uploads
 from kb.metadata import Policy
 from kb.models import Collection
 from kb.retrieval import question as question_stage
@@ -146,7 +146,7 @@ class DatedRetrievalTestCase(TestCase):
     def setUpTestData(cls):
         cls.collection = Collection.objects.create(name="Postmortems")
         for name, fields in REPORTS.items():
-            source, _ = ingestion.store_source(
+            source, _ = uploads.store_source(
                 cls.collection, name, REPORT.format(**fields).encode()
             )
             ingestion.ingest(source.pk)
@@ -224,7 +224,7 @@ class DateLineTestCase(TestCase):
              "Name resolution failed for eight minutes after a node drain."),
         ]:  # fmt: skip
             body = f"# Incident report\n\n**Date**: {day}\n\n## Summary\n\n{text}\n"
-            source, _ = ingestion.store_source(collection, name, body.encode())
+            source, _ = uploads.store_source(collection, name, body.encode())
             ingestion.ingest(source.pk)
         _, reply = answering.ask(collection, "What happened on November 21, 2022?")
         self.assertNotIn("Date", reply.text)

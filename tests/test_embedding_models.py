@@ -25,9 +25,11 @@ from kb import (
     e5_pack,
     embedding_models,
     golden,
+    index_config,
     ingestion,
     questions,
     reindexing,
+    uploads,
 )
 from kb.apps import check_extra_models, check_model_floors
 from kb.demo import load_part
@@ -141,7 +143,7 @@ class MultilingualCollectionTestCase(TestCase):
             for page in ("annotations.md", "namespaces.md", "names.md"):
                 name = f"{lang}/{page}"
                 data = (CORPUS / lang / OBJECTS / page).read_bytes()
-                source, _ = ingestion.store_source(cls.collection, name, data)
+                source, _ = uploads.store_source(cls.collection, name, data)
                 ingestion.ingest(source.pk, source.version)
 
     def test_questions_find_the_passage_in_their_language(self):
@@ -197,7 +199,7 @@ class MultilingualCollectionTestCase(TestCase):
         stamp = questions.fingerprint(self.collection)
         self.assertEqual(stamp["model"], e5_pack.MODEL_NAME)
         self.assertEqual(
-            ingestion.index_differences(self.collection), []
+            index_config.index_differences(self.collection), []
         )  # built as configured
         self.assertEqual(
             questions.fingerprint(Collection.objects.create(name="En"))["model"],

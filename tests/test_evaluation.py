@@ -13,7 +13,7 @@ from django.template.defaultfilters import floatformat
 from django.test import SimpleTestCase, TestCase, TransactionTestCase
 from django.urls import reverse
 
-from kb import evaluation, golden, ingestion, reindexing
+from kb import evaluation, golden, index_config, reindexing, uploads
 from kb.demo import CONTENT_DIR, GOLDEN_FILE, load_demo
 from kb.forms import EvalRunForm
 from kb.models import Collection, EvalRun, ShadowIndex, Source
@@ -612,20 +612,16 @@ class LiveConfigurationTestCase(DemoTestCase):
         )
 
     def test_a_source_that_failed_and_was_never_indexed_leaves_it_up_to_date(self):
-        failed, _ = ingestion.store_source(
-            self.demo, "frontonly.md", b"---\nx: 1\n---\n"
-        )
+        failed, _ = uploads.store_source(self.demo, "frontonly.md", b"---\nx: 1\n---\n")
         Source.objects.filter(pk=failed.pk).update(status=Source.Status.FAILED)
-        self.assertEqual(ingestion.index_differences(self.demo), [])
+        self.assertEqual(index_config.index_differences(self.demo), [])
         listed = self.client.get(reverse("admin:kb_collection_changelist"))
         self.assertContains(listed, "up to date")
         self.assertNotContains(listed, "failed their last indexing")
         self.assertEqual(self._run().config["index_out_of_date"], [])
 
     def test_a_chunking_experiment_copies_only_the_sources_in_the_live_index(self):
-        failed, _ = ingestion.store_source(
-            self.demo, "frontonly.md", b"---\nx: 1\n---\n"
-        )
+        failed, _ = uploads.store_source(self.demo, "frontonly.md", b"---\nx: 1\n---\n")
         Source.objects.filter(pk=failed.pk).update(status=Source.Status.FAILED)
         run = self._run({"chunk_tokens": 120})
         self.assertEqual(run.status, EvalRun.Status.DONE, run.error)

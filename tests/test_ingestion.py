@@ -15,7 +15,7 @@ from django.core.management import CommandError, call_command
 from django.test import TestCase, TransactionTestCase
 from django.urls import reverse
 
-from kb import charts, ingestion, limits, parsing, queueing, retrieval
+from kb import charts, ingestion, limits, parsing, queueing, retrieval, uploads
 from kb.models import Collection, OverflowRejection, Section, Source
 from tests.base import (
     DEMO_DIR,
@@ -33,7 +33,7 @@ def _store(
     collection: Collection, name: str = "deployment-runbook.md", data=None, **kw
 ):
     data = data if data is not None else (DEMO_DIR / name).read_bytes()
-    source, _ = ingestion.store_source(collection, name, data, **kw)
+    source, _ = uploads.store_source(collection, name, data, **kw)
     return source
 
 
@@ -50,7 +50,7 @@ class StoreSourceTestCase(TestCase):
 
     def test_it_recognises_the_same_file_uploaded_twice(self):
         first = _store(self.collection)
-        again, outcome = ingestion.store_source(
+        again, outcome = uploads.store_source(
             self.collection, "deployment-runbook.md", RUNBOOK.read_bytes()
         )
         self.assertEqual(outcome, "unchanged")
@@ -58,7 +58,7 @@ class StoreSourceTestCase(TestCase):
 
     def test_a_changed_file_becomes_a_new_version(self):
         first = _store(self.collection)
-        again, outcome = ingestion.store_source(
+        again, outcome = uploads.store_source(
             self.collection,
             "deployment-runbook.md",
             RUNBOOK.read_bytes() + b"\nMore.\n",
@@ -69,13 +69,13 @@ class StoreSourceTestCase(TestCase):
     def test_it_refuses_path_tricks_and_other_extensions(self):
         for name in ["../etc/passwd.md", "/abs/a.md", "notes.exe", "a.md\x00.txt"]:
             with self.assertRaises(ingestion.IngestionError, msg=name):
-                ingestion.store_source(self.collection, name, b"# Hi\n")
+                uploads.store_source(self.collection, name, b"# Hi\n")
         self.assertFalse(Source.objects.exists())
 
     def test_what_cannot_be_parsed_fails_in_the_worker_naming_the_file(self):
         # Parsing is the worker's (ingest), never the storing request's.
         data = b"---\ntitle: Only front matter\n---\n"
-        source, outcome = ingestion.store_source(self.collection, "notes.md", data)
+        source, outcome = uploads.store_source(self.collection, "notes.md", data)
         self.assertEqual((outcome, source.status), ("created", Source.Status.QUEUED))
         message = "notes.md has no content besides its front matter"
         with self.assertRaisesMessage(parsing.ParseError, message):
@@ -114,7 +114,7 @@ class IngestTestCase(TestCase):
     def test_a_file_of_only_headings_fails_with_the_reason_keeping_the_old_one(self):
         source = _indexed(self.collection)
         old = sorted(source.chunks.values_list("pk", flat=True))
-        again, _ = ingestion.store_source(
+        again, _ = uploads.store_source(
             self.collection, source.file_name, b"# A\n## B\n### C\n"
         )
         self._assert_it_fails_keeping_the_old_version(
@@ -122,7 +122,7 @@ class IngestTestCase(TestCase):
             "deployment-runbook.md has no text to index besides its headings",
         )  # fmt: skip
         self.assertEqual(sorted(again.chunks.values_list("pk", flat=True)), old)
-        new, _ = ingestion.store_source(self.collection, "h.md", b"# A\n## B\n")
+        new, _ = uploads.store_source(self.collection, "h.md", b"# A\n## B\n")
         with self.assertRaisesMessage(parsing.ParseError, "h.md has no text"):
             ingestion.ingest(new.pk)
         new.refresh_from_db()
@@ -265,7 +265,7 @@ class IngestTestCase(TestCase):
             f"## Part {i}\n\n- item one of {i}\n- item two\n\n| a | b |\n|---|---|\n"
             for i in range(20_000)
         )
-        source, _ = ingestion.store_source(
+        source, _ = uploads.store_source(
             self.collection, source.file_name, big.encode()
         )
         with self.settings(KB_PARSE_TIMEOUT=0.01):
@@ -633,7 +633,7 @@ class WorkerIngestionTestCase(TransactionTestCase):
             + " ".join(f"Paragraph {i} sentence {j} about deploys." for j in range(30))
             for i in range(60)
         )
-        source, _ = ingestion.store_source(
+        source, _ = uploads.store_source(
             self.collection, source.file_name, big.encode()
         )
         from kb import queueing

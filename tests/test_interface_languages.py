@@ -18,7 +18,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import SimpleTestCase, TransactionTestCase
 from django.urls import reverse
 
-from kb import ingestion, queueing
+from kb import queueing, uploads
 from kb.models import Collection, EvalRun, Source
 from tests.base import DemoTestCase, forget_jobs, make_users, run_burst_worker
 
@@ -359,7 +359,7 @@ class WorkerMessageLanguageTestCase(TransactionTestCase):
 
     @pytest.mark.slow
     def test_without_an_editor_the_site_s_language_is_used(self):
-        source, _ = ingestion.store_source(
+        source, _ = uploads.store_source(
             self.collection, "headings.md", b"# Title\n\n## Part\n"
         )
         queueing.enqueue_ingest(source)  # by code, not by an editor's request

@@ -6,7 +6,7 @@ from django.db import connection
 from django.test import TestCase, override_settings
 from django.test.utils import CaptureQueriesContext
 
-from kb import ingestion, retrieval
+from kb import ingestion, retrieval, uploads
 from kb.models import Chunk, Collection, Section, Source
 from kb.retrieval import keywords
 
@@ -22,7 +22,7 @@ def _indexed(name: str, files: dict[str, str]) -> Collection:
     """A collection of these files (name: Markdown text), indexed in this process."""
     collection = Collection.objects.create(name=name)
     for file_name, text in files.items():
-        source, _ = ingestion.store_source(collection, file_name, text.encode())
+        source, _ = uploads.store_source(collection, file_name, text.encode())
         ingestion.ingest(source.pk)
     return collection
 

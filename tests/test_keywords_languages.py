@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from django.test import TestCase
 
-from kb import ingestion
+from kb import ingestion, uploads
 from kb.models import Chunk, Source
 from kb.retrieval import keywords
 from tests.base import collection_of
@@ -128,7 +128,7 @@ class LanguageOverrideTestCase(TestCase):
         self.assertEqual(set(source.chunks.values_list("language", flat=True)),
                          {"french"})  # fmt: skip
         source.language = "es"
-        self.assertTrue(ingestion.apply_edit(source, ["language"], source.metadata))
+        self.assertTrue(uploads.apply_edit(source, ["language"], source.metadata))
         source.save()
         ingestion.ingest(source.pk)
         self.assertEqual(set(source.chunks.values_list("language", flat=True)),

@@ -23,7 +23,16 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import escape
 
-from kb import access, evaluation, golden, ingestion, jobs, permissions, questions
+from kb import (
+    access,
+    evaluation,
+    golden,
+    ingestion,
+    jobs,
+    permissions,
+    questions,
+    uploads,
+)
 from kb.models import (
     Chunk,
     Collection,
@@ -971,7 +980,7 @@ class ReplayReportJobTestCase(TransactionTestCase):
         )
         result, reply = answering.ask(collection, "When do I roll back?")
         entry = questions.log(staff, collection, result, reply)
-        ingestion.store_source(
+        uploads.store_source(
             collection,
             "deploy.md",
             b"# Deploy\n\nFirst, look.\n\nRoll back when errors rise above 2%.\n",

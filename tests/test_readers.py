@@ -21,7 +21,16 @@ from docx.enum.style import WD_STYLE_TYPE
 from docx.oxml import OxmlElement
 from docx.oxml.ns import qn
 
-from kb import answerer, answering, citations, ingestion, parsing, readers, rendering
+from kb import (
+    answerer,
+    answering,
+    citations,
+    ingestion,
+    parsing,
+    readers,
+    rendering,
+    uploads,
+)
 from kb.models import Collection, Source
 from kb.readers import ReaderError
 from tests.base import make_users
@@ -1010,7 +1019,7 @@ class AstralCharactersTestCase(SimpleTestCase):
         text.encode("utf-8")
 
     def test_the_markdown_of_every_reader_holds_no_lone_surrogate(self):
-        from kb.readers.markdown import Writer
+        from kb.readers.writer import Writer
 
         writer = Writer(page=1)
         writer.heading(1, "A \ud83d heading")
@@ -1089,7 +1098,7 @@ class IngestConvertedTestCase(TestCase):
         )
 
     def test_a_pdf_with_an_emoji_in_a_heading_is_indexed(self):
-        source, _ = ingestion.store_source(
+        source, _ = uploads.store_source(
             self.collection, "tears.pdf", _astral_files()["a.pdf"]
         )
         ingestion.ingest(source.pk)
@@ -1243,7 +1252,7 @@ class PagePreciseCitationTestCase(TestCase):
         staff, _, _ = make_users()
         self.client.force_login(staff)
         self.collection = Collection.objects.create(name="Travel")
-        self.source, _ = ingestion.store_source(
+        self.source, _ = uploads.store_source(
             self.collection, "travel.pdf", _travel_over_two_pages()
         )
         ingestion.ingest(self.source.pk)

@@ -12,7 +12,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import TestCase, TransactionTestCase
 from django.urls import reverse
 
-from kb import ingestion, jobs, queueing
+from kb import jobs, queueing, uploads
 from kb.models import Collection, Source
 from tests.base import forget_jobs, make_users, run_burst_worker
 from tests.documents import (
@@ -183,7 +183,7 @@ class ReadingInTheWorkerTestCase(TransactionTestCase):
         self._upload("manual.pdf", build_pdf(handbook_pages()))
         run_burst_worker()
         self.assertEqual(self._upload("manual.pdf", long_pdf(1500)).status_code, 302)
-        small, _ = ingestion.store_source(
+        small, _ = uploads.store_source(
             self.collection,
             "notes.md",
             b"# Notes\n\nThe lift is serviced on Mondays.\n",
@@ -206,7 +206,7 @@ class ReadingInTheWorkerTestCase(TransactionTestCase):
         self._upload("manual.pdf", build_pdf(handbook_pages()))
         run_burst_worker()
         data = glyph_by_glyph_pdf(60_000)
-        source, _ = ingestion.store_source(self.collection, "manual.pdf", data)
+        source, _ = uploads.store_source(self.collection, "manual.pdf", data)
         django_rq.get_queue().enqueue(
             jobs.ingest_source, source.pk, source.version,
             job_id=queueing.ingest_job_id(source), job_timeout=8,

@@ -10,7 +10,15 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import TestCase, TransactionTestCase
 from django.urls import reverse
 
-from kb import evaluation, ingestion, jobs, permissions, queueing, reindexing
+from kb import (
+    evaluation,
+    index_config,
+    ingestion,
+    jobs,
+    permissions,
+    queueing,
+    reindexing,
+)
 from kb.demo import load_part
 from kb.models import (
     Chunk,
@@ -109,7 +117,7 @@ class ShadowTestCase(TestCase):
         self.gate.refresh_from_db()
         self.assertEqual(self.gate.chunk_tokens, 250)
         self.assertEqual(built_with(self.gate), {250})
-        self.assertEqual(ingestion.index_differences(self.gate), [])
+        self.assertEqual(index_config.index_differences(self.gate), [])
         self.assertFalse(Collection.objects.filter(is_scratch=True).exists())
         # The sections, and so every citation made before the swap, are the same.
         self.assertEqual(

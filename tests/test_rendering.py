@@ -8,7 +8,7 @@ from django.template.loader import render_to_string
 from django.test import SimpleTestCase
 from django.urls import reverse
 
-from kb import answerer, answering, ingestion, rendering
+from kb import answerer, answering, ingestion, rendering, uploads
 from kb.models import Section
 from kb.templatetags.kb_markdown import answer_piece, passage_markdown
 from tests import base
@@ -203,7 +203,7 @@ class PagesTestCase(base.DemoTestCase):
     @classmethod
     def setUpTestData(cls):
         super().setUpTestData()
-        source, _ = ingestion.store_source(cls.demo, "polish.md", EVIL)
+        source, _ = uploads.store_source(cls.demo, "polish.md", EVIL)
         ingestion.ingest(source.pk)
         cls.source = source
 

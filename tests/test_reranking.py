@@ -21,7 +21,7 @@ from kb import evaluation, retrieval
 from kb.apps import check_reranker
 from kb.benchmarks import rerank
 from kb.models import Section, Source
-from kb.reranking import QuestionTooLongError, Reranker
+from kb.retrieval.reranking import QuestionTooLongError, Reranker
 from tests import base
 
 QUESTION = "When should I roll back a deploy?"

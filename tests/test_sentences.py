@@ -14,7 +14,17 @@ from pathlib import Path
 from django.test import SimpleTestCase
 from markdown_it import MarkdownIt
 
-from kb import answerer, answering, chunking, ingestion, parsing, retrieval, sentences
+from kb import (
+    answerer,
+    answering,
+    chunking,
+    decoding,
+    ingestion,
+    parsing,
+    retrieval,
+    sentences,
+    uploads,
+)
 from kb.models import GoldenCase
 from tests import base
 
@@ -78,7 +88,7 @@ class SplitterOnTheCorporaTestCase(SimpleTestCase):
     """Every paragraph of every corpus file, as the answerer would split it."""
 
     def _check_sections(self, path: Path) -> int:
-        text = parsing.decode_upload(path.read_bytes(), path.name)
+        text = decoding.decode_upload(path.read_bytes(), path.name)
         checked = 0
         for section in parsing.parse(text, path.name).sections:
             for start, end in sentences.units(text, section.body_start, section.end):
@@ -90,7 +100,7 @@ class SplitterOnTheCorporaTestCase(SimpleTestCase):
 
     def _check_chunk_windows(self, path: Path) -> int:
         """Each chunk as a retrieved window cutting into its section's text."""
-        text = parsing.decode_upload(path.read_bytes(), path.name)
+        text = decoding.decode_upload(path.read_bytes(), path.name)
         doc = parsing.parse(text, path.name)
         chunks = chunking.chunk_document(
             doc, text, count_tokens=lambda t: len(t.split()) + 2, max_tokens=120
@@ -302,7 +312,7 @@ class DemoAnswerSentencesTestCase(base.DemoTestCase):
             b"pagination is turned off for every list view unless a view sets\n"
             b"its own `pagination_class`.\n"
         )
-        source, _ = ingestion.store_source(self.demo, "api-guide.md", guide)
+        source, _ = uploads.store_source(self.demo, "api-guide.md", guide)
         ingestion.ingest(source.pk)
         _, reply = answering.ask(
             self.demo, "How do I set the default pagination style for list views?"

@@ -34,9 +34,9 @@ from redis.retry import Retry
 from rq import Queue, Worker
 
 from config import services
-from kb.ingestion import store_source
 from kb.management.commands.kb_setup import Command as SetupCommand
 from kb.models import Collection
+from kb.uploads import store_source
 from tests.base import start_worker, wait_for
 
 EMBEDDED_VALKEY = pytest.mark.skipif(

@@ -27,7 +27,7 @@ from rq.job import JobStatus
 from rq.utils import utcformat
 from rq.worker import Worker, WorkerStatus
 
-from kb import ingestion, jobs, queueing
+from kb import jobs, queueing, uploads
 from kb.models import Collection, Source
 from tests.base import DEMO_DIR, make_users, run_burst_worker, start_worker, wait_for
 
@@ -78,7 +78,7 @@ class WorkerFaultsTestCase(TransactionTestCase):
         django_rq.get_queue().empty()
 
     def _store(self, name: str, data: bytes) -> Source:
-        source, _ = ingestion.store_source(self.collection, name, data)
+        source, _ = uploads.store_source(self.collection, name, data)
         self.assertTrue(queueing.enqueue_ingest(source))  # not in a transaction: now
         return source
 
@@ -190,7 +190,7 @@ class QueueDownPagesTestCase(TestCase):
         self.queue_down = override_settings(RQ_QUEUES=dead)
 
     def test_a_re_index_says_it_waits_for_the_queue_without_saying_queued(self):
-        source, _ = ingestion.store_source(self.collection, "a.md", b"# A\n\nText.\n")
+        source, _ = uploads.store_source(self.collection, "a.md", b"# A\n\nText.\n")
         with self.queue_down:
             response = self.client.post(
                 reverse("admin:kb_source_reindex", args=[source.pk])
@@ -237,14 +237,14 @@ class UploadRollbackTestCase(TestCase):
         # after the file was written.
         deep = "d" * 600 + "/" + self.name
         with self.assertRaises(DataError):
-            ingestion.store_source(self.collection, deep, b"# A\n\nOne.\n")
+            uploads.store_source(self.collection, deep, b"# A\n\nOne.\n")
         self.assertEqual(_uploads(self.name), [])
 
     def test_a_batch_that_rolls_back_takes_its_stored_files_with_it(self):
-        with self.assertRaises(DataError), ingestion.storing():
-            ingestion.store_source(self.collection, self.name, b"# A\n\nOne.\n")
+        with self.assertRaises(DataError), uploads.storing():
+            uploads.store_source(self.collection, self.name, b"# A\n\nOne.\n")
             self.assertEqual(len(_uploads(self.name)), 1)
-            ingestion.store_source(self.collection, "d" * 600 + ".md", b"# B\n\nB.\n")
+            uploads.store_source(self.collection, "d" * 600 + ".md", b"# B\n\nB.\n")
         self.assertEqual(_uploads(self.name), [])
         self.assertFalse(Source.objects.filter(collection=self.collection).exists())
 
@@ -255,14 +255,14 @@ class ConcurrentUploadsTestCase(TransactionTestCase):
     def test_concurrent_uploads_of_one_file_keep_every_version_and_no_orphan(self):
         collection = Collection.objects.create(name="Race")
         name = f"race-{uuid.uuid4().hex}.md"
-        source, _ = ingestion.store_source(collection, name, b"# Race\n\nStart.\n")
+        source, _ = uploads.store_source(collection, name, b"# Race\n\nStart.\n")
         rounds, errors = 8, []
 
         def upload(who: str) -> None:
             try:
                 for i in range(rounds):
                     data = f"# Race\n\n{who} edit {i}.\n".encode()
-                    ingestion.store_source(collection, name, data)
+                    uploads.store_source(collection, name, data)
             except Exception as exc:  # reported below, in the test's thread
                 errors.append(exc)
             finally:
@@ -286,7 +286,7 @@ class StartedJobLivenessTestCase(TestCase):
 
     def setUp(self):
         collection = Collection.objects.create(name="Liveness")
-        self.source, _ = ingestion.store_source(collection, "a.md", b"# A\n\nA.\n")
+        self.source, _ = uploads.store_source(collection, "a.md", b"# A\n\nA.\n")
         with self.captureOnCommitCallbacks(execute=True):
             queueing.enqueue_ingest(self.source)
         Source.objects.filter(pk=self.source.pk).update(status=Source.Status.INDEXING)

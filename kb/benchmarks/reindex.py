@@ -18,7 +18,7 @@ from typing import Any
 
 from django.conf import settings
 
-from kb import golden, ingestion, reindexing
+from kb import golden, ingestion, reindexing, uploads
 from kb.benchmarks.corpus import SHARED, Progress
 from kb.models import Chunk, Collection
 
@@ -75,7 +75,7 @@ def _index(collection: Collection, folder: Path) -> None:
         if path.name.lower() == "readme.md":
             continue
         name = str(path.relative_to(folder))
-        source, _ = ingestion.store_source(collection, name, path.read_bytes())
+        source, _ = uploads.store_source(collection, name, path.read_bytes())
         ingestion.ingest(source.pk, source.version)
 
 

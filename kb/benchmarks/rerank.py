@@ -210,7 +210,7 @@ class _TokenizerView:
 def time_reranker(
     directory: Path, name: str, pair_tokens: int, repeats: int, threads: int = 0
 ) -> RerankRow:
-    from kb.reranking import Reranker
+    from kb.retrieval.reranking import Reranker
 
     reranker = Reranker(directory, window=max(PAIR_LENGTHS), threads=threads)
     passages = passages_of(reranker, pair_tokens, SECTIONS)

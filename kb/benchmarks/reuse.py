@@ -18,7 +18,7 @@ from typing import Any
 
 from django.test.utils import override_settings
 
-from kb import ingestion
+from kb import ingestion, uploads
 from kb.benchmarks.corpus import Doc, Progress, load_documents
 from kb.models import Collection, Source
 
@@ -104,7 +104,7 @@ def _index(collection: Collection, texts: dict[str, str]):
     started = time.perf_counter()
     sources = []
     for name, text in texts.items():
-        source, _ = ingestion.store_source(collection, name, text.encode())
+        source, _ = uploads.store_source(collection, name, text.encode())
         ingestion.ingest(source.pk)
         sources.append(source.pk)
     return _totals(sources, time.perf_counter() - started)

@@ -37,11 +37,13 @@ from kb import (
     answering,
     embedding,
     embedding_models,
+    index_config,
     ingestion,
     parsing,
     queueing,
     retrieval,
     unit_vectors,
+    uploads,
 )
 from kb.benchmarks import quality
 from kb.benchmarks.corpus import Doc, Progress, megabytes, synthesize
@@ -226,7 +228,7 @@ def ingest_with_workers(
     collection = _new_collection(name, created)
     started = time.perf_counter()
     for doc in docs:
-        source, _ = ingestion.store_source(
+        source, _ = uploads.store_source(
             collection, doc.name, doc.text.encode(), title=_title(doc)
         )
         queueing.enqueue_ingest(source)
@@ -337,14 +339,14 @@ def build_real(
     collection = _new_collection(f"{tag}-{name}", created, embedding_model=model)
     embedder = embedding.for_collection(collection, precision)
     cache_dir = Path(settings.KB_DATA_DIR) / "bench" / "embeddings"
-    policy = ingestion.policy_for(collection)
+    policy = index_config.policy_for(collection)
     started = time.perf_counter()
     total = 0
     for doc in docs:
         if total >= target:
             break
         began = time.perf_counter()
-        source, _ = ingestion.store_source(
+        source, _ = uploads.store_source(
             collection, doc.name, doc.text.encode(), title=_title(doc)
         )
         prepared = ingestion.prepare(source, collection, policy)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TextIO
 
-from kb import golden, ingestion, queueing
+from kb import golden, ingestion, queueing, uploads
 from kb.models import Collection
 
 CONTENT_DIR = Path(__file__).resolve().parent / "content"
@@ -75,9 +75,7 @@ def _fill(
     """Store each file of `content_dir`, index those new or changed (or never
     indexed), and import the cases: run again, it changes nothing."""
     for path in sorted(content_dir.iterdir()):
-        source, outcome = ingestion.store_source(
-            collection, path.name, path.read_bytes()
-        )
+        source, outcome = uploads.store_source(collection, path.name, path.read_bytes())
         if outcome != "unchanged" or source.indexed_version != source.version:
             if sync:
                 ingestion.ingest(source.pk, source.version)
@@ -98,7 +96,7 @@ def load_part(name: str, files: list[str]) -> Collection:
     collection = Collection.objects.create(name=name, description=DESCRIPTION)
     for file_name in files:
         data = (CONTENT_DIR / file_name).read_bytes()
-        source, _ = ingestion.store_source(collection, file_name, data)
+        source, _ = uploads.store_source(collection, file_name, data)
         ingestion.ingest(source.pk, source.version)
     lines = [
         line

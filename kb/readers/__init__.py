@@ -13,7 +13,7 @@ from pathlib import PurePosixPath
 
 from django.utils.translation import gettext, gettext_lazy
 
-from kb.parsing import decode_upload
+from kb.decoding import decode_upload
 from kb.readers.reading import ReaderError, Reading, decoded_html
 
 EXTENSIONS = {".html": "html", ".htm": "html", ".docx": "docx", ".pdf": "pdf"}

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from django.utils.translation import gettext
 from lxml import etree
 
-from kb.readers.markdown import Repeats, Writer, escape
 from kb.readers.reading import ReaderError, Reading
+from kb.readers.writer import Repeats, Writer, escape
 
 MAX_RATIO = 20  # uncompressed size over file size: above it, a zip bomb
 MAX_UNCOMPRESSED = 200 * 1024 * 1024

@@ -26,8 +26,8 @@ import lxml.html
 from django.utils.translation import gettext
 
 from kb.readers import apiref
-from kb.readers.markdown import Repeats, Writer, clean, escape
 from kb.readers.reading import ReaderError, Reading, decoded_html
+from kb.readers.writer import Repeats, Writer, clean, escape
 
 MAX_DEPTH = 150  # deeper nesting is read as plain text, not recursed into
 MAX_COLSPAN = 50  # wider spans are read as this many columns

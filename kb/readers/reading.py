@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from kb import parsing
+from kb import decoding
 from kb.parsing import ParseError
 
 
@@ -54,10 +54,10 @@ def decoded_html(name: str, data: bytes) -> str | None:
     """HTML with a byte order mark or NUL bytes decoded as a text upload is (by
     its mark, else UTF-8), or ReaderError saying why it cannot be; None for
     other HTML, whose <meta charset> the HTML parser reads itself."""
-    if not data.startswith(parsing.BOMS) and b"\x00" not in data:
+    if not data.startswith(decoding.BOMS) and b"\x00" not in data:
         return None
     try:
-        text = parsing.decode_text(data, name)
+        text = decoding.decode_text(data, name)
     except ParseError as exc:
         raise ReaderError(str(exc)) from exc
     return text

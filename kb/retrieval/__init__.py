@@ -13,7 +13,7 @@ with the SQL it runs beside it:
   after every publish, whether the shared HNSW index finds a large
   collection's nearest chunks (else search.py searches it exactly).
 - sections.py: group hits by section, keeping each section's best score; take
-  the top k (then kb.reranking may reorder them) and load what expansion reads.
+  the top k (then reranking.py may reorder them) and load what expansion reads.
   rows.py: what it loads (section and chunk rows, Selected); tables.py: the
   header line of the table a loaded row belongs to.
 - expansion.py: each section whole when the token budget allows, otherwise the

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from kb import embedding
 
 if TYPE_CHECKING:
-    from kb import reranking
+    from kb.retrieval import reranking
 
 
 @dataclass

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from kb import embedding, reranking
+from kb import embedding
 from kb.models import Collection
 from kb.retrieval import (
     baselines,
@@ -12,6 +12,7 @@ from kb.retrieval import (
     expansion,
     keywords,
     late_interaction,
+    reranking,
     search,
     sections,
 )

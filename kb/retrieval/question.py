@@ -13,7 +13,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 from django.utils.translation import gettext
 
-from kb import dates, embedding, parsing
+from kb import dates, decoding, embedding
 
 MAX_QUESTION_CHARS = 1000
 
@@ -71,13 +71,13 @@ def clean_question(question: str) -> str:
                 "or emoji); ask about something."
             )
         )
-    if parsing.mostly_unreadable(question):
+    if decoding.mostly_unreadable(question):
         raise QuestionError(
             gettext(
                 "The question is mostly words of over %(chars)d letters and digits, "
                 "which the model reads as unknown tokens; ask in words."
             )
-            % {"chars": parsing.UNREADABLE_WORD_CHARS}
+            % {"chars": decoding.UNREADABLE_WORD_CHARS}
         )
     return question
 

@@ -13,7 +13,7 @@ from django.utils.translation import gettext, gettext_lazy, ngettext
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
-from kb import ingestion, multipart, permissions, queueing, reindexing
+from kb import index_config, multipart, permissions, queueing, reindexing, uploads
 from kb.forms import PolicyForm, SourceUploadForm
 from kb.models import Chunk, Collection, ShadowIndex, Source
 from kb.staff import form_page, open_to, upload_form
@@ -24,7 +24,7 @@ def policy(request: HttpRequest, pk: int) -> HttpResponse:
     collection = get_object_or_404(Collection.objects.visible_to(request.user), pk=pk)
     if not permissions.can_change_policy(request.user):
         raise PermissionDenied(permissions.POLICY_REFUSED)
-    current = ingestion.policy_for(collection)
+    current = index_config.policy_for(collection)
     form = PolicyForm(request.POST or None, policy=current)
     if request.method == "POST" and form.is_valid():
         if form.cleaned_data != current.decisions:
@@ -172,9 +172,9 @@ upload.refused_upload = admin.site.admin_view(_refused_upload)
 
 def _store_uploads(form: SourceUploadForm) -> list[tuple[str, str]]:
     outcomes = []
-    with ingestion.storing():  # all files or none, on disk too
+    with uploads.storing():  # all files or none, on disk too
         for checked in form.cleaned_data["files"]:  # checked by the form
-            source, outcome = ingestion.store_checked(
+            source, outcome = uploads.store_checked(
                 form.cleaned_data["collection"],
                 checked,
                 title=form.cleaned_data.get("title", ""),

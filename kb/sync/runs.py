@@ -28,7 +28,7 @@ from django.db import connection
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from kb import deletion, ingestion, parsing
+from kb import deletion, ingestion, parsing, uploads
 from kb.models import Source, SyncRun, SyncSource
 from kb.sync import secrets
 from kb.sync.origins import Entry, Folder, GitRepository, Listing, OriginError
@@ -331,9 +331,7 @@ def _moved_files(
         if not candidates:
             continue
         try:
-            digest = ingestion.digest_of(
-                ingestion.check_upload(path, origin.read(entry))
-            )
+            digest = uploads.digest_of(uploads.check_upload(path, origin.read(entry)))
         except (ingestion.IngestionError, parsing.ParseError, OSError):
             continue  # it fails again, with its reason, when synced
         for source in candidates:
@@ -359,8 +357,8 @@ def _sync_file(
         return
     data = origin.read(entry)
     budget.bytes += len(data)
-    with ingestion.storing():
-        stored, outcome = ingestion.store_source(
+    with uploads.storing():
+        stored, outcome = uploads.store_source(
             sync.collection, path, data, metadata=_metadata(sync, origin, listing, path)
         )
         Source.objects.filter(pk=stored.pk).update(

@@ -6,7 +6,7 @@ from __future__ import annotations
 from django import template
 from django.contrib import admin
 
-from kb import golden, ingestion, reindexing
+from kb import golden, index_config, reindexing
 from kb.models import Collection, GoldenCase, Source
 
 register = template.Library()
@@ -22,7 +22,7 @@ def golden_cases_using(sources) -> list[GoldenCase]:
 @register.simple_tag
 def index_differences(collection: Collection) -> list[str]:
     """How the collection's index differs from its settings (empty: up to date)."""
-    return ingestion.index_differences(collection)
+    return index_config.index_differences(collection)
 
 
 @register.simple_tag

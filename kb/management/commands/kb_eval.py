@@ -13,6 +13,7 @@ from kb import (
     jsontext,
     parsing,
     retrieval,
+    uploads,
 )
 from kb.management.commands.kb_ingest import files_under
 from kb.models import Collection, Source
@@ -251,7 +252,7 @@ class Command(BaseCommand):
         for root, path in files:
             name = path.relative_to(root).as_posix()
             try:
-                ingestion.store_source(collection, name, path.read_bytes())
+                uploads.store_source(collection, name, path.read_bytes())
             except (OSError, ingestion.IngestionError, parsing.ParseError) as exc:
                 self.stderr.write(f"warning: {name} left out: {exc}")
                 continue

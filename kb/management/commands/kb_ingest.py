@@ -4,7 +4,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from kb import ingestion, parsing, queueing
+from kb import ingestion, parsing, queueing, uploads
 from kb.models import Collection
 from kb.retrieval import keywords
 
@@ -32,7 +32,7 @@ class Command(BaseCommand):
         files = list(files_under(options["paths"]))
         if not files:
             raise CommandError(
-                f"No {', '.join(ingestion.ALLOWED_EXTENSIONS)} files found."
+                f"No {', '.join(uploads.ALLOWED_EXTENSIONS)} files found."
             )
         outcomes = []
         for root, path in files:
@@ -56,10 +56,10 @@ class Command(BaseCommand):
 
     def _one(self, collection: Collection, name: str, path: Path, sync: bool) -> str:
         """done, refused (nothing stored) or failed (stored, not indexed)."""
-        shown = ingestion.shown_name(name)  # a name that is not UTF-8 still prints
+        shown = uploads.shown_name(name)  # a name that is not UTF-8 still prints
         try:
-            with ingestion.storing():
-                source, outcome = ingestion.store_source(
+            with uploads.storing():
+                source, outcome = uploads.store_source(
                     collection, name, path.read_bytes()
                 )
                 if outcome == "unchanged" and source.indexed_version == source.version:
@@ -88,7 +88,7 @@ def files_under(paths: list[Path]):
             for child in sorted(path.rglob("*")):
                 if (
                     child.is_file()
-                    and child.suffix.lower() in ingestion.ALLOWED_EXTENSIONS
+                    and child.suffix.lower() in uploads.ALLOWED_EXTENSIONS
                 ):
                     yield path, child
         elif path.is_file():

@@ -15,7 +15,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from kb import demo, evaluation, ingestion, reindexing
+from kb import demo, evaluation, ingestion, reindexing, uploads
 from kb.models import Collection, OverflowRejection, ShadowIndex
 
 CHROMIUM = "/usr/bin/chromium"
@@ -105,7 +105,7 @@ def _record_rejection() -> None:
     collection.metadata_policy = {**collection.metadata_policy, "summary": "embed"}
     collection.save()
     path = demo.CONTENT_DIR / OVERFLOW_FILE
-    source, _ = ingestion.store_source(
+    source, _ = uploads.store_source(
         collection, path.name, path.read_bytes(), metadata={"summary": OVERFLOW_SUMMARY}
     )
     with contextlib.suppress(ingestion.IngestionError):

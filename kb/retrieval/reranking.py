@@ -343,7 +343,7 @@ def run_config() -> dict[str, Any]:
     }
 
 
-# --- sections (called by kb/retrieval/) -------------------------------------------
+# --- sections (called by pipeline.py) ---------------------------------------------
 
 
 @dataclass

@@ -1,0 +1,157 @@
+"""Markup -> the text it shows: what is embedded and what a heading path reads.
+
+No ORM, no parser state: strings in, strings out. A URL is a path: it pulls a
+chunk's vector towards every page on the same site and says nothing about what
+the text says. The HTML, DOCX and PDF readers keep link text only; a Markdown
+source's `[text](url)` and its raw HTML blocks (a README's badges) are embedded
+the same way (kb.chunking's embedded_text; the chunk's text, and so every
+citation, keeps them as written). Code keeps its own text.
+
+- link_text: Markdown links as their text, images as their alt text.
+- heading_text: a heading's inline Markdown as the plain text of titles and
+  heading paths (links as their text, escapes undone, code kept).
+- html_text: the text an HTML fragment shows, one line per block element.
+"""
+
+from __future__ import annotations
+
+import re
+from html.parser import HTMLParser
+
+_INLINE_LINK_RE = re.compile(
+    r"(!?)\[([^\[\]\n]*)\]"  # [text] or ![alt]
+    r"\(\s*(?:<[^<>\n]*>|[^\s()<>]*(?:\([^\s()<>]*\)[^\s()<>]*)*)"  # (target
+    r"(?:\s+(?:\"[^\"\n]*\"|'[^'\n]*'|\([^()\n]*\)))?\s*\)"  # "title")
+)
+_REFERENCE_LINK_RE = re.compile(r"\[([^\[\]\n]+)\]\[[^\[\]\n]*\]")
+_LINK_DEFINITION_RE = re.compile(
+    r"^ {0,3}\[[^\[\]\n]+\]:[ \t]*\S+[^\n]*(?:\n|\Z)", re.MULTILINE
+)
+
+
+def link_text(text: str) -> str:
+    """`text` with Markdown link targets left out: `[text](url "title")` and
+    `[text][ref]` read as `text`, an image as its alt text, and a line defining a
+    reference (`[ref]: url`) as nothing. Everything else is unchanged."""
+    if "](" not in text and "][" not in text and "]:" not in text:
+        return text
+    text = _INLINE_LINK_RE.sub(lambda m: m.group(2), text)
+    text = _REFERENCE_LINK_RE.sub(r"\1", text)
+    return _LINK_DEFINITION_RE.sub("", text)
+
+
+# CommonMark's backslash escapes (any ASCII punctuation), and code spans, inside
+# which a backslash is itself.
+_ESCAPED_RE = re.compile(r"\\([!-/:-@\[-`{-~])")
+_BACKTICKS_RE = re.compile(r"`+")
+_ASIDE_RE = re.compile("\ue000(\\d+)\ue001")
+_CODE_MARK_RE = re.compile("\ue002(\\d+)\ue003")
+
+
+def heading_text(markdown: str) -> str:
+    """A heading's Markdown as the plain text of titles and heading paths: a link
+    named by its text (its target would be shown in every heading path and
+    embedded with every chunk), escapes undone (the readers escape what HTML,
+    DOCX and PDF text would otherwise mark up: `C++ \\*pointers\\*`), one line."""
+    spans = _code_spans(markdown)
+    if not spans or "\ue002" in markdown:  # (the markers themselves: as text)
+        return " ".join(_plain(markdown).split())
+    # Code set aside as markers, so a link around it (`[`get`](api.md)`) is still
+    # one link, and code keeps its backslashes; put back after.
+    pieces, position = [], 0
+    for i, (start, end) in enumerate(spans):
+        pieces.append(f"{markdown[position:start]}\ue002{i}\ue003")
+        position = end
+    pieces.append(markdown[position:])
+    text = _plain("".join(pieces))
+    text = _CODE_MARK_RE.sub(lambda m: markdown[slice(*spans[int(m.group(1))])], text)
+    return " ".join(text.split())
+
+
+def _plain(markdown: str) -> str:
+    """Inline Markdown outside code: links as their text, escapes undone. An
+    escaped character is set aside first, so `\\[docs](here)` stays as written."""
+    if "\\" not in markdown:
+        return link_text(markdown)
+    kept: list[str] = []
+
+    def aside(match: re.Match) -> str:
+        kept.append(match.group(1))
+        return f"\ue000{len(kept) - 1}\ue001"
+
+    if "\ue000" in markdown:  # the markers themselves: no setting aside
+        return _ESCAPED_RE.sub(r"\1", link_text(markdown))
+    text = link_text(_ESCAPED_RE.sub(aside, markdown))
+    return _ASIDE_RE.sub(lambda m: kept[int(m.group(1))], text)
+
+
+def _code_spans(text: str) -> list[tuple[int, int]]:
+    """(start, end) of the code spans of inline Markdown: a run of backticks not
+    escaped, up to the next run of as many (inside code a backslash is itself,
+    so a closing run may follow one). Linear: each run is read once."""
+    runs = [(m.start(), m.end()) for m in _BACKTICKS_RE.finditer(text)]
+    following: list[int | None] = [None] * len(runs)  # next run of equal length
+    last: dict[int, int] = {}
+    for i in range(len(runs) - 1, -1, -1):
+        length = runs[i][1] - runs[i][0]
+        following[i] = last.get(length)
+        last[length] = i
+    spans, i = [], 0
+    while i < len(runs):
+        j = following[i]
+        escaped = runs[i][0] and text[runs[i][0] - 1] == "\\"
+        if j is None or escaped:
+            i += 1
+            continue
+        spans.append((runs[i][0], runs[j][1]))
+        i = j + 1
+    return spans
+
+
+# Elements whose end is a line break in the text they show.
+_HTML_BREAKS = {"p", "div", "br", "li", "tr", "h1", "h2", "h3", "h4", "h5", "h6",
+                "table", "ul", "ol", "section", "blockquote", "pre", "hr"}  # fmt: skip
+
+
+_ANY_TAG_RE = re.compile(r"<[^<>]*>")
+_HTML_HIDDEN = {"script", "style", "template"}  # content no page shows as text
+
+
+class _HTMLText(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.parts: list[str] = []
+        self.hidden = 0  # depth inside script, style, template
+
+    def handle_starttag(self, tag: str, attrs: list) -> None:
+        if tag in _HTML_HIDDEN:
+            self.hidden += 1
+        elif tag == "img":
+            alt = dict(attrs).get("alt") or ""
+            self.parts.append(f" {alt} " if alt else " ")
+        elif tag in _HTML_BREAKS:
+            self.parts.append("\n")
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in _HTML_HIDDEN:
+            self.hidden = max(0, self.hidden - 1)
+        elif tag in _HTML_BREAKS:
+            self.parts.append("\n")
+
+    def handle_data(self, data: str) -> None:
+        if not self.hidden:
+            self.parts.append(data)
+
+
+def html_text(fragment: str) -> str:
+    """The text an HTML fragment shows: its text and its images' alt text, one
+    line per block element; no tags, attributes, comments, scripts or styles."""
+    reader = _HTMLText()
+    try:
+        reader.feed(fragment)
+        reader.close()
+        shown = "".join(reader.parts)
+    except AssertionError:  # _markupbase on "<![ x": no text worth a crash
+        shown = _ANY_TAG_RE.sub(" ", fragment)
+    lines = (" ".join(line.split()) for line in shown.split("\n"))
+    return "\n".join(line for line in lines if line)

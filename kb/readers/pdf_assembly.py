@@ -1,0 +1,375 @@
+"""A PDF's lines and tables, in reading order -> the canonical Markdown (Writer).
+
+`Assembler` walks the pages once, keeping what is open (a paragraph, a list
+item, a code block, the last table) across lines and page breaks, and reads
+each line as a heading (font size and weight against the body text; bold
+running text, a bold block too long for a title or reading as a sentence, is
+no heading), a list item (bullet or number markers, nesting by indentation),
+code (monospaced, or in a shaded box) or text of a paragraph (lines joined,
+hyphenation undone, going on over a page break when the page's last line
+fills the width and its sentence goes on). A table continued on the next page
+is joined to the one before it.
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+from collections import Counter
+
+from kb.readers.pdf_lines import BULLET_RE, WORD_RE, Line, join_texts
+from kb.readers.pdf_tables import Table
+from kb.readers.writer import Writer, escape
+
+TITLE_CHARS = 120  # bold text of body size this long (a line, or lines at line
+# spacing) is running text, not a title
+_NUMBER_RE = re.compile(r"^(\d{1,3})[.)]\s+(.*)$")
+_SENTENCE_ENDS = (".", ",", ";", "!", "?")
+_SENTENCE_RE = re.compile(r"\w[.!?][\"”’)]?\s+[A-Z]")  # one sentence ends, one starts
+
+
+class Assembler:
+    def __init__(self, writer: Writer, pages: list[list[Line | Table]]) -> None:
+        self.out = writer
+        self.pages = pages
+        sizes: Counter[float] = Counter()
+        for items in pages:
+            for it in items:
+                if isinstance(it, Table):
+                    sizes.update(it.sizes)
+                elif not it.is_mono():
+                    sizes[round(it.size, 1)] += len(it.text)
+        self.body = sizes.most_common(1)[0][0] if sizes else 10.0
+        self.words = {
+            word.lower()
+            for items in pages
+            for it in items
+            if isinstance(it, Line)
+            for word in WORD_RE.findall(it.text)
+        } | {
+            w
+            for items in pages
+            for it in items
+            if isinstance(it, Table)
+            for w in it.words
+        }
+        # each page's right edge of its text (where a line that wraps ends)
+        self.rights = [
+            max((it.x1 for it in items if isinstance(it, Line)), default=0.0)
+            for items in pages
+        ]
+        self.bold_prose: set[int] = set()  # the page's lines of bold running text
+        self.paragraph: list[Line] = []
+        self.code: list[Line] = []
+        self.item: list[str] | None = None
+        self.item_x = 0.0
+        self.item_number: int | None = None
+        self.item_depth = 0
+        self.item_page = 0
+        self.list_stack: list[float] = []
+        self.last_table: Table | None = None
+        self.prev_heading: Line | None = None
+
+    def run(self) -> None:
+        for k, items in enumerate(self.pages):
+            self.bold_prose = self._bold_prose(items)
+            for it in items:
+                if isinstance(it, Table):
+                    self.table(it)
+                else:
+                    self.line(it)
+            # a paragraph ends at a page break unless the next page's first line
+            # goes on with its sentence; a code block may run on
+            following = self.pages[k + 1][:1] if k + 1 < len(self.pages) else []
+            if not (following and self._carries_over(following[0])):
+                self.flush(keep_code=True)
+        self.flush()
+
+    # block kinds
+
+    def table(self, table: Table) -> None:
+        self.flush(end_list=True)
+        previous = self.last_table
+        if (
+            previous is not None
+            and self.out.blocks
+            and self.out.blocks[-1].text.startswith("|")
+            and len(previous.rows[0]) == len(table.rows[0])
+            and (not table.header or table.rows[0] == previous.rows[0])
+        ):
+            # a table continued on the next page (its header row repeated or not)
+            rows = table.rows[1:] if table.header else list(table.rows)
+            cut_row = rows and not rows[0][0] and any(rows[0])
+            if rows and (previous.open_bottom and table.open_top or cut_row):
+                cut = rows.pop(0)  # one row cut in two by the page break
+                previous.rows[-1] = [
+                    f"{a} {b}".strip()
+                    for a, b in zip(previous.rows[-1], cut, strict=False)
+                ]
+            previous.rows += rows
+            previous.open_bottom = table.open_bottom
+            self.out.blocks.pop()
+            self.out.counts[
+                "tables_with_header" if previous.header else "tables_without_header"
+            ] -= 1
+            self.out.page = previous.page
+            self.out.table(_escaped(previous.rows), previous.header)
+            return
+        self.out.page = table.page
+        self.out.table(_escaped(table.rows), table.header)
+        self.last_table = table
+
+    def line(self, line: Line) -> None:
+        text = line.text
+        self.out.page = line.page
+        wrapped = (self.paragraph or self.item) and line.box is None
+        if wrapped and self._follows(line):
+            pass  # inline code wrapped onto a line of its own
+        elif self._is_code(line):
+            if self.code and not _same_code_block(self.code[-1], line):
+                self.flush(end_list=True)  # the gap between two code blocks
+            self.flush(keep_code=True, end_list=True)
+            self.code.append(line)
+            return
+        if self.code:
+            self.flush(end_list=True)
+        level = self._heading_level(line)
+        if level >= 4 and (
+            self._continues(line)
+            or self._carries_over(line)
+            or id(line) in self.bold_prose
+        ):
+            level = 0  # bold running text, or a bold end of a sentence wrapped
+        if level:
+            self.flush(end_list=True)
+            self.last_table = None
+            last = self.out.blocks[-1] if self.out.blocks else None
+            prefix = "#" * level + " "
+            if (
+                last is not None
+                and last.text.startswith(prefix)
+                and self.prev_heading is not None
+                and self._follows(line, self.prev_heading)
+            ):  # a heading wrapped over two lines
+                last.text += " " + escape(text)
+            else:
+                self.out.heading(level, escape(text))
+            self.prev_heading = line
+            return
+        self.prev_heading = None
+        marker = BULLET_RE.match(text) or _NUMBER_RE.match(text)
+        if marker:
+            self.flush()
+            self._start_item(line, marker)
+            return
+        goes_on = self._follows(line) or self._carries_over(line)
+        if self.item is not None and line.x0 >= self.item_x - 2 and goes_on:
+            self.item.append(text)
+            self.prev = line
+            return
+        if self.paragraph and not goes_on:
+            self.flush()
+        if self.item is not None:
+            self.flush(end_list=True)
+        self.paragraph.append(line)
+        self.prev = line
+
+    def _is_code(self, line: Line) -> bool:
+        """Monospaced, and in a shaded box or no bigger than the body text and
+        not bold (a heading in a monospaced font is a heading)."""
+        if not line.is_mono() or line.text.startswith("• "):
+            return False
+        if line.box is not None:
+            return True
+        return line.size <= self.body * 1.05 and not line.is_bold()
+
+    def _heading_level(self, line: Line) -> int:
+        ratio = line.size / self.body
+        if len(line.text) > 200:
+            return 0
+        if ratio >= 1.8:
+            return 1
+        if ratio >= 1.35:
+            return 2
+        if ratio >= 1.11:  # 11 pt text beside tables in 10 pt (1.1) is text
+            return 3
+        # a short bold line of its own: levels 4 and 5 (body size and smaller)
+        if (
+            not line.is_bold()
+            or len(line.text) >= TITLE_CHARS
+            or line.text.endswith((".", ","))
+        ):
+            return 0
+        if ratio >= 0.95:
+            return 4
+        return 5 if ratio >= 0.78 else 0
+
+    def _bold_prose(self, items: list[Line | Table]) -> set[int]:
+        """The ids of a page's lines of bold running text. Bold lines of body
+        size look like headings (levels 4 and 5); they are text when their block
+        (the bold lines at line spacing) is too long for a title or reads as a
+        sentence, or when the block's last line fills the width and a line in
+        regular weight starting with a lowercase word goes on from it at line
+        spacing (a paragraph opening with a bold phrase). A title wrapped over
+        two lines stays one. One pass: each line joins one block."""
+        prose: set[int] = set()
+        block: list[Line] = []
+        chars, sentence, text = 0, False, False
+        for it in [*items, None]:
+            line = it if isinstance(it, Line) and not self._is_code(it) else None
+            if line is not None and self._bold_body(line):
+                if block and not self._follows(line, block[-1]):
+                    block, chars, sentence, text = [], 0, False, False
+                tail = block[-1].text[-3:] + " " if block else ""
+                sentence = sentence or bool(_SENTENCE_RE.search(tail + line.text))
+                chars += len(line.text) + 1
+                block.append(line)
+                text = text or (
+                    len(block) > 1
+                    and (
+                        sentence
+                        or chars > TITLE_CHARS
+                        or line.text.endswith(_SENTENCE_ENDS + (":",))
+                    )
+                )
+                if text:
+                    prose.update(id(ln) for ln in block)
+                    block = [line]  # counted: only its last line is looked at
+                continue
+            if block and line is not None and self._runs_into(block[-1], line):
+                prose.update(id(ln) for ln in block)
+            block, chars, sentence, text = [], 0, False, False
+        return prose
+
+    def _bold_body(self, line: Line) -> bool:
+        """Bold, about the body text's size: a heading of level 4 or 5 when
+        short and alone."""
+        return line.is_bold() and 0.78 <= line.size / self.body < 1.1
+
+    def _runs_into(self, bold: Line, line: Line) -> bool:
+        """Whether the sentence of a bold line as wide as the text goes on in
+        `line`, set under it at line spacing."""
+        return (
+            line.text[:1].islower()
+            and self._follows(line, bold)
+            and bold.x1 - bold.x0 >= 0.85 * (line.x1 - line.x0)
+        )
+
+    def _carries_over(self, line: Line) -> bool:
+        """Whether `line`, the first on its page, goes on with the open paragraph
+        or list item that the previous page ended: same size and left edge, the
+        last line there filling the width (it wraps) and its sentence unfinished,
+        going on with a lowercase word here."""
+        prev = getattr(self, "prev", None)
+        if not (self.paragraph or self.item) or prev is None:
+            return False
+        if not isinstance(line, Line) or line.page != prev.page + 1:
+            return False
+        if self.item is not None:  # under the item's text, past its marker
+            aligned = self.item_x - 2 <= line.x0 <= self.item_x + 3 * line.size
+        else:  # under the paragraph's text (its first line may be indented)
+            aligned = line.x0 - 2 <= prev.x0 <= line.x0 + 2 * line.size
+        return (
+            aligned
+            and prev.x1 >= self.rights[prev.page - 1] - 6 * prev.size
+            and line.box is None
+            and abs(prev.size - line.size) < 1
+            and not prev.text.endswith(_SENTENCE_ENDS + (":",))
+            and line.text[:1].islower()
+            and not line.is_mono()
+        )
+
+    def _continues(self, line: Line) -> bool:
+        """Whether `line` goes on with the open paragraph or list item: set at
+        line spacing under a line that does not end its sentence (a bold phrase
+        wrapped onto a line of its own looks like a body-size heading)."""
+        prev = getattr(self, "prev", None)
+        return bool(
+            (self.paragraph or self.item)
+            and prev is not None
+            and self._follows(line)
+            and not prev.text.rstrip().endswith((".", ":", "!", "?"))
+        )
+
+    def _follows(self, line: Line, prev: Line | None = None) -> bool:
+        prev = prev or getattr(self, "prev", None)
+        if prev is None or prev.page != line.page:
+            return False
+        gap = prev.y - line.y
+        return (
+            0 < gap <= 1.75 * max(prev.size, line.size)
+            and abs(prev.size - line.size) < 1
+        )
+
+    def _start_item(self, line: Line, marker: re.Match) -> None:
+        x = line.x0
+        prev = getattr(self, "prev", None)
+        if (
+            self.list_stack
+            and prev is not None
+            and prev.page == line.page
+            and line.y > prev.top
+            and x > self.list_stack[0] + 3
+        ):  # the list goes on at the top of the next column, at its first level
+            shift = x - self.list_stack[0]
+            self.list_stack = [level + shift for level in self.list_stack]
+        while self.list_stack and x < self.list_stack[-1] - 3:
+            self.list_stack.pop()
+        if not self.list_stack or x > self.list_stack[-1] + 3:
+            self.list_stack.append(x)
+        self.item_depth = len(self.list_stack) - 1
+        numbered = marker.re is _NUMBER_RE
+        self.item_number = int(marker.group(1)) if numbered else None
+        self.item = [marker.group(2)]
+        self.item_x = x
+        self.item_page = line.page
+        self.prev = line
+
+    def flush(self, keep_code: bool = False, end_list: bool = False) -> None:
+        page = self.out.page
+        if self.paragraph:
+            self.out.page = self.paragraph[0].page  # where it starts
+            text = join_texts([ln.text for ln in self.paragraph], self.words)
+            self.out.paragraph(escape(text))
+            self.paragraph = []
+        if self.item is not None:
+            self.out.page = self.item_page
+            text = join_texts(self.item, self.words)
+            self.out.item(self.item_depth, escape(text), self.item_number)
+            self.item = None
+        self.out.page = page
+        if end_list:
+            self.list_stack = []
+            self.out.end_list()
+        if self.code and not keep_code:
+            self.out.code(_code_text(self.code))
+            self.code = []
+            self.last_table = None
+
+
+def _escaped(rows: list[list[str]]) -> list[list[str]]:
+    """A table's cells as text of the document: Markdown markup in them escaped
+    (the reader adds the table's own)."""
+    return [[escape(cell) for cell in row] for row in rows]
+
+
+def _same_code_block(prev: Line, line: Line) -> bool:
+    if prev.page != line.page:
+        return prev.box is not None and line.box is not None
+    if prev.box is not None or line.box is not None:
+        return prev.box == line.box
+    return 0 < prev.y - line.y <= 2.6 * max(prev.size, line.size)
+
+
+def _code_text(lines: list[Line]) -> str:
+    left = min(ln.x0 for ln in lines)
+    widths = [(ln.x1 - ln.x0) / len(ln.text) for ln in lines if len(ln.text) > 3]
+    char = statistics.median(widths) if widths else 6.0
+    out = []
+    for prev, ln in zip([None, *lines], lines, strict=False):
+        if prev is not None and prev.page == ln.page:
+            step = prev.y - ln.y
+            out += [""] * max(0, min(round(step / (1.2 * ln.size)) - 1, 3))
+        indent = round((ln.x0 - left) / char) if char > 0 else 0
+        out.append(" " * max(0, min(indent, 80)) + "".join(ln.chars).strip())
+    return "\n".join(out)

@@ -1,0 +1,104 @@
+"""Running headers, footers and page numbers dropped from a PDF's pages.
+
+Lines of the top and bottom margins repeated on many pages (digits aside), page
+numbers, and rows that carry the page number (their number less the page's
+index recurs: "Chapter 2: Naming 3") are dropped, walking in from the page's
+edge only: body text repeated at the same place on two pages stays.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+from kb.readers.pdf_lines import Line, baseline_rows
+from kb.readers.writer import clean
+
+MARGIN_SHARE = 0.1  # top and bottom share of a page searched for running lines
+_PAGE_NUMBER_RE = re.compile(
+    r"^(page\s+)?(\d{1,5}|[ivxlcdm]{1,7})(\s*(/|of)\s*\d{1,5})?$", re.I
+)
+_FOLIO_RE = re.compile(r"^(\d{1,4})\s+\S.*|.*\S\s+(\d{1,4})$")
+
+
+def _margin_key(line: Line, height: float) -> str | None:
+    """Running lines repeat with the same words (digits aside), size and place."""
+    text = re.sub(r"\d+", "#", clean(line.text).lower())
+    return f"{round(line.size * 2)} {round(line.y / 5)} {text}"
+
+
+def _margin_rows(lines: list[Line]) -> dict[int, str]:
+    """The text of each row of a page's margin lines, left to right."""
+    rows: dict[int, list[Line]] = {}
+    for ln in lines:
+        rows.setdefault(round(ln.y), []).append(ln)
+    return {y: " ".join(ln.text for ln in sorted(row, key=lambda ln: ln.x0))
+            for y, row in rows.items()}  # fmt: skip
+
+
+def _folio_offset(text: str, index: int) -> int | None:
+    """A row's leading or trailing number less the page's index, if any."""
+    found = _FOLIO_RE.fullmatch(text.strip())
+    return found and int(found.group(1) or found.group(2)) - index
+
+
+def drop_running_lines(pages) -> int:
+    """Drop lines of the top and bottom margins repeated on many pages, and page
+    numbers there; return how many lines were dropped."""
+    tops = [max((ln.top for ln in lines), default=0) for lines, _ in pages]
+    bottoms = [min((ln.y for ln in lines), default=0) for lines, _ in pages]
+    height = max(tops, default=0) - min(bottoms, default=0) or 1
+
+    def in_margin(line: Line, i: int) -> bool:
+        return (
+            line.top >= tops[i] - MARGIN_SHARE * height
+            or line.y <= bottoms[i] + MARGIN_SHARE * height
+        )
+
+    seen: Counter[str] = Counter()
+    for i, (lines, _) in enumerate(pages):
+        seen.update({_margin_key(ln, height) for ln in lines if in_margin(ln, i)})
+    threshold = max(2, len(pages) // 2) if len(pages) > 1 else 10**9
+    # Running heads that change by chapter ("Chapter 2: Naming 3") repeat on few
+    # pages, but carry the page number: its offset to the page's index recurs.
+    sizes: Counter[float] = Counter()
+    for lines, _ in pages:
+        for ln in lines:
+            sizes[round(ln.size, 1)] += len(ln.text)
+    body = sizes.most_common(1)[0][0] if sizes else 0.0
+    # no bigger than the body text: a chapter's heading ("2 Naming") is no folio
+    rows = [_margin_rows([ln for ln in lines if in_margin(ln, i)
+                          and ln.size <= body * 1.05])
+            for i, (lines, _) in enumerate(pages)]  # fmt: skip
+    offsets = Counter(
+        off
+        for i, page_rows in enumerate(rows)
+        for off in {_folio_offset(text, i) for text in page_rows.values()}
+        if off is not None
+    )
+    folios = {off for off, n in offsets.items() if n >= 3}
+    removed = 0
+    for i, (lines, _) in enumerate(pages):
+
+        def running(ln: Line, i: int = i) -> bool:
+            return in_margin(ln, i) and bool(
+                seen[_margin_key(ln, height)] >= threshold
+                or _PAGE_NUMBER_RE.match(ln.text)
+                or _folio_offset(rows[i].get(round(ln.y), ""), i) in folios
+            )
+
+        # Only the rows between the page's edge and its body: walking in from
+        # the top and from the bottom, a row that is not all running (the page
+        # number beside a line of text aside) ends the walk, so body text
+        # repeated at the same place on two pages stays.
+        drop: set[int] = set()
+        by_baseline = baseline_rows(lines)
+        for walk in (by_baseline, by_baseline[::-1]):
+            for row in walk:
+                found = [ln for ln in row if running(ln)]
+                drop.update(id(ln) for ln in found)
+                if len(found) < len(row):
+                    break
+        removed += len(drop)
+        lines[:] = [ln for ln in lines if id(ln) not in drop]
+    return removed
