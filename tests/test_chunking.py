@@ -29,7 +29,7 @@ from kb.chunking import (
 from kb.decoding import decode_upload
 from kb.embedding import count_tokens, get_embedder
 from kb.parsing import Document, ParseError, parse, parse_markdown
-from tests.test_parsing import NESTED_50, markdown_documents
+from tests.markdown_samples import NESTED_50, markdown_documents
 
 DEMO_DIR = Path(settings.BASE_DIR) / "kb" / "demo" / "content"
 BUDGETS = st.sampled_from([24, 60, 200, 254])

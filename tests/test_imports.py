@@ -322,3 +322,51 @@ class SlowMarkTestCase(SimpleTestCase):
                 "    run_burst_worker()\n"
             )
             self.assertEqual(unmarked_worker_tests(path), ["test_a", "test_d"])
+
+
+def imported_test_modules(path: Path) -> list[str]:
+    """The other test modules (tests/test_*.py) a file imports: what tests
+    share belongs in a helper module (tests/base.py, tests/syncing.py, …), so
+    that running one test file never collects another's tests."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+            names = names[:1] if _is_test_module(node.module) else names[1:]
+        elif isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        else:
+            continue
+        found += [n for n in names if _is_test_module(n)]
+    return sorted(set(found))
+
+
+def _is_test_module(dotted: str) -> bool:
+    parts = dotted.split(".")
+    return len(parts) == 2 and parts[0] == "tests" and parts[1].startswith("test_")
+
+
+class TestModulesApartTestCase(SimpleTestCase):
+    """Issue #31: test modules import no other test module."""
+
+    def test_no_test_module_imports_another(self):
+        found = [
+            f"{path.name}: {', '.join(names)}"
+            for path in sorted((ROOT / "tests").glob("*.py"))
+            if (names := imported_test_modules(path))
+        ]
+        self.assertEqual(found, [], "\n".join(found))
+
+    def test_it_sees_both_forms(self):
+        with tempfile.TemporaryDirectory() as folder:
+            path = Path(folder) / "test_x.py"
+            path.write_text(
+                "from tests.test_parsing import NESTED\n"
+                "import tests.test_golden\n"
+                "from tests import test_sync\n"
+                "from tests.base import make_users\n"
+            )
+            self.assertEqual(
+                imported_test_modules(path),
+                ["tests.test_golden", "tests.test_parsing", "tests.test_sync"],
+            )
