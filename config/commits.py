@@ -56,8 +56,10 @@ def since(ref: str) -> list[tuple[str, str]]:
     """(commit, message) of the commits after `ref` on HEAD, oldest first."""
     out = subprocess.run(
         ["git", "log", "--reverse", "--format=%H%x00%B%x01", f"{ref}..HEAD"],
-        capture_output=True, text=True, check=True,
-    ).stdout  # fmt: skip
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     commits = []
     for record in out.split("\x01"):
         if "\x00" in record:

@@ -458,21 +458,31 @@ def _run_valkey(vdir: Path, sock: Path, password: str) -> None:
     args = [
         str(get_binary_path()),
         "-",  # the rest of the configuration (the password) from stdin, not argv
-        "--port", "0",  # no TCP at all
-        "--unixsocket", str(sock),
-        "--unixsocketperm", "600",
-        "--daemonize", "yes",
-        "--pidfile", str(vdir / "valkey.pid"),
-        "--logfile", str(vdir / "valkey.log"),
-        "--dir", str(vdir),
-        "--save", "60 1",
+        "--port",
+        "0",  # no TCP at all
+        "--unixsocket",
+        str(sock),
+        "--unixsocketperm",
+        "600",
+        "--daemonize",
+        "yes",
+        "--pidfile",
+        str(vdir / "valkey.pid"),
+        "--logfile",
+        str(vdir / "valkey.log"),
+        "--dir",
+        str(vdir),
+        "--save",
+        "60 1",
         # A crash loses at most a second of queued jobs (issue #26): every write
         # is logged and the log synced each second, beside the snapshots. A
         # server started with it but without its log would load nothing, not the
         # snapshot: the first time, the log is turned on once it runs (below).
-        "--appendonly", "yes" if has_log else "no",
-        "--appendfsync", "everysec",
-    ]  # fmt: skip
+        "--appendonly",
+        "yes" if has_log else "no",
+        "--appendfsync",
+        "everysec",
+    ]
     acl = f"user default off\nuser {VALKEY_USER} on >{password} ~* &* +@all\n"
     # umask: the dump, log, append-only and pid files are the owner's only.
     subprocess.run(

@@ -306,9 +306,10 @@ KB_MODEL_DIR = os.environ.get("KB_MODEL_DIR", "")
 # commas: sentence-transformers layouts of BERT encoders with mean pooling and 384
 # dimensions (kb/embedding_models.py), each named by its folder's name.
 KB_EXTRA_MODELS = [
-    path.strip() for path in os.environ.get("KB_EXTRA_MODELS", "").split(",")
+    path.strip()
+    for path in os.environ.get("KB_EXTRA_MODELS", "").split(",")
     if path.strip()
-]  # fmt: skip
+]
 # Tokens the default model (all-MiniLM-L6-v2 or KB_MODEL_DIR) reads, [CLS]/[SEP]
 # included; 0 = the max_seq_length of sentence_bert_config.json. Other models of
 # kb/embedding_models.py always take their own.

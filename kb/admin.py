@@ -107,10 +107,18 @@ class CollectionAdmin(BulkDelete, StaffPages, CollectionScoped, admin.ModelAdmin
     search_fields = ["name", "description"]
     # Set by evaluation runs and jobs, not by hand: a floor is only ever raised
     # (from a run, on the dashboard), and a scratch copy is made by a run.
-    readonly_fields = ["policy_link", "off_topic_floor", "is_scratch", "live",
-                       "recall_floor", "answer_floor", "floor_run",
-                       "terms_counted",
-                       "terms_chunks", "created"]  # fmt: skip
+    readonly_fields = [
+        "policy_link",
+        "off_topic_floor",
+        "is_scratch",
+        "live",
+        "recall_floor",
+        "answer_floor",
+        "floor_run",
+        "terms_counted",
+        "terms_chunks",
+        "created",
+    ]
     exclude = ["metadata_policy"]
 
     def get_queryset(self, request):
@@ -260,15 +268,27 @@ class SourceAdmin(BulkDelete, StaffPages, CollectionScoped, admin.ModelAdmin):
     fieldsets = [
         (None, {"fields": ["collection", "title", "file_name", "file_link"]}),
         (gettext_lazy("Language"), {"fields": ["language", "detected_language"]}),
-        (gettext_lazy("Index"), {"fields": ["status_badge", "progress_display",
-                                            "error", "rejection_link", "indexed",
-                                            "content_hash"]}),
+        (
+            gettext_lazy("Index"),
+            {
+                "fields": [
+                    "status_badge",
+                    "progress_display",
+                    "error",
+                    "rejection_link",
+                    "indexed",
+                    "content_hash",
+                ]
+            },
+        ),
         (gettext_lazy("Statistics"), {"fields": ["statistics"]}),
         (gettext_lazy("Reading"), {"fields": ["reading"]}),
-        (gettext_lazy("Metadata"), {"fields": ["author", "tags", "url", "doc_version",
-                                               "deprecated", "extra"]}),
+        (
+            gettext_lazy("Metadata"),
+            {"fields": ["author", "tags", "url", "doc_version", "deprecated", "extra"]},
+        ),
         (gettext_lazy("Text"), {"classes": ["collapse"], "fields": ["text"]}),
-    ]  # fmt: skip
+    ]
     change_list_template = "admin/kb/source/change_list.html"
     change_form_template = "admin/kb/source/change_form.html"
 
@@ -472,13 +492,16 @@ def reading_context(source: Source) -> dict:
         "source": source,
         "format": readers.format_of(source.file_name).upper(),
         "summary": summary,
-        "counts": [(label, summary.get(key, 0)) for key, label in READING_COUNTS
-                   if key in summary or key not in ("pages", "running_lines_removed")],
+        "counts": [
+            (label, summary.get(key, 0))
+            for key, label in READING_COUNTS
+            if key in summary or key not in ("pages", "running_lines_removed")
+        ],
         "tables_without_header": summary.get("tables_without_header", 0),
         "chars_per_page": [
             {"number": i, "chars": n, "empty": n == 0} for i, n in enumerate(chars, 1)
         ],
-    }  # fmt: skip
+    }
 
 
 def _mark_lost_jobs(sources) -> None:
@@ -534,8 +557,18 @@ class ChunkAdmin(ReadOnly, CollectionScoped, admin.ModelAdmin):
     show_full_result_count = False
     exclude = ["embedding"]
     readonly_fields = ["side_by_side", "metadata"]
-    fields = ["source", "section", "chunk_index", "kind", "start", "end",
-              "token_count", "is_fallback", "metadata", "side_by_side"]  # fmt: skip
+    fields = [
+        "source",
+        "section",
+        "chunk_index",
+        "kind",
+        "start",
+        "end",
+        "token_count",
+        "is_fallback",
+        "metadata",
+        "side_by_side",
+    ]
 
     def get_queryset(self, request):
         return _without_texts(super().get_queryset(request), "source", "section")
@@ -574,11 +607,21 @@ class OverflowRejectionAdmin(ReadOnly, CollectionScoped, admin.ModelAdmin):
         "reason_text",
         "section_link",
     ]
-    list_filter = [("source__collection", admin.RelatedOnlyFieldListFilter),
-                   ("source", admin.RelatedOnlyFieldListFilter)]  # fmt: skip
+    list_filter = [
+        ("source__collection", admin.RelatedOnlyFieldListFilter),
+        ("source", admin.RelatedOnlyFieldListFilter),
+    ]
     list_select_related = ["source"]
-    readonly_fields = ["source", "heading_path", "chunk_index", "token_count",
-                       "content_tokens", "window", "reason_text", "text"]  # fmt: skip
+    readonly_fields = [
+        "source",
+        "heading_path",
+        "chunk_index",
+        "token_count",
+        "content_tokens",
+        "window",
+        "reason_text",
+        "text",
+    ]
 
     def get_queryset(self, request):
         return _without_texts(super().get_queryset(request), "source")
@@ -616,10 +659,22 @@ class StaleSpansFilter(admin.SimpleListFilter):
 class GoldenCaseAdmin(StaffPages, CollectionScoped, admin.ModelAdmin):
     staff_urls = staff_pages.GOLDEN_CASE
     form = GoldenCaseForm
-    list_display = ["external_id", "question", "kind", "collection", "span_count",
-                    "is_real_question", "on_answer"]  # fmt: skip
-    list_filter = ["kind", ("collection", admin.RelatedOnlyFieldListFilter),
-                   StaleSpansFilter, "is_real_question", "on_answer"]  # fmt: skip
+    list_display = [
+        "external_id",
+        "question",
+        "kind",
+        "collection",
+        "span_count",
+        "is_real_question",
+        "on_answer",
+    ]
+    list_filter = [
+        "kind",
+        ("collection", admin.RelatedOnlyFieldListFilter),
+        StaleSpansFilter,
+        "is_real_question",
+        "on_answer",
+    ]
     list_select_related = ["collection"]
     search_fields = ["question", "external_id"]
     readonly_fields = ["spans_in_context", "span_picker"]
@@ -663,11 +718,18 @@ class GoldenCaseAdmin(StaffPages, CollectionScoped, admin.ModelAdmin):
             source = sources.get(span["file"])
             text = source.text if source else ""
             s, e = span["start"], span["end"]
-            rows.append(format_html(
-                "<p><strong>{}</strong> [{}:{}]<br><span class='kb-pre-wrap'>"
-                "…{}<mark>{}</mark>{}…</span></p>",
-                span["file"], s, e, text[max(0, s - 120):s], text[s:e], text[e:e + 120],
-            ))  # fmt: skip
+            rows.append(
+                format_html(
+                    "<p><strong>{}</strong> [{}:{}]<br><span class='kb-pre-wrap'>"
+                    "…{}<mark>{}</mark>{}…</span></p>",
+                    span["file"],
+                    s,
+                    e,
+                    text[max(0, s - 120) : s],
+                    text[s:e],
+                    text[e : e + 120],
+                )
+            )
             if problem := golden.span_problem(span, source):
                 rows.append(format_html('<p class="errornote">{}</p>', problem))
         return format_html_join("", "{}", ((r,) for r in rows))
@@ -706,8 +768,16 @@ class EvalRunAdmin(StaffPages, CollectionScoped, admin.ModelAdmin):
     staff_urls = staff_pages.EVAL_RUN
     list_display = ["__str__", "status", "recall", "created", "finished"]
     list_filter = ["status", ("collection", admin.RelatedOnlyFieldListFilter)]
-    readonly_fields = ["collection", "status", "config", "aggregate", "progress",
-                       "error", "created", "finished"]  # fmt: skip
+    readonly_fields = [
+        "collection",
+        "status",
+        "config",
+        "aggregate",
+        "progress",
+        "error",
+        "created",
+        "finished",
+    ]
     exclude = ["cases"]
     change_list_template = "admin/kb/evalrun/change_list.html"
 
@@ -740,11 +810,25 @@ class QuestionAdmin(StaffPages, ReadOnly, CollectionScoped, admin.ModelAdmin):
     staff_urls = staff_pages.QUESTION
     """The question log: read-only; pruned by age and size (kb/questions.py)."""
 
-    list_display = ["question", "collection", "user", "created", "repeats",
-                    "answerer", "is_declined", "feedback", "similarity",
-                    "latency"]  # fmt: skip
-    list_filter = [("collection", admin.RelatedOnlyFieldListFilter), "is_declined",
-                   FeedbackFilter, "created", "handled"]  # fmt: skip
+    list_display = [
+        "question",
+        "collection",
+        "user",
+        "created",
+        "repeats",
+        "answerer",
+        "is_declined",
+        "feedback",
+        "similarity",
+        "latency",
+    ]
+    list_filter = [
+        ("collection", admin.RelatedOnlyFieldListFilter),
+        "is_declined",
+        FeedbackFilter,
+        "created",
+        "handled",
+    ]
     list_select_related = ["collection", "user"]
     search_fields = ["question", "answer", "note", "user__username"]
     date_hierarchy = "created"
@@ -796,8 +880,15 @@ class ReplayReportAdmin(ReadOnly, CollectionScoped, admin.ModelAdmin):
     list_display = ["__str__", "status", "replayed", "changed_count", "created"]
     list_filter = ["status", ("collection", admin.RelatedOnlyFieldListFilter)]
     exclude = ["changed"]
-    readonly_fields = ["collection", "status", "replayed", "error", "created",
-                       "finished", "changed_answers"]  # fmt: skip
+    readonly_fields = [
+        "collection",
+        "status",
+        "replayed",
+        "error",
+        "created",
+        "finished",
+        "changed_answers",
+    ]
 
     @admin.display(description=gettext_lazy("Changed answers"))
     def changed_count(self, obj: ReplayReport) -> int:
@@ -815,8 +906,15 @@ class ApiTokenAdmin(admin.ModelAdmin):
     """Superusers only. Tokens are made by `kb_token USERNAME`, which prints the
     secret once; only its hash is stored, so no page can show it."""
 
-    list_display = ["name", "user", "created", "last_used", "expires", "revoked",
-                    "state"]  # fmt: skip
+    list_display = [
+        "name",
+        "user",
+        "created",
+        "last_used",
+        "expires",
+        "revoked",
+        "state",
+    ]
     list_filter = ["revoked", "expires"]
     list_select_related = ["user"]
     search_fields = ["name", "user__username"]
@@ -855,8 +953,18 @@ class ApiTokenAdmin(admin.ModelAdmin):
 
 RECENT_RUNS = 20  # runs shown on a sync source's page; all in the sync runs list
 
-_RUN_COLUMNS = ["started", "status", "seen", "added", "changed", "renamed",
-                "deleted", "unchanged", "chunks_embedded", "chunks_reused"]  # fmt: skip
+_RUN_COLUMNS = [
+    "started",
+    "status",
+    "seen",
+    "added",
+    "changed",
+    "renamed",
+    "deleted",
+    "unchanged",
+    "chunks_embedded",
+    "chunks_reused",
+]
 
 
 @admin.register(SyncRun)
@@ -888,12 +996,25 @@ class SyncSourceAdmin(CollectionScoped, admin.ModelAdmin):
     (kb.sync, issue #30)."""
 
     form = SyncSourceForm
-    list_display = ["name", "collection", "kind", "location", "schedule",
-                    "last_run_status", "last_success"]  # fmt: skip
+    list_display = [
+        "name",
+        "collection",
+        "kind",
+        "location",
+        "schedule",
+        "last_run_status",
+        "last_success",
+    ]
     list_filter = ["kind", ("collection", admin.RelatedOnlyFieldListFilter)]
     search_fields = ["name", "location"]
-    readonly_fields = ["seen", "created", "token_stored", "deploy_key_stored",
-                       "freshness", "recent_runs"]  # fmt: skip
+    readonly_fields = [
+        "seen",
+        "created",
+        "token_stored",
+        "deploy_key_stored",
+        "freshness",
+        "recent_runs",
+    ]
     actions = ["sync_now"]
 
     @admin.display(description=gettext_lazy("Token"))
@@ -956,9 +1077,10 @@ class SyncSourceAdmin(CollectionScoped, admin.ModelAdmin):
     def recent_runs(self, obj: SyncSource) -> str:
         runs = obj.runs.order_by("-started")[:RECENT_RUNS]
         head = format_html_join(
-            "", "<th>{}</th>",
+            "",
+            "<th>{}</th>",
             ((SyncRun._meta.get_field(c).verbose_name,) for c in _RUN_COLUMNS),
-        )  # fmt: skip
+        )
         rows = format_html_join(
             "",
             "<tr><td><a href='{}'>{}</a></td><td>{}</td>{}</tr>",
@@ -971,7 +1093,7 @@ class SyncSourceAdmin(CollectionScoped, admin.ModelAdmin):
                         "",
                         "<td>{}</td>",
                         ((getattr(run, c),) for c in _RUN_COLUMNS[2:]),
-                    ),  # fmt: skip
+                    ),
                 )
                 for run in runs
             ),

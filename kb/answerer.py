@@ -828,8 +828,11 @@ def _items_after(chosen: list[Sentence], i: int, intro: Sentence) -> list[Senten
         return []
     items = []
     for s in chosen[i:]:
-        if not (is_list_item(s.text) and s.location is intro.location
-                and s.citation == intro.citation):  # fmt: skip
+        if not (
+            is_list_item(s.text)
+            and s.location is intro.location
+            and s.citation == intro.citation
+        ):
             break
         items.append(s)
     return items

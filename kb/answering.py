@@ -212,9 +212,12 @@ def link_citations(citations: list[Citation]) -> None:
     versions = indexed_versions({c.source_id for c in citations})
     for cite in citations:
         cite.url = citation_url(
-            cite.section_id, cite.start, cite.end,
-            cite.source_id, versions.get(cite.source_id),
-        )  # fmt: skip
+            cite.section_id,
+            cite.start,
+            cite.end,
+            cite.source_id,
+            versions.get(cite.source_id),
+        )
 
 
 def cover_chunks(citations: list[Citation]) -> None:

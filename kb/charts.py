@@ -47,9 +47,17 @@ def histogram_svg(
         '<rect width="100%" height="100%" fill="#fafafa"/>{}'
         '<line x1="{}" x2="{}" y1="0" y2="{}" stroke="#c62828"/>'
         '<text x="{}" y="10" font-size="10" fill="#c62828">window {}</text></svg>',
-        width, height + 2, width, height + 2, bars,
-        _f(x_limit), _f(x_limit), height, _f(max(0, x_limit - 60)), limit,
-    )  # fmt: skip
+        width,
+        height + 2,
+        width,
+        height + 2,
+        bars,
+        _f(x_limit),
+        _f(x_limit),
+        height,
+        _f(max(0, x_limit - 60)),
+        limit,
+    )
 
 
 def source_statistics(stats: dict[str, Any]) -> str:
@@ -100,8 +108,11 @@ def line_chart_svg(points: list[float], width: int = 320, height: int = 80) -> s
     return format_html(
         '<svg role="img" aria-label="Recall over time" width="{}" height="{}">'
         '<polyline fill="none" stroke="#4a7fb5" stroke-width="2" points="{}"/>{}</svg>',
-        width, height, path, dots,
-    )  # fmt: skip
+        width,
+        height,
+        path,
+        dots,
+    )
 
 
 def _f(value: float) -> str:

@@ -32,8 +32,11 @@ def context(params: QueryDict, user) -> dict[str, Any]:
     )
     # The headline, the chart and the floor are about the live configuration (what
     # staff get); runs under other settings are experiments beside it.
-    live = [r for r in runs if r.status == EvalRun.Status.DONE
-            and not evaluation.is_experiment(r)]  # fmt: skip
+    live = [
+        r
+        for r in runs
+        if r.status == EvalRun.Status.DONE and not evaluation.is_experiment(r)
+    ]
     latest = _run(runs, params.get("run")) or (live[0] if live else None)
     shadows = reindexing.shown(collection)
     working = [r for r in shadows if r["open"] and not r["can_decide"]]
@@ -201,8 +204,11 @@ def _comparison(runs: list[EvalRun], a: str | None, b: str | None) -> dict | Non
     if not (before and after):
         return {"error": gettext("Choose one of the runs below as A and another as B.")}
     if before == after:
-        return {"error": gettext("Choose two different runs: a run compared with "
-                                 "itself says nothing.")}  # fmt: skip
+        return {
+            "error": gettext(
+                "Choose two different runs: a run compared with itself says nothing."
+            )
+        }
     for run in (before, after):
         if run.status != EvalRun.Status.DONE:
             status = _status_words(run)
@@ -220,7 +226,7 @@ def _comparison(runs: list[EvalRun], a: str | None, b: str | None) -> dict | Non
                 _figure(after.aggregate.get(key), digits),
             )
             for key, label, digits in COMPARED
-        ],  # fmt: skip
+        ],
         **evaluation.compare(before.cases, after.cases, before.config, after.config),
     }
 

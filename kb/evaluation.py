@@ -329,8 +329,9 @@ def unlike(
     for key, name in [("top_k", "k"), ("context_budget", "context budget")]:
         old, new = before_config.get(key), after_config.get(key)
         if old != new:  # "?": a run recorded without it
-            reasons.append(f"{name} {'?' if old is None else old} vs "
-                           f"{'?' if new is None else new}")  # fmt: skip
+            reasons.append(
+                f"{name} {'?' if old is None else old} vs {'?' if new is None else new}"
+            )
     old_ids = {c["id"] for c in before}
     new_ids = {c["id"] for c in after}
     if new_ids - old_ids:
@@ -391,9 +392,13 @@ CONFIG_FIELDS = Collection.CONFIG_FIELDS
 
 # A run's overrides of these apply to the live index (evaluate's options); the
 # others (index_config.INDEX_FIELDS) need an index of their own, on a scratch copy.
-RETRIEVAL_OPTIONS = {"top_k": "k", "context_budget": "budget", "retrieval_mode": "mode",
-                     "strategy": "strategy",
-                     "late_interaction": "late_interaction"}  # fmt: skip
+RETRIEVAL_OPTIONS = {
+    "top_k": "k",
+    "context_budget": "budget",
+    "retrieval_mode": "mode",
+    "strategy": "strategy",
+    "late_interaction": "late_interaction",
+}
 
 
 def config_of(
@@ -562,8 +567,10 @@ def execute_run(run_id: int) -> EvalRun:
                 target, lambda i, n: _progress(run, stage="indexing", done=i, total=n)
             )
         # Stale spans cannot be covered: such cases are reported, not scored.
-        stale = [{k: c[k] for k in ("id", "question", "problems")}
-                 for c in stale_cases(collection)]  # fmt: skip
+        stale = [
+            {k: c[k] for k in ("id", "question", "problems")}
+            for c in stale_cases(collection)
+        ]
         left_out = {c["id"] for c in stale}
         cases = [c for c in cases_of(collection) if c["id"] not in left_out]
         outcome = evaluate(
@@ -575,10 +582,15 @@ def execute_run(run_id: int) -> EvalRun:
         found = config_of(
             target, overrides.get("strategy"), overrides.get("late_interaction")
         )
-        run.config = {**found, **retrieval, "overrides": overrides,
-                      "scratch": bool(rebuild), "cases": len(cases),
-                      "stale_cases": stale,
-                      "sources_left_out": not_indexed}  # fmt: skip
+        run.config = {
+            **found,
+            **retrieval,
+            "overrides": overrides,
+            "scratch": bool(rebuild),
+            "cases": len(cases),
+            "stale_cases": stale,
+            "sources_left_out": not_indexed,
+        }
         run.aggregate = outcome["aggregate"]
         run.cases = outcome["cases"]
         run.status = EvalRun.Status.DONE
@@ -589,9 +601,10 @@ def execute_run(run_id: int) -> EvalRun:
             questions.close_answered(collection, passed, run.pk)
     except Exception as exc:
         EvalRun.objects.filter(pk=run.pk).update(
-            status=EvalRun.Status.FAILED, error=f"{type(exc).__name__}: {exc}",
+            status=EvalRun.Status.FAILED,
+            error=f"{type(exc).__name__}: {exc}",
             finished=timezone.now(),
-        )  # fmt: skip
+        )
         raise
     finally:
         if target is not collection:
@@ -609,8 +622,10 @@ def _not_indexed(collection: Collection) -> list[str]:
     if names:
         logger.info(
             "evaluation copy of %s leaves out %d source(s) not in the live index: %s",
-            collection, len(names), ", ".join(names),
-        )  # fmt: skip
+            collection,
+            len(names),
+            ", ".join(names),
+        )
     return names
 
 
@@ -686,10 +701,15 @@ def changed_between(
         prev = old.get(case["id"])
         if prev is not None and held(prev, measure) != held(case, measure):
             changes.append(
-                {"id": case["id"], "question": case.get("question", ""),
-                 "kind": case.get("kind", ""), "before": held(prev, measure),
-                 "after": held(case, measure), "measure": measure}
-            )  # fmt: skip
+                {
+                    "id": case["id"],
+                    "question": case.get("question", ""),
+                    "kind": case.get("kind", ""),
+                    "before": held(prev, measure),
+                    "after": held(case, measure),
+                    "measure": measure,
+                }
+            )
     return changes
 
 
@@ -727,8 +747,10 @@ def can_raise_floor(collection: Collection, run: EvalRun) -> bool:
     to and above it on one (a floor not set yet is raised by any figure)."""
     if run.status != EvalRun.Status.DONE or is_experiment(run):
         return False
-    pairs = [(figure(run.aggregate, m), floor_of(collection, m))
-             for m in measures(collection)]  # fmt: skip
+    pairs = [
+        (figure(run.aggregate, m), floor_of(collection, m))
+        for m in measures(collection)
+    ]
     if any(value is None for value, _ in pairs):
         return False
     if any(floor is not None and value < floor for value, floor in pairs):

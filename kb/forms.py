@@ -612,10 +612,11 @@ class EvalRunForm(forms.Form):
             return data
         built = {**data, **self._strategy_settings()}
         value = {
-            field: getattr(collection, field) if built.get(field) in (None, "")
+            field: getattr(collection, field)
+            if built.get(field) in (None, "")
             else built[field]
             for field in index_config.INDEX_FIELDS
-        }  # fmt: skip
+        }
         fixed = value["chunk_strategy"] == Collection.Strategy.FIXED
         errors = chunking_errors(
             value["chunk_tokens"],
@@ -681,8 +682,15 @@ class GoldenCaseForm(forms.ModelForm):
 
     class Meta:
         model = GoldenCase
-        fields = ["collection", "external_id", "question", "kind", "required_spans",
-                  "on_answer", "from_question"]  # fmt: skip
+        fields = [
+            "collection",
+            "external_id",
+            "question",
+            "kind",
+            "required_spans",
+            "on_answer",
+            "from_question",
+        ]
         widgets = {
             "required_spans": forms.Textarea(attrs={"rows": 8, "cols": 90}),
             # Set by "make a golden case" on the content gaps page.
@@ -803,9 +811,22 @@ class SyncSourceForm(forms.ModelForm):
 
     class Meta:
         model = SyncSource
-        fields = ["name", "collection", "kind", "location", "branch", "subfolder",
-                  "username", "link_template", "url_prefix", "page_limit",
-                  "include", "exclude", "every_minutes", "keep_deleted"]  # fmt: skip
+        fields = [
+            "name",
+            "collection",
+            "kind",
+            "location",
+            "branch",
+            "subfolder",
+            "username",
+            "link_template",
+            "url_prefix",
+            "page_limit",
+            "include",
+            "exclude",
+            "every_minutes",
+            "keep_deleted",
+        ]
 
     def clean(self):
         from kb.sync import secrets

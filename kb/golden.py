@@ -72,8 +72,7 @@ def _json_lines(jsonl: str, parse) -> list[dict[str, Any]]:
     return items
 
 
-CASE_KEYS = ("id", "question", "kind", "required_spans", "real_question",
-             "on_answer")  # fmt: skip
+CASE_KEYS = ("id", "question", "kind", "required_spans", "real_question", "on_answer")
 SPAN_KEYS = ("file", "start", "end", "text", "alternatives")
 
 
@@ -366,8 +365,9 @@ def locate_cases(
                     why.append(f"{one['file']}[{one['start']}:{one['end']}]: {exc}")
             if not found:
                 problems.setdefault(case["id"], []).extend(why)
-                required.append({**span, "file": "", "start": 0, "end": 1,
-                                 "alternatives": []})  # fmt: skip
+                required.append(
+                    {**span, "file": "", "start": 0, "end": 1, "alternatives": []}
+                )
                 continue
             first, *rest = found
             required.append({**first, "alternatives": rest} if rest else first)
@@ -376,9 +376,11 @@ def locate_cases(
 
 
 def _locate(span: dict[str, Any], texts: dict[str, str], skeletons: dict) -> dict:
-    names = [span["file"]] if span["file"] in texts else sorted(
-        n for n in texts if locator.same_document(span["file"], n)
-    )  # fmt: skip
+    names = (
+        [span["file"]]
+        if span["file"] in texts
+        else sorted(n for n in texts if locator.same_document(span["file"], n))
+    )
     if not names:
         raise locator.Unlocatable("no source of that name in the collection")
     for name in names:
@@ -492,9 +494,13 @@ def stale_cases(
         ]
         if any(problems):
             found.append(
-                {"id": case.external_id, "pk": case.pk, "question": case.question,
-                 "problems": [p for p in problems if p]}
-            )  # fmt: skip
+                {
+                    "id": case.external_id,
+                    "pk": case.pk,
+                    "question": case.question,
+                    "problems": [p for p in problems if p],
+                }
+            )
     return found
 
 

@@ -204,7 +204,7 @@ def _check_chunk_count(name: str, total: int) -> None:
                 "file": name,
                 "total": number_format(total, force_grouping=True),
                 "cap": number_format(cap, force_grouping=True),
-            }  # fmt: skip
+            }
         )
 
 
@@ -294,13 +294,16 @@ def _ingest(source: Source, version: int, started: float) -> str:
                 "path": first.data.heading_path,
                 "tokens": first.token_count,
                 "window": prepared.window,
-            }  # fmt: skip
+            }
         )
     vectors, units, keys = _embed(source, version, prepared)
     # Storing a large source takes a while (35,022 chunks: 90 s): say so, rather
     # than "embedding 35022 of 35022" until it is done.
-    storing = {"stage": "storing", "blocks": prepared.blocks,
-               "chunks_total": len(prepared.chunks)}  # fmt: skip
+    storing = {
+        "stage": "storing",
+        "blocks": prepared.blocks,
+        "chunks_total": len(prepared.chunks),
+    }
     if not Source.objects.filter(pk=source.pk, version=version).update(
         progress=storing
     ):
@@ -329,9 +332,12 @@ def read_source(source: Source) -> tuple[readers.Reading | None, parsing.Documen
     data = _original(source) if readers.format_of(name) else b""
     args = (name, data, source.text, source.title, source.is_title_auto)
     reading, text, title, document = run_limited(
-        read_and_parse, *args, name=name, doing="reading and parsing",
+        read_and_parse,
+        *args,
+        name=name,
+        doing="reading and parsing",
         outcome=gettext("the previous version stays live"),
-    )  # fmt: skip
+    )
     source.text, source.title = text, title
     return reading, document
 
@@ -475,9 +481,12 @@ def _embed(source: Source, version: int, prepared: Prepared):
         for i, vector, rows in zip(batch, vectors_found, unit_rows, strict=True):
             vectors[i] = vector
             units[i] = unit_vectors.pack([u[:2] for u in chunks[i].data.units], rows)
-        progress = {"stage": "embedding", "blocks": prepared.blocks,
-                    "chunks_embedded": prepared.reused + start + len(batch),
-                    "chunks_total": total}  # fmt: skip
+        progress = {
+            "stage": "embedding",
+            "blocks": prepared.blocks,
+            "chunks_embedded": prepared.reused + start + len(batch),
+            "chunks_total": total,
+        }
         if not Source.objects.filter(pk=source.pk, version=version).update(
             progress=progress
         ):
@@ -572,8 +581,12 @@ def publish(source, version, prepared: Prepared, embedded, stats, reading=None):
         # With the new text searchable, golden spans follow it (or are flagged).
         spans = golden.reanchor_spans(current)
         if spans["moved"] or spans["stale"]:
-            logger.info("%s: golden spans moved %d, stale %d", current.file_name,
-                        spans["moved"], spans["stale"])  # fmt: skip
+            logger.info(
+                "%s: golden spans moved %d, stale %d",
+                current.file_name,
+                spans["moved"],
+                spans["stale"],
+            )
         current.rejections.all().delete()
         Source.objects.filter(pk=current.pk).update(
             status=Source.Status.INDEXED,
@@ -581,9 +594,13 @@ def publish(source, version, prepared: Prepared, embedded, stats, reading=None):
             indexed_version=version,
             indexed=timezone.now(),
             stats=stats,
-            progress={"stage": "done", "chunks_embedded": stats["chunks"],
-                      "chunks_total": stats["chunks"], "blocks": stats["blocks"]},
-        )  # fmt: skip
+            progress={
+                "stage": "done",
+                "chunks_embedded": stats["chunks"],
+                "chunks_total": stats["chunks"],
+                "blocks": stats["blocks"],
+            },
+        )
 
 
 def _leads(text: str, chunks) -> list[str]:

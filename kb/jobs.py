@@ -225,5 +225,8 @@ def replay_recent(collection_id: int, n: int, report_id: int | None = None) -> d
     if collection is None:
         return {"replayed": 0, "changed": 0}
     report = questions.replay_recent(collection, n, report_id)
-    return {"report": report.pk, "replayed": report.replayed,
-            "changed": len(report.changed)}  # fmt: skip
+    return {
+        "report": report.pk,
+        "replayed": report.replayed,
+        "changed": len(report.changed),
+    }

@@ -57,8 +57,22 @@ CONFIGS = {
 }
 # Read with SIMPLE (no stemming, accents folded): widespread languages without a
 # snowball configuration.
-UNSTEMMED = ("bg", "cs", "fa", "he", "hr", "ja", "ko", "pl", "sk", "sl", "th", "uk",
-             "vi", "zh")  # fmt: skip
+UNSTEMMED = (
+    "bg",
+    "cs",
+    "fa",
+    "he",
+    "hr",
+    "ja",
+    "ko",
+    "pl",
+    "sk",
+    "sl",
+    "th",
+    "uk",
+    "vi",
+    "zh",
+)
 SIMPLE = "simple_unaccent"  # migration 0019: `simple` with accents folded
 DEFAULT = "en"
 CANDIDATES = tuple(sorted({*CONFIGS, *UNSTEMMED} - {"nb", "nn"}))

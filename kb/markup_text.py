@@ -109,8 +109,26 @@ def _code_spans(text: str) -> list[tuple[int, int]]:
 
 
 # Elements whose end is a line break in the text they show.
-_HTML_BREAKS = {"p", "div", "br", "li", "tr", "h1", "h2", "h3", "h4", "h5", "h6",
-                "table", "ul", "ol", "section", "blockquote", "pre", "hr"}  # fmt: skip
+_HTML_BREAKS = {
+    "p",
+    "div",
+    "br",
+    "li",
+    "tr",
+    "h1",
+    "h2",
+    "h3",
+    "h4",
+    "h5",
+    "h6",
+    "table",
+    "ul",
+    "ol",
+    "section",
+    "blockquote",
+    "pre",
+    "hr",
+}
 
 
 _ANY_TAG_RE = re.compile(r"<[^<>]*>")

@@ -778,13 +778,21 @@ class ShadowIndex(models.Model):
         "EvalRun", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     requested_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True,
-        on_delete=models.SET_NULL, related_name="+", verbose_name=_("requested by")
-    )  # fmt: skip
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        verbose_name=_("requested by"),
+    )
     decided_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True,
-        on_delete=models.SET_NULL, related_name="+", verbose_name=_("decided by")
-    )  # fmt: skip
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        verbose_name=_("decided by"),
+    )
     created = models.DateTimeField(_("created"), default=timezone.now)
     finished = models.DateTimeField(_("finished"), null=True, blank=True)
 

@@ -207,7 +207,7 @@ def answer_parts(entry: Question) -> list[tuple[str, dict[str, Any] | None]]:
                 c["end"],
                 c.get("source_id"),
                 versions.get(str(c.get("source_id"))),
-            ),  # fmt: skip
+            ),
         }
         for c in entry.citations
     }
@@ -457,9 +457,12 @@ def replay_recent(
             count += 1
             if outcome.changed:
                 changed.append(
-                    {**outcome.as_json(), "question": entry.question,
-                     "labels": outcome.labels()}
-                )  # fmt: skip
+                    {
+                        **outcome.as_json(),
+                        "question": entry.question,
+                        "labels": outcome.labels(),
+                    }
+                )
     except Exception as exc:
         ReplayReport.objects.filter(pk=report.pk).update(
             status=ReplayReport.Status.FAILED,
@@ -482,9 +485,12 @@ def enqueue_replay_report(collection: Collection, n: int = REPLAY_LAST):
 
     report = ReplayReport.objects.create(collection=collection)
     return django_rq.enqueue(
-        "kb.jobs.replay_recent", collection.pk, n, report.pk,
+        "kb.jobs.replay_recent",
+        collection.pk,
+        n,
+        report.pk,
         job_id=replay_job_id(report.pk),
-    )  # fmt: skip
+    )
 
 
 # --- content gaps --------------------------------------------------------------------

@@ -159,9 +159,11 @@ def enqueue_shadow(shadow) -> bool:
     if not queue_reachable():
         return False
     django_rq.get_queue(LARGE).enqueue(
-        "kb.jobs.build_shadow", shadow.pk, job_timeout=SHADOW_TIMEOUT,
+        "kb.jobs.build_shadow",
+        shadow.pk,
+        job_timeout=SHADOW_TIMEOUT,
         job_id=shadow_job_id(shadow.pk, "build"),
-    )  # fmt: skip
+    )
     return True
 
 
@@ -179,7 +181,7 @@ def enqueue_sync(run) -> bool:
             run.pk,
             job_timeout=timeout,
             job_id=f"kb-sync-run-{run.pk}",
-        )  # fmt: skip
+        )
     )
     return True
 
@@ -188,18 +190,22 @@ def enqueue_swap(shadow) -> bool:
     if not queue_reachable():
         return False
     django_rq.enqueue(
-        "kb.jobs.swap_shadow", shadow.pk, job_timeout=SHADOW_TIMEOUT,
+        "kb.jobs.swap_shadow",
+        shadow.pk,
+        job_timeout=SHADOW_TIMEOUT,
         job_id=shadow_job_id(shadow.pk, "swap"),
-    )  # fmt: skip
+    )
     return True
 
 
 def enqueue_drop_scratch(collection_id: int) -> None:
     try:
         django_rq.enqueue(
-            "kb.jobs.drop_scratch", collection_id, job_timeout=SHADOW_TIMEOUT,
+            "kb.jobs.drop_scratch",
+            collection_id,
+            job_timeout=SHADOW_TIMEOUT,
             job_id=drop_scratch_job_id(collection_id),
-        )  # fmt: skip
+        )
     except RedisError:  # the hidden copy stays until dropped by hand
         logger.warning("Redis unreachable: scratch collection %s kept", collection_id)
 

@@ -190,9 +190,10 @@ def _runs(redis) -> int:
         if not why:
             continue
         ended = EvalRun.objects.filter(pk=run.pk, status=run.status).update(
-            status=EvalRun.Status.FAILED, error=f"Not finished: {why}",
+            status=EvalRun.Status.FAILED,
+            error=f"Not finished: {why}",
             finished=timezone.now(),
-        )  # fmt: skip
+        )
         if ended and (scratch := run.config.get("scratch_id")):
             queueing.enqueue_drop_scratch(scratch)
         count += ended
@@ -208,9 +209,10 @@ def _replays(redis) -> int:
             count += ReplayReport.objects.filter(
                 pk=report.pk, status=ReplayReport.Status.RUNNING
             ).update(
-                status=ReplayReport.Status.FAILED, error=f"Not finished: {why}",
+                status=ReplayReport.Status.FAILED,
+                error=f"Not finished: {why}",
                 finished=timezone.now(),
-            )  # fmt: skip
+            )
     return count
 
 
@@ -243,8 +245,10 @@ def _scratch_copies(redis) -> int:
         .values_list("scratch_id", "finished", "created")
         .distinct()
     )
-    waiting = [Waiting(drop_scratch_job_id(pk), finished or created)
-               for pk, finished, created in left]  # fmt: skip
+    waiting = [
+        Waiting(drop_scratch_job_id(pk), finished or created)
+        for pk, finished, created in left
+    ]
     count = 0
     for (pk, _, _), why in zip(left, lost(redis, waiting), strict=True):
         if why:

@@ -130,8 +130,13 @@ def start(
             requested_by=user,
         )
         if queue and not queueing.enqueue_shadow(shadow):
-            _close(shadow, Status.FAILED, "the job queue cannot be reached; make "
-                   "the change again once it is back", user)  # fmt: skip
+            _close(
+                shadow,
+                Status.FAILED,
+                "the job queue cannot be reached; make "
+                "the change again once it is back",
+                user,
+            )
     return shadow
 
 
@@ -141,8 +146,9 @@ def _same(collection: Collection, a: dict[str, Any], b: dict[str, Any]) -> bool:
     keys = index_config.free_keys(collection)
     if any(a[f] != b[f] for f in index_config.INDEX_FIELDS):
         return False
-    decisions = [Policy.build(x["metadata_policy"] or {}, keys).decisions
-                 for x in (a, b)]  # fmt: skip
+    decisions = [
+        Policy.build(x["metadata_policy"] or {}, keys).decisions for x in (a, b)
+    ]
     return decisions[0] == decisions[1]
 
 
@@ -153,8 +159,9 @@ def hold_index_settings(
     back to their live values, and return the new ones: they go live with a
     shadow index (`start`), not at once."""
     live = Collection.objects.get(pk=collection.pk)
-    changes = {f: getattr(collection, f) for f in index_config.INDEX_FIELDS
-               if f in changed}  # fmt: skip
+    changes = {
+        f: getattr(collection, f) for f in index_config.INDEX_FIELDS if f in changed
+    }
     for field in changes:
         setattr(collection, field, getattr(live, field))
     return changes
@@ -176,8 +183,11 @@ def changed_settings(shadow: ShadowIndex) -> dict[str, Any]:
     by the fields whose decision changes."""
     old, new = shadow.old_settings, shadow.new_settings
     # A shadow from before a field existed has none (embedding_model, #27).
-    changes = {f: (old.get(f), new.get(f)) for f in index_config.INDEX_FIELDS
-               if f in new and old.get(f) != new[f]}  # fmt: skip
+    changes = {
+        f: (old.get(f), new.get(f))
+        for f in index_config.INDEX_FIELDS
+        if f in new and old.get(f) != new[f]
+    }
     named = set(old.get("metadata_policy") or {}) | set(new["metadata_policy"] or {})
     keys = sorted(named - set(BUILTIN_FIELDS))  # free fields default to retrieve
     before = Policy.build(old.get("metadata_policy") or {}, keys).decisions
@@ -205,9 +215,11 @@ def run(shadow_id: int) -> str:
     except Exception as exc:
         if _status(shadow) not in (Status.BUILDING, Status.EVALUATING):
             return _stand_down(shadow)  # its scratch went with a discard
-        reason = str(exc) if isinstance(exc, ShadowFailed) else (
-            f"{type(exc).__name__}: {exc}"
-        )  # fmt: skip
+        reason = (
+            str(exc)
+            if isinstance(exc, ShadowFailed)
+            else (f"{type(exc).__name__}: {exc}")
+        )
         logger.exception("shadow index %s failed", shadow_id)
         _close(shadow, Status.FAILED, reason)
         raise
@@ -241,8 +253,11 @@ def build(shadow: ShadowIndex) -> Collection:
         _progress(shadow, stage="indexing", done=done, total=len(copied))
         try:
             ingestion.ingest(source.pk)
-        except (parsing.ParseError, ingestion.IngestionError,
-                embedding.EmbeddingError) as exc:  # fmt: skip
+        except (
+            parsing.ParseError,
+            ingestion.IngestionError,
+            embedding.EmbeddingError,
+        ) as exc:
             if _status(shadow) != Status.BUILDING:
                 raise StoodDown from exc
             message = str(exc)
@@ -260,8 +275,10 @@ def evaluate(shadow: ShadowIndex) -> tuple[EvalRun | None, EvalRun | None]:
     runs; (None, None) when the collection has no case to score."""
     _advance(shadow, Status.BUILDING, Status.EVALUATING, stage="evaluating")
     collection = Collection.objects.get(pk=shadow.collection_id)
-    stale = [{k: c[k] for k in ("id", "question", "problems")}
-             for c in golden.stale_cases(collection)]  # fmt: skip
+    stale = [
+        {k: c[k] for k in ("id", "question", "problems")}
+        for c in golden.stale_cases(collection)
+    ]
     left_out = {c["id"] for c in stale}
     cases = [c for c in golden.cases_of(collection) if c["id"] not in left_out]
     if not cases:
@@ -269,9 +286,11 @@ def evaluate(shadow: ShadowIndex) -> tuple[EvalRun | None, EvalRun | None]:
     extra = {"cases": len(cases), "stale_cases": stale}
     overrides = {k: v[1] for k, v in changed_settings(shadow).items()}
     on_shadow = _stored_run(
-        collection, shadow.scratch, cases,
+        collection,
+        shadow.scratch,
+        cases,
         {**extra, "overrides": overrides, "scratch": True, "shadow": shadow.pk},
-    )  # fmt: skip
+    )
     _check(shadow, Status.EVALUATING)
     on_live = _stored_run(collection, collection, cases, extra)
     ShadowIndex.objects.filter(pk=shadow.pk).update(run=on_shadow, live_run=on_live)
@@ -303,13 +322,18 @@ def decide(shadow: ShadowIndex, on_shadow, on_live) -> str:
     measures = evaluation.measures(collection)
     checks = [_reaches(collection, m, on_shadow, on_live) for m in measures]
     floor, live = collection.recall_floor, on_live.recall
-    lost = [c for m in measures
-            for c in evaluation.changed_between(on_live.cases, on_shadow.cases, m)
-            if not c["after"]]  # fmt: skip
+    lost = [
+        c
+        for m in measures
+        for c in evaluation.changed_between(on_live.cases, on_shadow.cases, m)
+        if not c["after"]
+    ]
     ShadowIndex.objects.filter(pk=shadow.pk).update(
-        recall=on_shadow.recall, bar=live if floor is None else floor,
-        live_recall=live, regressed=lost,
-    )  # fmt: skip
+        recall=on_shadow.recall,
+        bar=live if floor is None else floor,
+        live_recall=live,
+        regressed=lost,
+    )
     why = "; ".join(text for _, text in checks)
     if all(ok for ok, _ in checks):
         return _outcome(swap(shadow.pk, Status.EVALUATING, why), shadow)
@@ -413,13 +437,19 @@ def end_lost(shadow: ShadowIndex, why: str) -> bool:
             return False
         if locked.status == Status.APPROVED:
             ShadowIndex.objects.filter(pk=shadow.pk).update(
-                status=Status.HELD, decided_by=None, progress={},
+                status=Status.HELD,
+                decided_by=None,
+                progress={},
                 error=f"The approved swap did not happen: {why}. The live index "
                 "is unchanged: approve it again or discard it.",
-            )  # fmt: skip
+            )
         else:
-            _close(locked, Status.FAILED, f"Not finished: {why}. The live index "
-                   "is unchanged: make the change again.")  # fmt: skip
+            _close(
+                locked,
+                Status.FAILED,
+                f"Not finished: {why}. The live index "
+                "is unchanged: make the change again.",
+            )
     logger.warning("shadow index %s: %s", shadow.pk, why)
     return True
 
@@ -451,9 +481,13 @@ def swap(shadow_id: int, expected: str, why: str) -> bool:
         return False
     adopt_run(shadow)
     drop_scratch(shadow.scratch_id or 0)
-    logger.info("%s: shadow index %s swapped in (%s); queued again: %s",
-                shadow.collection, shadow.pk, why,
-                shadow.progress.get("requeued"))  # fmt: skip
+    logger.info(
+        "%s: shadow index %s swapped in (%s); queued again: %s",
+        shadow.collection,
+        shadow.pk,
+        why,
+        shadow.progress.get("requeued"),
+    )
     return True
 
 
@@ -493,9 +527,10 @@ def swap_in(shadow_id: int, expected: str, why: str) -> ShadowIndex | None:
         # Locked in id order: uploads, edits and publishing jobs wait for the swap
         # (or the swap for them), so each lands on one side of it.
         live = list(
-            Source.objects.select_for_update().filter(collection=collection)
+            Source.objects.select_for_update()
+            .filter(collection=collection)
             .order_by("pk")
-        )  # fmt: skip
+        )
         copies = {s.pk: s for s in Source.objects.filter(collection=shadow.scratch_id)}
         again = []
         for source in live:
@@ -546,16 +581,21 @@ def _move(copy: Source, source: Source) -> None:
         Section.objects.filter(source=copy).update(source=source)
         Chunk.objects.filter(source=copy).update(source=source)
         Source.objects.filter(pk=source.pk).update(
-            text=copy.text, reader_summary=copy.reader_summary,
+            text=copy.text,
+            reader_summary=copy.reader_summary,
             page_map=copy.page_map,
-        )  # fmt: skip
+        )
         source.text = copy.text
         golden.reanchor_spans(source)
     OverflowRejection.objects.filter(source=source).delete()
     Source.objects.filter(pk=source.pk).update(
-        status=Source.Status.INDEXED, error="", indexed_version=source.version,
-        indexed=timezone.now(), stats=copy.stats, progress=copy.progress,
-    )  # fmt: skip
+        status=Source.Status.INDEXED,
+        error="",
+        indexed_version=source.version,
+        indexed=timezone.now(),
+        stats=copy.stats,
+        progress=copy.progress,
+    )
 
 
 def _bounds(source: Source) -> list[tuple[int, int, int]]:
@@ -647,8 +687,13 @@ def shown(collection: Collection) -> list[dict[str, Any]]:
     # A build or swap whose job was lost is not shown as in progress.
     lost = recovery.lost_shadows(latest)
     return [
-        {"shadow": s, "changes": changed_settings(s), "lost": lost.get(s.pk),
-         "open": s.status in OPEN and s.pk not in lost,
-         "can_decide": s.status == Status.HELD, "can_discard": can_discard(s)}
+        {
+            "shadow": s,
+            "changes": changed_settings(s),
+            "lost": lost.get(s.pk),
+            "open": s.status in OPEN and s.pk not in lost,
+            "can_decide": s.status == Status.HELD,
+            "can_discard": can_discard(s),
+        }
         for s in latest
-    ]  # fmt: skip
+    ]

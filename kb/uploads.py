@@ -109,9 +109,13 @@ def check_upload(file_name: str, data: bytes) -> Upload:
         # pdfium inflates the streams that hold the catalog and the page tree to
         # count the pages: a 1 MB file can unpack to gigabytes (issue #26).
         run_limited(
-            readers.check, file_name, data, name=file_name,
-            doing=gettext("opening the PDF"), outcome=gettext("nothing was stored"),
-        )  # fmt: skip
+            readers.check,
+            file_name,
+            data,
+            name=file_name,
+            doing=gettext("opening the PDF"),
+            outcome=gettext("nothing was stored"),
+        )
         return Upload(file_name, data, "")
     if readers.format_of(file_name):
         readers.check(file_name, data)

@@ -74,9 +74,12 @@ def _answer(request: HttpRequest, form: AskForm, context: dict) -> int:
         return 400
     entry = questions.log(request.user, collection, result, reply)
     context.update(
-        result=result, answer=reply, collection=collection, entry=entry,
+        result=result,
+        answer=reply,
+        collection=collection,
+        entry=entry,
         feedback=FeedbackForm(),
-    )  # fmt: skip
+    )
     return 200
 
 

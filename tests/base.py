@@ -128,13 +128,26 @@ def make_tree(vector: list[float] | None = None) -> Chunk:
         content_hash="x",
     )
     section = Section.objects.create(
-        source=source, heading="Deploy", heading_path="Deploy", level=1, order=0,
-        start=0, end=len(text), body=text,
-    )  # fmt: skip
+        source=source,
+        heading="Deploy",
+        heading_path="Deploy",
+        level=1,
+        order=0,
+        start=0,
+        end=len(text),
+        body=text,
+    )
     return Chunk.objects.create(
-        source=source, section=section, chunk_index=0, start=10, end=len(text),
-        text=text[10:], embedded_text=text[10:], token_count=8, embedding=vector,
-    )  # fmt: skip
+        source=source,
+        section=section,
+        chunk_index=0,
+        start=10,
+        end=len(text),
+        text=text[10:],
+        embedded_text=text[10:],
+        token_count=8,
+        embedding=vector,
+    )
 
 
 def run_burst_worker(
@@ -173,9 +186,13 @@ def peak_memory(probe: str, *args: str, env: dict[str, str] | None = None) -> di
     }
     done = subprocess.run(
         [sys.executable, "-m", "tests.peak_memory", probe, *args],
-        cwd=settings.BASE_DIR, env=env, capture_output=True, text=True,
-        timeout=300, check=True,
-    )  # fmt: skip
+        cwd=settings.BASE_DIR,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
     return json.loads(done.stdout.splitlines()[-1])
 
 
@@ -209,9 +226,11 @@ def start_worker(**env: str) -> subprocess.Popen:
     manage = str(Path(settings.BASE_DIR) / "manage.py")
     return subprocess.Popen(
         [sys.executable, manage, "rqworker", "default", "large"],
-        env=env, start_new_session=True,
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+        env=env,
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
 
 
 def wait_for(predicate, timeout: float = 120) -> None:

@@ -57,8 +57,19 @@ def git_form(collection: Collection, url: str, **fields: str) -> dict:
     """The admin's add form for a Git sync named "docs" of `url`, as an
     editor fills it in (`fields` over the blanks)."""
     return {
-        "name": "docs", "collection": collection.pk, "kind": "git",
-        "location": url, "branch": "main", "subfolder": "", "username": "",
-        "token": "", "link_template": "", "url_prefix": "", "page_limit": "500",
-        "include": "", "exclude": "", "every_minutes": "0", **fields,
-    }  # fmt: skip
+        "name": "docs",
+        "collection": collection.pk,
+        "kind": "git",
+        "location": url,
+        "branch": "main",
+        "subfolder": "",
+        "username": "",
+        "token": "",
+        "link_template": "",
+        "url_prefix": "",
+        "page_limit": "500",
+        "include": "",
+        "exclude": "",
+        "every_minutes": "0",
+        **fields,
+    }

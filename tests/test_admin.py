@@ -86,9 +86,11 @@ class AdminPagesTestCase(TestCase):
         self.demo.metadata_policy = {"summary": "embed"}
         self.demo.save()
         source, _ = uploads.store_source(
-            self.demo, "long.md", b"# Long\n\nShort text.\n",
+            self.demo,
+            "long.md",
+            b"# Long\n\nShort text.\n",
             metadata={"summary": "very " * 300},
-        )  # fmt: skip
+        )
         with self.assertRaises(ingestion.IngestionError):
             ingestion.ingest(source.pk)
         response = self.client.get(reverse("admin:kb_overflowrejection_changelist"))
@@ -101,9 +103,8 @@ def _copy_chunk(first: Chunk, sections: list[Section], count: int) -> None:
     sections[i * len(sections) // count]: one INSERT ... SELECT, not `count`
     model instances compiled one field at a time (seconds)."""
     fields = [
-        f for f in Chunk._meta.concrete_fields
-        if not f.primary_key and not f.generated
-    ]  # fmt: skip
+        f for f in Chunk._meta.concrete_fields if not f.primary_key and not f.generated
+    ]
     values = {"chunk_index": "g", "section_id": "(%s::bigint[])[g * %s / %s + 1]"}
     columns = ", ".join(connection.ops.quote_name(f.column) for f in fields)
     chosen = ", ".join(
@@ -126,16 +127,25 @@ class SourceListTestCase(TestCase):
         cls.small = make_tree().source
         # 100 sections of 200 chunks: a sections x chunks join is 2 M rows.
         cls.big = Source.objects.create(
-            collection=cls.small.collection, title="Big", file_name="big.md",
-            text="x", content_hash="big",
-        )  # fmt: skip
+            collection=cls.small.collection,
+            title="Big",
+            file_name="big.md",
+            text="x",
+            content_hash="big",
+        )
         sections = Section.objects.bulk_create(
             Section(source=cls.big, order=i, start=0, end=1) for i in range(100)
         )
         first = Chunk.objects.create(
-            source=cls.big, section=sections[0], chunk_index=0, start=0, end=1,
-            text="x", embedded_text="x", token_count=3,
-        )  # fmt: skip
+            source=cls.big,
+            section=sections[0],
+            chunk_index=0,
+            start=0,
+            end=1,
+            text="x",
+            embedded_text="x",
+            token_count=3,
+        )
         _copy_chunk(first, sections, 20_000)
 
     def setUp(self):
@@ -179,38 +189,58 @@ class GoldenAdminTestCase(DemoTestCase):
         spans = json.dumps([self._case(text="Chair")])
         response = self.client.post(
             reverse("admin:kb_goldencase_add"),
-            {"collection": self.demo.pk, "external_id": "new", "kind": "definition",
-             "question": "What is a seat?", "required_spans": spans},
-        )  # fmt: skip
+            {
+                "collection": self.demo.pk,
+                "external_id": "new",
+                "kind": "definition",
+                "question": "What is a seat?",
+                "required_spans": spans,
+            },
+        )
         self.assertContains(response, "does not match")
         self.assertFalse(GoldenCase.objects.filter(external_id="new").exists())
 
     def test_spans_json_cannot_read_are_refused_with_the_reason(self):
         huge = '[{"file": "glossary.md", "start": ' + "1" * 5000 + "}]"
-        for spans, why in (("[" * 100000, "nested too deeply"),
-                           (huge, "number too long")):  # fmt: skip
+        for spans, why in (
+            ("[" * 100000, "nested too deeply"),
+            (huge, "number too long"),
+        ):
             response = self.client.post(
                 reverse("admin:kb_goldencase_add"),
-                {"collection": self.demo.pk, "external_id": "deep", "kind": "free",
-                 "question": "What is a seat?", "required_spans": spans},
-            )  # fmt: skip
+                {
+                    "collection": self.demo.pk,
+                    "external_id": "deep",
+                    "kind": "free",
+                    "question": "What is a seat?",
+                    "required_spans": spans,
+                },
+            )
             self.assertContains(response, why)
         self.assertFalse(GoldenCase.objects.filter(external_id="deep").exists())
 
     def test_a_case_whose_question_could_not_be_asked_is_refused(self):
         response = self.client.post(
             reverse("admin:kb_goldencase_add"),
-            {"collection": self.demo.pk, "external_id": "long", "kind": "definition",
-             "question": "why " * 5000, "required_spans": json.dumps([self._case()])},
-        )  # fmt: skip
+            {
+                "collection": self.demo.pk,
+                "external_id": "long",
+                "kind": "definition",
+                "question": "why " * 5000,
+                "required_spans": json.dumps([self._case()]),
+            },
+        )
         self.assertContains(response, "the limit is 1000")
         self.assertFalse(GoldenCase.objects.filter(external_id="long").exists())
 
     def test_a_case_shows_its_spans_in_context_and_a_picker(self):
         case = GoldenCase.objects.create(
-            collection=self.demo, external_id="seat", question="What is a seat?",
-            kind="definition", required_spans=[self._case()],
-        )  # fmt: skip
+            collection=self.demo,
+            external_id="seat",
+            question="What is a seat?",
+            kind="definition",
+            required_spans=[self._case()],
+        )
         response = self.client.get(
             reverse("admin:kb_goldencase_change", args=[case.pk])
         )
@@ -263,9 +293,13 @@ class GoldenAdminTestCase(DemoTestCase):
     def test_import_and_export_round_trip(self):
         exported = self.client.post(
             reverse("admin:kb_goldencase_changelist"),
-            {"action": "export_jsonl", "_selected_action": list(
-                GoldenCase.objects.values_list("pk", flat=True))},
-        )  # fmt: skip
+            {
+                "action": "export_jsonl",
+                "_selected_action": list(
+                    GoldenCase.objects.values_list("pk", flat=True)
+                ),
+            },
+        )
         lines = exported.content.decode().splitlines()
         self.assertEqual(len(lines), GoldenCase.objects.count())
         GoldenCase.objects.all().delete()
@@ -277,13 +311,20 @@ class GoldenAdminTestCase(DemoTestCase):
         self.assertEqual(GoldenCase.objects.count(), len(lines))
 
     def test_a_bad_import_names_the_case_and_imports_nothing(self):
-        bad = json.dumps({"id": "broken", "question": "q", "required_spans": [
-            self._case(text="nope")]})  # fmt: skip
+        bad = json.dumps(
+            {
+                "id": "broken",
+                "question": "q",
+                "required_spans": [self._case(text="nope")],
+            }
+        )
         response = self.client.post(
             reverse("admin:kb_goldencase_import"),
-            {"collection": self.demo.pk,
-             "file": SimpleUploadedFile("g.jsonl", bad.encode())},
-        )  # fmt: skip
+            {
+                "collection": self.demo.pk,
+                "file": SimpleUploadedFile("g.jsonl", bad.encode()),
+            },
+        )
         self.assertContains(response, "broken", status_code=400)
         self.assertFalse(GoldenCase.objects.filter(external_id="broken").exists())
         self.assertTrue(Source.objects.exists())
@@ -295,21 +336,29 @@ class GoldenAdminTestCase(DemoTestCase):
         )
         response = self.client.post(
             reverse("admin:kb_goldencase_import"),
-            {"collection": self.demo.pk, "file": upload}, follow=True,
-        )  # fmt: skip
+            {"collection": self.demo.pk, "file": upload},
+            follow=True,
+        )
         self.assertContains(
-            response, "Imported 1 golden case into Demo: 0 created, 0 updated, "
-            "1 unchanged."
-        )  # fmt: skip
+            response,
+            "Imported 1 golden case into Demo: 0 created, 0 updated, 1 unchanged.",
+        )
 
     def test_an_id_too_long_for_the_database_is_refused_not_a_server_error(self):
-        line = json.dumps({"id": "x" * 150, "question": "What is a seat?",
-                           "required_spans": [self._case()]})  # fmt: skip
+        line = json.dumps(
+            {
+                "id": "x" * 150,
+                "question": "What is a seat?",
+                "required_spans": [self._case()],
+            }
+        )
         response = self.client.post(
             reverse("admin:kb_goldencase_import"),
-            {"collection": self.demo.pk,
-             "file": SimpleUploadedFile("g.jsonl", line.encode())},
-        )  # fmt: skip
+            {
+                "collection": self.demo.pk,
+                "file": SimpleUploadedFile("g.jsonl", line.encode()),
+            },
+        )
         self.assertContains(response, "the limit is 100", status_code=400)
 
 
@@ -320,20 +369,25 @@ class IndexStateTestCase(TestCase):
         collection = Collection.objects.create(name="Handbook")
         change = reverse("admin:kb_collection_change", args=[collection.pk])
         self.assertContains(self.client.get(change), "The index is up to date")
-        for status, shown in [("building", "building"),
-                              ("held", "held: waiting for an admin")]:  # fmt: skip
+        for status, shown in [
+            ("building", "building"),
+            ("held", "held: waiting for an admin"),
+        ]:
             ShadowIndex.objects.filter(collection=collection).delete()
             now = reindexing.settings_of(collection)
             shadow = ShadowIndex.objects.create(
-                collection=collection, status=status, old_settings=now,
+                collection=collection,
+                status=status,
+                old_settings=now,
                 new_settings={**now, "chunk_tokens": 150},
-            )  # fmt: skip
+            )
             page = self.client.get(change)
             self.assertNotContains(page, "The index is up to date")
             self.assertContains(
-                page, f"a change to them is not live yet: shadow index #{shadow.pk} "
-                f"is {shown}"
-            )  # fmt: skip
+                page,
+                f"a change to them is not live yet: shadow index #{shadow.pk} "
+                f"is {shown}",
+            )
             listed = self.client.get(reverse("admin:kb_collection_changelist"))
             self.assertContains(listed, f"shadow index #{shadow.pk}")
 

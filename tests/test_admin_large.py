@@ -30,9 +30,13 @@ def build_large_source(collection: Collection) -> Source:
     paragraphs = [f"Paragraph {i} tells of topic {i}.\n\n" for i in range(CHUNKS)]
     text = "# Big\n\n" + "".join(paragraphs)
     source = Source.objects.create(
-        collection=collection, title="Big", file_name="big.md", text=text,
-        content_hash="big", status=Source.Status.INDEXED,
-    )  # fmt: skip
+        collection=collection,
+        title="Big",
+        file_name="big.md",
+        text=text,
+        content_hash="big",
+        status=Source.Status.INDEXED,
+    )
     vectors = np.random.default_rng(26).standard_normal((CHUNKS, EMBEDDING_DIM))
     vectors = (vectors / np.linalg.norm(vectors, axis=1, keepdims=True)).astype(
         np.float32

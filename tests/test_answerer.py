@@ -31,9 +31,17 @@ def passage(text: str, heading: str, rank: int = 1, source_id: int = 1) -> Passa
     numbered `source_id`), its text loaded, as retrieval hands passages on."""
     location = Location(source_id, f"Guide > {heading}", 0, len(text), [0])
     found = Passage(
-        source_id, "Guide", f"guide{source_id}.md", 0, len(text), text,
-        1.0, {"vector"}, [location], rank=rank,
-    )  # fmt: skip
+        source_id,
+        "Guide",
+        f"guide{source_id}.md",
+        0,
+        len(text),
+        text,
+        1.0,
+        {"vector"},
+        [location],
+        rank=rank,
+    )
     found.source_text = TextWindow([(0, text)])
     return found
 
@@ -62,8 +70,10 @@ class ExtractiveAnswerTestCase(SimpleTestCase):
         )
         second = passage(
             "Feed sugar syrup to a hive in early spring when its stores run low.",
-            "Stores", rank=2, source_id=2,
-        )  # fmt: skip
+            "Stores",
+            rank=2,
+            source_id=2,
+        )
         reply = answer("When do I feed a hive sugar syrup in spring?", first, second)
         self.assertTrue(reply.text.startswith("Feed sugar syrup"), reply.text)
         self.assertIn("In spring a hive grows fast. [2]", reply.text)
@@ -128,9 +138,15 @@ class ExactTokenRowTestCase(SimpleTestCase):
             [near.get(i, [0.2, 0.98]) for i in range(len(lines))], dtype=np.float32
         )
         result = Result(
-            "What condition does error 23505 report?", [errors], 0, 1200, 1,
-            "vector", {}, vector=question,
-        )  # fmt: skip
+            "What condition does error 23505 report?",
+            [errors],
+            0,
+            1200,
+            1,
+            "vector",
+            {},
+            vector=question,
+        )
         reply = answerer.extractive_answer(
             result, {id(errors): "english"}, {1: (np.array(lines), vectors)}
         )

@@ -140,9 +140,13 @@ class QuotesTestCase(TestCase):
         cls.staff, _, _ = base.make_users()
         cls.collection = base.collection_of(
             "Quotes",
-            {"bikes.md": BIKES, "sailing.md": SAILING, "boats.md": BOATS,
-             "tea.txt": TEA},
-        )  # fmt: skip
+            {
+                "bikes.md": BIKES,
+                "sailing.md": SAILING,
+                "boats.md": BOATS,
+                "tea.txt": TEA,
+            },
+        )
 
     def _ask(self, question: str) -> answerer.Answer:
         return answering.ask(self.collection, question)[1]

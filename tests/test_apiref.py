@@ -138,10 +138,13 @@ class JavadocTestCase(SimpleTestCase):
         reading = readers.read("Strings.html", _html(JAVADOC_17, "Strings (API)"))
         self.assertEqual(
             _paths(reading),
-            ["Class Strings", "Class Strings > EMPTY",
-             "Class Strings > isBlank(CharSequence)",
-             "Class Strings > join(Object[], char)"],
-        )  # fmt: skip
+            [
+                "Class Strings",
+                "Class Strings > EMPTY",
+                "Class Strings > isBlank(CharSequence)",
+                "Class Strings > join(Object[], char)",
+            ],
+        )
         section = _section(reading, "Class Strings > isBlank(CharSequence)")
         self.assertIn(
             "```\npublic static boolean isBlank(CharSequence cs)\n```", section
@@ -173,8 +176,9 @@ class JavadocTestCase(SimpleTestCase):
 
     def test_a_parameter_per_line_of_the_signature_stays_one_signature(self):
         reading = readers.read("Strings.html", _html(JAVADOC_17))
-        self.assertIn("public static String join(Object[] array, char separator)",
-                      reading.text)  # fmt: skip
+        self.assertIn(
+            "public static String join(Object[] array, char separator)", reading.text
+        )
         self.assertIn(
             "- Parameters: `separator` - the separator character", reading.text
         )
@@ -183,9 +187,12 @@ class JavadocTestCase(SimpleTestCase):
         reading = readers.read("Strings.html", _html(JAVADOC_11, "Strings (API)"))
         self.assertEqual(
             _paths(reading),
-            ["Class Strings", "Class Strings > isBlank(CharSequence)",
-             "Class Strings > trim(String)"],
-        )  # fmt: skip
+            [
+                "Class Strings",
+                "Class Strings > isBlank(CharSequence)",
+                "Class Strings > trim(String)",
+            ],
+        )
         section = _section(reading, "Class Strings > isBlank(CharSequence)")
         self.assertIn(
             "```\npublic static boolean isBlank(CharSequence cs)\n```", section
@@ -193,16 +200,18 @@ class JavadocTestCase(SimpleTestCase):
         self.assertIn("- Parameters: `cs` - the sequence to check", section)
         self.assertNotIn("trimmed", section)
         self.assertNotIn("Method Summary", reading.text)
-        self.assertIn((reading.text.index("## trim"), "trim(java.lang.String)"),
-                      reading.anchors)  # fmt: skip
+        self.assertIn(
+            (reading.text.index("## trim"), "trim(java.lang.String)"), reading.anchors
+        )
 
     def test_it_reads_the_javadoc_8_layout_and_its_dashed_anchors(self):
         reading = readers.read("Strings.html", _html(JAVADOC_8, "Strings (API)"))
         self.assertEqual(
             _paths(reading), ["Class Strings", "Class Strings > split(String, char[])"]
         )
-        self.assertIn("public static String[] split(String str, char[] separators)",
-                      reading.text)  # fmt: skip
+        self.assertIn(
+            "public static String[] split(String str, char[] separators)", reading.text
+        )
         self.assertNotIn("Tree", reading.text)
         self.assertEqual(reading.anchors[-1][1], "split-java.lang.String-char:A-")
 
@@ -254,11 +263,16 @@ class DefinitionListTestCase(SimpleTestCase):
     def test_each_term_is_a_section_under_the_heading_around_the_list(self):
         self.assertEqual(
             _paths(self.reading),
-            ["createdb", "createdb > Options",
-             "createdb > Options > `-D tablespace` `--tablespace=tablespace`",
-             "createdb > Options > `-S strategy`", "createdb > Options",
-             "createdb > Options > `-h host`", "createdb > Environment"],
-        )  # fmt: skip
+            [
+                "createdb",
+                "createdb > Options",
+                "createdb > Options > `-D tablespace` `--tablespace=tablespace`",
+                "createdb > Options > `-S strategy`",
+                "createdb > Options",
+                "createdb > Options > `-h host`",
+                "createdb > Environment",
+            ],
+        )
 
     def test_a_term_keeps_its_whole_definition_and_nothing_after_it(self):
         section = _section(self.reading, "createdb > Options > `-S strategy`")
@@ -320,14 +334,19 @@ class SphinxTestCase(SimpleTestCase):
     def test_each_object_is_a_section_named_briefly_with_its_signature(self):
         self.assertEqual(
             _paths(self.reading),
-            ["mod — Tools", "mod — Tools > mod.Queue()",
-             "mod — Tools > mod.Queue() > put()"],
-        )  # fmt: skip
+            [
+                "mod — Tools",
+                "mod — Tools > mod.Queue()",
+                "mod — Tools > mod.Queue() > put()",
+            ],
+        )
         section = _section(self.reading, "mod — Tools > mod.Queue() > put()")
         self.assertIn("```\nput(item, timeout=None)\n```", section)
         self.assertNotIn("¶", self.reading.text)
-        self.assertIn((self.reading.text.index("### put()"), "mod.Queue.put"),
-                      self.reading.anchors)  # fmt: skip
+        self.assertIn(
+            (self.reading.text.index("### put()"), "mod.Queue.put"),
+            self.reading.anchors,
+        )
 
     def test_its_fields_stay_a_list(self):
         section = _section(self.reading, "mod — Tools > mod.Queue() > put()")
@@ -350,9 +369,11 @@ class TitleTestCase(SimpleTestCase):
         )
         self.assertEqual(
             _paths(reading),
-            ["20.8. Error Reporting and Logging",
-             "20.8. Error Reporting and Logging > 20.8.1. Where to Log"],
-        )  # fmt: skip
+            [
+                "20.8. Error Reporting and Logging",
+                "20.8. Error Reporting and Logging > 20.8.1. Where to Log",
+            ],
+        )
         self.assertEqual(reading.text.count("Error Reporting"), 1)
 
     def test_a_title_unlike_the_first_heading_still_opens_the_page(self):
@@ -374,8 +395,11 @@ class RealReferenceTestCase(SimpleTestCase):
         self.assertEqual(len(paths), 27)  # the class, 2 constructors, 24 methods
         section = _section(reading, "Class StopWatch > suspend()")
         self.assertIn("```\npublic void suspend()\n```", section)
-        self.assertIn("- Throws: `IllegalStateException` - if the StopWatch is not "
-                      "currently running.", section)  # fmt: skip
+        self.assertIn(
+            "- Throws: `IllegalStateException` - if the StopWatch is not "
+            "currently running.",
+            section,
+        )
         self.assertNotIn("resume()", section.split("\n", 1)[1])
         self.assertNotIn("Method Summary", reading.text)
 

@@ -344,9 +344,10 @@ class AskPageTestCase(DemoTestCase):
         message = "The question contains a NUL character (\\x00); remove it"
         self.assertContains(response, message, status_code=400)
         api = self.client.post(
-            reverse("kb:api-ask"), {"question": "roll\x00back"},
+            reverse("kb:api-ask"),
+            {"question": "roll\x00back"},
             content_type="application/json",
-        )  # fmt: skip
+        )
         self.assertIn(message, api.json()["error"])
 
     def test_the_ask_box_takes_as_many_characters_as_a_question_may_have(self):
@@ -365,9 +366,11 @@ class AskPageTestCase(DemoTestCase):
 
     def test_html_in_a_source_is_escaped(self):
         base.ingest_text(
-            self.demo, "evil.md", b"# Rollback pranks\n\n<script>alert('x')</script> "
+            self.demo,
+            "evil.md",
+            b"# Rollback pranks\n\n<script>alert('x')</script> "
             b"Rollback pranks are forbidden.\n",
-        )  # fmt: skip
+        )
         self.client.force_login(self.staff)
         response = self._ask("Are rollback pranks forbidden?")
         self.assertNotContains(response, "<script>alert('x')</script>")
@@ -401,8 +404,11 @@ class AskPageTestCase(DemoTestCase):
         response = self.client.get(cite.url, follow=True)
         self.assertEqual(response.status_code, 200)
         page = response.content.decode()
-        self.assertIn(f'<mark id="cited" aria-label="cited passage, characters '
-                      f'{cite.start} to {cite.end}">', page)  # fmt: skip
+        self.assertIn(
+            f'<mark id="cited" aria-label="cited passage, characters '
+            f'{cite.start} to {cite.end}">',
+            page,
+        )
         self.assertIn(escape(cited.split("\n")[0]), page)
         self.assertNotIn("has changed since", page)
         # Edited and indexed again, with no logged answer holding the cited text:
@@ -505,9 +511,10 @@ class ApiAskTestCase(DemoTestCase):
     def test_a_body_that_is_not_utf8_gets_400(self):
         self.client.force_login(self.staff)
         response = self.client.post(
-            self.url, b'{"question": "caf\xe9", "collection": "Demo"}',
+            self.url,
+            b'{"question": "caf\xe9", "collection": "Demo"}',
             content_type="application/json",
-        )  # fmt: skip
+        )
         self.assertEqual(response.status_code, 400)
         self.assertIn("UTF-8", response.json()["error"])
 
@@ -559,9 +566,10 @@ class ApiAskTestCase(DemoTestCase):
         client = Client(enforce_csrf_checks=True)
         client.force_login(self.staff)
         response = client.post(
-            self.url, json.dumps({"question": "x", "collection": "Demo"}),
+            self.url,
+            json.dumps({"question": "x", "collection": "Demo"}),
             content_type="application/json",
-        )  # fmt: skip
+        )
         self.assertEqual(response.status_code, 403)
 
 
@@ -687,9 +695,11 @@ class TableRowsTestCase(TestCase):
         following = result.passages[at + 1].locations[0]
         self.assertEqual(
             ranked[at][:2],
-            [("offices.md", header.start, header.end),
-             ("offices.md", following.start, following.end)],
-        )  # fmt: skip
+            [
+                ("offices.md", header.start, header.end),
+                ("offices.md", following.start, following.end),
+            ],
+        )
 
     def test_the_answer_shows_a_row_under_its_column_names(self):
         result, _ = self._context(self.collection, self.text, self.header)

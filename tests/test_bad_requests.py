@@ -121,9 +121,12 @@ class CollectionParameterTestCase(StaffTestCase):
     def setUpTestData(cls):
         super().setUpTestData()
         Source.objects.create(
-            collection=cls.collection, title="A", file_name="a.md",
-            text="# A\n\nalpha\n", content_hash="x",
-        )  # fmt: skip
+            collection=cls.collection,
+            title="A",
+            file_name="a.md",
+            text="# A\n\nalpha\n",
+            content_hash="x",
+        )
 
     def test_the_span_picker_sources_refuse_a_malformed_id(self):
         url = reverse("admin:kb_goldencase_sources")
@@ -180,16 +183,20 @@ class GoldenInputTestCase(StaffTestCase):
             (5, "line 2, case c1: 'alternatives' must be a list of spans, not 5"),
             (True, "line 2, case c1: 'alternatives' must be a list of spans, not true"),
             ([5], "line 2, case c1: an alternative must be an object with file"),
-        ]:  # fmt: skip
+        ]:
             spans = [{**self.SPAN, "alternatives": alternatives}]
             response = self._import("", self._line(required_spans=spans))
             self.assertContains(response, escape(why), status_code=400)
             response = self.client.post(
                 reverse("admin:kb_goldencase_add"),
-                {"collection": self.collection.pk, "external_id": "c1",
-                 "kind": "free", "question": "Deadline?",
-                 "required_spans": json.dumps(spans)},
-            )  # fmt: skip
+                {
+                    "collection": self.collection.pk,
+                    "external_id": "c1",
+                    "kind": "free",
+                    "question": "Deadline?",
+                    "required_spans": json.dumps(spans),
+                },
+            )
             self.assertContains(response, escape(why.removeprefix("line 2, ")))
         self.assertFalse(GoldenCase.objects.exists())
 
@@ -197,14 +204,15 @@ class GoldenInputTestCase(StaffTestCase):
         for bad, why in [
             ("a\x00b", "line 1: the id contains a NUL character (\\x00)"),
             ("a\ud800b", "line 1: the id contains a lone surrogate (such as \\ud800)"),
-        ]:  # fmt: skip
+        ]:
             # json.dumps writes them as the escapes "\u0000" and "\ud800".
             response = self._import(self._line(id=bad))
             self.assertContains(response, why, status_code=400)
         spans = [{**self.SPAN, "file": "a\x00.md"}]
         response = self._import(self._line(required_spans=spans))
-        self.assertContains(response, escape("a span's 'file' contains a NUL"),
-                            status_code=400)  # fmt: skip
+        self.assertContains(
+            response, escape("a span's 'file' contains a NUL"), status_code=400
+        )
         self.assertFalse(GoldenCase.objects.exists())
 
     def test_a_file_of_blank_lines_is_refused_as_holding_no_cases(self):
@@ -232,8 +240,13 @@ class SizeCapTestCase(StaffTestCase):
             Permission.objects.get(codename="add_goldencase")
         )
         span = '{"file": "a.md", "start": ' + "1" * 5000 + ', "end": 9, "text": "x"}'
-        good = json.dumps({"id": "c1", "question": "Keys?", "required_spans": [
-            {"file": "a.md", "start": 0, "end": 1, "text": "#"}]})  # fmt: skip
+        good = json.dumps(
+            {
+                "id": "c1",
+                "question": "Keys?",
+                "required_spans": [{"file": "a.md", "start": 0, "end": 1, "text": "#"}],
+            }
+        )
         huge = '{"id": "c2", "question": "Keys?", "required_spans": [' + span + "]}"
         for line, why in (
             ("[" * 100000, "line 2 is nested too deeply"),
@@ -280,9 +293,12 @@ class SizeCapTestCase(StaffTestCase):
             files = [SimpleUploadedFile(f"f{i}.md", b"# A\n\nx\n") for i in range(101)]
             response = client.post(
                 url,
-                {"collection": self.collection.pk, "files": files,
-                 "csrfmiddlewaretoken": token},
-            )  # fmt: skip
+                {
+                    "collection": self.collection.pk,
+                    "files": files,
+                    "csrfmiddlewaretoken": token,
+                },
+            )
             # The upload page, its form saying why under the files.
             self.assertEqual(response.status_code, 400, url)
             self.assertTemplateUsed(response, "admin/kb/source/upload.html")
@@ -312,9 +328,12 @@ class FormFieldsLimitTestCase(TestCase):
         cls.staff, cls.editor, cls.alice = make_users(permissions.CONTENT_EDITOR)
         collection = Collection.objects.create(name="Tests")
         cls.source = Source.objects.create(
-            collection=collection, title="Notes", file_name="notes.md",
-            text="# Notes\n\nThe lift is serviced on Mondays.\n", content_hash="x",
-        )  # fmt: skip
+            collection=collection,
+            title="Notes",
+            file_name="notes.md",
+            text="# Notes\n\nThe lift is serviced on Mondays.\n",
+            content_hash="x",
+        )
         cls.url = reverse("admin:kb_source_change", args=[cls.source.pk])
         # 3 MB of text: over Django's 2.5 MB, within KB_MAX_EDIT_FORM_BYTES
         cls.text = "# Notes\n\n" + "The lift is serviced on Mondays. " * 95_000

@@ -213,15 +213,20 @@ class SyntheticSetTestCase(TestCase):
 
     def test_it_copies_every_source_section_and_chunk(self):
         real = Collection.objects.create(name="real", is_scratch=True)
-        for name, text in [("a.md", "# A\n\nAlpha text.\n\n## B\n\nBeta text.\n"),
-                           ("b.md", "# C\n\nGamma text, code 23505.\n")]:  # fmt: skip
+        for name, text in [
+            ("a.md", "# A\n\nAlpha text.\n\n## B\n\nBeta text.\n"),
+            ("b.md", "# C\n\nGamma text, code 23505.\n"),
+        ]:
             source, _ = uploads.store_source(real, name, text.encode())
             ingestion.ingest(source.pk)
         created: list[Collection] = []
         copy, _ = scale.build_synthetic(real, 3, "t", created, lambda line: None)
         self.assertEqual(created, [copy])
-        for model, field in [(Source, "collection"), (Section, "source__collection"),
-                             (Chunk, "source__collection")]:  # fmt: skip
+        for model, field in [
+            (Source, "collection"),
+            (Section, "source__collection"),
+            (Chunk, "source__collection"),
+        ]:
             with self.subTest(model=model.__name__):
                 self.assertEqual(
                     model.objects.filter(**{field: copy}).count(),
@@ -232,8 +237,9 @@ class SyntheticSetTestCase(TestCase):
             .exclude(title="")
             .exists()
         )
-        self.assertEqual(copy.terms_chunks, Chunk.objects.filter(
-            source__collection=copy).count())  # fmt: skip
+        self.assertEqual(
+            copy.terms_chunks, Chunk.objects.filter(source__collection=copy).count()
+        )
         coded = Chunk.objects.filter(source__collection=copy, text__contains="23505")
         self.assertEqual([c.exact_tokens for c in coded], [["23505"]] * 3)
 
@@ -248,9 +254,15 @@ class MultilingualScaleSetTestCase(TestCase):
         docs = multilingual_scale.multilingual_docs(30_000)[:4]
         created: list[Collection] = []
         real, _ = scale.build_real(
-            docs, 10**9, "t", created, [], lambda line: None,
-            model=embedding_models.E5_SMALL, precision="int8",
-        )  # fmt: skip
+            docs,
+            10**9,
+            "t",
+            created,
+            [],
+            lambda line: None,
+            model=embedding_models.E5_SMALL,
+            precision="int8",
+        )
         languages = multilingual_scale.chunk_languages(real)
         self.assertEqual(set(languages), {"english", "french", "spanish", "russian"})
         copy, _ = scale.build_synthetic(real, 2, "t", created, lambda line: None)

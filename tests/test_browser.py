@@ -124,9 +124,12 @@ def test_auto_refresh_never_throws_away_what_an_editor_types(
     _superuser()
     collection = Collection.objects.create(name="Busy")
     source = Source.objects.create(
-        collection=collection, title="Busy", file_name="busy.md",
-        text="# Busy\n\nText.\n", status=Source.Status.QUEUED,
-    )  # fmt: skip
+        collection=collection,
+        title="Busy",
+        file_name="busy.md",
+        text="# Busy\n\nText.\n",
+        status=Source.Status.QUEUED,
+    )
     url = f"{live_server.url}/admin/kb/source/{source.pk}/change/"
     _log_in(page, live_server, url)
     page.wait_for_url(url)
@@ -471,8 +474,12 @@ def test_a_git_sync_added_in_the_admin_keeps_answers_in_step(
     settings.KB_SYNC_DIR = tmp_path / "mirrors"
     worker_env = {"KB_SYNC_ROOTS": str(tmp_path), "KB_SYNC_DIR": str(tmp_path / "m")}
     origin = GitOrigin(tmp_path)
-    origin.commit({"ops/backups.md": "# Backups\n\nBackups run every night at "
-                   "02:00 and are kept for 35 days.\n"})  # fmt: skip
+    origin.commit(
+        {
+            "ops/backups.md": "# Backups\n\nBackups run every night at "
+            "02:00 and are kept for 35 days.\n"
+        }
+    )
 
     _log_in(page, live_server, "/admin/kb/syncsource/add/")
     page.fill("#id_name", "handbook-repo")
@@ -501,8 +508,12 @@ def test_a_git_sync_added_in_the_admin_keeps_answers_in_step(
     assert "02:00" in ask("When do backups run?")
     expect(page.locator("ol.citations li").first).to_contain_text("ops/backups.md")
 
-    origin.commit({"ops/backups.md": "# Backups\n\nBackups run every night at "
-                   "03:30 and are kept for 90 days.\n"})  # fmt: skip
+    origin.commit(
+        {
+            "ops/backups.md": "# Backups\n\nBackups run every night at "
+            "03:30 and are kept for 90 days.\n"
+        }
+    )
     sync_now()
     page.goto(f"{live_server.url}/admin/kb/syncsource/")
     expect(page.locator("#result_list")).to_contain_text("Done")

@@ -35,19 +35,32 @@ class OldLinkTestCase(TestCase):
         start = TEXT.index(CITED)
         cls.section_id = cls.source.sections.get(start__lte=start, end__gt=start).pk
         cls.link = Link(
-            start=start, end=start + len(CITED), source_id=cls.source.pk,
-            version=cls.source.indexed_version, span=(start, start + len(CITED)),
-        )  # fmt: skip
+            start=start,
+            end=start + len(CITED),
+            source_id=cls.source.pk,
+            version=cls.source.indexed_version,
+            span=(start, start + len(CITED)),
+        )
         cls.logged = Question.objects.create(
-            user=cls.staff, collection=cls.collection, question="When?",
-            answer="[1]", answerer="extractive", fingerprint={
-                "sources": {str(cls.source.pk): cls.source.indexed_version}
-            }, citations=[{
-                "n": 1, "source": "Runbook", "file": FILE, "text": CITED,
-                "source_id": cls.source.pk, "section_id": cls.section_id,
-                "start": cls.link.start, "end": cls.link.end,
-            }],
-        )  # fmt: skip
+            user=cls.staff,
+            collection=cls.collection,
+            question="When?",
+            answer="[1]",
+            answerer="extractive",
+            fingerprint={"sources": {str(cls.source.pk): cls.source.indexed_version}},
+            citations=[
+                {
+                    "n": 1,
+                    "source": "Runbook",
+                    "file": FILE,
+                    "text": CITED,
+                    "source_id": cls.source.pk,
+                    "section_id": cls.section_id,
+                    "start": cls.link.start,
+                    "end": cls.link.end,
+                }
+            ],
+        )
 
     def _edit(self, new_text: str) -> Source:
         """The runbook uploaded again as `new_text` and indexed (version 2)."""
@@ -121,11 +134,14 @@ class OldLinkTestCase(TestCase):
         self._edit(TEXT.replace(CITED, "Ask the on-call lead first."))
         # The same range cited again from version 2: another text.
         Question.objects.create(
-            user=self.staff, collection=self.collection, question="Who?",
-            answer="[1]", answerer="extractive",
+            user=self.staff,
+            collection=self.collection,
+            question="Who?",
+            answer="[1]",
+            answerer="extractive",
             fingerprint={"sources": {str(self.source.pk): 2}},
             citations=[{**self.logged.citations[0], "text": "Ask the on-call"}],
-        )  # fmt: skip
+        )
         was = citations.cited_text(self.source, 1, self.link.start, self.link.end)
         self.assertEqual(was, CITED)
 

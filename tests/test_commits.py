@@ -51,8 +51,10 @@ class CommitMessageTestCase(SimpleTestCase):
             path.write_text("Added things.\n")
             done = subprocess.run(
                 [sys.executable, "-m", "config.commits", str(path)],
-                cwd=settings.BASE_DIR, capture_output=True, text=True,
-            )  # fmt: skip
+                cwd=settings.BASE_DIR,
+                capture_output=True,
+                text=True,
+            )
         self.assertEqual(done.returncode, 1)
         self.assertIn("ends with a full stop", done.stderr)
         hook = Path(settings.BASE_DIR) / ".githooks" / "commit-msg"

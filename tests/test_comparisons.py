@@ -56,15 +56,21 @@ class NamedTermsTestCase(SimpleTestCase):
     def test_the_two_things_a_question_compares(self):
         for question, expected in [
             ("Taint or toleration?", [["Taint"], ["toleration"]]),
-            ("What is the difference between a taint and a toleration?",
-             [["taint"], ["toleration"]]),
-            ("Should I use a taint or a toleration?",
-             [["use a taint", "taint"], ["toleration"]]),
+            (
+                "What is the difference between a taint and a toleration?",
+                [["taint"], ["toleration"]],
+            ),
+            (
+                "Should I use a taint or a toleration?",
+                [["use a taint", "taint"], ["toleration"]],
+            ),
             ("isBlank vs isEmpty", [["isBlank"], ["isEmpty"]]),
-            ("Différence entre un taint et une toleration ?",
-             [["taint"], ["toleration"]]),
+            (
+                "Différence entre un taint et une toleration ?",
+                [["taint"], ["toleration"]],
+            ),
             ("¿Cuál es la diferencia entre un pod y un nodo?", [["pod"], ["nodo"]]),
-        ]:  # fmt: skip
+        ]:
             with self.subTest(question=question):
                 self.assertEqual(named_terms(question), expected)
 
@@ -108,5 +114,6 @@ class ComparedEntriesTestCase(TestCase):
                 self.assertEqual(set(self._first(question)), wanted)
 
     def test_a_question_about_one_thing_is_answered_as_before(self):
-        self.assertEqual(self._first("What does a toleration allow?", k=1),
-                         ["toleration.md"])  # fmt: skip
+        self.assertEqual(
+            self._first("What does a toleration allow?", k=1), ["toleration.md"]
+        )

@@ -137,10 +137,13 @@ class NewVersionUploadTestCase(TestCase):
     def _upload(self, name: str, data: bytes, **fields):
         return self.client.post(
             reverse("admin:kb_source_upload"),
-            {"collection": self.collection.pk,
-             "files": [SimpleUploadedFile(name, data)], **fields},
+            {
+                "collection": self.collection.pk,
+                "files": [SimpleUploadedFile(name, data)],
+                **fields,
+            },
             follow=True,
-        )  # fmt: skip
+        )
 
     def _edit(self, source: Source, **fields):
         """The change form posted as its page shows it (a browser sends the
@@ -173,10 +176,14 @@ class NewVersionUploadTestCase(TestCase):
         source = Source.objects.get(file_name=name)
         ingestion.ingest(source.pk)
         self._edit(
-            source, title="Tea brewing guide", author="Tea Master",
-            tags="tea, brewing", url="https://tea.example/guide",
-            doc_version="2.0", deprecated="on",
-        )  # fmt: skip
+            source,
+            title="Tea brewing guide",
+            author="Tea Master",
+            tags="tea, brewing",
+            url="https://tea.example/guide",
+            doc_version="2.0",
+            deprecated="on",
+        )
         ingestion.ingest(source.pk)
         source.refresh_from_db()
         self.assertEqual(source.title, "Tea brewing guide")
@@ -206,9 +213,12 @@ class NewVersionUploadTestCase(TestCase):
     def test_a_filled_field_replaces_its_value_and_key_equals_removes_one(self):
         source = self._curated("tea.txt", TEA)
         self._upload(
-            "tea.txt", TEA.replace(b"two", b"three"), title="Green tea",
-            author="New Master", extra="team=\nshelf=B2",
-        )  # fmt: skip
+            "tea.txt",
+            TEA.replace(b"two", b"three"),
+            title="Green tea",
+            author="New Master",
+            extra="team=\nshelf=B2",
+        )
         source.refresh_from_db()
         self.assertEqual(source.title, "Green tea")
         expected = {**CURATED, "author": "New Master", "shelf": "B2"}
@@ -254,16 +264,29 @@ class NewVersionByWorkerTestCase(TransactionTestCase):
         collection = Collection.objects.create(name="Kitchen")
         upload = reverse("admin:kb_source_upload")
         first = SimpleUploadedFile("tea.txt", TEA)
-        self.client.post(upload, {"collection": collection.pk, "files": [first],
-                                  "tags": "tea"})  # fmt: skip
+        self.client.post(
+            upload, {"collection": collection.pk, "files": [first], "tags": "tea"}
+        )
         run_burst_worker()
         source = Source.objects.get()
         change = reverse("admin:kb_source_change", args=[source.pk])
-        self.client.post(change, {"title": "Tea brewing guide", "text": source.text,
-                                  "tags": "tea", "deprecated": "on"})  # fmt: skip
+        self.client.post(
+            change,
+            {
+                "title": "Tea brewing guide",
+                "text": source.text,
+                "tags": "tea",
+                "deprecated": "on",
+            },
+        )
         run_burst_worker()
-        self.client.post(upload, {"collection": collection.pk, "files": [
-            SimpleUploadedFile("tea.txt", TEA.replace(b"two", b"three"))]})  # fmt: skip
+        self.client.post(
+            upload,
+            {
+                "collection": collection.pk,
+                "files": [SimpleUploadedFile("tea.txt", TEA.replace(b"two", b"three"))],
+            },
+        )
         run_burst_worker()
         source.refresh_from_db()
         self.assertEqual(source.status, Source.Status.INDEXED, source.error)
@@ -341,8 +364,10 @@ class GroupLimitsInTheAdminTestCase(TestCase):
         page = self.client.get(url)
         self.assertContains(page, "Are you sure")
         self.assertNotContains(page, "permission to delete")
-        self.assertRedirects(self.client.post(url, {"post": "yes"}),
-                             reverse("admin:kb_source_changelist"))  # fmt: skip
+        self.assertRedirects(
+            self.client.post(url, {"post": "yes"}),
+            reverse("admin:kb_source_changelist"),
+        )
         self.assertFalse(Source.objects.filter(pk=self.shown.pk).exists())
         self.assertFalse(Section.objects.filter(source_id=self.shown.pk).exists())
         hidden = reverse("admin:kb_source_delete", args=[self.hidden.pk])
@@ -369,18 +394,23 @@ class GroupLimitsInTheAdminTestCase(TestCase):
         self.assertNotContains(upload, "Salaries")
         response = self.client.post(
             reverse("admin:kb_source_upload"),
-            {"collection": self.secret.pk,
-             "files": [SimpleUploadedFile("new.md", b"# New\n\nZ.\n")]},
-        )  # fmt: skip
+            {
+                "collection": self.secret.pk,
+                "files": [SimpleUploadedFile("new.md", b"# New\n\nZ.\n")],
+            },
+        )
         self.assertContains(response, "Select a valid choice", status_code=400)
         self.assertFalse(self.secret.sources.filter(file_name="new.md").exists())
 
     def test_its_cases_runs_and_dashboard_are_hidden_too(self):
         stale = {"file": "pay.md", "start": 0, "end": 5, "text": "Payday"}
         GoldenCase.objects.create(
-            collection=self.secret, external_id="pay-day", question="When is payday?",
-            kind="definition", required_spans=[stale],
-        )  # fmt: skip
+            collection=self.secret,
+            external_id="pay-day",
+            question="When is payday?",
+            kind="definition",
+            required_spans=[stale],
+        )
         cases = self.client.get(reverse("admin:kb_goldencase_changelist"))
         self.assertNotContains(cases, "pay-day")
         self.assertNotContains(cases, "When is payday?")  # nor in the stale banner
@@ -436,15 +466,22 @@ class ScratchCopyLimitsTestCase(TestCase):
         return self.client.get(reverse(name, args=args), query)
 
     def test_an_outsider_gets_none_of_its_text(self):
-        sources = self._get(self.editor, "admin:kb_goldencase_sources",
-                            collection=self.copy.pk)  # fmt: skip
+        sources = self._get(
+            self.editor, "admin:kb_goldencase_sources", collection=self.copy.pk
+        )
         self.assertEqual(sources.status_code, 404)
         self.assertNotContains(sources, "9th", status_code=404)
-        listed = self._get(self.editor, "admin:kb_source_changelist",
-                           collection__id__exact=self.copy.pk)  # fmt: skip
+        listed = self._get(
+            self.editor,
+            "admin:kb_source_changelist",
+            collection__id__exact=self.copy.pk,
+        )
         self.assertNotContains(listed, "pay.md")
-        pages = {"source": self.copied.pk, "chunk": self.chunk.pk,
-                 "section": self.chunk.section_id}  # fmt: skip
+        pages = {
+            "source": self.copied.pk,
+            "chunk": self.chunk.pk,
+            "section": self.chunk.section_id,
+        }
         for model, pk in pages.items():
             name = f"admin:kb_{model}_change"
             page = self._get(self.editor, name, pk)
@@ -460,15 +497,17 @@ class ScratchCopyLimitsTestCase(TestCase):
         self.assertEqual(policy.status_code, 404)
         reindex = reverse("admin:kb_collection_reindex", args=[self.copy.pk])
         self.assertEqual(self.client.post(reindex).status_code, 404)
-        self.client.post(reverse("admin:kb_collection_delete", args=[self.copy.pk]),
-                         {"post": "yes"})  # fmt: skip
+        self.client.post(
+            reverse("admin:kb_collection_delete", args=[self.copy.pk]), {"post": "yes"}
+        )
         self.assertTrue(Collection.objects.filter(pk=self.copy.pk).exists())
 
     def test_a_member_of_the_live_groups_opens_it_but_no_list_shows_it(self):
         chunk = self._get(self.member, "admin:kb_chunk_change", self.chunk.pk)
         self.assertContains(chunk, "9th")
-        sources = self._get(self.member, "admin:kb_goldencase_sources",
-                            collection=self.copy.pk)  # fmt: skip
+        sources = self._get(
+            self.member, "admin:kb_goldencase_sources", collection=self.copy.pk
+        )
         self.assertContains(sources, "9th")
         page = self._get(self.member, "admin:kb_collection_change", self.copy.pk)
         self.assertContains(page, "Salaries [scratch")
@@ -485,8 +524,9 @@ class ScratchCopyLimitsTestCase(TestCase):
                 listed = self._get(user, name)
                 self.assertEqual(listed.status_code, 200, name)
                 self.assertNotContains(listed, "[scratch", msg_prefix=name)
-        filtered = self._get(self.staff, "admin:kb_source_changelist",
-                             collection__id__exact=self.copy.pk)  # fmt: skip
+        filtered = self._get(
+            self.staff, "admin:kb_source_changelist", collection__id__exact=self.copy.pk
+        )
         copied = reverse("admin:kb_source_change", args=[self.copied.pk])
         self.assertNotContains(filtered, copied)
         self.assertNotContains(filtered, "[scratch")

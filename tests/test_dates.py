@@ -58,25 +58,37 @@ REPORTS = {
 class DocumentDateTestCase(SimpleTestCase):
     def test_a_record_s_date_is_found_where_records_keep_it(self):
         for text, title, name, expected in [
-            ("---\ntitle: X\ndate: 2022-09-06T10:00:00Z\n---\n# X\n", "X", "x.md",
-             "2022-09-06"),
-            ("---\ntitle: X\nstart_time: 2012-12-22T12:15:00-08:00\n---\n# X\n", "X",
-             "0787bc22.md", "2012-12-22"),
+            (
+                "---\ntitle: X\ndate: 2022-09-06T10:00:00Z\n---\n# X\n",
+                "X",
+                "x.md",
+                "2022-09-06",
+            ),
+            (
+                "---\ntitle: X\nstart_time: 2012-12-22T12:15:00-08:00\n---\n# X\n",
+                "X",
+                "0787bc22.md",
+                "2012-12-22",
+            ),
             ("# Outage\n", "Outage", "reports/2021-03-04-outage.md", "2021-03-04"),
             ("# Outage\n", "Outage", "20210304_outage.md", "2021-03-04"),
             ("# DNS\n", "DNS outage of 6 September 2022", "dns.md", "2022-09-06"),
             ("# DNS\n\n**Date**: September 6, 2022\n", "DNS", "dns.md", "2022-09-06"),
             ("# DNS\n\n| Date | 2022-09-06 |\n", "DNS", "dns.md", "2022-09-06"),
-            ("# DNS\n\n## Timeline\n\n- 14:02 UTC, 6 Sep 2022: alerts fire\n", "DNS",
-             "dns.md", "2022-09-06"),
+            (
+                "# DNS\n\n## Timeline\n\n- 14:02 UTC, 6 Sep 2022: alerts fire\n",
+                "DNS",
+                "dns.md",
+                "2022-09-06",
+            ),
             ("# Le DNS\n\nDate : 6 septembre 2022\n", "DNS", "dns.md", "2022-09-06"),
             ("# DNS\n\nДата: 6 сентября 2022 г.\n", "DNS", "dns.md", "2022-09-06"),
-        ]:  # fmt: skip
+        ]:
             with self.subTest(text=text, title=title, name=name):
                 self.assertEqual(dates.document_date(text, title, name), expected)
 
     def test_codes_versions_and_dateless_text_are_not_dates(self):
-        for text, name in [  # fmt: skip
+        for text, name in [
             (
                 "# Errors\n\n23505 unique_violation\n\nVersion 2022.1 and 1.2.3\n",
                 "e.md",
@@ -101,35 +113,51 @@ class QuestionPeriodTestCase(SimpleTestCase):
             ("What happened on 2022-09-06?", [day]),
             ("What broke on 6 September 2022?", [day]),
             ("What broke on September 6th, 2022?", [day]),
-            ("What happened in the incident of 6 September?",
-             [dates.Period(month=9, day=6)]),
-            ("Which outages happened in autumn 2022?",
-             [dates.Period("2022-09-01", "2022-11-30")]),
-            ("What failed in February 2023?",
-             [dates.Period("2023-02-01", "2023-02-28")]),
-            ("Which incidents in winter 2022?",
-             [dates.Period("2022-12-01", "2023-02-28")]),
+            (
+                "What happened in the incident of 6 September?",
+                [dates.Period(month=9, day=6)],
+            ),
+            (
+                "Which outages happened in autumn 2022?",
+                [dates.Period("2022-09-01", "2022-11-30")],
+            ),
+            (
+                "What failed in February 2023?",
+                [dates.Period("2023-02-01", "2023-02-28")],
+            ),
+            (
+                "Which incidents in winter 2022?",
+                [dates.Period("2022-12-01", "2023-02-28")],
+            ),
             ("Incidents in Q3 2022", [dates.Period("2022-07-01", "2022-09-30")]),
             ("What went wrong in 2021?", [dates.Period("2021-01-01", "2021-12-31")]),
             ("Qu'est-ce qui a lâché le 6 septembre 2022 ?", [day]),
-            ("¿Qué falló en febrero de 2023?",
-             [dates.Period("2023-02-01", "2023-02-28")]),
-            ("Что сломалось осенью 2022 года?",
-             [dates.Period("2022-09-01", "2022-11-30")]),
+            (
+                "¿Qué falló en febrero de 2023?",
+                [dates.Period("2023-02-01", "2023-02-28")],
+            ),
+            (
+                "Что сломалось осенью 2022 года?",
+                [dates.Period("2022-09-01", "2022-11-30")],
+            ),
             ("Что случилось 6 сентября?", [dates.Period(month=9, day=6)]),
             ("What does error 23505 mean?", []),
             ("May I restart the ingress in version 2022.1?", []),
             ("How many replicas run in 2 zones?", []),
             ("What happens to a batch of 2000 rows?", []),
-            ("Which outages were there in the summer of 2022?",
-             [dates.Period("2022-06-01", "2022-08-31")]),
-            ("What was the cause of the outage of 2021?",
-             [dates.Period("2021-01-01", "2021-12-31")]),
+            (
+                "Which outages were there in the summer of 2022?",
+                [dates.Period("2022-06-01", "2022-08-31")],
+            ),
+            (
+                "What was the cause of the outage of 2021?",
+                [dates.Period("2021-01-01", "2021-12-31")],
+            ),
             ("Does release 2023.1.2 fix it?", []),
             ("Is build 2022.09.06.1 affected?", []),
             ("What broke on 2022.09.06?", [day]),
             ("What broke on 2022/09/06?", [day]),
-        ]:  # fmt: skip
+        ]:
             with self.subTest(question=question):
                 self.assertEqual(dates.question_periods(question), expected)
 
@@ -163,15 +191,23 @@ class DatedRetrievalTestCase(TestCase):
 
     def test_a_question_naming_a_date_gets_the_report_of_that_date_first(self):
         for question, expected in [
-            ("What was the root cause of the 503 outage on 6 September?",
-             "outage-a.md"),
-            ("What was the root cause of the 503 outage in February 2023?",
-             "outage-b.md"),
-            ("What was the root cause of the 503 outage in November 2022?",
-             "outage-c.md"),
-            ("Quelle était la cause de la panne 503 du 14 février 2023 ?",
-             "outage-b.md"),
-        ]:  # fmt: skip
+            (
+                "What was the root cause of the 503 outage on 6 September?",
+                "outage-a.md",
+            ),
+            (
+                "What was the root cause of the 503 outage in February 2023?",
+                "outage-b.md",
+            ),
+            (
+                "What was the root cause of the 503 outage in November 2022?",
+                "outage-c.md",
+            ),
+            (
+                "Quelle était la cause de la panne 503 du 14 février 2023 ?",
+                "outage-b.md",
+            ),
+        ]:
             with self.subTest(question=question):
                 self.assertEqual(self._files(question, k=1)[0], expected)
 
@@ -181,11 +217,17 @@ class DatedRetrievalTestCase(TestCase):
         from kb import answering
 
         for question, cause, others in [
-            ("What was the root cause of the outage on 6 September?",
-             "LimitRange", ("certificate", "node pool")),
-            ("What was the root cause of the outage in February 2023?",
-             "certificate", ("LimitRange", "node pool")),
-        ]:  # fmt: skip
+            (
+                "What was the root cause of the outage on 6 September?",
+                "LimitRange",
+                ("certificate", "node pool"),
+            ),
+            (
+                "What was the root cause of the outage in February 2023?",
+                "certificate",
+                ("LimitRange", "node pool"),
+            ),
+        ]:
             with self.subTest(question=question):
                 _, reply = answering.ask(self.collection, question)
                 self.assertIn(cause, reply.text)
@@ -218,11 +260,17 @@ class DateLineTestCase(TestCase):
 
         collection = Collection.objects.create(name="Reports")
         for name, day, text in [
-            ("ingress.md", "21 November 2022",
-             "The ingress controller restarted every few minutes under load."),
-            ("dns.md", "14 February 2023",
-             "Name resolution failed for eight minutes after a node drain."),
-        ]:  # fmt: skip
+            (
+                "ingress.md",
+                "21 November 2022",
+                "The ingress controller restarted every few minutes under load.",
+            ),
+            (
+                "dns.md",
+                "14 February 2023",
+                "Name resolution failed for eight minutes after a node drain.",
+            ),
+        ]:
             body = f"# Incident report\n\n**Date**: {day}\n\n## Summary\n\n{text}\n"
             source, _ = uploads.store_source(collection, name, body.encode())
             ingestion.ingest(source.pk)

@@ -127,8 +127,11 @@ class WindowGuardTestCase(TestCase):
         refused = chunking_errors(400, 40, MINILM)
         self.assertIn("Chunks need 16 to 254 tokens", refused["chunk_tokens"])
         refused = chunking_errors(508, 40, E5)
-        self.assertIn("16 to 507 tokens: the model reads 507 besides [CLS] and [SEP] "
-                      "and its passage prompt", refused["chunk_tokens"])  # fmt: skip
+        self.assertIn(
+            "16 to 507 tokens: the model reads 507 besides [CLS] and [SEP] "
+            "and its passage prompt",
+            refused["chunk_tokens"],
+        )
 
 
 class MultilingualCollectionTestCase(TestCase):
@@ -213,8 +216,9 @@ class ModelChangeTestCase(TestCase):
         gate = load_part("Gate", ["office-faq.txt"])
         shadow = reindexing.start(gate, {"embedding_model": E5}, staff, queue=False)
         self.assertEqual(shadow.status, ShadowIndex.Status.BUILDING)
-        self.assertEqual(reindexing.changed_settings(shadow),
-                         {"embedding_model": (MINILM, E5)})  # fmt: skip
+        self.assertEqual(
+            reindexing.changed_settings(shadow), {"embedding_model": (MINILM, E5)}
+        )
         gate.refresh_from_db()
         self.assertEqual(gate.embedding_model, MINILM)  # live until the swap
         scratch = reindexing.build(shadow)
@@ -226,8 +230,10 @@ class ModelChangeTestCase(TestCase):
         # Swapped in, every live vector is e5's and is searched in e5's graph.
         self.assertTrue(reindexing.swap(shadow.pk, shadow.status, "test"))
         gate.refresh_from_db()
-        for rows in (Chunk.objects.filter(source__collection=gate),
-                     Section.objects.filter(source__collection=gate)):  # fmt: skip
+        for rows in (
+            Chunk.objects.filter(source__collection=gate),
+            Section.objects.filter(source__collection=gate),
+        ):
             self.assertEqual(set(rows.values_list("embedding_model", flat=True)), {E5})
         result = retrieve(gate, "How do I book a meeting room?", mode="vector")
         self.assertTrue(result.passages)
@@ -238,8 +244,11 @@ def write_safetensors(path: Path, tensors: dict[str, np.ndarray]) -> None:
     header, offset, blobs = {}, 0, []
     for name, array in tensors.items():
         blob = np.ascontiguousarray(array, dtype="<f4").tobytes()
-        header[name] = {"dtype": "F32", "shape": list(array.shape),
-                        "data_offsets": [offset, offset + len(blob)]}  # fmt: skip
+        header[name] = {
+            "dtype": "F32",
+            "shape": list(array.shape),
+            "data_offsets": [offset, offset + len(blob)],
+        }
         offset += len(blob)
         blobs.append(blob)
     encoded = json.dumps(header).encode()
@@ -273,7 +282,7 @@ def sentence_transformers_folder(
                     ("2_Normalize", "Normalize"),
                 ]
             )
-        ],  # fmt: skip
+        ],
         "1_Pooling/config.json": pooling
         or {"word_embedding_dimension": 384, "pooling_mode_mean_tokens": True},
         "sentence_bert_config.json": {"max_seq_length": 512},
@@ -332,8 +341,9 @@ class OwnFolderTestCase(SimpleTestCase):
             self.assertIn(("my-e5", "my-e5 (own folder)"), embedding_models.choices())
             self.assertEqual(check_extra_models(), [])
             source = embedding_models.source("my-e5")
-        self.assertEqual((source.query_prefix, source.passage_prefix),
-                         ("query: ", "passage: "))  # fmt: skip
+        self.assertEqual(
+            (source.query_prefix, source.passage_prefix), ("query: ", "passage: ")
+        )
 
     def test_a_folder_has_no_off_topic_floor_until_one_is_set(self):
         folder = self._folder("my-e5")
@@ -391,8 +401,18 @@ class E5CountTestCase(SimpleTestCase):
 
     def test_counts_agree_with_whole_text_encoding(self):
         e5 = get_embedder(E5)
-        texts = ["", "  ", "a ", " a", "a\u3000 b", "x\x01y", "e\u0301 ﬁ\n",
-                 "<s> a </s>", "日本語のテキスト 中文 ", "a\r\n\tb\u00a0c"]  # fmt: skip
+        texts = [
+            "",
+            "  ",
+            "a ",
+            " a",
+            "a\u3000 b",
+            "x\x01y",
+            "e\u0301 ﬁ\n",
+            "<s> a </s>",
+            "日本語のテキスト 中文 ",
+            "a\r\n\tb\u00a0c",
+        ]
         reference = json.loads(
             (Path(__file__).parent / "fixtures" / "e5_reference.json").read_text()
         )
@@ -405,8 +425,9 @@ class E5CountTestCase(SimpleTestCase):
         rng = random.Random(0)
         odd = "ab é\u0301\n\t\r\u00a0\u3000\u2028\x01\x1c\x85\x7f´日ﬁ-–— .,"
         texts += ["".join(rng.choices(odd, k=rng.randint(0, 12))) for _ in range(5000)]
-        wrong = [t for t in texts
-                 if e5.count_tokens(t) != len(e5.tokenizer.encode(t).ids)]  # fmt: skip
+        wrong = [
+            t for t in texts if e5.count_tokens(t) != len(e5.tokenizer.encode(t).ids)
+        ]
         self.assertTrue(e5.counts_by_words)  # not by encoding each whole text
         self.assertEqual(wrong, [])
         self.assertGreater(len(texts), 2000)

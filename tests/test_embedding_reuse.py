@@ -12,9 +12,19 @@ from kb.models import Chunk, Collection, Source
 from tests.base import ingest_text
 
 TOPICS = [
-    "backups", "retention", "replication", "failover", "monitoring", "alerts",
-    "upgrades", "certificates", "quotas", "auditing", "networking", "storage",
-]  # fmt: skip
+    "backups",
+    "retention",
+    "replication",
+    "failover",
+    "monitoring",
+    "alerts",
+    "upgrades",
+    "certificates",
+    "quotas",
+    "auditing",
+    "networking",
+    "storage",
+]
 
 
 def handbook(edited: str = "") -> str:
@@ -39,10 +49,16 @@ def handbook(edited: str = "") -> str:
 
 def chunk_rows(source: Source) -> list[tuple]:
     return [
-        (c.embedded_text, c.start, c.end, list(c.unit_offsets or []),
-         bytes(c.unit_vectors or b""), np.asarray(c.embedding))
+        (
+            c.embedded_text,
+            c.start,
+            c.end,
+            list(c.unit_offsets or []),
+            bytes(c.unit_vectors or b""),
+            np.asarray(c.embedding),
+        )
         for c in Chunk.objects.filter(source=source).order_by("chunk_index")
-    ]  # fmt: skip
+    ]
 
 
 class EmbeddingReuseTestCase(TestCase):

@@ -45,11 +45,25 @@ class MeasureTestCase(SimpleTestCase):
 
     def test_aggregates_report_recall_mrr_and_kinds(self):
         rows = [
-            {"kind": "table", "hit": True, "partial": 1.0, "first_hit_rank": 2,
-             "context_tokens": 100, "duplicates": 0, "latency_ms": 10.0},
-            {"kind": "tail", "hit": False, "partial": 0.5, "first_hit_rank": None,
-             "context_tokens": 300, "duplicates": 1, "latency_ms": 30.0},
-        ]  # fmt: skip
+            {
+                "kind": "table",
+                "hit": True,
+                "partial": 1.0,
+                "first_hit_rank": 2,
+                "context_tokens": 100,
+                "duplicates": 0,
+                "latency_ms": 10.0,
+            },
+            {
+                "kind": "tail",
+                "hit": False,
+                "partial": 0.5,
+                "first_hit_rank": None,
+                "context_tokens": 300,
+                "duplicates": 1,
+                "latency_ms": 30.0,
+            },
+        ]
         agg = evaluation.aggregate(rows, k=5)
         self.assertEqual(agg["recall_at_k"], 0.5)
         self.assertEqual(agg["mrr"], 0.25)
@@ -123,8 +137,9 @@ class DemoSetTestCase(TestCase):
             self.assertLessEqual(answer["spans_quoted"], answer["spans"])
             self.assertLessEqual(answer["on_evidence"], answer["sentences"])
         aggregate = found["aggregate"]
-        quoted = [c["answer"]["spans_quoted"] / c["answer"]["spans"]
-                  for c in found["cases"]]  # fmt: skip
+        quoted = [
+            c["answer"]["spans_quoted"] / c["answer"]["spans"] for c in found["cases"]
+        ]
         self.assertAlmostEqual(
             aggregate["answer_span_recall"], sum(quoted) / len(quoted), places=3
         )
@@ -160,10 +175,12 @@ class DashboardTestCase(TransactionTestCase):
     def test_the_floor_is_only_ever_raised(self):
         staff, _, _ = make_users()
         collection = Collection.objects.create(name="C")
-        high = EvalRun.objects.create(collection=collection, status="done",
-                                      aggregate={"recall_at_k": 0.9})  # fmt: skip
-        low = EvalRun.objects.create(collection=collection, status="done",
-                                     aggregate={"recall_at_k": 0.5})  # fmt: skip
+        high = EvalRun.objects.create(
+            collection=collection, status="done", aggregate={"recall_at_k": 0.9}
+        )
+        low = EvalRun.objects.create(
+            collection=collection, status="done", aggregate={"recall_at_k": 0.5}
+        )
         self.client.force_login(staff)
         self.client.post(reverse("admin:kb_evalrun_floor", args=[high.pk]))
         self.client.post(reverse("admin:kb_evalrun_floor", args=[low.pk]))
@@ -181,17 +198,33 @@ class DashboardTestCase(TransactionTestCase):
 
         def run(quoted: list[bool]) -> EvalRun:
             cases = [
-                {"id": f"c{i}", "question": f"Question {i}?", "kind": "tail",
-                 "hit": True, "answer_hit": whole,
-                 "answer": {"spans": 1, "spans_quoted": int(whole), "sentences": 1,
-                            "on_evidence": int(whole), "words": 20}}
+                {
+                    "id": f"c{i}",
+                    "question": f"Question {i}?",
+                    "kind": "tail",
+                    "hit": True,
+                    "answer_hit": whole,
+                    "answer": {
+                        "spans": 1,
+                        "spans_quoted": int(whole),
+                        "sentences": 1,
+                        "on_evidence": int(whole),
+                        "words": 20,
+                    },
+                }
                 for i, whole in enumerate(quoted)
-            ]  # fmt: skip
+            ]
             return EvalRun.objects.create(
-                collection=collection, status="done", cases=cases,
-                aggregate={"k": 5, "n": len(quoted), "recall_at_k": 1.0,
-                           "answer_all_spans": sum(quoted)},
-            )  # fmt: skip
+                collection=collection,
+                status="done",
+                cases=cases,
+                aggregate={
+                    "k": 5,
+                    "n": len(quoted),
+                    "recall_at_k": 1.0,
+                    "answer_all_spans": sum(quoted),
+                },
+            )
 
         good, worse = run([True, True, True, False]), run([True, False, True, False])
         self.client.force_login(staff)
@@ -207,8 +240,9 @@ class DashboardTestCase(TransactionTestCase):
             {"collection": collection.pk, "run": worse.pk},
         )
         self.assertContains(page, "answers below the answer floor of 0.750")
-        self.assertContains(page, "answer floor (cases quoting every span): "
-                                  "<strong>0.750</strong>")  # fmt: skip
+        self.assertContains(
+            page, "answer floor (cases quoting every span): <strong>0.750</strong>"
+        )
         self.assertContains(page, "<li>c1 (its answer): Question 1?</li>")
         # A shadow index whose answers fall below it waits for an admin.
         shadow = ShadowIndex.objects.create(
@@ -259,16 +293,20 @@ class ExperimentFormTestCase(TestCase):
         return {field: " ".join(errors) for field, errors in form.errors.items()}
 
     def test_it_refuses_chunks_past_the_window_and_overlap_past_half(self):
-        self.assertIn("Chunks need 16 to 254 tokens",
-                      self._errors(chunk_tokens=1000)["chunk_tokens"])  # fmt: skip
+        self.assertIn(
+            "Chunks need 16 to 254 tokens",
+            self._errors(chunk_tokens=1000)["chunk_tokens"],
+        )
         self.assertIn(
             "An overlap of 200 tokens is over half of a 100-token chunk",
             self._errors(chunk_tokens=100, chunk_overlap=200)["chunk_overlap"],
         )
         # The collection's own overlap, under the chunks tried.
         Collection.objects.filter(pk=self.collection.pk).update(chunk_overlap=80)
-        self.assertIn("over half of a 100-token chunk",
-                      self._errors(chunk_tokens=100)["chunk_tokens"])  # fmt: skip
+        self.assertIn(
+            "over half of a 100-token chunk",
+            self._errors(chunk_tokens=100)["chunk_tokens"],
+        )
         self.assertEqual(self._errors(top_k=8), {})  # retrieval only: not rebuilt
         staff, _, _ = make_users()
         self.client.force_login(staff)
@@ -296,9 +334,13 @@ class ComparisonTestCase(TestCase):
         aggregate = {"k": 5, "n": len(hits), "recall_at_k": sum(hits) / len(hits)}
         if quoted is not None:  # the answers measured (issue #28)
             for case, whole in zip(cases, quoted, strict=True):
-                case["answer"] = {"spans": 1, "spans_quoted": int(whole),
-                                  "sentences": 2, "on_evidence": int(whole),
-                                  "words": 40}  # fmt: skip
+                case["answer"] = {
+                    "spans": 1,
+                    "spans_quoted": int(whole),
+                    "sentences": 2,
+                    "on_evidence": int(whole),
+                    "words": 40,
+                }
             aggregate["answer_all_spans"] = sum(quoted)
         return EvalRun.objects.create(
             collection=collection, status="done", cases=cases, aggregate=aggregate
@@ -372,9 +414,14 @@ class KbEvalCommandTestCase(TestCase):
     def _eval(self, *args: str) -> str:
         out = StringIO()
         call_command(
-            "kb_eval", "--cases", str(GOLDEN_FILE), "--corpus", str(CONTENT_DIR),
-            *args, stdout=out,
-        )  # fmt: skip
+            "kb_eval",
+            "--cases",
+            str(GOLDEN_FILE),
+            "--corpus",
+            str(CONTENT_DIR),
+            *args,
+            stdout=out,
+        )
         return out.getvalue()
 
     def test_it_writes_the_issue_json_and_compares_with_a_baseline(self):
@@ -391,14 +438,26 @@ class KbEvalCommandTestCase(TestCase):
         report = json.loads(default.read_text())
         self.assertEqual(report["config"]["chunk_strategy"], "structure")
         aggregate = report["aggregate"]
-        for key in ["k", "recall_at_k", "partial", "mrr", "context_tokens_mean",
-                    "duplicates_mean", "latency_p50_ms", "latency_p95_ms",
-                    "by_kind", "recall_ci95", "answer_span_recall",
-                    "answer_precision"]:  # fmt: skip
+        for key in [
+            "k",
+            "recall_at_k",
+            "partial",
+            "mrr",
+            "context_tokens_mean",
+            "duplicates_mean",
+            "latency_p50_ms",
+            "latency_p95_ms",
+            "by_kind",
+            "recall_ci95",
+            "answer_span_recall",
+            "answer_precision",
+        ]:
             self.assertIn(key, aggregate)
         self.assertEqual(aggregate["k"], 5)
-        self.assertEqual(set(aggregate["by_kind"]["table"]), set(aggregate) - {
-            "k", "by_kind", "real_questions"})  # fmt: skip
+        self.assertEqual(
+            set(aggregate["by_kind"]["table"]),
+            set(aggregate) - {"k", "by_kind", "real_questions"},
+        )
         # No case of a golden file made from a logged question (issue #18).
         self.assertEqual(aggregate["real_questions"], {"n": 0})
         case = report["cases"][0]
@@ -416,9 +475,15 @@ class KbEvalCommandTestCase(TestCase):
 
         fixed = self.folder / "fixed.json"
         printed = self._eval(
-            "--strategy", "fixed", "--max-tokens", "800", "--baseline", str(default),
-            "--json", str(fixed),
-        )  # fmt: skip
+            "--strategy",
+            "fixed",
+            "--max-tokens",
+            "800",
+            "--baseline",
+            str(default),
+            "--json",
+            str(fixed),
+        )
         compared = json.loads(fixed.read_text())["baseline"]
         before = {c["id"]: c["hit"] for c in report["cases"]}
         after = {c["id"]: c["hit"] for c in json.loads(fixed.read_text())["cases"]}
@@ -432,13 +497,16 @@ class KbEvalCommandTestCase(TestCase):
             self.assertIn(f"now missed: {case_id}", printed)
         # The answers are compared too (issue #28), with their own test.
         held = {c["id"]: c["answer_hit"] for c in report["cases"]}
-        now = {c["id"]: c["answer_hit"]
-               for c in json.loads(fixed.read_text())["cases"]}  # fmt: skip
+        now = {c["id"]: c["answer_hit"] for c in json.loads(fixed.read_text())["cases"]}
         answers = compared["answer"]
-        self.assertEqual(sorted(answers["gained_ids"]),
-                         sorted(i for i in now if now[i] and not held[i]))  # fmt: skip
-        self.assertEqual(sorted(answers["lost_ids"]),
-                         sorted(i for i in now if held[i] and not now[i]))  # fmt: skip
+        self.assertEqual(
+            sorted(answers["gained_ids"]),
+            sorted(i for i in now if now[i] and not held[i]),
+        )
+        self.assertEqual(
+            sorted(answers["lost_ids"]),
+            sorted(i for i in now if held[i] and not now[i]),
+        )
         self.assertIn(
             f"Answers quoting every span: {aggregate['answer_all_spans']} -> ", printed
         )
@@ -454,16 +522,30 @@ class KbEvalCommandTestCase(TestCase):
         (corpus / "empty.md").write_text("")
         (corpus / "toc.md").write_text("# Index\n\n## A\n\n## B\n")
         at = good.index("The quick")
-        case = {"id": "c1", "question": "What does the fox jump over?",
-                "required_spans": [golden_span("good.md", at, len(good) - 1,
-                                               text=good[at:-1])]}  # fmt: skip
-        cited_empty = {"id": "c2", "question": "What does the empty file say?",
-                       "required_spans": [golden_span("empty.md", 0, 1)]}  # fmt: skip
+        case = {
+            "id": "c1",
+            "question": "What does the fox jump over?",
+            "required_spans": [
+                golden_span("good.md", at, len(good) - 1, text=good[at:-1])
+            ],
+        }
+        cited_empty = {
+            "id": "c2",
+            "question": "What does the empty file say?",
+            "required_spans": [golden_span("empty.md", 0, 1)],
+        }
         cases = self.folder / "cases.jsonl"
         cases.write_text(json.dumps(case) + "\n" + json.dumps(cited_empty) + "\n")
         out, err = StringIO(), StringIO()
-        call_command("kb_eval", "--cases", str(cases), "--corpus", str(corpus),
-                     stdout=out, stderr=err)  # fmt: skip
+        call_command(
+            "kb_eval",
+            "--cases",
+            str(cases),
+            "--corpus",
+            str(corpus),
+            stdout=out,
+            stderr=err,
+        )
         self.assertIn("warning: empty.md left out: empty.md is empty", err.getvalue())
         self.assertIn("warning: toc.md failed: toc.md has no text", err.getvalue())
         self.assertIn("Indexed 1 of 3 files", out.getvalue())
@@ -480,7 +562,7 @@ class KbEvalCommandTestCase(TestCase):
         pages = {
             "en/guide.md": "# Guide\n\nThe backup runs every night at two.\n",
             "fr/guide.md": "# Guide\n\nLa sauvegarde tourne la nuit à deux heures.\n",
-        }  # fmt: skip
+        }
         spans = {}
         for name, text in pages.items():
             (corpus / name).parent.mkdir(parents=True, exist_ok=True)
@@ -488,16 +570,29 @@ class KbEvalCommandTestCase(TestCase):
             at = text.index("\n\n") + 2
             spans[name] = golden_span(name, at, len(text) - 1, text=text[at:-1])
         cases = [
-            {"id": "fr-only", "question": "Quand tourne la sauvegarde ?",
-             "required_spans": [spans["fr/guide.md"]]},
-            {"id": "en-only", "question": "When does the backup run?",
-             "required_spans": [spans["en/guide.md"]]},
-            {"id": "en-or-fr", "question": "When does the backup run?",
-             "required_spans": [{**spans["en/guide.md"],
-                                 "alternatives": [spans["fr/guide.md"]]}]},
-            {"id": "both", "question": "When does the backup run?",
-             "required_spans": [spans["en/guide.md"], spans["fr/guide.md"]]},
-        ]  # fmt: skip
+            {
+                "id": "fr-only",
+                "question": "Quand tourne la sauvegarde ?",
+                "required_spans": [spans["fr/guide.md"]],
+            },
+            {
+                "id": "en-only",
+                "question": "When does the backup run?",
+                "required_spans": [spans["en/guide.md"]],
+            },
+            {
+                "id": "en-or-fr",
+                "question": "When does the backup run?",
+                "required_spans": [
+                    {**spans["en/guide.md"], "alternatives": [spans["fr/guide.md"]]}
+                ],
+            },
+            {
+                "id": "both",
+                "question": "When does the backup run?",
+                "required_spans": [spans["en/guide.md"], spans["fr/guide.md"]],
+            },
+        ]
         path = self.folder / "cases.jsonl"
         path.write_text("".join(json.dumps(c) + "\n" for c in cases), "utf-8")
         return corpus, path
@@ -506,9 +601,19 @@ class KbEvalCommandTestCase(TestCase):
         corpus, cases = self._two_languages()
         out = StringIO()
         report = self.folder / "out.json"
-        call_command("kb_eval", "--cases", str(cases), "--corpus", str(corpus),
-                     "--include", "fr/**", "--json", str(report), "--keep",
-                     stdout=out)  # fmt: skip
+        call_command(
+            "kb_eval",
+            "--cases",
+            str(cases),
+            "--corpus",
+            str(corpus),
+            "--include",
+            "fr/**",
+            "--json",
+            str(report),
+            "--keep",
+            stdout=out,
+        )
         printed = out.getvalue()
         collection = Collection.objects.get()
         self.assertEqual(
@@ -532,20 +637,46 @@ class KbEvalCommandTestCase(TestCase):
     def test_include_is_repeatable_and_refuses_an_empty_selection(self):
         corpus, cases = self._two_languages()
         out = StringIO()
-        call_command("kb_eval", "--cases", str(cases), "--corpus", str(corpus),
-                     "--include", "fr/*", "--include", "en/*", stdout=out)  # fmt: skip
+        call_command(
+            "kb_eval",
+            "--cases",
+            str(cases),
+            "--corpus",
+            str(corpus),
+            "--include",
+            "fr/*",
+            "--include",
+            "en/*",
+            stdout=out,
+        )
         self.assertIn("--include takes 2 of 2 corpus files.", out.getvalue())
         self.assertIn("(n=4)", out.getvalue())
         self.assertNotIn("Left out", out.getvalue())
         with self.assertRaisesMessage(CommandError, "matches none of the 2 files"):
-            call_command("kb_eval", "--cases", str(cases), "--corpus", str(corpus),
-                         "--include", "de/**", stdout=StringIO())  # fmt: skip
+            call_command(
+                "kb_eval",
+                "--cases",
+                str(cases),
+                "--corpus",
+                str(corpus),
+                "--include",
+                "de/**",
+                stdout=StringIO(),
+            )
         (corpus / "notes.txt").write_text("Notes on nothing asked here.\n")
         with self.assertRaisesMessage(
             CommandError, "leaves out the evidence of all 4 cases"
         ):
-            call_command("kb_eval", "--cases", str(cases), "--corpus", str(corpus),
-                         "--include", "*.txt", stdout=StringIO())  # fmt: skip
+            call_command(
+                "kb_eval",
+                "--cases",
+                str(cases),
+                "--corpus",
+                str(corpus),
+                "--include",
+                "*.txt",
+                stdout=StringIO(),
+            )
         self.assertFalse(Collection.objects.exists())
 
     def test_a_bad_unanswerable_file_is_refused_before_any_work(self):
@@ -558,11 +689,18 @@ class KbEvalCommandTestCase(TestCase):
 
     def test_cases_or_a_baseline_json_cannot_read_are_refused_naming_them(self):
         cases = self.folder / "cases.jsonl"
-        cases.write_text(GOLDEN_FILE.read_text("utf-8").splitlines()[0] + "\n"
-                         + "[" * 100000 + "\n")  # fmt: skip
+        cases.write_text(
+            GOLDEN_FILE.read_text("utf-8").splitlines()[0] + "\n" + "[" * 100000 + "\n"
+        )
         with self.assertRaisesMessage(CommandError, "line 2 is nested too deeply"):
-            call_command("kb_eval", "--cases", str(cases), "--corpus",
-                         str(CONTENT_DIR), stdout=StringIO())  # fmt: skip
+            call_command(
+                "kb_eval",
+                "--cases",
+                str(cases),
+                "--corpus",
+                str(CONTENT_DIR),
+                stdout=StringIO(),
+            )
         baseline = self.folder / "baseline.json"
         baseline.write_text('{"aggregate": ' + "1" * 5000 + "}")
         with self.assertRaisesMessage(CommandError, "holds a number too long"):
@@ -628,9 +766,9 @@ class LiveConfigurationTestCase(DemoTestCase):
         self.assertEqual(run.config["sources_left_out"], ["frontonly.md"])
         dashboard = self.client.get(reverse("admin:kb_evalrun_dashboard"))
         self.assertContains(
-            dashboard, "1 source(s) not in the live index left out of the copy "
-            "(frontonly.md)"
-        )  # fmt: skip
+            dashboard,
+            "1 source(s) not in the live index left out of the copy (frontonly.md)",
+        )
 
     def test_new_chunk_settings_leave_the_index_out_of_date_until_reindexed(self):
         Collection.objects.filter(pk=self.demo.pk).update(chunk_tokens=120)
@@ -678,13 +816,17 @@ class LiveConfigurationTestCase(DemoTestCase):
 
     def test_the_headline_and_the_floor_are_about_the_live_configuration(self):
         live = EvalRun.objects.create(
-            collection=self.demo, status="done", config={"overrides": {}},
+            collection=self.demo,
+            status="done",
+            config={"overrides": {}},
             aggregate={"k": 5, "recall_at_k": 0.8},
-        )  # fmt: skip
+        )
         experiment = EvalRun.objects.create(
-            collection=self.demo, status="done", aggregate={"k": 5, "recall_at_k": 0.9},
+            collection=self.demo,
+            status="done",
+            aggregate={"k": 5, "recall_at_k": 0.9},
             config={"overrides": {"chunk_tokens": 120}, "scratch": True},
-        )  # fmt: skip
+        )
         url = reverse("admin:kb_evalrun_dashboard")
         page = self.client.get(url)
         self.assertContains(page, f"Run #{live.pk}: recall@5 0.800")
@@ -700,10 +842,12 @@ class LiveConfigurationTestCase(DemoTestCase):
         self.assertEqual(Collection.objects.get(pk=self.demo.pk).recall_floor, 0.8)
 
     def test_a_failed_run_or_a_run_with_itself_is_not_compared(self):
-        done = EvalRun.objects.create(collection=self.demo, status="done",
-                                      aggregate={"recall_at_k": 0.8})  # fmt: skip
-        failed = EvalRun.objects.create(collection=self.demo, status="failed",
-                                        error="QuestionError: too long")  # fmt: skip
+        done = EvalRun.objects.create(
+            collection=self.demo, status="done", aggregate={"recall_at_k": 0.8}
+        )
+        failed = EvalRun.objects.create(
+            collection=self.demo, status="failed", error="QuestionError: too long"
+        )
         url = reverse("admin:kb_evalrun_dashboard")
         page = self.client.get(url, {"a": done.pk, "b": failed.pk})
         self.assertContains(page, f"Run #{failed.pk} failed: only finished runs")
@@ -721,30 +865,70 @@ class AnswerFiguresTestCase(TestCase):
         staff, _, _ = make_users()
         collection = Collection.objects.create(name="Answers")
         cases = [
-            {"id": "found", "question": "Found and quoted?", "kind": "tail",
-             "hit": True, "partial": 1.0, "retrieved": [],
-             "answer": {"spans": 1, "spans_quoted": 1, "sentences": 2,
-                        "on_evidence": 1, "words": 30}},
-            {"id": "list", "question": "Which documents?", "kind": "tail",
-             "hit": True, "partial": 1.0, "retrieved": [],
-             "answer": {"spans": 2, "spans_quoted": 1, "sentences": 3,
-                        "on_evidence": 1, "words": 50}},
-            {"id": "lost", "question": "Not retrieved?", "kind": "tail",
-             "hit": False, "partial": 0.5, "retrieved": [],
-             "answer": {"spans": 2, "spans_quoted": 0, "sentences": 3,
-                        "on_evidence": 0, "words": 40}},
-        ]  # fmt: skip
+            {
+                "id": "found",
+                "question": "Found and quoted?",
+                "kind": "tail",
+                "hit": True,
+                "partial": 1.0,
+                "retrieved": [],
+                "answer": {
+                    "spans": 1,
+                    "spans_quoted": 1,
+                    "sentences": 2,
+                    "on_evidence": 1,
+                    "words": 30,
+                },
+            },
+            {
+                "id": "list",
+                "question": "Which documents?",
+                "kind": "tail",
+                "hit": True,
+                "partial": 1.0,
+                "retrieved": [],
+                "answer": {
+                    "spans": 2,
+                    "spans_quoted": 1,
+                    "sentences": 3,
+                    "on_evidence": 1,
+                    "words": 50,
+                },
+            },
+            {
+                "id": "lost",
+                "question": "Not retrieved?",
+                "kind": "tail",
+                "hit": False,
+                "partial": 0.5,
+                "retrieved": [],
+                "answer": {
+                    "spans": 2,
+                    "spans_quoted": 0,
+                    "sentences": 3,
+                    "on_evidence": 0,
+                    "words": 40,
+                },
+            },
+        ]
         aggregate = {
-            "k": 5, "n": 3, "recall_at_k": 2 / 3, "answer_span_recall": 0.5,
-            "answer_all_spans": 1, "answer_precision": 0.25, "answer_words_mean": 40.0,
-        }  # fmt: skip
+            "k": 5,
+            "n": 3,
+            "recall_at_k": 2 / 3,
+            "answer_span_recall": 0.5,
+            "answer_all_spans": 1,
+            "answer_precision": 0.25,
+            "answer_words_mean": 40.0,
+        }
         run = EvalRun.objects.create(
             collection=collection, status="done", cases=cases, aggregate=aggregate
         )
         old = EvalRun.objects.create(  # made before answers were measured
-            collection=collection, status="done", cases=cases[:1],
+            collection=collection,
+            status="done",
+            cases=cases[:1],
             aggregate={"k": 5, "n": 1, "recall_at_k": 1.0},
-        )  # fmt: skip
+        )
         self.client.force_login(staff)
         page = self.client.get(
             reverse("admin:kb_evalrun_dashboard"),

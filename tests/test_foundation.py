@@ -73,9 +73,16 @@ class DatabaseTestCase(TestCase):
     def test_it_finds_the_nearest_vector_by_cosine(self):
         near = make_tree(_unit(0))
         far = Chunk.objects.create(
-            source=near.source, section=near.section, chunk_index=1, start=0, end=1,
-            text="x", embedded_text="x", token_count=3, embedding=_unit(5),
-        )  # fmt: skip
+            source=near.source,
+            section=near.section,
+            chunk_index=1,
+            start=0,
+            end=1,
+            text="x",
+            embedded_text="x",
+            token_count=3,
+            embedding=_unit(5),
+        )
         query = [0.9 if j == 0 else (0.1 if j == 5 else 0.0) for j in range(384)]
         ranked = Chunk.objects.order_by(CosineDistance("embedding", query))
         self.assertEqual(list(ranked), [near, far])

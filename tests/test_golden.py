@@ -16,8 +16,13 @@ from tests.base import DemoTestCase, golden_span, make_users
 
 
 def _line(**fields) -> str:
-    case = {"id": "c1", "question": "What is a seat?", "kind": "definition",
-            "required_spans": [golden_span("glossary.md", 0, 4)], **fields}  # fmt: skip
+    case = {
+        "id": "c1",
+        "question": "What is a seat?",
+        "kind": "definition",
+        "required_spans": [golden_span("glossary.md", 0, 4)],
+        **fields,
+    }
     return json.dumps(case)
 
 
@@ -31,8 +36,9 @@ class GoldenParseTestCase(SimpleTestCase):
             self.assertIn(word, str(caught.exception))
 
     def test_a_question_the_ask_path_would_refuse_is_refused(self):
-        self.assertRefused(_line(question="why " * 5000), "line 1", "c1",
-                           "the limit is 1000")  # fmt: skip
+        self.assertRefused(
+            _line(question="why " * 5000), "line 1", "c1", "the limit is 1000"
+        )
         many_tokens = "ab " * 333  # 999 characters, a token each
         self.assertRefused(_line(question=many_tokens), "c1", "the model reads 256")
 
@@ -40,9 +46,15 @@ class GoldenParseTestCase(SimpleTestCase):
         self.assertRefused(_line(id="x" * 101), "line 1", "xxxx", "the limit is 100")
 
     def test_an_unknown_kind_is_refused_with_the_known_ones(self):
-        self.assertRefused(_line(kind="tabel"), "line 1", "c1", "'tabel'",
-                           "definition, procedure", "tail, date",
-                           "action, free")  # fmt: skip
+        self.assertRefused(
+            _line(kind="tabel"),
+            "line 1",
+            "c1",
+            "'tabel'",
+            "definition, procedure",
+            "tail, date",
+            "action, free",
+        )
         no_kind = json.loads(_line())
         del no_kind["kind"]
         self.assertEqual(golden.parse_cases(json.dumps(no_kind))[0]["kind"], "free")
@@ -61,8 +73,9 @@ class GoldenParseTestCase(SimpleTestCase):
         for bad in [2827.7, 3.0, True, "4", None]:
             with self.subTest(bad=bad):
                 span = golden_span("glossary.md", 0, bad)
-                self.assertRefused(_line(required_spans=[span]), "line 1", "c1",
-                                   "whole number")  # fmt: skip
+                self.assertRefused(
+                    _line(required_spans=[span]), "line 1", "c1", "whole number"
+                )
 
     def test_a_span_whose_offsets_make_no_range_says_what_is_wrong(self):
         for start, end, why in [
@@ -84,23 +97,33 @@ class GoldenParseTestCase(SimpleTestCase):
             ({"alternatives": True}, "must be a list of spans, not true"),
             ({"alternatives": {"file": "a"}}, "must be a list of spans, not an object"),
             ({"alternatives": [5]}, "an alternative must be an object with file"),
-            ({"alternatives": ["x"]}, 'an alternative must be an object with file'),
-            ({"alternatives": [{**good, "alternatives": [good]}]},
-             "an alternative cannot have 'alternatives' of its own"),
-            ({"alternatives": [{**good, "file": 7}]},
-             "an alternative's 'file' must be text, not 7"),
+            ({"alternatives": ["x"]}, "an alternative must be an object with file"),
+            (
+                {"alternatives": [{**good, "alternatives": [good]}]},
+                "an alternative cannot have 'alternatives' of its own",
+            ),
+            (
+                {"alternatives": [{**good, "file": 7}]},
+                "an alternative's 'file' must be text, not 7",
+            ),
             ({"file": ["a.md"]}, "a span's 'file' must be text, not a list"),
             ({"text": 12}, "a span's 'text' must be text, not 12"),
-        ]:  # fmt: skip
+        ]:
             with self.subTest(why=why):
                 span = {**good, **bad}
                 self.assertRefused(_line(required_spans=[span]), "line 1, case c1", why)
         for spans in [[5], ["glossary.md"], [[good]]]:
             with self.subTest(spans=spans):
-                self.assertRefused(_line(required_spans=spans), "line 1, case c1",
-                                   "a span must be an object with file")  # fmt: skip
-        self.assertRefused(_line(required_spans={"a": 1}), "line 1, case c1",
-                           "'required_spans' must be a list")  # fmt: skip
+                self.assertRefused(
+                    _line(required_spans=spans),
+                    "line 1, case c1",
+                    "a span must be an object with file",
+                )
+        self.assertRefused(
+            _line(required_spans={"a": 1}),
+            "line 1, case c1",
+            "'required_spans' must be a list",
+        )
         alternative = golden_span("glossary.md", 10, 14)
         [case] = golden.parse_cases(
             _line(
@@ -110,8 +133,9 @@ class GoldenParseTestCase(SimpleTestCase):
                 ]
             )
         )
-        self.assertEqual(case["required_spans"], [
-            {**good, "alternatives": [alternative]}, good])  # fmt: skip
+        self.assertEqual(
+            case["required_spans"], [{**good, "alternatives": [alternative]}, good]
+        )
 
     def test_a_case_field_of_the_wrong_json_type_is_refused_naming_it(self):
         for bad, why in [
@@ -139,14 +163,23 @@ class GoldenParseTestCase(SimpleTestCase):
             ({"question": "Why\x00?"}, "line 1, case c1: The question contains a NUL"),
             ({"kind": "free\x00"}, f"line 1, case c1: 'kind' {nul}"),
             ({"kind": "\udfff"}, f"line 1, case c1: 'kind' {surrogate}"),
-            ({"required_spans": [{**bad_span, "file": "a\x00.md"}]},
-             f"line 1, case c1: a span's 'file' {nul}"),
-            ({"required_spans": [{**bad_span, "text": "\ud800"}]},
-             f"line 1, case c1: a span's 'text' {surrogate}"),
-            ({"required_spans": [{**bad_span, "alternatives": [
-                {**bad_span, "text": "x\x00"}]}]},
-             f"line 1, case c1: an alternative's 'text' {nul}"),
-        ]:  # fmt: skip
+            (
+                {"required_spans": [{**bad_span, "file": "a\x00.md"}]},
+                f"line 1, case c1: a span's 'file' {nul}",
+            ),
+            (
+                {"required_spans": [{**bad_span, "text": "\ud800"}]},
+                f"line 1, case c1: a span's 'text' {surrogate}",
+            ),
+            (
+                {
+                    "required_spans": [
+                        {**bad_span, "alternatives": [{**bad_span, "text": "x\x00"}]}
+                    ]
+                },
+                f"line 1, case c1: an alternative's 'text' {nul}",
+            ),
+        ]:
             with self.subTest(why=why):
                 # json.dumps writes the lone surrogate as the escape "\ud800".
                 self.assertRefused(_line(**fields), why)
@@ -173,8 +206,10 @@ class GoldenImportTestCase(TestCase):
         first["reviewer"] = "someone"
         report = golden.import_cases(self.demo, json.dumps(first))
         self.assertEqual(report["unchanged"], 1)
-        self.assertEqual(report["ignored"], [
-            f"line 1, case {first['id']}: case key \"reviewer\" ignored"])  # fmt: skip
+        self.assertEqual(
+            report["ignored"],
+            [f'line 1, case {first["id"]}: case key "reviewer" ignored'],
+        )
 
     def test_a_misspelt_key_is_reported_with_the_one_it_is_likely_for(self):
         # "alternative" for "alternatives" dropped a requirement unseen.
@@ -185,18 +220,24 @@ class GoldenImportTestCase(TestCase):
         line = json.dumps(exported)
         notes = golden.ignored_keys(golden.parse_cases(line))
         where = f"line 1, case {exported['id']}"
-        self.assertEqual(notes, [
-            f'{where}: case key "knd" ignored (did you mean \'kind\'?)',
-            f'{where}: span key "alternative" ignored (did you mean \'alternatives\'?)',
-        ])  # fmt: skip
+        self.assertEqual(
+            notes,
+            [
+                f"{where}: case key \"knd\" ignored (did you mean 'kind'?)",
+                f'{where}: span key "alternative" ignored '
+                "(did you mean 'alternatives'?)",
+            ],
+        )
         staff, _, _ = make_users()
         self.client.force_login(staff)
         page = self.client.post(
             reverse("admin:kb_goldencase_import"),
-            {"collection": self.demo.pk,
-             "file": SimpleUploadedFile("g.jsonl", line.encode())},
+            {
+                "collection": self.demo.pk,
+                "file": SimpleUploadedFile("g.jsonl", line.encode()),
+            },
             follow=True,
-        )  # fmt: skip
+        )
         self.assertContains(page, "did you mean &#x27;alternatives&#x27;?")
 
 

@@ -176,14 +176,21 @@ class OrmFreeModulesTestCase(SimpleTestCase):
             "print(sorted(m for m in ('django.db.models', 'kb.models') "
             "if m in sys.modules))"
         )
-        env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings",
-               "KB_TESTING": "1"}  # fmt: skip
+        env = {
+            **os.environ,
+            "DJANGO_SETTINGS_MODULE": "config.settings",
+            "KB_TESTING": "1",
+        }
         for module in ORM_FREE:
             with self.subTest(module):
                 done = subprocess.run(
                     [sys.executable, "-c", check, module],
-                    cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
-                )  # fmt: skip
+                    cwd=ROOT,
+                    env=env,
+                    capture_output=True,
+                    text=True,
+                    timeout=120,
+                )
                 self.assertEqual(done.returncode, 0, done.stderr[-2000:])
                 self.assertEqual(done.stdout.strip(), "[]", f"{module} loads the ORM")
 
@@ -201,8 +208,9 @@ def private_uses(path: Path) -> list[str]:
         if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(OWN):
             for alias in node.names:
                 if _private(alias.name):
-                    found.append(f"line {node.lineno}: from {node.module} import "
-                                 f"{alias.name}")  # fmt: skip
+                    found.append(
+                        f"line {node.lineno}: from {node.module} import {alias.name}"
+                    )
                 else:
                     modules.add(alias.asname or alias.name)
         elif isinstance(node, ast.Import):
@@ -233,8 +241,9 @@ class PrivateNamesTestCase(SimpleTestCase):
         for folder in OWN:
             for path in sorted((ROOT / folder).rglob("*.py")):
                 if "migrations" not in path.parts:
-                    found += [f"{path.relative_to(ROOT)} {use}"
-                              for use in private_uses(path)]  # fmt: skip
+                    found += [
+                        f"{path.relative_to(ROOT)} {use}" for use in private_uses(path)
+                    ]
         self.assertEqual(found, [], "\n".join(found))
 
     def test_it_sees_both_forms(self):
@@ -248,9 +257,8 @@ class PrivateNamesTestCase(SimpleTestCase):
             )
             self.assertEqual(
                 private_uses(path),
-                ["line 1: from kb.embedding import _pad",
-                 "line 3: ingestion._stats"],
-            )  # fmt: skip
+                ["line 1: from kb.embedding import _pad", "line 3: ingestion._stats"],
+            )
 
 
 WORKERS = {"run_burst_worker", "start_worker"}
@@ -272,8 +280,11 @@ def unmarked_worker_tests(path: Path) -> list[str]:
     def slow(node) -> bool:
         marks = [ast.unparse(d) for d in node.decorator_list]
         if isinstance(node, ast.ClassDef):
-            marks += [ast.unparse(s) for s in node.body if isinstance(s, ast.Assign)
-                      and "pytestmark" in ast.unparse(s)]  # fmt: skip
+            marks += [
+                ast.unparse(s)
+                for s in node.body
+                if isinstance(s, ast.Assign) and "pytestmark" in ast.unparse(s)
+            ]
         return any("mark.slow" in mark for mark in marks)
 
     tree = ast.parse(path.read_text(encoding="utf-8"))

@@ -118,9 +118,10 @@ class IngestTestCase(TestCase):
             self.collection, source.file_name, b"# A\n## B\n### C\n"
         )
         self._assert_it_fails_keeping_the_old_version(
-            again, parsing.ParseError,
+            again,
+            parsing.ParseError,
             "deployment-runbook.md has no text to index besides its headings",
-        )  # fmt: skip
+        )
         self.assertEqual(sorted(again.chunks.values_list("pk", flat=True)), old)
         new, _ = uploads.store_source(self.collection, "h.md", b"# A\n## B\n")
         with self.assertRaisesMessage(parsing.ParseError, "h.md has no text"):
@@ -169,9 +170,13 @@ class IngestTestCase(TestCase):
         ):
             (Path(folder) / "notes.md").write_bytes(b"# Notes\n\nSoup.\n")
             call_command(
-                "kb_ingest", folder, collection="Docs", sync=True, stdout=StringIO(),
+                "kb_ingest",
+                folder,
+                collection="Docs",
+                sync=True,
+                stdout=StringIO(),
                 stderr=errors,
-            )  # fmt: skip
+            )
         self.assertEqual(
             errors.getvalue().splitlines()[0],
             "notes.md: stored, but indexing failed: notes.md: indexing stopped on "
@@ -488,9 +493,12 @@ class IngestCommandTestCase(TestCase):
             errors = StringIO()
             with self.assertRaisesMessage(CommandError, "1 refused and not stored"):
                 call_command(
-                    "kb_ingest", folder, collection="Docs", stdout=StringIO(),
+                    "kb_ingest",
+                    folder,
+                    collection="Docs",
+                    stdout=StringIO(),
                     stderr=errors,
-                )  # fmt: skip
+                )
         self.assertFalse(Source.objects.exists())
         return errors.getvalue()
 
@@ -512,14 +520,16 @@ class IngestAgainTestCase(TestCase):
         collection = Collection.objects.create(name="Docs")
         source = _store(collection, "tea.md", b"# Tea\n\nGreen.\n")
         Source.objects.filter(pk=source.pk).update(
-            title="Tea brewing guide", is_title_auto=False,
+            title="Tea brewing guide",
+            is_title_auto=False,
             metadata={"author": "Tea Master", "deprecated": True},
-        )  # fmt: skip
+        )
         with tempfile.TemporaryDirectory() as folder:
             path = Path(folder) / "tea.md"
             path.write_bytes(b"# Tea\n\nGreen, at 75 degrees.\n")
-            call_command("kb_ingest", path, collection="Docs", sync=True,
-                         stdout=StringIO())  # fmt: skip
+            call_command(
+                "kb_ingest", path, collection="Docs", sync=True, stdout=StringIO()
+            )
         source.refresh_from_db()
         self.assertIn("75 degrees", source.text)
         self.assertEqual(source.title, "Tea brewing guide")

@@ -210,9 +210,11 @@ class ApiErrorLanguageTestCase(DemoTestCase):
         ]:
             with self.subTest(lang=lang):
                 response = self.client.post(
-                    self.url, "{}", content_type="application/json",
+                    self.url,
+                    "{}",
+                    content_type="application/json",
                     headers={"Accept-Language": lang},
-                )  # fmt: skip
+                )
                 self.assertEqual(response.status_code, 401)
                 self.assertEqual(response.json(), {"error": text})
 
@@ -279,9 +281,10 @@ class AdminLanguageTestCase(DemoTestCase):
             headers={"Accept-Language": "es"},
         )
         self.assertContains(
-            response, "datos.md parece un archivo binario (tiene bytes NUL)",
+            response,
+            "datos.md parece un archivo binario (tiene bytes NUL)",
             status_code=response.status_code,
-        )  # fmt: skip
+        )
         self.assertNotEqual(response.status_code, 302)
         self.assertFalse(Source.objects.filter(file_name="datos.md").exists())
 
@@ -289,14 +292,17 @@ class AdminLanguageTestCase(DemoTestCase):
         text = self.demo.sources.get(file_name="glossary.md").text
         start = text.index("Seat")
         span = {"file": "glossary.md", "start": start, "end": start + 4, "text": "no"}
-        line = json.dumps({"id": "broken", "question": "What is a seat?",
-                           "required_spans": [span]})  # fmt: skip
+        line = json.dumps(
+            {"id": "broken", "question": "What is a seat?", "required_spans": [span]}
+        )
         response = self.client.post(
             reverse("admin:kb_goldencase_import"),
-            {"collection": self.demo.pk,
-             "file": SimpleUploadedFile("g.jsonl", line.encode())},
+            {
+                "collection": self.demo.pk,
+                "file": SimpleUploadedFile("g.jsonl", line.encode()),
+            },
             headers={"Accept-Language": "ru"},
-        )  # fmt: skip
+        )
         self.assertContains(
             response,
             f"строка 1, пример broken: glossary.md[{start}:{start + 4}] "
@@ -329,10 +335,12 @@ class WorkerMessageLanguageTestCase(TransactionTestCase):
     def _upload(self, name: str, data: bytes, language: str) -> Source:
         response = self.client.post(
             reverse("admin:kb_source_upload"),
-            {"collection": self.collection.pk,
-             "files": [SimpleUploadedFile(name, data)]},
+            {
+                "collection": self.collection.pk,
+                "files": [SimpleUploadedFile(name, data)],
+            },
             headers={"Accept-Language": language},
-        )  # fmt: skip
+        )
         self.assertEqual(response.status_code, 302)
         run_burst_worker("default", "large")
         source = Source.objects.get(collection=self.collection, file_name=name)

@@ -161,8 +161,11 @@ class KbRunTestCase(TransactionTestCase):
         self.addCleanup(log.close)
         run = subprocess.Popen(
             [sys.executable, manage, "kb_run", "--addr", f"127.0.0.1:{port}"],
-            env=env, start_new_session=True, stdout=log, stderr=log,
-        )  # fmt: skip
+            env=env,
+            start_new_session=True,
+            stdout=log,
+            stderr=log,
+        )
         self.addCleanup(self._kill, run)
         return run, log
 

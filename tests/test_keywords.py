@@ -145,7 +145,7 @@ class KeywordCostTestCase(TestCase):
                     text="x",
                     embedded_text=f"The job queue handled zebra batch {i}.",
                     token_count=10,
-                )  # fmt: skip
+                )
                 for i in range(LARGE)
             ),
             batch_size=1_000,

@@ -51,9 +51,13 @@ class LanguageKeywordSearchTestCase(TestCase):
         found = dict(Chunk.objects.values_list("source__file_name", "language"))
         self.assertEqual(
             found,
-            {"fr.md": "french", "ru.md": "russian", "es.md": "spanish",
-             "en.md": "english"},
-        )  # fmt: skip
+            {
+                "fr.md": "french",
+                "ru.md": "russian",
+                "es.md": "spanish",
+                "en.md": "english",
+            },
+        )
         source = Source.objects.get(file_name="fr.md")
         self.assertEqual(source.detected_language, "fr")
 
@@ -125,14 +129,16 @@ class LanguageOverrideTestCase(TestCase):
     def test_an_editors_language_changes_the_chunks_configuration(self):
         collection = collection_of("Override", {"fr.md": FRENCH})
         source = Source.objects.get(file_name="fr.md")
-        self.assertEqual(set(source.chunks.values_list("language", flat=True)),
-                         {"french"})  # fmt: skip
+        self.assertEqual(
+            set(source.chunks.values_list("language", flat=True)), {"french"}
+        )
         source.language = "es"
         self.assertTrue(uploads.apply_edit(source, ["language"], source.metadata))
         source.save()
         ingestion.ingest(source.pk)
-        self.assertEqual(set(source.chunks.values_list("language", flat=True)),
-                         {"spanish"})  # fmt: skip
+        self.assertEqual(
+            set(source.chunks.values_list("language", flat=True)), {"spanish"}
+        )
         source.refresh_from_db()
         self.assertEqual(source.detected_language, "fr")  # still shown
         keywords.count_terms(collection)

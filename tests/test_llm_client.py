@@ -111,8 +111,13 @@ class LlmClientTestCase(DemoTestCase):
         for url in ("http://llm.example.com/v1", "ftp://127.0.0.1/", "llm.local"):
             with override_settings(KB_LLM_URL=url):
                 self.assertEqual([e.id for e in check_llm_url()], ["kb.E001"], url)
-        for url in ("https://llm.example.com/v1", "http://localhost:8080/v1",
-                    "http://127.0.0.1:9/v1", "http://[::1]:9/v1", ""):  # fmt: skip
+        for url in (
+            "https://llm.example.com/v1",
+            "http://localhost:8080/v1",
+            "http://127.0.0.1:9/v1",
+            "http://[::1]:9/v1",
+            "",
+        ):
             with override_settings(KB_LLM_URL=url):
                 self.assertEqual(check_llm_url(), [], url)
 

@@ -25,9 +25,17 @@ class LoadCommandTestCase(TransactionTestCase):
         load_demo(sync=True)
         out = StringIO()
         call_command(
-            "kb_load", "--workers", "2", "--concurrency", "1", "4", "--seconds", "1",
-            stdout=out, stderr=StringIO(),
-        )  # fmt: skip
+            "kb_load",
+            "--workers",
+            "2",
+            "--concurrency",
+            "1",
+            "4",
+            "--seconds",
+            "1",
+            stdout=out,
+            stderr=StringIO(),
+        )
         rows = [ROW_RE.match(line) for line in out.getvalue().splitlines()]
         rows = [row.groups() for row in rows if row]
         self.assertEqual([row[0] for row in rows], ["1", "4"], out.getvalue())

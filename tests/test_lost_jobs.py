@@ -78,10 +78,12 @@ class LostQueueEntryTestCase(TestCase):
 
     def test_an_approved_swap_whose_job_is_lost_is_held_again_with_the_reason(self):
         shadow = ShadowIndex.objects.create(
-            collection=self.docs, status=Status.HELD, decision="recall@5 0.8 < 1.0",
+            collection=self.docs,
+            status=Status.HELD,
+            decision="recall@5 0.8 < 1.0",
             new_settings={**reindexing.settings_of(self.docs), "chunk_tokens": 120},
             old_settings=reindexing.settings_of(self.docs),
-        )  # fmt: skip
+        )
         with self.captureOnCommitCallbacks(execute=True):
             self.assertTrue(reindexing.approve(shadow, self.staff))
         _forget(queueing.shadow_job_id(shadow.pk, "swap"))

@@ -167,11 +167,13 @@ class QuestionLogTestCase(DemoTestCase):
     def test_a_logged_answer_reads_as_formatted_text_as_on_the_ask_page(self):
         self.client.force_login(self.staff)
         entry = Question.objects.create(
-            user=self.staff, collection=self.demo, question="How do I start?",
+            user=self.staff,
+            collection=self.demo,
+            question="How do I start?",
             answerer="extractive",
             answer="Run it:\n\n```python\nimport os\nprint(os.getcwd())\n```\n\n"
             "Use `kb_run` <b>now</b> [1]",
-        )  # fmt: skip
+        )
         page = self.client.get(reverse("kb:question", args=[entry.pk]))
         self.assertContains(page, '<pre><code class="language-python">import os\n')
         self.assertContains(page, "<code>kb_run</code> &lt;b&gt;now&lt;/b&gt; [1]")
@@ -180,16 +182,28 @@ class QuestionLogTestCase(DemoTestCase):
 
     def test_a_logged_answer_shows_table_rows_and_links_markers_as_asked(self):
         section = Section.objects.filter(source__collection=self.demo).first()
-        cite = {"n": 1, "source": section.source.title, "file": "f.md",
-                "heading_path": section.heading_path, "chunk_indexes": [0],
-                "start": section.start, "end": section.start + 5, "url": "",
-                "section_id": section.pk, "source_id": section.source_id,
-                "pages": None, "text": "x"}  # fmt: skip
+        cite = {
+            "n": 1,
+            "source": section.source.title,
+            "file": "f.md",
+            "heading_path": section.heading_path,
+            "chunk_indexes": [0],
+            "start": section.start,
+            "end": section.start + 5,
+            "url": "",
+            "section_id": section.pk,
+            "source_id": section.source_id,
+            "pages": None,
+            "text": "x",
+        }
         entry = Question.objects.create(
-            user=self.staff, collection=self.demo, question="Which office?",
-            answerer="extractive", answer="| Office 5 | Oslo | [1]",
+            user=self.staff,
+            collection=self.demo,
+            question="Which office?",
+            answerer="extractive",
+            answer="| Office 5 | Oslo | [1]",
             citations=[cite],
-        )  # fmt: skip
+        )
         url = reverse("kb:section", args=[section.pk])
         url += f"?start={cite['start']}&amp;end={cite['end']}"
         url += f"&amp;source={section.source_id}"  # the link outlives a re-index
@@ -475,9 +489,15 @@ class ReplayTestCase(DemoTestCase):
         shown = self._replay_json(entry)
         self.assertEqual(
             list(shown),
-            ["id", "changed", "citations_before", "citations_after",
-             "sections_gained", "sections_lost"],
-        )  # fmt: skip
+            [
+                "id",
+                "changed",
+                "citations_before",
+                "citations_after",
+                "sections_gained",
+                "sections_lost",
+            ],
+        )
         self.assertEqual(shown["id"], entry.pk)
         self.assertIs(shown["changed"], False)
         self.assertEqual(shown["citations_before"], shown["citations_after"])
@@ -518,9 +538,11 @@ class ReplayTestCase(DemoTestCase):
         # Every heading path starts with the source's title; a new title is no
         # change of what is cited (a document without a level-1 heading of its own).
         source = base.ingest_text(
-            self.demo, "parking.md", b"## Car park\n\nThe staff car park closes "
+            self.demo,
+            "parking.md",
+            b"## Car park\n\nThe staff car park closes "
             b"at 19:30 on weekdays and stays shut at weekends.\n",
-        )  # fmt: skip
+        )
         entry = self._logged("When does the staff car park close?")
         self.assertIn("parking.md", {c["file"] for c in entry.citations})
         source.refresh_from_db()
@@ -552,8 +574,9 @@ class ReplayTestCase(DemoTestCase):
         page = self.client.get(
             reverse("admin:kb_replayreport_change", args=[report.pk])
         )
-        self.assertContains(page, "no longer cites Name test (zebra-a.md), Name test "
-                            "(zebra-b.md)")  # fmt: skip
+        self.assertContains(
+            page, "no longer cites Name test (zebra-a.md), Name test (zebra-b.md)"
+        )
         self.assertNotContains(page, "Name test, Name test")
 
     def test_the_admin_shows_the_logged_answer_beside_the_new_one(self):
@@ -635,8 +658,10 @@ class CitationLinkTestCase(DemoTestCase):
     def _marked(self, page: str) -> tuple[str, int, int]:
         found = re.search(
             r'<mark id="cited" aria-label="cited passage, characters (\d+) to '
-            r'(\d+)">(.*?)</mark>', page, re.S,
-        )  # fmt: skip
+            r'(\d+)">(.*?)</mark>',
+            page,
+            re.S,
+        )
         self.assertIsNotNone(found, "nothing marked")
         return html.unescape(found.group(3)), int(found[1]), int(found[2])
 
@@ -654,8 +679,9 @@ class CitationLinkTestCase(DemoTestCase):
         self.assertIn(
             "The source has changed since the answer cited it (version 1; this "
             f"index is of version 2): the cited text is now at characters "
-            f"{start}–{end}", page,
-        )  # fmt: skip
+            f"{start}–{end}",
+            page,
+        )
         # The header's range is the marked one.
         self.assertIn(f"cited: characters {start}–{end}</a>", page)
         self.assertNotIn("epipen", marked)
@@ -700,9 +726,11 @@ class CitationLinkTestCase(DemoTestCase):
         self.demo.sources.get(pk=cite["source_id"]).delete()
         response = self.client.get(cite["url"])
         self.assertContains(
-            response, "The source this link cites, “Deployment runbook” "
-            f"({RUNBOOK}), has been deleted.", status_code=404,
-        )  # fmt: skip
+            response,
+            "The source this link cites, “Deployment runbook” "
+            f"({RUNBOOK}), has been deleted.",
+            status_code=404,
+        )
         self.assertNotContains(response, "does not say which", status_code=404)
         # Without a source in the link, the page says that instead.
         bare = cite["url"].split("&source=")[0]
@@ -735,14 +763,19 @@ class GapsTestCase(DemoTestCase):
         link = page.context["gaps"][0]
         add = self.client.get(
             reverse("admin:kb_goldencase_add"),
-            {"collection": self.demo.pk, "question": CAPITAL,
-             "from_question": entry.pk, "external_id": f"asked-{entry.pk}"},
-        )  # fmt: skip
+            {
+                "collection": self.demo.pk,
+                "question": CAPITAL,
+                "from_question": entry.pk,
+                "external_id": f"asked-{entry.pk}",
+            },
+        )
         self.assertEqual(link.latest, entry)
         self.assertContains(add, CAPITAL)
         self.assertContains(add, 'id="kb-span-picker"')
-        self.assertEqual(add.context["adminform"].form["collection"].value(),
-                         str(self.demo.pk))  # fmt: skip
+        self.assertEqual(
+            add.context["adminform"].form["collection"].value(), str(self.demo.pk)
+        )
         self._make_case(entry)
         case = GoldenCase.objects.get(external_id=f"asked-{entry.pk}")
         self.assertTrue(case.is_real_question)
@@ -753,15 +786,24 @@ class GapsTestCase(DemoTestCase):
 
     def _make_case(self, entry: Question, follow: bool = False):
         source = self.demo.sources.get(file_name="office-faq.txt")
-        span = {"file": source.file_name, "start": 0, "end": 20,
-                "text": source.text[:20]}  # fmt: skip
+        span = {
+            "file": source.file_name,
+            "start": 0,
+            "end": 20,
+            "text": source.text[:20],
+        }
         response = self.client.post(
             reverse("admin:kb_goldencase_add"),
-            {"collection": self.demo.pk, "external_id": f"asked-{entry.pk}",
-             "question": entry.question, "kind": "free",
-             "required_spans": json.dumps([span]), "from_question": entry.pk},
+            {
+                "collection": self.demo.pk,
+                "external_id": f"asked-{entry.pk}",
+                "question": entry.question,
+                "kind": "free",
+                "required_spans": json.dumps([span]),
+                "from_question": entry.pk,
+            },
             follow=follow,
-        )  # fmt: skip
+        )
         if not follow:
             self.assertEqual(response.status_code, 302, response.content[:3000])
         return response
@@ -901,9 +943,13 @@ class GapsTestCase(DemoTestCase):
     def test_gaps_of_a_restricted_collection_stay_in_its_group(self):
         secret = Collection.objects.create(name="Secret")
         secret.groups.add(Group.objects.create(name="legal"))
-        Question.objects.create(user=self.staff, collection=secret,
-                                question="secret plans?", answerer="none",
-                                is_declined=True)  # fmt: skip
+        Question.objects.create(
+            user=self.staff,
+            collection=secret,
+            question="secret plans?",
+            answerer="none",
+            is_declined=True,
+        )
         self.client.force_login(self.editor)
         self.assertNotContains(self.client.get(self.url), "secret plans?")
         self.client.force_login(self.staff)

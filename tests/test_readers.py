@@ -734,17 +734,21 @@ class PdfReaderTestCase(SimpleTestCase):
         # named "Mono" whose letters are not of one width is text (issue #26).
         page = Page().heading("Wi-Fi", 15)
         page.paragraph(
-            ["Guests connect to the network named Larkspur with the daily code",
-             "shown at reception; staff use their own credentials."]
-        )  # fmt: skip
+            [
+                "Guests connect to the network named Larkspur with the daily code",
+                "shown at reception; staff use their own credentials.",
+            ]
+        )
         page.text(72, page.y, "nmcli dev wifi list", 10, "F6")
         page.text(72, page.y - 12, "nmcli dev wifi connect Larkspur", 10, "F6")
         page.y -= 34
         page.paragraph(
-            ["Desks are booked in the app up to two weeks ahead, and a booking",
-             "not checked in by ten is released."],
+            [
+                "Desks are booked in the app up to two weeks ahead, and a booking",
+                "not checked in by ten is released.",
+            ],
             font="F7",
-        )  # fmt: skip
+        )
         page.code(["ssh kb@office  # in Courier"])
         reading = readers.read("wifi.pdf", build_pdf([page]))
         self.assertEqual(
@@ -857,11 +861,14 @@ class PdfReaderTestCase(SimpleTestCase):
     def test_it_reads_a_table_without_rules_with_its_header(self):
         page = Page().heading("Meals", 15).paragraph(["Caps by city:"])
         page.grid(
-            [["City", "Daily cap", "Notes"], ["Paris", "60 EUR", "dinner included"],
-             ["Berlin", "50 EUR", ["lunch only,", "receipts needed"]],
-             ["Rome", "55 EUR", ""]],
+            [
+                ["City", "Daily cap", "Notes"],
+                ["Paris", "60 EUR", "dinner included"],
+                ["Berlin", "50 EUR", ["lunch only,", "receipts needed"]],
+                ["Rome", "55 EUR", ""],
+            ],
             [120, 100, 150],
-        ).paragraph(["Claims go through the portal within thirty days."])  # fmt: skip
+        ).paragraph(["Claims go through the portal within thirty days."])
         reading = readers.read("caps.pdf", build_pdf([page]))
         self.assertIn(
             "Caps by city:\n\n| City | Daily cap | Notes |\n| --- | --- | --- |\n"
@@ -896,10 +903,12 @@ class PdfReaderTestCase(SimpleTestCase):
     def test_it_tells_a_table_without_rules_from_lists_code_and_columns(self):
         page = Page().heading("Travel", 15)
         page.paragraph(
-            ["Prose runs from margin to margin, and its lines are filled with",
-             "words that leave no gap wider than a space between them, line",
-             "after line, so nothing in it lines up in columns of any kind."]
-        )  # fmt: skip
+            [
+                "Prose runs from margin to margin, and its lines are filled with",
+                "words that leave no gap wider than a space between them, line",
+                "after line, so nothing in it lines up in columns of any kind.",
+            ]
+        )
         for number, text in enumerate(["Keep the receipt", "Scan it", "Claim"], 1):
             page.text(90, page.y, f"{number}.")  # the marker apart, as browsers draw it
             page.text(108, page.y, text)
@@ -907,8 +916,9 @@ class PdfReaderTestCase(SimpleTestCase):
         page.y -= 10
         page.bullets([(0, "Economy class"), (0, "Rail"), (0, "Taxi at night")])
         page.code(["a = 1  # one", "b = 2  # two", "c = 3  # three"])
-        page.grid([["Mode", "Cap"], ["Rail", "First class"], ["Air", "Economy"]],
-                  [100, 100])  # fmt: skip
+        page.grid(
+            [["Mode", "Cap"], ["Rail", "First class"], ["Air", "Economy"]], [100, 100]
+        )
         columns = Page()
         top = columns.y
         for i in range(4):
@@ -1134,9 +1144,13 @@ class IngestConvertedTestCase(TestCase):
             "index: kept as failed sources with the reason",
         ):
             call_command(
-                "kb_ingest", str(folder), "--collection", "Policies", "--sync",
+                "kb_ingest",
+                str(folder),
+                "--collection",
+                "Policies",
+                "--sync",
                 stderr=err,
-            )  # fmt: skip
+            )
         self.assertIn(
             "scan.pdf: stored, but indexing failed: scan.pdf has no text layer",
             err.getvalue(),
@@ -1267,13 +1281,27 @@ class PagePreciseCitationTestCase(TestCase):
 
     def test_a_citation_names_the_page_of_its_sentence(self):
         on_two = answerer.Citation(
-            1, self.source.pk, "Travel", "travel.pdf", self.section.pk, "Travel",
-            [0], self.start, self.end,
-        )  # fmt: skip
+            1,
+            self.source.pk,
+            "Travel",
+            "travel.pdf",
+            self.section.pk,
+            "Travel",
+            [0],
+            self.start,
+            self.end,
+        )
         on_one = answerer.Citation(
-            2, self.source.pk, "Travel", "travel.pdf", self.section.pk, "Travel",
-            [0], self.section.start, self.section.start + 10,
-        )  # fmt: skip
+            2,
+            self.source.pk,
+            "Travel",
+            "travel.pdf",
+            self.section.pk,
+            "Travel",
+            [0],
+            self.section.start,
+            self.section.start + 10,
+        )
         answering.add_pages([on_two, on_one])
         self.assertEqual((on_two.pages, on_two.page), ("2", 2))
         self.assertEqual((on_one.pages, on_one.page), ("1", 1))

@@ -208,9 +208,12 @@ class ReadingInTheWorkerTestCase(TransactionTestCase):
         data = glyph_by_glyph_pdf(60_000)
         source, _ = uploads.store_source(self.collection, "manual.pdf", data)
         django_rq.get_queue().enqueue(
-            jobs.ingest_source, source.pk, source.version,
-            job_id=queueing.ingest_job_id(source), job_timeout=8,
-        )  # fmt: skip
+            jobs.ingest_source,
+            source.pk,
+            source.version,
+            job_id=queueing.ingest_job_id(source),
+            job_timeout=8,
+        )
 
         marker = f"KB_TEST_RUN={uuid.uuid4()}"
         key, value = marker.split("=")
@@ -279,9 +282,12 @@ class SourcePageReadingTestCase(TestCase):
         page = self.client.get(self.url)
         self.assertNotContains(page, 'name="text"')
         plain = Source.objects.create(
-            collection=self.source.collection, title="Notes", file_name="n.md",
-            text="# Notes\n", content_hash="y",
-        )  # fmt: skip
+            collection=self.source.collection,
+            title="Notes",
+            file_name="n.md",
+            text="# Notes\n",
+            content_hash="y",
+        )
         page = self.client.get(reverse("admin:kb_source_change", args=[plain.pk]))
         self.assertContains(page, 'name="text"')
         self.assertNotContains(page, "What the reader kept and lost")

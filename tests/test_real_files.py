@@ -26,9 +26,13 @@ class RealPdfTestCase(SimpleTestCase):
         cls.lines = cls.reading.text.splitlines()
 
     def test_it_finds_the_chapters_and_sections_with_their_levels(self):
-        for heading in ["## 1 Introduction", "## 2 ASN.1 structure handling",
-                        "### 2.1 ASN.1 syntax", "### 3.1 Invoking asn1Parser",
-                        "## 4 Function reference"]:  # fmt: skip
+        for heading in [
+            "## 1 Introduction",
+            "## 2 ASN.1 structure handling",
+            "### 2.1 ASN.1 syntax",
+            "### 3.1 Invoking asn1Parser",
+            "## 4 Function reference",
+        ]:
             self.assertIn(heading, self.lines)
 
     def test_every_page_has_text_and_running_lines_are_gone(self):

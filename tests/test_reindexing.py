@@ -51,8 +51,9 @@ def make_gated(name: str = "Gate", floor: float | None = 1.0) -> Collection:
 
 
 def chunk_ids(collection: Collection) -> list[int]:
-    return sorted(Chunk.objects.filter(source__collection=collection).values_list(
-        "pk", flat=True))  # fmt: skip
+    return sorted(
+        Chunk.objects.filter(source__collection=collection).values_list("pk", flat=True)
+    )
 
 
 def built_with(collection: Collection, field: str = "chunk_tokens") -> set:
@@ -94,8 +95,9 @@ class ShadowTestCase(TestCase):
 
     def _held(self) -> ShadowIndex:
         shadow = reindexing.start(self.gate, {"chunk_tokens": 120}, self.staff)
-        self.assertEqual(reindexing.run(shadow.pk), "held: recall@5 0.800 < the "
-                         "recall floor 1.000")  # fmt: skip
+        self.assertEqual(
+            reindexing.run(shadow.pk), "held: recall@5 0.800 < the recall floor 1.000"
+        )
         shadow.refresh_from_db()
         return shadow
 
@@ -121,24 +123,33 @@ class ShadowTestCase(TestCase):
         self.assertFalse(Collection.objects.filter(is_scratch=True).exists())
         # The sections, and so every citation made before the swap, are the same.
         self.assertEqual(
-            sorted(Section.objects.filter(source__collection=self.gate).values_list(
-                "pk", flat=True)), sections,
-        )  # fmt: skip
+            sorted(
+                Section.objects.filter(source__collection=self.gate).values_list(
+                    "pk", flat=True
+                )
+            ),
+            sections,
+        )
         page = self.client.get(cited["url"])
         source = Source.objects.get(pk=cited["source_id"])
         self.assertContains(page, '<mark id="cited"')
         quoted = source.text[cited["start"] : cited["end"]]
         self.assertIn(quoted.split("\n")[0][:40], page.content.decode())
         after = self._ask()  # answered from the new chunks, citing the same rows
-        self.assertLessEqual({c["section_id"] for c in after["citations"]},
-                             set(sections))  # fmt: skip
+        self.assertLessEqual(
+            {c["section_id"] for c in after["citations"]}, set(sections)
+        )
 
     def test_a_source_that_had_failed_before_the_build_is_left_alone(self):
         failed = Source.objects.create(
-            collection=self.gate, title="Scan", file_name="scan.pdf", text="",
-            content_hash="scan", status=Source.Status.FAILED,
+            collection=self.gate,
+            title="Scan",
+            file_name="scan.pdf",
+            text="",
+            content_hash="scan",
+            status=Source.Status.FAILED,
             error="scan.pdf has no text layer",
-        )  # fmt: skip
+        )
         shadow = reindexing.start(self.gate, {"chunk_tokens": 250}, self.staff)
         self.assertEqual(reindexing.run(shadow.pk), "swapped")
         shadow.refresh_from_db()
@@ -171,8 +182,9 @@ class ShadowTestCase(TestCase):
         live_chunks = chunk_ids(self.gate)
         shadow = self._held()
         self.assertEqual(shadow.status, Status.HELD)
-        self.assertEqual((shadow.recall, shadow.bar, shadow.live_recall),
-                         (0.8, 1.0, 1.0))  # fmt: skip
+        self.assertEqual(
+            (shadow.recall, shadow.bar, shadow.live_recall), (0.8, 1.0, 1.0)
+        )
         self.assertEqual([c["id"] for c in shadow.regressed], [LOST_AT_120])
         self.gate.refresh_from_db()
         self.assertEqual(self.gate.chunk_tokens, 200)
@@ -180,9 +192,12 @@ class ShadowTestCase(TestCase):
 
         page = dashboard(self.client, self.gate)
         self.assertContains(page, f"Shadow index #{shadow.pk}: Held")
-        self.assertContains(page, "recall@k on the shadow <strong class=\"below-"
-                            "floor\">0.800</strong> against a bar of <strong>1.000"
-                            "</strong> (the recall floor then)")  # fmt: skip
+        self.assertContains(
+            page,
+            'recall@k on the shadow <strong class="below-'
+            'floor">0.800</strong> against a bar of <strong>1.000'
+            "</strong> (the recall floor then)",
+        )
         self.assertContains(page, f"(shadow index #{shadow.pk})")  # its run
         self.assertContains(page, LOST_AT_120)
         approve = reverse("admin:kb_shadow_approve", args=[shadow.pk])
@@ -251,8 +266,9 @@ class ShadowTestCase(TestCase):
         self.assertEqual(chunk_ids(self.gate), live_chunks)
         approve = reverse("admin:kb_shadow_approve", args=[shadow.pk])
         self.assertContains(self.client.post(approve, follow=True), "is not held")
-        self.assertEqual(jobs.swap_shadow(shadow.pk), f"stood down: shadow "
-                         f"{shadow.pk} is discarded")  # fmt: skip
+        self.assertEqual(
+            jobs.swap_shadow(shadow.pk), f"stood down: shadow {shadow.pk} is discarded"
+        )
 
     def test_a_failing_build_leaves_the_live_index_and_says_why(self):
         # A metadata field far too long to embed: under a policy that embeds it,
@@ -263,8 +279,9 @@ class ShadowTestCase(TestCase):
         ingestion.ingest(source.pk)
         live_chunks = chunk_ids(self.gate)
         url = reverse("admin:kb_collection_policy", args=[self.gate.pk])
-        data = {n: f.initial for n, f in self.client.get(url).context["form"].fields
-                .items()}  # fmt: skip
+        data = {
+            n: f.initial for n, f in self.client.get(url).context["form"].fields.items()
+        }
         self.client.post(url, {**data, "summary": "embed"})
         shadow = ShadowIndex.objects.get(collection=self.gate)
 
@@ -294,8 +311,9 @@ class ShadowTestCase(TestCase):
         shadow = reindexing.start(self.gate, {"chunk_overlap": 20}, self.staff)
         self.assertEqual(reindexing.run(shadow.pk), "swapped")
         shadow.refresh_from_db()
-        self.assertEqual(shadow.decision, "no golden cases to evaluate: swapped "
-                         "without a check")  # fmt: skip
+        self.assertEqual(
+            shadow.decision, "no golden cases to evaluate: swapped without a check"
+        )
         self.assertEqual(built_with(self.gate, "chunk_overlap"), {20})
         self.assertContains(dashboard(self.client, self.gate), "without a check")
 
@@ -308,8 +326,10 @@ class ShadowTestCase(TestCase):
         self.assertIn("the live index's recall 1.000 (no floor set)", shadow.decision)
         # A floor set afterwards does not rewrite what this shadow was held against.
         Collection.objects.filter(pk=self.gate.pk).update(recall_floor=0.9)
-        self.assertContains(dashboard(self.client, self.gate),
-                            "(no floor set then: the live index's recall)")  # fmt: skip
+        self.assertContains(
+            dashboard(self.client, self.gate),
+            "(no floor set then: the live index's recall)",
+        )
 
     def test_a_later_change_supersedes_an_open_shadow(self):
         first = reindexing.start(self.gate, {"chunk_tokens": 120}, self.staff)
@@ -319,8 +339,9 @@ class ShadowTestCase(TestCase):
         self.assertEqual(first.decision, "superseded by a later change")
         self.assertEqual(second.new_settings["chunk_tokens"], 120)  # both changes
         self.assertEqual(second.new_settings["chunk_overlap"], 20)
-        self.assertEqual(reindexing.run(first.pk), "skipped: shadow "
-                         f"{first.pk} is discarded")  # fmt: skip
+        self.assertEqual(
+            reindexing.run(first.pk), f"skipped: shadow {first.pk} is discarded"
+        )
         # Undoing the change leaves nothing to build.
         undone = {"chunk_tokens": 200, "chunk_overlap": 0}
         self.assertIsNone(reindexing.start(self.gate, undone))
@@ -359,11 +380,18 @@ class ShadowWorkerTestCase(TransactionTestCase):
 
     def _change(self, **settings) -> None:
         """The collection's admin change form, with these settings."""
-        data = {"name": self.gate.name, "description": "",
-                "chunk_strategy": "structure", "chunk_tokens": 200,
-                "chunk_overlap": 0, "top_k": 5, "context_budget": 1200,
-                "retrieval_mode": "hybrid",
-                "embedding_model": "all-minilm-l6-v2", **settings}  # fmt: skip
+        data = {
+            "name": self.gate.name,
+            "description": "",
+            "chunk_strategy": "structure",
+            "chunk_tokens": 200,
+            "chunk_overlap": 0,
+            "top_k": 5,
+            "context_budget": 1200,
+            "retrieval_mode": "hybrid",
+            "embedding_model": "all-minilm-l6-v2",
+            **settings,
+        }
         url = reverse("admin:kb_collection_change", args=[self.gate.pk])
         response = self.client.post(url, data, follow=True)
         self.assertContains(response, "are being built as shadow index")
@@ -371,9 +399,11 @@ class ShadowWorkerTestCase(TransactionTestCase):
     def _upload(self, name: str, text: str) -> None:
         self.client.post(
             reverse("admin:kb_source_upload"),
-            {"collection": self.gate.pk,
-             "files": SimpleUploadedFile(name, text.encode(), "text/markdown")},
-        )  # fmt: skip
+            {
+                "collection": self.gate.pk,
+                "files": SimpleUploadedFile(name, text.encode(), "text/markdown"),
+            },
+        )
 
     def test_a_settings_change_builds_evaluates_and_swaps_in_a_worker(self):
         asked = self.client.post(
@@ -430,8 +460,9 @@ class ShadowWorkerTestCase(TransactionTestCase):
         run_burst_worker()
         shadow.refresh_from_db()
         self.assertEqual(shadow.status, Status.SWAPPED, shadow.error)
-        self.assertEqual(sorted(shadow.progress["requeued"]),
-                         ["office-faq.txt", "parking.md"])  # fmt: skip
+        self.assertEqual(
+            sorted(shadow.progress["requeued"]), ["office-faq.txt", "parking.md"]
+        )
         self.assertEqual(built_with(self.gate), {120})  # every source, new settings
         self.assertEqual(self.gate.sources.filter(status="indexed").count(), 3)
         faq.refresh_from_db()

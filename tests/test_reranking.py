@@ -152,8 +152,9 @@ class RerankerTestCase(TinyModels, SimpleTestCase):
 
     def test_the_question_is_never_cut(self):
         # No token types: the model counts "deploy" on both sides of the pair.
-        directory = self.model("window-64-all", ["deploy"], max_positions=64,
-                               token_types=False)  # fmt: skip
+        directory = self.model(
+            "window-64-all", ["deploy"], max_positions=64, token_types=False
+        )
         reranker = Reranker(directory)
         question = " ".join(["word"] * 20 + ["deploy"])
         [scored] = reranker.score(question, ["deploy " * 50])
@@ -276,9 +277,12 @@ class RetrievalRerankTestCase(TinyModels, base.DemoTestCase):
             config = evaluation.config_of(self.demo)
         self.assertEqual(
             config["reranker"],
-            {"model": "tiny-cross-encoder (random, for tests)", "top_n": 10,
-             "window": 512},
-        )  # fmt: skip
+            {
+                "model": "tiny-cross-encoder (random, for tests)",
+                "top_n": 10,
+                "window": 512,
+            },
+        )
 
 
 class RerankBenchmarkTestCase(TinyModels, SimpleTestCase):

@@ -31,7 +31,7 @@ def _collection(
             file_name=f"{name}-{i}.md",
             text="x",
             content_hash=name,
-        )  # fmt: skip
+        )
         for i in range(sources)
     )
     sections = Section.objects.bulk_create(
@@ -41,7 +41,7 @@ def _collection(
             start=0,
             end=1,
             embedding=v if centroids else None,
-        )  # fmt: skip
+        )
         for i, v in enumerate(vectors)
     )
     Chunk.objects.bulk_create(
@@ -56,7 +56,7 @@ def _collection(
                 embedded_text="x",
                 token_count=3,
                 embedding=vectors[section.order],
-            )  # fmt: skip
+            )
             for section in sections
         ),
         batch_size=1_000,
@@ -147,9 +147,13 @@ class NearestSearchTestCase(TestCase):
         # the model it was embedded with, each model has its own HNSW index,
         # and a row moved in from a collection of another model is not searched.
         self.assertEqual(
-            set(Chunk.objects.filter(collection=self.small).values_list(
-                "embedding_model", flat=True)), {embedding_models.DEFAULT}
-        )  # fmt: skip
+            set(
+                Chunk.objects.filter(collection=self.small).values_list(
+                    "embedding_model", flat=True
+                )
+            ),
+            {embedding_models.DEFAULT},
+        )
         other = _collection("E5", self.vectors[:3], sources=1)
         Collection.objects.filter(pk=other.pk).update(
             embedding_model=embedding_models.E5_SMALL
@@ -160,11 +164,20 @@ class NearestSearchTestCase(TestCase):
         )
         section = Section.objects.create(source=copy, order=0, start=0, end=1)
         Chunk.objects.create(
-            source=copy, section=section, chunk_index=0, start=0, end=1, text="x",
-            embedded_text="x", token_count=3, embedding=self.question[0],
-        )  # fmt: skip
-        self.assertEqual(Section.objects.get(pk=section.pk).embedding_model,
-                         embedding_models.E5_SMALL)  # fmt: skip
+            source=copy,
+            section=section,
+            chunk_index=0,
+            start=0,
+            end=1,
+            text="x",
+            embedded_text="x",
+            token_count=3,
+            embedding=self.question[0],
+        )
+        self.assertEqual(
+            Section.objects.get(pk=section.pk).embedding_model,
+            embedding_models.E5_SMALL,
+        )
         with override_settings(KB_EXACT_SEARCH_CHUNKS=0):
             _, plan = self._search(other)
             self.assertIn("chunk_e5_embedding_hnsw", plan)
@@ -276,7 +289,7 @@ def repetitive_collection() -> Collection:
                 embedded_text="x",
                 token_count=3,
                 embedding=vector,
-            )  # fmt: skip
+            )
             for i, (section, vector) in enumerate(rows)
         ),
         batch_size=1_000,

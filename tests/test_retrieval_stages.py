@@ -40,9 +40,17 @@ ORM = ("django.db", "kb.models", "django.contrib")
 def _passage(start: int, end: int, text: str, section_id: int = 1) -> Passage:
     location = Location(section_id, f"Guide > {section_id}", start, end, [section_id])
     return Passage(
-        1, "Guide", "guide.md", start, end, text[start:end], 1.0 / section_id,
-        {"vector"}, [location], source_text=TextWindow([(0, text)]),
-    )  # fmt: skip
+        1,
+        "Guide",
+        "guide.md",
+        start,
+        end,
+        text[start:end],
+        1.0 / section_id,
+        {"vector"},
+        [location],
+        source_text=TextWindow([(0, text)]),
+    )
 
 
 def _chunk(
@@ -51,9 +59,17 @@ def _chunk(
     """Chunk `index` of section 1 over text[start:end]; its lead is the text
     between the chunk before it (ending at `after`) and itself."""
     return ChunkRow(
-        10 + index, 1, 1, index, start, end, context_tokens(text[start:end]),
-        text[start:end], text[after:start], kind,
-    )  # fmt: skip
+        10 + index,
+        1,
+        1,
+        index,
+        start,
+        end,
+        context_tokens(text[start:end]),
+        text[start:end],
+        text[after:start],
+        kind,
+    )
 
 
 class PureStagesTestCase(SimpleTestCase):
@@ -64,9 +80,13 @@ class PureStagesTestCase(SimpleTestCase):
         )
         env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
         done = subprocess.run(
-            [sys.executable, "-c", code], cwd=settings.BASE_DIR, env=env,
-            capture_output=True, text=True, check=False,
-        )  # fmt: skip
+            [sys.executable, "-c", code],
+            cwd=settings.BASE_DIR,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         self.assertEqual(done.returncode, 0, done.stderr)
         self.assertEqual(done.stdout.strip(), "[]")
 
@@ -160,9 +180,17 @@ class ExpansionTestCase(SimpleTestCase):
             for i, (s, e) in enumerate(zip(starts, ends, strict=True))
         ]
         section = SectionRow(
-            1, 1, "Fruit", "fruit.md", "Fruit", 0, 0, len(self.TEXT),
-            context_tokens(self.TEXT), self.TEXT,
-        )  # fmt: skip
+            1,
+            1,
+            "Fruit",
+            "fruit.md",
+            "Fruit",
+            0,
+            0,
+            len(self.TEXT),
+            context_tokens(self.TEXT),
+            self.TEXT,
+        )
         hit = Hit(12, 1, 1, 2, starts[2], ends[2], vector_rank=1, score=0.5)
         return Selected(section, [hit], 0.5, chunks, TextWindow([(0, self.TEXT)]))
 
@@ -201,8 +229,12 @@ class RegionsTestCase(SimpleTestCase):
                 index, 1, 1, index, start, end, 5, "x" * (end - start), "", kind
             )
 
-        chunks = [chunk(0, 0, 40, ChunkKind.TEXT), chunk(1, 60, 80), chunk(2, 81, 100),
-                  chunk(3, 101, 120)]  # fmt: skip
+        chunks = [
+            chunk(0, 0, 40, ChunkKind.TEXT),
+            chunk(1, 60, 80),
+            chunk(2, 81, 100),
+            chunk(3, 101, 120),
+        ]
         headers = {1: (42, 50), 2: (42, 50), 3: (42, 50)}
         regions = expansion.regions_of(chunks, dict.fromkeys([0, 1, 3]), headers)
         self.assertEqual(regions, [(0, 80, [0, 1]), (101, 120, [3])])
@@ -220,9 +252,13 @@ class SiblingSectionsTestCase(SimpleTestCase):
         from kb.retrieval.passages import Hit
 
         paths = [
-            "Benefits > Vision", "Benefits > Dental", "Benefits > Medical",
-            "Benefits > Gym", "Travel > Per diem", "Benefits > Pension",
-        ]  # fmt: skip
+            "Benefits > Vision",
+            "Benefits > Dental",
+            "Benefits > Medical",
+            "Benefits > Gym",
+            "Travel > Per diem",
+            "Benefits > Pension",
+        ]
         ranked = [
             (n, [Hit(n * 10, 1, n, 0, 0, 10, heading_path=path, score=1 / n)])
             for n, path in enumerate(paths, 1)

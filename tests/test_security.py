@@ -257,10 +257,19 @@ class ContentSecurityPolicyTestCase(DemoTestCase):
         source.save(update_fields=["status"])
         self.source = source
         self.case = GoldenCase.objects.create(
-            collection=self.demo, external_id="c1", question="Why?", kind="definition",
-            required_spans=[{"file": source.file_name, "start": 0, "end": 5,
-                             "text": source.text[:5]}],
-        )  # fmt: skip
+            collection=self.demo,
+            external_id="c1",
+            question="Why?",
+            kind="definition",
+            required_spans=[
+                {
+                    "file": source.file_name,
+                    "start": 0,
+                    "end": 5,
+                    "text": source.text[:5],
+                }
+            ],
+        )
 
     def pages(self) -> list[str]:
         chunk = Chunk.objects.filter(source=self.source).first()
@@ -308,8 +317,10 @@ class ContentSecurityPolicyTestCase(DemoTestCase):
         self.client.logout()
         for url in [LOGIN_URL, "/kb/sections/0/", "/api/ask"]:
             with self.subTest(url=url):
-                self.assertIn("default-src 'self'", self.client.get(url).headers.get(
-                    "Content-Security-Policy", ""))  # fmt: skip
+                self.assertIn(
+                    "default-src 'self'",
+                    self.client.get(url).headers.get("Content-Security-Policy", ""),
+                )
 
 
 class NoStoreTestCase(DemoTestCase):
@@ -369,8 +380,9 @@ print("cookie", tls.cookies["csrftoken"]["secure"])
 @pytest.mark.slow
 class DeploymentSettingsTestCase(TestCase):
     def test_check_deploy_reports_nothing_with_the_defaults(self):
-        result = _manage("check", "--deploy", "--fail-level", "WARNING",
-                         env=_production_env())  # fmt: skip
+        result = _manage(
+            "check", "--deploy", "--fail-level", "WARNING", env=_production_env()
+        )
         self.assertEqual(result.returncode, 0, result.stderr)
         self.assertIn("System check identified no issues", result.stdout)
 
@@ -416,16 +428,25 @@ def test_pages_raise_no_csp_violation_in_chromium(
     other = Collection.objects.create(name="Birds")
     text = "# Animals\n\nThe quick brown fox jumps over the lazy dog.\n"
     source = Source.objects.create(
-        collection=collection, title="Animals", file_name="animals.md", text=text,
+        collection=collection,
+        title="Animals",
+        file_name="animals.md",
+        text=text,
         status=Source.Status.QUEUED,
-    )  # fmt: skip
+    )
     violations: list[str] = []
     page.add_init_script(
         "document.addEventListener('securitypolicyviolation', e => console.error("
         "'CSP violation: ' + e.violatedDirective + ' ' + e.blockedURI))"
     )
-    page.on("console", lambda m: violations.append(m.text) if "CSP" in m.text or
-            "Content Security Policy" in m.text else None)  # fmt: skip
+    page.on(
+        "console",
+        lambda m: (
+            violations.append(m.text)
+            if "CSP" in m.text or "Content Security Policy" in m.text
+            else None
+        ),
+    )
     url = live_server.url
     page.goto(f"{url}/admin/login/?next=/admin/")
     page.fill("#id_username", "staff")

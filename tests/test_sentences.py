@@ -114,9 +114,17 @@ class SplitterOnTheCorporaTestCase(SimpleTestCase):
             )
             loaded = retrieval.TextWindow([(section.start, section_text)])
             passage = retrieval.Passage(
-                1, path.name, path.name, chunk.start, chunk.end, chunk.text, 1.0,
-                {"vector"}, [location], source_text=loaded,
-            )  # fmt: skip
+                1,
+                path.name,
+                path.name,
+                chunk.start,
+                chunk.end,
+                chunk.text,
+                1.0,
+                {"vector"},
+                [location],
+                source_text=loaded,
+            )
             for s in answerer.split_sentences(passage):
                 self.assertEqual(text[s.start : s.end], s.text)
                 self.assertTrue(section.start <= s.start < s.end <= section.end)
@@ -151,9 +159,17 @@ class SplitterTestCase(SimpleTestCase):
         end = len(text) if end is None else end
         location = retrieval.Location(1, "Guide", start, end, [0])
         passage = retrieval.Passage(
-            1, "Guide", "guide.md", start, end, text[start:end], 1.0, {"vector"},
-            [location], source_text=retrieval.TextWindow([(0, text)]),
-        )  # fmt: skip
+            1,
+            "Guide",
+            "guide.md",
+            start,
+            end,
+            text[start:end],
+            1.0,
+            {"vector"},
+            [location],
+            source_text=retrieval.TextWindow([(0, text)]),
+        )
         return [s.text for s in answerer.split_sentences(passage)]
 
     def test_a_sentence_goes_on_across_a_soft_line_break(self):

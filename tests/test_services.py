@@ -207,12 +207,23 @@ class ValkeyOwnershipTestCase(PrivateDataDir, TransactionTestCase):
             port = probe.getsockname()[1]
         subprocess.run(
             [
-                str(get_binary_path()), "--bind", "127.0.0.1", "--port", str(port),
-                "--daemonize", "yes", "--pidfile", str(self.vdir / "valkey.pid"),
-                "--dir", str(self.vdir), "--save", "60 1",
+                str(get_binary_path()),
+                "--bind",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--daemonize",
+                "yes",
+                "--pidfile",
+                str(self.vdir / "valkey.pid"),
+                "--dir",
+                str(self.vdir),
+                "--save",
+                "60 1",
             ],
-            check=True, stdout=subprocess.DEVNULL,
-        )  # fmt: skip
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
         (self.vdir / "port").write_text(str(port))
         old = redis.Redis(port=port)
         for _ in range(600):  # daemonized: it may not listen yet on a loaded machine

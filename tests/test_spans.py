@@ -113,9 +113,13 @@ class MatchTextCommandTestCase(TestCase):
         for path in CONTENT_DIR.iterdir():
             page = formats.render_html(path.read_text("utf-8"), path.stem)
             (self.html / f"{path.stem}.html").write_text(page, "utf-8")
-        lost = {"id": "lost", "question": "How do I roll forward?",
-                "required_spans": [{"file": "glossary.md", "start": 0, "end": 12,
-                                    "text": "Nowhere text"}]}  # fmt: skip
+        lost = {
+            "id": "lost",
+            "question": "How do I roll forward?",
+            "required_spans": [
+                {"file": "glossary.md", "start": 0, "end": 12, "text": "Nowhere text"}
+            ],
+        }
         self.cases = self.folder / "cases.jsonl"
         self.cases.write_text(
             GOLDEN_FILE.read_text("utf-8") + json.dumps(lost) + "\n", "utf-8"
@@ -124,9 +128,17 @@ class MatchTextCommandTestCase(TestCase):
     def _eval(self, corpus: Path, name: str) -> tuple[str, dict]:
         out, report = StringIO(), self.folder / f"{name}.json"
         call_command(
-            "kb_eval", "--cases", str(self.cases), "--corpus", str(corpus),
-            "--match", "text", "--json", str(report), stdout=out,
-        )  # fmt: skip
+            "kb_eval",
+            "--cases",
+            str(self.cases),
+            "--corpus",
+            str(corpus),
+            "--match",
+            "text",
+            "--json",
+            str(report),
+            stdout=out,
+        )
         return out.getvalue(), json.loads(report.read_text("utf-8"))
 
     def test_it_scores_markdown_and_its_html_rendering_alike(self):
@@ -167,18 +179,24 @@ class LocateCasesTestCase(TestCase):
 
         self.collection = Collection.objects.create(name="Converted")
         Source.objects.create(
-            collection=self.collection, title="Deploy", file_name="ops/deploy.pdf",
+            collection=self.collection,
+            title="Deploy",
+            file_name="ops/deploy.pdf",
             text="# Deploy\n\nRoll back when the error rate\nrises above 2%.\n",
             content_hash="x",
-        )  # fmt: skip
+        )
 
     def test_it_moves_spans_to_the_rendering_and_reports_the_rest(self):
         from kb import evaluation, golden
 
         markdown = "# Deploy\n\nRoll *back* when the error rate rises above 2%.\n"
         start = markdown.index("Roll")
-        found = {"file": "ops/deploy.md", "start": start, "end": start + 30,
-                 "text": markdown[start : start + 30]}  # fmt: skip
+        found = {
+            "file": "ops/deploy.md",
+            "start": start,
+            "end": start + 30,
+            "text": markdown[start : start + 30],
+        }
         gone = {"file": "ops/deploy.md", "start": 0, "end": 9, "text": "Roll fwd"}
         cases = [
             {"id": "a", "required_spans": [{**gone, "alternatives": [found]}]},

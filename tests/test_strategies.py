@@ -24,9 +24,16 @@ class SectionsStrategyCommandTestCase(TestCase):
         folder = Path(self.enterContext(tempfile.TemporaryDirectory()))
         out = StringIO()
         call_command(
-            "kb_eval", "--cases", str(GOLDEN_FILE), "--corpus", str(CONTENT_DIR),
-            "--json", str(folder / "out.json"), *args, stdout=out,
-        )  # fmt: skip
+            "kb_eval",
+            "--cases",
+            str(GOLDEN_FILE),
+            "--corpus",
+            str(CONTENT_DIR),
+            "--json",
+            str(folder / "out.json"),
+            *args,
+            stdout=out,
+        )
         written = json.loads((folder / "out.json").read_text())
         return {"printed": out.getvalue(), **written}
 
@@ -36,8 +43,9 @@ class SectionsStrategyCommandTestCase(TestCase):
         self.assertIn("recall@5", report["printed"])
         config, aggregate = report["config"], report["aggregate"]
         self.assertEqual(config["strategy"], "sections")
-        self.assertEqual((config["chunk_strategy"], config["chunk_tokens"]),
-                         ("structure", 120))  # fmt: skip
+        self.assertEqual(
+            (config["chunk_strategy"], config["chunk_tokens"]), ("structure", 120)
+        )
         self.assertGreater(aggregate["recall_at_k"], 0.5)
         self.assertLessEqual(aggregate["context_tokens_mean"], 1200)
         for case in report["cases"]:
@@ -52,9 +60,13 @@ class SectionsStrategyCommandTestCase(TestCase):
         # The 120-token index it was measured on.
         collection = Collection.objects.get()
         self.assertLessEqual(
-            max(Chunk.objects.filter(source__collection=collection)
-                .values_list("text_tokens", flat=True)), 120,
-        )  # fmt: skip
+            max(
+                Chunk.objects.filter(source__collection=collection).values_list(
+                    "text_tokens", flat=True
+                )
+            ),
+            120,
+        )
 
     def test_every_run_records_its_strategy(self):
         default = self._eval()
@@ -91,8 +103,9 @@ class SectionsStrategyDashboardTestCase(TransactionTestCase):
         self.assertTrue(run.config["scratch"])
         self.assertEqual(len(run.cases), demo.golden_cases.count())
         self.assertGreater(run.aggregate["recall_at_k"], 0.5)
-        self.assertTrue(all(len(c["retrieved"]) <= retrieval.SECTIONS_K
-                            for c in run.cases))  # fmt: skip
+        self.assertTrue(
+            all(len(c["retrieved"]) <= retrieval.SECTIONS_K for c in run.cases)
+        )
         page = self.client.get(
             reverse("admin:kb_evalrun_dashboard"), {"collection": demo.pk}
         )

@@ -38,9 +38,13 @@ class FolderSyncTestCase(TestCase):
         self.assertEqual(run.added, 4)  # the PNG is no format kb reads
         self.assertEqual(
             names(sync),
-            {"guide/backups.md", "guide/restores.md", "guide/network.md",
-             "notes/todo.txt"},
-        )  # fmt: skip
+            {
+                "guide/backups.md",
+                "guide/restores.md",
+                "guide/network.md",
+                "notes/todo.txt",
+            },
+        )
         self.assertGreater(run.chunks_embedded, 0)
         self.assertTrue(all(s.status == "indexed" for s in sync.sources.all()))
 
@@ -56,10 +60,21 @@ class FolderSyncTestCase(TestCase):
         self.assertEqual(touched.chunks_embedded, 0)
 
         # An edit, a new file and a deletion.
-        write(self.folder, {"guide/backups.md": DOCS["guide/backups.md"].replace(
-            "35 days", "90 days")})  # fmt: skip
-        write(self.folder, {"guide/printers.md": "# Printers\n\nThe printer on "
-                            "the third floor needs badge release.\n"})  # fmt: skip
+        write(
+            self.folder,
+            {
+                "guide/backups.md": DOCS["guide/backups.md"].replace(
+                    "35 days", "90 days"
+                )
+            },
+        )
+        write(
+            self.folder,
+            {
+                "guide/printers.md": "# Printers\n\nThe printer on "
+                "the third floor needs badge release.\n"
+            },
+        )
         (self.folder / "notes/todo.txt").unlink()
         third = run_now(sync)
         self.assertEqual(
@@ -127,10 +142,12 @@ class FolderSyncTestCase(TestCase):
         run = run_now(sync)
         self.assertEqual(run.status, SyncRun.Status.PARTIAL)
         self.assertIn(
-            {"path": "guide/backups.md",
-             "reason": "a source of this name was uploaded by hand"},
+            {
+                "path": "guide/backups.md",
+                "reason": "a source of this name was uploaded by hand",
+            },
             run.failed,
-        )  # fmt: skip
+        )
         mine.refresh_from_db()
         self.assertIn("My own text", mine.text)
         self.assertIsNone(mine.sync_source)
@@ -140,9 +157,12 @@ class FolderSyncTestCase(TestCase):
 
     def test_include_exclude_and_subfolder(self):
         sync = sync_of(
-            "folder", str(self.folder), subfolder="guide",
-            include="*.md", exclude="*/network.md\nnetwork.md",
-        )  # fmt: skip
+            "folder",
+            str(self.folder),
+            subfolder="guide",
+            include="*.md",
+            exclude="*/network.md\nnetwork.md",
+        )
         run_now(sync)
         self.assertEqual(names(sync), {"backups.md", "restores.md"})
 
@@ -352,17 +372,23 @@ class GitCredentialsTestCase(TestCase):
         self.assertIn("asks for credentials", refused.error)
 
         sync = sync_of(
-            "git", self.url, branch="main", username="kb",
+            "git",
+            self.url,
+            branch="main",
+            username="kb",
             token_sealed=secrets.seal(self.TOKEN),
-        )  # fmt: skip
+        )
         self.assertNotIn(self.TOKEN, sync.token_sealed)
         run = run_now(sync)
         self.assertEqual((run.status, run.added), ("done", 1), run.error)
 
         wrong = sync_of(
-            "git", self.url, branch="main", username="kb",
+            "git",
+            self.url,
+            branch="main",
+            username="kb",
             token_sealed=secrets.seal("not-the-token"),
-        )  # fmt: skip
+        )
         run = run_now(wrong)
         self.assertEqual(run.status, SyncRun.Status.FAILED)
         self.assertNotIn("not-the-token", run.error)
@@ -418,10 +444,17 @@ class SyncCommandTestCase(TransactionTestCase):
         env = {"KB_SYNC_ROOTS": str(self.root)}
         with override_settings(KB_SYNC_ROOTS=[str(self.root)]):
             call_command(
-                "kb_sync", "add", "handbook", "--collection", "Handbook",
-                "--folder", str(self.root / "docs"), "--every", "60",
+                "kb_sync",
+                "add",
+                "handbook",
+                "--collection",
+                "Handbook",
+                "--folder",
+                str(self.root / "docs"),
+                "--every",
+                "60",
                 stdout=StringIO(),
-            )  # fmt: skip
+            )
         sync = SyncSource.objects.get(name="handbook")
         self.assertEqual((sync.kind, sync.every_minutes), ("folder", 60))
 
@@ -438,12 +471,22 @@ class SyncCommandTestCase(TransactionTestCase):
         )
         out = StringIO()
         thread.start()  # the worker waits for the job the command queues
-        call_command("kb_sync", "run", "handbook", "--json", "--timeout", "120",
-                     stdout=out)  # fmt: skip
+        call_command(
+            "kb_sync", "run", "handbook", "--json", "--timeout", "120", stdout=out
+        )
         thread.join(timeout=120)
         figures = json.loads(out.getvalue())
-        shape = ["added", "changed", "renamed", "deleted", "unchanged", "failed",
-                 "chunks_embedded", "chunks_reused", "seconds"]  # fmt: skip
+        shape = [
+            "added",
+            "changed",
+            "renamed",
+            "deleted",
+            "unchanged",
+            "failed",
+            "chunks_embedded",
+            "chunks_reused",
+            "seconds",
+        ]
         for key in shape:
             self.assertIn(key, figures)
         self.assertEqual((figures["unchanged"], figures["failed"]), (3, []))
@@ -460,9 +503,15 @@ class SyncCommandTestCase(TransactionTestCase):
         with override_settings(KB_SYNC_ROOTS=[str(self.root / "docs")]):
             with self.assertRaisesMessage(CommandError, "KB_SYNC_ROOTS"):
                 call_command(
-                    "kb_sync", "add", "etc", "--collection", "C", "--folder", "/etc",
+                    "kb_sync",
+                    "add",
+                    "etc",
+                    "--collection",
+                    "C",
+                    "--folder",
+                    "/etc",
                     stdout=StringIO(),
-                )  # fmt: skip
+                )
         self.assertFalse(SyncSource.objects.exists())
 
 
@@ -586,13 +635,21 @@ class SyncAdminTestCase(TestCase):
 
     def _form(self, **fields):
         return {
-            "name": "handbook", "collection": self.collection.pk, "kind": "folder",
-            "location": str(self.root / "docs"), "branch": "", "subfolder": "",
-            "url_prefix": "", "page_limit": "500",
-            "include": "", "exclude": "", "every_minutes": "0",
-            "runs-TOTAL_FORMS": "0", "runs-INITIAL_FORMS": "0",
+            "name": "handbook",
+            "collection": self.collection.pk,
+            "kind": "folder",
+            "location": str(self.root / "docs"),
+            "branch": "",
+            "subfolder": "",
+            "url_prefix": "",
+            "page_limit": "500",
+            "include": "",
+            "exclude": "",
+            "every_minutes": "0",
+            "runs-TOTAL_FORMS": "0",
+            "runs-INITIAL_FORMS": "0",
             **fields,
-        }  # fmt: skip
+        }
 
     def test_a_location_outside_the_roots_is_refused_with_the_reason(self):
         for kind, location, reason in [
@@ -615,9 +672,10 @@ class SyncAdminTestCase(TestCase):
         sync = SyncSource.objects.get(name="handbook")
         changelist = reverse("admin:kb_syncsource_changelist")
         response = self.client.post(
-            changelist, {"action": "sync_now", "_selected_action": [sync.pk]},
+            changelist,
+            {"action": "sync_now", "_selected_action": [sync.pk]},
             follow=True,
-        )  # fmt: skip
+        )
         self.assertContains(response, "1 sync queued")
         run = sync.runs.get()
         self.assertEqual(run.status, SyncRun.Status.QUEUED)
@@ -647,9 +705,10 @@ class SyncAdminTestCase(TestCase):
         changelist = reverse("admin:kb_syncsource_changelist")
         self.assertContains(self.client.get(changelist), sync.name)
         response = self.client.post(
-            changelist, {"action": "sync_now", "_selected_action": [sync.pk]},
+            changelist,
+            {"action": "sync_now", "_selected_action": [sync.pk]},
             follow=True,
-        )  # fmt: skip
+        )
         self.assertContains(response, "1 sync queued")
         self.editor.groups.add(permissions.Group.objects.get(name=permissions.ADMIN))
         self.assertEqual(self.client.get(self.add).status_code, 200)
@@ -691,16 +750,32 @@ class TokenFromTheEnvironmentTestCase(TestCase):
 
         with environment(DOCS_TOKEN="tok-123"):
             call_command(
-                "kb_sync", "add", "docs", "--collection", "Docs",
-                "--git", "https://git.example.org/docs.git", "--username", "kb",
-                "--token-env", "DOCS_TOKEN", stdout=StringIO(),
-            )  # fmt: skip
+                "kb_sync",
+                "add",
+                "docs",
+                "--collection",
+                "Docs",
+                "--git",
+                "https://git.example.org/docs.git",
+                "--username",
+                "kb",
+                "--token-env",
+                "DOCS_TOKEN",
+                stdout=StringIO(),
+            )
         sync = SyncSource.objects.get(name="docs")
         self.assertEqual(secrets.unseal(sync.token_sealed), "tok-123")
         self.assertNotIn("tok-123", sync.token_sealed)
         with self.assertRaisesMessage(CommandError, "NOT_SET is empty"):
             call_command(
-                "kb_sync", "add", "other", "--collection", "Docs",
-                "--git", "https://git.example.org/docs.git",
-                "--token-env", "NOT_SET", stdout=StringIO(),
-            )  # fmt: skip
+                "kb_sync",
+                "add",
+                "other",
+                "--collection",
+                "Docs",
+                "--git",
+                "https://git.example.org/docs.git",
+                "--token-env",
+                "NOT_SET",
+                stdout=StringIO(),
+            )

@@ -186,9 +186,17 @@ class GitOverSSHTestCase(TestCase):
         key.write_text(self.private)
         out = StringIO()
         call_command(
-            "kb_sync", "add", "docs", "--collection", "Docs", "--git", self.url,
-            "--deploy-key", str(key), stdout=out,
-        )  # fmt: skip
+            "kb_sync",
+            "add",
+            "docs",
+            "--collection",
+            "Docs",
+            "--git",
+            self.url,
+            "--deploy-key",
+            str(key),
+            stdout=out,
+        )
         self.assertIn(secrets.deploy_key_public(self.private), out.getvalue())
         sync = SyncSource.objects.get(name="docs")
         self.assertEqual(run_now(sync).status, SyncRun.Status.DONE)

@@ -126,9 +126,13 @@ class WebsiteSyncTestCase(TestCase):
         self.assertEqual(run.status, SyncRun.Status.DONE, (run.error, run.failed))
         self.assertEqual(
             self.files(sync),
-            {"127.0.0.1/docs/index.html", "127.0.0.1/docs/backups.html",
-             "127.0.0.1/docs/old.html", "127.0.0.1/docs/restores.html"},
-        )  # fmt: skip
+            {
+                "127.0.0.1/docs/index.html",
+                "127.0.0.1/docs/backups.html",
+                "127.0.0.1/docs/old.html",
+                "127.0.0.1/docs/restores.html",
+            },
+        )
         # robots.txt: /private/ is never asked for (and is out of the prefix).
         self.assertFalse([r for r in self.site.requests if "private" in r[0]])
         # The redirect was followed; the page is cited at its own address.
@@ -157,7 +161,9 @@ class WebsiteSyncTestCase(TestCase):
 
         # A page changes, one starts to 404.
         self.site.pages["/docs/backups.html"] = (
-            "Backups", "Backups run every night at 03:30.")  # fmt: skip
+            "Backups",
+            "Backups run every night at 03:30.",
+        )
         del self.site.pages["/docs/old.html"]
         third = run_now(sync)
         self.assertEqual((third.changed, third.deleted), (1, 1))
@@ -208,11 +214,13 @@ class WebsiteSyncTestCase(TestCase):
         self.assertFalse([r for r in self.site.requests if "restores" in r[0]])
         # It is reached only through /docs/moved's redirect: checked there too.
         self.assertIn(
-            {"path": "127.0.0.1/docs/moved.html",
-             "reason": f"redirected to {self.base}/docs/restores.html, which "
-                       "robots.txt disallows"},
+            {
+                "path": "127.0.0.1/docs/moved.html",
+                "reason": f"redirected to {self.base}/docs/restores.html, which "
+                "robots.txt disallows",
+            },
             run.failed,
-        )  # fmt: skip
+        )
         self.site.robots = "User-agent: *\nDisallow: /docs/old.html\n"
         run = run_now(sync)
         self.assertIn(
@@ -229,11 +237,19 @@ class WebsiteCommandTestCase(TestCase):
         from django.core.management.base import CommandError
 
         call_command(
-            "kb_sync", "add", "manual", "--collection", "Manual",
-            "--site", "https://docs.example.org/manual/sitemap.xml",
-            "--prefix", "https://docs.example.org/manual/", "--pages", "50",
+            "kb_sync",
+            "add",
+            "manual",
+            "--collection",
+            "Manual",
+            "--site",
+            "https://docs.example.org/manual/sitemap.xml",
+            "--prefix",
+            "https://docs.example.org/manual/",
+            "--pages",
+            "50",
             stdout=StringIO(),
-        )  # fmt: skip
+        )
         sync = SyncSource.objects.get(name="manual")
         self.assertEqual(
             (sync.kind, sync.url_prefix, sync.page_limit),
@@ -241,9 +257,15 @@ class WebsiteCommandTestCase(TestCase):
         )
         with self.assertRaisesMessage(CommandError, "http or https address"):
             call_command(
-                "kb_sync", "add", "ftp", "--collection", "Manual",
-                "--site", "ftp://docs.example.org/", stdout=StringIO(),
-            )  # fmt: skip
+                "kb_sync",
+                "add",
+                "ftp",
+                "--collection",
+                "Manual",
+                "--site",
+                "ftp://docs.example.org/",
+                stdout=StringIO(),
+            )
 
 
 class TextFragmentTestCase(SimpleTestCase):

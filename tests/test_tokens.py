@@ -108,8 +108,9 @@ class TokenTestCase(TestCase):
         self.assertEqual(ApiToken.objects.get(name="ci").state(), "revoked")
         deactivated = access.create_token(self.staff, "ci2")
         users.filter(pk=self.staff.pk).update(is_active=False)
-        self.assertEqual(ApiToken.objects.get(name="ci2").state(),
-                         "user inactive or not staff")  # fmt: skip
+        self.assertEqual(
+            ApiToken.objects.get(name="ci2").state(), "user inactive or not staff"
+        )
         self._assert_refused(deactivated)
         users.filter(pk=self.staff.pk).update(is_active=True)
         self._assert_refused(deactivated)

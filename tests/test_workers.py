@@ -154,8 +154,10 @@ class WorkerFaultsTestCase(TransactionTestCase):
         other.register_birth()
         self.addCleanup(other.register_death)
         cores = os.cpu_count() or 1
-        for state, expected in [(WorkerStatus.IDLE, cores),
-                                (WorkerStatus.BUSY, max(1, cores // 2))]:  # fmt: skip
+        for state, expected in [
+            (WorkerStatus.IDLE, cores),
+            (WorkerStatus.BUSY, max(1, cores // 2)),
+        ]:
             other.set_state(state)
             job = django_rq.enqueue("kb.jobs.check_worker")
             run_burst_worker(env={"KB_WORKERS": "0", "KB_EMBED_THREADS": "0"})
@@ -198,9 +200,11 @@ class QueueDownPagesTestCase(TestCase):
         shown = [str(m) for m in get_messages(response.wsgi_request)]
         self.assertEqual(
             shown,
-            [f"{source}: re-indexing recorded; it will be queued when the queue is "
-             "back (within a minute of it)."],
-        )  # fmt: skip
+            [
+                f"{source}: re-indexing recorded; it will be queued when the queue is "
+                "back (within a minute of it)."
+            ],
+        )
 
     def test_the_queue_pages_answer_503_with_the_reason(self):
         with self.queue_down:

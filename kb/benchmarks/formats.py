@@ -429,19 +429,29 @@ def eval_recall(
                 out = Path(tmp) / "run.json"
                 started = time.perf_counter()
                 call_command(
-                    "kb_eval", cases=cases, corpus=folder, match="text",
-                    json_out=out, stdout=io.StringIO(),
-                )  # fmt: skip
+                    "kb_eval",
+                    cases=cases,
+                    corpus=folder,
+                    match="text",
+                    json_out=out,
+                    stdout=io.StringIO(),
+                )
                 result = json.loads(out.read_text("utf-8"))
             agg = result["aggregate"]
             rows.append(
-                {"corpus": corpus, "format": fmt, "k": agg["k"], "n": agg["n"],
-                 "recall_at_k": agg["recall_at_k"], "mrr": agg["mrr"],
-                 "unlocatable": agg.get("unlocatable", 0),
-                 "seconds": round(time.perf_counter() - started, 1),
-                 "render_failed": failed,
-                 "hits": {c["id"]: c["hit"] for c in result["cases"]}}
-            )  # fmt: skip
+                {
+                    "corpus": corpus,
+                    "format": fmt,
+                    "k": agg["k"],
+                    "n": agg["n"],
+                    "recall_at_k": agg["recall_at_k"],
+                    "mrr": agg["mrr"],
+                    "unlocatable": agg.get("unlocatable", 0),
+                    "seconds": round(time.perf_counter() - started, 1),
+                    "render_failed": failed,
+                    "hits": {c["id"]: c["hit"] for c in result["cases"]},
+                }
+            )
             progress(
                 f"{corpus} {fmt}: recall@{agg['k']} {agg['recall_at_k']:.3f} "
                 f"(n={agg['n']}, unlocatable {agg.get('unlocatable', 0)}, "
@@ -460,9 +470,11 @@ def eval_markdown(rows: list[dict]) -> str:
     ]
     for r in rows:
         base = md.get(r["corpus"])
-        delta = "" if base is None or r["format"] == "md" else (
-            f"{100 * (r['recall_at_k'] - base):+.1f}"
-        )  # fmt: skip
+        delta = (
+            ""
+            if base is None or r["format"] == "md"
+            else (f"{100 * (r['recall_at_k'] - base):+.1f}")
+        )
         lines.append(
             f"| {r['corpus']} | {r['format']} | {r['recall_at_k']:.3f} "
             f"(@{r['k']}) | {delta} | {r['mrr']:.3f} | {r['n']} | "
@@ -479,8 +491,10 @@ def eval_markdown(rows: list[dict]) -> str:
                 f"gained {', '.join(won) or 'none'} (against md)"
             )
         if r["render_failed"]:
-            notes.append(f"- {r['corpus']} {r['format']} not rendered: "
-                         + "; ".join(r["render_failed"]))  # fmt: skip
+            notes.append(
+                f"- {r['corpus']} {r['format']} not rendered: "
+                + "; ".join(r["render_failed"])
+            )
     return "\n".join(lines + ([""] + notes if notes else [])) + "\n"
 
 

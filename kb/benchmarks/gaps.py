@@ -80,9 +80,13 @@ def _unit(vectors) -> np.ndarray:
 def _summary(values: list[float]) -> dict[str, Any]:
     array = np.asarray(values)
     p10, p50, p90 = np.percentile(array, [10, 50, 90])
-    return {"n": len(values), "p10": round(float(p10), 3),
-            "median": round(float(p50), 3), "p90": round(float(p90), 3),
-            "max": round(float(array.max()), 3)}  # fmt: skip
+    return {
+        "n": len(values),
+        "p10": round(float(p10), 3),
+        "median": round(float(p50), 3),
+        "p90": round(float(p90), 3),
+        "max": round(float(array.max()), 3),
+    }
 
 
 def _share(values: list[float], threshold: float) -> float:
@@ -93,10 +97,15 @@ def markdown(report: dict[str, Any]) -> str:
     lines = ["| pairs | n | p10 | median | p90 | max |", "|---|---|---|---|---|---|"]
     for key in ("paraphrase_pairs", "same_file_pairs", "other_file_pairs"):
         s = report[key]
-        lines.append(f"| {key.replace('_', ' ')} | {s['n']} | {s['p10']} | "
-                     f"{s['median']} | {s['p90']} | {s['max']} |")  # fmt: skip
-    lines += ["", "| threshold | paraphrases grouped | same file grouped | "
-              "other file grouped |", "|---|---|---|---|"]  # fmt: skip
+        lines.append(
+            f"| {key.replace('_', ' ')} | {s['n']} | {s['p10']} | "
+            f"{s['median']} | {s['p90']} | {s['max']} |"
+        )
+    lines += [
+        "",
+        "| threshold | paraphrases grouped | same file grouped | other file grouped |",
+        "|---|---|---|---|",
+    ]
     for row in report["thresholds"]:
         lines.append(
             f"| {row['threshold']} | {row['paraphrases_grouped']:.1%} | "

@@ -143,8 +143,16 @@ def run(
 
 
 def table(levels: Sequence[Level]) -> str:
-    header = ["concurrency", "seconds", "answered", "req/s", "p50 ms", "p95 ms",
-              "p99 ms", "errors"]  # fmt: skip
+    header = [
+        "concurrency",
+        "seconds",
+        "answered",
+        "req/s",
+        "p50 ms",
+        "p95 ms",
+        "p99 ms",
+        "errors",
+    ]
     return markdown_table(header, "rrrrrrrr", [_cells(r) for r in levels])
 
 
@@ -152,10 +160,15 @@ def _cells(r: Level) -> list[object]:
     errors = sum(r.errors.values())
     kinds = ", ".join(f"{k} × {n}" for k, n in sorted(r.errors.items()))
     return [
-        r.concurrency, f"{r.seconds:g}", len(r.latencies_ms), f"{r.per_s:.1f}",
-        f"{r.p(50):.0f}", f"{r.p(95):.0f}", f"{r.p(99):.0f}",
+        r.concurrency,
+        f"{r.seconds:g}",
+        len(r.latencies_ms),
+        f"{r.per_s:.1f}",
+        f"{r.p(50):.0f}",
+        f"{r.p(95):.0f}",
+        f"{r.p(99):.0f}",
         f"{errors}{f' ({kinds})' if kinds else ''}",
-    ]  # fmt: skip
+    ]
 
 
 def read_questions(path: Path) -> list[str]:
@@ -185,10 +198,17 @@ def gunicorn(workers: int, log: Path) -> Iterator[str]:
     if settings.TESTING:
         env["KB_TESTING"] = "1"
     command = [
-        sys.executable, "-m", "gunicorn", "config.wsgi",
-        "--bind", f"127.0.0.1:{port}", "--workers", str(workers),
-        "--timeout", str(int(REQUEST_TIMEOUT)),
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "gunicorn",
+        "config.wsgi",
+        "--bind",
+        f"127.0.0.1:{port}",
+        "--workers",
+        str(workers),
+        "--timeout",
+        str(int(REQUEST_TIMEOUT)),
+    ]
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("wb") as output:
         server = subprocess.Popen(

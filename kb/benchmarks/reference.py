@@ -123,8 +123,16 @@ def markdown(report: ReferenceReport) -> str:
         ]
         for r in report.rows
     ]
-    columns = ["corpus", "files", "MB", "read s", "parse + chunk s", "chunks",
-               "MB/s", "vs Markdown"]  # fmt: skip
+    columns = [
+        "corpus",
+        "files",
+        "MB",
+        "read s",
+        "parse + chunk s",
+        "chunks",
+        "MB/s",
+        "vs Markdown",
+    ]
     return head + markdown_table(columns, "lrrrrrrr", rows)
 
 

@@ -368,8 +368,15 @@ def _corpus_line(report: Report) -> str:
 
 
 def _chunk_table(rows: list[ChunkRow]) -> str:
-    header = ["chunker", "budget", "MB/s", "chunks", "mean tokens", "max tokens",
-              "over 256 tokens"]  # fmt: skip
+    header = [
+        "chunker",
+        "budget",
+        "MB/s",
+        "chunks",
+        "mean tokens",
+        "max tokens",
+        "over 256 tokens",
+    ]
     cells = [
         [
             r.chunker,
@@ -379,7 +386,7 @@ def _chunk_table(rows: list[ChunkRow]) -> str:
             f"{r.mean_tokens:.0f}",
             r.max_tokens,
             f"{r.over_window} ({100 * r.over_share:.1f} %)",
-        ]  # fmt: skip
+        ]
         for r in rows
     ]
     return markdown_table(header, "lrrrrrr", cells)

@@ -135,7 +135,7 @@ def kb_chunks(
             p.data.text,
             p.embedded_text,
             sections.get(p.data.section_index),
-        )  # fmt: skip
+        )
         for p in prepared.chunks
     ]
     over = sum(p.token_count > prepared.window for p in prepared.chunks)

@@ -82,10 +82,12 @@ def run(files: int, progress: Progress) -> SyncReport:
                 texts = documents(files, f"{kind} {tag}")
                 report.megabytes = sum(len(t.encode()) for t in texts.values()) / 1e6
                 origin = (
-                    GitOrigin(top) if kind == "git"
-                    else _FolderOrigin(top) if kind == "folder"
+                    GitOrigin(top)
+                    if kind == "git"
+                    else _FolderOrigin(top)
+                    if kind == "folder"
                     else _SiteOrigin()
-                )  # fmt: skip
+                )
                 try:
                     report.steps += _steps(kind, origin, texts, tag, progress)
                 finally:
@@ -116,9 +118,10 @@ def _steps(kind, origin, texts: dict[str, str], tag: str, progress) -> list[Step
         changed = {n: edited(texts[n]) for n in names[:EDITED] + [largest]}
         origin.write(changed)
         steps.append(
-            _step(kind, f"{len(changed)} files edited, one paragraph each", sync,
-                  progress)
-        )  # fmt: skip
+            _step(
+                kind, f"{len(changed)} files edited, one paragraph each", sync, progress
+            )
+        )
         gone = names[-DELETED:]
         origin.delete(gone)
         step = _step(kind, f"{len(gone)} files deleted", sync, progress)
@@ -201,13 +204,18 @@ class GitOrigin:
             porcelain.rm(self.repo, [str(self.work / name) for name in removed])
         porcelain.add(self.repo, [str(self.work / name) for name in files])
         sha = porcelain.commit(
-            self.repo, message=b"docs", author=b"kb <kb@localhost>",
+            self.repo,
+            message=b"docs",
+            author=b"kb <kb@localhost>",
             committer=b"kb <kb@localhost>",
-        )  # fmt: skip
+        )
         porcelain.push(
-            self.repo, str(self.bare), b"refs/heads/main",
-            outstream=BytesIO(), errstream=BytesIO(),
-        )  # fmt: skip
+            self.repo,
+            str(self.bare),
+            b"refs/heads/main",
+            outstream=BytesIO(),
+            errstream=BytesIO(),
+        )
         return sha.decode()
 
 

@@ -32,8 +32,10 @@ def _margin_rows(lines: list[Line]) -> dict[int, str]:
     rows: dict[int, list[Line]] = {}
     for ln in lines:
         rows.setdefault(round(ln.y), []).append(ln)
-    return {y: " ".join(ln.text for ln in sorted(row, key=lambda ln: ln.x0))
-            for y, row in rows.items()}  # fmt: skip
+    return {
+        y: " ".join(ln.text for ln in sorted(row, key=lambda ln: ln.x0))
+        for y, row in rows.items()
+    }
 
 
 def _folio_offset(text: str, index: int) -> int | None:
@@ -67,9 +69,12 @@ def drop_running_lines(pages) -> int:
             sizes[round(ln.size, 1)] += len(ln.text)
     body = sizes.most_common(1)[0][0] if sizes else 0.0
     # no bigger than the body text: a chapter's heading ("2 Naming") is no folio
-    rows = [_margin_rows([ln for ln in lines if in_margin(ln, i)
-                          and ln.size <= body * 1.05])
-            for i, (lines, _) in enumerate(pages)]  # fmt: skip
+    rows = [
+        _margin_rows(
+            [ln for ln in lines if in_margin(ln, i) and ln.size <= body * 1.05]
+        )
+        for i, (lines, _) in enumerate(pages)
+    ]
     offsets = Counter(
         off
         for i, page_rows in enumerate(rows)

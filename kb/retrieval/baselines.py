@@ -112,7 +112,7 @@ def chunk_passages(hits: list[Hit]) -> list[Passage]:
             "source__stats",
             "section__embedding",
             "section__body",
-        )  # fmt: skip
+        )
         .in_bulk([h.chunk_id for h in hits])
     )
     # A fixed-size chunk can reach across sections: its own text and lead cover it.
@@ -124,9 +124,12 @@ def chunk_passages(hits: list[Hit]) -> list[Passage]:
     for hit in hits:
         chunk = chunks[hit.chunk_id]
         location = Location(
-            chunk.section_id, chunk.section.heading_path, chunk.start, chunk.end,
+            chunk.section_id,
+            chunk.section.heading_path,
+            chunk.start,
+            chunk.end,
             [chunk.chunk_index],
-        )  # fmt: skip
+        )
         passages.append(
             Passage(
                 source_id=chunk.source_id,

@@ -106,9 +106,12 @@ class Reranker:
     """A cross-encoder and its tokenizer, loaded from one directory."""
 
     def __init__(
-        self, directory: str | Path, window: int = 0, batch_size: int = 16,
+        self,
+        directory: str | Path,
+        window: int = 0,
+        batch_size: int = 16,
         threads: int = 0,
-    ) -> None:  # fmt: skip
+    ) -> None:
         if problems := missing_files(directory):
             raise ImproperlyConfigured("; ".join(problems))
         self.directory = Path(directory).expanduser().resolve()
@@ -138,12 +141,18 @@ class Reranker:
         positions = config.get("max_position_embeddings")
         candidates = [
             (configured, "KB_RERANKER_WINDOW"),
-            ((tokenizer_json.get("truncation") or {}).get("max_length"),
-             "tokenizer.json truncation"),
-            (read_json(self.directory / "tokenizer_config.json").get(
-                "model_max_length"), "tokenizer_config.json model_max_length"),
+            (
+                (tokenizer_json.get("truncation") or {}).get("max_length"),
+                "tokenizer.json truncation",
+            ),
+            (
+                read_json(self.directory / "tokenizer_config.json").get(
+                    "model_max_length"
+                ),
+                "tokenizer_config.json model_max_length",
+            ),
             (positions, "config.json max_position_embeddings"),
-        ]  # fmt: skip
+        ]
         for window, source in candidates:
             if window and int(window) < MAX_SENSIBLE_WINDOW:
                 window = int(window)
@@ -175,9 +184,12 @@ class Reranker:
             )
         logger.info(
             "Loaded reranker %s from %s in %.2f s (window %d from %s)",
-            self.model_name, self.directory, time.perf_counter() - started,
-            self.window, self.window_source,
-        )  # fmt: skip
+            self.model_name,
+            self.directory,
+            time.perf_counter() - started,
+            self.window,
+            self.window_source,
+        )
         return session
 
     def describe(self) -> dict[str, Any]:
@@ -216,7 +228,7 @@ class Reranker:
         scored: list[tuple[int, int, int, int]] = []
         for i, passage in enumerate(encoded):
             total = len(passage.ids)
-            first, last = _span(passage, (focus or [])[i:i + 1], room)  # fmt: skip
+            first, last = _span(passage, (focus or [])[i : i + 1], room)
             start, end = _characters(passage, first, last, len(passages[i]))
             passage.truncate(last, direction="right")
             passage.truncate(last - first, direction="left")
@@ -417,7 +429,7 @@ def rerank_sections(
                 s.tokens,
                 s.total_tokens,
                 s.truncated,
-            )  # fmt: skip
+            )
         )
     return ([top[i] for i in order] + selected[len(top) :])[:k], report
 

@@ -323,9 +323,12 @@ def preceding(kept: list[Selected], remaining: int) -> list[Passage]:
     for item, section in taken:
         context = Selected(section, item.hits[:1], item.score * 0.5, text=item.text)
         passage = section_passage(
-            context, section.start, section.end, indexes.get(section.id, []),
+            context,
+            section.start,
+            section.end,
+            indexes.get(section.id, []),
             section.tokens,
-        )  # fmt: skip
+        )
         passage.matched = {"context"}
         added.append(passage)
     return added

@@ -98,7 +98,7 @@ def states(collection) -> list[dict]:
                         in (SyncRun.Status.FAILED, SyncRun.Status.INTERRUPTED)
                         or last.failed
                     )
-                ),  # fmt: skip
+                ),
             }
         )
     return found

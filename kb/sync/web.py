@@ -99,8 +99,11 @@ class Fetcher:
         target = parts.path or "/"
         if parts.query:
             target += "?" + parts.query
-        sent = {"Host": parts.netloc, "User-Agent": settings.KB_SYNC_USER_AGENT,
-                **headers}  # fmt: skip
+        sent = {
+            "Host": parts.netloc,
+            "User-Agent": settings.KB_SYNC_USER_AGENT,
+            **headers,
+        }
         try:
             raw = pool.request(
                 "GET", target, headers=sent, redirect=False, preload_content=False
@@ -237,9 +240,12 @@ class Website:
             if visited >= self.page_limit:
                 found.kept.update(self.known)  # unvisited: not known gone
                 found.refused.append(
-                    (url, _("page limit of %(limit)d reached; the rest was not "
-                            "visited") % {"limit": self.page_limit})
-                )  # fmt: skip
+                    (
+                        url,
+                        _("page limit of %(limit)d reached; the rest was not visited")
+                        % {"limit": self.page_limit},
+                    )
+                )
                 break
             visited += 1
             body = self._page(fetcher, url, name, found)
@@ -360,6 +366,7 @@ def sitemap_entries(body: bytes) -> list[tuple[str, str]]:
     for element in root.iter("{*}loc"):
         parent = lxml.etree.QName(element.getparent()).localname
         if element.text and element.text.strip():
-            found.append(("sitemap" if parent == "sitemap" else "url",
-                          element.text.strip()))  # fmt: skip
+            found.append(
+                ("sitemap" if parent == "sitemap" else "url", element.text.strip())
+            )
     return found

@@ -94,7 +94,7 @@ class Command(BaseCommand):
                 "scale-multilingual",
                 "reuse",
                 "reference",
-            ],  # fmt: skip
+            ],
             help="run one part: `neighbours`, retrieval in a small collection "
             "alone and beside two large ones (issue #15); `multilingual`, "
             "MiniLM beside multilingual-e5-small on Russian text (issue #27); "

@@ -114,7 +114,8 @@ class Command(BaseCommand):
             user = users.filter(is_superuser=True).order_by("pk").first()
         if user is None:
             raise CommandError(
-                f"No active staff user {username!r}." if username else
-                "No active superuser: give --user or create one (kb_setup)."
-            )  # fmt: skip
+                f"No active staff user {username!r}."
+                if username
+                else "No active superuser: give --user or create one (kb_setup)."
+            )
         return user

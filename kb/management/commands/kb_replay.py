@@ -37,11 +37,20 @@ class Command(BaseCommand):
         self.stdout.write(
             "The citations changed." if outcome.changed else "Same citations as then."
         )
-        for label, cites in (("Before", shown["citations_before"]),
-                             ("After", shown["citations_after"])):  # fmt: skip
+        for label, cites in (
+            ("Before", shown["citations_before"]),
+            ("After", shown["citations_after"]),
+        ):
             self.stdout.write(f"{label}:")
-            for c in cites or [{"n": "-", "file": "no citation", "heading_path": "",
-                                "start": "", "end": ""}]:  # fmt: skip
+            for c in cites or [
+                {
+                    "n": "-",
+                    "file": "no citation",
+                    "heading_path": "",
+                    "start": "",
+                    "end": "",
+                }
+            ]:
                 self.stdout.write(
                     f"  [{c['n']}] {c['file']} › {c['heading_path']} "
                     f"{c['start']}-{c['end']}"

@@ -41,53 +41,76 @@ class Command(BaseCommand):
             "--username", default="", help="Git over https: the token's user name"
         )
         add.add_argument(
-            "--token-env", default="", metavar="VAR",
+            "--token-env",
+            default="",
+            metavar="VAR",
             help="Git over https: read the access token from the environment "
             "variable VAR (not the command line, which others can see); stored "
             "encrypted",
-        )  # fmt: skip
+        )
         add.add_argument(
-            "--deploy-key", default="", metavar="FILE",
+            "--deploy-key",
+            default="",
+            metavar="FILE",
             help="Git over SSH: the private key file of a deploy key (no "
             "passphrase); stored encrypted, its public line printed",
-        )  # fmt: skip
+        )
         add.add_argument(
-            "--prefix", default="", metavar="URL",
+            "--prefix",
+            default="",
+            metavar="URL",
             help="website: sync only pages under this address",
-        )  # fmt: skip
+        )
         add.add_argument(
-            "--pages", type=int, default=500, metavar="N",
+            "--pages",
+            type=int,
+            default=500,
+            metavar="N",
             help="website: pages a run visits at most (default %(default)s)",
-        )  # fmt: skip
+        )
         add.add_argument(
-            "--include", action="append", default=[], metavar="GLOB",
+            "--include",
+            action="append",
+            default=[],
+            metavar="GLOB",
             help="take only matching paths ('docs/*.md'); repeatable",
-        )  # fmt: skip
+        )
         add.add_argument(
-            "--exclude", action="append", default=[], metavar="GLOB",
+            "--exclude",
+            action="append",
+            default=[],
+            metavar="GLOB",
             help="leave matching paths out; repeatable",
-        )  # fmt: skip
+        )
         add.add_argument(
-            "--every", type=int, default=0, metavar="MINUTES",
+            "--every",
+            type=int,
+            default=0,
+            metavar="MINUTES",
             help="sync every MINUTES minutes (default 0: only when run)",
-        )  # fmt: skip
+        )
         add.add_argument(
-            "--keep-deleted", action="store_true",
+            "--keep-deleted",
+            action="store_true",
             help="keep the sources of files deleted at the origin",
-        )  # fmt: skip
+        )
         run = commands.add_parser("run", help="queue a run of a sync source")
         run.add_argument("name")
         run.add_argument(
             "--wait", action="store_true", help="wait for a worker to finish it"
         )
         run.add_argument(
-            "--json", action="store_true",
+            "--json",
+            action="store_true",
             help="wait, then print its figures as one JSON object",
-        )  # fmt: skip
+        )
         run.add_argument(
-            "--timeout", type=float, default=3600, metavar="SECONDS",
+            "--timeout",
+            type=float,
+            default=3600,
+            metavar="SECONDS",
             help="how long --wait waits (default %(default)s)",
-        )  # fmt: skip
+        )
         commands.add_parser("list", help="each sync source, its last run, freshness")
 
     def handle(self, *args, **options):
@@ -98,10 +121,12 @@ class Command(BaseCommand):
         if SyncSource.objects.filter(name=name).exists():
             raise CommandError(f"A sync source named {name} exists already.")
         kind = (
-            SyncSource.Kind.GIT if options["git"]
-            else SyncSource.Kind.WEBSITE if options["site"]
+            SyncSource.Kind.GIT
+            if options["git"]
+            else SyncSource.Kind.WEBSITE
+            if options["site"]
             else SyncSource.Kind.FOLDER
-        )  # fmt: skip
+        )
         location = options["git"] or options["site"] or options["folder"]
         try:
             check_location(kind, location)
@@ -216,11 +241,13 @@ def _summary(run: SyncRun) -> str:
     lines = [
         f"Run {run.pk}: {run.status} in {figures['seconds']:.1f} s"
         + (f" at {run.seen[:12]}" if run.seen else ""),
-        "  " + ", ".join(
+        "  "
+        + ", ".join(
             f"{figures[key]} {key}"
             for key in ("added", "changed", "renamed", "deleted", "unchanged")
-        ) + f"; chunks embedded {run.chunks_embedded}, reused {run.chunks_reused}",
-    ]  # fmt: skip
+        )
+        + f"; chunks embedded {run.chunks_embedded}, reused {run.chunks_reused}",
+    ]
     if run.error:
         lines.append(f"  error: {run.error}")
     lines += [f"  failed: {f['path']}: {f['reason']}" for f in run.failed]

@@ -74,7 +74,7 @@ class Command(BaseCommand):
                         _when(t.expires),
                         t.state(now),
                     ]
-                )  # fmt: skip
+                )
             )
 
     def _revoke(self, name_or_id: str) -> None:
