@@ -5,6 +5,9 @@ most."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from django.conf import settings
 from django.test import SimpleTestCase, TestCase
 
 from kb import retrieval
@@ -160,3 +163,26 @@ class AcrossDocumentsRetrievalTestCase(TestCase):
         collection = collection_of("Manual", files)
         found = self._sections(collection)
         self.assertGreaterEqual(len({h for f, h in found if f == "limits.md"}), 2)
+
+
+INCIDENTS = Path(settings.BASE_DIR) / "evals/corpora/incident-postmortems"
+
+
+class RarestWordTestCase(TestCase):
+    """Real incident reports (evals/corpora): every one is about an incident,
+    so "incidents", "involved" and "trouble" rank reports that share them
+    above the two that name Memcached once in their text."""
+
+    def test_the_reports_naming_the_asked_thing_come(self):
+        files = {
+            path.name: path.read_text(encoding="utf-8")
+            for path in sorted(INCIDENTS.glob("*.md"))
+        }
+        collection = collection_of("Incidents", files)
+        result = retrieval.retrieve(
+            collection, "Which incidents involved trouble with Memcached?"
+        )
+        found = {p.file_name for p in result.passages}
+        naming = {name for name, text in files.items() if "Memcached" in text}
+        self.assertEqual(len(naming), 2)
+        self.assertLessEqual(naming, found)

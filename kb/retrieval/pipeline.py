@@ -180,9 +180,12 @@ def _context(
     left; passages that touch merged."""
     pool = max(reranking.pool_size(k), late_interaction.pool_size(k, late))
     records: set[int] = set()
+    holders: set[int] = set()
     if across_documents(question) and not dated:  # a period: the dated leg's
-        records = search.records(_best_of_each_section(hits, pool * 4))
-    selected = sections.select(hits, pool, named_terms(question), records)
+        candidates = _best_of_each_section(hits, pool * 4)
+        records = search.records(candidates)
+        holders = search.rarest_holders(question, candidates, records)
+    selected = sections.select(hits, pool, named_terms(question), records, holders)
     late_ms = None
     if late_interaction.enabled(late):
         selected, late_ms = late_interaction.rerank(

@@ -273,6 +273,42 @@ def records(hits: list[Hit]) -> set[int]:
         return {row[0] for row in cursor.fetchall()}
 
 
+# Each of the question's words (as each language of the candidates stems it)
+# with the candidate sections and records that hold it.
+_HOLDING = """
+WITH q AS (
+    SELECT DISTINCT c.language, w.lexeme
+    FROM (SELECT DISTINCT language FROM kb_chunk WHERE id = ANY(%(ids)s)) c
+    CROSS JOIN LATERAL unnest(tsvector_to_array(
+        to_tsvector(c.language, %(question)s))) AS w(lexeme)
+)
+SELECT q.lexeme, array_agg(DISTINCT c.section_id), count(DISTINCT c.source_id)
+FROM kb_chunk c JOIN q ON q.language = c.language
+WHERE c.id = ANY(%(ids)s) AND c.source_id = ANY(%(records)s)
+  AND c.search_vector @@ to_tsquery('simple', quote_literal(q.lexeme))
+GROUP BY q.lexeme
+"""
+
+
+def rarest_holders(question: str, hits: list[Hit], records: set[int]) -> set[int]:
+    """The sections among `hits` of the records that hold the question's word
+    fewest of those records hold, when some but not all of them hold it: in
+    "Which incidents involved Memcached?", the reports naming Memcached,
+    not those that only share "incidents", which every report has."""
+    ids = [hit.chunk_id for hit in hits]
+    if not ids or len(records) < 2:
+        return set()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _HOLDING, {"ids": ids, "question": question, "records": list(records)}
+        )
+        rows = [r for r in cursor.fetchall() if r[2] < len(records)]
+    if not rows:
+        return set()
+    _, sections, _ = min(rows, key=lambda r: (r[2], r[0]))
+    return set(sections)
+
+
 # A code, option or identifier that only a few chunks hold ("-Z" in a table of
 # options, "23505" in an error-code list) names what the question is about:
 # those chunks weigh PINPOINT_BOOST times the exact leg's weight. A token many

@@ -66,12 +66,15 @@ def select(
     k: int,
     named: list[list[str]] = (),
     records: set[int] = frozenset(),
+    holders: set[int] = frozenset(),
 ) -> list[Selected]:
     """The k best sections by their best hit; each keeps all of its hits. When
     the question compares two things (`named`, question.named_terms), the best
     section headed by each comes first. When it asks which of several records
     something holds for, `records` are the candidate sources that are records
-    (search.records): the best section of each comes first.
+    (search.records): the best section of each comes first, those of the
+    records holding the question's rarest word (`holders`, section ids,
+    search.rarest_holders) before the others.
 
     Reads no whole source: a section that can be taken whole brings its body, a
     longer one the chunks (and the text between them) around its best hits.
@@ -82,7 +85,7 @@ def select(
     # A section ranks by its best hit: summing hits favoured long tables (issue #7).
     best = sorted(by_section.items(), key=lambda kv: -kv[1][0].score)
     best = diverse(_named_first(best, named), k)
-    best = _each_record(best, records, k)[:k]
+    best = _each_record(best, records, k, holders)[:k]
     sections, before = _sections([sid for sid, _ in best])
     parts: dict[int, list[tuple[int, str]]] = {}
     for section in [*sections.values(), *before.values()]:
@@ -233,7 +236,10 @@ def diverse(ranked: list[tuple[int, list[Hit]]], k: int) -> list[tuple[int, list
 
 
 def _each_record(
-    ranked: list[tuple[int, list[Hit]]], records: set[int], k: int
+    ranked: list[tuple[int, list[Hit]]],
+    records: set[int],
+    k: int,
+    holders: set[int] = frozenset(),
 ) -> list[tuple[int, list[Hit]]]:
     """The best section of each record among the first k * 4 candidates first,
     in their order, then the others: "Which incidents involved a LimitRange?"
@@ -250,6 +256,8 @@ def _each_record(
             (sid, hits)
         )
         seen.add(source)
+    if holders:  # stable: in their order among themselves
+        first.sort(key=lambda item: item[0] not in holders)
     return first + later + ranked[k * 4 :]
 
 
