@@ -22,6 +22,7 @@ import bisect
 import math
 import re
 import textwrap
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -51,7 +52,7 @@ RANK_DECAY = 0.15  # over 1 + this per rank below the best-ranked passage.
 # same for every row, and the row is what is asked (issue #29). Not so for
 # prose: a sentence naming `request.state` is often not the one that answers.
 EXACT_WEIGHT = 1.0
-PINPOINT_SENTENCES = 3  # only a token this few candidates hold (_pinpointing)
+PINPOINT_SENTENCES = 3  # only a token this few candidates hold (_exact_held)
 KEEP_SHARE = 0.35  # _choose adds sentences scoring at least this share of the best
 # A location besides the best one needs this many of the question's words (fewer
 # when the question has fewer): one rare shared word ("often" in "How often should
@@ -322,9 +323,10 @@ def _score(sentences: list[Sentence], question: str, read: list[str]) -> int:
     read in its passage's language (`read`: each sentence's configuration);
     how many terms the question has."""
     asked = {config: set(terms(question, config)) for config in set(read)}
+    owns = [set(terms(s.text, c)) for s, c in zip(sentences, read, strict=True)]
     docs = [
-        set(terms(s.text, c)) | set(terms(s.location.heading_path, c))
-        for s, c in zip(sentences, read, strict=True)
+        own | set(terms(s.location.heading_path, c))
+        for own, s, c in zip(owns, sentences, read, strict=True)
     ]
     n = len(docs)
     idf = {
@@ -334,17 +336,17 @@ def _score(sentences: list[Sentence], question: str, read: list[str]) -> int:
         for config, words in asked.items()
         for t in words
     }
-    exact = _pinpointing(sentences, exact_tokens.question_lexemes(question))
+    held_by = _exact_held(sentences, question)
     rarest = max(idf.values(), default=0.0)
-    for sentence, words, config in zip(sentences, docs, read, strict=True):
-        own = set(terms(sentence.text, config))
+    for sentence, own, words, config, held in zip(
+        sentences, owns, docs, read, held_by, strict=True
+    ):
         question_terms = asked[config]
         overlap = sum(idf[config, t] for t in question_terms & own)
         sentence.shared = len(question_terms & words)
         via_heading = sum(idf[config, t] for t in question_terms & (words - own))
         overlap += HEADING_WEIGHT * via_heading
-        row = exact and is_table_row(sentence.text)
-        if held := _exact_weight(sentence.text, exact) if row else 0.0:
+        if held and is_table_row(sentence.text):
             overlap += EXACT_WEIGHT * held * rarest
             sentence.shared += 1
             sentence.exact = min(held, 1.0)
@@ -354,26 +356,18 @@ def _score(sentences: list[Sentence], question: str, read: list[str]) -> int:
     return max((len(words) for words in asked.values()), default=0)
 
 
-def _pinpointing(
-    sentences: list[Sentence], exact: dict[str, float]
-) -> dict[str, float]:
-    """The question's exact tokens that at most PINPOINT_SENTENCES of the
-    candidates hold: a token most of them hold (`TestClient` over the testing
-    page) tells none of them apart."""
+def _exact_held(sentences: list[Sentence], question: str) -> list[float]:
+    """For each sentence, the weights of the question's exact tokens
+    (kb.exact_tokens: as written, or folded for one in small letters) it
+    holds, of those that at most PINPOINT_SENTENCES candidates hold: a token
+    most of them hold (`TestClient` over the testing page) tells none apart."""
+    exact = exact_tokens.question_lexemes(question)
     if not exact:
-        return {}
-    counts = dict.fromkeys(exact, 0)
-    for s in sentences:
-        for lexeme in set(exact_tokens.lexemes(s.text)) & counts.keys():
-            counts[lexeme] += 1
-    return {t: w for t, w in exact.items() if 0 < counts[t] <= PINPOINT_SENTENCES}
-
-
-def _exact_weight(text: str, exact: dict[str, float]) -> float:
-    """The weights of the question's exact tokens (kb.exact_tokens) the text
-    holds: as written, or folded for a question token in small letters."""
-    held = exact_tokens.lexemes(text)
-    return sum(exact.get(lexeme, 0.0) for lexeme in dict.fromkeys(held))
+        return [0.0] * len(sentences)
+    held = [set(exact_tokens.lexemes(s.text)) & exact.keys() for s in sentences]
+    counts = Counter(token for found in held for token in found)
+    rare = {token for token, n in counts.items() if n <= PINPOINT_SENTENCES}
+    return [sum(exact[token] for token in found & rare) for found in held]
 
 
 def _by_meaning(
