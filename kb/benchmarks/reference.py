@@ -14,7 +14,6 @@ timed ROUNDS times, the median kept; a cold word cache each time.
 
 from __future__ import annotations
 
-import statistics
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -62,7 +61,7 @@ def run(quick: bool, progress: Progress) -> ReferenceReport:
     corpora = [(name, _files(root / name)) for name in CORPORA]
     for name, files in [("Markdown docs (baseline)", baseline), *corpora]:
         timed = [_timed(name, files, embedder, report.budget) for _ in range(rounds)]
-        report.rows.append(min(timed, key=lambda r: abs(r.mb_per_s - _median(timed))))
+        report.rows.append(sorted(timed, key=lambda r: r.mb_per_s)[len(timed) // 2])
         progress(f"reference: {name}: {report.rows[-1].mb_per_s:.2f} MB/s")
     return report
 
@@ -73,10 +72,6 @@ def _files(folder: Path) -> list[tuple[str, bytes]]:
         for path in sorted(folder.rglob("*"))
         if path.suffix in (".html", ".htm", ".md")
     ]
-
-
-def _median(rows: list[Row]) -> float:
-    return statistics.median(r.mb_per_s for r in rows)
 
 
 def _timed(
