@@ -1199,13 +1199,19 @@ class SyncSource(models.Model):
 
 @receiver(post_delete, sender=SyncSource)
 def _delete_mirror(sender, instance: SyncSource, **kwargs) -> None:
-    """A deleted Git sync's mirror goes with it, once the delete commits."""
+    """A deleted Git sync's mirror and trusted host keys go with it, once the
+    delete commits."""
     import shutil
 
+    from kb.sync.origins import known_hosts
+
     mirror = instance.mirror_path()
-    known = mirror.with_name(f"{mirror.stem}.known_hosts")
-    transaction.on_commit(lambda: shutil.rmtree(mirror, ignore_errors=True))
-    transaction.on_commit(lambda: known.unlink(missing_ok=True))
+
+    def remove() -> None:
+        shutil.rmtree(mirror, ignore_errors=True)
+        known_hosts(mirror).unlink(missing_ok=True)
+
+    transaction.on_commit(remove)
 
 
 class SyncRun(models.Model):

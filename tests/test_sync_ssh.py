@@ -110,7 +110,7 @@ class SSHServer:
 
 class GitOverSSHTestCase(TestCase):
     def setUp(self):
-        self.root = Path(tempfile.mkdtemp(prefix="kb-ssh-"))
+        self.root = Path(tempfile.mkdtemp(prefix="kb-sshd-"))  # not kb-ssh-*
         self.addCleanup(shutil.rmtree, self.root, True)
         self.origin = GitOrigin(self.root)
         self.first = self.origin.commit({"guide/backups.md": DOCS["guide/backups.md"]})
@@ -139,7 +139,7 @@ class GitOverSSHTestCase(TestCase):
         self.assertNotIn("PRIVATE KEY", run.error + str(run.log))
         # The host key met first is trusted from then on, beside the mirror.
         known = sync.mirror_path().with_name(f"{sync.pk}.known_hosts")
-        self.assertIn("ssh-ed25519", known.read_text())
+        self.assertIn("ssh-ed25519", known.read_text())  # as docs/sync.md says
         # No copy of the key stays on disk after the fetch.
         leftovers = [p for p in Path(tempfile.gettempdir()).glob("kb-ssh-*/deploy_key")]
         self.assertEqual(leftovers, [])

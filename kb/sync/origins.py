@@ -139,6 +139,12 @@ def is_ssh(location: str) -> bool:
     return "://" not in location and bool(re.match(r"^[^/]+@[^/:]+:", location))
 
 
+def known_hosts(mirror: Path) -> Path:
+    """Where a Git sync over SSH keeps the host keys it trusts: beside its
+    mirror (`<id>.git` -> `<id>.known_hosts`)."""
+    return mirror.with_name(f"{mirror.stem}.known_hosts")
+
+
 def _inside(path: Path, top: Path) -> bool:
     return path == top or top in path.parents
 
@@ -286,7 +292,7 @@ class GitRepository:
         alone, written 0600 into `keys` (a private temporary directory) for
         this fetch only."""
         if is_ssh(self.location):
-            known = self.mirror.with_name(f"{self.mirror.stem}.known_hosts")
+            known = known_hosts(self.mirror)
             options = {
                 "BatchMode": "yes",
                 "StrictHostKeyChecking": "accept-new",
