@@ -280,3 +280,16 @@ def collection_of(name: str, files: dict[str, str | bytes]) -> Collection:
 def golden_span(file="a.md", start=0, end=10, **extra):
     """A golden span dict (its text is not checked here)."""
     return {"file": file, "start": start, "end": end, "text": "x", **extra}
+
+
+# A collection's settings as the admin form posts them (without its name).
+COLLECTION_FORM = {
+    "description": "",
+    "chunk_strategy": "structure",
+    "chunk_tokens": 200,
+    "chunk_overlap": 0,
+    "top_k": 5,
+    "context_budget": 1200,
+    "retrieval_mode": "hybrid",
+    "embedding_model": "all-minilm-l6-v2",
+}

@@ -17,19 +17,13 @@ from rq.job import JobStatus
 
 from kb import answering, evaluation, ingestion, jobs, permissions, queueing, uploads
 from kb.models import Collection, GoldenCase, Section, Source
-from tests.base import DemoTestCase, forget_jobs, make_users, run_burst_worker
-
-# A collection's settings as the admin form posts them (without its name).
-SETTINGS = {
-    "description": "",
-    "chunk_strategy": "structure",
-    "chunk_tokens": 200,
-    "chunk_overlap": 0,
-    "top_k": 5,
-    "context_budget": 1200,
-    "retrieval_mode": "hybrid",
-    "embedding_model": "all-minilm-l6-v2",
-}
+from tests.base import (
+    COLLECTION_FORM,
+    DemoTestCase,
+    forget_jobs,
+    make_users,
+    run_burst_worker,
+)
 
 
 class SourceEditingTestCase(DemoTestCase):
@@ -305,7 +299,7 @@ class CollectionSettingsTestCase(TestCase):
         self.client.force_login(self.staff)
 
     def _add(self, **fields):
-        data = {"name": "New", **SETTINGS}
+        data = {"name": "New", **COLLECTION_FORM}
         data.update(fields)
         return self.client.post(reverse("admin:kb_collection_add"), data)
 
@@ -552,7 +546,9 @@ class CollectionGroupsTestCase(TestCase):
     def _change(self, user, collection, **data):
         self.client.force_login(user)
         url = reverse("admin:kb_collection_change", args=[collection.pk])
-        return self.client.post(url, {"name": collection.name, **SETTINGS, **data})
+        return self.client.post(
+            url, {"name": collection.name, **COLLECTION_FORM, **data}
+        )
 
     def test_an_admin_member_cannot_set_groups(self):
         response = self._change(self.editor, self.open, groups=[self.legal.pk])
@@ -574,7 +570,7 @@ class CollectionGroupsTestCase(TestCase):
         url = reverse("admin:kb_collection_add")
         errors = []
         for name in ("Secret", "Handbook"):  # hidden from the editor, and shown
-            response = self.client.post(url, {"name": name, **SETTINGS})
+            response = self.client.post(url, {"name": name, **COLLECTION_FORM})
             self.assertEqual(response.status_code, 200)
             errors.append(response.context["adminform"].form.errors["name"])
             self.assertNotContains(response, "already exists")

@@ -30,7 +30,7 @@ from kb.models import (
     ShadowIndex,
     Source,
 )
-from tests.base import forget_jobs, make_users, run_burst_worker
+from tests.base import COLLECTION_FORM, forget_jobs, make_users, run_burst_worker
 
 # Two demo files and the five demo cases whose evidence is in them. With the
 # default 200-token chunks every case is found (recall@5 1.0); 250-token chunks
@@ -380,18 +380,7 @@ class ShadowWorkerTestCase(TransactionTestCase):
 
     def _change(self, **settings) -> None:
         """The collection's admin change form, with these settings."""
-        data = {
-            "name": self.gate.name,
-            "description": "",
-            "chunk_strategy": "structure",
-            "chunk_tokens": 200,
-            "chunk_overlap": 0,
-            "top_k": 5,
-            "context_budget": 1200,
-            "retrieval_mode": "hybrid",
-            "embedding_model": "all-minilm-l6-v2",
-            **settings,
-        }
+        data = {"name": self.gate.name, **COLLECTION_FORM, **settings}
         url = reverse("admin:kb_collection_change", args=[self.gate.pk])
         response = self.client.post(url, data, follow=True)
         self.assertContains(response, "are being built as shadow index")
