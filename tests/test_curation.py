@@ -604,6 +604,7 @@ class LostJobsTestCase(TestCase):
     the page refreshing forever, and is queued again by kb_run."""
 
     def setUp(self):
+        forget_jobs()  # positions in the queue count only this test's jobs
         self.staff, _, _ = make_users()
         self.client.force_login(self.staff)
         collection = Collection.objects.create(name="Lost")
