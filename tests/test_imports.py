@@ -15,6 +15,16 @@ from django.test import SimpleTestCase
 
 ROOT = Path(settings.BASE_DIR)
 
+
+def on_source(check, source: str):
+    """`check` (a function of a file's path) run on a test file holding
+    `source`: how each checker below is shown to find what it looks for."""
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "test_x.py"
+        path.write_text(source)
+        return check(path)
+
+
 # Text in, dataclasses out: importing these must load neither Django's ORM nor
 # kb.models. (The integrator adds kb/retrieval/'s pure stages here.)
 ORM_FREE = [
@@ -247,18 +257,16 @@ class PrivateNamesTestCase(SimpleTestCase):
         self.assertEqual(found, [], "\n".join(found))
 
     def test_it_sees_both_forms(self):
-        with tempfile.TemporaryDirectory() as folder:
-            path = Path(folder) / "m.py"
-            path.write_text(
-                "from kb.embedding import _pad, read\n"
-                "from kb import ingestion\n"
-                "ingestion._stats(1)\n"
-                "Source._meta\n"
-            )
-            self.assertEqual(
-                private_uses(path),
-                ["line 1: from kb.embedding import _pad", "line 3: ingestion._stats"],
-            )
+        found = on_source(
+            private_uses,
+            "from kb.embedding import _pad, read\n"
+            "from kb import ingestion\n"
+            "ingestion._stats(1)\n"
+            "Source._meta\n",
+        )
+        self.assertEqual(
+            found, ["line 1: from kb.embedding import _pad", "line 3: ingestion._stats"]
+        )
 
 
 WORKERS = {"run_burst_worker", "start_worker"}
@@ -314,25 +322,24 @@ class SlowMarkTestCase(SimpleTestCase):
         self.assertEqual(found, [], "\n".join(found))
 
     def test_it_finds_an_unmarked_one(self):
-        with tempfile.TemporaryDirectory() as folder:
-            path = Path(folder) / "test_x.py"
-            path.write_text(
-                "import pytest\n"
-                "from tests.base import run_burst_worker\n"
-                "class A:\n"
-                "    def test_a(self):\n"
-                "        run_burst_worker()\n"
-                "    @pytest.mark.slow\n"
-                "    def test_b(self):\n"
-                "        run_burst_worker()\n"
-                "@pytest.mark.slow\n"
-                "class B:\n"
-                "    def test_c(self):\n"
-                "        run_burst_worker()\n"
-                "def test_d():\n"
-                "    run_burst_worker()\n"
-            )
-            self.assertEqual(unmarked_worker_tests(path), ["test_a", "test_d"])
+        found = on_source(
+            unmarked_worker_tests,
+            "import pytest\n"
+            "from tests.base import run_burst_worker\n"
+            "class A:\n"
+            "    def test_a(self):\n"
+            "        run_burst_worker()\n"
+            "    @pytest.mark.slow\n"
+            "    def test_b(self):\n"
+            "        run_burst_worker()\n"
+            "@pytest.mark.slow\n"
+            "class B:\n"
+            "    def test_c(self):\n"
+            "        run_burst_worker()\n"
+            "def test_d():\n"
+            "    run_burst_worker()\n",
+        )
+        self.assertEqual(found, ["test_a", "test_d"])
 
 
 def imported_test_modules(path: Path) -> list[str]:
@@ -369,15 +376,13 @@ class TestModulesApartTestCase(SimpleTestCase):
         self.assertEqual(found, [], "\n".join(found))
 
     def test_it_sees_both_forms(self):
-        with tempfile.TemporaryDirectory() as folder:
-            path = Path(folder) / "test_x.py"
-            path.write_text(
-                "from tests.test_parsing import NESTED\n"
-                "import tests.test_golden\n"
-                "from tests import test_sync\n"
-                "from tests.base import make_users\n"
-            )
-            self.assertEqual(
-                imported_test_modules(path),
-                ["tests.test_golden", "tests.test_parsing", "tests.test_sync"],
-            )
+        found = on_source(
+            imported_test_modules,
+            "from tests.test_parsing import NESTED\n"
+            "import tests.test_golden\n"
+            "from tests import test_sync\n"
+            "from tests.base import make_users\n",
+        )
+        self.assertEqual(
+            found, ["tests.test_golden", "tests.test_parsing", "tests.test_sync"]
+        )
