@@ -9,6 +9,7 @@ development secret key from KB_DATA_DIR/secret_key, which it writes too.
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 
@@ -72,10 +73,16 @@ KB_DATA_DIR = services.kb_data_dir()
 _START = "run `make services` (python -m config.services start)"
 
 
+@functools.cache
+def _servers() -> dict[str, dict[str, str]]:
+    """The embedded servers running, as `python -m config.services start`
+    wrote them (read once, for both)."""
+    return services.running(KB_DATA_DIR)
+
+
 def _embedded(server: str, name: str, instead: str) -> dict[str, str]:
-    """Where the embedded `server` listens, as `python -m config.services start`
-    wrote it; nothing is started here."""
-    if found := services.running(KB_DATA_DIR).get(server):
+    """Where the embedded `server` listens; nothing is started here."""
+    if found := _servers().get(server):
         return found
     raise ImproperlyConfigured(
         f"the embedded {name} is not running: {_START}, or set {instead}"
