@@ -10,8 +10,9 @@ through the steps an origin goes through:
 
 The files are the shared corpora's Markdown (each at most MAX_FILE_BYTES),
 repeated with their digits shifted (kb.benchmarks.corpus.synthesize) until
-`files` of them; every title is tagged with the run and the origin's kind, so
-no stored chunk's vector is reused by the first sync. Runs happen in this
+`files` of them (`pages` for the site); every title is tagged with the run
+and the origin's kind, so no stored chunk's vector is reused by the first
+sync. Runs happen in this
 process (kb.sync.runs.execute, as a worker's job does).
 """
 
@@ -50,6 +51,8 @@ class SyncReport:
     files: int
     megabytes: float
     steps: list[Step] = field(default_factory=list)
+    # Per origin kind: (files, MB of Markdown).
+    sizes: dict[str, tuple[int, float]] = field(default_factory=dict)
 
 
 def documents(files: int, tag: str) -> dict[str, str]:
@@ -70,7 +73,9 @@ def _tagged(doc: Doc, tag: str) -> str:
     return f"{first} ({tag})\n{rest}"
 
 
-def run(files: int, progress: Progress) -> SyncReport:
+def run(files: int, progress: Progress, pages: int | None = None) -> SyncReport:
+    """Sync `files` generated files through the Git and folder origins, and
+    `pages` of them (default `files`) through the site."""
     tag = time.strftime("%Y%m%d-%H%M%S")
     top = Path(tempfile.mkdtemp(prefix="bench-sync-", dir=settings.KB_DATA_DIR))
     report = SyncReport(files, 0.0)
@@ -79,8 +84,10 @@ def run(files: int, progress: Progress) -> SyncReport:
         local = {"KB_SYNC_ALLOWED_NETWORKS": ["127.0.0.1/32"], "KB_SYNC_WEB_DELAY": 0}
         with override_settings(KB_SYNC_ROOTS=[str(top)], **local):
             for kind in ("git", "folder", "website"):
-                texts = documents(files, f"{kind} {tag}")
+                count = files if kind != "website" or pages is None else pages
+                texts = documents(count, f"{kind} {tag}")
                 report.megabytes = sum(len(t.encode()) for t in texts.values()) / 1e6
+                report.sizes[kind] = (len(texts), report.megabytes)
                 origin = (
                     GitOrigin(top)
                     if kind == "git"
@@ -301,8 +308,12 @@ def _handler(site: _SiteOrigin):
 
 
 def markdown(report: SyncReport) -> str:
+    sizes = "; ".join(
+        f"{kind} {count} files, {mb:.1f} MB"
+        for kind, (count, mb) in report.sizes.items()
+    )
     lines = [
-        f"{report.files} files, {report.megabytes:.1f} MB of Markdown per origin.",
+        f"Markdown per origin: {sizes}.",
         "",
         "| origin | step | added | changed | renamed | deleted | unchanged "
         "| failed | chunks embedded | chunks reused | seconds | check |",
@@ -323,5 +334,9 @@ def as_json(report: SyncReport) -> dict[str, Any]:
     return {
         "files": report.files,
         "megabytes": report.megabytes,
+        "sizes": {
+            kind: {"files": count, "megabytes": mb}
+            for kind, (count, mb) in report.sizes.items()
+        },
         "steps": [vars(step) for step in report.steps],
     }

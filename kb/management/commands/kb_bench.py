@@ -162,7 +162,13 @@ class Command(BaseCommand):
             "edited, deleted (issue #30)",
         )
         syncing.add_argument(
-            "--files", type=int, default=1000, help="files per origin (%(default)s)"
+            "--files",
+            type=int,
+            default=1000,
+            help="files of the Git and folder origins (%(default)s)",
+        )
+        syncing.add_argument(
+            "--pages", type=int, default=500, help="pages of the site (%(default)s)"
         )
         _add_json(syncing)
 
@@ -192,7 +198,9 @@ class Command(BaseCommand):
 
         started = time.strftime("%Y-%m-%d %H:%M %Z")
         report = sync.run(
-            options["files"], progress=lambda line: self.stderr.write(line)
+            options["files"],
+            progress=lambda line: self.stderr.write(line),
+            pages=options["pages"],
         )
         load = os.getloadavg()[0]
         self.stdout.write(f"kb_bench sync, {started}, load {load}\n")
