@@ -258,7 +258,8 @@ class Embedder:
         if len(counts) > MAX_REMEMBERED_WORDS:
             counts.clear()
         new = list({word for word in words if word not in counts})
-        encoded = self.tokenizer.encode_batch(
+        # Only the ids are read: the fast batch skips offsets (about 2x).
+        encoded = self.tokenizer.encode_batch_fast(
             self._metaspace_pieces(new) if self._metaspace else new,
             add_special_tokens=False,
         )
