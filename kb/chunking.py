@@ -175,6 +175,12 @@ class _Counter:
             count = self.cache[text] = self.count_tokens(text)
         return count
 
+    def prime(self, texts: Iterable[str]) -> None:
+        """Count `texts` as one text: a counter that remembers words (the
+        embedder's) tokenizes their new words in one batch, so counting each
+        of them afterwards is lookups. Nothing is cached per text."""
+        self.count_tokens("\n".join(texts))
+
     def joined(self, counts: Iterable[int], extra: int = 0) -> int:
         return self.specials + extra + sum(count - self.specials for count in counts)
 
@@ -228,9 +234,19 @@ def chunk_document(
             )
         ]
     html = HTMLBlocks(doc.sections)
+    embed_texts = [
+        embedded_text(text, draft.start, draft.end, html)
+        if draft.embed_text is None
+        else draft.embed_text
+        for _, draft in placed
+    ]
+    # Link text and HTML text hold words the whole text did not: one batch.
+    tokens.prime(embed_texts)
     chunks = [
-        _chunk(index, section, draft, text, tokens, html)
-        for index, (section, draft) in enumerate(placed)
+        _chunk(index, section, draft, embed_text, text, tokens, html)
+        for index, ((section, draft), embed_text) in enumerate(
+            zip(placed, embed_texts, strict=True)
+        )
     ]
     return ChunkResult(
         chunks=chunks,
@@ -247,14 +263,12 @@ def _chunk(
     index: int,
     section: SectionData,
     draft: _Draft,
+    embed_text: str,
     text: str,
     tokens: _Counter,
     html: HTMLBlocks,
 ) -> ChunkData:
     source = text[draft.start : draft.end]
-    embed_text = draft.embed_text
-    if embed_text is None:
-        embed_text = embedded_text(text, draft.start, draft.end, html)
     return ChunkData(
         section_index=section.index,
         chunk_index=index,
@@ -677,13 +691,20 @@ def _table_drafts(
     caption = _clip_words(caption, tokens, limit) if caption else ""
     groups = group_rows(block)
     group = ""
-    drafts = []
+    rows = []
     for position, row in enumerate(block.rows):
         if position in groups:
             group = _clip_words(row.cells[0].text, tokens, limit)
             continue
         context = table_context(caption, group)
-        drafts += _row_drafts(row, labels, context, text, tokens, budget, limit)
+        room = budget - tokens(context) + tokens.specials if context else budget
+        cells = _labelled_cells(row, labels, text, tokens, max(MIN_BUDGET, room))
+        rows.append((row, context, cells, room))
+    # Each row's text is new ("value;"): its words in one batch, not one a row.
+    tokens.prime(context + _row_text(cells) for _, context, cells, _ in rows)
+    drafts = []
+    for row, context, cells, room in rows:
+        drafts += _row_drafts(row, cells, context, text, tokens, budget, room, limit)
     return drafts
 
 
@@ -693,22 +714,26 @@ def table_context(caption: str, group: str) -> str:
     return "".join(f"{part}; " for part in (caption, group) if part)
 
 
+def _row_text(cells: list[_Labelled]) -> str:
+    return "; ".join(cell.text for cell in cells)
+
+
 def _row_drafts(
     row: TableRow,
-    labels: list[str],
+    cells: list[_Labelled],
     context: str,
     text: str,
     tokens: _Counter,
     budget: int,
+    room: int,
     limit: int,
 ) -> list[_Draft]:
-    """A row's chunk (or the parts of a long one), `context` leading each part's
-    embed_text unless a part would not fit with it."""
-    room = budget - tokens(context) + tokens.specials if context else budget
-    cells = _labelled_cells(row, labels, text, tokens, max(MIN_BUDGET, room))
+    """A row's chunk (or the parts of a long one) from its labelled cells,
+    `context` leading each part's embed_text unless a part would not fit with
+    it; `room` is the budget left beside the context."""
     if not cells:
         return [_Draft(row.start, row.end, ChunkKind.TABLE_ROW)]
-    embed_text = "; ".join(cell.text for cell in cells)
+    embed_text = _row_text(cells)
     if tokens(context + embed_text) <= budget:
         return [_Draft(row.start, row.end, ChunkKind.TABLE_ROW, context + embed_text)]
     if tokens(embed_text) <= budget:
