@@ -18,6 +18,7 @@ anchor (`Reading.anchors`).
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterator
 
@@ -78,13 +79,26 @@ _NAVIGATION_WORDS = frozenset(
 )
 _WORD_SPLIT_RE = re.compile(r"[-_\s]+")
 # containers of the main content in export formats, tried after the landmarks
-_CONTENT_XPATHS = (
-    ".//*[@id='main-content']",  # Confluence
-    ".//*[contains(concat(' ', normalize-space(@class), ' '), ' wiki-content ')]",
-    ".//*[contains(concat(' ', normalize-space(@class), ' '), ' page-body ')]",
-    ".//*[@id='content']",
-    ".//*[contains(concat(' ', normalize-space(@class), ' '), ' content ')]",
-    ".//*[@id='main']",
+# (attribute, word): an id equal to the word, or a class holding it
+_CONTENT_MARKS = (
+    ("id", "main-content"),  # Confluence
+    ("class", "wiki-content"),
+    ("class", "page-body"),
+    ("id", "content"),
+    ("class", "content"),
+    ("id", "main"),
+)
+# Every element one of the marks could pick (a class holding the word's
+# letters anywhere), found in one walk of the tree; _main_content checks words.
+_CONTENT_XPATH = lxml.etree.XPath(
+    ".//*[{}]".format(
+        " or ".join(
+            f"@{attribute}='{word}'"
+            if attribute == "id"
+            else f"contains(@class, '{word}')"
+            for attribute, word in _CONTENT_MARKS
+        )
+    )
 )
 _BLOCK_TAGS = {
     "p",
@@ -192,20 +206,33 @@ def _is_furniture(el: lxml.html.HtmlElement) -> bool:
         return not any(
             a.tag in ("article", "main", "section") for a in el.iterancestors()
         )
-    if el.get("role") in _DROP_ROLES or el.get("aria-hidden") == "true":
+    attrib = el.attrib
+    if attrib.get("role") in _DROP_ROLES or attrib.get("aria-hidden") == "true":
         return True
-    if el.get("hidden") is not None or "display:none" in (
-        el.get("style") or ""
+    if attrib.get("hidden") is not None or "display:none" in (
+        attrib.get("style") or ""
     ).replace(" ", ""):
         return True
-    words = (el.get("class") or "").split() + (el.get("id") or "").split()
-    return any(_FURNITURE_RE.match(w) for w in words)
+    return _names_furniture(attrib.get("class") or "", attrib.get("id") or "")
+
+
+@functools.lru_cache(maxsize=4096)
+def _names_furniture(classes: str, ident: str) -> bool:
+    """Whether a class or id word marks furniture (pages repeat their classes:
+    each pair is matched once)."""
+    return any(_FURNITURE_RE.match(w) for w in classes.split() + ident.split())
 
 
 def _is_navigation(el: lxml.html.HtmlElement) -> bool:
     """Whether a class or id names navigation by one of its words: "top-nav",
     "main_menu", "breadcrumbs" (not "canvas" or "navigator")."""
-    words = f"{el.get('class') or ''} {el.get('id') or ''}".lower()
+    attrib = el.attrib
+    return _names_navigation(attrib.get("class") or "", attrib.get("id") or "")
+
+
+@functools.lru_cache(maxsize=4096)
+def _names_navigation(classes: str, ident: str) -> bool:
+    words = f"{classes} {ident}".lower()
     return not _NAVIGATION_WORDS.isdisjoint(_WORD_SPLIT_RE.split(words))
 
 
@@ -228,8 +255,17 @@ def _main_content(body: lxml.html.HtmlElement) -> lxml.html.HtmlElement:
     ):
         if len(found) == 1:
             return found[0]
-    for xpath in _CONTENT_XPATHS:
-        found = body.xpath(xpath)
+    candidates = _CONTENT_XPATH(body)
+    for attribute, word in _CONTENT_MARKS:
+        found = [
+            el
+            for el in candidates
+            if (
+                el.get("id") == word
+                if attribute == "id"
+                else word in (el.get("class") or "").split()
+            )
+        ]
         if len(found) == 1:
             return found[0]
     return body
