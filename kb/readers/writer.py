@@ -47,6 +47,8 @@ def clean(text: str) -> str:
 def escape(text: str) -> str:
     """Text of the document, its Markdown markup escaped so that it renders as
     written (readers escape text nodes, then add their own markup)."""
+    if _INLINE_RE.search(text) is None:  # most text nodes: no template to apply
+        return text
     return _INLINE_RE.sub(r"\\\g<0>", text)
 
 
