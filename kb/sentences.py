@@ -67,7 +67,11 @@ _ITEM_RE = re.compile(r"(?:[-*+]|\d{1,9}[.)]|[A-Za-z][.)])(?:[ \t]|$)")
 def _kind(text: str, pos: int) -> str:
     """What the line starting at `pos` is, as far as sentences care."""
     start, end = _line(text, pos)
-    line = text[start:end].strip()
+    return _line_kind(text[start:end].strip())
+
+
+def _line_kind(line: str) -> str:
+    """What a line (stripped) is: _kind."""
     if not line:
         return "blank"
     if line.startswith(("```", "~~~")):
@@ -127,13 +131,15 @@ def _scan(
     found: list[tuple[int, int]] = []
     codes: set[int] = set()  # starts of the code blocks found
     para: tuple[int, int] | None = None  # start and end of the open paragraph
+    para_kind = ""  # the kind of the open paragraph's first line
     fence: tuple[int, str] | None = None  # start and marker of an open code block
     code: tuple[int, int] | None = None  # an open indented code block
     blank_before = start == 0 or not text[_line(text, start - 1)[0] : start].strip()
     context = "block"  # the last line indented less: "item", "container", "block"
     pos = start
     while pos < end:
-        line_start, line_end = pos, min(_line(text, pos)[1], end)
+        line_start, full_end = pos, _line(text, pos)[1]
+        line_end = min(full_end, end)
         pos = line_end + 1
         line = text[line_start:line_end]
         stripped = line.strip()
@@ -159,7 +165,9 @@ def _scan(
             blank_before = False
             continue
         blank_before = not stripped
-        kind = _kind(text, line_start)
+        # the whole line's kind, also where the range starts or ends inside it
+        whole = full_end <= end and (line_start == 0 or text[line_start - 1] == "\n")
+        kind = _line_kind(stripped) if whole else _kind(text, line_start)
         if stripped and not indented:
             context = "item" if kind == "item" else "block"
             if _CONTAINER_RE.match(stripped):
@@ -168,21 +176,20 @@ def _scan(
             mark = stripped[:3]
             fence = (lead, stripped[: len(stripped) - len(stripped.lstrip(mark[0]))])
         if kind in ("text", "quote") and para is not None:
-            opened_by = _kind(text, para[0])
-            if kind == "text" or opened_by == "quote":
+            if kind == "text" or para_kind == "quote":
                 para = (para[0], tail)
                 continue
         if para is not None:
-            found.extend(_paragraph(text, *para))
+            found.extend(_paragraph(text, *para, para_kind))
             para = None
         if kind in ("text", "quote", "item"):
-            para = (lead, tail)
+            para, para_kind = (lead, tail), kind
         if kind == "row" and len(line.split()) <= MAX_ROW_WORDS:
             found.append((lead, tail))
         elif kind == "row":  # a row of paragraphs: its sentences, as in the text
             found.extend(_sentences(text, lead, tail))
     if para is not None:
-        found.extend(_paragraph(text, *para))
+        found.extend(_paragraph(text, *para, para_kind))
     if fence is not None:
         found.append((fence[0], end))
         codes.add(fence[0])
@@ -199,9 +206,10 @@ def _indent(line: str) -> int:
     return len(expanded) - len(expanded.lstrip())
 
 
-def _paragraph(text: str, start: int, end: int) -> list[tuple[int, int]]:
-    """A paragraph's sentences; a short list item whole."""
-    if _kind(text, start) == "item" and len(text[start:end].split()) <= MAX_ITEM_WORDS:
+def _paragraph(text: str, start: int, end: int, kind: str) -> list[tuple[int, int]]:
+    """A paragraph's sentences (`kind`: its first line's); a short list item
+    whole."""
+    if kind == "item" and len(text[start:end].split()) <= MAX_ITEM_WORDS:
         return [(start, end)]
     return _sentences(text, start, end)
 
