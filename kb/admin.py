@@ -1071,6 +1071,12 @@ class SyncSourceAdmin(CollectionScoped, admin.ModelAdmin):
                 "The origin has %(count)d newer commits, not synced yet.",
                 commits,
             ) % {"count": commits}
+        if files := sync_runs.folder_changes(obj):
+            text += ". " + ngettext(
+                "%(count)d file in the folder changed since, not synced yet.",
+                "%(count)d files in the folder changed since, not synced yet.",
+                files,
+            ) % {"count": files}
         return text
 
     @admin.display(description=gettext_lazy("Recent runs"))

@@ -15,11 +15,18 @@ from wsgiref.simple_server import WSGIRequestHandler, make_server
 import pytest
 from django.core.management import call_command
 from django.test import TestCase, TransactionTestCase, override_settings
+from django.urls import reverse
 
 from kb.benchmarks.sync import GitOrigin
 from kb.models import Collection, Source, SyncRun, SyncSource
 from kb.sync import runs
-from tests.base import environment, forget_jobs, ingest_text, run_burst_worker
+from tests.base import (
+    environment,
+    forget_jobs,
+    ingest_text,
+    make_users,
+    run_burst_worker,
+)
 from tests.syncing import DOCS, context, git_form, names, run_now, sync_of, write
 
 
@@ -154,6 +161,36 @@ class FolderSyncTestCase(TestCase):
         run_now(sync)  # and a later run deletes nothing of theirs
         self.assertTrue(Source.objects.filter(pk=other.pk).exists())
         self.assertTrue(Source.objects.filter(pk=mine.pk).exists())
+
+    def test_how_many_folder_files_answers_do_not_hold_yet(self):
+        sync = sync_of("folder", str(self.folder))
+        self.assertIsNone(runs.folder_changes(sync))  # never synced
+        run_now(sync)
+        self.assertEqual(runs.folder_changes(sync), 0)
+        # An edit, a new file and a deletion: three files not synced yet.
+        write(self.folder, {"guide/backups.md": "# Backups\n\nKept 90 days.\n"})
+        write(self.folder, {"guide/printers.md": "# Printers\n\nBadge release.\n"})
+        (self.folder / "notes/todo.txt").unlink()
+        self.assertEqual(runs.folder_changes(sync), 3)
+        staff, _, _ = make_users()
+        self.client.force_login(staff)
+        page = self.client.get(reverse("admin:kb_syncsource_change", args=[sync.pk]))
+        self.assertContains(
+            page, "3 files in the folder changed since, not synced yet."
+        )
+        out = StringIO()
+        call_command("kb_sync", "list", stdout=out)
+        self.assertIn(
+            "3 file(s) in the folder changed since the last run", out.getvalue()
+        )
+        run_now(sync)
+        self.assertEqual(runs.folder_changes(sync), 0)
+        # A sync that keeps deleted files does not count them.
+        (self.folder / "guide/printers.md").unlink()
+        self.assertEqual(runs.folder_changes(sync), 1)
+        sync.keep_deleted = True
+        sync.save()
+        self.assertEqual(runs.folder_changes(sync), 0)
 
     def test_include_exclude_and_subfolder(self):
         sync = sync_of(
@@ -398,10 +435,6 @@ class GitCredentialsTestCase(TestCase):
         self.assertIn("enter it again", run.error)
 
     def test_the_admin_takes_a_token_and_never_shows_it(self):
-        from django.urls import reverse
-
-        from tests.base import make_users
-
         staff, _, _ = make_users()
         self.client.force_login(staff)
         collection = Collection.objects.create(name="Docs")

@@ -127,6 +127,28 @@ def behind(sync: SyncSource) -> int | None:
         return None
 
 
+def folder_changes(sync: SyncSource) -> int | None:
+    """How many files of a folder differ from what its sources hold: new ones,
+    changed ones (size or modification time) and deleted ones (unless the sync
+    keeps deleted files) since its last run; the next run looks at these.
+    A listing only: no file is read. None when not a folder sync, never synced
+    successfully, or the folder cannot be listed."""
+    if sync.kind != SyncSource.Kind.FOLDER or sync.last_success() is None:
+        return None
+    try:
+        listing = origin_for(sync).listing()
+    except (OriginError, OSError):
+        return None
+    synced = dict(sync.sources.values_list("file_name", "sync_fingerprint"))
+    changed = sum(
+        1
+        for path, entry in listing.entries.items()
+        if synced.get(path) != entry.fingerprint
+    )
+    deleted = 0 if sync.keep_deleted else len(synced.keys() - listing.entries.keys())
+    return changed + deleted
+
+
 def queue(sync: SyncSource) -> SyncRun:
     """A new run of the sync, queued for a worker (kb.jobs.sync_run)."""
     from kb import queueing

@@ -223,6 +223,10 @@ class Command(BaseCommand):
                 self.stdout.write(
                     f"  the origin is {commits} commit(s) ahead of what answers use"
                 )
+            if files := runs.folder_changes(sync):
+                self.stdout.write(
+                    f"  {files} file(s) in the folder changed since the last run"
+                )
             if last and last.error:
                 self.stdout.write(f"  error: {last.error}")
             for failure in (last.failed if last else [])[:5]:
