@@ -113,6 +113,9 @@ class Embedder:
             {} if self._metaspace or _counts_add_up(config) else None
         )
         self._added = [t["content"] for t in config.get("added_tokens") or []]
+        self._added_re = (
+            re.compile("|".join(map(re.escape, self._added))) if self._added else None
+        )
         self._stays: dict[str, bool] = {}  # characters normalized to themselves
         # Counted as the sum of remembered words' counts (fast on long texts).
         self.counts_by_words = self._word_counts is not None
@@ -258,13 +261,45 @@ class Embedder:
         if len(counts) > MAX_REMEMBERED_WORDS:
             counts.clear()
         new = list({word for word in words if word not in counts})
-        # Only the ids are read: the fast batch skips offsets (about 2x).
-        encoded = self.tokenizer.encode_batch_fast(
-            self._metaspace_pieces(new) if self._metaspace else new,
-            add_special_tokens=False,
-        )
-        counts.update(zip(new, (len(e.ids) for e in encoded), strict=True))
+        if self._metaspace:
+            counts.update(zip(new, self._encoded_counts(self._metaspace_pieces(new))))
+        else:
+            self._count_by_pieces(new)
         return extra + sum(map(counts.__getitem__, words))
+
+    def _encoded_counts(self, texts: list[str]) -> list[int]:
+        # Only the ids are read: the fast batch skips offsets (about 2x).
+        encoded = self.tokenizer.encode_batch_fast(texts, add_special_tokens=False)
+        return [len(e.ids) for e in encoded]
+
+    def _count_by_pieces(self, words: list[str]) -> None:
+        """Remember the counts of new words (BERT): each ASCII punctuation mark
+        is a token of its own (BertPreTokenizer splits at it, and WordPiece
+        reads one character as one token, [UNK] or not), so a word counts as
+        its marks plus the runs between them. "limit;", "(limit" and "limit"
+        share one tokenized run: fewer, shorter texts for the tokenizer. A word
+        holding an added token ("[CLS]x", matched before any split) is
+        tokenized whole."""
+        counts = self._word_counts
+        split: dict[str, list[str]] = {}
+        whole = []
+        for word in words:
+            if self._added_re is not None and self._added_re.search(word):
+                whole.append(word)
+            else:
+                split[word] = _ASCII_PUNCTUATION_RE.split(word)
+        runs = {
+            part
+            for parts in split.values()
+            for part in parts[::2]  # split() keeps the marks at odd places
+            if part and part not in counts
+        }
+        texts = list(runs) + whole
+        counts.update(zip(texts, self._encoded_counts(texts), strict=True))
+        for word, parts in split.items():
+            counts[word] = len(parts) // 2 + sum(
+                counts[part] for part in parts[::2] if part
+            )
 
     def _metaspace_pieces(self, words: list[str]) -> list[str]:
         """Each word as it reads inside a text (SentencePiece, e5).
@@ -646,6 +681,9 @@ _workers_sharing = 1  # processes embedding on this machine (share_cores)
 
 
 MAX_REMEMBERED_WORDS = 500_000
+# One ASCII punctuation mark (BERT's _is_punctuation: 33-47, 58-64, 91-96,
+# 123-126), captured so that re.split keeps it.
+_ASCII_PUNCTUATION_RE = re.compile(r"([!-/:-@\[-`{-~])")
 _WORDS_RE = re.compile(r"[^ \t\n\r]+")
 # Characters str.split() treats as whitespace that the tokenizer may not (it drops
 # control characters, joining the words around them): split those texts by hand.

@@ -136,11 +136,14 @@ class WindowTestCase(SimpleTestCase):
 
 
 CORPORA = Path(settings.BASE_DIR).parent / "shared/corpora"
-# Whitespace, control and format characters, accents, CJK, and literal special tokens:
-# everything that decides where the tokenizer splits.
+# Whitespace, control and format characters, accents, CJK, punctuation (a
+# word is counted as its marks and the runs between them) and literal special
+# tokens: everything that decides where the tokenizer splits.
 AWKWARD = st.sampled_from(
     list(" \t\n\r\x0b\x0c\x1c\x1f\x85\xa0\u2003\u2028\u200b\ufeff\x00\ufffd")
     + ["[CLS]", "[SEP]", "[MASK]", "##", "é", "e\u0301", "日本", "😀", "x" * 120]
+    + list("();:[]`~-_.,!?'\"/\\@{}|")
+    + ["\u037e", ";\u0301", "—", "«", "x" * 99]
 )
 
 
@@ -154,6 +157,7 @@ class TokenCountTestCase(SimpleTestCase):
     @given(st.lists(st.one_of(st.text(max_size=12), AWKWARD), max_size=30))
     @example(["a\x0bb", " ", "c\x1cd"])  # dropped control characters join words
     @example(["[CLS]x", "\xa0", "y[SEP]"])
+    @example(["limit;", " (limit", " [CLS];x", " a;\u0301b", " ", "x" * 99, "!"])
     def test_it_counts_like_the_tokenizer(self, parts: list[str]) -> None:
         text = "".join(parts)
         self.assertEqual(count_tokens(text), self._encoded(text))
