@@ -16,6 +16,9 @@ KB_DATA_DIR/valkey/password (0600), and KB_DATA_DIR itself is 0700.
 
     python -m config.services start|stop|status
 
+`restart(data_dir, server)` restarts one of them in place, its clients
+reconnecting (the tests restart the suite's servers under a running sync).
+
 services.env holds Valkey's password: like it, it is written 0600 from its first
 byte (write_private).
 """
@@ -154,6 +157,22 @@ def start(data_dir: Path) -> None:
     ]
     header = "# Written by `python -m config.services start`, read by the settings.\n"
     write_private(data_dir / SERVICES_FILE, header + "".join(lines), replace=True)
+
+
+def restart(data_dir: Path, server: str) -> None:
+    """Stop the embedded `server` ("postgres" or "valkey") and start it again,
+    as an operator's restart or a crash followed by `start` does: at the same
+    socket, with the same password and data; SERVICES_FILE then names its new
+    pid. Every connection to it is cut, and clients reconnect. Raises
+    ServiceError for a server that DATABASE_URL or REDIS_URL replace."""
+    stop, external = {
+        "postgres": (stop_postgres, "DATABASE_URL"),
+        "valkey": (stop_valkey, "REDIS_URL"),
+    }[server]
+    if os.environ.get(external):
+        raise ServiceError(f"{external} is set: its server is not ours to restart")
+    stop(data_dir)
+    start(data_dir)
 
 
 def running(data_dir: Path) -> dict[str, dict[str, str]]:

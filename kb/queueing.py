@@ -170,8 +170,8 @@ def enqueue_shadow(shadow) -> bool:
 def enqueue_sync(run) -> bool:
     """Queue a sync run (kb.sync.runs) on the large queue, once the surrounding
     transaction commits: it reads and indexes many files. False when the queue
-    cannot be reached (the run stays queued; the next schedule or "Sync now"
-    queues another)."""
+    cannot be reached: the run stays queued until a worker's look for lost
+    jobs ends it and queues another (kb.sync.runs.end_lost)."""
     if not queue_reachable():
         return False
     timeout = settings.KB_SYNC_MAX_SECONDS + 600  # the run stops itself before
@@ -180,7 +180,7 @@ def enqueue_sync(run) -> bool:
             "kb.jobs.sync_run",
             run.pk,
             job_timeout=timeout,
-            job_id=f"kb-sync-run-{run.pk}",
+            job_id=sync_job_id(run.pk),
         )
     )
     return True
@@ -223,6 +223,10 @@ def enqueue_retry(source: Source) -> None:
 def shadow_job_id(shadow_id: int, step: str) -> str:
     """`step`: "build" (build, evaluate, decide) or "swap" (an approved swap)."""
     return f"kb-shadow-{shadow_id}-{step}"
+
+
+def sync_job_id(run_id: int) -> str:
+    return f"kb-sync-run-{run_id}"
 
 
 def eval_job_id(run_id: int) -> str:

@@ -16,7 +16,9 @@ kb_run when it starts:
   copy dropped);
 - a collection whose keyword statistics are older than its newest indexed
   source, with no recount waiting or running, is recounted;
-- a scratch copy left by a shadow that ended is dropped.
+- a scratch copy left by a shadow that ended is dropped;
+- a sync run ends as interrupted, with the reason, and its sync is queued
+  again, which finishes the work (kb.sync.runs.end_lost).
 
 The question log's pruning needs nothing: workers queue it again every
 KB_QUESTION_PRUNE_SECONDS, and each of its deletes commits on its own.
@@ -39,13 +41,14 @@ from rq.utils import utcparse
 from rq.worker import Worker
 
 from kb import queueing
-from kb.models import Collection, EvalRun, ReplayReport, ShadowIndex
+from kb.models import Collection, EvalRun, ReplayReport, ShadowIndex, SyncRun
 from kb.queueing import (
     count_terms_job_id,
     drop_scratch_job_id,
     eval_job_id,
     replay_job_id,
     shadow_job_id,
+    sync_job_id,
 )
 
 logger = logging.getLogger(__name__)
@@ -146,6 +149,7 @@ def recover() -> dict[str, int]:
         "replay reports": _replays(redis),
         "recounts": _recounts(redis),
         "scratch copies": _scratch_copies(redis),
+        "sync runs": _sync_runs(redis),
     }
 
 
@@ -198,6 +202,23 @@ def _runs(redis) -> int:
             queueing.enqueue_drop_scratch(scratch)
         count += ended
     return count
+
+
+def _sync_runs(redis) -> int:
+    """Sync runs queued or running whose job was lost end as interrupted, and
+    their sync is queued again (kb.sync.runs.end_lost)."""
+    from kb.sync import runs as sync_runs
+
+    active = [SyncRun.Status.QUEUED, SyncRun.Status.RUNNING]
+    found = list(
+        SyncRun.objects.filter(status__in=active).select_related("sync_source")
+    )
+    reasons = lost(redis, [Waiting(sync_job_id(r.pk), r.started) for r in found])
+    return sum(
+        sync_runs.end_lost(run, why)
+        for run, why in zip(found, reasons, strict=True)
+        if why
+    )
 
 
 def _replays(redis) -> int:

@@ -6,8 +6,10 @@ from __future__ import annotations
 import os
 import signal
 import time
+from contextlib import contextmanager
 
 import django_rq
+import psycopg
 import pytest
 from django.db import connection, transaction
 from django.test import TestCase, TransactionTestCase, override_settings
@@ -16,9 +18,11 @@ from django.utils import timezone
 
 from kb import evaluation, jobs, questions, queueing, recovery, reindexing
 from kb.demo import load_part
-from kb.models import Collection, EvalRun, ReplayReport, ShadowIndex
+from kb.models import Collection, EvalRun, ReplayReport, ShadowIndex, SyncRun
+from kb.sync import runs as sync_runs
 from tests.base import forget_jobs, make_users, run_burst_worker, start_worker
 from tests.base import wait_for as wait_until
+from tests.syncing import sync_of
 
 Status = ShadowIndex.Status
 FILES = ["office-faq.txt", "security-policy.md"]
@@ -122,6 +126,34 @@ class LostQueueEntryTestCase(TestCase):
         self.assertEqual(report.status, ReplayReport.Status.FAILED)
         self.assertEqual(report.error, f"Not finished: {recovery.GONE}")
 
+    def test_a_lost_sync_run_is_interrupted_and_queued_again_once(self):
+        sync = sync_of("folder", "/srv/docs", collection=self.docs)
+        with self.captureOnCommitCallbacks(execute=True):
+            lost = sync_runs.queue(sync)
+        _forget(queueing.sync_job_id(lost.pk))
+        SyncRun.objects.update(started=timezone.now() - LONG_AGO)
+        with _holding(f"kb-sync:{sync.pk}"):  # as a run done outside a worker
+            self.assertEqual(jobs.recover_lost()["sync runs"], 0)
+        with self.captureOnCommitCallbacks(execute=True):
+            self.assertEqual(jobs.recover_lost()["sync runs"], 1)
+        lost.refresh_from_db()
+        self.assertEqual(lost.status, SyncRun.Status.INTERRUPTED)
+        self.assertEqual(
+            lost.error,
+            f"Not finished: {recovery.GONE}. A new run was queued to finish the work.",
+        )
+        again = sync.runs.get(status=SyncRun.Status.QUEUED)
+        job_id = queueing.sync_job_id(again.pk)
+        self.assertIn(job_id, django_rq.get_queue("large").get_job_ids())
+        # Lost too: a run that dies each time is not queued again and again.
+        _forget(job_id)
+        SyncRun.objects.filter(pk=again.pk).update(started=timezone.now() - LONG_AGO)
+        self.assertEqual(jobs.recover_lost()["sync runs"], 1)
+        again.refresh_from_db()
+        self.assertEqual(again.status, SyncRun.Status.INTERRUPTED)
+        self.assertIn("The run before it was interrupted too", again.error)
+        self.assertEqual(sync.runs.count(), 2)
+
     def test_a_lost_recount_is_queued_again(self):
         queue = django_rq.get_queue()
         job_id = queueing.count_terms_job_id(self.docs.pk)
@@ -135,6 +167,17 @@ class LostQueueEntryTestCase(TestCase):
             self.assertEqual(jobs.recover_lost()["recounts"], 1)
         self.assertIn(job_id, queue.get_job_ids())
         self.assertEqual(jobs.recover_lost()["recounts"], 0)  # one is waiting
+
+
+@contextmanager
+def _holding(key: str):
+    """Another database session holding the advisory lock `key`."""
+    params = connection.get_connection_params()
+    params.pop("cursor_factory", None)
+    params.pop("context", None)
+    with psycopg.connect(**params, autocommit=True) as other:
+        other.execute("SELECT pg_advisory_lock(hashtextextended(%s, 0))", [key])
+        yield
 
 
 class WorkerRowsTestCase(TransactionTestCase):

@@ -14,7 +14,12 @@ and each difference applied through the same paths as an upload.
 One run of a sync at a time (a PostgreSQL advisory lock); a run killed
 midway leaves its row "running", which the next run marks interrupted before
 doing the work again: a file already stored is found unchanged, one stored
-but not indexed is indexed, so nothing is duplicated or lost.
+but not indexed is indexed, so nothing is duplicated or lost. A run whose
+database connection is cut (PostgreSQL restarted) stops at once, its job
+failing; the workers' look for lost jobs ends such a run, or one whose worker
+died, as interrupted with the reason, and queues the sync again (end_lost). A
+Valkey restart does not stop a run, which needs the queue only to start and
+to end.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ import time
 from urllib.parse import quote
 
 from django.conf import settings
-from django.db import connection
+from django.db import InterfaceError, OperationalError, connection
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
@@ -33,6 +38,10 @@ from kb.models import Source, SyncRun, SyncSource
 from kb.sync import secrets
 from kb.sync.origins import Entry, Folder, GitRepository, Listing, OriginError
 from kb.sync.web import Website
+
+
+class DatabaseLostError(RuntimeError):
+    """A run's database connection was cut midway (its server restarted)."""
 
 
 def origin_for(sync: SyncSource) -> Folder | GitRepository | Website:
@@ -158,6 +167,42 @@ def queue(sync: SyncSource) -> SyncRun:
     return run
 
 
+def end_lost(run: SyncRun, why: str) -> bool:
+    """End a run whose job was lost (kb.recovery: its worker died, or its job
+    failed as the database restarted) as interrupted, with why, and queue its
+    sync again: the new run finds what the lost one stored, indexes what it
+    left unindexed and does the rest. Not again when the run before it was
+    interrupted too: a run that dies each time (a file that kills its worker)
+    waits for an editor. False when the run moved on meanwhile, or while the
+    sync's lock is held: a run is working (one done outside a worker, as
+    kb_bench's, has no job)."""
+    sync = run.sync_source
+    with _Lock(sync) as free:
+        if not free:
+            return False
+        before = sync.runs.filter(pk__lt=run.pk).order_by("-pk").first()
+        again = before is None or before.status != SyncRun.Status.INTERRUPTED
+        ended = SyncRun.objects.filter(pk=run.pk, status=run.status).update(
+            status=SyncRun.Status.INTERRUPTED,
+            error=_lost_error(why, again),
+            finished=timezone.now(),
+        )
+    if ended and again:
+        queue(sync)
+    return bool(ended)
+
+
+def _lost_error(why: str, again: bool) -> str:
+    if again:
+        text = _("Not finished: %(why)s. A new run was queued to finish the work.")
+    else:
+        text = _(
+            "Not finished: %(why)s. The run before it was interrupted too, so no "
+            "new run was queued: sync it again once the cause is found."
+        )
+    return text % {"why": why}
+
+
 def execute(run_id: int) -> SyncRun:
     """Do the run (in a worker); the run's row says what happened."""
     run = SyncRun.objects.select_related("sync_source__collection").get(pk=run_id)
@@ -194,11 +239,17 @@ class _Lock:
         return self.held
 
     def __exit__(self, *exc) -> None:
-        if self.held:
+        if not self.held:
+            return
+        try:
             with connection.cursor() as cursor:
                 cursor.execute(
                     "SELECT pg_advisory_unlock(hashtextextended(%s, 0))", [self.key]
                 )
+        except (InterfaceError, OperationalError):
+            # Its session is gone (the server restarted), and the lock with it;
+            # a live session's goes as the worker closes it after the job.
+            pass
 
 
 def _run(run: SyncRun, sync: SyncSource) -> SyncRun:
@@ -295,7 +346,8 @@ def _apply(run, sync, origin, listing: Listing, started: float) -> None:
             _sync_file(run, sync, origin, listing, entry, source, old_path, budget)
         except (ingestion.IngestionError, parsing.ParseError, OSError) as exc:
             _failed(run, path, str(exc))
-        except Exception as exc:  # one failing file never stops the rest
+        except Exception as exc:  # one failing file never stops the rest...
+            _check_connection(path, exc)  # ...but a lost database does
             _failed(run, path, _("internal error: %(error)s") % {"error": exc})
     for path, source in sorted(gone.items()):
         run.deleted += 1
@@ -304,6 +356,20 @@ def _apply(run, sync, origin, listing: Listing, started: float) -> None:
         else:
             deletion.delete_sources(Source.objects.filter(pk=source.pk))
             _log(run, path, "deleted at the origin, removed")
+
+
+def _check_connection(path: str, exc: Exception) -> None:
+    """Raise DatabaseLostError when the run's database connection is gone
+    (`exc` was the sign): the run can record nothing more, and its lock went
+    with its session; end_lost takes over."""
+    if not connection.is_usable():
+        raise DatabaseLostError(
+            _(
+                "the connection to the database was lost at %(path)s (its "
+                "server restarted or stopped)"
+            )
+            % {"path": path}
+        ) from exc
 
 
 def _renames(
