@@ -585,6 +585,8 @@ class KilledSyncTestCase(TransactionTestCase):
             again = run_now(sync)
         run.refresh_from_db()
         self.assertEqual(run.status, SyncRun.Status.INTERRUPTED)
+        self.assertIn("its worker stopped midway", run.error)  # the log says why
+        self.assertIn(f"Run #{again.pk} took over", run.error)
         self.assertEqual(again.status, SyncRun.Status.DONE, again.failed)
         self.assertEqual(again.added + again.unchanged, len(files))
         self.assertEqual(sync.sources.count(), len(files))

@@ -218,7 +218,13 @@ def execute(run_id: int) -> SyncRun:
             return run
         # Holding the lock, any other run still "running" was killed midway.
         sync.runs.filter(status=SyncRun.Status.RUNNING).exclude(pk=run.pk).update(
-            status=SyncRun.Status.INTERRUPTED, finished=timezone.now()
+            status=SyncRun.Status.INTERRUPTED,
+            finished=timezone.now(),
+            error=_(
+                "Not finished: its worker stopped midway (killed or restarted). "
+                "Run #%(run)d took over the work."
+            )
+            % {"run": run.pk},
         )
         return _run(run, sync)
 
