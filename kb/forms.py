@@ -265,9 +265,25 @@ class SourceUploadForm(MetadataFieldsMixin):
 
     def clean(self) -> dict[str, Any]:
         data = super().clean()
+        if data.get("collection") and data.get("files"):
+            data["files"] = self._not_synced(data["collection"], data["files"])
         if data.get("title") and len(data.get("files") or []) > 1:
             self.add_error("title", gettext("A title applies to a single file only."))
         return data
+
+    def _not_synced(
+        self, collection: Collection, files: list[uploads.Upload]
+    ) -> list[uploads.Upload]:
+        """The files that are no source a sync keeps in step; the others go to
+        `refused` with the reason, and the field fails when none is left."""
+        synced = uploads.synced_names(collection, [f.file_name for f in files])
+        kept = [f for f in files if f.file_name not in synced]
+        self.refused += [
+            uploads.synced_refusal(name, sync) for name, sync in synced.items()
+        ]
+        if not kept:
+            self.add_error("files", self.refused)
+        return kept
 
 
 class CollectionForm(forms.ModelForm):

@@ -143,17 +143,23 @@ def store_source(
     title: str = "",
     metadata: dict[str, Any] | None = None,
     replace: bool = False,
+    from_sync: bool = False,
 ) -> tuple[Source, str]:
     """Create or update the source for `file_name`; return it and what happened.
 
     "unchanged" means the same content was stored already and nothing given
     changes the source: no new version, no job. Raises IngestionError or
-    parsing.ParseError for bad input. `title`, `metadata` and `replace` as for
-    store_checked.
+    parsing.ParseError for bad input. `title`, `metadata`, `replace` and
+    `from_sync` as for store_checked.
     """
     upload = check_upload(file_name, data)
     return store_checked(
-        collection, upload, title=title, metadata=metadata, replace=replace
+        collection,
+        upload,
+        title=title,
+        metadata=metadata,
+        replace=replace,
+        from_sync=from_sync,
     )
 
 
@@ -164,8 +170,13 @@ def store_checked(
     title: str = "",
     metadata: dict[str, Any] | None = None,
     replace: bool = False,
+    from_sync: bool = False,
 ) -> tuple[Source, str]:
     """store_source for an upload check_upload has already checked.
+
+    A source a sync keeps in step takes new versions from its sync only
+    (`from_sync`): another upload of its name is refused (IngestionError,
+    synced_refusal), as the next sync would overwrite it.
 
     A new version of a file keeps what its source has: `metadata` is set over the
     stored metadata (a key whose value is None is removed), and a title an editor
@@ -184,6 +195,8 @@ def store_checked(
             .filter(collection=collection, file_name=file_name)
             .first()
         )
+        if source and source.sync_source_id and not from_sync:
+            raise IngestionError(synced_refusal(file_name, source.sync_source.name))
         kept = source.metadata if source and not replace else {}
         merged = {**kept, **(metadata or {})}
         metadata = {k: v for k, v in merged.items() if v is not None}
@@ -195,6 +208,25 @@ def store_checked(
             if same_title:
                 return source, "unchanged"
         return _store(source, collection, upload, title, auto, digest, metadata)
+
+
+def synced_refusal(file_name: str, sync_name: str) -> str:
+    return gettext(
+        "%(file)s is kept in step by the sync source %(sync)s: change it at its "
+        "origin (an upload here would be overwritten by the next sync)."
+    ) % {"file": file_name, "sync": sync_name}
+
+
+def synced_names(collection: Collection, file_names: list[str]) -> dict[str, str]:
+    """Which of `file_names` are sources a sync keeps in step: name -> the
+    sync source's name."""
+    return dict(
+        Source.objects.filter(
+            collection=collection,
+            file_name__in=file_names,
+            sync_source__isnull=False,
+        ).values_list("file_name", "sync_source__name")
+    )
 
 
 def _store(

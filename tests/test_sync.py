@@ -13,7 +13,8 @@ from pathlib import Path
 from wsgiref.simple_server import WSGIRequestHandler, make_server
 
 import pytest
-from django.core.management import call_command
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.core.management import CommandError, call_command
 from django.test import TestCase, TransactionTestCase, override_settings
 from django.urls import reverse
 
@@ -161,6 +162,59 @@ class FolderSyncTestCase(TestCase):
         run_now(sync)  # and a later run deletes nothing of theirs
         self.assertTrue(Source.objects.filter(pk=other.pk).exists())
         self.assertTrue(Source.objects.filter(pk=mine.pk).exists())
+
+    def test_a_synced_source_takes_no_upload_by_hand(self):
+        """An upload over a synced file would be overwritten by the next sync,
+        or answer with text its origin does not hold: refused, saying where
+        to change it, in the shell and in the admin."""
+        write(self.folder, {"policy.md": "# Policy\n\nAsk before you travel.\n"})
+        sync = sync_of("folder", str(self.folder))
+        run_now(sync)
+        backups = sync.sources.get(file_name="guide/backups.md")
+        policy = sync.sources.get(file_name="policy.md")
+        hand = self.root / "hand" / "guide" / "backups.md"
+        hand.parent.mkdir(parents=True)
+        hand.write_text("# Backups\n\nHAND VERSION: kept forever.\n")
+        err = StringIO()
+        with self.assertRaises(CommandError):
+            call_command(
+                "kb_ingest",
+                str(self.root / "hand"),
+                "--collection",
+                sync.collection.name,
+                stdout=StringIO(),
+                stderr=err,
+            )
+        self.assertIn(
+            f"guide/backups.md is kept in step by the sync source {sync.name}: "
+            "change it at its origin",
+            err.getvalue(),
+        )
+        staff, _, _ = make_users()
+        self.client.force_login(staff)
+        page = self.client.post(
+            reverse("admin:kb_source_upload"),
+            {
+                "collection": sync.collection.pk,
+                "files": [  # a browser sends a file's name, not its folder
+                    SimpleUploadedFile("policy.md", b"# Policy\n\nHAND VERSION.\n"),
+                    SimpleUploadedFile("extra.md", b"# Extra\n\nHand notes.\n"),
+                ],
+            },
+            follow=True,
+        )
+        self.assertContains(
+            page,
+            f"Not stored: policy.md is kept in step by the sync source {sync.name}",
+        )
+        self.assertTrue(Source.objects.filter(file_name="extra.md").exists())
+        for source in (backups, policy):
+            source.refresh_from_db()
+            self.assertEqual(source.version, 1)
+            self.assertNotIn("HAND VERSION", source.text)
+        # The sync itself still brings the origin's changes.
+        write(self.folder, {"guide/backups.md": "# Backups\n\nKept 90 days.\n"})
+        self.assertEqual(run_now(sync).changed, 1)
 
     def test_how_many_folder_files_answers_do_not_hold_yet(self):
         sync = sync_of("folder", str(self.folder))

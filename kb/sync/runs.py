@@ -453,7 +453,11 @@ def _sync_file(
     budget.bytes += len(data)
     with uploads.storing():
         stored, outcome = uploads.store_source(
-            sync.collection, path, data, metadata=_metadata(sync, origin, listing, path)
+            sync.collection,
+            path,
+            data,
+            metadata=_metadata(sync, origin, listing, path),
+            from_sync=True,
         )
         Source.objects.filter(pk=stored.pk).update(
             sync_source=sync, sync_fingerprint=entry.fingerprint
