@@ -352,10 +352,32 @@ class GitSyncTestCase(TestCase):
         # The renamed file keeps its source (and so its citations).
         restores.refresh_from_db()
         self.assertEqual(restores.file_name, "guide/restoring.md")
+        # ...and links to its new path (at the commit that renamed it).
+        self.assertEqual(
+            restores.metadata["url"],
+            f"https://git.example.org/docs/blob/{second}/guide/restoring.md",
+        )
         self.assertIn("03:30", context(sync.collection, "When do backups run?"))
 
         again = run_now(sync)  # the same head: nothing to do
         self.assertEqual((again.unchanged, again.chunks_embedded), (3, 0))
+
+    def test_a_link_template_set_later_reaches_unchanged_files(self):
+        first = self.origin.commit({"guide/network.md": DOCS["guide/network.md"]})
+        sync = sync_of("git", str(self.origin.bare), branch="main")
+        run_now(sync)
+        network = sync.sources.get(file_name="guide/network.md")
+        self.assertNotIn("url", network.metadata)
+        sync.link_template = "https://git.example.org/docs/blob/{commit}/{path}"
+        sync.save()
+        run = run_now(sync)
+        self.assertEqual((run.unchanged, run.chunks_embedded), (1, 0))
+        network.refresh_from_db()
+        self.assertEqual(
+            network.metadata["url"],
+            f"https://git.example.org/docs/blob/{first}/guide/network.md",
+        )
+        self.assertEqual(network.version, 1)  # a link, not a new version
 
     def test_a_deleted_twin_is_no_rename(self):
         """kb_bench sync found it: deleting one of two files of identical

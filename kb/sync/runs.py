@@ -444,9 +444,11 @@ def _sync_file(
         run.renamed += 1
         _log(run, path, "renamed", was=old_path)
         if source.sync_fingerprint == entry.fingerprint:
+            _link(source, _metadata(sync, origin, listing, path), renamed=True)
             return
     elif source is not None and source.sync_fingerprint == entry.fingerprint:
         run.unchanged += 1
+        _link(source, _metadata(sync, origin, listing, path), renamed=False)
         _index_if_pending(run, source)
         return
     data = origin.read(entry)
@@ -486,6 +488,18 @@ def _metadata(sync: SyncSource, origin, listing: Listing, path: str) -> dict:
         url = sync.link_template.replace("{commit}", listing.seen)
         return {"url": url.replace("{path}", quote(full))}
     return {}
+
+
+def _link(source: Source, metadata: dict, *, renamed: bool) -> None:
+    """Give an unchanged file the origin link it lacks (a link template set
+    after it was synced), or a renamed one its new path's, in place as a
+    rename is: the link is returned with answers, not embedded (its default
+    policy). An unchanged file keeps the link of the commit it was synced at,
+    which still shows it."""
+    wanted, have = metadata.get("url"), source.metadata.get("url")
+    if wanted and wanted != have and (renamed or not have):
+        source.metadata = {**source.metadata, "url": wanted}
+        Source.objects.filter(pk=source.pk).update(metadata=source.metadata)
 
 
 def _rename(source: Source, path: str) -> None:
