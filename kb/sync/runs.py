@@ -270,7 +270,7 @@ def _run(run: SyncRun, sync: SyncSource) -> SyncRun:
             else origin.listing()
         )
         run.seen = listing.seen  # what the origin is at, even if the run fails
-        _check_file_count(listing)
+        _check_file_count(listing, sync.kind)
         _apply(run, sync, origin, listing, started)
     except OriginError as exc:
         run.status, run.error = SyncRun.Status.FAILED, str(exc)
@@ -285,16 +285,21 @@ def _run(run: SyncRun, sync: SyncSource) -> SyncRun:
     return run
 
 
-def _check_file_count(listing: Listing) -> None:
+def _check_file_count(listing: Listing, kind: str) -> None:
     limit = settings.KB_SYNC_MAX_FILES
     if len(listing.entries) > limit:
+        if kind == SyncSource.Kind.WEBSITE:
+            narrow = _("Narrow it with a URL prefix, patterns or a page limit.")
+        else:
+            narrow = _("Narrow it with a sub-folder or patterns.")
         raise OriginError(
             _(
                 "The origin has %(count)d files to sync; a sync takes at most "
-                "%(limit)d (KB_SYNC_MAX_FILES). Narrow it with a sub-folder or "
-                "patterns."
+                "%(limit)d (KB_SYNC_MAX_FILES)."
             )
             % {"count": len(listing.entries), "limit": limit}
+            + " "
+            + narrow
         )
 
 
