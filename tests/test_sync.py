@@ -600,15 +600,44 @@ class SyncCommandTestCase(TransactionTestCase):
             self.assertIn(key, figures)
         self.assertEqual((figures["unchanged"], figures["failed"]), (3, []))
 
+        # A failed run: its JSON still, and an exit status scripts can test.
+        _remove(self.root / "docs")
+        thread = threading.Thread(
+            target=lambda: run_burst_worker("large", env=env), daemon=True
+        )
+        out = StringIO()
+        thread.start()
+        with self.assertRaisesMessage(CommandError, "failed: The folder"):
+            call_command(
+                "kb_sync", "run", "handbook", "--json", "--timeout", "120", stdout=out
+            )
+        thread.join(timeout=120)
+        self.assertEqual(json.loads(out.getvalue())["status"], "failed")
+
         out = StringIO()
         call_command("kb_sync", "list", stdout=out)
         self.assertIn("handbook: folder", out.getvalue())
         self.assertIn("every 60 min", out.getvalue())
-        self.assertIn("last run: done", out.getvalue())
+        self.assertIn("last run: failed", out.getvalue())
+
+    def test_add_refuses_a_bad_name_in_words(self):
+        roots = override_settings(KB_SYNC_ROOTS=[str(self.root)])
+        with roots, self.assertRaises(CommandError) as refused:
+            call_command(
+                "kb_sync",
+                "add",
+                "bad name",
+                "--collection",
+                "C",
+                "--folder",
+                str(self.root / "docs"),
+                stdout=StringIO(),
+            )
+        message = str(refused.exception)
+        self.assertTrue(message.startswith("The sync source is refused: name: "))
+        self.assertNotIn("{", message)  # not a raw dictionary
 
     def test_add_refuses_a_folder_outside_the_roots(self):
-        from django.core.management.base import CommandError
-
         with override_settings(KB_SYNC_ROOTS=[str(self.root / "docs")]):
             with self.assertRaisesMessage(CommandError, "KB_SYNC_ROOTS"):
                 call_command(

@@ -7,6 +7,7 @@ import os
 import time
 from pathlib import Path
 
+from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 from django.utils import timezone
@@ -18,8 +19,10 @@ from kb.sync.origins import OriginError, check_location
 
 class Command(BaseCommand):
     help = (
-        "Sync sources: documents kept in step with a Git repository or a folder "
-        "on the server. `add` one, `run` one (queued for the workers), `list` them."
+        "Sync sources: documents kept in step with a Git repository, a folder "
+        "on the server or a website. `add` one, `run` one (queued for the "
+        "workers; with --wait or --json, the exit status is 1 when the run failed "
+        "or was interrupted), `list` them."
     )
 
     def add_arguments(self, parser):
@@ -149,8 +152,12 @@ class Command(BaseCommand):
         )
         try:
             sync.full_clean(exclude=["collection"])
-        except Exception as exc:
-            raise CommandError(str(exc)) from exc
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{field}: {' '.join(messages)}"
+                for field, messages in exc.message_dict.items()
+            )
+            raise CommandError(f"The sync source is refused: {problems}") from exc
         if variable := options["token_env"]:
             token = os.environ.get(variable, "")
             if not token:
@@ -195,8 +202,11 @@ class Command(BaseCommand):
             run.refresh_from_db()
         if options["json"]:
             self.stdout.write(json.dumps(run.as_json(), ensure_ascii=False))
-            return
-        self.stdout.write(_summary(run))
+        else:
+            self.stdout.write(_summary(run))
+        if run.status in (SyncRun.Status.FAILED, SyncRun.Status.INTERRUPTED):
+            # Scripts tell a failed run by the exit status.
+            raise CommandError(f"Run {run.pk} of {sync.name} {run.status}: {run.error}")
 
     def _list(self, options) -> None:
         rows = SyncSource.objects.select_related("collection")
@@ -217,7 +227,7 @@ class Command(BaseCommand):
                 + (f"{last.status} {_ago(last.started)}" if last else "never")
                 + "; last success: "
                 + (f"{_ago(good.started)}" if good else "never")
-                + (f"; at {good.seen[:12]}" if good and good.seen else "")
+                + (f"; at {_seen(sync, good.seen)}" if good and good.seen else "")
             )
             if commits := runs.behind(sync):
                 self.stdout.write(
@@ -265,3 +275,8 @@ def _ago(when) -> str:
     if minutes < 120:
         return f"{minutes} min ago"
     return f"{minutes // 60} h ago"
+
+
+def _seen(sync: SyncSource, seen: str) -> str:
+    """A Git commit shortened, as Git shows it; a site's page or sitemap whole."""
+    return seen[:12] if sync.kind == SyncSource.Kind.GIT else seen
