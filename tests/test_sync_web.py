@@ -182,7 +182,8 @@ class WebsiteSyncTestCase(TestCase):
         self.server.server_close()
         run = run_now(sync)
         self.assertEqual(run.status, SyncRun.Status.FAILED)
-        self.assertIn("cannot be reached", run.error)
+        self.assertIn("cannot be reached: Connection refused", run.error)
+        self.assertNotIn("HTTPConnection", run.error)  # words, not a repr
         self.assertEqual(len(self.files(sync)), 4)  # nothing deleted on doubt
 
     def test_the_page_limit(self):

@@ -52,6 +52,23 @@ class Response:
     body: bytes
 
 
+def _connection_problem(exc: Exception) -> str:
+    """What went wrong in words ("Connection refused"), not urllib3's
+    repr of its connection object: the socket error under it, or a timeout."""
+    import urllib3
+
+    seen: BaseException | None = exc
+    for _depth in range(5):
+        if seen is None:
+            break
+        if isinstance(seen, OSError) and seen.strerror:
+            return seen.strerror
+        seen = seen.__cause__ or seen.__context__
+    if isinstance(exc, urllib3.exceptions.TimeoutError):
+        return _("no answer in time")
+    return str(exc)
+
+
 class Fetcher:
     """GET with the address checks, redirects followed by hand, and a pause
     between requests."""
@@ -111,7 +128,7 @@ class Fetcher:
             body = raw.read(settings.KB_MAX_UPLOAD_BYTES + 1, decode_content=True)
             raw.release_conn()
         except urllib3.exceptions.HTTPError as exc:
-            raise FetchError(str(exc)) from exc
+            raise FetchError(_connection_problem(exc)) from exc
         finally:
             pool.close()
         found = {k.lower(): v for k, v in raw.headers.items()}
