@@ -141,6 +141,15 @@ class FolderSyncTestCase(TestCase):
             {"path": "notes/todo.txt", "outcome": "deleted at the origin, kept"},
             run.log,
         )
+        # Counted once: later runs have nothing new to say of it.
+        later = run_now(sync)
+        self.assertEqual((later.deleted, later.unchanged), (0, 3))
+        self.assertIn("notes/todo.txt", names(sync))
+        # Back at the origin, as it was: read, found the same, synced again.
+        write(self.folder, {"notes/todo.txt": DOCS["notes/todo.txt"]})
+        back = run_now(sync)
+        self.assertEqual((back.deleted, back.unchanged, back.added), (0, 4, 0))
+        self.assertEqual(run_now(sync).unchanged, 4)
 
     def test_sources_uploaded_by_hand_are_never_touched(self):
         collection = Collection.objects.create(name="Mixed")

@@ -39,6 +39,9 @@ from kb.sync import secrets
 from kb.sync.origins import Entry, Folder, GitRepository, Listing, OriginError
 from kb.sync.web import Website
 
+# The fingerprint of a source kept after its file was deleted (keep mode).
+GONE = "deleted at the origin"
+
 
 class DatabaseLostError(RuntimeError):
     """A run's database connection was cut midway (its server restarted)."""
@@ -361,8 +364,13 @@ def _apply(run, sync, origin, listing: Listing, started: float) -> None:
             _check_connection(path, exc)  # ...but a lost database does
             _failed(run, path, _("internal error: %(error)s") % {"error": exc})
     for path, source in sorted(gone.items()):
+        if sync.keep_deleted and source.sync_fingerprint == GONE:
+            continue  # kept by an earlier run, which counted it
         run.deleted += 1
         if sync.keep_deleted:
+            # Marked, so later runs do not count it again; if the file comes
+            # back, its fingerprint differs and it is read as a change.
+            Source.objects.filter(pk=source.pk).update(sync_fingerprint=GONE)
             _log(run, path, "deleted at the origin, kept")
         else:
             deletion.delete_sources(Source.objects.filter(pk=source.pk))
