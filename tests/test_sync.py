@@ -171,6 +171,8 @@ class FolderSyncTestCase(TestCase):
         run_now(sync)  # and a later run deletes nothing of theirs
         self.assertTrue(Source.objects.filter(pk=other.pk).exists())
         self.assertTrue(Source.objects.filter(pk=mine.pk).exists())
+        # The file it never syncs is not "changed since" forever either.
+        self.assertEqual(runs.folder_changes(sync), 0)
 
     def test_a_synced_source_takes_no_upload_by_hand(self):
         """An upload over a synced file would be overwritten by the next sync,

@@ -152,10 +152,18 @@ def folder_changes(sync: SyncSource) -> int | None:
     except (OriginError, OSError):
         return None
     synced = dict(sync.sources.values_list("file_name", "sync_fingerprint"))
+    # A file whose name a hand upload holds is never synced: not counted.
+    by_hand = set(
+        Source.objects.filter(
+            collection=sync.collection,
+            sync_source__isnull=True,
+            file_name__in=[p for p in listing.entries if p not in synced],
+        ).values_list("file_name", flat=True)
+    )
     changed = sum(
         1
         for path, entry in listing.entries.items()
-        if synced.get(path) != entry.fingerprint
+        if synced.get(path) != entry.fingerprint and path not in by_hand
     )
     deleted = 0 if sync.keep_deleted else len(synced.keys() - listing.entries.keys())
     return changed + deleted
