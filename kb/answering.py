@@ -165,9 +165,10 @@ def off_topic(result: Result) -> Answer | None:
     similarity = result.top_similarity
     if not floor or similarity is None or similarity >= floor or not result.passages:
         return None
-    if search.pinpointed(result.hits):
+    if search.pinpointed(result.hits) or search.dated_match(result.hits):
         # "What does -S do?" reads like nothing to an embedding model (0.17 for
-        # MiniLM) but names, as written, what few chunks hold: on topic.
+        # MiniLM) but names, as written, what few chunks hold: on topic. So
+        # does a date that a record is dated in (issue #29's QA: 0.24).
         return None
     return _declined(
         gettext(

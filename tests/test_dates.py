@@ -277,3 +277,38 @@ class DateLineTestCase(TestCase):
         _, reply = answering.ask(collection, "What happened on November 21, 2022?")
         self.assertNotIn("Date", reply.text)
         self.assertIn("ingress controller restarted", reply.text)
+
+
+class DatedQuestionOnTopicTestCase(TestCase):
+    """QA of issue #29: "What happened on 7 February 2024?" was declined as
+    off topic (similarity 0.24, under MiniLM's floor) although a report is
+    dated that day: a record's timeline reads nothing like the question."""
+
+    def test_a_question_naming_a_record_s_date_is_answered_from_it(self):
+        from kb import answering, embedding_models
+
+        collection = Collection.objects.create(name="Reports")
+        for day, title, line in [
+            (7, "DNS resolver exhaustion", "`coredns` pods hit `ulimit -n` 1024"),
+            (12, "etcd quorum loss", "`etcd` defrag ran on all members at once"),
+            (19, "Expired wildcard certificate", "`cert-manager` failed to renew"),
+            (23, "Connection pool full", "`pgbouncer` pool at 100 of 100"),
+            (27, "CDN denied by bucket policy", "`s3` policy denied `GetObject`"),
+        ]:
+            text = (
+                f"---\nstart_time: 2024-02-{day:02d}T09:00:00Z\n---\n# {title}\n\n"
+                f"## Timeline\n\n- 09:12 UTC: {line}.\n- 09:52 UTC: fixed.\n"
+            )
+            source, _ = uploads.store_source(
+                collection, f"incident-{day}.md", text.encode()
+            )
+            ingestion.ingest(source.pk)
+        question = "What happened on 7 February 2024?"
+        result, reply = answering.ask(collection, question)
+        floor = embedding_models.min_similarity(embedding_models.DEFAULT)
+        self.assertLess(result.top_similarity, floor)  # what made it off topic
+        self.assertNotIn("does not seem to cover", reply.text)
+        self.assertEqual({c.file for c in reply.citations}, {"incident-7.md"})
+        # A date no report is dated in is still no reason to answer.
+        _, none = answering.ask(collection, "What happened on 3 January 2021?")
+        self.assertIn("does not seem to cover", none.text)

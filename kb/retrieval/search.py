@@ -330,6 +330,13 @@ def pinpointed(hits: list[Hit]) -> bool:
     return 0 < found <= PINPOINT_CHUNKS
 
 
+def dated_match(hits: list[Hit]) -> bool:
+    """Whether the question names a period some record is dated in (the dated
+    leg found its chunks): "What happened on 7 February 2024?" is about that
+    record, however little its words read like the question."""
+    return any(hit.dated_rank for hit in hits)
+
+
 _HIT_ROWS = """
 SELECT c.id, c.source_id, c.section_id, c.chunk_index, c.start, c."end",
        t.heading_path, c.kind
