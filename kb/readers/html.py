@@ -213,27 +213,31 @@ def _is_furniture(el: lxml.html.HtmlElement) -> bool:
         attrib.get("style") or ""
     ).replace(" ", ""):
         return True
-    return _names_furniture(attrib.get("class") or "", attrib.get("id") or "")
+    return _names_furniture(attrib.get("class") or "") or _names_furniture(
+        attrib.get("id") or ""
+    )
 
 
 @functools.lru_cache(maxsize=4096)
-def _names_furniture(classes: str, ident: str) -> bool:
-    """Whether a class or id word marks furniture (pages repeat their classes:
-    each pair is matched once)."""
-    return any(_FURNITURE_RE.match(w) for w in classes.split() + ident.split())
+def _names_furniture(words: str) -> bool:
+    """Whether a word of a class or id attribute marks furniture (pages repeat
+    their classes: each attribute value is matched once; ids are unique, so
+    they are cached apart from classes)."""
+    return any(_FURNITURE_RE.match(w) for w in words.split())
 
 
 def _is_navigation(el: lxml.html.HtmlElement) -> bool:
     """Whether a class or id names navigation by one of its words: "top-nav",
     "main_menu", "breadcrumbs" (not "canvas" or "navigator")."""
     attrib = el.attrib
-    return _names_navigation(attrib.get("class") or "", attrib.get("id") or "")
+    return _names_navigation(attrib.get("class") or "") or _names_navigation(
+        attrib.get("id") or ""
+    )
 
 
 @functools.lru_cache(maxsize=4096)
-def _names_navigation(classes: str, ident: str) -> bool:
-    words = f"{classes} {ident}".lower()
-    return not _NAVIGATION_WORDS.isdisjoint(_WORD_SPLIT_RE.split(words))
+def _names_navigation(words: str) -> bool:
+    return not _NAVIGATION_WORDS.isdisjoint(_WORD_SPLIT_RE.split(words.lower()))
 
 
 def _drop_furniture(body: lxml.html.HtmlElement) -> None:
