@@ -768,14 +768,10 @@ class SyncAdminTestCase(TestCase):
 
     @classmethod
     def setUpTestData(cls):
-        from tests.base import make_users
-
         cls.staff, cls.editor, _ = make_users()
         cls.collection = Collection.objects.create(name="Handbook")
 
     def setUp(self):
-        from django.urls import reverse
-
         self.client.force_login(self.staff)
         self.root = Path(tempfile.mkdtemp(prefix="kb-sync-"))
         self.addCleanup(_remove, self.root)
@@ -816,8 +812,6 @@ class SyncAdminTestCase(TestCase):
         self.assertFalse(SyncSource.objects.exists())
 
     def test_add_sync_now_and_read_the_log(self):
-        from django.urls import reverse
-
         response = self.client.post(self.add, self._form())
         self.assertEqual(response.status_code, 302, response.content[:2000])
         sync = SyncSource.objects.get(name="handbook")
@@ -842,8 +836,6 @@ class SyncAdminTestCase(TestCase):
         self.assertEqual(self.client.get(self.add).status_code, 403)
 
     def test_content_editors_see_syncs_and_sync_now_admins_add_them(self):
-        from django.urls import reverse
-
         from kb import permissions
 
         permissions.ensure_groups()
@@ -869,10 +861,6 @@ class SyncStatesTestCase(TestCase):
     """A failing sync shows on its collection's page and on the dashboard."""
 
     def test_failures_are_shown_where_editors_look(self):
-        from django.urls import reverse
-
-        from tests.base import make_users
-
         staff, _, _ = make_users()
         self.client.force_login(staff)
         sync = sync_of("folder", "/nowhere/at/all")
@@ -895,8 +883,6 @@ class SyncStatesTestCase(TestCase):
 
 class TokenFromTheEnvironmentTestCase(TestCase):
     def test_kb_sync_add_reads_the_token_from_a_variable(self):
-        from django.core.management.base import CommandError
-
         from kb.sync import secrets
 
         with environment(DOCS_TOKEN="tok-123"):
