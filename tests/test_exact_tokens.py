@@ -180,7 +180,7 @@ class ExactSearchTestCase(TestCase):
         return pipeline.retrieve(self.collection, question).passages[0].text
 
     def _exact_first(self, question: str) -> Chunk:
-        ids = exact.search(self.collection, question, 10)
+        ids = exact.search(self.collection, question, 10).ids
         return Chunk.objects.select_related("section").get(pk=ids[0])
 
     def test_a_chunk_stores_its_tokens(self):
@@ -240,20 +240,110 @@ class ExactSearchTestCase(TestCase):
 
     def test_a_question_without_exact_tokens_runs_no_exact_search(self):
         found = exact.search(self.collection, "What is a blank string?", 10)
-        self.assertEqual(found, [])
+        self.assertEqual(found, exact.Found())
 
 
 class PinpointTestCase(SimpleTestCase):
     def test_a_token_few_chunks_hold_weighs_more_than_one_many_hold(self):
         """ "-Z" in one row of an options table names what the question is about;
         "TestClient" across a framework's docs does not (kb.retrieval.search)."""
-        self.assertEqual(search.pinpoint_boost([7]), search.PINPOINT_BOOST)
+        self.assertEqual(search.pinpoints(exact.Found([7], {7}, 1)), {7})
         few = list(range(search.PINPOINT_CHUNKS))
-        self.assertEqual(search.pinpoint_boost(few), search.PINPOINT_BOOST)
-        self.assertEqual(search.pinpoint_boost(few + [99]), 1.0)
-        self.assertEqual(search.pinpoint_boost([]), 1.0)
+        self.assertEqual(search.pinpoints(exact.Found(few, set(few), 3)), set(few))
+        many = few + [99]
+        self.assertEqual(search.pinpoints(exact.Found(many, set(many), 4)), set())
+        self.assertEqual(search.pinpoints(exact.Found()), set())
         # Boosted, the exact leg's first chunk outweighs the vector leg's first.
         self.assertGreater(search.PINPOINT_BOOST * settings.KB_EXACT_WEIGHT, 1.0)
+
+    def test_few_chunks_holding_all_the_tokens_are_pinpointed(self):
+        """ "pg_basebackup -S": many chunks hold each, one holds both."""
+        found = exact.Found(list(range(10)), {0}, 1)
+        self.assertEqual(search.pinpoints(found), {0})
+        found = exact.Found(list(range(10)), {0, 1, 2, 3}, 4)
+        self.assertEqual(search.pinpoints(found), set())
+
+
+def _command_page(command: str, purpose: str, entries: dict[str, str]) -> str:
+    """A reference page of a command's options, as a manual prints them."""
+    lines = [f"# {command}", "", f"{command} {purpose}", "", "## Options", ""]
+    for option, text in entries.items():
+        lines += [f"### {option}", "", text, ""]
+    return "\n".join(lines)
+
+
+# Four commands that each have a -S option, and more options naming -S in
+# their text: "-S" alone is in too many chunks to pinpoint one, and so is
+# each command's name, which every option entry of its page holds.
+COMMANDS = {
+    "pg_dump": _command_page(
+        "pg_dump",
+        "writes a database out as a script.",
+        {
+            "-S username": "Sets the superuser user name to use when disabling "
+            "triggers. It is only relevant with --disable-triggers.",
+            "-s": "Dumps only the object definitions, not the data; see -S.",
+            "-O": "Leaves out the commands that set the ownership of objects.",
+            "-Z level": "Sets the compression level of the output file.",
+        },
+    ),
+    "pg_basebackup": _command_page(
+        "pg_basebackup",
+        "takes a base backup of a running cluster.",
+        {
+            "-S slotname": "Sets the replication slot to use. It holds back the "
+            "removal of write-ahead log the server still needs.",
+            "-C": "Creates the replication slot named by -S before the backup.",
+            "-R": "Writes the recovery settings into the output directory.",
+            "-Z level": "Sets the compression level of the tar files.",
+        },
+    ),
+    "pg_restore": _command_page(
+        "pg_restore",
+        "restores a database from an archive made by pg_dump.",
+        {
+            "-S username": "Sets the superuser name to use when disabling "
+            "triggers during the restore.",
+            "-O": "Leaves out the commands that set the ownership of objects.",
+            "-s": "Restores only the schema, not the data; see -S.",
+        },
+    ),
+    "pg_receivewal": _command_page(
+        "pg_receivewal",
+        "streams write-ahead log from a running cluster.",
+        {
+            "-S slotname": "Sets the replication slot to stream from, so the "
+            "server keeps the log this program has not read.",
+            "--create-slot": "Creates the slot named by -S and exits.",
+            "-Z level": "Sets the compression level of the log files.",
+        },
+    ),
+}
+
+
+class PinpointSearchTestCase(TestCase):
+    @classmethod
+    def setUpTestData(cls):
+        cls.collection = collection_of(
+            "Commands", {f"{name}.md": text for name, text in COMMANDS.items()}
+        )
+
+    def test_an_option_asked_with_its_command_finds_that_commands_entry(self):
+        """QA of issue #29: "What does pg_basebackup -S set?" was answered from
+        another command's -S, the option being in more than PINPOINT_CHUNKS
+        chunks and the command in every entry of its page."""
+        cases = {
+            "What does pg_basebackup -S set?": "pg_basebackup > Options > -S",
+            "What does pg_restore -S set?": "pg_restore > Options > -S",
+            "What does pg_receivewal -S set?": "pg_receivewal > Options > -S",
+            "What does pg_dump -S set?": "pg_dump > Options > -S",
+        }
+        for question, path in cases.items():
+            with self.subTest(question):
+                found = exact.search(self.collection, question, 20)
+                self.assertGreater(len(found.ids), search.PINPOINT_CHUNKS)
+                hits = pipeline.retrieve(self.collection, question).hits
+                self.assertEqual(hits[0].heading_path.split(" ")[:5], path.split(" "))
 
 
 class DemoWithoutExactTokensTestCase(DemoTestCase):

@@ -15,14 +15,22 @@ retrieval is the same as without this leg.
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass, field
+
 from django.conf import settings
 from django.db import connection
 
 from kb import exact_tokens, metadata
 from kb.models import Collection
+from kb.retrieval.question import STOPWORDS
+
+_WORD_RE = re.compile(r"\w+")
 
 # Chunks of the collection holding any wanted lexeme (the (collection,
-# exact_tokens) GIN index), how many hold each, then each chunk's sum.
+# exact_tokens) GIN index), how many hold each, then each chunk's sum and how
+# many of the question's tokens it holds (a token and its folded form are one),
+# and how many chunks hold the most of them.
 _EXACT = """
 WITH wanted AS (
     SELECT * FROM unnest(%(lexemes)s::text[], %(weights)s::float8[])
@@ -35,13 +43,45 @@ WITH wanted AS (
     SELECT w.lexeme, w.weight, count(*) AS df
     FROM wanted w JOIN found f ON w.lexeme = ANY(f.exact_tokens)
     GROUP BY w.lexeme, w.weight
+), scored AS (
+    SELECT f.id,
+        sum(n.weight * ln(1 + (greatest(%(total)s, n.df) - n.df + 0.5)
+                              / (n.df + 0.5))) AS score,
+        count(DISTINCT ltrim(n.lexeme, %(folded)s)) AS held
+    FROM found f JOIN counted n ON n.lexeme = ANY(f.exact_tokens)
+    GROUP BY f.id
+), topped AS (
+    SELECT *, max(held) OVER () AS most FROM scored
 )
-SELECT f.id FROM found f JOIN counted n ON n.lexeme = ANY(f.exact_tokens)
-GROUP BY f.id
-ORDER BY sum(n.weight * ln(1 + (greatest(%(total)s, n.df) - n.df + 0.5)
-                               / (n.df + 0.5))) DESC, f.id
+SELECT id, held = most, count(*) FILTER (WHERE held = most) OVER ()
+FROM topped
+ORDER BY score DESC, id
 LIMIT %(limit)s
 """
+
+
+@dataclass(frozen=True)
+class Found:
+    """The exact leg's chunks, best first, and among them those holding the
+    most of the question's tokens ("pg_basebackup" and "-S" both), with how
+    many chunks of the collection hold that many (`holding_most_count`, which
+    may exceed the limit)."""
+
+    ids: list[int] = field(default_factory=list)
+    holding_most: set[int] = field(default_factory=set)
+    holding_most_count: int = 0
+    tokens: frozenset[str] = frozenset()  # the question's, as written
+    words: frozenset[str] = frozenset()  # its other words, casefolded
+
+    def named_in(self, heading_path: str) -> tuple[int, int]:
+        """How many of the question's tokens a heading path holds, then how
+        many of its other words: the entry of "-X" is headed "-X" (others only
+        mention it), the one asked of in "psql -X" under "psql"."""
+        held = exact_tokens.lexemes(heading_path)
+        folded = {exact_tokens.FOLDED + token for token in self.tokens}
+        tokens = len(self.tokens.intersection(held)) + len(folded.intersection(held))
+        words = self.words.intersection(_WORD_RE.findall(heading_path.casefold()))
+        return tokens, len(words)
 
 
 def search(
@@ -50,20 +90,32 @@ def search(
     limit: int,
     *,
     include_deprecated: bool = False,
-) -> list[int]:
-    """Ids of the collection's best `limit` chunks for the question's exact
-    tokens; none when it has none or the leg is off (KB_EXACT_WEIGHT 0)."""
+) -> Found:
+    """The collection's best `limit` chunks for the question's exact tokens;
+    none when it has none or the leg is off (KB_EXACT_WEIGHT 0)."""
     wanted = exact_tokens.question_lexemes(question)
     if not wanted or not settings.KB_EXACT_WEIGHT:
-        return []
+        return Found()
     current = "" if include_deprecated else f"AND {metadata.current_sql('c')}"
     params = {
         "lexemes": list(wanted),
         "weights": list(wanted.values()),
         "collection": collection.pk,
         "total": collection.terms_chunks or 0,
+        "folded": exact_tokens.FOLDED,
         "limit": limit,
     }
     with connection.cursor() as cursor:
         cursor.execute(_EXACT.format(current=current), params)
-        return [row[0] for row in cursor.fetchall()]
+        rows = cursor.fetchall()
+    return Found(
+        ids=[row[0] for row in rows],
+        holding_most={row[0] for row in rows if row[1]},
+        holding_most_count=rows[0][2] if rows else 0,
+        tokens=frozenset(exact_tokens.tokens(question)),
+        words=frozenset(
+            word
+            for word in _WORD_RE.findall(question.casefold())
+            if word not in STOPWORDS
+        ),
+    )

@@ -33,6 +33,7 @@ class Hit:
     heading_path: str = ""
     exact_rank: int | None = None  # in the exact leg (words matched as written)
     dated_rank: int | None = None  # in the dated leg (a record of the period asked)
+    pinpoint: bool = False  # its exact tokens weigh more (search.pinpoints)
 
     @property
     def matched(self) -> str:

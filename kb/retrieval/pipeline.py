@@ -86,7 +86,7 @@ def _retrieve(
     if mode in ("vector", "hybrid"):
         pending = embed_question_soon(question, collection)
     keyword_ids: list[int] = []
-    exact_ids: list[int] = []
+    exact_found = exact.Found()
     if mode in ("keyword", "hybrid"):
         keyword_ids = keywords.search(
             collection,
@@ -94,7 +94,7 @@ def _retrieve(
             search.CANDIDATES,
             include_deprecated=include_deprecated,
         )
-        exact_ids = exact.search(
+        exact_found = exact.search(
             collection,
             question,
             search.CANDIDATES,
@@ -123,7 +123,7 @@ def _retrieve(
     if periods:
         dated = search.dated_ids(collection, vector, periods, include_deprecated)
         clock = _lap(timings, "dated_search", clock)
-    hits = search.fuse(vector_ids, keyword_ids, section_ranks, exact_ids, dated)
+    hits = search.fuse(vector_ids, keyword_ids, section_ranks, exact_found, dated)
     reranked: reranking.Report | None = None
     late_ms: float | None = None
     if strategy == baselines.SECTIONS:

@@ -14,6 +14,7 @@ from pgvector import Vector
 
 from kb import metadata
 from kb.chunking import ChunkKind
+from kb.retrieval import exact
 from kb.retrieval.passages import Hit
 
 if TYPE_CHECKING:
@@ -313,21 +314,34 @@ def rarest_holders(question: str, hits: list[Hit], records: set[int]) -> set[int
 # options, "23505" in an error-code list) names what the question is about:
 # those chunks weigh PINPOINT_BOOST times the exact leg's weight. A token many
 # chunks hold ("TestClient" across a framework's docs) says little more than
-# the other legs, and keeps the leg's weight.
+# the other legs, and keeps the leg's weight. Else the chunks holding the most
+# of the question's tokens, and of them those whose heading path names the
+# most of them (then of its other words), are pinpointed when they are few:
+# "pg_basebackup -S" (every option entry of the page holds the command,
+# several commands have a -S, one entry is headed "-S" under "pg_basebackup").
 PINPOINT_CHUNKS = 3
 PINPOINT_BOOST = 3.0
 
 
-def pinpoint_boost(exact_ids: list[int]) -> float:
-    """How much more the exact leg weighs for this question (see above)."""
-    return PINPOINT_BOOST if 0 < len(exact_ids) <= PINPOINT_CHUNKS else 1.0
+def pinpoints(found: exact.Found, paths: dict[int, str] | None = None) -> set[int]:
+    """The exact leg's chunks that weigh PINPOINT_BOOST times more (see above);
+    `paths` holds the heading path of each chunk of found.holding_most."""
+    if 0 < len(found.ids) <= PINPOINT_CHUNKS:
+        return set(found.ids)
+    most = found.holding_most
+    if not most or len(most) < found.holding_most_count:
+        return set()  # some lie beyond the leg's limit: too many to tell
+    named = {i: found.named_in((paths or {}).get(i, "")) for i in most}
+    best = max(named.values())
+    if best[0]:  # some are headed by a token asked: the entries for it
+        most = {i for i, n in named.items() if n == best}
+    return set(most) if len(most) <= PINPOINT_CHUNKS else set()
 
 
 def pinpointed(hits: list[Hit]) -> bool:
     """Whether the question's exact tokens name what only a few chunks hold
-    (the hits the exact leg found, at most PINPOINT_CHUNKS)."""
-    found = sum(1 for hit in hits if hit.exact_rank)
-    return 0 < found <= PINPOINT_CHUNKS
+    (pinpoints)."""
+    return any(hit.pinpoint for hit in hits)
 
 
 def dated_match(hits: list[Hit]) -> bool:
@@ -349,7 +363,7 @@ def fuse(
     vector_ids: list[int],
     keyword_ids: list[int],
     section_ranks: dict[int, int],
-    exact_ids: list[int] = (),
+    exact_found: exact.Found | None = None,
     dated_ids: list[int] = (),
 ) -> list[Hit]:
     """Reciprocal rank fusion of chunk ranks (the vector, keyword, exact and
@@ -369,7 +383,8 @@ def fuse(
         scores.setdefault(chunk_id, {})["vector"] = rank
     for rank, chunk_id in enumerate(keyword_ids, 1):
         scores.setdefault(chunk_id, {})["keyword"] = rank
-    for rank, chunk_id in enumerate(exact_ids, 1):
+    exact_found = exact_found or exact.Found()
+    for rank, chunk_id in enumerate(exact_found.ids, 1):
         scores.setdefault(chunk_id, {})["exact"] = rank
     for rank, chunk_id in enumerate(dated_ids, 1):
         scores.setdefault(chunk_id, {})["dated"] = rank
@@ -377,10 +392,12 @@ def fuse(
         cursor.execute(_HIT_ROWS, [list(scores)])
         rows = cursor.fetchall()
     section_weight = settings.KB_SECTION_WEIGHT
+    paths = {row[0]: row[6] for row in rows if row[0] in exact_found.holding_most}
+    pinpointed_ids = pinpoints(exact_found, paths)
     weights = {
         "vector": 1.0,
         "keyword": KEYWORD_WEIGHT,
-        "exact": settings.KB_EXACT_WEIGHT * pinpoint_boost(exact_ids),
+        "exact": settings.KB_EXACT_WEIGHT,
         "dated": DATED_WEIGHT,
     }
     hits = []
@@ -399,7 +416,12 @@ def fuse(
             exact_rank=ranks.get("exact"),
             dated_rank=ranks.get("dated"),
         )
-        hit.score = sum(weights[kind] / (RRF_K + r) for kind, r in ranks.items())
+        hit.pinpoint = chunk_id in pinpointed_ids
+        boost = {"exact": PINPOINT_BOOST} if hit.pinpoint else {}
+        hit.score = sum(
+            weights[kind] * boost.get(kind, 1.0) / (RRF_K + r)
+            for kind, r in ranks.items()
+        )
         section_rank = section_ranks.get(section_id)
         if kind == ChunkKind.TABLE_ROW and hit.vector_rank:
             # A row is read on its own: its table's centroid, the mean of every
