@@ -34,7 +34,7 @@ from kb.markup_text import html_text
 from kb.parsing import TEXT_EXTENSIONS
 from kb.rendering import CELL_SPLIT_RE, is_table_row
 from kb.retrieval.passages import Location, Passage, Result, heading_label
-from kb.retrieval.question import STOPWORDS
+from kb.retrieval.question import STOPWORDS, content_words
 from kb.retrieval.tables import header_line, is_delimiter_line, is_group_line
 from kb.sentences import block_around, code_blocks, is_list_item, units, widened
 
@@ -337,6 +337,7 @@ def _score(sentences: list[Sentence], question: str, read: list[str]) -> int:
         for t in words
     }
     held_by = _exact_held(sentences, question)
+    entries = _asked_entries(sentences, question)
     rarest = max(idf.values(), default=0.0)
     for sentence, own, words, config, held in zip(
         sentences, owns, docs, read, held_by, strict=True
@@ -350,6 +351,11 @@ def _score(sentences: list[Sentence], question: str, read: list[str]) -> int:
             overlap += EXACT_WEIGHT * held * rarest
             sentence.shared += 1
             sentence.exact = min(held, 1.0)
+        elif sentence.location.section_id in entries:
+            overlap += EXACT_WEIGHT * rarest
+            sentence.shared += 1
+            if sentence is entries[sentence.location.section_id]:
+                sentence.exact = 1.0  # its first: the entry's definition
         if overlap and _CAVEATS.search(sentence.text):
             overlap *= CAVEAT_BOOST
         sentence.score = sentence.words = overlap / _decay(sentence)
@@ -368,6 +374,34 @@ def _exact_held(sentences: list[Sentence], question: str) -> list[float]:
     counts = Counter(token for found in held for token in found)
     rare = {token for token, n in counts.items() if n <= PINPOINT_SENTENCES}
     return [sum(exact[token] for token in found & rare) for found in held]
+
+
+def _asked_entries(sentences: list[Sentence], question: str) -> dict[int, Sentence]:
+    """The sections headed by what the question names as written, when at most
+    PINPOINT_SENTENCES are (those whose heading path holds the most of its
+    exact tokens, then of its other words), by id, each with its first
+    sentence. "What does pg_basebackup -S set?" is answered from the entry
+    headed "-S slotname" under "pg_basebackup", whose sentences never write
+    "-S"."""
+    tokens = frozenset(exact_tokens.tokens(question))
+    if not tokens:
+        return {}
+    words = content_words(question)
+    named = {
+        s.location.section_id: exact_tokens.named_in(
+            s.location.heading_path, tokens, words
+        )
+        for s in sentences
+    }
+    best = max(named.values())
+    found = {section for section, n in named.items() if n == best}
+    if not best[0] or len(found) > PINPOINT_SENTENCES:
+        return {}
+    first: dict[int, Sentence] = {}
+    for s in sorted(sentences, key=lambda s: s.start):
+        if s.location.section_id in found:
+            first.setdefault(s.location.section_id, s)
+    return first
 
 
 def _by_meaning(

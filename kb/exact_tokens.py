@@ -43,6 +43,7 @@ FOLDED = "^"  # prefix of a folded form (never a character of a token)
 FOLDED_WEIGHT = 0.5  # a small-letter question token found with other capitals
 
 _RUN_RE = re.compile(r"[\w./:~-]+")
+_WORD_RE = re.compile(r"\w+")
 _TRAILING = ".:/-~"
 _LEADING = ".:"
 _PARTS_RE = re.compile(r"/|::")
@@ -83,6 +84,19 @@ def question_lexemes(question: str) -> dict[str, float]:
         if token == token.lower():
             found.setdefault(FOLDED + token, FOLDED_WEIGHT)
     return found
+
+
+def named_in(
+    heading_path: str, tokens: frozenset[str], words: frozenset[str]
+) -> tuple[int, int]:
+    """How many of a question's exact `tokens` a heading path holds, then how
+    many of its other `words` (casefolded): the entry of "-X" is headed "-X"
+    (others only mention it), the one asked of in "psql -X" under "psql". A
+    token in small letters is also found folded, as in question_lexemes."""
+    held = lexemes(heading_path)
+    folded = {FOLDED + token for token in tokens if token == token.lower()}
+    found = len(tokens.intersection(held)) + len(folded.intersection(held))
+    return found, len(words.intersection(_WORD_RE.findall(heading_path.casefold())))
 
 
 def _trimmed(run: str) -> str:

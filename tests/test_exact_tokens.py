@@ -345,6 +345,31 @@ class PinpointSearchTestCase(TestCase):
                 hits = pipeline.retrieve(self.collection, question).hits
                 self.assertEqual(hits[0].heading_path.split(" ")[:5], path.split(" "))
 
+    def test_the_answer_opens_with_the_entry_of_the_option_asked(self):
+        """The entry headed "-S slotname" never writes "-S" in its sentences:
+        its heading names what is asked, and the answer quotes it first."""
+        from kb import answering
+
+        cases = {
+            "What does pg_basebackup -S set?": (
+                "Sets the replication slot to use.",
+                "pg_basebackup > Options > -S slotname",
+            ),
+            "What does pg_dump -S set?": (
+                "Sets the superuser user name to use",
+                "pg_dump > Options > -S username",
+            ),
+            "What does pg_restore -O do?": (
+                "Leaves out the commands that set",
+                "pg_restore > Options > -O",
+            ),
+        }
+        for question, (opening, path) in cases.items():
+            with self.subTest(question):
+                _, reply = answering.ask(self.collection, question)
+                self.assertTrue(reply.text.startswith(opening), reply.text)
+                self.assertEqual(reply.citations[0].heading_path, path)
+
 
 class DemoWithoutExactTokensTestCase(DemoTestCase):
     log_in = False

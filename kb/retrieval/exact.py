@@ -15,7 +15,6 @@ retrieval is the same as without this leg.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 from django.conf import settings
@@ -23,9 +22,7 @@ from django.db import connection
 
 from kb import exact_tokens, metadata
 from kb.models import Collection
-from kb.retrieval.question import STOPWORDS
-
-_WORD_RE = re.compile(r"\w+")
+from kb.retrieval.question import content_words
 
 # Chunks of the collection holding any wanted lexeme (the (collection,
 # exact_tokens) GIN index), how many hold each, then each chunk's sum and how
@@ -74,14 +71,9 @@ class Found:
     words: frozenset[str] = frozenset()  # its other words, casefolded
 
     def named_in(self, heading_path: str) -> tuple[int, int]:
-        """How many of the question's tokens a heading path holds, then how
-        many of its other words: the entry of "-X" is headed "-X" (others only
-        mention it), the one asked of in "psql -X" under "psql"."""
-        held = exact_tokens.lexemes(heading_path)
-        folded = {exact_tokens.FOLDED + token for token in self.tokens}
-        tokens = len(self.tokens.intersection(held)) + len(folded.intersection(held))
-        words = self.words.intersection(_WORD_RE.findall(heading_path.casefold()))
-        return tokens, len(words)
+        """How many of the question's tokens, then of its other words, a
+        heading path holds (kb.exact_tokens.named_in)."""
+        return exact_tokens.named_in(heading_path, self.tokens, self.words)
 
 
 def search(
@@ -113,9 +105,5 @@ def search(
         holding_most={row[0] for row in rows if row[1]},
         holding_most_count=rows[0][2] if rows else 0,
         tokens=frozenset(exact_tokens.tokens(question)),
-        words=frozenset(
-            word
-            for word in _WORD_RE.findall(question.casefold())
-            if word not in STOPWORDS
-        ),
+        words=content_words(question),
     )

@@ -34,6 +34,13 @@ STOPWORDS = frozenset(
 )
 
 
+def content_words(question: str) -> frozenset[str]:
+    """The question's words that name something, casefolded (no STOPWORDS)."""
+    return frozenset(
+        word for word in _WORD_RE.findall(question.casefold()) if word not in STOPWORDS
+    )
+
+
 def unstorable(text: str) -> str | None:
     """What in `text` PostgreSQL text cannot store, worded for a refusal ("The
     question contains ..."), or None. The question, a golden case's fields and a
