@@ -231,7 +231,7 @@ def extractive_answer(
         and not _is_header_row(s)
         and not _is_date_line(s)
     ]
-    chosen = _choose(answerable or rows or sentences, asked)
+    chosen = _without_other_rows(_choose(answerable or rows or sentences, asked))
     chosen = _with_what_they_introduce(chosen, sentences)
     chosen += _headers_of(chosen, headers)
     _best_first(chosen)
@@ -552,6 +552,19 @@ def _choose(sentences: list[Sentence], asked: int) -> list[Sentence]:
     return chosen
 
 
+def _without_other_rows(chosen: list[Sentence]) -> list[Sentence]:
+    """The chosen sentences without the table rows that do not hold the code
+    or identifier asked, when a row of their section does: "SQLSTATE 23505"
+    is answered by the row of 23505, not by 39001's, which shares the word
+    "sqlstate" (invalid_sqlstate_returned)."""
+    asked = {s.location.section_id for s in chosen if s.exact and is_table_row(s.text)}
+    return [
+        s
+        for s in chosen
+        if s.exact or s.location.section_id not in asked or not is_table_row(s.text)
+    ]
+
+
 def _best_first(chosen: list[Sentence]) -> None:
     """Sections in the order of their best sentence; in each, the best sentence
     first, with what it continues (the "...:" sentence of its list or code
@@ -868,15 +881,21 @@ def _items_after(chosen: list[Sentence], i: int, intro: Sentence) -> list[Senten
 
 def _table_pieces(group: list[Sentence]) -> list[str]:
     """A table's quoted rows under its header line: one table for each citation's
-    rows (a reader sees which rows each marker stands for), a row of "…" where
-    rows between quoted ones are left out; on lines of their own."""
+    rows (a reader sees which rows each marker stands for), a group's label
+    with the rows under it, a row of "…" where rows between quoted ones are
+    left out; on lines of their own."""
     header, rows = group[0], group[1:]
     head = one_line(header.text)
     cells = max(len(CELL_SPLIT_RE.split(head.strip())) - 2, 1)
     runs: list[list[Sentence]] = []
     for row in rows:
-        if runs and runs[-1][-1].citation == row.citation:
-            runs[-1].append(row)
+        last = runs[-1] if runs else []
+        # A group's label ("Class 23 — …") heads the rows of its group.
+        if last and (
+            last[-1].citation == row.citation
+            or all(is_group_line(g.text) for g in last)
+        ):
+            last.append(row)
         else:
             runs.append([row])
     pieces = []

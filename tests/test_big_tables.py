@@ -275,3 +275,61 @@ class BigTableAnswersTestCase(TestCase):
         self.assertIn("| `23505` | `unique_violation` |", reply.text)
         self.assertIn("| Class 23 — Integrity Constraint Violation | |", reply.text)
         self.assertIn("| Error Code | Condition Name |", reply.text)
+
+
+def _long_codes_table() -> str:
+    """An error-code appendix of 12 classes of 8 codes (as PostgreSQL's HTML
+    writes one), far longer than a context window: a row's window does not
+    reach the header. Class 38's conditions share the word "sqlstate"."""
+    names = ("alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta")
+    rows = []
+    for n in range(20, 44, 2):
+        rows.append(f'<tr><td colspan="2"><b>Class {n} — Group {n}</b></td></tr>')
+        for i, name in enumerate(names):
+            code, condition = f"{n}00{i}", f"{name}_{n}_failure"
+            if n == 38:
+                condition = f"invalid_sqlstate_{name}"
+            rows.append(f"<tr><td><code>{code}</code></td><td>{condition}</td></tr>")
+        if n == 22:
+            rows.append(
+                "<tr><td colspan='2'><b>Class 23 — Integrity Constraint "
+                "Violation</b></td></tr>"
+            )
+            for code, condition in (
+                ("23502", "not_null_violation"),
+                ("23503", "foreign_key_violation"),
+                ("23505", "unique_violation"),
+                ("23514", "check_violation"),
+            ):
+                rows.append(
+                    f"<tr><td><code>{code}</code></td>"
+                    f"<td><code>{condition}</code></td></tr>"
+                )
+    return (
+        "<html><body><main><h1>Appendix A. Error Codes</h1>"
+        "<p>Every message carries a five-character SQLSTATE code.</p>"
+        "<table><thead><tr><th>Error Code</th><th>Condition Name</th></tr></thead>"
+        "<tbody>" + "\n".join(rows) + "</tbody></table></main></body></html>"
+    )
+
+
+class LongTableAnswersTestCase(TestCase):
+    @classmethod
+    def setUpTestData(cls):
+        cls.collection = base.collection_of(
+            "Appendix", {"errcodes.html": _long_codes_table().encode()}
+        )
+
+    def test_the_row_of_the_code_asked_comes_under_its_group_alone(self):
+        """QA of issue #29: the row of 23505 came as one table, its group's
+        label as another, and rows of other classes sharing "sqlstate" after."""
+        question = "Our logs show SQLSTATE 23505: what condition is that?"
+        _, reply = answering.ask(self.collection, question)
+        table = (
+            "| Error Code | Condition Name |\n| --- | --- |\n| … | … |\n"
+            "| Class 23 — Integrity Constraint Violation | |\n| … | … |\n"
+            "| `23505` | `unique_violation` |\n["
+        )
+        self.assertIn(table, reply.text)
+        self.assertEqual(reply.text.count("| Error Code |"), 1, reply.text)
+        self.assertNotIn("invalid_sqlstate", reply.text)
