@@ -90,6 +90,12 @@ _SYMBOL_RE = re.compile(
 )
 MARKER_RE = re.compile(r"\[(\d{1,3})\]")  # a citation's marker in an answer's text
 _WORD_CHAR_RE = re.compile(r"\w")
+# How a sentence opens that qualifies the one before it (_with_their_qualifiers).
+_QUALIFIER_RE = re.compile(
+    r"\W*(but|however|except|unless|otherwise|note that|note:|be aware|beware|"
+    r"keep in mind|caution|warning|this (?:does|will|is|can)(?: not|n't))\b",
+    re.IGNORECASE,
+)
 # Words that turn a rule into an exception: such sentences answer "when/should".
 _CAVEATS = re.compile(
     r"\b(except|unless|instead|however|only if|only when|do not|don't|never|but)\b",
@@ -233,6 +239,7 @@ def extractive_answer(
     ]
     chosen = _without_other_rows(_choose(answerable or rows or sentences, asked))
     chosen = _with_what_they_introduce(chosen, sentences)
+    chosen = _with_their_qualifiers(chosen, sentences)
     chosen += _headers_of(chosen, headers)
     _best_first(chosen)
     citations = _cite(chosen)
@@ -768,6 +775,40 @@ def _with_what_they_introduce(
         elif len(s.text.split()) > MAX_BARE_INTRO_WORDS:
             kept.append(s)
     return kept or chosen
+
+
+def _with_their_qualifiers(
+    chosen: list[Sentence], sentences: list[Sentence]
+) -> list[Sentence]:
+    """Each chosen sentence with the one right after it in its paragraph when
+    that one qualifies it ("Be aware that low interval values will increase
+    the load on Redis."; "However, ..."): an exception stays with its rule,
+    though it shares no word with the question. Within MAX_ANSWER_WORDS."""
+    following = {
+        id(s): after
+        for s, after in zip(sentences, sentences[1:])
+        if after.location is s.location
+    }
+    words = sum(len(s.text.split()) for s in chosen)
+    kept: list[Sentence] = []
+    for s in chosen:
+        kept.append(s)
+        after = following.get(id(s))
+        if (
+            after is None
+            or after in chosen
+            or after in kept
+            or has_code(after.text)
+            or is_table_row(after.text)
+            or not _QUALIFIER_RE.match(after.text)
+            or "\n\n" in _text_between(s, after)
+            or words + len(after.text.split()) > MAX_ANSWER_WORDS
+        ):
+            continue
+        after.score = s.score
+        kept.append(after)
+        words += len(after.text.split())
+    return kept
 
 
 def _list_after(intro: Sentence, following: dict[int, Sentence]) -> list[Sentence]:

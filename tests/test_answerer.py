@@ -64,6 +64,23 @@ class ExtractiveAnswerTestCase(SimpleTestCase):
             self.assertIn(f"- {item}", items)
         self.assertNotIn("Work slowly", reply.text)
 
+    def test_a_sentence_qualifying_the_quoted_one_comes_with_it(self):
+        """The rule and its catch: "Be aware ..." shares no word with the
+        question, and is what "is there a downside?" asks (RQ's `rq info`)."""
+        text = (
+            "The monitor refreshes the hive scale every second. You may give a "
+            "fraction of a second as the refresh interval. Be aware that short "
+            "intervals drain the battery.\n\nThe scale weighs up to 150 kg. "
+            "However, it is not waterproof."
+        )
+        reply = answer(
+            "Can the monitor refresh faster than once a second?",
+            passage(text, "Monitor"),
+        )
+        self.assertIn("Be aware that short intervals drain the battery.", reply.text)
+        # Only the sentence right after a quoted one, in its paragraph.
+        self.assertNotIn("waterproof", reply.text)
+
     def test_it_opens_with_the_sentence_sharing_the_rare_words(self):
         first = passage(
             "In spring a hive grows fast. Bees drink water daily.", "Colony"
