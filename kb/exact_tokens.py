@@ -25,7 +25,8 @@ Case. A token is stored as written and, when it has capitals, also folded
 (FOLDED + its lower case). A question's token matches the same token as written;
 one written all in small letters also matches the folded forms, weighing less:
 people type `safe_methods` for `SAFE_METHODS`, but a capital in a question is
-on purpose (`-S` is not `-s`). A question's `isblank` is a word like any other
+on purpose (`-S` is not `-s`), and so is an option's small letter (`-b` is not
+`-B`). A question's `isblank` is a word like any other
 (nothing tells it from prose): the keyword leg, which lowercases every word,
 matches it to `isBlank`, and the question runs as it did before this leg.
 
@@ -81,9 +82,15 @@ def question_lexemes(question: str) -> dict[str, float]:
     found: dict[str, float] = {}
     for token in tokens(question):
         found[token] = 1.0
-        if token == token.lower():
+        if _foldable(token):
             found.setdefault(FOLDED + token, FOLDED_WEIGHT)
     return found
+
+
+def _foldable(token: str) -> bool:
+    """Whether a question's token also matches other capitals: one in small
+    letters, but no option (`-b` is not `-B`, `-z` not `-Z`)."""
+    return token == token.lower() and not token.startswith("-")
 
 
 def named_in(
@@ -94,7 +101,7 @@ def named_in(
     (others only mention it), the one asked of in "psql -X" under "psql". A
     token in small letters is also found folded, as in question_lexemes."""
     held = lexemes(heading_path)
-    folded = {FOLDED + token for token in tokens if token == token.lower()}
+    folded = {FOLDED + token for token in tokens if _foldable(token)}
     found = len(tokens.intersection(held)) + len(folded.intersection(held))
     return found, len(words.intersection(_WORD_RE.findall(heading_path.casefold())))
 

@@ -148,6 +148,12 @@ class ExtractionTestCase(SimpleTestCase):
     def test_a_capital_in_a_question_is_matched_as_written(self):
         self.assertEqual(exact_tokens.question_lexemes("what is -S?"), {"-S": 1.0})
 
+    def test_an_option_in_small_letters_is_matched_as_written(self):
+        """QA of issue #29: "python -b" was answered with -B first."""
+        self.assertEqual(exact_tokens.question_lexemes("what does -b do?"), {"-b": 1.0})
+        found = exact_tokens.question_lexemes("what does --no-deps do?")
+        self.assertEqual(found, {"--no-deps": 1.0})
+
     def test_small_letters_in_a_question_match_any_case_for_less(self):
         found = exact_tokens.question_lexemes("what is in safe_methods")
         self.assertEqual(found, {"safe_methods": 1.0, "^safe_methods": 0.5})
@@ -337,6 +343,7 @@ class PinpointSearchTestCase(TestCase):
             "What does pg_restore -S set?": "pg_restore > Options > -S",
             "What does pg_receivewal -S set?": "pg_receivewal > Options > -S",
             "What does pg_dump -S set?": "pg_dump > Options > -S",
+            "What does pg_dump -s dump?": "pg_dump > Options > -s",
         }
         for question, path in cases.items():
             with self.subTest(question):
