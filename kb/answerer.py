@@ -387,9 +387,9 @@ def _asked_entries(sentences: list[Sentence], question: str) -> dict[int, Senten
     """The sections headed by what the question names as written, when at most
     PINPOINT_SENTENCES are (those whose heading path holds the most of its
     exact tokens, then of its other words), by id, each with its first
-    sentence. "What does pg_basebackup -S set?" is answered from the entry
-    headed "-S slotname" under "pg_basebackup", whose sentences never write
-    "-S"."""
+    sentence that is not code. "What does pg_basebackup -S set?" is answered
+    from the entry headed "-S slotname" under "pg_basebackup", whose
+    sentences never write "-S"."""
     tokens = frozenset(exact_tokens.tokens(question))
     if not tokens:
         return {}
@@ -406,7 +406,9 @@ def _asked_entries(sentences: list[Sentence], question: str) -> dict[int, Senten
         return {}
     first: dict[int, Sentence] = {}
     for s in sorted(sentences, key=lambda s: s.start):
-        if s.location.section_id in found:
+        if s.location.section_id in found and not (
+            has_code(s.text) or _is_title_line(s)
+        ):  # a member's signature is code: its description says what it does
             first.setdefault(s.location.section_id, s)
     return first
 
@@ -587,14 +589,28 @@ def _best_first(chosen: list[Sentence]) -> None:
 
 def _from_best(run: list[Sentence]) -> list[Sentence]:
     """A section's chosen sentences (document order) from the run holding its
-    best one, then those before it."""
+    best one (its best prose when that is a line of code), then those before
+    it."""
     best = max(range(len(run)), key=lambda i: run[i].score)
+    prose = [i for i, s in enumerate(run) if not has_code(s.text)]
+    if prose and _is_one_line_code(run[best].text):
+        # A signature or a command line names what the prose says: that opens.
+        best = max(prose, key=lambda i: run[i].score)
     pivot = best
     if run[best].table is not None:  # its header line opens its table
         pivot = next((i for i, s in enumerate(run) if s.start == run[best].table), best)
     while pivot > 0 and _continues(run[pivot - 1], run[pivot]):
         pivot -= 1
     return run[pivot:] + run[:pivot]
+
+
+def _is_one_line_code(text: str) -> bool:
+    """A code block of one line (a member's signature, `exception KeyError`)."""
+    lines = [line for line in one_line(text).splitlines() if line.strip()]
+    return (
+        has_code(text)
+        and len([x for x in lines if not x.startswith(("```", "~~~"))]) == 1
+    )
 
 
 def _continues(before: Sentence, after: Sentence) -> bool:

@@ -81,6 +81,24 @@ class ExtractiveAnswerTestCase(SimpleTestCase):
         # Only the sentence right after a quoted one, in its paragraph.
         self.assertNotIn("waterproof", reply.text)
 
+    def test_an_answer_opens_with_a_members_description_not_its_signature(self):
+        """QA of issue #29 over Python's reference: answers opened with
+        `exception KeyboardInterrupt` or `os.path.join(path, *paths)`."""
+        # An exact token (the entry headed by it opens with its description)
+        # and a plain word (the section's best prose opens).
+        for name in ("KeyboardTrap", "Keytrap"):
+            text = (
+                f"```\nexception {name}\n```\n\nRaised when the user presses "
+                f"the trap key. {name} inherits from BaseTrap, so that code "
+                "catching Trap does not catch it by mistake.\n"
+            )
+            reply = answer(
+                f"What is the {name} exception?",
+                passage(text, f"Exceptions > {name}"),
+            )
+            with self.subTest(name):
+                self.assertFalse(reply.text.startswith("```"), reply.text)
+
     def test_it_opens_with_the_sentence_sharing_the_rare_words(self):
         first = passage(
             "In spring a hive grows fast. Bees drink water daily.", "Colony"
