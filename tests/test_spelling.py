@@ -74,6 +74,13 @@ class MisspellingTestCase(TestCase):
         _, reply = answering.ask(self.collection, "Is there a pagesql endpoint?")
         self.assertEqual(reply.searched_for, [])
 
+    def test_a_name_is_not_corrected_into_a_word_of_the_sources(self):
+        """QA of issue #29: "Slack" was searched as "stack" and answered."""
+        _, reply = answering.ask(self.collection, "How big is a Pagniation page?")
+        self.assertEqual(reply.searched_for, [])
+        _, reply = answering.ask(self.collection, "How big is a pagniation page?")
+        self.assertEqual(reply.searched_for, [("pagniation", "pagination")])
+
     def test_a_known_word_is_never_corrected(self):
         _, reply = answering.ask(self.collection, "What does the token header hold?")
         self.assertEqual(reply.searched_for, [])

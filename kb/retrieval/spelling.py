@@ -39,8 +39,8 @@ def corrections(collection: Collection, unknown: list[str]) -> list[Correction]:
         return []
     found = []
     for word in unknown:
-        if len(word) < MIN_LETTERS or not word.isalpha():
-            continue
+        if len(word) < MIN_LETTERS or not word.isalpha() or word != word.lower():
+            continue  # a capital names something: "Slack" is no slip for "stack"
         if (searched := _nearest_word(collection, word.casefold())) is not None:
             found.append(Correction(word, searched))
     return found
