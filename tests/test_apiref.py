@@ -327,6 +327,60 @@ item</p></li><li><p><strong>timeout</strong> – seconds to wait</p></li></ul></
 """
 
 
+# A man page as `groff -mandoc -Thtml` writes it: options as indented
+# paragraphs, the term (bold, or plain as find(1) has them) over its
+# description indented further, a table inside a description.
+GROFF = """
+<h2>NAME<a name="NAME"></a></h2>
+<p style="margin-left:11%; margin-top: 1em">rsync - a file-copying tool</p>
+<h2>OPTIONS<a name="OPTIONS"></a></h2>
+<p style="margin-left:11%; margin-top: 1em">Options may be given in any order.</p>
+<p style="margin-left:11%;"><b>--compress</b>, <b>-z</b></p>
+<p style="margin-left:22%;">With this option, rsync compresses the file data.</p>
+<p style="margin-left:22%; margin-top: 1em">See also the compress list.</p>
+<table width="100%" border="0" rules="none" frame="void">
+<tr><td width="22%"></td><td width="78%"><p>zstd, lz4, zlib</p></td></tr></table>
+<p style="margin-left:11%;">-mtime n</p>
+<p style="margin-left:22%;">File's data was last modified n*24 hours ago.</p>
+<p style="margin-left:11%; margin-top: 1em">Options end here.</p>
+<p style="margin-left:11%;">For example:</p>
+<p style="margin-left:22%;">rsync -z a b</p>
+<h2>EXIT VALUES<a name="EXIT VALUES"></a></h2>
+<p style="margin-left:11%; margin-top: 1em">0 means success.</p>
+"""
+
+
+class GroffManPageTestCase(SimpleTestCase):
+    """QA of issue #29: every option of rsync's man page was one section of
+    152,672 characters, "OPTIONS", and answers quoted "--compress, -z" alone."""
+
+    def setUp(self):
+        self.reading = readers.read("rsync.html", _html(GROFF, "rsync"))
+
+    def test_each_option_is_a_section_under_the_heading_around_it(self):
+        self.assertEqual(
+            _paths(self.reading),
+            [
+                "rsync",
+                "rsync > NAME",
+                "rsync > OPTIONS",
+                "rsync > OPTIONS > --compress, -z",
+                "rsync > OPTIONS > -mtime n",
+                "rsync > OPTIONS",
+                "rsync > EXIT VALUES",
+            ],
+        )
+
+    def test_an_option_keeps_its_description_and_nothing_after_it(self):
+        section = _section(self.reading, "rsync > OPTIONS > --compress, -z")
+        self.assertIn("rsync compresses the file data", section)
+        self.assertIn("zstd, lz4, zlib", section)  # its table stays in it
+        self.assertNotIn("-mtime", section)
+        self.assertIn("## OPTIONS\n\nOptions end here.", self.reading.text)
+        # A sentence ending in a colon introduces, it names nothing.
+        self.assertNotIn("# For example", self.reading.text)
+
+
 class SphinxTestCase(SimpleTestCase):
     def setUp(self):
         self.reading = readers.read("mod.html", _html(SPHINX, "mod — Tools"))

@@ -329,6 +329,7 @@ class _Walker:
             self.out.paragraph(escape(el.text_content()))
             return
         loose: list[str] = [escape(el.text or "")]
+        terms = _Terms(self)
         for child in el:
             if not isinstance(child.tag, str):
                 loose.append(escape(child.tail or ""))
@@ -336,10 +337,13 @@ class _Walker:
             if child.tag in _BLOCK_TAGS:
                 self.out.paragraph("".join(loose))
                 loose = []
-                self.block(child, depth + 1)
+                if not terms.took(child):
+                    self.block(child, depth + 1)
+                terms.after(child)
             else:
                 loose.append(self._inline_child(child))
             loose.append(escape(child.tail or ""))
+        terms.close()
         self.out.paragraph("".join(loose))
 
     def block(self, el: lxml.html.HtmlElement, depth: int) -> None:
@@ -605,6 +609,92 @@ def _spanned(
         cells.append(repeats.again(text))
         found = True
     return found
+
+
+class _Terms:
+    """Terms written as indented paragraphs, as `groff -Thtml` prints a man
+    page's options: a paragraph of bold or italic words alone ("--compress,
+    -z") over paragraphs indented further (its description). Each term becomes
+    a heading one level below the heading around it, as a <dl>'s terms do
+    (_Walker.definitions), and the text after its description goes back under
+    that heading."""
+
+    def __init__(self, reader: _Walker) -> None:
+        self.reader = reader
+        self.margin: float | None = None  # the open term's indent
+        self.outer: tuple[int, str] | None = None
+
+    def took(self, el: lxml.html.HtmlElement) -> bool:
+        """Whether `el` is a term (written as a heading here)."""
+        margin = _margin(el)
+        if margin is None or not _is_term_paragraph(el):
+            return False
+        following = el.getnext()
+        deeper = _margin(following) if following is not None else None
+        if deeper is None or deeper <= margin:
+            return False
+        out = self.reader.out
+        if self.outer is None:
+            out.end_list()
+            self.outer = out.enclosing()
+        text = clean(self.reader.inline(el))
+        out.heading(self.outer[0] + 1, text, _anchor(el))
+        self.margin = margin
+        self.reader.in_definition += 1
+        return True
+
+    def after(self, el: lxml.html.HtmlElement) -> None:
+        """Close the open term when the next paragraph is indented no deeper
+        (or a heading, or nothing, comes next)."""
+        if self.outer is None:
+            return
+        following = el.getnext()
+        if following is None or following.tag in _HEADINGS:
+            self.close()  # the next heading opens terms of its own
+            return
+        if self.margin is None or following.tag != "p":
+            return  # no term open, or a table or code block of its description
+        margin = _margin(following)
+        if margin is None or margin <= self.margin:
+            self._end_term()
+            self.reader.out.reopen(*self.outer)
+
+    def close(self) -> None:
+        self._end_term()
+        if self.outer is not None:
+            self.reader.out.reopen(*self.outer)
+            self.outer = None
+
+    def _end_term(self) -> None:
+        if self.margin is not None:
+            self.margin = None
+            self.reader.in_definition -= 1
+
+
+_MARGIN_RE = re.compile(r"margin-left:\s*([\d.]+)\s*%")
+MAX_TERM_CHARS = 80  # an indented term is a name and its arguments, not prose
+
+
+def _margin(el: lxml.html.HtmlElement) -> float | None:
+    """A paragraph's left margin in percent, as groff writes it in `style`."""
+    if el.tag != "p":
+        return None
+    found = _MARGIN_RE.search(el.get("style") or "")
+    return float(found.group(1)) if found else None
+
+
+def _is_term_paragraph(el: lxml.html.HtmlElement) -> bool:
+    """A name and its arguments, not a sentence: "--compress, -z", "-mtime n",
+    "-I replace-str" (short, without a full stop or colon at its end, and
+    nothing but bold or italic elements in it)."""
+    text = " ".join(el.text_content().split())
+    if not text or len(text) > MAX_TERM_CHARS or text[-1] in ".:;?!":
+        return False
+    return all(
+        child.tag in ("b", "i", "strong", "em", "code", "tt")
+        for child in el
+        if isinstance(child.tag, str)
+    )
 
 
 def _owning_table(tr: lxml.html.HtmlElement) -> lxml.html.HtmlElement | None:
