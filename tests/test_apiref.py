@@ -347,6 +347,13 @@ GROFF = """
 <p style="margin-left:22%;">rsync -z a b</p>
 <h2>EXIT VALUES<a name="EXIT VALUES"></a></h2>
 <p style="margin-left:11%; margin-top: 1em">0 means success.</p>
+<table width="100%" border="0" rules="none" frame="void">
+<tr><td width="11%"></td><td width="1%"><p>o</p></td><td width="10%"></td>
+<td width="78%"><p>23 - Partial transfer due to error</p></td></tr>
+<tr><td width="11%"></td><td width="1%"><p>o</p></td><td width="10%"></td>
+<td width="78%"><p>24 - Partial transfer due to vanished source files</p></td></tr>
+</table>
+<table><tr><td>zlib</td><td>6</td></tr><tr><td>zstd</td><td>3</td></tr></table>
 """
 
 
@@ -379,6 +386,20 @@ class GroffManPageTestCase(SimpleTestCase):
         self.assertIn("## OPTIONS\n\nOptions end here.", self.reading.text)
         # A sentence ending in a colon introduces, it names nothing.
         self.assertNotIn("# For example", self.reading.text)
+
+    def test_a_table_laying_out_a_list_is_read_as_the_list(self):
+        """groff writes a man page's bulleted lists as tables of spacer and
+        bullet cells: their rows were quoted under "| Column 1 | Column 2 |"."""
+        text = self.reading.text
+        self.assertIn(
+            "- 23 - Partial transfer due to error\n"
+            "- 24 - Partial transfer due to vanished source files",
+            text,
+        )
+        self.assertIn("\n\nzstd, lz4, zlib\n\n", text)  # a laid-out paragraph
+        # A table of data without a header row stays a table.
+        self.assertIn("| Column 1 | Column 2 |", text)
+        self.assertIn("| zlib | 6 |", text)
 
 
 class SphinxTestCase(SimpleTestCase):

@@ -482,7 +482,23 @@ class _Walker:
         caption = el.find("caption")
         if caption is not None:
             self.out.paragraph(self.inline(caption))
+        if not header and _laid_out(rows):
+            self._as_lines(rows)
+            return
         self.out.table(rows, header)
+
+    def _as_lines(self, rows: list[list[str]]) -> None:
+        """A table used to lay text out: each row's text a list item when a
+        bullet marks it, else a paragraph."""
+        for row in rows:
+            text = next((c for c in row if _holds_text(c)), "")
+            if not text:
+                continue
+            if any(_MARKER_RE.fullmatch(clean(c)) for c in row if clean(c)):
+                self.out.item(0, text)
+            else:
+                self.out.paragraph(text)
+        self.out.end_list()
 
     def _row_cells(
         self,
@@ -694,6 +710,26 @@ def _is_term_paragraph(el: lxml.html.HtmlElement) -> bool:
         child.tag in ("b", "i", "strong", "em", "code", "tt")
         for child in el
         if isinstance(child.tag, str)
+    )
+
+
+# A cell that only marks a line: a bullet (groff writes "o", "+" or "-"), a dash,
+# or a number of an ordered list.
+_MARKER_RE = re.compile(r"[o+*\-\u2022\u00b7\u2013\u2014]|\d{1,3}[.)]")
+
+
+def _holds_text(cell: str) -> bool:
+    text = clean(cell)
+    return bool(text) and not _MARKER_RE.fullmatch(text)
+
+
+def _laid_out(rows: list[list[str]]) -> bool:
+    """Whether a table without a header row lays text out rather than holding
+    data: each row has one cell of text at most, the others empty or a
+    bullet ("| | o | | support for copying links |", as groff -Thtml writes a
+    man page's lists). A table of one column is left a table."""
+    return max((len(row) for row in rows), default=0) > 1 and all(
+        sum(_holds_text(c) for c in row) <= 1 for row in rows
     )
 
 
