@@ -599,9 +599,19 @@ def _from_best(run: list[Sentence]) -> list[Sentence]:
     pivot = best
     if run[best].table is not None:  # its header line opens its table
         pivot = next((i for i, s in enumerate(run) if s.start == run[best].table), best)
+    if _is_fragment(run[pivot].text):
+        pivot = 0  # the section's part in document order
     while pivot > 0 and _continues(run[pivot - 1], run[pivot]):
         pivot -= 1
     return run[pivot:] + run[:pivot]
+
+
+def _is_fragment(text: str) -> bool:
+    """The rest of a sentence a code block broke ("but can be used to amend
+    a merge commit."): it opens in small letters, and does not open its
+    section's part of an answer."""
+    first = text.lstrip()[:1]
+    return first.isalpha() and first.islower()
 
 
 def _is_one_line_code(text: str) -> bool:

@@ -99,6 +99,21 @@ class ExtractiveAnswerTestCase(SimpleTestCase):
             with self.subTest(name):
                 self.assertFalse(reply.text.startswith("```"), reply.text)
 
+    def test_the_rest_of_a_broken_sentence_does_not_open_the_answer(self):
+        """git's --amend entry: "but can be used to amend a merge commit."
+        ends a sentence a code block broke; it opened the answer."""
+        text = (
+            "Replace the tip of the current branch by creating a new commit, "
+            "amending the last one. It is a rough equivalent for:\n\n"
+            "```\ngit reset --soft HEAD^\n```\n\n"
+            "but can be used to amend a merge commit.\n"
+        )
+        reply = answer(
+            "Can amend rewrite a merge commit?", passage(text, "OPTIONS > --amend")
+        )
+        self.assertIn("but can be used", reply.text)
+        self.assertTrue(reply.text.startswith("Replace the tip"), reply.text)
+
     def test_it_opens_with_the_sentence_sharing_the_rare_words(self):
         first = passage(
             "In spring a hive grows fast. Bees drink water daily.", "Colony"
