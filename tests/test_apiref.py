@@ -342,6 +342,22 @@ GROFF = """
 <tr><td width="22%"></td><td width="78%"><p>zstd, lz4, zlib</p></td></tr></table>
 <p style="margin-left:11%;">-mtime n</p>
 <p style="margin-left:22%;">File's data was last modified n*24 hours ago.</p>
+<table width="100%" border="0" rules="none" frame="void">
+<tr><td width="11%"></td><td width="3%"><p><b>-P</b></p></td><td width="8%"></td>
+<td width="78%"><p>The -P option is equivalent to --partial --progress.</p></td></tr>
+</table>
+<p style="margin-left:22%; margin-top: 1em">It eases long transfers.</p>
+<table width="100%" border="0" rules="none" frame="void">
+<tr><td width="11%"></td><td width="47%"><p><b>-i[SUFFIX]</b>,
+<b>--in-place</b>[=<i>SUFFIX</i>]</p></td><td width="42%"></td></tr>
+</table>
+<p style="margin-left:22%; margin-top: 1em">edit files in place</p>
+<table width="100%" border="0" rules="none" frame="void">
+<tr><td width="11%"></td><td width="3%"><p>-L</p></td><td width="8%"></td>
+<td width="78%"><p>Follow symbolic links.</p></td></tr>
+<tr><td width="11%"></td><td width="3%"><p>-H</p></td><td width="8%"></td>
+<td width="78%"><p>Do not follow symbolic links, except when named.</p></td></tr>
+</table>
 <p style="margin-left:11%; margin-top: 1em">Options end here.</p>
 <p style="margin-left:11%;">For example:</p>
 <p style="margin-left:22%;">rsync -z a b</p>
@@ -373,6 +389,8 @@ class GroffManPageTestCase(SimpleTestCase):
                 "rsync > OPTIONS",
                 "rsync > OPTIONS > --compress, -z",
                 "rsync > OPTIONS > -mtime n",
+                "rsync > OPTIONS > -P",
+                "rsync > OPTIONS > -i[SUFFIX], --in-place[=SUFFIX]",
                 "rsync > OPTIONS",
                 "rsync > EXIT VALUES",
             ],
@@ -383,9 +401,26 @@ class GroffManPageTestCase(SimpleTestCase):
         self.assertIn("rsync compresses the file data", section)
         self.assertIn("zstd, lz4, zlib", section)  # its table stays in it
         self.assertNotIn("-mtime", section)
-        self.assertIn("## OPTIONS\n\nOptions end here.", self.reading.text)
+        # The text after the options belongs to the heading above them.
+        self.assertIn(
+            "## OPTIONS\n\n-L\n: Follow symbolic links.\n\n-H\n: Do not follow "
+            "symbolic links, except when named.\n\nOptions end here.",
+            self.reading.text,
+        )
         # A sentence ending in a colon introduces, it names nothing.
         self.assertNotIn("# For example", self.reading.text)
+
+    def test_a_term_laid_out_as_a_table_of_one_row_is_a_term(self):
+        """groff lays short options out as one-row tables: `-P` with its text
+        beside it, sed's `-i[SUFFIX]` over an indented paragraph."""
+        section = _section(self.reading, "rsync > OPTIONS > -P")
+        self.assertIn("equivalent to --partial --progress", section)
+        self.assertIn("It eases long transfers.", section)
+        self.assertNotIn("Column 1", self.reading.text.split("## EXIT")[0])
+
+    def test_a_table_laying_out_terms_is_read_as_a_definition_list(self):
+        self.assertIn("-L\n: Follow symbolic links.", self.reading.text)
+        self.assertIn("-H\n: Do not follow symbolic links", self.reading.text)
 
     def test_a_table_laying_out_a_list_is_read_as_the_list(self):
         """groff writes a man page's bulleted lists as tables of spacer and

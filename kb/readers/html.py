@@ -337,7 +337,7 @@ class _Walker:
             if child.tag in _BLOCK_TAGS:
                 self.out.paragraph("".join(loose))
                 loose = []
-                if not terms.took(child):
+                if not terms.took(child, depth + 1):
                     self.block(child, depth + 1)
                 terms.after(child)
             else:
@@ -484,6 +484,11 @@ class _Walker:
             self.out.paragraph(self.inline(caption))
         if not header and _laid_out(rows):
             self._as_lines(rows)
+            return
+        if not header and el.get("border") == "0" and _laid_out_terms(rows):
+            for row in rows:
+                term, definition = [c for c in row if _holds_text(c)]
+                self.out.definition(term, [definition])
             return
         self.out.table(rows, header)
 
@@ -640,23 +645,31 @@ class _Terms:
         self.margin: float | None = None  # the open term's indent
         self.outer: tuple[int, str] | None = None
 
-    def took(self, el: lxml.html.HtmlElement) -> bool:
-        """Whether `el` is a term (written as a heading here)."""
-        margin = _margin(el)
-        if margin is None or not _is_term_paragraph(el):
+    def took(self, el: lxml.html.HtmlElement, depth: int) -> bool:
+        """Whether `el` is a term (written as a heading here, with the
+        description a one-row table may hold beside it)."""
+        found = _table_term(el) if el.tag == "table" else None
+        if found is not None:
+            margin, term, description = found
+        elif (margin := _margin(el)) is None or not _is_term_paragraph(el):
             return False
-        following = el.getnext()
-        deeper = _margin(following) if following is not None else None
-        if deeper is None or deeper <= margin:
-            return False
+        else:
+            term, description = el, None
+        if description is None:
+            following = el.getnext()
+            deeper = _margin(following) if following is not None else None
+            if deeper is None or deeper <= margin:
+                return False
+        self._end_term()
         out = self.reader.out
         if self.outer is None:
             out.end_list()
             self.outer = out.enclosing()
-        text = clean(self.reader.inline(el))
-        out.heading(self.outer[0] + 1, text, _anchor(el))
+        out.heading(self.outer[0] + 1, clean(self.reader.inline(term)), _anchor(el))
         self.margin = margin
         self.reader.in_definition += 1
+        if description is not None:
+            self.reader.container(description, depth + 1)
         return True
 
     def after(self, el: lxml.html.HtmlElement) -> None:
@@ -668,9 +681,16 @@ class _Terms:
         if following is None or following.tag in _HEADINGS:
             self.close()  # the next heading opens terms of its own
             return
-        if self.margin is None or following.tag != "p":
-            return  # no term open, or a table or code block of its description
-        margin = _margin(following)
+        if self.margin is None:
+            return
+        if following.tag == "table":
+            margin = _table_indent(following)  # indented less: not the term's
+            if margin is None:
+                return
+        elif following.tag != "p":
+            return  # a code block of the description
+        else:
+            margin = _margin(following)
         if margin is None or margin <= self.margin:
             self._end_term()
             self.reader.out.reopen(*self.outer)
@@ -697,6 +717,46 @@ def _margin(el: lxml.html.HtmlElement) -> float | None:
         return None
     found = _MARGIN_RE.search(el.get("style") or "")
     return float(found.group(1)) if found else None
+
+
+def _table_indent(table: lxml.html.HtmlElement) -> float | None:
+    """The indent (percent) of a table's first row's text: the widths of the
+    empty cells before it, as groff lays text out; None without them."""
+    row = next((tr for tr in table.iter("tr") if _owning_table(tr) is table), None)
+    indent = 0.0
+    for cell in row if row is not None else ():
+        if cell.tag not in ("td", "th"):
+            continue
+        if cell.text_content().strip():
+            return indent or None
+        found = re.fullmatch(r"\s*([\d.]+)%\s*", cell.get("width") or "")
+        if found is None:
+            return None
+        indent += float(found.group(1))
+    return None
+
+
+def _table_term(
+    table: lxml.html.HtmlElement,
+) -> tuple[float, lxml.html.HtmlElement, lxml.html.HtmlElement | None] | None:
+    """A term groff lays out as a table of one row: spacer cells, the term's
+    cell ("-P", "-i[SUFFIX], --in-place[=SUFFIX]"), and maybe its description
+    in a cell beside it. (indent in percent, term cell, description cell)."""
+    rows = [tr for tr in table.iter("tr") if _owning_table(tr) is table]
+    if len(rows) != 1:
+        return None
+    cells = [c for c in rows[0] if c.tag in ("td", "th")]
+    filled = [i for i, c in enumerate(cells) if c.text_content().strip()]
+    indent = _table_indent(table)
+    if not filled or len(filled) > 2 or not indent:
+        return None
+    term = cells[filled[0]]
+    blocks = [c for c in term if isinstance(c.tag, str)]
+    inner = blocks[0] if len(blocks) == 1 and blocks[0].tag == "p" else term
+    if not _is_term_paragraph(inner):
+        return None
+    description = cells[filled[1]] if len(filled) == 2 else None
+    return indent, inner, description
 
 
 def _is_term_paragraph(el: lxml.html.HtmlElement) -> bool:
@@ -731,6 +791,19 @@ def _laid_out(rows: list[list[str]]) -> bool:
     return max((len(row) for row in rows), default=0) > 1 and all(
         sum(_holds_text(c) for c in row) <= 1 for row in rows
     )
+
+
+def _laid_out_terms(rows: list[list[str]]) -> bool:
+    """Whether a borderless table without a header row lays out terms and
+    their definitions, as groff prints find(1)'s "-P | Never follow symbolic
+    links": in every row a spacer cell, a short term, then its text."""
+    for row in rows:
+        texts = [clean(c) for c in row if _holds_text(c)]
+        if len(texts) != 2 or len(texts) == len(row):
+            return False
+        if len(texts[0]) > MAX_TERM_CHARS or texts[0][-1] in ".:;?!":
+            return False
+    return bool(rows)
 
 
 def _owning_table(tr: lxml.html.HtmlElement) -> lxml.html.HtmlElement | None:
