@@ -437,6 +437,22 @@ class GroffManPageTestCase(SimpleTestCase):
         self.assertIn("| zlib | 6 |", text)
 
 
+class AsciiDocAdmonitionTestCase(SimpleTestCase):
+    def test_a_note_is_a_quote_not_a_table(self):
+        """git's manual pages (AsciiDoc) print a note as a table of its label
+        and its text: it was a table named "Column 1 | Column 2"."""
+        body = (  # AsciiDoc's page: its text in div#content
+            '<div id="content"><h2>OPTIONS</h2><div class="admonitionblock">'
+            "<table><tr>"
+            '<td class="icon"><div class="title">Note</div></td>'
+            '<td class="content">Some placeholders depend on <code>-g</code>.</td>'
+            "</tr></table></div><p>After the note.</p></div>"
+        )
+        text = readers.read("git-log.html", _html(body, "git-log")).text
+        self.assertIn("> Note: Some placeholders depend on -g.", text)
+        self.assertNotIn("Column 1", text)
+
+
 class SphinxTestCase(SimpleTestCase):
     def setUp(self):
         self.reading = readers.read("mod.html", _html(SPHINX, "mod — Tools"))

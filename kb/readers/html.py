@@ -554,7 +554,13 @@ class _Walker:
             if isinstance(child.tag, str) and child.tag in _BLOCK_TAGS:
                 paragraphs.append("".join(loose))
                 loose = []
-                if child.tag in ("pre", "table") or depth > MAX_DEPTH:
+                if child.tag == "table" and depth <= MAX_DEPTH:
+                    paragraphs += [  # a row a line, its cells after ": "
+                        escape(": ".join(_cell_texts(tr)))
+                        for tr in child.iter("tr")
+                        if _owning_table(tr) is child
+                    ]
+                elif child.tag == "pre" or depth > MAX_DEPTH:
                     paragraphs.append(escape(clean(child.text_content())))
                 elif child.tag in ("ul", "ol"):
                     paragraphs += [self.inline(li) for li in child.iter("li")]
@@ -593,11 +599,21 @@ def _anchor(el: lxml.html.HtmlElement) -> str:
 
 
 def _is_panel(el: lxml.html.HtmlElement) -> bool:
-    """Confluence's information/note/warning/tip macros and plain panels."""
+    """Confluence's information/note/warning/tip macros, AsciiDoc's
+    admonitions (a table of the label "Note" and the text, as git's manual
+    pages have them) and plain panels."""
     classes = _classes(el)
-    return "confluence-information-macro" in classes or (
-        "panel" in classes and "code" not in classes
+    return (
+        "confluence-information-macro" in classes
+        or "admonitionblock" in classes
+        or ("panel" in classes and "code" not in classes)
     )
+
+
+def _cell_texts(tr: lxml.html.HtmlElement) -> list[str]:
+    """The texts of a row's cells that hold any."""
+    texts = (clean(c.text_content()) for c in tr if c.tag in ("td", "th"))
+    return [t for t in texts if t]
 
 
 def _nearest_owner(el: lxml.html.HtmlElement, li: lxml.html.HtmlElement) -> bool:
