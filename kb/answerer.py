@@ -589,9 +589,9 @@ def _best_first(chosen: list[Sentence]) -> None:
 
 def _from_best(run: list[Sentence]) -> list[Sentence]:
     """A section's chosen sentences (document order) from the run holding its
-    best one (its best prose when that is a line of code), then those before
-    it."""
-    best = max(range(len(run)), key=lambda i: run[i].score)
+    best one (what holds the code or option asked, else the best by score;
+    its best prose when that is a line of code), then those before it."""
+    best = max(range(len(run)), key=lambda i: (run[i].exact > 0, run[i].score))
     prose = [i for i, s in enumerate(run) if not has_code(s.text)]
     if prose and _is_one_line_code(run[best].text):
         # A signature or a command line names what the prose says: that opens.

@@ -114,6 +114,20 @@ class ExtractiveAnswerTestCase(SimpleTestCase):
         self.assertIn("but can be used", reply.text)
         self.assertTrue(reply.text.startswith("Replace the tip"), reply.text)
 
+    def test_the_definition_of_the_option_asked_opens_its_entry(self):
+        """rsync's --compress entry: a later caveat shares more of the
+        question's words ("rsync", "-z"), but the entry's definition says what
+        the option does and opens the answer."""
+        text = (
+            "With this option, data is made smaller as it is sent.\n\n"
+            "Some old rsync servers reject a rsync -z option unless you give "
+            "-zz; ignore this weirdness otherwise.\n"
+        )
+        reply = answer(
+            "what does rsync -z do", passage(text, "OPTIONS > --compress, -z")
+        )
+        self.assertTrue(reply.text.startswith("With this option"), reply.text)
+
     def test_it_opens_with_the_sentence_sharing_the_rare_words(self):
         first = passage(
             "In spring a hive grows fast. Bees drink water daily.", "Colony"
