@@ -758,8 +758,13 @@ def _table_term(
     """A term groff lays out as a table of one row: spacer cells, the term's
     cell ("-P", "-i[SUFFIX], --in-place[=SUFFIX]"), and maybe its description
     in a cell beside it. (indent in percent, term cell, description cell)."""
-    rows = [tr for tr in table.iter("tr") if _owning_table(tr) is table]
-    if len(rows) != 1:
+    rows: list[lxml.html.HtmlElement] = []
+    for tr in table.iter("tr"):
+        if _owning_table(tr) is table:
+            rows.append(tr)
+            if len(rows) > 1:
+                return None  # a table of many rows: no need to read on
+    if not rows:
         return None
     cells = [c for c in rows[0] if c.tag in ("td", "th")]
     filled = [i for i, c in enumerate(cells) if c.text_content().strip()]
