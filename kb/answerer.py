@@ -238,8 +238,9 @@ def extractive_answer(
         and not _is_date_line(s)
     ]
     chosen = _without_other_rows(_choose(answerable or rows or sentences, asked))
-    chosen = _with_what_they_introduce(chosen, sentences)
-    chosen = _with_their_qualifiers(chosen, sentences)
+    following = _following(sentences)
+    chosen = _with_what_they_introduce(chosen, following)
+    chosen = _with_their_qualifiers(chosen, following)
     chosen += _headers_of(chosen, headers)
     _best_first(chosen)
     citations = _cite(chosen)
@@ -394,11 +395,10 @@ def _asked_entries(sentences: list[Sentence], question: str) -> dict[int, Senten
     if not tokens:
         return {}
     words = content_words(question)
+    paths = {s.location.section_id: s.location.heading_path for s in sentences}
     named = {
-        s.location.section_id: exact_tokens.named_in(
-            s.location.heading_path, tokens, words
-        )
-        for s in sentences
+        section: exact_tokens.named_in(path, tokens, words)
+        for section, path in paths.items()
     }
     best = max(named.values())
     found = {section for section, n in named.items() if n == best}
@@ -761,16 +761,12 @@ def _is_header_row(s: Sentence) -> bool:
 
 
 def _with_what_they_introduce(
-    chosen: list[Sentence], sentences: list[Sentence]
+    chosen: list[Sentence], following: dict[int, Sentence]
 ) -> list[Sentence]:
     """A chosen sentence ending in ":" ("Default:", "run this:") comes with the
     code block right after it when that is short; a short one with nothing to
-    show ("Default:" before a long block) is left out: alone it says nothing."""
-    following = {
-        id(s): after
-        for s, after in zip(sentences, sentences[1:])
-        if after.location is s.location
-    }
+    show ("Default:" before a long block) is left out: alone it says nothing.
+    `following`: the sentence after each one (_following)."""
     kept: list[Sentence] = []
     blocks = sum(has_code(s.text) for s in chosen)
     for s in chosen:
@@ -804,17 +800,12 @@ def _with_what_they_introduce(
 
 
 def _with_their_qualifiers(
-    chosen: list[Sentence], sentences: list[Sentence]
+    chosen: list[Sentence], following: dict[int, Sentence]
 ) -> list[Sentence]:
     """Each chosen sentence with the one right after it in its paragraph when
     that one qualifies it ("Be aware that low interval values will increase
     the load on Redis."; "However, ..."): an exception stays with its rule,
     though it shares no word with the question. Within MAX_ANSWER_WORDS."""
-    following = {
-        id(s): after
-        for s, after in zip(sentences, sentences[1:])
-        if after.location is s.location
-    }
     words = sum(len(s.text.split()) for s in chosen)
     kept: list[Sentence] = []
     for s in chosen:
@@ -835,6 +826,15 @@ def _with_their_qualifiers(
         kept.append(after)
         words += len(after.text.split())
     return kept
+
+
+def _following(sentences: list[Sentence]) -> dict[int, Sentence]:
+    """The sentence after each one (by id) in the same location."""
+    return {
+        id(s): after
+        for s, after in zip(sentences, sentences[1:])
+        if after.location is s.location
+    }
 
 
 def _list_after(intro: Sentence, following: dict[int, Sentence]) -> list[Sentence]:
