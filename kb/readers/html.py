@@ -664,18 +664,10 @@ class _Terms:
     def took(self, el: lxml.html.HtmlElement, depth: int) -> bool:
         """Whether `el` is a term (written as a heading here, with the
         description a one-row table may hold beside it)."""
-        found = _table_term(el) if el.tag == "table" else None
-        if found is not None:
-            margin, term, description = found
-        elif (margin := _margin(el)) is None or not _is_term_paragraph(el):
+        found = _term_of(el)
+        if found is None:
             return False
-        else:
-            term, description = el, None
-        if description is None:
-            following = el.getnext()
-            deeper = _margin(following) if following is not None else None
-            if deeper is None or deeper <= margin:
-                return False
+        margin, term, description = found
         self._end_term()
         out = self.reader.out
         if self.outer is None:
@@ -724,6 +716,7 @@ class _Terms:
 
 
 _MARGIN_RE = re.compile(r"margin-left:\s*([\d.]+)\s*%")
+_PERCENT_RE = re.compile(r"\s*([\d.]+)%\s*")  # a cell's width
 MAX_TERM_CHARS = 80  # an indented term is a name and its arguments, not prose
 
 
@@ -733,6 +726,27 @@ def _margin(el: lxml.html.HtmlElement) -> float | None:
         return None
     found = _MARGIN_RE.search(el.get("style") or "")
     return float(found.group(1)) if found else None
+
+
+_Term = tuple[float, lxml.html.HtmlElement, lxml.html.HtmlElement | None]
+
+
+def _term_of(el: lxml.html.HtmlElement) -> _Term | None:
+    """(indent in percent, the term, the cell holding its description or
+    None) when `el` is a term as groff lays one out: a term paragraph, or a
+    one-row table (_table_term), with its description beside it or in the
+    paragraph after it, indented deeper."""
+    if el.tag == "table":
+        found = _table_term(el)
+    elif (margin := _margin(el)) is not None and _is_term_paragraph(el):
+        found = (margin, el, None)
+    else:
+        return None
+    if found is None or found[2] is not None:
+        return found
+    following = el.getnext()
+    deeper = _margin(following) if following is not None else None
+    return found if deeper is not None and deeper > found[0] else None
 
 
 def _table_indent(table: lxml.html.HtmlElement) -> float | None:
@@ -745,16 +759,14 @@ def _table_indent(table: lxml.html.HtmlElement) -> float | None:
             continue
         if cell.text_content().strip():
             return indent or None
-        found = re.fullmatch(r"\s*([\d.]+)%\s*", cell.get("width") or "")
+        found = _PERCENT_RE.fullmatch(cell.get("width") or "")
         if found is None:
             return None
         indent += float(found.group(1))
     return None
 
 
-def _table_term(
-    table: lxml.html.HtmlElement,
-) -> tuple[float, lxml.html.HtmlElement, lxml.html.HtmlElement | None] | None:
+def _table_term(table: lxml.html.HtmlElement) -> _Term | None:
     """A term groff lays out as a table of one row: spacer cells, the term's
     cell ("-P", "-i[SUFFIX], --in-place[=SUFFIX]"), and maybe its description
     in a cell beside it. (indent in percent, term cell, description cell)."""
@@ -780,12 +792,17 @@ def _table_term(
     return indent, inner, description
 
 
+def _is_term_text(text: str) -> bool:
+    """Short, without a full stop or colon at its end: a name and its
+    arguments, not a sentence."""
+    return bool(text) and len(text) <= MAX_TERM_CHARS and text[-1] not in ".:;?!"
+
+
 def _is_term_paragraph(el: lxml.html.HtmlElement) -> bool:
     """A name and its arguments, not a sentence: "--compress, -z", "-mtime n",
-    "-I replace-str" (short, without a full stop or colon at its end, and
-    nothing but bold or italic elements in it)."""
-    text = " ".join(el.text_content().split())
-    if not text or len(text) > MAX_TERM_CHARS or text[-1] in ".:;?!":
+    "-I replace-str" (_is_term_text, and nothing but bold or italic elements
+    in it)."""
+    if not _is_term_text(" ".join(el.text_content().split())):
         return False
     return all(
         child.tag in ("b", "i", "strong", "em", "code", "tt")
@@ -822,7 +839,7 @@ def _laid_out_terms(rows: list[list[str]]) -> bool:
         texts = [clean(c) for c in row if _holds_text(c)]
         if len(texts) != 2 or len(texts) == len(row):
             return False
-        if len(texts[0]) > MAX_TERM_CHARS or texts[0][-1] in ".:;?!":
+        if not _is_term_text(texts[0]):
             return False
     return bool(rows)
 
