@@ -21,8 +21,11 @@ setup: services
 run: setup
 	DEBUG=$${DEBUG:-1} $(PY) manage.py kb_run
 
+# One pytest process per core (at most four), each with its own test database and
+# Redis database; then, alone, the tests that restart the servers all of them share.
 test: services
-	$(PY) -m pytest
+	$(PY) -m pytest -n auto --maxprocesses 4 --dist loadscope -m "not serial"
+	$(PY) -m pytest -m serial
 
 stop-services:
 	$(PY) -m config.services stop

@@ -199,8 +199,11 @@ if os.environ.get("REDIS_URL"):
     REDIS_URL = os.environ["REDIS_URL"]
 else:
     REDIS_URL = _embedded("valkey", "Valkey", "REDIS_URL")["url"]
-# Tests use their own Redis database so a running dev worker never takes their jobs.
-REDIS_DB = envint("KB_REDIS_DB", 1 if TESTING else 0)
+# Tests use their own Redis database so a running dev worker never takes their jobs;
+# each process of a parallel run (pytest-xdist's gw0, gw1, ...) and the workers it
+# starts use one of their own, as they use a test database of their own.
+_TEST_PROCESS = os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")
+REDIS_DB = envint("KB_REDIS_DB", 1 + int(_TEST_PROCESS) if TESTING else 0)
 RQ_TIMEOUT = envint("KB_JOB_TIMEOUT", 1800)
 # "large": long jobs (big sources, shadow builds, evaluation rebuilds), served
 # after "default" so that small uploads do not wait behind them (issue #26).

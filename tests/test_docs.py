@@ -28,6 +28,7 @@ TEST_ONLY = {
     "KB_TEST_DB_NAME",
     "KB_TEST_MEDIA_ROOT",
     "PYTEST_VERSION",
+    "PYTEST_XDIST_WORKER",
 }
 # Schema history: numbered files no map should list one by one.
 UNLISTED_MODULES = {"kb/migrations/"}

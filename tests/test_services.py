@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import io
 import os
@@ -432,3 +433,46 @@ class SettingsTestCase(PrivateDataDir, SimpleTestCase):
         self.assertFalse((self.data_dir / services.SERVICES_FILE).exists())
         refused = _python("-c", IMPORT, data_dir=self.data_dir, DATABASE_URL=ELSEWHERE)
         self.assert_refused(refused, NO_VALKEY)
+
+
+def _stops_the_shared_servers(call: ast.Call) -> bool:
+    """`services.restart(...)`, or a stop of the servers under settings.KB_DATA_DIR."""
+    name = call.func
+    if not (isinstance(name, ast.Attribute) and ast.unparse(name.value) == "services"):
+        return False
+    if name.attr == "restart":
+        return True
+    first = ast.unparse(call.args[0]) if call.args else ""
+    return name.attr.startswith("stop") and first == "settings.KB_DATA_DIR"
+
+
+class SerialMarkTestCase(SimpleTestCase):
+    """`make test` runs the suite in parallel processes that share the embedded
+    servers; a test that restarts them must be marked `serial`, so that it runs
+    alone, after them, and cuts no other test's connections."""
+
+    def test_every_test_stopping_the_shared_servers_is_marked_serial(self):
+        unmarked = []
+        for path in sorted((Path(settings.BASE_DIR) / "tests").glob("test_*.py")):
+            tree = ast.parse(path.read_text("utf-8"))
+            for top in tree.body:
+                if not isinstance(top, ast.ClassDef | ast.FunctionDef):
+                    continue
+                marks = {ast.unparse(d) for d in top.decorator_list}
+                calls = [n for n in ast.walk(top) if isinstance(n, ast.Call)]
+                if "pytest.mark.serial" not in marks and any(
+                    _stops_the_shared_servers(c) for c in calls
+                ):
+                    unmarked.append(f"{path.name}::{top.name}")
+        self.assertEqual(unmarked, [])
+
+    def test_the_check_finds_a_restart(self):
+        def tops(source):
+            return [n for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Call)]
+
+        restart = "services.restart(settings.KB_DATA_DIR, 'postgres')"
+        self.assertTrue(any(map(_stops_the_shared_servers, tops(restart))))
+        own = "services.stop_valkey(self.data_dir)"
+        self.assertFalse(any(map(_stops_the_shared_servers, tops(own))))
+        shared = "services.stop_valkey(settings.KB_DATA_DIR)"
+        self.assertTrue(any(map(_stops_the_shared_servers, tops(shared))))

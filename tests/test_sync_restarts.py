@@ -49,6 +49,7 @@ def _external(variable: str):
 
 
 @pytest.mark.slow
+@pytest.mark.serial
 class ServerRestartTestCase(TransactionTestCase):
     """TransactionTestCase: the worker is another process and sees only
     committed rows."""
