@@ -224,3 +224,100 @@ class KeywordCostTestCase(TestCase):
         section.save()  # moved onto another source, as a shadow swap does
         section.refresh_from_db()
         self.assertEqual(section.collection_id, self.small.pk)
+
+
+OPTION_ROWS = [
+    ("-a file", "attach a file to the message"),
+    ("-b address", "send a blind copy to the address"),
+    ("-c address", "send a carbon copy to the address"),
+    ("-d level", "log debugging output at this level"),
+    ("-e command", "run a configuration command after the start-up files"),
+    ("-f folder", "open this folder instead of the inbox"),
+    ("-h", "print a short help text"),
+    ("-i file", "include a file in the body of the message"),
+    ("-m type", "use this folder type for new folders"),
+    ("-n", "skip the system-wide configuration file"),
+    ("-p", "continue a postponed message"),
+    ("-R", "open the folder read-only"),
+    ("-s subject", "give the subject on the command line"),
+    ("-v", "print the version and the build options"),
+    ("-x", "simulate the mailx compose mode"),
+    ("-y", "list the folders named in the configuration"),
+    ("-Z", "open the first folder holding new messages"),
+]
+COMPOSING = {
+    "composing.md": "# Composing messages\n\nWhen you compose a message, quill "
+    "opens your editor with the headers at the top. Composing a reply quotes the "
+    "original message. The compose menu lets you change the recipients, attach "
+    "files and postpone the message before sending it.\n",
+    "sending.md": "# Sending\n\nQuill hands a composed message to the mail "
+    "transfer agent. While composing, the message behaves like a draft: it is "
+    "saved every minute and kept when you postpone it.\n",
+    "editor.md": "# The editor\n\nQuill composes with the editor you name. In "
+    "compose mode the editor receives a file holding the headers and the body; "
+    "quill reads it back when the editor exits.\n",
+    "options.md": "# Command-line options\n\n| Option | Description |\n|---|---|\n"
+    + "".join(f"| {option} | {text} |\n" for option, text in OPTION_ROWS),
+}
+COMPOSING.update(
+    {
+        f"compose-{topic}.md": f"# Composing: {topic}\n\nAn option of the compose "
+        f"menu sets how quill handles {topic} when you compose a message: the "
+        f"option makes the compose mode behave as your configuration says.\n"
+        for topic in (
+            "signatures",
+            "drafts",
+            "encodings",
+            "recipients",
+            "attachments",
+            "quoting",
+            "headers",
+            "line wrapping",
+        )
+    }
+)
+MAILX_Q = "Which option makes quill behave like mailx when composing?"
+
+
+class RareWordsTestCase(TestCase):
+    """A word of the question that few chunks hold ("mailx", in one row of an
+    options table) brings the chunks that hold it, though the prose about
+    composing is nearer the question's other words (issue #29)."""
+
+    @classmethod
+    def setUpTestData(cls):
+        cls.collection = _indexed("Quill", COMPOSING)
+        keywords.count_terms(cls.collection)
+        cls.row = Chunk.objects.get(
+            collection=cls.collection, text__contains="mailx compose mode"
+        )
+
+    def test_the_chunks_holding_a_rare_word_are_found_apart(self):
+        found = keywords.find(self.collection, MAILX_Q, 80)
+        self.assertIn(self.row.pk, found.rare_ids)
+        # And the one chunk saying "behaves"; none holding only common words.
+        rare = Chunk.objects.filter(pk__in=found.rare_ids)
+        self.assertEqual(
+            {"mailx" in c.text or "behaves" in c.text for c in rare}, {True}
+        )
+
+    def test_common_words_bring_no_rare_holders(self):
+        found = keywords.find(self.collection, "How do I compose a message?", 80)
+        self.assertTrue(found.ids)
+        self.assertEqual(found.rare_ids, [])
+
+    def test_words_never_counted_are_not_taken_for_rare(self):
+        uncounted = _indexed("Quill, uncounted", COMPOSING)
+        self.assertEqual(keywords.find(uncounted, MAILX_Q, 80).rare_ids, [])
+
+    def test_the_row_holding_the_rare_word_is_among_the_first_passages(self):
+        result = retrieval.retrieve(self.collection, MAILX_Q, k=3)
+        texts = [passage.text for passage in result.passages]
+        self.assertTrue(any("mailx compose mode" in text for text in texts), texts)
+        hit = next(h for h in result.hits if h.chunk_id == self.row.pk)
+        self.assertIsNotNone(hit.rare_rank)
+
+    def test_in_a_small_collection_a_word_few_chunks_hold_must_be_rarer(self):
+        # 29 chunks: two of them say "editor", too many for a rare word here.
+        found = keywords.find(self.collection, "Which editor opens?", 80)
+        self.assertEqual(found.rare_ids, [])

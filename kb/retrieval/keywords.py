@@ -53,6 +53,24 @@ BM25_B = 0.3
 _LEXEME_RE = re.compile(r"'((?:[^']|'')*)'")
 
 
+# A word of the question that at most RARE_CHUNKS chunks of its language hold
+# names what the question is about, as a code or an option does ("mailx": the
+# one row of an options table that says it; issue #29). Its holders are a leg
+# of their own (Found.rare_ids, fused at search.RARE_WEIGHT): at the keyword
+# leg's weight such a row ranked 40th when the vector leg put it 70th. In a
+# small collection few chunks hold any word: a rare one is also held by at most
+# one in RARE_SHARE of the language's chunks.
+RARE_CHUNKS = 3
+RARE_SHARE = 20
+
+
+class Found(NamedTuple):
+    """The keyword leg's ranking, and the chunks holding the question's rare words."""
+
+    ids: list[int]
+    rare_ids: list[int]
+
+
 def search(
     collection: Collection,
     question: str,
@@ -61,26 +79,60 @@ def search(
     include_deprecated: bool = False,
     max_any_rows: int = MAX_ANY_ROWS,
 ) -> list[int]:
-    """Ids of the collection's best `limit` chunks for the question's words.
+    """Ids of the collection's best `limit` chunks for the question's words."""
+    return find(
+        collection,
+        question,
+        limit,
+        include_deprecated=include_deprecated,
+        max_any_rows=max_any_rows,
+    ).ids
+
+
+def find(
+    collection: Collection,
+    question: str,
+    limit: int,
+    *,
+    include_deprecated: bool = False,
+    max_any_rows: int = MAX_ANY_ROWS,
+) -> Found:
+    """The collection's best `limit` chunks for the question's words, and the
+    chunks holding its rare words (RARE_CHUNKS), best first.
 
     Without parallel workers: for the any-word query over four languages at
     100,000 chunks PostgreSQL planned two, whose start cost more than they
     saved (keyword p95 18-20 ms against 13-15 without, issue #27), and on a
     busy server they take the cores other questions are waiting for."""
     with transaction.atomic():  # _WORDS sets it for the transaction
-        return _search(collection, question, limit, include_deprecated, max_any_rows)
+        analysed = _words(collection, question)
+        if not analysed:
+            return Found([], [])
+        ids = _search(collection, analysed, limit, include_deprecated, max_any_rows)
+        rare_words = rare_terms(collection, analysed)
+        rare = _ranked(collection, include_deprecated, rare_words, limit)
+    return Found(ids, rare)
+
+
+def rare_terms(collection: Collection, analysed: dict[str, Analysis]) -> dict[str, str]:
+    """The any-word tsquery text of the question's rare words in each language
+    (see RARE_CHUNKS; none where the words were never counted)."""
+    terms = {}
+    for config, found in analysed.items():
+        most = min(RARE_CHUNKS, (_chunks_in(collection, config) or 0) // RARE_SHARE)
+        counts = found.counts or {}
+        rare = [word for word, chunks in counts.items() if 0 < chunks <= most]
+        terms[config] = " | ".join(_quoted(word) for word in sorted(rare))
+    return terms
 
 
 def _search(
     collection: Collection,
-    question: str,
+    analysed: dict[str, Analysis],
     limit: int,
     include_deprecated: bool,
     max_any_rows: int,
 ) -> list[int]:
-    analysed = _words(collection, question)
-    if not analysed:
-        return []
     weights = None
     if ranking() == "bm25" and collection.terms_chunks:
         weights = {

@@ -33,6 +33,7 @@ class Hit:
     heading_path: str = ""
     exact_rank: int | None = None  # in the exact leg (words matched as written)
     dated_rank: int | None = None  # in the dated leg (a record of the period asked)
+    rare_rank: int | None = None  # among the holders of the question's rare words
     pinpoint: bool = False  # its exact tokens weigh more (search.pinpoints)
 
     @property

@@ -85,10 +85,10 @@ def _retrieve(
     pending = None
     if mode in ("vector", "hybrid"):
         pending = embed_question_soon(question, collection)
-    keyword_ids: list[int] = []
+    keyword_found = keywords.Found([], [])
     exact_found = exact.Found()
     if mode in ("keyword", "hybrid"):
-        keyword_ids = keywords.search(
+        keyword_found = keywords.find(
             collection,
             question,
             search.CANDIDATES,
@@ -123,7 +123,14 @@ def _retrieve(
     if periods:
         dated = search.dated_ids(collection, vector, periods, include_deprecated)
         clock = _lap(timings, "dated_search", clock)
-    hits = search.fuse(vector_ids, keyword_ids, section_ranks, exact_found, dated)
+    hits = search.fuse(
+        vector_ids,
+        keyword_found.ids,
+        section_ranks,
+        exact_found,
+        dated,
+        rare_ids=keyword_found.rare_ids,
+    )
     reranked: reranking.Report | None = None
     late_ms: float | None = None
     if strategy == baselines.SECTIONS:

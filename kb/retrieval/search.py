@@ -321,6 +321,8 @@ def rarest_holders(question: str, hits: list[Hit], records: set[int]) -> set[int
 # several commands have a -S, one entry is headed "-S" under "pg_basebackup").
 PINPOINT_CHUNKS = 3
 PINPOINT_BOOST = 3.0
+# The chunks holding a word of the question few chunks hold (keywords.RARE_CHUNKS).
+RARE_WEIGHT = 0.3
 
 
 def pinpoints(found: exact.Found, paths: dict[int, str] | None = None) -> set[int]:
@@ -365,16 +367,19 @@ def fuse(
     section_ranks: dict[int, int],
     exact_found: exact.Found | None = None,
     dated_ids: list[int] = (),
+    *,
+    rare_ids: list[int] = (),
 ) -> list[Hit]:
-    """Reciprocal rank fusion of chunk ranks (the vector, keyword, exact and
-    dated legs), plus the rank of the chunk's section.
+    """Reciprocal rank fusion of chunk ranks (the vector, keyword, exact, dated
+    and rare-word legs), plus the rank of the chunk's section.
 
     The section term lifts chunks of sections that are about the question as a
     whole, though no single chunk of theirs ranks high (issue #7's measurements).
     It weighs KB_SECTION_WEIGHT (0.5): at 1.0 the vector model spoke twice, through
     a chunk and through its section, and a chunk both legs found ranked below one
     only the vector leg and its section's centroid put first (issue #17).
-    The dated leg (dated_ids) weighs DATED_WEIGHT. A table row takes its own
+    The dated leg (dated_ids) weighs DATED_WEIGHT, the rare-word leg
+    (rare_ids, keywords.RARE_CHUNKS) RARE_WEIGHT. A table row takes its own
     vector rank as its section's when that is better: its table's centroid is
     the mean of every row (issue #29: a 26-row options table ranked 12th).
     """
@@ -388,6 +393,8 @@ def fuse(
         scores.setdefault(chunk_id, {})["exact"] = rank
     for rank, chunk_id in enumerate(dated_ids, 1):
         scores.setdefault(chunk_id, {})["dated"] = rank
+    for rank, chunk_id in enumerate(rare_ids, 1):
+        scores.setdefault(chunk_id, {})["rare"] = rank
     with connection.cursor() as cursor:
         cursor.execute(_HIT_ROWS, [list(scores)])
         rows = cursor.fetchall()
@@ -399,6 +406,7 @@ def fuse(
         "keyword": KEYWORD_WEIGHT,
         "exact": settings.KB_EXACT_WEIGHT,
         "dated": DATED_WEIGHT,
+        "rare": RARE_WEIGHT,
     }
     hits = []
     for chunk_id, source_id, section_id, index, start, end, path, kind in rows:
@@ -415,6 +423,7 @@ def fuse(
             heading_path=path,
             exact_rank=ranks.get("exact"),
             dated_rank=ranks.get("dated"),
+            rare_rank=ranks.get("rare"),
         )
         hit.pinpoint = chunk_id in pinpointed_ids
         boost = {"exact": PINPOINT_BOOST} if hit.pinpoint else {}
