@@ -407,10 +407,27 @@ def _asked_entries(sentences: list[Sentence], question: str) -> dict[int, Senten
     first: dict[int, Sentence] = {}
     for s in sorted(sentences, key=lambda s: s.start):
         if s.location.section_id in found and not (
-            has_code(s.text) or _is_title_line(s)
+            has_code(s.text) or _is_title_line(s) or _is_field_line(s.text)
         ):  # a member's signature is code: its description says what it does
             first.setdefault(s.location.section_id, s)
     return first
+
+
+# A setting's or member's labelled field ("**Type**: `boolean`", "Default: 4",
+# "Environment Variable: POETRY_X") or a short emphasised note ("*Introduced in
+# 1.8.0*"): the lines an entry opens with before the sentence that says what
+# it is.
+_FIELD_LINE_RE = re.compile(r"[*_]*[A-Z][\w ]{0,40}?[*_]*:[*_]*\s+\S.*", re.DOTALL)
+_NOTE_LINE_RE = re.compile(r"([*_]).+\1", re.DOTALL)
+MAX_FIELD_WORDS = 6
+
+
+def _is_field_line(text: str) -> bool:
+    """A labelled field or a short emphasised note, not a definition."""
+    text = text.strip()
+    if len(text.split()) > MAX_FIELD_WORDS:
+        return False
+    return bool(_FIELD_LINE_RE.fullmatch(text) or _NOTE_LINE_RE.fullmatch(text))
 
 
 def _by_meaning(

@@ -397,3 +397,60 @@ class DemoWithoutExactTokensTestCase(DemoTestCase):
     def _passages(self, question: str) -> list[tuple]:
         result = pipeline.retrieve(self.demo, question)
         return [(p.source_id, p.start, p.end, p.text) for p in result.passages]
+
+
+def _setting(name: str, kind: str, default: str, description: str) -> str:
+    variable = "TIDE_" + name.upper().replace(".", "_").replace("-", "_")
+    return (
+        f"### `{name}`\n\n**Type**: `{kind}`\n\n**Default**: `{default}`\n\n"
+        f"**Environment Variable**: `{variable}`\n\n*Introduced in 2.1.0*\n\n"
+        f"{description}\n\n"
+    )
+
+
+SETTINGS_PAGE = "# Configuration\n\n## Available settings\n\n" + "".join(
+    [
+        _setting(
+            "cache.shared",
+            "boolean",
+            "false",
+            "Keep one package cache for every project of the user instead of "
+            "one per project. Projects then share downloads.",
+        ),
+        _setting(
+            "fetch.ranges",
+            "boolean",
+            "true",
+            "Fetch only the metadata of an archive with range requests instead "
+            "of downloading the whole archive.",
+        ),
+        _setting(
+            "workers.max",
+            "int",
+            "4",
+            "Set the largest number of packages installed at the same time. "
+            "Values above the number of cores are lowered to it.",
+        ),
+    ]
+)
+
+
+class SettingEntryTestCase(TestCase):
+    """A setting's entry opens with labelled fields (type, default, variable)
+    and a note of the version; the answer opens with what the setting does."""
+
+    @classmethod
+    def setUpTestData(cls):
+        cls.collection = collection_of("Tide", {"configuration.md": SETTINGS_PAGE})
+
+    def test_the_answer_opens_with_the_settings_description(self):
+        from kb import answering
+
+        cases = {
+            "What does the fetch.ranges setting change?": "Fetch only the metadata",
+            "What is workers.max for?": "Set the largest number of packages",
+        }
+        for question, opening in cases.items():
+            with self.subTest(question):
+                _, reply = answering.ask(self.collection, question)
+                self.assertTrue(reply.text.startswith(opening), reply.text)
