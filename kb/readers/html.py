@@ -19,6 +19,7 @@ anchor (`Reading.anchors`).
 from __future__ import annotations
 
 import functools
+import itertools
 import re
 from collections.abc import Iterator
 
@@ -68,7 +69,7 @@ _FURNITURE_RE = re.compile(
     r"^(cookie.*|.*-?cookies?-?.*|.*consent.*|gdpr|sidebar|side-bar|breadcrumbs?"
     r"|breadcrumb-section|footer|site-footer|site-header|navbar|nav|menu|skip-link"
     r"|toc|.*toc-macro|table-of-contents|page-metadata|pagesection|likes-and-labels-container"
-    r"|headerlink|id_link)$",  # the "¶" and "#" links beside headings
+    r"|headerlink|id_link|copiable-anchor|copiable-link)$",  # "¶", "#" by headings
     re.I,
 )
 # words of a class or id (split at "-", "_" and spaces) that name navigation;
@@ -128,6 +129,9 @@ _BLOCK_TAGS = {
     "li",
     *_HEADINGS,
 }
+# Code in a line of text: sample output and keys are written as code too
+# (Texinfo's ‘<samp>\</samp>’), so their characters are not escaped.
+_INLINE_CODE = frozenset(("code", "samp", "kbd", "tt"))
 _BRUSH_RE = re.compile(r"brush:\s*([\w+#-]+)")
 _LANG_RE = re.compile(r"(?:language|lang)-([\w+#-]+)")
 
@@ -209,12 +213,49 @@ def _is_furniture(el: lxml.html.HtmlElement) -> bool:
     attrib = el.attrib
     if attrib.get("role") in _DROP_ROLES or attrib.get("aria-hidden") == "true":
         return True
+    if tag == "table" and _is_index_table(el):
+        return True
+    if tag in ("ul", "ol") and _is_page_contents(el):
+        return True
     if attrib.get("hidden") is not None or "display:none" in (
         attrib.get("style") or ""
     ).replace(" ", ""):
         return True
     return _names_furniture(attrib.get("class") or "") or _names_furniture(
         attrib.get("id") or ""
+    )
+
+
+MIN_CONTENTS_LINKS = 3
+
+
+def _is_page_contents(listing: lxml.html.HtmlElement) -> bool:
+    """A list of nothing but links into the page, nested or in a "contents"
+    block: its table of contents (a one-page manual's, as Texinfo writes it),
+    which names every heading. A flat list of links to the constants defined
+    below stays: it is the text's own."""
+    links = [a for a in listing.iter("a") if (a.get("href") or "").startswith("#")]
+    if len(links) < MIN_CONTENTS_LINKS:
+        return False
+    linked = " ".join("".join(a.itertext()) for a in links).split()
+    if linked != "".join(listing.itertext()).split():
+        return False
+    nested = any(child.tag in ("ul", "ol") for li in listing for child in li)
+    return nested or any(
+        "contents"
+        in _WORD_SPLIT_RE.split(f"{a.get('class', '')} {a.get('id', '')}".lower())
+        for a in itertools.islice(listing.iterancestors(), 2)
+    )
+
+
+def _is_index_table(table: lxml.html.HtmlElement) -> bool:
+    """A manual's index (Texinfo's `index-cp`, Sphinx's `genindextable`) or its
+    "Jump to:" row of letters: entries that point at the text, not text."""
+    classes = (table.get("class") or "").split()
+    if any(_INDEX_TABLE_RE.match(word) for word in classes):
+        return True
+    return any(
+        "summary-letter" in (a.get("class") or "").split() for a in table.iter("a")
     )
 
 
@@ -228,11 +269,20 @@ def _names_furniture(words: str) -> bool:
 
 def _is_navigation(el: lxml.html.HtmlElement) -> bool:
     """Whether a class or id names navigation by one of its words: "top-nav",
-    "main_menu", "breadcrumbs" (not "canvas" or "navigator")."""
+    "main_menu", "breadcrumbs" (not "canvas" or "navigator"). An id counts
+    on a container only: a term's or a link's id is an anchor named for its
+    text (Texinfo's `index-menu_002dcomplete` for the command `menu-complete`)."""
     attrib = el.attrib
-    return _names_navigation(attrib.get("class") or "") or _names_navigation(
+    if _names_navigation(attrib.get("class") or ""):
+        return True
+    return el.tag in _NAVIGATION_CONTAINERS and _names_navigation(
         attrib.get("id") or ""
     )
+
+
+_NAVIGATION_CONTAINERS = frozenset(
+    ("div", "ul", "ol", "table", "section", "header", "footer", "nav", "aside")
+)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -242,6 +292,39 @@ def _names_navigation(words: str) -> bool:
 
 def _drop_furniture(body: lxml.html.HtmlElement) -> None:
     _drop(body, _is_furniture)
+    for bar in _link_bars(body):
+        if bar.getparent() is not None:
+            bar.drop_tree()
+
+
+# Links between the pages or nodes of a manual, by their rel: Texinfo's
+# "Next: … Up: … [Contents][Index]" bar heads every node of a one-page manual.
+_NAVIGATION_RELS = frozenset(("next", "prev", "previous", "up", "contents", "index"))
+MAX_BAR_TEXT = 40  # characters of a bar's own text, outside its links
+_INDEX_TABLE_RE = re.compile(r"^(?:index-[a-z]{2,3}|.*printindex|(?:gen)?indextable)$")
+
+
+def _link_bars(body: lxml.html.HtmlElement) -> list[lxml.html.HtmlElement]:
+    """The paragraphs and divisions holding only links to the next, previous
+    or parent node, the contents and the index (and a few words between)."""
+    bars, seen = [], set()
+    for link in body.iter("a"):
+        if _NAVIGATION_RELS.isdisjoint((link.get("rel") or "").lower().split()):
+            continue
+        block = next(
+            (a for a in link.iterancestors() if a.tag in ("p", "div", "td")), None
+        )
+        if block is None or block in seen:
+            continue
+        seen.add(block)
+        links = list(block.iter("a"))
+        linked = sum(len("".join(a.itertext()).strip()) for a in links)
+        own = len("".join(block.itertext()).strip()) - linked
+        if all(a.get("rel") or a.get("accesskey") for a in links) and (
+            own <= MAX_BAR_TEXT
+        ):
+            bars.append(block)
+    return bars
 
 
 def _drop(body: lxml.html.HtmlElement, doomed_if) -> None:
@@ -315,7 +398,7 @@ class _Walker:
             return "\n"
         if tag == "a" and el.get("href"):
             self.out.counts["links"] += 1
-        if tag == "code" and el.getparent().tag != "pre":
+        if tag in _INLINE_CODE and el.getparent().tag != "pre":
             code = clean(el.text_content())
             return f"`{code}`" if code and "`" not in code else escape(code)
         text = self.inline(el, depth=depth)
