@@ -106,3 +106,27 @@ class TexinfoPageTestCase(SimpleTestCase):
     def test_sample_text_is_code_and_keeps_its_characters(self):
         self.assertIn("ending in ‘`\\`’ as continued", self.text)
         self.assertIn("‘`&&`’ runs the next command", self.text)
+
+
+DEEP = """<html><body><h1>Tide Manual</h1><h2>4 Builtins</h2><h3>4.3 Behaviour</h3>
+<h4>4.3.1 The Set Builtin</h4>
+<dl><dt><code>set</code></dt><dd><p>Sets or unsets shell options.</p>
+<dl><dt><code>-o <var>option-name</var></code></dt>
+<dd><p>Sets the option named:</p>
+<dl><dt><code>ebbfail</code></dt>
+<dd><p>A pipeline returns the status of its last command to fail.</p></dd>
+<dt><code>slackwater</code></dt>
+<dd><p>Waits for the tide to turn before each command.</p></dd></dl></dd>
+<dt><code>-x</code></dt><dd><p>Prints each command before it runs.</p></dd>
+</dl></dd></dl></body></html>"""
+
+
+class DeepTermsTestCase(SimpleTestCase):
+    def test_a_term_below_the_sixth_level_keeps_its_parents_name(self):
+        """Markdown has six heading levels: `ebbfail`, a term of `-o`'s own
+        list, would have read as a sibling of `-o` and `-x`."""
+        text = readers.read("deep.html", DEEP.encode()).text
+        headings = [line for line in text.splitlines() if line.startswith("#")]
+        self.assertIn("###### `-o option-name` `ebbfail`", headings)
+        self.assertIn("###### `-o option-name` `slackwater`", headings)
+        self.assertIn("###### `-x`", headings)

@@ -35,6 +35,7 @@ MAX_DEPTH = 150  # deeper nesting is read as plain text, not recursed into
 MAX_COLSPAN = 50  # wider spans are read as this many columns
 MAX_ROWSPAN = 1000  # a spanning cell repeats in at most this many rows (0: all)
 _HEADINGS = {f"h{i}": i for i in range(1, 7)}
+MAX_HEADING_LEVEL = 6  # Markdown's deepest
 _DROP_TAGS = {
     "script",
     "style",
@@ -473,6 +474,10 @@ class _Walker:
         self.out.end_list()
         outer = self.out.enclosing()
         level = outer[0] + 1
+        # Below the sixth level a term would read as its parent's sibling:
+        # it stays at the sixth under its parent's name ("-o option-name
+        # pipefail" of `set`, in the Bash manual's nested lists).
+        parent = outer[1] if level > MAX_HEADING_LEVEL else ""
         terms: list[lxml.html.HtmlElement] = []
         any_term = False
         for child in _entries(el):
@@ -481,27 +486,32 @@ class _Walker:
                 any_term = True
                 continue
             if terms:
-                self.term(terms, level)
+                self.term(terms, level, parent)
                 terms = []
             self.in_definition += 1
             self.container(child, depth + 1)
             self.in_definition -= 1
         if terms:
-            self.term(terms, level)
+            self.term(terms, level, parent)
         if any_term:
             self.out.reopen(*outer)
 
-    def term(self, terms: list[lxml.html.HtmlElement], level: int) -> None:
-        """A term's heading; a Sphinx object's short name, then its signatures."""
+    def term(
+        self, terms: list[lxml.html.HtmlElement], level: int, parent: str = ""
+    ) -> None:
+        """A term's heading, after its `parent` term's text when it is nested
+        below the sixth level; a Sphinx object's short name, then its
+        signatures."""
         signatures = [apiref.sphinx_signature(t) for t in terms]
         if all(signatures):
-            self.out.heading(level, escape(signatures[0][0]), _anchor(terms[0]))
+            name = escape(signatures[0][0])
+            self.out.heading(level, f"{parent} {name}".strip(), _anchor(terms[0]))
             for name, signature in signatures:
                 if signature != name:  # an option's term is its whole signature
                     self.out.code(signature)
             return
         text = ", ".join(t for t in (clean(self.inline(t)) for t in terms) if t)
-        self.out.heading(level, text, _anchor(terms[0]))
+        self.out.heading(level, f"{parent} {text}".strip(), _anchor(terms[0]))
 
     def fields(self, el: lxml.html.HtmlElement, depth: int) -> None:
         """A field list as items "Label: value", a field's own list nested."""
