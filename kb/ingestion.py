@@ -100,6 +100,28 @@ class Prepared:
     configs: list[str] = field(default_factory=list)
 
 
+def prefix_room(
+    document: parsing.Document,
+    embedder: embedding.Embedder,
+    policy: Policy,
+    values: Callable[[str, int, int, int], dict],
+    max_tokens: int,
+) -> dict[int, int]:
+    """Tokens each section's metadata prefix takes (its heading path differs),
+    by section index, leaving at least MIN_CONTENT_TOKENS of `max_tokens` for
+    the text. `values(heading_path, section, chunk index, total)`: a chunk's
+    metadata values (kb.metadata.chunk_values)."""
+    return {
+        s.index: min(
+            embedder.count_text_tokens(
+                policy.prefix(values(s.heading_path, s.index, 0, 0))
+            ),
+            max_tokens - MIN_CONTENT_TOKENS,
+        )
+        for s in document.sections
+    }
+
+
 def prepare(
     source: Source,
     collection: Collection,
@@ -128,22 +150,12 @@ def prepare(
             found_date=found_date,
         )
 
-    # Room for each section's metadata prefix (its heading path differs).
-    prefix_cost = {
-        s.index: embedder.count_text_tokens(
-            policy.prefix(values(s.heading_path, s.index, 0, 0))
-        )
-        for s in document.sections
-    }
     if collection.chunk_strategy == Collection.Strategy.FIXED:
         max_tokens = collection.chunk_tokens  # may exceed the window: evaluation only
         per_section = None
     else:
         max_tokens = min(collection.chunk_tokens, embedder.window)
-        per_section = {
-            i: min(cost, max_tokens - MIN_CONTENT_TOKENS)
-            for i, cost in prefix_cost.items()
-        }
+        per_section = prefix_room(document, embedder, policy, values, max_tokens)
     result = chunking.chunk_document(
         document,
         source.text,

@@ -9,7 +9,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from kb import embedding_models
+from kb import dates, embedding_models
 from kb.chunking import (
     DEFAULT_MAX_TOKENS,
     DEFAULT_OVERLAP,
@@ -18,11 +18,14 @@ from kb.chunking import (
     chunk_document,
     length_figures,
 )
-from kb.embedding import get_embedder
+from kb.embedding import Embedder, get_embedder
+from kb.ingestion import prefix_room
+from kb.metadata import Policy, chunk_values
 from kb.parsing import (
     CONVERTED_EXTENSIONS,
     MARKDOWN_EXTENSIONS,
     TEXT_EXTENSIONS,
+    Document,
     ParseError,
 )
 from kb.parsing import parse as parse_document
@@ -43,7 +46,8 @@ class Command(BaseCommand):
     help = (
         "Parse and chunk a Markdown/text/HTML/DOCX/PDF file or a folder "
         "(recursively *.md, *.markdown, *.txt, *.html, *.htm, *.docx, *.pdf) "
-        "without storing anything, and print sections, chunks, "
+        "without storing anything, as indexing chunks it for a new collection "
+        "(room left for the metadata it embeds), and print sections, chunks, "
         "median and p95 token length, the largest chunk and the share of "
         "word-boundary fallbacks."
     )
@@ -82,6 +86,9 @@ class Command(BaseCommand):
             try:
                 text = text_of(name, path.read_bytes())
                 doc = parse_document(text, name)
+                room = None
+                if options["strategy"] == "structure":
+                    room = _prefix_room(doc, text, name, embedder, budget)
                 result = chunk_document(
                     doc,
                     text,
@@ -89,6 +96,7 @@ class Command(BaseCommand):
                     max_tokens=budget,
                     overlap=options["overlap"],
                     strategy=options["strategy"],
+                    section_prefix_tokens=room,
                 )
             except ValueError as exc:  # a bad --max-tokens/--overlap, not a file
                 raise CommandError(str(exc)) from exc
@@ -105,6 +113,28 @@ class Command(BaseCommand):
             self.stdout.write(json.dumps(report, ensure_ascii=False))
         else:
             self.stdout.write(_human(report, totals))
+
+
+def _prefix_room(
+    doc: Document, text: str, name: str, embedder: Embedder, budget: int
+) -> dict[int, int]:
+    """Room for the metadata a new collection embeds before each chunk (its
+    heading path), as indexing leaves it: the same chunks as an upload gets."""
+    found_date = dates.document_date(text, doc.title, name)
+
+    def values(heading_path: str, section: int, index: int, total: int) -> dict:
+        return chunk_values(
+            title=doc.title,
+            file_name=name,
+            source_metadata={},
+            heading_path=heading_path,
+            section_id=section,
+            chunk_index=index,
+            total_chunks=total,
+            found_date=found_date,
+        )
+
+    return prefix_room(doc, embedder, Policy.build({}), values, budget)
 
 
 def _collect(root: Path) -> list[Path]:
