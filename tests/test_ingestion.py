@@ -184,22 +184,26 @@ class IngestTestCase(TestCase):
             "previous version stays live. Retry, or report it with the file",
         )
 
+    def _indexed_and_previewed(self, name: str, text: str) -> tuple[Source, dict]:
+        """The file indexed in the collection, and kb_chunk's JSON report of it."""
+        source = _store(self.collection, name, text.encode())
+        ingestion.ingest(source.pk)
+        source.refresh_from_db()
+        with tempfile.TemporaryDirectory() as folder:
+            path = Path(folder) / name
+            path.write_text(text)
+            out = StringIO()
+            call_command("kb_chunk", str(path), "--json", stdout=out)
+        return source, json.loads(out.getvalue())
+
     def test_its_token_figures_are_those_kb_chunk_prints_for_the_file(self):
         # Two chunks of different lengths: every percentile definition differs.
-        # Nothing is prefixed to the embedded texts, which kb_chunk knows nothing of.
+        # kb_chunk counts a chunk's own text; here nothing is embedded before it.
         retrieved = {"title": "retrieve", "heading_path": "retrieve"}
         self.collection.metadata_policy = retrieved
         self.collection.save()
         text = "# Notes\n\nShort.\n\n## More\n\n" + "A longer line of words. " * 20
-        source = _store(self.collection, "notes.md", text.encode())
-        ingestion.ingest(source.pk)
-        source.refresh_from_db()
-        with tempfile.TemporaryDirectory() as folder:
-            path = Path(folder) / "notes.md"
-            path.write_text(text)
-            out = StringIO()
-            call_command("kb_chunk", str(path), "--json", stdout=out)
-        report = json.loads(out.getvalue())
+        source, report = self._indexed_and_previewed("notes.md", text)
         figures = ("median_tokens", "p95_tokens", "max_tokens")
         self.assertEqual(source.stats["chunks"], 2)
         self.assertEqual(
@@ -219,15 +223,7 @@ class IngestTestCase(TestCase):
             "## Rules for the night shift in the winter months\n\n"
             + "".join(f"{sentence}Step {n}.\n\n" for n in range(13))
         )
-        source = _store(self.collection, "harbour.md", text.encode())
-        ingestion.ingest(source.pk)
-        source.refresh_from_db()
-        with tempfile.TemporaryDirectory() as folder:
-            path = Path(folder) / "harbour.md"
-            path.write_text(text)
-            out = StringIO()
-            call_command("kb_chunk", str(path), "--json", stdout=out)
-        report = json.loads(out.getvalue())
+        source, report = self._indexed_and_previewed("harbour.md", text)
         self.assertGreater(source.stats["chunks"], 1)
         self.assertEqual(report["chunks_total"], source.stats["chunks"])
         stored = list(source.chunks.order_by("chunk_index").values_list("start", "end"))
