@@ -130,3 +130,54 @@ class DeepTermsTestCase(SimpleTestCase):
         self.assertIn("###### `-o option-name` `ebbfail`", headings)
         self.assertIn("###### `-o option-name` `slackwater`", headings)
         self.assertIn("###### `-x`", headings)
+
+
+def _read(body: str) -> str:
+    return readers.read("page.html", f"<html><body>{body}</body></html>".encode()).text
+
+
+class WhatStaysTextTestCase(SimpleTestCase):
+    """The rules above leave the text of other pages alone."""
+
+    def test_a_flat_list_of_in_page_links_in_a_content_block_stays(self):
+        text = _read(
+            '<div id="contents"><h1>Limits</h1><p>Three limits apply:</p><ul>'
+            '<li><a href="#max-a">MAX_ROWS</a></li><li><a href="#max-b">MAX_COLS'
+            '</a></li><li><a href="#max-c">MAX_CELLS</a></li></ul></div>'
+        )
+        self.assertIn("MAX_CELLS", text)
+
+    def test_a_data_table_named_index_something_stays(self):
+        text = _read(
+            '<h1>Rates</h1><table class="index-top"><tr><th>Port</th><th>Rate</th>'
+            "</tr><tr><td>Brest</td><td>4 %</td></tr></table>"
+        )
+        self.assertIn("Brest", text)
+
+    def test_a_navigation_cell_named_by_its_id_goes(self):
+        # A table laid out page without landmarks: its menu cell is navigation.
+        text = _read(
+            '<table><tr><td id="left-nav"><a href="/">Home</a> <a href="/p">'
+            'Products</a> <a href="/a">About us</a></td><td><h1>Tides</h1><p>'
+            "High water at Brest comes twice a day.</p></td></tr></table>"
+        )
+        self.assertIn("High water at Brest", text)
+        self.assertNotIn("Products", text)
+
+    def test_a_bar_laid_out_on_several_lines_goes(self):
+        text = _read(
+            '<h1>Tides</h1><div class="header">\n  <p>\n    Next:\n    <a href="#b"'
+            ' rel="next">Currents of the outer harbour</a>,\n    Previous:\n    '
+            '<a href="#a" rel="prev">Moorings</a>,\n    Up:\n    <a href="#top" '
+            'rel="up">Top</a>\n    &nbsp;\n    [<a href="#toc" rel="contents">'
+            "Contents</a>]\n  </p>\n</div><p>High water comes twice a day.</p>"
+        )
+        self.assertNotIn("Next", text)
+        self.assertIn("High water comes twice a day.", text)
+
+    def test_a_paragraph_of_other_links_stays(self):
+        text = _read(
+            '<h1>Tides</h1><p><a href="/tables" rel="nofollow">Tables</a> '
+            '<a href="/charts" rel="noopener">Charts</a></p>'
+        )
+        self.assertIn("Tables", text)

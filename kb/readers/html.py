@@ -19,7 +19,6 @@ anchor (`Reading.anchors`).
 from __future__ import annotations
 
 import functools
-import itertools
 import re
 from collections.abc import Iterator
 
@@ -231,33 +230,32 @@ MIN_CONTENTS_LINKS = 3
 
 
 def _is_page_contents(listing: lxml.html.HtmlElement) -> bool:
-    """A list of nothing but links into the page, nested or in a "contents"
-    block: its table of contents (a one-page manual's, as Texinfo writes it),
-    which names every heading. A flat list of links to the constants defined
-    below stays: it is the text's own."""
-    links = [a for a in listing.iter("a") if (a.get("href") or "").startswith("#")]
-    if len(links) < MIN_CONTENTS_LINKS:
+    """A nested list of nothing but links into the page: its table of
+    contents (a one-page manual's, as Texinfo writes it), which names every
+    heading. A flat list of links to the constants defined below stays: it
+    is the text's own. Only an outermost list is read (once)."""
+    if listing.getparent() is not None and listing.getparent().tag == "li":
         return False
-    linked = " ".join("".join(a.itertext()) for a in links).split()
-    if linked != "".join(listing.itertext()).split():
+    if not any(child.tag in ("ul", "ol") for li in listing for child in li):
         return False
-    nested = any(child.tag in ("ul", "ol") for li in listing for child in li)
-    return nested or any(
-        "contents"
-        in _WORD_SPLIT_RE.split(f"{a.get('class', '')} {a.get('id', '')}".lower())
-        for a in itertools.islice(listing.iterancestors(), 2)
-    )
+    links = _only_links(listing, _is_page_link, 0)
+    return links is not None and links >= MIN_CONTENTS_LINKS
+
+
+def _is_page_link(link: lxml.html.HtmlElement) -> bool:
+    return (link.get("href") or "").startswith("#")
 
 
 def _is_index_table(table: lxml.html.HtmlElement) -> bool:
     """A manual's index (Texinfo's `index-cp`, Sphinx's `genindextable`) or its
-    "Jump to:" row of letters: entries that point at the text, not text."""
+    "Jump to:" row of letters: entries that point at the text, not text. Only
+    an outermost table is read."""
     classes = (table.get("class") or "").split()
     if any(_INDEX_TABLE_RE.match(word) for word in classes):
         return True
-    return any(
-        "summary-letter" in (a.get("class") or "").split() for a in table.iter("a")
-    )
+    if any(a.tag == "table" for a in table.iterancestors()):
+        return False
+    return bool(_SUMMARY_LETTER_XPATH(table))
 
 
 @functools.lru_cache(maxsize=4096)
@@ -271,18 +269,18 @@ def _names_furniture(words: str) -> bool:
 def _is_navigation(el: lxml.html.HtmlElement) -> bool:
     """Whether a class or id names navigation by one of its words: "top-nav",
     "main_menu", "breadcrumbs" (not "canvas" or "navigator"). An id counts
-    on a container only: a term's or a link's id is an anchor named for its
-    text (Texinfo's `index-menu_002dcomplete` for the command `menu-complete`)."""
+    except on a term, a heading or a link: their id is an anchor named for
+    their text (Texinfo's `index-menu_002dcomplete`, the command `menu-complete`)."""
     attrib = el.attrib
     if _names_navigation(attrib.get("class") or ""):
         return True
-    return el.tag in _NAVIGATION_CONTAINERS and _names_navigation(
-        attrib.get("id") or ""
-    )
+    return el.tag not in _ANCHOR_TAGS and _names_navigation(attrib.get("id") or "")
 
 
-_NAVIGATION_CONTAINERS = frozenset(
-    ("div", "ul", "ol", "table", "section", "header", "footer", "nav", "aside")
+# Elements whose id is an anchor named for their text, never navigation.
+_ANCHOR_TAGS = frozenset(
+    ("dt", "dd", "a", "span", "code", "var", "samp", "h1", "h2", "h3", "h4", "h5")
+    + ("h6",)
 )
 
 
@@ -301,8 +299,13 @@ def _drop_furniture(body: lxml.html.HtmlElement) -> None:
 # Links between the pages or nodes of a manual, by their rel: Texinfo's
 # "Next: … Up: … [Contents][Index]" bar heads every node of a one-page manual.
 _NAVIGATION_RELS = frozenset(("next", "prev", "previous", "up", "contents", "index"))
-MAX_BAR_TEXT = 40  # characters of a bar's own text, outside its links
-_INDEX_TABLE_RE = re.compile(r"^(?:index-[a-z]{2,3}|.*printindex|(?:gen)?indextable)$")
+MAX_BAR_TEXT = 30  # characters of a bar's own text, outside its links and spaces
+# Texinfo names an index by two letters (index-cp, index-fn, index-vr; Bash's
+# index-bt, index-rw): "index-top" or "index-row" are other tables' names.
+_INDEX_TABLE_RE = re.compile(r"^(?:index-[a-z]{2}|.*printindex|(?:gen)?indextable)$")
+_SUMMARY_LETTER_XPATH = lxml.etree.XPath(
+    ".//a[contains(concat(' ', normalize-space(@class), ' '), ' summary-letter ')]"
+)
 
 
 def _link_bars(body: lxml.html.HtmlElement) -> list[lxml.html.HtmlElement]:
@@ -310,7 +313,7 @@ def _link_bars(body: lxml.html.HtmlElement) -> list[lxml.html.HtmlElement]:
     or parent node, the contents and the index (and a few words between)."""
     bars, seen = [], set()
     for link in body.iter("a"):
-        if _NAVIGATION_RELS.isdisjoint((link.get("rel") or "").lower().split()):
+        if not _is_navigation_link(link):
             continue
         block = next(
             (a for a in link.iterancestors() if a.tag in ("p", "div", "td")), None
@@ -318,14 +321,39 @@ def _link_bars(body: lxml.html.HtmlElement) -> list[lxml.html.HtmlElement]:
         if block is None or block in seen:
             continue
         seen.add(block)
-        links = list(block.iter("a"))
-        linked = sum(len("".join(a.itertext()).strip()) for a in links)
-        own = len("".join(block.itertext()).strip()) - linked
-        if all(a.get("rel") or a.get("accesskey") for a in links) and (
-            own <= MAX_BAR_TEXT
-        ):
+        if _only_links(block, _is_navigation_link, MAX_BAR_TEXT) is not None:
             bars.append(block)
     return bars
+
+
+def _is_navigation_link(link: lxml.html.HtmlElement) -> bool:
+    rel = (link.get("rel") or "").lower().split()
+    return not _NAVIGATION_RELS.isdisjoint(rel) or bool(link.get("accesskey"))
+
+
+def _only_links(el: lxml.html.HtmlElement, wanted, most_text: int) -> int | None:
+    """How many links `el` holds when every one is `wanted` and its own text
+    (outside them, spaces left out) is at most `most_text` characters; else
+    None. One walk, that stops at the first link or text too many."""
+    links = own = inside = 0
+    for event, node in lxml.etree.iterwalk(el, events=("start", "end")):
+        if not isinstance(node.tag, str):
+            continue
+        if event == "start":
+            if node.tag == "a":
+                if not inside and not wanted(node):
+                    return None
+                links += not inside
+                inside += 1
+            if not inside:
+                own += len("".join((node.text or "").split()))
+        else:
+            inside -= node.tag == "a"
+            if node is not el and not inside:
+                own += len("".join((node.tail or "").split()))
+        if own > most_text:
+            return None
+    return links
 
 
 def _drop(body: lxml.html.HtmlElement, doomed_if) -> None:
