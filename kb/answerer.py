@@ -416,8 +416,13 @@ def _asked_entries(sentences: list[Sentence], question: str) -> dict[int, Senten
 # A setting's or member's labelled field ("**Type**: `boolean`", "Default: 4",
 # "Environment Variable: POETRY_X") or a short emphasised note ("*Introduced in
 # 1.8.0*"): the lines an entry opens with before the sentence that says what
-# it is.
-_FIELD_LINE_RE = re.compile(r"[*_]*[A-Z][\w ]{0,40}?[*_]*:[*_]*\s+\S.*", re.DOTALL)
+# it is. A label is emphasised, or of capitalised words ("Sets the mode: fast
+# or slow." is a definition).
+_FIELD_LINE_RE = re.compile(
+    r"(?P<label>[*_]{1,2}[^*_:]{1,40}[*_]{1,2}|[A-Z]\w*(?: [A-Z]\w*){0,2})"
+    r"\s*:[*_]*\s+\S.*",
+    re.DOTALL,
+)
 _NOTE_LINE_RE = re.compile(r"([*_]).+\1", re.DOTALL)
 MAX_FIELD_WORDS = 6
 
