@@ -203,7 +203,14 @@ else:
 # each process of a parallel run (pytest-xdist's gw0, gw1, ...) and the workers it
 # starts use one of their own, as they use a test database of their own.
 _TEST_PROCESS = os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")
-REDIS_DB = envint("KB_REDIS_DB", 1 + int(_TEST_PROCESS) if TESTING else 0)
+REDIS_DB = envint("KB_REDIS_DB", 1 if TESTING else 0)
+if TESTING:
+    REDIS_DB += int(_TEST_PROCESS)
+if not 0 <= REDIS_DB <= 15:  # a Redis server's 16 databases
+    raise ImproperlyConfigured(
+        f"the Redis database number is {REDIS_DB}: KB_REDIS_DB, plus a parallel "
+        "test process's number, must be 0-15"
+    )
 RQ_TIMEOUT = envint("KB_JOB_TIMEOUT", 1800)
 # "large": long jobs (big sources, shadow builds, evaluation rebuilds), served
 # after "default" so that small uploads do not wait behind them (issue #26).

@@ -110,3 +110,17 @@ def default_language():
     would otherwise word every later message in French."""
     yield
     translation.activate(settings.LANGUAGE_CODE)
+
+
+def pytest_collection_modifyitems(config, items):
+    """In a parallel run (pytest-xdist), skip the tests that restart the
+    servers every process shares: they would cut the others' connections.
+    `make test` deselects them there and runs them alone afterwards."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    alone = pytest.mark.skip(
+        reason="restarts the shared servers: run alone (-m serial), as make test does"
+    )
+    for item in items:
+        if item.get_closest_marker("serial"):
+            item.add_marker(alone)

@@ -30,7 +30,7 @@ LOCKED = "Too many failed attempts; try again in 15 minutes."
 
 
 def clear_rate_limits() -> None:
-    """Forget every counter: the tests' Redis database (KB_REDIS_DB=1) outlives them."""
+    """Forget every counter: the test process's Redis database outlives them."""
     redis = django_rq.get_connection("default")
     keys = list(redis.scan_iter(match=ratelimit.PREFIX + "*"))
     if keys:
