@@ -39,7 +39,10 @@ class Hit:
     @property
     def matched(self) -> str:
         """ "vector", "keyword" (stemmed or exact words) or "both"."""
-        by_words = self.keyword_rank is not None or self.exact_rank is not None
+        by_words = any(
+            rank is not None
+            for rank in (self.keyword_rank, self.exact_rank, self.rare_rank)
+        )
         if self.vector_rank is not None and by_words:
             return "both"
         return "vector" if self.vector_rank is not None else "keyword"
