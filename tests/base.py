@@ -197,9 +197,11 @@ def peak_memory(probe: str, *args: str, env: dict[str, str] | None = None) -> di
 
 
 def forget_jobs() -> None:
-    """Empty the test queue and its finished and failed jobs: a failed job kept in
-    Redis would make a later run's source of the same id and version look lost
-    (kb.jobs.stranded), as the test database's ids start again at 1."""
+    """Empty the test queue and its started, finished and failed jobs: a failed
+    job kept in Redis would make a later run's source of the same id and version
+    look lost (kb.jobs.stranded), as the test database's ids start again at 1,
+    and a job a killed worker left started counts as running ahead of every
+    queued one (kb.jobs.jobs_ahead) until its entry expires."""
     import django_rq
     from rq.job import Job
 
@@ -210,6 +212,11 @@ def forget_jobs() -> None:
             for job_id in registry.get_job_ids():
                 registry.remove(job_id)
                 queue.connection.delete(Job.key_for(job_id))
+        # RQ keeps a started job by its execution, which it removes itself.
+        started = queue.started_job_registry
+        for job_id in started.get_job_ids(cleanup=False):
+            queue.connection.delete(Job.key_for(job_id))
+        queue.connection.delete(started.key)
 
 
 def start_worker(**env: str) -> subprocess.Popen:
