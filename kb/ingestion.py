@@ -100,6 +100,29 @@ class Prepared:
     configs: list[str] = field(default_factory=list)
 
 
+def values_of(
+    title: str, file_name: str, metadata: dict, text: str
+) -> Callable[[str, int, int, int], dict]:
+    """A document's chunks' metadata values (kb.metadata.chunk_values) by
+    heading path, section index, chunk index and total; the date found in the
+    document (kb.dates.document_date) read once."""
+    found_date = dates.document_date(text, title, file_name)
+
+    def values(heading_path: str, section: int, index: int, total: int) -> dict:
+        return chunk_values(
+            title=title,
+            file_name=file_name,
+            source_metadata=metadata,
+            heading_path=heading_path,
+            section_id=section,
+            chunk_index=index,
+            total_chunks=total,
+            found_date=found_date,
+        )
+
+    return values
+
+
 def prefix_room(
     document: parsing.Document,
     embedder: embedding.Embedder,
@@ -136,20 +159,7 @@ def prepare(
     if document is None:
         document = parsing.parse(source.text, source.file_name, title=source.title)
     parsed = time.perf_counter()
-    found_date = dates.document_date(source.text, source.title, source.file_name)
-
-    def values(heading_path: str, section: int, index: int, total: int) -> dict:
-        return chunk_values(
-            title=source.title,
-            file_name=source.file_name,
-            source_metadata=source.metadata,
-            heading_path=heading_path,
-            section_id=section,
-            chunk_index=index,
-            total_chunks=total,
-            found_date=found_date,
-        )
-
+    values = values_of(source.title, source.file_name, source.metadata, source.text)
     if collection.chunk_strategy == Collection.Strategy.FIXED:
         max_tokens = collection.chunk_tokens  # may exceed the window: evaluation only
         per_section = None

@@ -9,7 +9,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from kb import dates, embedding_models
+from kb import embedding_models
 from kb.chunking import (
     DEFAULT_MAX_TOKENS,
     DEFAULT_OVERLAP,
@@ -19,8 +19,8 @@ from kb.chunking import (
     length_figures,
 )
 from kb.embedding import Embedder, get_embedder
-from kb.ingestion import prefix_room
-from kb.metadata import Policy, chunk_values
+from kb.ingestion import prefix_room, values_of
+from kb.metadata import Policy
 from kb.parsing import (
     CONVERTED_EXTENSIONS,
     MARKDOWN_EXTENSIONS,
@@ -120,20 +120,7 @@ def _prefix_room(
 ) -> dict[int, int]:
     """Room for the metadata a new collection embeds before each chunk (its
     heading path), as indexing leaves it: the same chunks as an upload gets."""
-    found_date = dates.document_date(text, doc.title, name)
-
-    def values(heading_path: str, section: int, index: int, total: int) -> dict:
-        return chunk_values(
-            title=doc.title,
-            file_name=name,
-            source_metadata={},
-            heading_path=heading_path,
-            section_id=section,
-            chunk_index=index,
-            total_chunks=total,
-            found_date=found_date,
-        )
-
+    values = values_of(doc.title, name, {}, text)
     return prefix_room(doc, embedder, Policy.build({}), values, budget)
 
 
