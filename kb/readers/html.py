@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import lxml.etree
 import lxml.html
@@ -28,13 +28,12 @@ from django.utils.translation import gettext
 
 from kb.readers import apiref
 from kb.readers.reading import ReaderError, Reading, decoded_html
-from kb.readers.writer import Repeats, Writer, clean, escape
+from kb.readers.writer import MAX_HEADING_LEVEL, Repeats, Writer, clean, escape
 
 MAX_DEPTH = 150  # deeper nesting is read as plain text, not recursed into
 MAX_COLSPAN = 50  # wider spans are read as this many columns
 MAX_ROWSPAN = 1000  # a spanning cell repeats in at most this many rows (0: all)
-_HEADINGS = {f"h{i}": i for i in range(1, 7)}
-MAX_HEADING_LEVEL = 6  # Markdown's deepest
+_HEADINGS = {f"h{i}": i for i in range(1, MAX_HEADING_LEVEL + 1)}
 _DROP_TAGS = {
     "script",
     "style",
@@ -278,10 +277,7 @@ def _is_navigation(el: lxml.html.HtmlElement) -> bool:
 
 
 # Elements whose id is an anchor named for their text, never navigation.
-_ANCHOR_TAGS = frozenset(
-    ("dt", "dd", "a", "span", "code", "var", "samp", "h1", "h2", "h3", "h4", "h5")
-    + ("h6",)
-)
+_ANCHOR_TAGS = frozenset(("dt", "dd", "a", "span", "code", "var", "samp", *_HEADINGS))
 
 
 @functools.lru_cache(maxsize=4096)
@@ -331,7 +327,11 @@ def _is_navigation_link(link: lxml.html.HtmlElement) -> bool:
     return not _NAVIGATION_RELS.isdisjoint(rel) or bool(link.get("accesskey"))
 
 
-def _only_links(el: lxml.html.HtmlElement, wanted, most_text: int) -> int | None:
+def _only_links(
+    el: lxml.html.HtmlElement,
+    wanted: Callable[[lxml.html.HtmlElement], bool],
+    most_text: int,
+) -> int | None:
     """How many links `el` holds when every one is `wanted` and its own text
     (outside them, spaces left out) is at most `most_text` characters; else
     None. One walk, that stops at the first link or text too many."""

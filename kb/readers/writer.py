@@ -62,6 +62,9 @@ def _cell(text: str) -> str:
     return clean(text).replace("|", "\\|")
 
 
+MAX_HEADING_LEVEL = 6  # Markdown's deepest heading
+
+
 @dataclass
 class Repeats:
     """The text of a merged table cell for each further cell it spans, while the
@@ -128,7 +131,8 @@ class Writer:
         self._reopen = None
         if text:
             self.counts["headings"] += 1
-            self.level, self.heading_text = max(1, min(level, 6)), text
+            self.level = max(1, min(level, MAX_HEADING_LEVEL))
+            self.heading_text = text
             text = _CLOSING_HASHES_RE.sub(r"\1\\\2", text)  # not a closing sequence
             self._add("#" * self.level + " " + text, anchor=anchor)
 
