@@ -416,21 +416,24 @@ def read_and_parse(
     if readers.format_of(name):
         reading = readers.read(name, data)
         text = reading.text
+    structure = reading.structure if reading else None
     if auto_title:
-        title = _title_from(text, name)
+        title = _title_from(text, name, structure)
     try:
-        document = parsing.parse(text, name, title=title)
+        document = parsing.parse(text, name, title=title, structure=structure)
     except parsing.ParseError as exc:
         raise parsing.ParseError(_naming(str(exc), title, name)) from exc
     return reading, text, title, document
 
 
-def _title_from(text: str, file_name: str) -> str:
+def _title_from(
+    text: str, file_name: str, structure: list[parsing.Mark] | None = None
+) -> str:
     """Front matter title, else a leading level-1 heading, else the file name."""
     title = ""
     markdown = (".md", ".markdown", *parsing.CONVERTED_EXTENSIONS)
     if PurePosixPath(file_name).suffix.lower() in markdown:
-        title = parsing.markdown_title(text)
+        title = parsing.markdown_title(text, structure)
     title = " ".join((title or parsing.title_from_filename(file_name)).split())
     return title if len(title) <= TITLE_CHARS else title[: TITLE_CHARS - 1] + "…"
 

@@ -105,6 +105,20 @@ class Block:
     text: str = ""
 
 
+@dataclass(frozen=True)
+class Mark:
+    """A top-level block of a Markdown text as the code that wrote it knows it
+    (kb.readers.writer): what CommonMark reads there, so that a reader's text
+    need not be parsed again (`parse(structure=...)`). A list names the span
+    of each of its top-level items."""
+
+    kind: str  # heading, paragraph, list, table, code or blockquote
+    start: int
+    end: int
+    level: int = 0  # a heading's
+    items: tuple[Span, ...] = ()
+
+
 @dataclass
 class SectionData:
     """A heading and its own text, up to the next heading of any level.
@@ -130,13 +144,25 @@ class Document:
     sections: list[SectionData] = field(default_factory=list)
 
 
-def parse(text: str, filename: str, title: str | None = None) -> Document:
-    """Parse by file extension: Markdown (.md, .markdown) or plain text (.txt)."""
+def parse(
+    text: str,
+    filename: str,
+    title: str | None = None,
+    structure: list[Mark] | None = None,
+) -> Document:
+    """Parse by file extension: Markdown (.md, .markdown) or plain text (.txt).
+
+    `structure`, a reader's account of the Markdown it wrote (Reading.structure),
+    stands for parsing it: the same document, without markdown-it's pass.
+    """
     if not text.strip():
         raise ParseError(gettext("%(file)s is empty") % {"file": filename})
     suffix = PurePath(filename).suffix.lower()
     if suffix in MARKDOWN_EXTENSIONS + CONVERTED_EXTENSIONS:
-        return parse_markdown(text, title, fallback_title=title_from_filename(filename))
+        fallback = title_from_filename(filename)
+        if structure is not None and not _FRONT_MATTER_RE.match(text):
+            return structured_markdown(text, structure, title, fallback)
+        return parse_markdown(text, title, fallback_title=fallback)
     if suffix in TEXT_EXTENSIONS:
         return parse_text(text, title or title_from_filename(filename))
     raise ParseError(
@@ -154,11 +180,13 @@ def title_from_filename(filename: str) -> str:
     return (words[:1].upper() + words[1:]) if words else "Untitled"
 
 
-def markdown_title(text: str) -> str:
+def markdown_title(text: str, structure: list[Mark] | None = None) -> str:
     """The front matter title, else the first heading if it is a level-1 one."""
     front, masked, _ = _mask_front_matter(text)
     if front:
         return front
+    if structure is not None:
+        return _structure_h1(text, structure)
     try:
         return _first_h1(parse_tokens(masked))
     except ParseError:
@@ -251,6 +279,65 @@ def parse_markdown(
             % {"file": title}
         )
     return Document(title, sections)
+
+
+def structured_markdown(
+    text: str, structure: list[Mark], title: str | None, fallback_title: str
+) -> Document:
+    """`parse_markdown(text)` for a text whose top-level blocks are known
+    (`structure`, in document order): each block as markdown-it reads it."""
+    blocks = []
+    for mark in structure:
+        block = Block(mark.kind, mark.start, mark.end)
+        if mark.kind == "heading":
+            block.level = mark.level
+            block.text = _heading_content(text, mark)
+        elif mark.kind == "list":
+            block.items = list(mark.items)
+        elif mark.kind == "table":
+            _fill_written_table(block, text)
+        elif mark.kind == "code":
+            _fill_written_code(block, text)
+        blocks.append(block)
+    title = title or _structure_h1(text, structure) or fallback_title
+    sections = _build_sections(_definition_lists(blocks, text), text, title, 0)
+    if not sections:
+        raise ParseError(gettext("%(file)s is empty") % {"file": title})
+    return Document(title, sections)
+
+
+def _heading_content(text: str, mark: Mark) -> str:
+    """An ATX heading's text (its writer leaves no closing sequence)."""
+    return heading_text(text[mark.start + mark.level : mark.end].strip())
+
+
+def _structure_h1(text: str, structure: list[Mark]) -> str:
+    first = next((m for m in structure if m.kind == "heading"), None)
+    return _heading_content(text, first) if first and first.level == 1 else ""
+
+
+def _fill_written_table(block: Block, text: str) -> None:
+    """A pipe table of one line per row: the header, its delimiter, the body."""
+    position = block.start
+    for number, line in enumerate(text[block.start : block.end].split("\n")):
+        row = _table_row(text, Span(position, position + len(line)))
+        position += len(line) + 1
+        if row is None or number == 1:
+            continue
+        if number == 0:
+            block.header = row
+        else:
+            block.rows.append(row)
+
+
+def _fill_written_code(block: Block, text: str) -> None:
+    """A closed fenced block: its language and the lines between its fences."""
+    first_end = text.index("\n", block.start, block.end)
+    opening = text[block.start : first_end]
+    info = opening[len(opening) - len(opening.lstrip(opening[0])) :].strip()
+    block.language = info.split(" ")[0] if info else ""
+    closing = text.rindex("\n", block.start, block.end)
+    block.inner = _strip_newlines(text, first_end + 1, closing + 1)
 
 
 def parse_tokens(text: str) -> list[Token]:

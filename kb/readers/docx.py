@@ -80,7 +80,12 @@ def read(name: str, data: bytes) -> Reading:
     text, _ = reader.out.render()
     if not text.strip():
         raise ReaderError(gettext("%(file)s has no text") % {"file": name})
-    return Reading(text=text, summary=reader.out.summary(), warnings=reader.warnings)
+    return Reading(
+        text=text,
+        summary=reader.out.summary(),
+        warnings=reader.warnings,
+        structure=reader.out.structure(text),
+    )
 
 
 def _unpack(name: str, data: bytes) -> dict[str, bytes]:

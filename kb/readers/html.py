@@ -163,6 +163,7 @@ def read(name: str, data: bytes) -> Reading:
         summary=walker.out.summary(),
         warnings=walker.warnings,
         anchors=walker.out.anchors(),
+        structure=walker.out.structure(text),
     )
 
 

@@ -104,7 +104,13 @@ def read(name: str, data: bytes, *, max_pages: int) -> Reading:
         chars_per_page=chars,
         pages_without_text=empty,
     )
-    return Reading(text=text, pages=page_map, summary=summary, warnings=warnings)
+    return Reading(
+        text=text,
+        pages=page_map,
+        summary=summary,
+        warnings=warnings,
+        structure=writer.structure(text),
+    )
 
 
 # --- characters -> lines and tables ---------------------------------------------

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kb import decoding
-from kb.parsing import ParseError
+from kb.parsing import Mark, ParseError
 
 
 class ReaderError(ParseError):
@@ -28,7 +28,9 @@ class Reading:
     PDF, pages, running headers removed, characters per page and empty pages.
     `anchors` holds (offset, id) for each heading of `text` that had an id in the
     original (HTML only): where a citation of its section could link to
-    (`file#id`); nothing stores them yet.
+    (`file#id`); nothing stores them yet. `structure` says how CommonMark reads
+    the top-level blocks of `text` (kb.parsing.parse takes it instead of
+    parsing), or is None when the writer cannot vouch for a block.
     """
 
     text: str
@@ -36,6 +38,7 @@ class Reading:
     anchors: list[tuple[int, str]] = field(default_factory=list)
     summary: dict[str, Any] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    structure: list[Mark] | None = None
 
     def pages_of(self, start: int, end: int) -> tuple[int, int] | None:
         """First and last page of the text between `start` and `end`."""

@@ -9,8 +9,11 @@ heading that had an anchor in the original (an HTML id) starts in that text.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
+
+from kb.parsing import Mark, Span
 
 _SPACE_RE = re.compile(r"\s+")
 # Text that Markdown would read as structure at the start of a block: a heading,
@@ -91,6 +94,20 @@ class _Block:
     page: int | None
     tight: bool = False  # joined to the previous block by one newline (list items)
     anchor: str = ""  # a heading's id in the original, if it had one
+    kind: str = "paragraph"  # heading, item, table, code or blockquote
+    level: int = 0  # a heading's level, an item's depth, a code fence's length
+    number: int | None = None  # an ordered item's
+
+
+# What CommonMark could read otherwise than the writer meant (`Writer.structure`
+# leaves such a text to the parser): a raw HTML block or a link reference
+# definition opening a paragraph, a heading's closing sequence, a line in code
+# closing its fence early. (Inside a list item or a quote they change nothing
+# the parser reports: the container's extent stays.)
+_OTHER_START_RE = re.compile(r"<|\[[^\]]*\]:")
+_CLOSING_SEQUENCE_RE = re.compile(r"[ \t]#+[ \t]*$")  # after the opening "#"s
+_INDENTED_FENCE_RE = re.compile(r"^ {1,3}(`{3,})[ \t]*$", re.M)
+MAX_ITEM_NUMBER = 99  # LIST_INDENT nests items under wider numbers no more
 
 
 @dataclass
@@ -117,12 +134,12 @@ class Writer:
     _in_list: bool = False
     _reopen: tuple[int, str] | None = None
 
-    def _add(self, text: str, tight: bool = False, anchor: str = "") -> None:
+    def _add(self, text: str, tight: bool = False, anchor: str = "", **shape) -> None:
         if self._reopen and text.strip():
             level, heading, self._reopen = *self._reopen, None
             self.heading(level, heading)
         if text.strip():
-            block = _Block(text, self.page, tight and self._in_list, anchor)
+            block = _Block(text, self.page, tight and self._in_list, anchor, **shape)
             self.blocks.append(block)
             self._in_list = tight
 
@@ -134,7 +151,12 @@ class Writer:
             self.level = max(1, min(level, MAX_HEADING_LEVEL))
             self.heading_text = text
             text = _CLOSING_HASHES_RE.sub(r"\1\\\2", text)  # not a closing sequence
-            self._add("#" * self.level + " " + text, anchor=anchor)
+            self._add(
+                "#" * self.level + " " + text,
+                anchor=anchor,
+                kind="heading",
+                level=self.level,
+            )
 
     def enclosing(self) -> tuple[int, str]:
         """(level, text) of the heading the next text would belong to."""
@@ -156,7 +178,13 @@ class Writer:
         text = _escape_start(clean(text)) or "\u200b"  # an empty item holds its place
         marker = f"{number}." if number is not None else "-"
         self.counts["list_items"] += 1
-        self._add(LIST_INDENT * max(depth, 0) + f"{marker} {text}", tight=True)
+        self._add(
+            LIST_INDENT * max(depth, 0) + f"{marker} {text}",
+            tight=True,
+            kind="item",
+            level=max(depth, 0),
+            number=number,
+        )
 
     def definition(self, term: str, definitions: list[str]) -> None:
         """A term over its definitions, as pandoc and PHP Markdown Extra write
@@ -188,7 +216,7 @@ class Writer:
             self.counts["tables_without_header"] += 1
         lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * width]
         lines += ["| " + " | ".join(row) + " |" for row in body]
-        self._add("\n".join(lines))
+        self._add("\n".join(lines), kind="table")
 
     def code(self, text: str, language: str = "") -> None:
         text = text.strip("\n")
@@ -197,13 +225,15 @@ class Writer:
         longest = max((len(m.group(1)) for m in _FENCE_RE.finditer(text)), default=2)
         fence = "`" * max(3, longest + 1)
         self.counts["code_blocks"] += 1
-        self._add(f"{fence}{clean(language)}\n{text}\n{fence}")
+        self._add(
+            f"{fence}{clean(language)}\n{text}\n{fence}", kind="code", level=len(fence)
+        )
 
     def quote(self, paragraphs: list[str]) -> None:
         paragraphs = [_escape_start(clean(p)) for p in paragraphs if clean(p)]
         if paragraphs:
             self.counts["block_quotes"] += 1
-            self._add("\n>\n".join("> " + p for p in paragraphs))
+            self._add("\n>\n".join("> " + p for p in paragraphs), kind="blockquote")
 
     def render(self) -> tuple[str, list[tuple[int, int, int]] | None]:
         """The Markdown text, and (page, start, end) ranges when pages were set."""
@@ -231,17 +261,79 @@ class Writer:
         paged = any(b.page is not None for b in self.blocks)
         return text, (ranges if paged else None)
 
+    def structure(self, text: str) -> list[Mark] | None:
+        """The top-level blocks of `text` (what `render()` returned) as
+        CommonMark reads them, so that it need not be parsed again; None when
+        a block might read otherwise than meant (_OTHER_START_RE...)."""
+        if "\r" in text or "\x00" in text:  # markdown-it rewrites them
+            return None
+        marks: list[Mark] = []
+        items: list[list[int]] = []  # the open list's top-level items
+        ordered = False
+        for block, start, end in self._placed():
+            if block.kind == "item":
+                if not 0 <= (block.number or 0) <= MAX_ITEM_NUMBER:
+                    return None
+                if block.level and not items:
+                    return None  # indented after another block: code
+                if block.level:
+                    items[-1][1] = end
+                    continue
+                if items and (block.number is not None) != ordered:
+                    marks.append(_list_mark(items))  # another kind of marker
+                    items = []
+                items.append([start, end])
+                ordered = block.number is not None
+                continue
+            if items:
+                marks.append(_list_mark(items))
+                items = []
+            mark = _mark(block, start, end)
+            if mark is None:
+                return None
+            marks.append(mark)
+        if items:
+            marks.append(_list_mark(items))
+        return marks
+
     def anchors(self) -> list[tuple[int, str]]:
         """(offset in the rendered text, anchor) of each heading with an anchor."""
-        found: list[tuple[int, str]] = []
+        return [(start, b.anchor) for b, start, _ in self._placed() if b.anchor]
+
+    def _placed(self) -> Iterator[tuple[_Block, int, int]]:
+        """Each block with its start and end in the rendered text."""
         offset = 0
         for i, block in enumerate(self.blocks):
             if i:
                 offset += 1 if block.tight else 2
-            if block.anchor:
-                found.append((offset, block.anchor))
+            yield block, offset, offset + len(block.text)
             offset += len(block.text)
-        return found
 
     def summary(self, **extra: Any) -> dict[str, Any]:
         return {**self.counts, **extra}
+
+
+def _list_mark(items: list[list[int]]) -> Mark:
+    spans = tuple(Span(start, end) for start, end in items)
+    return Mark("list", items[0][0], items[-1][1], items=spans)
+
+
+def _mark(block: _Block, start: int, end: int) -> Mark | None:
+    """A block other than a list item as CommonMark reads it, or None when it
+    might read otherwise."""
+    text = block.text
+    if block.kind == "heading":
+        if _CLOSING_SEQUENCE_RE.search(text, block.level):
+            return None
+        return Mark("heading", start, end, level=block.level)
+    if block.kind == "code":
+        fence = block.level
+        language = text[fence : text.index("\n")]
+        if "`" in language or any(
+            len(found.group(1)) >= fence for found in _INDENTED_FENCE_RE.finditer(text)
+        ):
+            return None
+        return Mark("code", start, end)
+    if block.kind in ("blockquote", "table"):
+        return Mark(block.kind, start, end)
+    return None if _OTHER_START_RE.match(text) else Mark("paragraph", start, end)
