@@ -225,7 +225,8 @@ def extractive_answer(
         )
     read = [configs[id(s.passage)] for s in sentences]
     asked = _score(sentences, result.question, read)
-    if _by_meaning(sentences, result, read, meanings or {}):
+    across = _by_meaning(sentences, result, read, meanings or {})
+    if across:
         asked = MIN_SHARED_WORDS
     headers = [s for s in sentences if s.passage.is_header]
     rows = [s for s in sentences if not s.passage.is_header]
@@ -237,7 +238,10 @@ def extractive_answer(
         and not _is_header_row(s)
         and not _is_date_line(s)
     ]
-    chosen = _without_other_rows(_choose(answerable or rows or sentences, asked))
+    pool = answerable or rows or sentences
+    chosen = _without_other_rows(_choose(pool, asked))
+    if not across:
+        chosen = _with_each_part(chosen, pool, result, configs, meanings or {})
     following = _following(sentences)
     chosen = _with_what_they_introduce(chosen, following)
     chosen = _with_their_qualifiers(chosen, following)
@@ -480,6 +484,100 @@ def _by_meaning(
         blended = weight * above + (1 - weight) * _unranked(sentence) / words
         sentence.score = blended / _decay(sentence)
     return across
+
+
+# Where a question asks a second thing: ", and where does it ...", "; ", a
+# second sentence ("...? Do I need anything else?"), ", what ..."; in French,
+# Spanish and Russian too.
+_PART_SPLIT_RE = re.compile(
+    r",? and (?=(?:what|where|which|when|how|why|who|does|do|is|are|can|will"
+    r"|should|in which)\b)|, (?=(?:what|where|which|when|how|why|who)\b)"
+    r"|,? et (?=(?:que|qu'|où|quand|comment|quel|quelle|quels|quelles|pourquoi"
+    r"|qui|combien|est-ce)\b)"
+    r"|,? y (?=(?:qué|dónde|cuándo|cómo|cuál|cuáles|por qué|quién|cuánto)\b)"
+    r"|,? и (?=(?:что|где|когда|как|какой|какая|какие|почему|кто|сколько"
+    r"|можно)\b)"
+    r"|; |\?\s+(?=\S)",
+    re.IGNORECASE,
+)
+MIN_PART_WORDS = 2  # content words of a part (not "On a Mac, ...")
+# The two sides of a comparison: "the difference between X and Y", "X or Y:",
+# "X vs Y".
+_COMPARED_RE = re.compile(
+    r"(?:difference|differences|differ)\s+between\s+(?P<a>.+?)\s+and\s+(?P<b>[^?,;]+)"
+    r"|^(?P<c>[^:?]+?)\s+(?:or|vs\.?|versus)\s+(?P<d>[^:?]+?)\s*[:?]",
+    re.IGNORECASE,
+)
+
+
+def question_parts(question: str) -> list[str]:
+    """The questions `question` asks when it asks more than one ("Which git
+    does Poetry use, and when does it switch to the system git?"), or the two
+    things it compares; else []."""
+    compared = _COMPARED_RE.search(question)
+    if compared:
+        sides = [side for side in compared.groups() if side]
+        if all(content_words(side) for side in sides):
+            return sides
+    parts = [p.strip(" ,;?-") for p in _PART_SPLIT_RE.split(question)]
+    parts = [p for p in parts if len(content_words(p)) >= MIN_PART_WORDS]
+    return parts if len(parts) > 1 else []
+
+
+def _with_each_part(
+    chosen: list[Sentence],
+    pool: list[Sentence],
+    result: Result,
+    configs: dict[int, str],
+    meanings: Meanings,
+) -> list[Sentence]:
+    """`chosen`, plus the best sentence for each part of a question that asks
+    several things (question_parts) when none of `chosen` is: an answer to
+    "X, and Y?" quotes Y too. A part's sentences are scored as the
+    question's are (_by_meaning): the part's vector (one more query embedded)
+    against their stored ones, blended with the part's words they hold."""
+    parts = question_parts(result.question)
+    if not parts or result.vector is None or not result.embedding_model:
+        return chosen
+    vectors = embedding.get_embedder(result.embedding_model).embed_queries(parts)
+    read = [configs[id(s.passage)] for s in pool]
+    out = list(chosen)
+    for part, vector in zip(parts, vectors, strict=True):
+        near = _stored_nearness(pool, np.asarray(vector, dtype=np.float32), meanings)
+        if near is None:
+            return chosen
+        scores = _part_scores(pool, part, read, near)
+        best = max(range(len(pool)), key=scores.__getitem__)
+        if scores[best] > 0 and pool[best] not in out:
+            out.append(pool[best])
+    return out
+
+
+def _part_scores(
+    pool: list[Sentence], part: str, read: list[str], near: np.ndarray
+) -> list[float]:
+    """Each sentence's score for one part of the question: its cosine above
+    the median's, over the best's, blended with the idf of the part's words it
+    holds, over the best sentence's; divided by its passage's rank decay."""
+    asked = {config: set(terms(part, config)) for config in set(read)}
+    owns = [set(terms(s.text, c)) for s, c in zip(pool, read, strict=True)]
+    n = len(owns)
+    held = Counter(t for own in owns for t in own)
+    words = [
+        sum(math.log(1 + n / (1 + held[t])) for t in asked[c] & own)
+        for own, c in zip(owns, read, strict=True)
+    ]
+    top = max(words, default=0.0) or 1.0
+    floor = float(np.median(near))
+    span = max(float(near.max()) - floor, 1e-6)
+    return [
+        (
+            MEANING_WEIGHT * min(max(similarity - floor, 0.0) / span, 1.0)
+            + (1 - MEANING_WEIGHT) * w / top
+        )
+        / _decay(s)
+        for s, similarity, w in zip(pool, near.tolist(), words, strict=True)
+    ]
 
 
 def _decay(sentence: Sentence) -> float:

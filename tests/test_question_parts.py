@@ -1,0 +1,73 @@
+"""An answer to a question that asks two things quotes both (issue #28): the
+best sentence for each part of the question, by its words and its meaning."""
+
+from __future__ import annotations
+
+from django.test import SimpleTestCase, TestCase
+
+from kb import answerer, answering
+from kb.retrieval import keywords
+from tests import base
+
+POETRY = base.SHARED / "corpora" / "poetry-docs"
+
+
+class QuestionPartsTestCase(SimpleTestCase):
+    def test_it_tells_the_questions_a_question_asks(self):
+        cases = {
+            "Which git does Poetry use by default, and when does it switch to "
+            "the system git?": [
+                "Which git does Poetry use by default",
+                "when does it switch to the system git",
+            ],
+            "I pip installed starlette, but what serves the app? Do I need "
+            "anything else?": [
+                "I pip installed starlette, but what serves the app",
+                "Do I need anything else",
+            ],
+            "What is the difference between a blue-green deployment and a "
+            "canary deployment?": ["a blue-green deployment", "a canary deployment"],
+            "Taint or toleration?": ["Taint", "toleration"],
+            "Quel port le service expose-t-il, et comment le changer ?": [
+                "Quel port le service expose-t-il",
+                "comment le changer",
+            ],
+            "¿Qué puerto expone el servicio y cómo lo cambio?": [
+                "¿Qué puerto expone el servicio",
+                "cómo lo cambio",
+            ],
+            "Какой порт открывает сервис, и как его изменить?": [
+                "Какой порт открывает сервис",
+                "как его изменить",
+            ],
+        }
+        for question, parts in cases.items():
+            with self.subTest(question):
+                self.assertEqual(answerer.question_parts(question), parts)
+
+    def test_a_question_of_one_part_is_not_split(self):
+        for question in (
+            "On a Mac, where is the config file kept?",  # a place, not a question
+            "How do I add a dependency and lock it?",
+            "Which outages came from a regular expression?",
+        ):
+            with self.subTest(question):
+                self.assertEqual(answerer.question_parts(question), [])
+
+
+class BothPartsAnsweredTestCase(TestCase):
+    @classmethod
+    def setUpTestData(cls):
+        base.shared_or_skip(POETRY)
+        page = (POETRY / "managing-dependencies.md").read_text()
+        cls.collection = base.collection_of("Poetry", {"dependencies.md": page})
+        keywords.count_terms(cls.collection)
+
+    def test_the_answer_quotes_what_each_part_asks(self):
+        question = (
+            "Which dependency groups does a plain poetry install pick up, and what "
+            "if I pass --with docs and --without docs in the same command?"
+        )
+        _, reply = answering.ask(self.collection, question)
+        self.assertIn("installed when executing `poetry install`", reply.text)
+        self.assertIn("`--without` takes precedence over `--with`", reply.text)
