@@ -146,7 +146,7 @@ def read(name: str, data: bytes) -> Reading:
     if content is None:
         content = _main_content(body)
         if content is body:  # no landmark: navigation may be any div
-            _drop(body, _is_navigation)
+            _drop(body, _is_navigation, _MAYBE_NAVIGATION)
     walker = _Walker()
     _open_with_title(walker, content, title)
     try:
@@ -286,8 +286,25 @@ def _names_navigation(words: str) -> bool:
     return not _NAVIGATION_WORDS.isdisjoint(_WORD_SPLIT_RE.split(words.lower()))
 
 
+# The elements _is_furniture and _is_navigation can flag: a dropped tag, a
+# header or footer, a table or list, or an attribute they read. (Tags are
+# matched by iter(): libxml2's XPath tests of self:: are slower than a Python
+# call per element.)
+_FURNITURE_TAGS = (*sorted(_DROP_TAGS), "header", "footer", "table", "ul", "ol")
+_FURNITURE_ATTRIBUTES = lxml.etree.XPath(
+    "descendant-or-self::*[@role or @aria-hidden or @hidden or @style or @class or @id]"
+)
+_MAYBE_NAVIGATION = lxml.etree.XPath("descendant-or-self::*[@class or @id]")
+
+
+def _maybe_furniture(body: lxml.html.HtmlElement) -> list[lxml.html.HtmlElement]:
+    found = dict.fromkeys(body.iter(*_FURNITURE_TAGS))
+    found.update(dict.fromkeys(_FURNITURE_ATTRIBUTES(body)))
+    return list(found)
+
+
 def _drop_furniture(body: lxml.html.HtmlElement) -> None:
-    _drop(body, _is_furniture)
+    _drop(body, _is_furniture, _maybe_furniture)
     for bar in _link_bars(body):
         if bar.getparent() is not None:
             bar.drop_tree()
@@ -357,8 +374,10 @@ def _only_links(
     return links
 
 
-def _drop(body: lxml.html.HtmlElement, doomed_if) -> None:
-    doomed = [el for el in body.iter() if isinstance(el.tag, str) and doomed_if(el)]
+def _drop(body: lxml.html.HtmlElement, doomed_if, candidates) -> None:
+    """Drop the elements of `candidates(body)` (a C-side pass that leaves out
+    those `doomed_if` cannot flag) that `doomed_if`; order does not matter."""
+    doomed = [el for el in candidates(body) if doomed_if(el)]
     for el in doomed:
         if el.getparent() is not None:
             el.drop_tree()  # keeps its tail text
