@@ -88,18 +88,9 @@ _CONTENT_MARKS = (
     ("class", "content"),
     ("id", "main"),
 )
-# Every element one of the marks could pick (a class holding the word's
-# letters anywhere), found in one walk of the tree; _main_content checks words.
-_CONTENT_XPATH = lxml.etree.XPath(
-    ".//*[{}]".format(
-        " or ".join(
-            f"@{attribute}='{word}'"
-            if attribute == "id"
-            else f"contains(@class, '{word}')"
-            for attribute, word in _CONTENT_MARKS
-        )
-    )
-)
+_CONTENT_IDS = frozenset(word for kind, word in _CONTENT_MARKS if kind == "id")
+_CONTENT_CLASSES = tuple(word for kind, word in _CONTENT_MARKS if kind == "class")
+_NAMED_XPATH = lxml.etree.XPath(".//*[@class or @id]")
 _BLOCK_TAGS = {
     "p",
     "div",
@@ -391,7 +382,7 @@ def _main_content(body: lxml.html.HtmlElement) -> lxml.html.HtmlElement:
     ):
         if len(found) == 1:
             return found[0]
-    candidates = _CONTENT_XPATH(body)
+    candidates = _content_candidates(body)
     for attribute, word in _CONTENT_MARKS:
         found = [
             el
@@ -405,6 +396,18 @@ def _main_content(body: lxml.html.HtmlElement) -> lxml.html.HtmlElement:
         if len(found) == 1:
             return found[0]
     return body
+
+
+def _content_candidates(body: lxml.html.HtmlElement) -> list[lxml.html.HtmlElement]:
+    """Every element one of _CONTENT_MARKS could pick (an id of theirs, a class
+    holding one of their words' letters anywhere); _main_content checks words.
+    (An XPath of contains() tests took three times as long.)"""
+    return [
+        el
+        for el in _NAMED_XPATH(body)
+        if el.get("id") in _CONTENT_IDS
+        or any(word in (el.get("class") or "") for word in _CONTENT_CLASSES)
+    ]
 
 
 def _classes(el: lxml.html.HtmlElement) -> set[str]:
