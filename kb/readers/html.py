@@ -430,14 +430,14 @@ class _Walker:
     ) -> str:
         if depth > MAX_DEPTH:
             return escape(el.text_content())  # deeper nesting: not recursed into
-        parts: list[str] = [escape(el.text or "")]
+        parts: list[str] = [(escape(el.text) if el.text else "")]
         for child in el:
             if isinstance(child.tag, str):
                 if skip_blocks and child.tag in ("ul", "ol", "table", "pre"):
                     pass
                 else:
                     parts.append(self._inline_child(child, depth + 1))
-            parts.append(escape(child.tail or ""))
+            parts.append(escape(child.tail) if child.tail else "")
         return "".join(parts)
 
     def _inline_child(self, el: lxml.html.HtmlElement, depth: int = 0) -> str:
@@ -463,11 +463,11 @@ class _Walker:
         if depth > MAX_DEPTH:
             self.out.paragraph(escape(el.text_content()))
             return
-        loose: list[str] = [escape(el.text or "")]
+        loose: list[str] = [(escape(el.text) if el.text else "")]
         terms = _Terms(self)
         for child in el:
             if not isinstance(child.tag, str):
-                loose.append(escape(child.tail or ""))
+                loose.append(escape(child.tail) if child.tail else "")
                 continue
             if child.tag in _BLOCK_TAGS:
                 self.out.paragraph("".join(loose))
@@ -477,7 +477,7 @@ class _Walker:
                 terms.after(child)
             else:
                 loose.append(self._inline_child(child))
-            loose.append(escape(child.tail or ""))
+            loose.append(escape(child.tail) if child.tail else "")
         terms.close()
         self.out.paragraph("".join(loose))
 
@@ -693,7 +693,7 @@ class _Walker:
     def _paragraphs(self, el: lxml.html.HtmlElement, depth: int) -> list[str]:
         """The paragraphs of a block quote or panel, nested blocks flattened."""
         paragraphs: list[str] = []
-        loose: list[str] = [escape(el.text or "")]
+        loose: list[str] = [(escape(el.text) if el.text else "")]
         for child in el:
             if isinstance(child.tag, str) and child.tag in _BLOCK_TAGS:
                 paragraphs.append("".join(loose))
@@ -714,7 +714,7 @@ class _Walker:
                     paragraphs.append(self.inline(child))
             elif isinstance(child.tag, str):
                 loose.append(self._inline_child(child))
-            loose.append(escape(child.tail or ""))
+            loose.append(escape(child.tail) if child.tail else "")
         paragraphs.append("".join(loose))
         return paragraphs
 

@@ -15,7 +15,6 @@ from typing import Any
 
 from kb.parsing import Mark, Span
 
-_SPACE_RE = re.compile(r"\s+")
 # Text that Markdown would read as structure at the start of a block: a heading,
 # quote, bullet, fence, table row or thematic break (escaped by a backslash), or
 # an ordered list item (its "." or ")" escaped).
@@ -43,8 +42,9 @@ LIST_INDENT = "    "  # enough for any marker up to "99. " to nest under
 
 
 def clean(text: str) -> str:
-    """One line of text: whitespace runs (newlines included) as single spaces."""
-    return _SPACE_RE.sub(" ", text.replace("\u00a0", " ")).strip()
+    """One line of text: whitespace runs (newlines and no-break spaces
+    included: what str.isspace() calls a space) as single spaces."""
+    return " ".join(text.split())
 
 
 def escape(text: str) -> str:
