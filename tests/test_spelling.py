@@ -85,3 +85,41 @@ class MisspellingTestCase(TestCase):
         _, reply = answering.ask(self.collection, "What does the token header hold?")
         self.assertEqual(reply.searched_for, [])
         self.assertFalse(any("Searched for" in w for w in reply.warnings))
+
+
+FILES_API = """# Files
+
+## Removing a file
+
+Call `Path.unlink(missing_ok=True)` to remove a file that may be gone already.
+Call `p.iterdir()` to list a folder, or read `/etc/app/settings.toml` first.
+
+## Comparing values
+
+Values are unlike each other when their types differ.
+"""
+
+
+class DottedNamesTestCase(TestCase):
+    """QA over Python's reference: PostgreSQL's parser keeps "Path.unlink" and
+    "p.iterdir" whole, so "unlink" alone was an unknown word, searched as
+    "unlike" and warned about as used by no source."""
+
+    @classmethod
+    def setUpTestData(cls):
+        cls.collection = collection_of("Files", {"files.md": FILES_API})
+        keywords.count_terms(cls.collection)
+
+    def test_a_part_of_a_dotted_name_or_path_is_a_word_of_the_sources(self):
+        question = "What does unlink do when the file is missing, and iterdir? settings"
+        unknown, checked = keywords.unknown_words(self.collection, question)
+        self.assertEqual(unknown, [])
+        self.assertGreater(checked, 3)
+        _, reply = answering.ask(self.collection, "What does unlink do?")
+        self.assertEqual(reply.searched_for, [])
+        self.assertFalse(any("unlink" in w for w in reply.warnings), reply.warnings)
+        self.assertIn("Path.unlink(missing_ok=True)", reply.text)
+
+    def test_a_word_only_inside_another_word_stays_unknown(self):
+        unknown, _ = keywords.unknown_words(self.collection, "What is iter or link?")
+        self.assertEqual(unknown, ["iter", "link"])

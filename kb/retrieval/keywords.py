@@ -342,7 +342,14 @@ CROSS JOIN LATERAL (
     CROSS JOIN LATERAL (SELECT tsvector_to_array(
         to_tsvector(q.config::regconfig, w.word)) AS lexemes) l
 ) found
-WHERE NOT found.common AND NOT found.known
+WHERE NOT found.common AND NOT found.known AND NOT EXISTS (
+    -- a part of a dotted name or path the parser keeps whole ("iterdir" of
+    -- "p.iterdir", "unlink" of "Path.unlink"): a word the sources use
+    SELECT 1 FROM kb_term t
+    WHERE t.collection_id = %(collection)s
+      AND t.lexeme LIKE '%%' || lower(w.word) || '%%'
+      AND t.lexeme ~ ('(^|[./])' || lower(w.word) || '([./]|$)')
+)
 ORDER BY w.n
 """
 QUESTION_WORD_RE = re.compile(r"\w[\w'-]*")
