@@ -323,7 +323,11 @@ SPHINX = """
 item</p></li><li><p><strong>timeout</strong> – seconds to wait</p></li></ul></dd>
 <dt class="field-even">Raises<span class="colon">:</span></dt>
 <dd class="field-even"><p><strong>Full</strong> – when no slot frees up</p></dd></dl>
-</dd></dl></dd></dl></section></div>
+</dd></dl></dd></dl>
+<section id="queue-sizes">
+<span id="sizes"></span><h2>Queue Sizes<a class="headerlink"
+href="#queue-sizes">¶</a></h2>
+<p>A queue holds at most 100 items.</p></section></section></div>
 """
 
 
@@ -464,6 +468,7 @@ class SphinxTestCase(SimpleTestCase):
                 "mod — Tools",
                 "mod — Tools > mod.Queue()",
                 "mod — Tools > mod.Queue() > put()",
+                "mod — Tools > Queue Sizes",
             ],
         )
         section = _section(self.reading, "mod — Tools > mod.Queue() > put()")
@@ -471,6 +476,15 @@ class SphinxTestCase(SimpleTestCase):
         self.assertNotIn("¶", self.reading.text)
         self.assertIn(
             (self.reading.text.index("### put()"), "mod.Queue.put"),
+            self.reading.anchors,
+        )
+
+    def test_a_heading_after_its_label_links_to_its_section(self):
+        """Sphinx writes a reference label as an empty span before the heading
+        (`<span id="sizes"></span><h2>`): the section's id is still the
+        heading's, the one its "¶" link uses."""
+        self.assertIn(
+            (self.reading.text.index("## Queue Sizes"), "queue-sizes"),
             self.reading.anchors,
         )
 

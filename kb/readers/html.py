@@ -731,15 +731,29 @@ def _entries(dl: lxml.html.HtmlElement) -> Iterator[lxml.html.HtmlElement]:
 def _anchor(el: lxml.html.HtmlElement) -> str:
     """The id a link to this heading or term would use: its own, else that of
     an anchor inside it (`<h2><a id="RUNTIME-CONFIG-LOGGING"></a>20.8. ...`),
-    else that of the element it opens (`<div class="refsect1" id=...><h2>`)."""
+    else that of the element it opens (`<div class="refsect1" id=...><h2>`,
+    empty labels before it left aside)."""
     if el.get("id"):
         return el.get("id")
     for a in el.iter("a"):
         if not a.get("href") and (a.get("id") or a.get("name")):
             return a.get("id") or a.get("name")
     parent = el.getparent()
-    first = next(parent.iterchildren("*"), None) if parent is not None else None
+    if parent is None:
+        return ""
+    # the first child, after empty labels (Sphinx's `<span id="sizes"></span>`)
+    first = next((c for c in parent.iterchildren("*") if not _is_label(c)), None)
     return (parent.get("id") or "") if first is el else ""
+
+
+def _is_label(el: lxml.html.HtmlElement) -> bool:
+    """An empty span or anchor that names a place: a link target, not text."""
+    return (
+        el.tag in ("span", "a")
+        and bool(el.get("id") or el.get("name"))
+        and not el.get("href")
+        and not el.text_content().strip()
+    )
 
 
 def _is_panel(el: lxml.html.HtmlElement) -> bool:
