@@ -497,6 +497,30 @@ class SphinxTestCase(SimpleTestCase):
         )
 
 
+# A list whose items show an example (Sphinx's argparse page, AsciiDoc's
+# listing blocks in git's manual): the code sits in divisions of the item.
+EXAMPLE_ITEMS = """
+<div role="main"><h1>Actions</h1><ul>
+<li><p><code>'store'</code> - This stores the value. For example:</p>
+<div class="highlight-default notranslate"><div class="highlight"><pre>
+&gt;&gt;&gt; parser.add_argument('--foo')
+</pre></div></div></li>
+<li><p><code>'count'</code> - This counts the flags.</p></li></ul></div>
+"""
+
+
+class ExampleInListItemTestCase(SimpleTestCase):
+    def test_an_items_example_is_code_after_its_text_once(self):
+        text = readers.read("actions.html", _html(EXAMPLE_ITEMS)).text
+        self.assertIn(
+            "- `'store'` - This stores the value. For example:\n\n"
+            "```\n>>> parser.add_argument('--foo')\n```\n\n"
+            "- `'count'` - This counts the flags.",
+            text,
+        )
+        self.assertEqual(text.count("add_argument"), 1)
+
+
 class TitleTestCase(SimpleTestCase):
     def test_a_title_equal_to_the_first_heading_is_read_once(self):
         body = (

@@ -436,11 +436,13 @@ class _Walker:
                 if skip_blocks and child.tag in ("ul", "ol", "table", "pre"):
                     pass
                 else:
-                    parts.append(self._inline_child(child, depth + 1))
+                    parts.append(self._inline_child(child, depth + 1, skip_blocks))
             parts.append(escape(child.tail) if child.tail else "")
         return "".join(parts)
 
-    def _inline_child(self, el: lxml.html.HtmlElement, depth: int = 0) -> str:
+    def _inline_child(
+        self, el: lxml.html.HtmlElement, depth: int = 0, skip_blocks: bool = False
+    ) -> str:
         tag = el.tag
         if tag == "img":
             self.out.counts["images_dropped"] += 1
@@ -453,7 +455,7 @@ class _Walker:
         if tag in _INLINE_CODE and el.getparent().tag != "pre":
             code = clean(el.text_content())
             return f"`{code}`" if code and "`" not in code else escape(code)
-        text = self.inline(el, depth=depth)
+        text = self.inline(el, skip_blocks, depth)
         return f" {text} " if tag in _BLOCK_TAGS or tag in ("td", "th") else text
 
     # --- blocks --------------------------------------------------------------
@@ -573,8 +575,7 @@ class _Walker:
                 label = self.inline(child)
                 continue
             self.out.item(0, f"{label} {self.inline(child, skip_blocks=True)}")
-            for nested in child.iterchildren("ul", "ol"):
-                self.list(nested, 1, depth + 1)
+            self._blocks_of_item(child, 0, depth)
         self.out.end_list()
 
     def list(self, el: lxml.html.HtmlElement, level: int, depth: int) -> None:
@@ -593,13 +594,20 @@ class _Walker:
                 level, self.inline(li, skip_blocks=True), number if ordered else None
             )
             number += 1
-            for child in li.iterdescendants("ul", "ol", "table", "pre"):
-                if _nearest_owner(child, li):
-                    if child.tag in ("ul", "ol"):
-                        self.list(child, level + 1, depth + 1)
-                    else:
-                        self.out.end_list()
-                        self.block(child, depth + 1)
+            self._blocks_of_item(li, level, depth)
+
+    def _blocks_of_item(
+        self, item: lxml.html.HtmlElement, level: int, depth: int
+    ) -> None:
+        """The lists, tables and code an item holds, however deep in its
+        paragraphs and divisions, after its text (which leaves them out)."""
+        for child in item.iterdescendants("ul", "ol", "table", "pre"):
+            if _nearest_owner(child, item):
+                if child.tag in ("ul", "ol"):
+                    self.list(child, level + 1, depth + 1)
+                else:
+                    self.out.end_list()
+                    self.block(child, depth + 1)
 
     def table(self, el: lxml.html.HtmlElement) -> None:
         """A pipe table, its <caption> as the paragraph above it; a row of one
@@ -775,7 +783,8 @@ def _cell_texts(tr: lxml.html.HtmlElement) -> list[str]:
 
 
 def _nearest_owner(el: lxml.html.HtmlElement, li: lxml.html.HtmlElement) -> bool:
-    """Whether `li` is the closest list item around `el` (not a nested one's)."""
+    """Whether `li` (a list item, a field's value) is the closest item around
+    `el` (not a nested one's)."""
     for ancestor in el.iterancestors():
         if ancestor is li:
             return True
