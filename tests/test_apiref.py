@@ -509,6 +509,32 @@ EXAMPLE_ITEMS = """
 """
 
 
+SEE_ALSO = """
+<div role="main"><section id="dt"><h1>datetime</h1>
+<p>The datetime module supplies classes for dates and times.</p>
+<div class="admonition seealso"><p class="admonition-title">See also</p>
+<dl class="simple"><dt>Module <a href="calendar.html"><code>calendar</code></a></dt>
+<dd><p>General calendar related functions.</p></dd>
+<dt>Package <a href="https://example.org">dateutil</a></dt>
+<dd><p>Third-party library with parsing support.</p></dd></dl></div>
+<section id="aware"><h2>Aware and Naive Objects</h2><p>Objects may be aware.</p>
+</section></section></div>
+"""
+
+
+class SeeAlsoTestCase(SimpleTestCase):
+    def test_a_see_also_box_is_a_list_not_headings(self):
+        reading = readers.read("datetime.html", _html(SEE_ALSO, "datetime"))
+        self.assertEqual(
+            _paths(reading), ["datetime", "datetime > Aware and Naive Objects"]
+        )
+        self.assertIn(
+            "- Module `calendar` General calendar related functions.\n"
+            "- Package dateutil Third-party library with parsing support.",
+            reading.text,
+        )
+
+
 class ExampleInListItemTestCase(SimpleTestCase):
     def test_an_items_example_is_code_after_its_text_once(self):
         text = readers.read("actions.html", _html(EXAMPLE_ITEMS)).text

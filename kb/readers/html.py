@@ -521,7 +521,7 @@ class _Walker:
 
     def definitions(self, el: lxml.html.HtmlElement, depth: int) -> None:
         """Each term a heading one level below the last, its definitions after."""
-        if apiref.is_field_list(el):
+        if apiref.is_field_list(el) or _in_admonition(el):
             self.fields(el, depth)
             return
         self.out.end_list()
@@ -762,6 +762,13 @@ def _is_label(el: lxml.html.HtmlElement) -> bool:
         and not el.get("href")
         and not el.text_content().strip()
     )
+
+
+def _in_admonition(el: lxml.html.HtmlElement) -> bool:
+    """Inside a note, warning or "See also" box (Sphinx's `admonition`): its
+    terms are the box's list ("Module calendar: General calendar related
+    functions."), not headings of the page."""
+    return any("admonition" in _classes(a) for a in el.iterancestors("div"))
 
 
 def _is_panel(el: lxml.html.HtmlElement) -> bool:
