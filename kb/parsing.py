@@ -300,10 +300,9 @@ def structured_markdown(
             _fill_written_code(block, text)
         blocks.append(block)
     title = title or _structure_h1(text, structure) or fallback_title
-    sections = _build_sections(_definition_lists(blocks, text), text, title, 0)
-    if not sections:
-        raise ParseError(gettext("%(file)s is empty") % {"file": title})
-    return Document(title, sections)
+    return Document(
+        title, _build_sections(_definition_lists(blocks, text), text, title, 0)
+    )
 
 
 def _heading_content(text: str, mark: Mark) -> str:
@@ -322,7 +321,7 @@ def _fill_written_table(block: Block, text: str) -> None:
     for number, line in enumerate(text[block.start : block.end].split("\n")):
         row = _table_row(text, Span(position, position + len(line)))
         position += len(line) + 1
-        if row is None or number == 1:
+        if number == 1:  # the delimiter row
             continue
         if number == 0:
             block.header = row

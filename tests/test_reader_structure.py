@@ -104,6 +104,18 @@ class ReadOtherwiseTestCase(SimpleTestCase):
             ("code", ("a\r```\rb", "")),
             ("paragraph", ("after",)),
         ],
+        "an item of two hyphens is no thematic break": [
+            ("item", (0, "a")),
+            ("item", (0, "--")),
+            ("item", (0, "b")),
+        ],
+        "a fence's language with a pipe over a delimiter line": [
+            ("code", ("---", "|")),
+        ],
+        "a link reference definition with an escaped bracket": [
+            ("paragraph", ("[a\\]]: /u",)),
+            ("paragraph", ("b",)),
+        ],
         "a NUL is read as U+FFFD": [("heading", (1, "a\x00")), ("paragraph", ("x",))],
     }
 

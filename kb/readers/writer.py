@@ -19,9 +19,10 @@ from kb.parsing import Mark, Span
 # quote, bullet, fence, table row or thematic break (escaped by a backslash), or
 # an ordered list item (its "." or ")" escaped).
 # A ":" and a space open a definition (kb.parsing reads "Term" over ": text"
-# as one).
+# as one). Two hyphens alone make a thematic break of a "- " item's line.
 _BLOCK_START_RE = re.compile(
-    r"^(#{1,6}(\s|$)|>|[-+*](\s|$)|```|~~~|\||:\s|([-*_])([ \t]*\4){2,}[ \t]*$)"
+    r"^(#{1,6}(\s|$)|>|[-+*](\s|$)|```|~~~|\||:\s|([-*_])([ \t]*\4){2,}[ \t]*$"
+    r"|--[ \t]*$)"
 )
 _ORDERED_START_RE = re.compile(r"^(\d{1,9})([.)](\s|$))")
 _CLOSING_HASHES_RE = re.compile(r"(\s)(#+)$")
@@ -104,7 +105,7 @@ class _Block:
 # definition opening a paragraph, a heading's closing sequence, a line in code
 # closing its fence early. (Inside a list item or a quote they change nothing
 # the parser reports: the container's extent stays.)
-_OTHER_START_RE = re.compile(r"<|\[[^\]]*\]:")
+_OTHER_START_RE = re.compile(r"<|\[(?:\\.|[^\]\\])*\]:")
 _CLOSING_SEQUENCE_RE = re.compile(r"[ \t]#+[ \t]*$")  # after the opening "#"s
 _INDENTED_FENCE_RE = re.compile(r"^ {1,3}(`{3,})[ \t]*$", re.M)
 MAX_ITEM_NUMBER = 99  # LIST_INDENT nests items under wider numbers no more
@@ -264,7 +265,8 @@ class Writer:
     def structure(self, text: str) -> list[Mark] | None:
         """The top-level blocks of `text` (what `render()` returned) as
         CommonMark reads them, so that it need not be parsed again; None when
-        a block might read otherwise than meant (_OTHER_START_RE...)."""
+        a block might read otherwise than meant (_OTHER_START_RE...; a fence's
+        language with a "|" over a "---" line reads as a table)."""
         if "\r" in text or "\x00" in text:  # markdown-it rewrites them
             return None
         marks: list[Mark] = []
@@ -329,8 +331,13 @@ def _mark(block: _Block, start: int, end: int) -> Mark | None:
     if block.kind == "code":
         fence = block.level
         language = text[fence : text.index("\n")]
-        if "`" in language or any(
-            len(found.group(1)) >= fence for found in _INDENTED_FENCE_RE.finditer(text)
+        if (
+            "`" in language
+            or "|" in language
+            or any(
+                len(found.group(1)) >= fence
+                for found in _INDENTED_FENCE_RE.finditer(text)
+            )
         ):
             return None
         return Mark("code", start, end)
