@@ -239,9 +239,10 @@ def extractive_answer(
         and not _is_date_line(s)
     ]
     pool = answerable or rows or sentences
-    chosen = _without_other_rows(_choose(pool, asked))
+    chosen = _choose(pool, asked)
     if not across:
         chosen = _with_each_part(chosen, pool, result, configs, meanings or {})
+    chosen = _without_other_rows(chosen)
     following = _following(sentences)
     chosen = _with_what_they_introduce(chosen, following)
     chosen = _with_their_qualifiers(chosen, following)
@@ -469,13 +470,12 @@ def _by_meaning(
     if near is None:
         return False
     weight = 1.0 if across else MEANING_WEIGHT
-    floor = float(np.median(near))
-    span = max(float(near.max()) - floor, 1e-6)
     words = max((_unranked(s) for s in sentences), default=0.0) or 1.0
-    for sentence, similarity in zip(sentences, near.tolist(), strict=True):
+    relative = _above_median(near).tolist()
+    for sentence, meaning in zip(sentences, relative, strict=True):
         # The row of a code or option asked about, whatever its vector (its
         # chunk's) says: EXACT_WEIGHT.
-        above = max(min(max(similarity - floor, 0.0) / span, 1.0), sentence.exact)
+        above = max(meaning, sentence.exact)
         if above > SHARES_MEANING or (across and above > 0):
             sentence.shared = max(sentence.shared, MIN_SHARED_WORDS)
         elif across:
@@ -501,27 +501,52 @@ _PART_SPLIT_RE = re.compile(
     re.IGNORECASE,
 )
 MIN_PART_WORDS = 2  # content words of a part (not "On a Mac, ...")
-# The two sides of a comparison: "the difference between X and Y", "X or Y:",
-# "X vs Y".
-_COMPARED_RE = re.compile(
-    r"(?:difference|differences|differ)\s+between\s+(?P<a>.+?)\s+and\s+(?P<b>[^?,;]+)"
-    r"|^(?P<c>[^:?]+?)\s+(?:or|vs\.?|versus)\s+(?P<d>[^:?]+?)\s*[:?]",
+# A word that asks (English, French, Spanish, Russian): a part without one is
+# a lead-in ("In a Django project, where ...?"), not a question of its own.
+_ASKING_RE = re.compile(
+    r"\b(?:what|where|which|when|how|why|who|whom|whose|does|do|did|is|are|was"
+    r"|were|can|could|should|will|would|may|must|has|have"
+    r"|que|qu'|quoi|où|quand|comment|quel|quelle|quels|quelles|pourquoi|qui"
+    r"|combien|est-ce|qué|dónde|cuándo|cómo|cuál|cuáles|por qué|quién|cuánto"
+    r"|cuántos|cuántas|puedo|debo|hay|что|где|когда|как|какой|какая|какие"
+    r"|почему|кто|сколько|можно|ли|нужно)\b",
     re.IGNORECASE,
 )
+# The two sides of a comparison: "the difference between X and Y", and "X or
+# Y?", "X vs Y:" before any word that asks.
+_BETWEEN_RE = re.compile(
+    r"\b(?:difference|differences|differ) between (.+?) and ([^?,;]+)", re.IGNORECASE
+)
+_ALTERNATIVES_RE = re.compile(r" (?:or|vs\.?|versus) ", re.IGNORECASE)
+_QUESTION_END_RE = re.compile(r"[:?]")
 
 
 def question_parts(question: str) -> list[str]:
     """The questions `question` asks when it asks more than one ("Which git
     does Poetry use, and when does it switch to the system git?"), or the two
-    things it compares; else []."""
-    compared = _COMPARED_RE.search(question)
-    if compared:
-        sides = [side for side in compared.groups() if side]
-        if all(content_words(side) for side in sides):
-            return sides
+    things it compares; else []. Linear in the question's length."""
+    question = " ".join(question.split())
+    sides = _compared(question)
+    if sides and all(content_words(side) for side in sides):
+        return sides
     parts = [p.strip(" ,;?-") for p in _PART_SPLIT_RE.split(question)]
-    parts = [p for p in parts if len(content_words(p)) >= MIN_PART_WORDS]
+    parts = [
+        p
+        for p in parts
+        if len(content_words(p)) >= MIN_PART_WORDS and _ASKING_RE.search(p)
+    ]
     return parts if len(parts) > 1 else []
+
+
+def _compared(question: str) -> list[str]:
+    between = _BETWEEN_RE.search(question)
+    if between:
+        return [side.strip() for side in between.groups()]
+    end = _QUESTION_END_RE.search(question)
+    if end is None or _ASKING_RE.search(question, 0, end.start()):
+        return []  # "Why does my pod restart or crash?" asks one thing
+    sides = _ALTERNATIVES_RE.split(question[: end.start()])
+    return [side.strip() for side in sides] if len(sides) == 2 else []
 
 
 def _with_each_part(
@@ -532,24 +557,36 @@ def _with_each_part(
     meanings: Meanings,
 ) -> list[Sentence]:
     """`chosen`, plus the best sentence for each part of a question that asks
-    several things (question_parts) when none of `chosen` is: an answer to
-    "X, and Y?" quotes Y too. A part's sentences are scored as the
-    question's are (_by_meaning): the part's vector (one more query embedded)
-    against their stored ones, blended with the part's words they hold."""
+    several things (question_parts) when none of `chosen` says it already:
+    an answer to "X, and Y?" quotes Y too. A part's vector (one more query
+    embedded, only when the passages have stored unit vectors) is compared
+    with the sentences' stored ones and blended with the part's words they
+    hold (_part_scores)."""
     parts = question_parts(result.question)
     if not parts or result.vector is None or not result.embedding_model:
         return chosen
+    if not any(s.location.section_id in meanings for s in pool):
+        return chosen  # an index without unit vectors: no model call for nothing
     vectors = embedding.get_embedder(result.embedding_model).embed_queries(parts)
     read = [configs[id(s.passage)] for s in pool]
     out = list(chosen)
+    said = {" ".join(s.text.split()).casefold() for s in out}
+    code = sum(has_code(s.text) for s in out)
     for part, vector in zip(parts, vectors, strict=True):
         near = _stored_nearness(pool, np.asarray(vector, dtype=np.float32), meanings)
         if near is None:
             return chosen
         scores = _part_scores(pool, part, read, near)
-        best = max(range(len(pool)), key=scores.__getitem__)
-        if scores[best] > 0 and pool[best] not in out:
-            out.append(pool[best])
+        best = pool[max(range(len(pool)), key=scores.__getitem__)]
+        key = " ".join(best.text.split()).casefold()
+        if max(scores) <= 0 or key in said:
+            continue
+        if has_code(best.text):
+            if code >= MAX_CODE_BLOCKS:
+                continue
+            code += 1
+        out.append(best)
+        said.add(key)
     return out
 
 
@@ -557,8 +594,9 @@ def _part_scores(
     pool: list[Sentence], part: str, read: list[str], near: np.ndarray
 ) -> list[float]:
     """Each sentence's score for one part of the question: its cosine above
-    the median's, over the best's, blended with the idf of the part's words it
-    holds, over the best sentence's; divided by its passage's rank decay."""
+    the median's, over the best's (_above_median), blended at MEANING_WEIGHT
+    with the idf of the part's words its own text holds (not its heading's),
+    over the best sentence's; divided by its passage's rank decay."""
     asked = {config: set(terms(part, config)) for config in set(read)}
     owns = [set(terms(s.text, c)) for s, c in zip(pool, read, strict=True)]
     n = len(owns)
@@ -568,16 +606,18 @@ def _part_scores(
         for own, c in zip(owns, read, strict=True)
     ]
     top = max(words, default=0.0) or 1.0
+    meaning = _above_median(near).tolist()
+    return [
+        (MEANING_WEIGHT * m + (1 - MEANING_WEIGHT) * w / top) / _decay(s)
+        for s, m, w in zip(pool, meaning, words, strict=True)
+    ]
+
+
+def _above_median(near: np.ndarray) -> np.ndarray:
+    """Each cosine above the median one, over the best one's: 0 to 1."""
     floor = float(np.median(near))
     span = max(float(near.max()) - floor, 1e-6)
-    return [
-        (
-            MEANING_WEIGHT * min(max(similarity - floor, 0.0) / span, 1.0)
-            + (1 - MEANING_WEIGHT) * w / top
-        )
-        / _decay(s)
-        for s, similarity, w in zip(pool, near.tolist(), words, strict=True)
-    ]
+    return np.clip((near - floor) / span, 0.0, 1.0)
 
 
 def _decay(sentence: Sentence) -> float:

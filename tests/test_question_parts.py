@@ -28,6 +28,10 @@ class QuestionPartsTestCase(SimpleTestCase):
             "What is the difference between a blue-green deployment and a "
             "canary deployment?": ["a blue-green deployment", "a canary deployment"],
             "Taint or toleration?": ["Taint", "toleration"],
+            "Do I need poetry or pip and where is the lock file?": [
+                "Do I need poetry or pip",
+                "where is the lock file",
+            ],
             "Quel port le service expose-t-il, et comment le changer ?": [
                 "Quel port le service expose-t-il",
                 "comment le changer",
@@ -48,8 +52,12 @@ class QuestionPartsTestCase(SimpleTestCase):
     def test_a_question_of_one_part_is_not_split(self):
         for question in (
             "On a Mac, where is the config file kept?",  # a place, not a question
+            "In a Django project, where is the settings file kept?",
+            "Besides pip, what installers does the project support?",
+            "Why does my pod restart or crash?",  # one question, two outcomes
             "How do I add a dependency and lock it?",
             "Which outages came from a regular expression?",
+            "a" + " or" * 400 + "  " * 300 + ":",  # read in one pass
         ):
             with self.subTest(question):
                 self.assertEqual(answerer.question_parts(question), [])
