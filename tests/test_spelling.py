@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.test import SimpleTestCase, TestCase
 
 from kb import answering
+from kb.models import Chunk
 from kb.retrieval import keywords, spelling
 from kb.retrieval.spelling import Correction
 from tests.base import collection_of
@@ -119,6 +120,16 @@ class DottedNamesTestCase(TestCase):
         self.assertEqual(reply.searched_for, [])
         self.assertFalse(any("unlink" in w for w in reply.warnings), reply.warnings)
         self.assertIn("Path.unlink(missing_ok=True)", reply.text)
+
+    def test_a_question_naming_only_a_method_finds_the_chunk_of_its_name(self):
+        self.assertEqual(
+            keywords.dotted_names(self.collection, "What does iterdir list?"),
+            {"english": ["p.iterdir"]},
+        )
+        found = keywords.find(self.collection, "What does iterdir list?", 10)
+        (chunk,) = Chunk.objects.filter(pk__in=found.rare_ids)
+        self.assertIn("p.iterdir()", chunk.text)
+        self.assertEqual(keywords.dotted_names(self.collection, "What is iter?"), {})
 
     def test_a_word_only_inside_another_word_stays_unknown(self):
         unknown, _ = keywords.unknown_words(self.collection, "What is iter or link?")

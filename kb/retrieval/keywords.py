@@ -110,8 +110,64 @@ def find(
             return Found([], [])
         ids = _search(collection, analysed, limit, include_deprecated, max_any_rows)
         rare_words = rare_terms(collection, analysed)
+        for config, names in dotted_names(collection, question).items():
+            rare_words[config] = " | ".join(
+                filter(None, [rare_words.get(config), *map(_quoted, names)])
+            )
         rare = _ranked(collection, include_deprecated, rare_words, limit)
     return Found(ids, rare)
+
+
+# The rare dotted names and paths of the collection (lexemes PostgreSQL's parser
+# keeps whole: "p.iterdir", "date.fromordinal") that hold, between dots or
+# slashes, a word of the question no chunk holds as a word of its own.
+_DOTTED = """
+WITH unknown AS MATERIALIZED (  -- first: a few words, each looked up once
+    SELECT lower(w.word) AS word FROM unnest(%(words)s::text[]) AS w(word)
+    WHERE NOT EXISTS (
+        SELECT 1 FROM unnest(%(configs)s::text[]) AS q(config)
+        CROSS JOIN LATERAL (SELECT tsvector_to_array(
+            to_tsvector(q.config::regconfig, w.word)) AS lexemes) l
+        JOIN kb_term t ON t.collection_id = %(collection)s
+             AND t.language = q.config::regconfig AND t.lexeme = ANY(l.lexemes))
+)
+SELECT t.language::text, t.lexeme FROM unknown u
+JOIN kb_term t ON t.collection_id = %(collection)s
+     AND t.lexeme LIKE '%%' || u.word || '%%'
+     AND t.lexeme ~ ('(^|[./])' || u.word || '([./]|$)')
+WHERE t.chunks <= %(most)s
+ORDER BY t.chunks, t.lexeme
+LIMIT %(limit)s
+"""
+MIN_NAME_LETTERS = 4  # a shorter part ("p", "os", "get") names too much
+MAX_DOTTED = 10  # names searched for the question's unknown words
+MAX_NAME_CHUNKS = 10  # chunks a name is in at most: a name, not a common word
+
+
+def dotted_names(collection: Collection, question: str) -> dict[str, list[str]]:
+    """By language, the rare dotted names holding a word of `question` that no
+    chunk holds on its own ("What does iterdir yield?" over pages that write
+    only `p.iterdir()` and `Path.iterdir()`): searched beside its rare words."""
+    words = [
+        word
+        for word in dict.fromkeys(QUESTION_WORD_RE.findall(question))
+        if len(word) >= MIN_NAME_LETTERS and word.casefold() not in STOPWORDS
+    ][:MAX_UNKNOWN_CHECKED]
+    if not words or collection.terms_counted is None:
+        return {}
+    params = {
+        "words": words,
+        "configs": configs(collection),
+        "collection": collection.pk,
+        "most": MAX_NAME_CHUNKS,
+        "limit": MAX_DOTTED,
+    }
+    with connection.cursor() as cursor:
+        cursor.execute(_DOTTED, params)
+        found: dict[str, list[str]] = {}
+        for config, lexeme in cursor.fetchall():
+            found.setdefault(config, []).append(lexeme)
+    return found
 
 
 def rare_terms(collection: Collection, analysed: dict[str, Analysis]) -> dict[str, str]:
