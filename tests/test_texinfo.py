@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from django.test import SimpleTestCase
 
-from kb import readers
+from kb import parsing, readers
 
 NODE_BAR = (
     '<div class="header"><p>Next: <a href="#{next}" accesskey="n" rel="next">'
@@ -130,6 +130,17 @@ class DeepTermsTestCase(SimpleTestCase):
         self.assertIn("###### `-o option-name` `ebbfail`", headings)
         self.assertIn("###### `-o option-name` `slackwater`", headings)
         self.assertIn("###### `-x`", headings)
+
+
+class SymbolTermTestCase(SimpleTestCase):
+    def test_a_term_of_hashes_keeps_its_name(self):
+        """Bash's special parameter `#` was written "#### #": a heading whose
+        closing sequence left it empty ("Untitled section")."""
+        body = "<h1>Special Parameters</h1><dl><dt>#</dt><dd>Expands to the count."
+        text = _read(body + "</dd><dt>x #</dt><dd>Another.</dd></dl>")
+        document = parsing.parse(text, "bash.md")
+        headings = [section.heading for section in document.sections]
+        self.assertEqual(headings, ["Special Parameters", "#", "x #"])
 
 
 def _read(body: str) -> str:

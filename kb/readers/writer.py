@@ -25,7 +25,7 @@ _BLOCK_START_RE = re.compile(
     r"|--[ \t]*$)"
 )
 _ORDERED_START_RE = re.compile(r"^(\d{1,9})([.)](\s|$))")
-_CLOSING_HASHES_RE = re.compile(r"(\s)(#+)$")
+_CLOSING_HASHES_RE = re.compile(r"(^|\s)(#+)$")
 # Inline markup in text, as CommonMark (markdown-it, raw HTML off) reads it. The
 # text is one node of a document, so its ends may touch anything: a character is
 # escaped unless its neighbours inside the text prove it inert.
