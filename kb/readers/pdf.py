@@ -27,7 +27,7 @@ from django.utils.translation import gettext
 from kb.readers.pdf_assembly import Assembler
 from kb.readers.pdf_lines import page_lines, page_rules
 from kb.readers.pdf_order import reading_order
-from kb.readers.pdf_running_lines import drop_running_lines
+from kb.readers.pdf_running_lines import drop_contents_lines, drop_running_lines
 from kb.readers.pdf_tables import ruled_tables, unruled_tables
 from kb.readers.reading import ReaderError, Reading
 from kb.readers.writer import Writer
@@ -92,6 +92,7 @@ def read(name: str, data: bytes, *, max_pages: int) -> Reading:
             % {"file": name}
         )
     removed = drop_running_lines(pages)
+    contents = drop_contents_lines(pages)
     ordered = [reading_order(lines, tables) for lines, tables in pages]
     writer = Writer()
     Assembler(writer, ordered).run()
@@ -101,6 +102,7 @@ def read(name: str, data: bytes, *, max_pages: int) -> Reading:
     summary = writer.summary(
         pages=count,
         running_lines_removed=removed,
+        contents_lines_removed=contents,
         chars_per_page=chars,
         pages_without_text=empty,
     )

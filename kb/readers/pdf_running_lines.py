@@ -1,4 +1,5 @@
-"""Running headers, footers and page numbers dropped from a PDF's pages.
+"""Running headers, footers and page numbers dropped from a PDF's pages, and
+the entries of its table of contents and index.
 
 Lines of the top and bottom margins repeated on many pages (digits aside), page
 numbers, and rows that carry the page number (their number less the page's
@@ -106,4 +107,38 @@ def drop_running_lines(pages) -> int:
                     break
         removed += len(drop)
         lines[:] = [ln for ln in lines if id(ln) not in drop]
+    return removed
+
+
+# An entry of a table of contents or an index: a leader of dots, spaced as TeX
+# and word processors set them or dense, then (or on its own beside) the page
+# number: "3.4.2 Special Parameters . . . . . . 23", "read . . . . . 70", a
+# long title's short leader ("License . . 174"), an index entry's pages.
+_FOLIO = r"(?:\d{1,5}|[ivxlcdm]{1,7})"
+_PAGES = rf"{_FOLIO}(?:,\s*{_FOLIO})*"  # an index entry's "8, 86"
+_LEADER_RE = re.compile(
+    rf"(?:(?:\. ){{4,}}\.?\s*(?:{_PAGES})?|(?:\. ){{2,}}\.?\s*{_PAGES}"
+    rf"|\.{{5,}}\s*{_PAGES})$",
+    re.IGNORECASE,
+)
+
+
+def drop_contents_lines(pages) -> int:
+    """Drop the lines of a table of contents or an index (a dot leader and a page
+    number, which may be a line of its own on the same baseline): they say where
+    the text is, and read as headings and sentences otherwise. Returns how many
+    lines were dropped."""
+    removed = 0
+    for lines, _ in pages:
+        rows = {round(ln.y) for ln in lines if _LEADER_RE.search(ln.text)}
+        if not rows:
+            continue
+        kept = [
+            ln
+            for ln in lines
+            if round(ln.y) not in rows
+            or not (_LEADER_RE.search(ln.text) or _PAGE_NUMBER_RE.match(ln.text))
+        ]
+        removed += len(lines) - len(kept)
+        lines[:] = kept
     return removed
