@@ -696,6 +696,11 @@ class PdfReaderTestCase(SimpleTestCase):
         self.assertEqual(reading.pages_of(item, item + 10), (1, 1))
         name = text.index("name: the")
         self.assertEqual(reading.pages_of(name, name + 10), (4, 4))
+        # and a paragraph going on over a page break maps each part to its page:
+        # a citation of its second sentence names the page that sentence is on
+        start, rest = text.index("The serializer may"), text.index("holds both")
+        self.assertEqual(reading.pages_of(start, rest - 1), (2, 2))
+        self.assertEqual(reading.pages_of(rest, rest + 20), (3, 3))
 
     def test_a_line_opening_with_code_under_a_line_of_code_is_a_line_of_its_own(
         self,

@@ -330,7 +330,12 @@ class Assembler:
         if self.paragraph:
             self.out.page = self.paragraph[0].page  # where it starts
             text = join_texts([ln.text for ln in self.paragraph], self.words)
-            self.out.paragraph(escape(text))
+            turns = [
+                (escape(line.text), line.page)
+                for before, line in zip(self.paragraph, self.paragraph[1:])
+                if line.page != before.page
+            ]
+            self.out.paragraph(escape(text), turns)
             self.paragraph = []
         if self.item is not None:
             self.out.page = self.item_page

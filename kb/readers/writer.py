@@ -95,6 +95,8 @@ class _Block:
     page: int | None
     tight: bool = False  # joined to the previous block by one newline (list items)
     anchor: str = ""  # a heading's id in the original, if it had one
+    # where a later page begins inside it: (offset in `text`, page)
+    turns: tuple[tuple[int, int], ...] = ()
     kind: str = "paragraph"  # heading, item, table, code or blockquote
     level: int = 0  # a heading's level, an item's depth, a code fence's length
     number: int | None = None  # an ordered item's
@@ -168,11 +170,15 @@ class Writer:
         of terms, each written as a heading, belongs to the heading above them."""
         self._reopen = (level, text) if text else None
 
-    def paragraph(self, text: str) -> None:
+    def paragraph(self, text: str, turns: list[tuple[str, int]] | None = None) -> None:
+        """`turns`: (the text of its first line, page) for each line after which
+        a later page begins (a PDF paragraph going on over a page break), so
+        that each part of it maps to its own page."""
         text = clean(text)
         if text:
             self.counts["paragraphs"] += 1
-            self._add(_escape_start(text))
+            text = _escape_start(text)
+            self._add(text, turns=_page_turns(text, turns or []))
 
     def item(self, depth: int, text: str, number: int | None = None) -> None:
         """A list item at `depth` (0 = top); `number` for ordered lists."""
@@ -249,11 +255,15 @@ class Writer:
             start = offset
             parts.append(block.text)
             offset += len(block.text)
-            if block.page is not None:
-                if ranges and ranges[-1][0] == block.page:
-                    ranges[-1] = (block.page, ranges[-1][1], offset)
+            if block.page is None:
+                continue
+            bounds = [start + at for at, _ in block.turns] + [offset]
+            pages = [block.page] + [page for _, page in block.turns]
+            for page, lo, hi in zip(pages, [start, *bounds[:-1]], bounds, strict=True):
+                if ranges and ranges[-1][0] == page:
+                    ranges[-1] = (page, ranges[-1][1], hi)
                 else:
-                    ranges.append((block.page, start, offset))
+                    ranges.append((page, lo, hi))
         text = "".join(parts) + "\n" if parts else ""
         # valid Unicode whatever a library handed out: a lone UTF-16 surrogate
         # (which no encoder or tokenizer takes) as U+FFFD, one for one, so that
@@ -344,3 +354,21 @@ def _mark(block: _Block, start: int, end: int) -> Mark | None:
     if block.kind in ("blockquote", "table"):
         return Mark(block.kind, start, end)
     return None if _OTHER_START_RE.match(text) else Mark("paragraph", start, end)
+
+
+TURN_NEEDLE = 24  # characters of a line's start looked for in its paragraph
+
+
+def _page_turns(text: str, turns: list[tuple[str, int]]) -> tuple[tuple[int, int], ...]:
+    """Where each line that begins a later page starts in `text` (the
+    paragraph as written), found by its first characters in order; a line not
+    found (its start written otherwise) leaves its page to the line before."""
+    found: list[tuple[int, int]] = []
+    cursor = 0
+    for line, page in turns:
+        needle = clean(line)[:TURN_NEEDLE]
+        at = text.find(needle, cursor) if needle else -1
+        if at > cursor:
+            found.append((at, page))
+            cursor = at
+    return tuple(found)
