@@ -701,6 +701,9 @@ class PdfReaderTestCase(SimpleTestCase):
         start, rest = text.index("The serializer may"), text.index("holds both")
         self.assertEqual(reading.pages_of(start, rest - 1), (2, 2))
         self.assertEqual(reading.pages_of(rest, rest + 20), (3, 3))
+        rest = text.index("can be modified")  # and so does a list item
+        self.assertEqual(reading.pages_of(item, rest - 1), (1, 1))
+        self.assertEqual(reading.pages_of(rest, rest + 20), (2, 2))
 
     def test_a_line_opening_with_code_under_a_line_of_code_is_a_line_of_its_own(
         self,

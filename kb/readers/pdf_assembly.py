@@ -62,6 +62,7 @@ class Assembler:
         self.paragraph: list[Line] = []
         self.code: list[Line] = []
         self.item: list[str] | None = None
+        self.item_turns: list[tuple[str, int]] = []  # as Writer.paragraph's
         self.item_x = 0.0
         self.item_number: int | None = None
         self.item_depth = 0
@@ -165,6 +166,8 @@ class Assembler:
         goes_on = self._follows(line) or self._carries_over(line)
         if self.item is not None and line.x0 >= self.item_x - 2 and goes_on:
             self.item.append(text)
+            if line.page != self.prev.page:  # the item goes on over a page break
+                self.item_turns.append((escape(text), line.page))
             self.prev = line
             return
         if self.paragraph and not goes_on:
@@ -321,6 +324,7 @@ class Assembler:
         numbered = marker.re is _NUMBER_RE
         self.item_number = int(marker.group(1)) if numbered else None
         self.item = [marker.group(2)]
+        self.item_turns = []
         self.item_x = x
         self.item_page = line.page
         self.prev = line
@@ -340,7 +344,9 @@ class Assembler:
         if self.item is not None:
             self.out.page = self.item_page
             text = join_texts(self.item, self.words)
-            self.out.item(self.item_depth, escape(text), self.item_number)
+            self.out.item(
+                self.item_depth, escape(text), self.item_number, self.item_turns
+            )
             self.item = None
         self.out.page = page
         if end_list:

@@ -180,17 +180,26 @@ class Writer:
             text = _escape_start(text)
             self._add(text, turns=_page_turns(text, turns or []))
 
-    def item(self, depth: int, text: str, number: int | None = None) -> None:
-        """A list item at `depth` (0 = top); `number` for ordered lists."""
+    def item(
+        self,
+        depth: int,
+        text: str,
+        number: int | None = None,
+        turns: list[tuple[str, int]] | None = None,
+    ) -> None:
+        """A list item at `depth` (0 = top); `number` for ordered lists;
+        `turns` as for a paragraph."""
         text = _escape_start(clean(text)) or "\u200b"  # an empty item holds its place
         marker = f"{number}." if number is not None else "-"
         self.counts["list_items"] += 1
+        line = LIST_INDENT * max(depth, 0) + f"{marker} {text}"
         self._add(
-            LIST_INDENT * max(depth, 0) + f"{marker} {text}",
+            line,
             tight=True,
             kind="item",
             level=max(depth, 0),
             number=number,
+            turns=_page_turns(line, turns or []),
         )
 
     def definition(self, term: str, definitions: list[str]) -> None:
