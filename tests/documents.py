@@ -45,6 +45,7 @@ ASTRAL = {
     "\x81": "\U0001d518",  # mathematical fraktur capital U
     "\x82": "\U00020000",  # a CJK ideograph of extension B
     "\x83": "\ud83d",  # a lone high surrogate
+    "\x84": "\u2212",  # the minus sign TeX sets for a hyphen in code
 }
 
 

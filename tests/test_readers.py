@@ -854,6 +854,15 @@ class PdfReaderTestCase(SimpleTestCase):
         )
         self.assertEqual(reading.summary["contents_lines_removed"], 4)
 
+    def test_a_minus_sign_in_code_reads_as_the_hyphen_typed(self):
+        """QA over Bash's PDF manual: `${parameter:-word}` was printed with
+        U+2212, so a question writing it as typed never matched it."""
+        page = Page().heading("Parameter Expansion")
+        page.paragraph(["${parameter:\x84word} If it is unset, word."], font="F5")
+        text = readers.read("bash.pdf", build_pdf([page])).text
+        self.assertIn("${parameter:-word} If it is unset, word.", text)
+        self.assertNotIn("\u2212", text)
+
     def test_it_maps_each_section_to_its_pages(self):
         text = self.reading.text
         self.assertEqual([p for p, _, _ in self.reading.pages], [1, 2, 3])

@@ -225,8 +225,11 @@ def page_lines(textpage: pdfium.PdfTextPage, page: int, rules: Rules) -> list[Li
     get_box, get_font = raw.FPDFText_GetLooseCharBox, raw.FPDFText_GetFontInfo
     get_size, get_matrix = raw.FPDFText_GetFontSize, raw.FPDFText_GetMatrix
     for i, ch in _characters(textpage):
-        if ch in "\ufffe\x02":
-            ch = "-"  # pdfium's mark for a hyphen that ends a line
+        if ch in "\ufffe\x02\u2212":
+            # pdfium's mark for a hyphen that ends a line, and the minus sign
+            # TeX sets for the hyphen-minus of code and options in a Texinfo
+            # manual (`${parameter:−word}`, `−r`): written as it is typed
+            ch = "-"
         elif ch.isspace() or ch == "\x00":
             space = True
             continue
