@@ -317,12 +317,10 @@ def _structure_h1(text: str, structure: list[Mark]) -> str:
 
 def _fill_written_table(block: Block, text: str) -> None:
     """A pipe table of one line per row: the header, its delimiter, the body."""
-    position = block.start
-    for number, line in enumerate(text[block.start : block.end].split("\n")):
-        row = _table_row(text, Span(position, position + len(line)))
-        position += len(line) + 1
+    for number, (start, end) in enumerate(_line_spans(text, block.start, block.end)):
         if number == 1:  # the delimiter row
             continue
+        row = _table_row(text, Span(start, end))
         if number == 0:
             block.header = row
         else:
