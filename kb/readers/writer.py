@@ -255,18 +255,13 @@ class Writer:
         """The Markdown text, and (page, start, end) ranges when pages were set."""
         parts: list[str] = []
         ranges: list[tuple[int, int, int]] = []
-        offset = 0
-        for i, block in enumerate(self.blocks):
-            if i:
-                sep = "\n" if block.tight else "\n\n"
-                parts.append(sep)
-                offset += len(sep)
-            start = offset
+        for block, start, end in self._placed():
+            if parts:
+                parts.append("\n" if block.tight else "\n\n")
             parts.append(block.text)
-            offset += len(block.text)
             if block.page is None:
                 continue
-            bounds = [start + at for at, _ in block.turns] + [offset]
+            bounds = [start + at for at, _ in block.turns] + [end]
             pages = [block.page] + [page for _, page in block.turns]
             for page, lo, hi in zip(pages, [start, *bounds[:-1]], bounds, strict=True):
                 if ranges and ranges[-1][0] == page:
@@ -295,9 +290,9 @@ class Writer:
             if block.kind == "item":
                 if not 0 <= (block.number or 0) <= MAX_ITEM_NUMBER:
                     return None
-                if block.level and not items:
-                    return None  # indented after another block: code
                 if block.level:
+                    if not items:
+                        return None  # indented after another block: code
                     items[-1][1] = end
                     continue
                 if items and (block.number is not None) != ordered:
