@@ -118,6 +118,16 @@ def find(
     return Found(ids, rare)
 
 
+def _part_of_name(word: str) -> str:
+    """SQL: the Term `t` is a dotted name or path (a lexeme PostgreSQL's parser
+    keeps whole) holding the lower-case `word`, an SQL expression, between dots
+    or slashes ("iterdir" of "p.iterdir"); the LIKE reads the trigram index."""
+    return (
+        f"t.lexeme LIKE '%%' || {word} || '%%' "
+        f"AND t.lexeme ~ ('(^|[./])' || {word} || '([./]|$)')"
+    )
+
+
 # The rare dotted names and paths of the collection (lexemes PostgreSQL's parser
 # keeps whole: "p.iterdir", "date.fromordinal") that hold, between dots or
 # slashes, a word of the question no chunk holds as a word of its own.
@@ -132,13 +142,11 @@ WITH unknown AS MATERIALIZED (  -- first: a few words, each looked up once
              AND t.language = q.config::regconfig AND t.lexeme = ANY(l.lexemes))
 )
 SELECT t.language::text, t.lexeme FROM unknown u
-JOIN kb_term t ON t.collection_id = %(collection)s
-     AND t.lexeme LIKE '%%' || u.word || '%%'
-     AND t.lexeme ~ ('(^|[./])' || u.word || '([./]|$)')
+JOIN kb_term t ON t.collection_id = %(collection)s AND {part_of_name}
 WHERE t.chunks <= %(most)s
 ORDER BY t.chunks, t.lexeme
 LIMIT %(limit)s
-"""
+""".format(part_of_name=_part_of_name("u.word"))
 MIN_NAME_LETTERS = 4  # a shorter part ("p", "os", "get") names too much
 MAX_DOTTED = 10  # names searched for the question's unknown words
 MAX_NAME_CHUNKS = 10  # chunks a name is in at most: a name, not a common word
@@ -402,12 +410,10 @@ WHERE NOT found.common AND NOT found.known AND NOT EXISTS (
     -- a part of a dotted name or path the parser keeps whole ("iterdir" of
     -- "p.iterdir", "unlink" of "Path.unlink"): a word the sources use
     SELECT 1 FROM kb_term t
-    WHERE t.collection_id = %(collection)s
-      AND t.lexeme LIKE '%%' || lower(w.word) || '%%'
-      AND t.lexeme ~ ('(^|[./])' || lower(w.word) || '([./]|$)')
+    WHERE t.collection_id = %(collection)s AND {part_of_name}
 )
 ORDER BY w.n
-"""
+""".format(part_of_name=_part_of_name("lower(w.word)"))
 QUESTION_WORD_RE = re.compile(r"\w[\w'-]*")
 MAX_UNKNOWN_CHECKED = 20  # words of a question looked up
 
