@@ -570,7 +570,7 @@ def _with_each_part(
     vectors = embedding.get_embedder(result.embedding_model).embed_queries(parts)
     read = [configs[id(s.passage)] for s in pool]
     out = list(chosen)
-    said = {" ".join(s.text.split()).casefold() for s in out}
+    said = {_said(s) for s in out}
     code = sum(has_code(s.text) for s in out)
     for part, vector in zip(parts, vectors, strict=True):
         near = _stored_nearness(pool, np.asarray(vector, dtype=np.float32), meanings)
@@ -578,7 +578,7 @@ def _with_each_part(
             return chosen
         scores = _part_scores(pool, part, read, near)
         best = pool[max(range(len(pool)), key=scores.__getitem__)]
-        key = " ".join(best.text.split()).casefold()
+        key = _said(best)
         if max(scores) <= 0 or key in said:
             continue
         if has_code(best.text):
@@ -685,7 +685,7 @@ def _choose(sentences: list[Sentence], asked: int) -> list[Sentence]:
             if len(code) >= MAX_CODE_BLOCKS:
                 return False
             code.append(s)
-        key = " ".join(s.text.split()).casefold()
+        key = _said(s)
         return key not in quoted and not quoted.add(key)
 
     for s in ranked:  # the best sentence of each of the best locations first
@@ -719,6 +719,12 @@ def _choose(sentences: list[Sentence], asked: int) -> list[Sentence]:
         chosen.append(s)
         words += len(s.text.split())
     return chosen
+
+
+def _said(sentence: Sentence) -> str:
+    """What a sentence says, whatever copy it is: the same words from another
+    location add nothing to an answer."""
+    return " ".join(sentence.text.split()).casefold()
 
 
 def _without_other_rows(chosen: list[Sentence]) -> list[Sentence]:
