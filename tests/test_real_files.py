@@ -72,6 +72,16 @@ class RealPdfTestCase(SimpleTestCase):
         end = text.index("\n## 4 Function reference\n")
         self.assertEqual(self.reading.pages_of(start, end), (8, 10))
 
+    def test_lines_of_code_opening_with_tall_glyphs_are_code_not_headings(self):
+        # "$" and braces stand taller than letters: their lines read bigger
+        headings = [ln for ln in self.lines if ln.startswith("#")]
+        self.assertFalse([h for h in headings if "$" in h or h.endswith("}")])
+        self.assertIn("```\n$ asn1Coding pkix.asn assign.asn1\n```", self.reading.text)
+
+    def test_a_code_block_at_a_pages_end_keeps_its_page(self):
+        start = self.reading.text.index("$ asn1Decoding pkix.asn")
+        self.assertEqual(self.reading.pages_of(start, start + 10), (10, 10))
+
 
 class RealDocxTestCase(SimpleTestCase):
     """Word files from python-docx's own test suite."""

@@ -124,7 +124,7 @@ class Assembler:
         text = line.text
         self.out.page = line.page
         wrapped = (self.paragraph or self.item) and line.box is None
-        if wrapped and self._follows(line):
+        if wrapped and self._continues(line):
             pass  # inline code wrapped onto a line of its own
         elif self._is_code(line):
             if self.code and not _same_code_block(self.code[-1], line):
@@ -348,14 +348,15 @@ class Assembler:
                 self.item_depth, escape(text), self.item_number, self.item_turns
             )
             self.item = None
+        if self.code and not keep_code:
+            self.out.page = self.code[0].page  # where it starts
+            self.out.code(_code_text(self.code))
+            self.code = []
+            self.last_table = None
         self.out.page = page
         if end_list:
             self.list_stack = []
             self.out.end_list()
-        if self.code and not keep_code:
-            self.out.code(_code_text(self.code))
-            self.code = []
-            self.last_table = None
 
 
 def _escaped(rows: list[list[str]]) -> list[list[str]]:

@@ -96,7 +96,9 @@ class _Font:
     wide: Counter = field(default_factory=Counter)
     shapes: set[str] = field(default_factory=set)  # the wide characters seen
     measured: int = 0
-    height: float = 0.0  # of a character's box, per em
+    # of a character's box, per em, by character: glyphs differ ("$", braces
+    # and parentheses stand taller than letters in TeX's fonts)
+    heights: dict[str, float] = field(default_factory=dict)
 
     def measure(self, ch: str, advance: float) -> None:
         self.measured += 1
@@ -223,6 +225,8 @@ def page_lines(textpage: pdfium.PdfTextPage, page: int, rules: Rules) -> list[Li
     space = False
     last_x0 = 0.0
     get_box, get_font = raw.FPDFText_GetLooseCharBox, raw.FPDFText_GetFontInfo
+    get_origin = raw.FPDFText_GetCharOrigin
+    origin_x, origin_y = ctypes.c_double(), ctypes.c_double()
     get_size, get_matrix = raw.FPDFText_GetFontSize, raw.FPDFText_GetMatrix
     for i, ch in _characters(textpage):
         if ch in "\ufffe\x02\u2212":
@@ -247,12 +251,17 @@ def page_lines(textpage: pdfium.PdfTextPage, page: int, rules: Rules) -> list[Li
         font = fonts[key]
         # The drawn size: the font's em, scaled by the text and page matrices,
         # not its ascent to descent (the box's height), which varies by font
-        # (1.36 em in Noto Sans Mono, 1.11 em in Liberation Serif). The box's
-        # height per em is the font's: asked of pdfium once per font.
-        if not font.height and height > 0 and get_matrix(textpage, i, matrix):
-            em = get_size(textpage, i) * math.hypot(matrix.c, matrix.d)
-            font.height = height / em if em > 0 else 1.15
-        size = height / (font.height or 1.15) or 1.0
+        # (1.36 em in Noto Sans Mono, 1.11 em in Liberation Serif) and by
+        # glyph (a line of code opening with "$" read as a bigger heading).
+        # The box's height per em is asked of pdfium once per glyph of a font.
+        per_em = font.heights.get(ch)
+        if per_em is None:
+            per_em = 1.15
+            if height > 0 and get_matrix(textpage, i, matrix):
+                em = get_size(textpage, i) * math.hypot(matrix.c, matrix.d)
+                per_em = height / em if em > 0 else 1.15
+            font.heights[ch] = per_em
+        size = height / per_em or 1.0
         x0, x1, y = loose.left, loose.right, loose.bottom + 0.2 * height  # ~baseline
         # A ligature's glyph ("fi" in TeX's fonts) gives each of its characters
         # the same box: the second one continues the line, it does not start one.
@@ -279,6 +288,11 @@ def page_lines(textpage: pdfium.PdfTextPage, page: int, rules: Rules) -> list[Li
                 line.starts.append(len(line.chars))
                 line.spans.append([x0, x1])
         else:
+            # A line's baseline is its first character's origin: the box's
+            # bottom moves with the glyph ("-u fd" set lower than the text
+            # beside it, and read after it).
+            if get_origin(textpage, i, origin_x, origin_y):
+                y = origin_y.value
             line = Line(page, x0, x1, y, size, spans=[[x0, x1]])
             lines.append(line)
         line.chars.append(ch)

@@ -16,6 +16,7 @@ def reading_order(lines: list[Line], tables: list[Table]) -> list[Line | Table]:
     x1 = max(it.x1 for it in items)
     mid = (x0 + x1) / 2
     items.sort(key=lambda it: (-it.top, it.x0))
+    _left_to_right(items)
 
     def side(it) -> str:
         if it.x1 <= mid + 2:
@@ -56,3 +57,20 @@ def _fills(items: list, width: float) -> bool:
     fill it, two at least (headings, list items and a paragraph's last line
     in it are short; the cells of a table without rules all are)."""
     return sum(it.x1 - it.x0 >= 0.6 * width for it in items) >= 2
+
+
+def _left_to_right(items: list[Line | Table]) -> None:
+    """Lines on one baseline in the order of their left edges: a line in a
+    smaller font ("-u fd" beside its description) stands lower at its top."""
+    start = 0
+    for i in range(1, len(items) + 1):
+        first, it = items[start], items[i] if i < len(items) else None
+        if (
+            isinstance(it, Line)
+            and isinstance(first, Line)
+            and abs(it.y - first.y) <= 0.2 * min(it.size, first.size)
+        ):
+            continue
+        if i - start > 1:
+            items[start:i] = sorted(items[start:i], key=lambda ln: ln.x0)
+        start = i
