@@ -16,16 +16,33 @@ from __future__ import annotations
 import re
 import statistics
 from collections import Counter
+from dataclasses import dataclass
 
 from kb.readers.pdf_lines import BULLET_RE, WORD_RE, Line, join_texts
 from kb.readers.pdf_tables import Table
-from kb.readers.writer import Writer, escape
+from kb.readers.writer import MAX_HEADING_LEVEL, Writer, escape
 
 TITLE_CHARS = 120  # bold text of body size this long (a line, or lines at line
 # spacing) is running text, not a title
 _NUMBER_RE = re.compile(r"^(\d{1,3})[.)]\s+(.*)$")
 _SENTENCE_ENDS = (".", ",", ";", "!", "?")
 _SENTENCE_RE = re.compile(r"\w[.!?][\"”’)]?\s+[A-Z]")  # one sentence ends, one starts
+TERM_CHARS = 100  # a definition list's term is a line this long at most
+TERM_CELL_CHARS = 40  # ... or a cell of a two-column table without a header
+INDENT_EMS = 1.5  # a definition stands this many font sizes right of its term
+LOOK_AHEAD = 40  # lines of a page looked at to tell a term's definition
+
+
+@dataclass
+class _Terms:
+    """An open definition list (Assembler._as_term)."""
+
+    column: float  # its terms' left edge
+    level: int  # of its terms' headings
+    outer: tuple[int, str]  # the heading it is under (Writer.enclosing)
+    parent: str  # what a term's heading opens with below the sixth level
+    definitions: float | None = None  # the left edge of a definition on a
+    # term's baseline, once one was seen
 
 
 class Assembler:
@@ -70,11 +87,19 @@ class Assembler:
         self.list_stack: list[float] = []
         self.last_table: Table | None = None
         self.prev_heading: Line | None = None
+        self.terms: list[_Terms] = []  # open definition lists, outermost first
+        # the items after this one: the rest of its page, then the next page's
+        self.ahead: list[Line | Table] = []
+        self.ahead_last: Line | Table | None = None  # its page's last item
+        self.defining = False  # a term's heading was the last thing written
 
     def run(self) -> None:
         for k, items in enumerate(self.pages):
             self.bold_prose = self._bold_prose(items)
-            for it in items:
+            after = self.pages[k + 1][:LOOK_AHEAD] if k + 1 < len(self.pages) else []
+            self.ahead_last = items[-1] if items else None
+            for j, it in enumerate(items):
+                self.ahead = (items[j + 1 : j + 1 + LOOK_AHEAD] + after)[:LOOK_AHEAD]
                 if isinstance(it, Table):
                     self.table(it)
                 else:
@@ -89,6 +114,16 @@ class Assembler:
     # block kinds
 
     def table(self, table: Table) -> None:
+        if _is_term_table(table):
+            self._close_terms(table.x0, term=True)
+            self.out.page = table.page
+            for term, definition in table.rows:
+                if term.strip():  # else a definition's next paragraph
+                    self._term(table.x0, term, None)
+                self.out.paragraph(escape(definition))
+            self.defining = False
+            return
+        self._close_terms(table.x0, term=False)
         self.flush(end_list=True)
         previous = self.last_table
         if (
@@ -120,9 +155,24 @@ class Assembler:
         self.out.table(_escaped(table.rows), table.header)
         self.last_table = table
 
-    def line(self, line: Line) -> None:
+    def line(self, line: Line, terms: bool = True) -> None:
         text = line.text
         self.out.page = line.page
+        defining, self.defining = self.defining, False
+        if terms:
+            if self._heading_level(line) in (1, 2, 3):
+                self.flush(end_list=True)
+                self.terms = []  # a section's heading ends its lists
+            else:
+                # a definition's first line (a synopsis wrapped) is no term
+                found = None if defining else self._as_term(line)
+                self._close_terms(line.x0, term=found is not None)
+                if found is not None:
+                    name, rest, x2 = found
+                    self._term(line.x0, name, x2)
+                    if rest is not None:
+                        self.line(rest, terms=False)
+                    return
         wrapped = (self.paragraph or self.item) and line.box is None
         if wrapped and self._continues(line):
             pass  # inline code wrapped onto a line of its own
@@ -176,6 +226,149 @@ class Assembler:
             self.flush(end_list=True)
         self.paragraph.append(line)
         self.prev = line
+
+    def _as_term(self, line: Line) -> tuple[str, Line | None, float | None] | None:
+        """(term, the rest of its line, where its definition starts on its
+        baseline) when `line` opens an entry of a
+        definition list set with a hanging indent (Texinfo's tables, man
+        pages, option lists): a short line whose next one stands indented
+        under it, or a term whose definition starts on its baseline, further
+        right, where the definition's next lines or the next entry's
+        definition start too ("-t timeout   Cause read to time out ...").
+        A term is not the end of a sentence, and code's indented lines are
+        no definition: one of them must be text."""
+        if (
+            line.box is not None
+            or (self.code and line.is_mono())  # code goes on
+            # a paragraph's next line (its first may be indented), not a
+            # term standing left of a definition that ended unpunctuated
+            or (self._continues(line) and line.x0 >= self.prev.x0 - 2 * line.size)
+            or BULLET_RE.match(line.text)
+            or _NUMBER_RE.match(line.text)
+        ):
+            return None
+        lines = [it for it in self.ahead[:2] if isinstance(it, Line)]
+        if not lines:
+            return None
+        return self._term_beside(line, lines) or self._term_over(line, lines[0])
+
+    def _term_beside(
+        self, line: Line, lines: list[Line]
+    ) -> tuple[str, Line | None, float] | None:
+        """A term whose definition starts on its baseline: in the same line,
+        after a gap, the term in a font of its own ("-p prompt  Display ..."),
+        or as the next line."""
+        nxt = lines[0]
+        if abs(nxt.y - line.y) <= 0.2 * line.size and nxt.page == line.page:
+            if nxt.is_mono() and line.is_mono():
+                return None  # code in columns
+            after = lines[1] if len(lines) > 1 else None
+            if _is_term_text(line.text, TERM_CELL_CHARS) and self._defines(
+                line, nxt.x0, after
+            ):
+                return line.text, None, nxt.x0
+            return None
+        chunks = line.chunks()
+        for k in range(1, min(len(chunks), 4)):
+            name = " ".join(chunk[2] for chunk in chunks[:k])
+            if not _is_term_text(name, TERM_CELL_CHARS):
+                return None
+            rest = line.rest(k)
+            if _set_apart(line, rest) and self._defines(line, chunks[k][0], nxt):
+                return name, rest, chunks[k][0]
+        return None
+
+    def _defines(self, line: Line, x2: float, after: Line | None) -> bool:
+        """Whether a definition starting at `x2` on `line`'s baseline makes it
+        a term: it stands apart from the term, and it goes on under itself,
+        or the next entry's starts where this one's does, or where the open
+        list's definitions do."""
+        if x2 < line.x0 + INDENT_EMS * line.size:
+            return False
+        terms = self.terms[-1] if self.terms else None
+        listed = (
+            terms is not None
+            and abs(terms.column - line.x0) <= 2
+            and terms.definitions is not None
+            and abs(terms.definitions - x2) <= 2
+        )
+        wraps = after is not None and abs(after.x0 - x2) <= 2
+        return listed or wraps or self._entry_next(after, line.x0, x2)
+
+    def _term_over(self, line: Line, nxt: Line) -> tuple[str, None, None] | None:
+        """A term on a line of its own over its definition, indented."""
+        indent = INDENT_EMS * line.size
+        below = (
+            0 < line.y - nxt.y <= 2.5 * line.size
+            if nxt.page == line.page
+            else nxt.page == line.page + 1 and line is self.ahead_last
+        )
+        if (
+            below
+            and nxt.x0 >= line.x0 + indent
+            and _is_term_text(line.text, TERM_CHARS)
+            # a line filling the width wraps (a hanging indent's paragraph)
+            and line.x1 < self.rights[line.page - 1] - 6 * line.size
+            # text over an indented example introduces it
+            and (nxt.is_mono() <= line.is_mono())
+            and (_styled(line) or _plain_term(line.text))
+            and (not line.is_mono() or self._text_below(line.x0 + indent))
+        ):
+            return line.text, None, None
+        return None
+
+    def _entry_next(self, after: Line | None, x: float, x2: float) -> bool:
+        """Whether `after` opens an entry like one whose term starts at `x` and
+        its definition at `x2`: on its baseline, or on the next line."""
+        if after is None or abs(after.x0 - x) > 2:
+            return False
+        if any(abs(chunk[0] - x2) <= 2 for chunk in after.chunks()[1:]):
+            return True
+        lines = [it for it in self.ahead if isinstance(it, Line)]
+        k = next((i for i, it in enumerate(lines) if it is after), len(lines))
+        return any(
+            abs(it.x0 - x2) <= 2
+            and 0 <= after.y - it.y <= 2.5 * after.size
+            and it.page == after.page
+            for it in lines[k + 1 : k + 2]
+        )
+
+    def _text_below(self, x: float) -> bool:
+        """Whether a line of text (not code) comes next at `x` or further
+        right, before anything stands left of `x`."""
+        for it in self.ahead:
+            if not isinstance(it, Line) or it.x0 < x - 2:
+                return False
+            if not it.is_mono():
+                return True
+        return False
+
+    def _close_terms(self, x: float, term: bool) -> None:
+        """End the definition lists that a line at `x` is not inside: what
+        follows a list belongs to the heading above it (Writer.reopen)."""
+        while self.terms:
+            column = self.terms[-1].column
+            if x > column + 2 or (term and abs(x - column) <= 2):
+                return
+            self.flush(end_list=True)
+            self.out.reopen(*self.terms.pop().outer)
+
+    def _term(self, x: float, text: str, definitions: float | None) -> None:
+        """A term's heading, one level below the heading its list is under;
+        below the sixth level, after its parent term's text (as html.py)."""
+        self.flush(end_list=True)
+        self.last_table = None
+        self.prev_heading = None
+        if not (self.terms and abs(self.terms[-1].column - x) <= 2):
+            outer = self.out.enclosing()
+            level = outer[0] + 1
+            parent = outer[1] if level > MAX_HEADING_LEVEL else ""
+            self.terms.append(_Terms(x, level, outer, parent))
+        terms = self.terms[-1]
+        if terms.definitions is None:
+            terms.definitions = definitions
+        self.out.heading(terms.level, f"{terms.parent} {escape(text)}".strip())
+        self.defining = True
 
     def _is_code(self, line: Line) -> bool:
         """Monospaced, and in a shaded box or no bigger than the body text and
@@ -357,6 +550,62 @@ class Assembler:
         if end_list:
             self.list_stack = []
             self.out.end_list()
+
+
+def _set_apart(line: Line, rest: Line) -> bool:
+    """Whether the runs of `line` before `rest` are set in a font of their own,
+    monospaced or bold, and `rest` is not: a term before its definition, not
+    words of justified text whose wide spaces line up."""
+    left = sum(not ch.isspace() for ch in line.chars) - sum(
+        not ch.isspace() for ch in rest.chars
+    )
+    return (line.mono >= 0.9 * left and not rest.is_mono()) or (
+        line.bold >= 0.9 * left and not rest.is_bold()
+    )
+
+
+def _styled(line: Line) -> bool:
+    """Whether much of a line is bold or monospaced (a synopsis: "for name
+    [ in word ] ; do list ; done", its words bold, its arguments not)."""
+    return line.bold + line.mono >= 0.25 * sum(not ch.isspace() for ch in line.chars)
+
+
+def _plain_term(text: str) -> bool:
+    """Whether a term in the text's own font reads as one: a few words, not a
+    sentence over an example ("A variable may be assigned to by a statement
+    of the form") nor a joining word between two ("or")."""
+    words = text.split()
+    return len(words) < 5 and not (
+        len(words) == 1 and text.isalpha() and text.islower() and len(text) <= 3
+    )
+
+
+def _is_term_text(text: str, chars: int) -> bool:
+    """Short, and not the end of a sentence (an ellipsis may end a synopsis;
+    a term of one word may end in a mark: "?", "!!", "\\.")."""
+    text = text.strip()
+    return 0 < len(text) <= chars and (
+        text.endswith("...")
+        or " " not in text
+        or not text.endswith((".", ":", ",", ";", "!", "?"))
+    )
+
+
+def _is_term_table(table: Table) -> bool:
+    """A table without a header whose two columns are short terms and their
+    definitions (some of them prose; a row without a term goes on with the
+    definition above): a definition list set in columns."""
+    return (
+        not table.header
+        and all(len(row) == 2 for row in table.rows)
+        and any(term.strip() for term, _ in table.rows)
+        and all(
+            not term.strip() or _is_term_text(term, TERM_CELL_CHARS)
+            for term, _ in table.rows
+        )
+        and all(definition.strip() for _, definition in table.rows)
+        and any(len(definition.split()) >= 3 for _, definition in table.rows)
+    )
 
 
 def _escaped(rows: list[list[str]]) -> list[list[str]]:

@@ -71,6 +71,29 @@ class Line:
             for (x0, x1), a, b in zip(self.spans, self.starts, ends, strict=True)
         ]
 
+    def rest(self, k: int) -> Line:
+        """The line from its `k`th run of text on (a definition after its
+        term). Of its bold and monospaced characters, those of the runs left
+        out are taken to be the first: a term is set apart by its font."""
+        cut = self.starts[k]
+        left = sum(not ch.isspace() for ch in self.chars[:cut])
+        return Line(
+            self.page,
+            self.spans[k][0],
+            self.x1,
+            self.y,
+            self.size,
+            chars=self.chars[cut:],
+            bold=max(0, self.bold - left),
+            mono=max(0, self.mono - left),
+            sizes=Counter(self.sizes),
+            faces=Counter(self.faces),
+            cell=self.cell,
+            box=self.box,
+            starts=[i - cut for i in self.starts[k:]],
+            spans=[list(span) for span in self.spans[k:]],
+        )
+
     @property
     def top(self) -> float:
         return self.y + self.size
