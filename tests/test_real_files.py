@@ -72,6 +72,16 @@ class RealPdfTestCase(SimpleTestCase):
         end = text.index("\n## 4 Function reference\n")
         self.assertEqual(self.reading.pages_of(start, end), (8, 10))
 
+    def test_a_functions_signature_is_one_block_of_code_without_its_category(self):
+        # Texinfo sets "[Function]" at the right margin of a definition's first
+        # line and wraps the signature under it: it read as two headings.
+        self.assertIn(
+            "```\nint asn1_der_coding (asn1 node const element, const char * "
+            "name, void * ider, int * len, char * ErrorDescription)\n```",
+            self.reading.text,
+        )
+        self.assertNotIn("[Function]", self.reading.text)
+
     def test_lines_of_code_opening_with_tall_glyphs_are_code_not_headings(self):
         # "$" and braces stand taller than letters: their lines read bigger
         headings = [ln for ln in self.lines if ln.startswith("#")]

@@ -27,6 +27,8 @@ TITLE_CHARS = 120  # bold text of body size this long (a line, or lines at line
 _NUMBER_RE = re.compile(r"^(\d{1,3})[.)]\s+(.*)$")
 _SENTENCE_ENDS = (".", ",", ";", "!", "?")
 _SENTENCE_RE = re.compile(r"\w[.!?][\"”’)]?\s+[A-Z]")  # one sentence ends, one starts
+# what a Texinfo definition's first line ends with, at the right margin
+_CATEGORY_RE = re.compile(r"\[[A-Z][a-z]+(?: [A-Za-z][a-z]+){0,3}\]")
 TERM_CHARS = 100  # a definition list's term is a line this long at most
 TERM_CELL_CHARS = 40  # ... or a cell of a two-column table without a header
 INDENT_EMS = 1.5  # a definition stands this many font sizes right of its term
@@ -92,6 +94,7 @@ class Assembler:
         self.ahead: list[Line | Table] = []
         self.ahead_last: Line | Table | None = None  # its page's last item
         self.defining = False  # a term's heading was the last thing written
+        self.signature: list[Line] = []  # a Texinfo definition's lines
 
     def run(self) -> None:
         for k, items in enumerate(self.pages):
@@ -158,6 +161,8 @@ class Assembler:
     def line(self, line: Line, terms: bool = True) -> None:
         text = line.text
         self.out.page = line.page
+        if self._signature(line):
+            return
         defining, self.defining = self.defining, False
         if terms:
             if self._heading_level(line) in (1, 2, 3):
@@ -226,6 +231,49 @@ class Assembler:
             self.flush(end_list=True)
         self.paragraph.append(line)
         self.prev = line
+
+    def _signature(self, line: Line) -> bool:
+        """Whether `line` belongs to a Texinfo definition's first line (its
+        signature: "int asn1_der_coding (asn1_node element, ..."), kept whole
+        as code: the line its category ("[Function]") stands beside at the
+        right margin, and the lines that wrap it, indented under it."""
+        chunks = line.chunks()
+        label = _CATEGORY_RE.fullmatch(chunks[-1][2])
+        if label and len(chunks) > 1:  # the category on the same line
+            self.flush(end_list=True)
+            self.signature = [line]
+            return True
+        if label and self.paragraph:
+            last = self.paragraph[-1]
+            if abs(last.y - line.y) <= 0.2 * line.size and last.x1 < line.x0:
+                self.paragraph.pop()
+                self.flush(end_list=True)
+                self.signature = [last]
+                return True
+        if not self.signature:
+            return False
+        first, previous = self.signature[0], self.signature[-1]
+        if self._follows(line, previous) and line.x0 > first.x0 + 2:
+            self.signature.append(line)
+            return True
+        self._write_signature()
+        return False
+
+    def _write_signature(self) -> None:
+        if not self.signature:
+            return
+        texts = []
+        for ln in self.signature:
+            chunks = ln.chunks()
+            if _CATEGORY_RE.fullmatch(chunks[-1][2]) and len(chunks) > 1:
+                chunks = chunks[:-1]
+            texts.append(" ".join(chunk[2] for chunk in chunks))
+        page = self.out.page
+        self.out.page = self.signature[0].page
+        self.out.code(" ".join(texts))
+        self.out.page = page
+        self.signature = []
+        self.defining = True  # its description follows, indented: no term
 
     def _as_term(self, line: Line) -> tuple[str, Line | None, float | None] | None:
         """(term, the rest of its line, where its definition starts on its
@@ -523,6 +571,7 @@ class Assembler:
         self.prev = line
 
     def flush(self, keep_code: bool = False, end_list: bool = False) -> None:
+        self._write_signature()
         page = self.out.page
         if self.paragraph:
             self.out.page = self.paragraph[0].page  # where it starts
