@@ -141,3 +141,28 @@ class TermTableTestCase(SimpleTestCase):
         )
         text = readers.read("fares.pdf", build_pdf([page])).text
         self.assertIn("| Mode | Rule |\n| --- | --- |\n| Rail |", text)
+
+
+class ParagraphGapTestCase(SimpleTestCase):
+    def test_a_wider_gap_than_the_line_step_parts_paragraphs(self):
+        """TeX parts a function's "file: ..." and "Returns: ..." lines by a
+        little more than its line step, less than a blank line."""
+        page = Page().heading("Reference", 15)
+        for _ in range(3):  # running text enough to tell the line step
+            page.paragraph(["The parser reads the file and builds the tree."] * 8)
+        y = page.y
+        for text in (
+            "file: the path of the file to read",
+            "definitions: the tree built from the file",
+            "Returns: zero on success, else an error code",
+        ):
+            page.text(72, y, text, 11)
+            y -= 17  # the line step is 14
+        page.y = y
+        text = readers.read("reference.pdf", build_pdf([page])).text
+        self.assertIn(
+            "file: the path of the file to read\n\n"
+            "definitions: the tree built from the file\n\n"
+            "Returns: zero on success, else an error code\n",
+            text,
+        )

@@ -82,6 +82,13 @@ class RealPdfTestCase(SimpleTestCase):
         )
         self.assertNotIn("[Function]", self.reading.text)
 
+    def test_a_functions_fields_are_paragraphs_of_their_own(self):
+        self.assertIn(
+            "\n\nelement: pointer to an ASN1 element\n\n"
+            "name: the name of the structure you want to encode",
+            self.reading.text,
+        )
+
     def test_lines_of_code_opening_with_tall_glyphs_are_code_not_headings(self):
         # "$" and braces stand taller than letters: their lines read bigger
         headings = [ln for ln in self.lines if ln.startswith("#")]

@@ -72,6 +72,7 @@ class Assembler:
             if isinstance(it, Table)
             for w in it.words
         }
+        self.step = _line_step(pages)
         # each page's right edge of its text (where a line that wraps ends)
         self.rights = [
             max((it.x1 for it in items if isinstance(it, Line)), default=0.0)
@@ -218,7 +219,9 @@ class Assembler:
             self.flush()
             self._start_item(line, marker)
             return
-        goes_on = self._follows(line) or self._carries_over(line)
+        goes_on = (
+            self._follows(line) and not self._paragraph_gap(line)
+        ) or self._carries_over(line)
         if self.item is not None and line.x0 >= self.item_x - 2 and goes_on:
             self.item.append(text)
             if line.page != self.prev.page:  # the item goes on over a page break
@@ -418,6 +421,17 @@ class Assembler:
         self.out.heading(terms.level, f"{terms.parent} {escape(text)}".strip())
         self.defining = True
 
+    def _paragraph_gap(self, line: Line) -> bool:
+        """Whether `line` stands further below the last one than the text's
+        lines stand apart (TeX's space between paragraphs: "file: ...",
+        "Returns: ..." of a function's description, each a paragraph)."""
+        prev = getattr(self, "prev", None)
+        if prev is None or self.step is None or prev.page != line.page:
+            return False
+        step, size = self.step
+        gap = prev.y - line.y
+        return abs(line.size - size) < 0.5 and gap > step + max(0.12 * step, 1.0)
+
     def _is_code(self, line: Line) -> bool:
         """Monospaced, and in a shaded box or no bigger than the body text and
         not bold (a heading in a monospaced font is a heading)."""
@@ -599,6 +613,27 @@ class Assembler:
         if end_list:
             self.list_stack = []
             self.out.end_list()
+
+
+def _line_step(pages: list[list[Line | Table]]) -> tuple[float, float] | None:
+    """The step from one line of running text to the next (its most common
+    baseline distance at the most common font size) and that size; None when
+    too few lines tell."""
+    steps: Counter[tuple[float, float]] = Counter()
+    for items in pages:
+        lines = [it for it in items if isinstance(it, Line) and not it.is_mono()]
+        for a, b in zip(lines, lines[1:]):
+            gap = a.y - b.y
+            if (
+                abs(a.x0 - b.x0) <= 2
+                and abs(a.size - b.size) < 0.2
+                and 0 < gap <= 1.75 * a.size
+            ):
+                steps[round(gap, 1), round(a.size, 1)] += 1
+    if steps.total() < 20:
+        return None
+    (step, size), n = steps.most_common(1)[0]
+    return (step, size) if n >= 0.3 * steps.total() else None
 
 
 def _set_apart(line: Line, rest: Line) -> bool:
