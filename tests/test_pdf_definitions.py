@@ -166,3 +166,25 @@ class ParagraphGapTestCase(SimpleTestCase):
             "Returns: zero on success, else an error code\n",
             text,
         )
+
+    def test_a_line_of_code_set_apart_inside_a_sentence_is_code(self):
+        page = Page().heading("Redirections", 15)
+        for _ in range(3):
+            page.paragraph(
+                ["The shell opens each file before it runs the command."] * 8
+            )
+        y = page.y
+        for x, text, font in (
+            (72, "The order of redirections matters. For example, the command", "F1"),
+            (86, "ls > dirlist 2>&1", "F3"),
+            (72, "sends both outputs to the file dirlist.", "F1"),
+        ):
+            page.text(x, y, text, 11, font)
+            y -= 17
+        page.y = y
+        text = readers.read("redirections.pdf", build_pdf([page])).text
+        self.assertIn(
+            "For example, the command\n\n```\nls > dirlist 2>&1\n```\n\n"
+            "sends both outputs to the file dirlist.\n",
+            text,
+        )

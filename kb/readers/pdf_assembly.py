@@ -180,7 +180,7 @@ class Assembler:
                         self.line(rest, terms=False)
                     return
         wrapped = (self.paragraph or self.item) and line.box is None
-        if wrapped and self._continues(line):
+        if wrapped and self._continues(line) and not self._paragraph_gap(line):
             pass  # inline code wrapped onto a line of its own
         elif self._is_code(line):
             if self.code and not _same_code_block(self.code[-1], line):
