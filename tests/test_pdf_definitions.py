@@ -83,6 +83,28 @@ class HangingIndentTestCase(SimpleTestCase):
         )
         self.assertEqual(owner, "Builtins > read")
 
+    def test_a_term_in_a_code_font_after_an_example_is_a_term(self):
+        page = Page().heading("Expansions", 15)
+        y = page.y
+        for x, text, font, step in (
+            (72, "${name:=word}", "F3", 16),
+            (100, "Assigns word to name when name is unset or null.", "F1", 18),
+            (128, "$ : ${colour:=blue}", "F3", 12),
+            (128, "$ echo $colour", "F3", 12),
+            (128, "blue", "F3", 20),
+            (72, "${name:?word}", "F3", 16),
+            (100, "Writes word to the standard error when name is unset.", "F1", 18),
+        ):
+            page.text(x, y, text, 11, font)
+            y -= step
+        page.y = y
+        text = readers.read("expansions.pdf", build_pdf([page])).text
+        self.assertIn(
+            "```\n$ : ${colour:=blue}\n$ echo $colour\nblue\n```\n\n"
+            "### ${name:?word}\n\nWrites word",
+            text,
+        )
+
 
 class NotTermsTestCase(SimpleTestCase):
     def test_a_sentence_over_an_indented_example_is_text(self):

@@ -290,7 +290,7 @@ class Assembler:
         no definition: one of them must be text."""
         if (
             line.box is not None
-            or (self.code and line.is_mono())  # code goes on
+            or self._code_goes_on(line)
             # a paragraph's next line (its first may be indented), not a
             # term standing left of a definition that ended unpunctuated
             or (self._continues(line) and line.x0 >= self.prev.x0 - 2 * line.size)
@@ -382,6 +382,16 @@ class Assembler:
             and 0 <= after.y - it.y <= 2.5 * after.size
             and it.page == after.page
             for it in lines[k + 1 : k + 2]
+        )
+
+    def _code_goes_on(self, line: Line) -> bool:
+        """Whether `line` is code going on with the open block: monospaced,
+        and not standing out left of it (a term in a code font after an
+        example: "${parameter:?word}" after the lines of the one above)."""
+        return bool(
+            self.code
+            and line.is_mono()
+            and line.x0 >= min(ln.x0 for ln in self.code) - INDENT_EMS * line.size
         )
 
     def _text_below(self, x: float) -> bool:
