@@ -392,22 +392,29 @@ def _exact_held(sentences: list[Sentence], question: str) -> list[float]:
 def _asked_entries(sentences: list[Sentence], question: str) -> dict[int, Sentence]:
     """The sections headed by what the question names as written, when at most
     PINPOINT_SENTENCES are (those whose heading path holds the most of its
-    exact tokens, then of its other words), by id, each with its first
+    exact tokens and other words, one of them a token), by id, each with its first
     sentence that is not code. "What does pg_basebackup -S set?" is answered
     from the entry headed "-S slotname" under "pg_basebackup", whose
     sentences never write "-S"."""
     tokens = frozenset(exact_tokens.tokens(question))
     if not tokens:
         return {}
-    words = content_words(question)
+    # the words of a token ("s" of "-s") are counted with the token
+    words = content_words(question) - {
+        word for token in tokens for word in _WORD_RE.findall(token.casefold())
+    }
     paths = {s.location.section_id: s.location.heading_path for s in sentences}
     named = {
         section: exact_tokens.named_in(path, tokens, words)
         for section, path in paths.items()
     }
-    best = max(named.values())
-    found = {section for section, n in named.items() if n == best}
-    if not best[0] or len(found) > PINPOINT_SENTENCES:
+    # An exact token and a word weigh alike: "shopt -s globstar" names both
+    # the entry "-s" and the entry "globstar" under "shopt".
+    best = max(sum(n) for n in named.values())
+    found = {section for section, n in named.items() if sum(n) == best}
+    if not any(named[section][0] for section in found):
+        return {}
+    if len(found) > PINPOINT_SENTENCES:
         return {}
     first: dict[int, Sentence] = {}
     for s in sorted(sentences, key=lambda s: s.start):

@@ -217,3 +217,43 @@ class ExactTokenRowTestCase(SimpleTestCase):
         rows = [line for line in reply.text.splitlines() if line.startswith("| 2")]
         self.assertEqual(rows[0], "| 23505 | unique_violation |", reply.text)
         self.assertTrue(reply.text.startswith("| Code | Condition |"), reply.text)
+
+
+class EntryNamedByAWordTestCase(SimpleTestCase):
+    def test_an_entry_named_by_a_word_beside_an_option_is_quoted(self):
+        """QA over Bash's PDF manual: "shopt -s globstar" names the entry
+        "-s" (an option, written as it is) and the entry "globstar" (a word)
+        under "shopt"; globstar's definition, which writes neither, was left
+        out for the "-s" entry's and sentences naming shopt and -s."""
+        reply = answer(
+            "What does shopt -s globstar do?",
+            passage(
+                "Toggle the values of settings of the shell with shopt. With -s, "
+                "shopt sets each option; with -u, shopt unsets it.",
+                "shopt",
+                source_id=1,
+            ),
+            passage("Enable (set) each optname.", "shopt > -s", 2, 2),
+            passage(
+                "When the globstar option is set with shopt -s, two stars match "
+                "more than a name.",
+                "Pattern Matching",
+                2,
+                3,
+            ),
+            passage(
+                "Each word is a valid argument for the -s option to the shopt "
+                "builtin. The options are those reported as on by shopt.",
+                "BASHOPTS",
+                3,
+                4,
+            ),
+            passage(
+                "If set, the pattern ** used in a filename expansion context "
+                "will match all files and zero or more directories.",
+                "shopt > globstar",
+                4,
+                5,
+            ),
+        )
+        self.assertIn("the pattern ** used in a filename expansion", reply.text)
