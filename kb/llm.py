@@ -80,8 +80,8 @@ def check_answer(text: str, result: Result) -> Answer:
 
 
 def _passage_citation(p: Passage) -> Citation:
-    """A whole passage cited, as its first location's section (no link yet)."""
-    loc = p.locations[0]
+    """A whole passage cited, as the section it was chosen for (no link yet)."""
+    loc = p.lead or p.locations[0]
     return Citation(
         n=p.rank,
         source_id=p.source_id,

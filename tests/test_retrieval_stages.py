@@ -120,6 +120,14 @@ class MergeTestCase(SimpleTestCase):
         self.assertEqual(merged[0].score, 1.0)
         self.assertEqual([loc.start for loc in merged[0].locations], [0, 20])
 
+    def test_a_merge_is_labelled_by_the_section_it_was_chosen_for(self):
+        """QA over Bash's PDF manual: the entry "globstar" merged with the
+        "globskipdots" entry before it was labelled "globskipdots"."""
+        chosen, before = _passage(20, 40, self.TEXT, 7), _passage(0, 30, self.TEXT, 2)
+        merged = merge([chosen, before])
+        self.assertEqual(merged[0].heading_path, "Guide > 7")
+        self.assertEqual(merged[0].locations[0].heading_path, "Guide > 2")
+
 
 class TableHeadersTestCase(SimpleTestCase):
     TEXT = (

@@ -139,9 +139,14 @@ class Passage:
     metadata: dict[str, Any] = field(default_factory=dict)
     source_text: TextWindow = field(default_factory=TextWindow, repr=False)
 
+    def __post_init__(self) -> None:
+        # The section it was chosen for: its label when neighbours merge in
+        # ("shopt > globstar", not the "globskipdots" entry before it).
+        self.lead = self.locations[0] if self.locations else None
+
     @property
     def heading_path(self) -> str:
-        return self.locations[0].heading_path if self.locations else ""
+        return self.lead.heading_path if self.lead else ""
 
     @property
     def label(self) -> str:
