@@ -54,6 +54,7 @@ RANK_DECAY = 0.15  # over 1 + this per rank below the best-ranked passage.
 EXACT_WEIGHT = 1.0
 PINPOINT_SENTENCES = 3  # only a token this few candidates hold (_exact_held)
 KEEP_SHARE = 0.35  # _choose adds sentences scoring at least this share of the best
+LOCATION_SHARE = 0.5  # ... and the best of another location this share
 # A location besides the best one needs this many of the question's words (fewer
 # when the question has fewer): one rare shared word ("often" in "How often should
 # I inspect a beehive?" and in "the questions people ask most often") is chance.
@@ -701,7 +702,9 @@ def _choose(sentences: list[Sentence], asked: int) -> list[Sentence]:
         # enough for a location of its own: its sentence must weigh a share of
         # the best one's, as every further sentence must, and share words enough.
         fair = s.score > 0 and (
-            not chosen or s.score >= KEEP_SHARE * chosen[0].score and s.shared >= needed
+            not chosen
+            or s.score >= LOCATION_SHARE * chosen[0].score
+            and s.shared >= needed
         )
         if fair and key not in locations and len(locations) < TOP_LOCATIONS:
             if new_text(s):

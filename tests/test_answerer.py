@@ -257,3 +257,26 @@ class EntryNamedByAWordTestCase(SimpleTestCase):
             ),
         )
         self.assertIn("the pattern ** used in a filename expansion", reply.text)
+
+
+class LocationShareTestCase(SimpleTestCase):
+    SMOKER = (
+        "Light the smoker with paper and add dry fuel once it burns. "
+        "Puff the smoker a few times so the fuel keeps burning. "
+        "Keep the smoker burning by adding fuel every twenty minutes. "
+        "A smoker that stops burning needs fresh dry fuel and a few puffs. "
+        "Burning burlap keeps a smoker going for an hour. "
+        "Never leave a burning smoker on dry grass."
+    )
+
+    def test_a_weak_match_elsewhere_does_not_take_a_stronger_sentences_place(self):
+        """Another section's best sentence has a place of its own in the answer
+        only when it weighs half the best one: a weaker one ("Store dry fuel"
+        shares two words) competes with the best section's other sentences."""
+        reply = answer(
+            "How do I keep a smoker burning with dry fuel?",
+            passage(self.SMOKER, "Smoker", 1, 1),
+            passage("Store dry fuel in a tin, far from the bees.", "Storage", 2, 2),
+        )
+        self.assertIn("Burning burlap keeps a smoker going for an hour.", reply.text)
+        self.assertNotIn("Store dry fuel", reply.text)
