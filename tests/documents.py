@@ -17,6 +17,7 @@ FONTS = {
     "F3": "Courier",
     "F4": "Courier-Bold",
     "F5": "Helvetica",  # with ASTRAL's ToUnicode map
+    "F8": "CMBX10",  # TeX's bold: "bold extended", no "bold" in its name
 }
 # Fonts outside the standard 14, given by their widths (characters 32 to 126)
 # and metrics alone, no font file (pdfium reads the text by them): F6 is

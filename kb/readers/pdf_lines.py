@@ -30,7 +30,14 @@ OPEN = 10**6  # the missing edge of a table row cut by a page break
 FIXED_PITCH = 1  # PDF font descriptor flags
 FORCE_BOLD = 1 << 18
 BULLET_RE = re.compile(r"^([•◦▪▫●○■□‣⁃∙·*–-])\s+(.*)$")
-_BOLD_RE = re.compile(r"bold|black|heavy|semibold|demi", re.I)
+# A bold face by its name: the words of most, TeX's Computer Modern and EC
+# names (CMBX10 "bold extended", CMB10, CMSSBX10, SFBX1000) and URW's
+# "Medi" (NimbusRomNo9L-Medi), after a subset's "ABCDEF+" tag
+_BOLD_RE = re.compile(
+    r"bold|black|heavy|semibold|demi|medi(?:um)?(?![a-z])"
+    r"|(?:^|\+)(?:CM(?:SS)?BX|CMB\d|SFBX|SFSX|ECBX|ECSX)",
+    re.I,
+)
 # characters narrower than most in any proportional font, as wide as the others
 # in a monospaced one
 _NARROW = frozenset("ijlItfr.,:;'!|()[]")
