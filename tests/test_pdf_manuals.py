@@ -42,3 +42,39 @@ class TexFontsTestCase(SimpleTestCase):
         text = _read(page)
         self.assertIn("\n#### Boxplot\n\nBoxplots are a common way", text)
         self.assertIn("\n#### Candlesticks\n\nThe candlesticks style", text)
+
+
+class CodeBlocksTestCase(SimpleTestCase):
+    def test_a_listing_shaded_line_by_line_is_one_block(self):
+        # dblatex shades each line of a listing with a rectangle of its own
+        page = Page().heading("Customising", 15)
+        page.paragraph(["The style file loads two packages:"])
+        y = page.y
+        for line in (
+            "\\usepackage{titlesec}",
+            "\\usepackage{titletoc}",
+            "\\begin{doc}",
+        ):
+            page.rect(70, y - 3, 300, 12)
+            page.text(72, y, line, 10, "F3")
+            y -= 12
+        page.y = y - 10
+        page.paragraph(["Both come with TeX Live."])
+        text = _read(page)
+        self.assertIn(
+            "```\n\\usepackage{titlesec}\n\\usepackage{titletoc}\n\\begin{doc}\n```",
+            text,
+        )
+
+    def test_code_going_on_over_a_page_break_is_one_block(self):
+        # gcrypt p13-14: the second half of an example opened with "*/"
+        first = Page().heading("Initializing the library", 15)
+        first.paragraph(["Initialize the library like this:"])
+        first.y = 90
+        first.code(["if (!gcry_check_version (NEED_VERSION))", "  {", "    /* fail"])
+        second = Page(top=760)
+        second.code(["     */", "    exit (2);", "  }"])
+        second.paragraph(["Then disable secure memory."])
+        text = _read(first, second)
+        self.assertIn("    /* fail\n     */\n    exit (2);", text)
+        self.assertEqual(text.count("```"), 2)

@@ -709,8 +709,12 @@ def _escaped(rows: list[list[str]]) -> list[list[str]]:
 
 
 def _same_code_block(prev: Line, line: Line) -> bool:
+    """Whether `line` goes on with the code block `prev` ends: in the same
+    shaded box, or at line spacing; over a page break (nothing came between
+    them, or the block would have been written), boxed on both pages or on
+    neither."""
     if prev.page != line.page:
-        return prev.box is not None and line.box is not None
+        return (prev.box is None) == (line.box is None)
     if prev.box is not None or line.box is not None:
         return prev.box == line.box
     return 0 < prev.y - line.y <= 2.6 * max(prev.size, line.size)

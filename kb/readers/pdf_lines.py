@@ -241,7 +241,36 @@ def page_rules(page: pdfium.PdfPage) -> Rules:
             rules.horizontal.append(
                 ((bottom.value + top.value) / 2, left.value, right.value)
             )
+    rules.boxes = _joined_boxes(rules.boxes, rules.pages)
     return rules
+
+
+def _joined_boxes(
+    boxes: list[tuple[float, float, float, float]], pages: set[int]
+) -> list[tuple[float, float, float, float]]:
+    """Boxes of one width stacked without a gap, joined: dblatex shades each
+    line of a listing with a rectangle of its own, and a listing is one block
+    of code, not one per line. The page-sized boxes (`pages`) stay first and
+    alone, so their indexes hold."""
+    kept = [box for i, box in enumerate(boxes) if i in pages]
+    rest = sorted(
+        (box for i, box in enumerate(boxes) if i not in pages), key=lambda b: -b[3]
+    )
+    whole = len(kept)
+    for x0, y0, x1, y1 in rest:
+        last = kept[-1] if len(kept) > whole else None
+        if (
+            last is not None
+            and abs(last[0] - x0) <= 1
+            and abs(last[2] - x1) <= 1
+            and -1 <= last[1] - y1 <= 2
+        ):
+            kept[-1] = (last[0], min(last[1], y0), last[2], last[3])
+        else:
+            kept.append((x0, y0, x1, y1))
+    pages.clear()
+    pages.update(range(whole))
+    return kept
 
 
 def page_lines(textpage: pdfium.PdfTextPage, page: int, rules: Rules) -> list[Line]:
