@@ -44,6 +44,61 @@ class TexFontsTestCase(SimpleTestCase):
         self.assertIn("\n#### Candlesticks\n\nThe candlesticks style", text)
 
 
+class TexinfoTermsTestCase(SimpleTestCase):
+    def test_several_terms_over_one_definition_are_one_heading(self):
+        # Texinfo's @itemx: gcrypt's "GCRY_CIPHER_AES", "GCRY_CIPHER_AES128"
+        # ... over "AES (Rijndael) with a 128 bit key." read as code
+        page = Page().heading("Available ciphers", 15)
+        _lines(
+            page,
+            [
+                (72, "GCRY_CIPHER_IDEA", "F3", 14),
+                (130, "This is the IDEA algorithm.", "F1", 20),
+                (72, "GCRY_CIPHER_AES", "F3", 14),
+                (72, "GCRY_CIPHER_AES128", "F3", 14),
+                (72, "GCRY_CIPHER_RIJNDAEL", "F3", 14),
+                (130, "AES (Rijndael) with a 128 bit key.", "F1", 20),
+                (72, "GCRY_CIPHER_AES256", "F3", 14),
+                (130, "AES (Rijndael) with a 256 bit key.", "F1", 20),
+            ],
+        )
+        text = _read(page)
+        self.assertIn(
+            "### GCRY_CIPHER_AES, GCRY_CIPHER_AES128, GCRY_CIPHER_RIJNDAEL\n\n"
+            "AES (Rijndael) with a 128 bit key.\n\n### GCRY_CIPHER_AES256\n",
+            text,
+        )
+        self.assertNotIn("```", text)
+
+    def test_a_long_term_in_a_code_font_is_a_term(self):
+        page = Page().heading("Controlling the library", 15)
+        _lines(
+            page,
+            [
+                (72, "GCRYCTL_INIT_SECMEM; Arguments: unsigned int nbytes", "F3", 14),
+                (130, "This command allocates a pool of secure memory.", "F1", 20),
+                (
+                    72,
+                    "GCRYCTL_AUTO_EXPAND_SECMEM; Arguments: unsigned int chunksize",
+                    "F3",
+                    14,
+                ),
+                (
+                    130,
+                    "This command enables on-the-fly expanding of the pool.",
+                    "F1",
+                    14,
+                ),
+            ],
+        )
+        text = _read(page)
+        self.assertIn(
+            "### GCRYCTL_AUTO_EXPAND_SECMEM; Arguments: unsigned int chunksize\n\n"
+            "This command enables",
+            text,
+        )
+
+
 class CodeBlocksTestCase(SimpleTestCase):
     def test_a_listing_shaded_line_by_line_is_one_block(self):
         # dblatex shades each line of a listing with a rectangle of its own
@@ -78,3 +133,20 @@ class CodeBlocksTestCase(SimpleTestCase):
         text = _read(first, second)
         self.assertIn("    /* fail\n     */\n    exit (2);", text)
         self.assertEqual(text.count("```"), 2)
+
+
+class TablesTestCase(SimpleTestCase):
+    def test_a_ruled_table_of_two_columns_stays_a_table(self):
+        page = Page().heading("Options", 15)
+        page.table(
+            [
+                ["-b", "Sets the backend used to produce the output."],
+                ["-c", "Reads the configuration from the file given."],
+                ["-p", "Uses the XSL stylesheet given instead of the default."],
+            ],
+            [60, 380],
+            bold_header=False,
+        )
+        text = _read(page)
+        self.assertIn("| -c | Reads the configuration from the file given. |", text)
+        self.assertNotIn("### -c", text)

@@ -96,6 +96,7 @@ class Assembler:
         self.ahead_last: Line | Table | None = None  # its page's last item
         self.defining = False  # a term's heading was the last thing written
         self.signature: list[Line] = []  # a Texinfo definition's lines
+        self.passed: set[int] = set()  # ids of the lines of terms written
 
     def run(self) -> None:
         for k, items in enumerate(self.pages):
@@ -162,6 +163,8 @@ class Assembler:
     def line(self, line: Line, terms: bool = True) -> None:
         text = line.text
         self.out.page = line.page
+        if id(line) in self.passed:  # a term another one's heading named
+            return
         if self._signature(line):
             return
         defining, self.defining = self.defining, False
@@ -347,25 +350,48 @@ class Assembler:
         return listed or wraps or self._entry_next(after, line.x0, x2)
 
     def _term_over(self, line: Line, nxt: Line) -> tuple[str, None, None] | None:
-        """A term on a line of its own over its definition, indented."""
+        """A term on a line of its own over its definition, indented; or
+        several (Texinfo's @itemx: "GCRY_CIPHER_AES", "GCRY_CIPHER_AES128"
+        ...), one under the other, over one definition: their heading names
+        them all, and the lines of the others are passed over."""
         indent = INDENT_EMS * line.size
+        terms = [line]
+        lines = [it for it in self.ahead if isinstance(it, Line)]
+        while (
+            nxt is not None
+            and abs(nxt.x0 - line.x0) <= 2
+            and nxt.page == line.page
+            and 0 < terms[-1].y - nxt.y <= 1.75 * line.size
+            and nxt.is_mono() == line.is_mono()
+            and nxt.is_bold() == line.is_bold()
+            and _is_term_text(nxt.text, TERM_CELL_CHARS)
+        ):
+            terms.append(nxt)
+            nxt = lines[len(terms) - 1] if len(terms) - 1 < len(lines) else None
+        if nxt is None:
+            return None
+        last = terms[-1]
         below = (
-            0 < line.y - nxt.y <= 2.5 * line.size
+            0 < last.y - nxt.y <= 2.5 * line.size
             if nxt.page == line.page
-            else nxt.page == line.page + 1 and line is self.ahead_last
+            else nxt.page == line.page + 1 and last is self.ahead_last
         )
         if (
             below
             and nxt.x0 >= line.x0 + indent
             and _is_term_text(line.text, TERM_CHARS)
-            # a line filling the width wraps (a hanging indent's paragraph)
-            and line.x1 < self.rights[line.page - 1] - 6 * line.size
+            # a line filling the width wraps (a hanging indent's paragraph);
+            # a term in a font of its own may be long
+            and (_styled(line) or line.x1 < self.rights[line.page - 1] - 6 * line.size)
             # text over an indented example introduces it
             and (nxt.is_mono() <= line.is_mono())
             and (_styled(line) or _plain_term(line.text))
-            and (not line.is_mono() or self._text_below(line.x0 + indent))
+            and (
+                not line.is_mono() or self._text_below(line.x0 + indent, len(terms) - 1)
+            )
         ):
-            return line.text, None, None
+            self.passed.update(id(term) for term in terms[1:])
+            return ", ".join(term.text for term in terms), None, None
         return None
 
     def _entry_next(self, after: Line | None, x: float, x2: float) -> bool:
@@ -394,10 +420,10 @@ class Assembler:
             and line.x0 >= min(ln.x0 for ln in self.code) - INDENT_EMS * line.size
         )
 
-    def _text_below(self, x: float) -> bool:
+    def _text_below(self, x: float, skip: int = 0) -> bool:
         """Whether a line of text (not code) comes next at `x` or further
-        right, before anything stands left of `x`."""
-        for it in self.ahead:
+        right, before anything stands left of `x` (past the next `skip`)."""
+        for it in self.ahead[skip:]:
             if not isinstance(it, Line) or it.x0 < x - 2:
                 return False
             if not it.is_mono():
@@ -686,11 +712,12 @@ def _is_term_text(text: str, chars: int) -> bool:
 
 
 def _is_term_table(table: Table) -> bool:
-    """A table without a header whose two columns are short terms and their
+    """A table without rules or a header whose two columns are short terms and their
     definitions (some of them prose; a row without a term goes on with the
     definition above): a definition list set in columns."""
     return (
         not table.header
+        and not table.ruled
         and all(len(row) == 2 for row in table.rows)
         and any(term.strip() for term, _ in table.rows)
         and all(

@@ -41,6 +41,7 @@ class Table:
     header: bool
     open_top: bool = False  # its first row began on the previous page
     open_bottom: bool = False  # its last row goes on on the next page
+    ruled: bool = False  # drawn with rules: a table, whatever its columns hold
     sizes: Counter = field(default_factory=Counter)  # characters per font size
     words: set[str] = field(default_factory=set)  # of its page, for hyphenation
 
@@ -94,6 +95,7 @@ def ruled_tables(lines: list[Line], rules: Rules, page: int):
                 min(top, OPEN - 1),
                 [],
                 False,
+                ruled=True,
             )
             current.header = header and top != OPEN
             current.open_top = top == OPEN
