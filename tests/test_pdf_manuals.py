@@ -99,6 +99,59 @@ class TexinfoTermsTestCase(SimpleTestCase):
         )
 
 
+class TexinfoSignaturesTestCase(SimpleTestCase):
+    def test_a_signature_in_a_code_font_beside_its_category_is_code_alone(self):
+        # gcrypt: the category, a line of its own, was written into the text
+        # that followed ("\[Function] This function returns ...")
+        page = Page().heading("General cipher functions", 15)
+        page.text(72, page.y, "size_t gcry_cipher_get_algo_keylen (algo)", 11, "F3")
+        page.text(470, page.y, "[Function]", 11, "F1")
+        page.y -= 14
+        _lines(
+            page,
+            [
+                (
+                    100,
+                    "This function returns the length of the key for algo.",
+                    "F1",
+                    14,
+                ),
+                (100, "On error 0 is returned.", "F1", 14),
+            ],
+        )
+        text = _read(page)
+        self.assertIn(
+            "```\nsize_t gcry_cipher_get_algo_keylen (algo)\n```\n\n"
+            "This function returns the length of the key for algo. On error 0 "
+            "is returned.\n",
+            text,
+        )
+        self.assertNotIn("Function]", text)
+
+    def test_signatures_set_close_are_no_table(self):
+        # gcrypt p88: "| void gcry_mpi_swap (...) | \[Function] |" rows
+        page = Page().heading("Calculations", 15)
+        page.grid(
+            [
+                ["void gcry_mpi_swap (gcry_mpi_t a, gcry_mpi_t b)", "[Function]"],
+                ["Swap the values of a and b.", ""],
+                ["void gcry_mpi_neg (gcry_mpi_t w, gcry_mpi_t u)", "[Function]"],
+                ["Set the sign of w to the negative of u.", ""],
+                ["void gcry_mpi_abs (gcry_mpi_t w)", "[Function]"],
+                ["Clear the sign of w.", ""],
+            ],
+            [400, 80],
+            bold_header=False,
+        )
+        text = _read(page)
+        self.assertNotIn("|", text)
+        self.assertIn(
+            "```\nvoid gcry_mpi_neg (gcry_mpi_t w, gcry_mpi_t u)\n```\n\n"
+            "Set the sign of w to the negative of u.\n",
+            text,
+        )
+
+
 class CodeBlocksTestCase(SimpleTestCase):
     def test_a_listing_shaded_line_by_line_is_one_block(self):
         # dblatex shades each line of a listing with a rectangle of its own

@@ -119,6 +119,23 @@ class Assembler:
     # block kinds
 
     def table(self, table: Table) -> None:
+        if _is_definitions_table(table):
+            # Texinfo definitions set close: signatures beside their category,
+            # descriptions under them, read as the columns of a table
+            self.flush(end_list=True)
+            self.out.page = table.page
+            text: list[str] = []  # a description's rows (its lines cut in cells)
+            for row in [*table.rows, None]:
+                if row is None or _CATEGORY_RE.fullmatch(row[-1].strip()):
+                    if text:
+                        self.out.paragraph(escape(" ".join(text)))
+                    text = []
+                    if row is not None:
+                        self.out.code(" ".join(row[:-1]).strip())
+                else:
+                    text.append(" ".join(cell for cell in row if cell.strip()))
+            self.defining = True
+            return
         if _is_term_table(table):
             self._close_terms(table.x0, term=True)
             self.out.page = table.page
@@ -242,24 +259,32 @@ class Assembler:
         """Whether `line` belongs to a Texinfo definition's first line (its
         signature: "int asn1_der_coding (asn1_node element, ..."), kept whole
         as code: the line its category ("[Function]") stands beside at the
-        right margin, and the lines that wrap it, indented under it."""
+        right margin, and the lines that wrap it, indented under it, while
+        its parentheses are open."""
         chunks = line.chunks()
         label = _CATEGORY_RE.fullmatch(chunks[-1][2])
         if label and len(chunks) > 1:  # the category on the same line
             self.flush(end_list=True)
             self.signature = [line]
             return True
-        if label and self.paragraph:
-            last = self.paragraph[-1]
-            if abs(last.y - line.y) <= 0.2 * line.size and last.x1 < line.x0:
-                self.paragraph.pop()
+        for held in (self.paragraph, self.code) if label else ():
+            # the line beside it, read as text or as code (set in a code font)
+            last = held[-1] if held else None
+            if last and abs(last.y - line.y) <= 0.2 * line.size and last.x1 < line.x0:
+                held.pop()
                 self.flush(end_list=True)
                 self.signature = [last]
                 return True
         if not self.signature:
             return False
         first, previous = self.signature[0], self.signature[-1]
-        if self._follows(line, previous) and line.x0 > first.x0 + 2:
+        written = "".join(ln.text for ln in self.signature)
+        if (
+            written.count("(") > written.count(")")  # its arguments go on
+            and line.page == previous.page
+            and 0 < previous.y - line.y <= 2 * line.size
+            and line.x0 > first.x0 + 2
+        ):
             self.signature.append(line)
             return True
         self._write_signature()
@@ -709,6 +734,14 @@ def _is_term_text(text: str, chars: int) -> bool:
         or " " not in text
         or not text.endswith((".", ":", ",", ";", "!", "?"))
     )
+
+
+def _is_definitions_table(table: Table) -> bool:
+    """A table without rules whose last column holds Texinfo's categories
+    ("[Function]") beside the signatures they label, on a third of its rows
+    at least: the rows between are descriptions cut into cells."""
+    labels = sum(bool(_CATEGORY_RE.fullmatch(row[-1].strip())) for row in table.rows)
+    return not table.ruled and labels >= 1 and 3 * labels >= len(table.rows)
 
 
 def _is_term_table(table: Table) -> bool:
