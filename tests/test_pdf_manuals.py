@@ -203,3 +203,29 @@ class TablesTestCase(SimpleTestCase):
         text = _read(page)
         self.assertIn("| -c | Reads the configuration from the file given. |", text)
         self.assertNotIn("### -c", text)
+
+
+class IndexTestCase(SimpleTestCase):
+    def test_an_index_without_leaders_is_not_text(self):
+        # dblatex's index: "latex.index.tool, 39 , 70 , 71" in two columns,
+        # read as a table whose entries outranked the sections they point to
+        body = Page().heading("Tables", 15)
+        body.paragraph(["The newtbl.autowidth parameter sets how columns are sized."])
+        index = Page().heading("Index", 15)
+        y = index.y
+        for i, (left, right) in enumerate(
+            [
+                ("latex.index.tool, 39 , 70 , 71", "ulink.footnotes, 43 , 102"),
+                ("latex.unicode.use, 42 , 62", "ulink.show, 43 , 102"),
+                ("linenumbering.default, 96", "use.id.as.filename, 14 , 105"),
+                ("literal.class, 35 , 97", "xetex.font, 100 , 112 , 113"),
+                ("newtbl.autowidth, 23 , 24 , 76", "xref.hypermarkup, 85"),
+                ("page.height, 105 , 108", "preface.tocdepth, 18 , 68 -71"),
+            ]
+        ):
+            index.text(72, y - 14 * i, left, 10)
+            index.text(320, y - 14 * i, right, 10)
+        text = _read(body, index)
+        self.assertIn("The newtbl.autowidth parameter sets how columns", text)
+        self.assertNotIn("70 , 71", text)
+        self.assertNotIn("xref.hypermarkup", text)

@@ -123,13 +123,25 @@ _LEADER_RE = re.compile(
 )
 
 
+# An index entry without a leader, as LaTeX sets them: "latex.index.tool, 39 ,
+# 70 , 71", "preface.tocdepth, 18 , 68 -71"
+_INDEX_ENTRY_RE = re.compile(
+    rf"\S.{{0,80}}?,\s*{_FOLIO}(?:\s*(?:,|-|–)\s*{_FOLIO})*\s*$", re.IGNORECASE
+)
+INDEX_PAGE_ENTRIES = 8  # index entries a page holds at least to be an index's
+INDEX_PAGE_SHARE = 0.6  # ... and this share of its lines and table cells
+
+
 def drop_contents_lines(pages) -> int:
     """Drop the lines of a table of contents or an index (a dot leader and a page
-    number, which may be a line of its own on the same baseline): they say where
-    the text is, and read as headings and sentences otherwise. Returns how many
-    lines were dropped."""
+    number, which may be a line of its own on the same baseline; or, on a page
+    made mostly of them, an entry ending in its pages, in lines or in the cells
+    of the table its columns make): they say where the text is, and read as
+    headings and sentences otherwise. Returns how many lines (and table cells)
+    were dropped."""
     removed = 0
-    for lines, _ in pages:
+    for lines, tables in pages:
+        removed += _drop_index_entries(lines, tables)
         rows = {round(ln.y) for ln in lines if _LEADER_RE.search(ln.text)}
         if not rows:
             continue
@@ -142,3 +154,22 @@ def drop_contents_lines(pages) -> int:
         removed += len(lines) - len(kept)
         lines[:] = kept
     return removed
+
+
+def _drop_index_entries(lines, tables) -> int:
+    """On a page that is mostly an index's entries without leaders, drop them:
+    the lines, and the tables whose cells they fill."""
+    cells = [cell for table in tables for row in table.rows for cell in row if cell]
+    texts = [ln.text for ln in lines] + cells
+    entries = sum(bool(_INDEX_ENTRY_RE.match(text)) for text in texts)
+    if entries < INDEX_PAGE_ENTRIES or entries < INDEX_PAGE_SHARE * len(texts):
+        return 0
+    kept = [ln for ln in lines if not _INDEX_ENTRY_RE.match(ln.text)]
+    dropped = len(lines) - len(kept)
+    lines[:] = kept
+    for table in list(tables):
+        filled = [cell for row in table.rows for cell in row if cell]
+        if sum(bool(_INDEX_ENTRY_RE.match(c)) for c in filled) >= 0.8 * len(filled):
+            tables.remove(table)
+            dropped += len(filled)
+    return dropped
