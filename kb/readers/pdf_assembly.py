@@ -29,6 +29,7 @@ _SENTENCE_ENDS = (".", ",", ";", "!", "?")
 _SENTENCE_RE = re.compile(r"\w[.!?][\"”’)]?\s+[A-Z]")  # one sentence ends, one starts
 # what a Texinfo definition's first line ends with, at the right margin
 _CATEGORY_RE = re.compile(r"\[[A-Z][a-z]+(?: [A-Za-z][a-z]+){0,3}\]")
+SIGNATURE_LINES = 6  # a signature wraps over this many lines at most
 TERM_CHARS = 100  # a definition list's term is a line this long at most
 TERM_CELL_CHARS = 40  # ... or a cell of a two-column table without a header
 INDENT_EMS = 1.5  # a definition stands this many font sizes right of its term
@@ -81,6 +82,7 @@ class Assembler:
         self.bold_prose: set[int] = set()  # the page's lines of bold running text
         self.paragraph: list[Line] = []
         self.code: list[Line] = []
+        self.code_left = float("inf")  # the open code block's left edge
         self.item: list[str] | None = None
         self.item_turns: list[tuple[str, int]] = []  # as Writer.paragraph's
         self.item_x = 0.0
@@ -207,6 +209,7 @@ class Assembler:
                 self.flush(end_list=True)  # the gap between two code blocks
             self.flush(keep_code=True, end_list=True)
             self.code.append(line)
+            self.code_left = min(self.code_left, line.x0)
             return
         if self.code:
             self.flush(end_list=True)
@@ -281,6 +284,7 @@ class Assembler:
         written = "".join(ln.text for ln in self.signature)
         if (
             written.count("(") > written.count(")")  # its arguments go on
+            and len(self.signature) < SIGNATURE_LINES
             and line.page == previous.page
             and 0 < previous.y - line.y <= 2 * line.size
             and line.x0 > first.x0 + 2
@@ -442,7 +446,7 @@ class Assembler:
         return bool(
             self.code
             and line.is_mono()
-            and line.x0 >= min(ln.x0 for ln in self.code) - INDENT_EMS * line.size
+            and line.x0 >= self.code_left - INDENT_EMS * line.size
         )
 
     def _text_below(self, x: float, skip: int = 0) -> bool:
@@ -669,6 +673,7 @@ class Assembler:
             self.out.page = self.code[0].page  # where it starts
             self.out.code(_code_text(self.code))
             self.code = []
+            self.code_left = float("inf")
             self.last_table = None
         self.out.page = page
         if end_list:
