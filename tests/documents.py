@@ -67,6 +67,13 @@ class Page:
             f"BT /{font} {size} Tf {x:.2f} {y:.2f} Td ({_escape(text)}) Tj ET"
         )
 
+    def lines(self, rows: list[tuple[float, str, str, float]], size: float = 11):
+        """(x, text, font, step down to the next line) rows, from the page's y."""
+        for x, text, font, step in rows:
+            self.text(x, self.y, text, size, font)
+            self.y -= step
+        return self
+
     def rect(self, x: float, y: float, w: float, h: float) -> None:
         self.ops.append(f"{x:.2f} {y:.2f} {w:.2f} {h:.2f} re f")
 

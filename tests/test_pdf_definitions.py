@@ -85,19 +85,22 @@ class HangingIndentTestCase(SimpleTestCase):
 
     def test_a_term_in_a_code_font_after_an_example_is_a_term(self):
         page = Page().heading("Expansions", 15)
-        y = page.y
-        for x, text, font, step in (
-            (72, "${name:=word}", "F3", 16),
-            (100, "Assigns word to name when name is unset or null.", "F1", 18),
-            (128, "$ : ${colour:=blue}", "F3", 12),
-            (128, "$ echo $colour", "F3", 12),
-            (128, "blue", "F3", 20),
-            (72, "${name:?word}", "F3", 16),
-            (100, "Writes word to the standard error when name is unset.", "F1", 18),
-        ):
-            page.text(x, y, text, 11, font)
-            y -= step
-        page.y = y
+        page.lines(
+            [
+                (72, "${name:=word}", "F3", 16),
+                (100, "Assigns word to name when name is unset or null.", "F1", 18),
+                (128, "$ : ${colour:=blue}", "F3", 12),
+                (128, "$ echo $colour", "F3", 12),
+                (128, "blue", "F3", 20),
+                (72, "${name:?word}", "F3", 16),
+                (
+                    100,
+                    "Writes word to the standard error when name is unset.",
+                    "F1",
+                    18,
+                ),
+            ]
+        )
         text = readers.read("expansions.pdf", build_pdf([page])).text
         self.assertIn(
             "```\n$ : ${colour:=blue}\n$ echo $colour\nblue\n```\n\n"
@@ -172,15 +175,13 @@ class ParagraphGapTestCase(SimpleTestCase):
         page = Page().heading("Reference", 15)
         for _ in range(3):  # running text enough to tell the line step
             page.paragraph(["The parser reads the file and builds the tree."] * 8)
-        y = page.y
-        for text in (
-            "file: the path of the file to read",
-            "definitions: the tree built from the file",
-            "Returns: zero on success, else an error code",
-        ):
-            page.text(72, y, text, 11)
-            y -= 17  # the line step is 14
-        page.y = y
+        page.lines(  # the line step is 14
+            [
+                (72, "file: the path of the file to read", "F1", 17),
+                (72, "definitions: the tree built from the file", "F1", 17),
+                (72, "Returns: zero on success, else an error code", "F1", 17),
+            ]
+        )
         text = readers.read("reference.pdf", build_pdf([page])).text
         self.assertIn(
             "file: the path of the file to read\n\n"
@@ -195,15 +196,18 @@ class ParagraphGapTestCase(SimpleTestCase):
             page.paragraph(
                 ["The shell opens each file before it runs the command."] * 8
             )
-        y = page.y
-        for x, text, font in (
-            (72, "The order of redirections matters. For example, the command", "F1"),
-            (86, "ls > dirlist 2>&1", "F3"),
-            (72, "sends both outputs to the file dirlist.", "F1"),
-        ):
-            page.text(x, y, text, 11, font)
-            y -= 17
-        page.y = y
+        page.lines(
+            [
+                (
+                    72,
+                    "The order of redirections matters. For example, the command",
+                    "F1",
+                    17,
+                ),
+                (86, "ls > dirlist 2>&1", "F3", 17),
+                (72, "sends both outputs to the file dirlist.", "F1", 17),
+            ]
+        )
         text = readers.read("redirections.pdf", build_pdf([page])).text
         self.assertIn(
             "For example, the command\n\n```\nls > dirlist 2>&1\n```\n\n"

@@ -14,23 +14,12 @@ def _read(*pages: Page) -> str:
     return readers.read("manual.pdf", build_pdf(list(pages))).text
 
 
-def _lines(page: Page, rows: list[tuple[float, str, str, float]]) -> Page:
-    """(x, text, font, step to the next line) rows at body size, from page.y."""
-    y = page.y
-    for x, text, font, step in rows:
-        page.text(x, y, text, 11, font)
-        y -= step
-    page.y = y
-    return page
-
-
 class TexFontsTestCase(SimpleTestCase):
     def test_a_heading_in_texs_bold_extended_font_is_a_heading(self):
         # gnuplot's subsections ("Boxplot") are CMBX10 at body size: read as
         # text, a 430-line section swallowed them all
         page = Page().heading("Plotting styles", 15)
-        _lines(
-            page,
+        page.lines(
             [
                 (72, "Boxplot", "F8", 18),
                 (72, "Boxplots are a common way to represent a statistical", "F1", 14),
@@ -49,8 +38,7 @@ class TexinfoTermsTestCase(SimpleTestCase):
         # Texinfo's @itemx: gcrypt's "GCRY_CIPHER_AES", "GCRY_CIPHER_AES128"
         # ... over "AES (Rijndael) with a 128 bit key." read as code
         page = Page().heading("Available ciphers", 15)
-        _lines(
-            page,
+        page.lines(
             [
                 (72, "GCRY_CIPHER_IDEA", "F3", 14),
                 (130, "This is the IDEA algorithm.", "F1", 20),
@@ -72,8 +60,7 @@ class TexinfoTermsTestCase(SimpleTestCase):
 
     def test_a_long_term_in_a_code_font_is_a_term(self):
         page = Page().heading("Controlling the library", 15)
-        _lines(
-            page,
+        page.lines(
             [
                 (72, "GCRYCTL_INIT_SECMEM; Arguments: unsigned int nbytes", "F3", 14),
                 (130, "This command allocates a pool of secure memory.", "F1", 20),
@@ -107,8 +94,7 @@ class TexinfoSignaturesTestCase(SimpleTestCase):
         page.text(72, page.y, "size_t gcry_cipher_get_algo_keylen (algo)", 11, "F3")
         page.text(470, page.y, "[Function]", 11, "F1")
         page.y -= 14
-        _lines(
-            page,
+        page.lines(
             [
                 (
                     100,
