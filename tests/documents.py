@@ -47,6 +47,8 @@ ASTRAL = {
     "\x82": "\U00020000",  # a CJK ideograph of extension B
     "\x83": "\ud83d",  # a lone high surrogate
     "\x84": "\u2212",  # the minus sign TeX sets for a hyphen in code
+    "\x85": "\uf0b7",  # Symbol's bullet, as Word and LibreOffice map it
+    "\x86": "\u2014",  # an em dash, the marker of a French list
 }
 
 

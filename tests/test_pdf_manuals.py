@@ -215,3 +215,54 @@ class IndexTestCase(SimpleTestCase):
         self.assertIn("The newtbl.autowidth parameter sets how columns", text)
         self.assertNotIn("70 , 71", text)
         self.assertNotIn("xref.hypermarkup", text)
+
+
+class OrdinaryDocumentsTestCase(SimpleTestCase):
+    """What the French and Spanish QA pass found the term rules took from
+    ordinary documents (LibreOffice's PDFs, DocBook's, Chromium's)."""
+
+    def test_a_symbol_bullet_list_is_a_list_not_terms(self):
+        # LibreOffice writes Symbol's bullet as U+F0B7: each became a heading
+        page = Page().heading("Cuentas", 15)
+        page.paragraph(["Cada campo separado por dos puntos significa:"])
+        for text in ("Nombre de acceso", "Entrada de contrasena", "ID de usuario"):
+            page.text(90, page.y, "\x85", 11, "F5")
+            page.text(108, page.y, text, 11)
+            page.y -= 14
+        text = _read(page)
+        self.assertIn("- Nombre de acceso\n- Entrada de contrasena\n- ID de", text)
+        self.assertNotIn("\uf0b7", text)
+
+    def test_an_em_dash_list_is_a_list(self):
+        page = Page().heading("Relations", 15)
+        page.paragraph(["Les paquets peuvent dépendre les uns des autres :"])
+        for text in ("Depends", "Recommends", "Suggests"):
+            page.text(72, page.y, f"\x86 {text}", 11, "F5")
+            page.y -= 14
+        text = _read(page)
+        self.assertIn("- Depends\n- Recommends\n- Suggests", text)
+
+    def test_an_icons_text_over_a_note_is_no_term(self):
+        page = Page().heading("Précautions", 15)
+        page.lines(
+            [
+                (72, "[Avertissement]", "F1", 16),
+                (100, "Ne pas installer de paquets venant de suites mêlées.", "F1", 20),
+                (72, "La version stable convient au débutant.", "F1", 14),
+            ]
+        )
+        text = _read(page)
+        self.assertNotIn("# \\[Avertissement]", text)
+        self.assertIn("Ne pas installer de paquets", text)
+
+    def test_a_line_over_its_footnotes_is_no_term(self):
+        page = Page().heading("Ramas", 15)
+        page.paragraph(
+            ["Estas órdenes utilizan tres ramas en la gestión del paquete."] * 3
+        )
+        page.text(72, page.y, "Puedes configurar gbp 12", 11)
+        page.text(90, page.y - 18, "12 Hay algunas restricciones para estas ramas.", 8)
+        page.text(90, page.y - 28, "Consulta la referencia de Debian.", 8)
+        page.y -= 40
+        text = _read(page)
+        self.assertNotIn("## Puedes", text.replace("## Ramas", ""))

@@ -408,6 +408,7 @@ class Assembler:
         if (
             below
             and nxt.x0 >= line.x0 + indent
+            and abs(nxt.size - line.size) < 1  # not a footnote under a line
             and _is_term_text(line.text, TERM_CHARS)
             # a line filling the width wraps (a hanging indent's paragraph);
             # a term in a font of its own may be long
@@ -499,8 +500,11 @@ class Assembler:
 
     def _is_code(self, line: Line) -> bool:
         """Monospaced, and in a shaded box or no bigger than the body text and
-        not bold (a heading in a monospaced font is a heading)."""
-        if not line.is_mono() or line.text.startswith("• "):
+        not bold (a heading in a monospaced font is a heading); not opening
+        with a bullet or a dash other than ASCII's ("— Conflicts" of a
+        DocBook list, its term in a code font), which code does not."""
+        marker = BULLET_RE.match(line.text)
+        if not line.is_mono() or (marker and marker.group(1) not in "*-"):
             return False
         if line.box is not None:
             return True
@@ -731,9 +735,12 @@ def _plain_term(text: str) -> bool:
 
 
 def _is_term_text(text: str, chars: int) -> bool:
-    """Short, and not the end of a sentence (an ellipsis may end a synopsis;
-    a term of one word may end in a mark: "?", "!!", "\\.")."""
+    """Short, and not the end of a sentence nor two of them (an ellipsis may
+    end a synopsis; a term of one word may end in a mark: "?", "!!", "\\.")."""
     text = text.strip()
+    if _CATEGORY_RE.fullmatch(text) or _SENTENCE_RE.search(text):
+        # an icon's text over a note ("[Avertissement]"), a category; sentences
+        return False
     return 0 < len(text) <= chars and (
         text.endswith("...")
         or " " not in text

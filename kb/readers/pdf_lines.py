@@ -29,7 +29,11 @@ CHUNK_EMS = 0.6  # a gap wider than this (a word space is ~0.3) may part two cel
 OPEN = 10**6  # the missing edge of a table row cut by a page break
 FIXED_PITCH = 1  # PDF font descriptor flags
 FORCE_BOLD = 1 << 18
-BULLET_RE = re.compile(r"^([•◦▪▫●○■□‣⁃∙·*–-])\s+(.*)$")
+# A list item's marker: bullets and dashes (the em dash of French lists), and
+# the private-use codes of Symbol's and Wingdings' bullets that Word and
+# LibreOffice write (U+F0B7, U+F06C, U+F0A7, U+F0D8, U+F0FC, U+F076)
+BULLETS = "•◦▪▫●○■□‣⁃∙·*–—\uf0b7\uf06c\uf0a7\uf0d8\uf0fc\uf076-"  # "-" last
+BULLET_RE = re.compile(rf"^([{BULLETS}])\s+(.*)$")
 # A bold face by its name: the words of most, TeX's Computer Modern and EC
 # names (CMBX10 "bold extended", CMB10, CMSSBX10, SFBX1000) and URW's
 # "Medi" (NimbusRomNo9L-Medi), after a subset's "ABCDEF+" tag

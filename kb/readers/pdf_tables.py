@@ -16,7 +16,15 @@ import statistics
 from collections import Counter
 from dataclasses import dataclass, field
 
-from kb.readers.pdf_lines import OPEN, WORD_RE, Line, Rules, baseline_rows, join_texts
+from kb.readers.pdf_lines import (
+    BULLETS,
+    OPEN,
+    WORD_RE,
+    Line,
+    Rules,
+    baseline_rows,
+    join_texts,
+)
 
 COLUMN_GAP_EMS = 0.75  # columns of a table stand this far apart at least (the
 # spaces of justified text reach ~0.6)
@@ -24,9 +32,7 @@ MIN_CELL = 4  # rules closer than this (PDF units) bound no cell between them
 WRAP_EMS = 1.35  # the widest line step inside a table cell whose text wraps
 PROSE_COLUMN_EMS = 15  # a column of running text is at least this wide
 LONG_RUN = 8  # rows of a run that is not a table, skipped as a whole
-_MARKER_RE = re.compile(
-    r"^([•◦▪▫●○■□‣⁃∙·*–-]|\d{1,3}[.)]|[a-zA-Z][.)]|\d+(\.\d+)+\.?)$"
-)
+_MARKER_RE = re.compile(rf"^([{BULLETS}]|\d{{1,3}}[.)]|[a-zA-Z][.)]|\d+(\.\d+)+\.?)$")
 _LEADER_RE = re.compile(r"(\.\s?){5}")
 _Chunk = tuple[float, float, str]
 
