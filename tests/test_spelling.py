@@ -134,3 +134,41 @@ class DottedNamesTestCase(TestCase):
     def test_a_word_only_inside_another_word_stays_unknown(self):
         unknown, _ = keywords.unknown_words(self.collection, "What is iter or link?")
         self.assertEqual(unknown, ["iter", "link"])
+
+
+GUIDE_FR = """# Guide du responsable
+
+## Bogues de sécurité
+
+Les bogues de sécurité sont signalés à l'équipe de sécurité, qui prépare une
+mise à jour pour la version stable.
+
+## Envoi de paquet
+
+Un paquet est envoyé dans l'archive avec dput une fois signé.
+"""
+
+GUIDE_EN = """# Security guide
+
+## Security updates
+
+The security team answers within two days.
+"""
+
+
+class AccentsTestCase(TestCase):
+    @classmethod
+    def setUpTestData(cls):
+        cls.collection = collection_of(
+            "Guides", {"guide-fr.md": GUIDE_FR, "guide-en.md": GUIDE_EN}
+        )
+        keywords.count_terms(cls.collection)
+
+    def test_a_word_typed_without_its_accents_is_searched_as_written(self):
+        """QA in French: "securite" was searched as the English "security",
+        with a warning that no source uses it, though "sécurité" is in many."""
+        result, reply = answering.ask(
+            self.collection, "Comment gérer les bogues de securite ?"
+        )
+        self.assertEqual(reply.searched_for, [("securite", "sécurité")])
+        self.assertIn("signalés à l'équipe de sécurité", reply.text)

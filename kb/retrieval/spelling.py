@@ -21,6 +21,7 @@ from kb.retrieval import keywords
 
 # Unknown words a question may have and still be looked up: more is no typo.
 MAX_CORRECTED = 2
+MAX_UNACCENTED = 5  # unknown words looked up as written without their accents
 MIN_LETTERS = 4  # shorter words are names, codes or abbreviations
 
 
@@ -33,17 +34,24 @@ class Correction:
 def corrections(collection: Collection, unknown: list[str]) -> list[Correction]:
     """Of a question's `unknown` words (keywords.unknown_words), those that are
     close misspellings of a word of the collection, each with that word."""
-    if len(unknown) > MAX_CORRECTED:
+    words = [
+        word
+        for word in unknown[:MAX_UNACCENTED]
+        # a capital names something: "Slack" is no slip for "stack"
+        if len(word) >= MIN_LETTERS and word.isalpha() and word == word.lower()
+    ]
+    found = {}
+    for word in words:  # accents left out: no slip, whatever else is unknown
+        if (searched := _accented_word(collection, word)) is not None:
+            found[word] = Correction(word, searched)
+    if len(unknown) - len(found) > MAX_CORRECTED:
         # Many words no source uses (another language, another topic): no slip
         # of the keyboard, and each lookup costs queries.
-        return []
-    found = []
-    for word in unknown:
-        if len(word) < MIN_LETTERS or not word.isalpha() or word != word.lower():
-            continue  # a capital names something: "Slack" is no slip for "stack"
-        if (searched := _nearest_word(collection, word.casefold())) is not None:
-            found.append(Correction(word, searched))
-    return found
+        return list(found.values())
+    for word in words:
+        if word not in found and (searched := _nearest_word(collection, word)):
+            found[word] = Correction(word, searched)
+    return [found[word] for word in words if word in found]
 
 
 def corrected(question: str, found: list[Correction]) -> str:
@@ -100,6 +108,32 @@ CANDIDATES = 3  # lexemes whose written word is compared with the asked one
 MIN_SIMILARITY = 0.2
 
 
+# Accented letters and the letters they fold to (translate(): one for one)
+ACCENTED = "àáâãäåçèéêëìíîïñòóôõöùúûüýÿ"
+PLAIN = "aaaaaaceeeeiiiinooooouuuuyy"
+MIN_FOLDED = 4  # letters an accented lexeme keeps to be matched by its prefix
+
+# The accented lexemes of the word's language whose letters without accents
+# begin the word as asked: "securite" typed for "sécurité" (stemmed "sécur"),
+# whose stems differ and whose trigrams hardly meet.
+_FOLDED = """
+SELECT q.config, t.lexeme
+FROM unnest(%(configs)s::text[]) AS q(config)
+JOIN kb_term t ON t.collection_id = %(collection)s
+     AND t.language = q.config::regconfig
+     AND length(t.lexeme) >= %(min)s
+     AND t.lexeme <> translate(t.lexeme, %(accented)s, %(plain)s)
+     AND starts_with(%(word)s, translate(t.lexeme, %(accented)s, %(plain)s))
+ORDER BY length(t.lexeme) DESC, t.chunks DESC, t.lexeme
+LIMIT %(limit)s
+"""
+
+
+def fold(word: str) -> str:
+    """The word without its accents ("sécurité" -> "securite")."""
+    return word.translate(str.maketrans(ACCENTED, PLAIN))
+
+
 def _nearest_word(collection: Collection, word: str) -> str | None:
     """The collection's written word closest to `word` (casefolded), when it is
     within max_edits() of it, as written or as stemmed; else None."""
@@ -150,3 +184,30 @@ def _written_form(collection: Collection, config: str, lexeme: str) -> str | Non
         cursor.execute(_WRITTEN, params)
         row = cursor.fetchone()
     return row[0].casefold() if row else None
+
+
+def _accented_word(collection: Collection, word: str) -> str | None:
+    """The collection's word that `word` is without its accents, or within
+    max_edits() of, found by an accented lexeme beginning it. Looked for
+    before any misspelling: an English word a letter away ("security" for
+    "securite") is not what a French question meant."""
+    folded = fold(word)
+    params = {
+        "configs": keywords.configs(collection),
+        "word": folded,
+        "collection": collection.pk,
+        "min": MIN_FOLDED,
+        "accented": ACCENTED,
+        "plain": PLAIN,
+        "limit": CANDIDATES,
+    }
+    with connection.cursor() as cursor:
+        cursor.execute(_FOLDED, params)
+        rows = cursor.fetchall()
+    for config, lexeme in rows:
+        written = _written_form(collection, config, lexeme)
+        if written is not None and (
+            edit_distance(folded, fold(written)) <= max_edits(len(folded))
+        ):
+            return written
+    return None
