@@ -266,3 +266,24 @@ class OrdinaryDocumentsTestCase(SimpleTestCase):
         page.y -= 40
         text = _read(page)
         self.assertNotIn("## Puedes", text.replace("## Ramas", ""))
+
+
+class FramedCodeTestCase(SimpleTestCase):
+    def test_code_in_a_frame_of_rules_is_code_not_a_table(self):
+        # Sphinx's LaTeX frames every code block: "| Column 1 |\n| $ gpg ... |"
+        page = Page().heading("Claves", 15)
+        page.paragraph(["Para generar una nueva clave GPG, ejecute:"])
+        top = page.y + 12
+        for line in ("$ gpg --gen-key", "$ gpg --list-keys"):
+            page.text(76, page.y, line, 10, "F3")
+            page.y -= 12
+        bottom = page.y + 6
+        page.rect(72, top, 300, 0.6)  # the frame: four thin rules
+        page.rect(72, bottom, 300, 0.6)
+        page.rect(72, bottom, 0.6, top - bottom)
+        page.rect(372, bottom, 0.6, top - bottom)
+        page.y -= 14
+        page.paragraph(["GPG primero le preguntará qué tipo de clave desea."])
+        text = _read(page)
+        self.assertIn("```\n$ gpg --gen-key\n$ gpg --list-keys\n```", text)
+        self.assertNotIn("|", text)

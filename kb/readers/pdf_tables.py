@@ -52,6 +52,26 @@ class Table:
     words: set[str] = field(default_factory=set)  # of its page, for hyphenation
 
 
+def _framed_code(cells: dict[tuple, list[Line]]) -> list[Line]:
+    """The lines of code in a frame of rules (Sphinx's LaTeX boxes every code
+    block): a cell alone in its row holding only monospaced lines is no table
+    of one column. They leave `cells`, each frame's lines sharing a box of
+    its own (a negative number: not one of the page's shaded boxes)."""
+    rows: dict[tuple, int] = {}
+    for _, _, top, bottom in cells:
+        rows[top, bottom] = rows.get((top, bottom), 0) + 1
+    framed: list[Line] = []
+    frames = 0
+    for box, members in list(cells.items()):
+        if rows[box[2], box[3]] == 1 and all(ln.is_mono() for ln in members):
+            frames += 1
+            for ln in members:
+                ln.box = -frames
+            framed += members
+            del cells[box]
+    return framed
+
+
 def ruled_tables(lines: list[Line], rules: Rules, page: int):
     """Lines inside ruled cells become tables; the other lines are returned."""
     if not rules.vertical or not rules.horizontal:
@@ -64,8 +84,10 @@ def ruled_tables(lines: list[Line], rules: Rules, page: int):
             free.append(line)
         else:
             cells.setdefault(box, []).append(line)
+    framed = _framed_code(cells)
+    free += framed
     if not cells:
-        return lines, []
+        return free if framed else lines, []
     words = {w.lower() for ln in lines for w in WORD_RE.findall(ln.text)}
     rows: dict[tuple[float, float], dict[float, list[Line]]] = {}
     for (lx, rx, top, bottom), members in cells.items():
