@@ -287,3 +287,147 @@ class FramedCodeTestCase(SimpleTestCase):
         text = _read(page)
         self.assertIn("```\n$ gpg --gen-key\n$ gpg --list-keys\n```", text)
         self.assertNotIn("|", text)
+
+
+class ReviewTestCase(SimpleTestCase):
+    """What a review of the term and gap rules found them take from ordinary
+    documents (each read right before those rules)."""
+
+    def test_a_paragraph_indented_on_its_first_line_stays_whole(self):
+        page = Page().heading("Method", 16)
+        page.lines(
+            [
+                (72, "Participants", "F2", 16),
+                (
+                    108,
+                    "Forty students of the university took part in the study and "
+                    "each of",
+                    "F1",
+                    14,
+                ),
+                (
+                    72,
+                    "them signed a form of consent before the first session began, "
+                    "as the",
+                    "F1",
+                    14,
+                ),
+                (72, "board had asked of every study run that year.", "F1", 16),
+            ]
+        )
+        text = _read(page)
+        self.assertIn("each of them signed a form of consent", text)
+        self.assertEqual(text.count("Method"), 1)
+
+    def test_prices_and_decimal_numbers_are_no_index(self):
+        page = Page().heading("Preisliste", 16)
+        page.paragraph(["Alle Preise in Euro."])
+        page.paragraph(
+            ["Kaffee 2,50", "Tee 2,20", "Kakao 3,10", "Wasser 1,80", "Saft 2,90"]
+            + ["Bier 3,60", "Wein 4,50", "Kuchen 3,20", "Brezel 1,40"]
+        )
+        text = _read(page)
+        self.assertIn("Kaffee 2,50", text)
+        self.assertIn("Brezel 1,40", text)
+
+    def test_a_sentence_going_on_at_a_looser_leading_is_one_paragraph(self):
+        page = Page().heading("Report", 15)
+        for _ in range(9):
+            page.lines(
+                [
+                    (
+                        72,
+                        "This is a line of ordinary running text in a single",
+                        "F1",
+                        13.4,
+                    ),
+                    (
+                        72,
+                        "spaced paragraph that goes on for a while over a few",
+                        "F1",
+                        13.4,
+                    ),
+                    (72, "lines, as a word processor sets its Normal style.", "F1", 20),
+                ]
+            )
+        page.lines(
+            [
+                (
+                    72,
+                    "Here the style has a line spacing of one point fifteen and",
+                    "F1",
+                    15.4,
+                ),
+                (
+                    72,
+                    "the sentence simply goes on over the next line of the same",
+                    "F1",
+                    15.4,
+                ),
+                (72, "paragraph until it ends here.", "F1", 20),
+            ]
+        )
+        text = _read(page)
+        self.assertIn("fifteen and the sentence simply goes on over the next", text)
+
+    def test_a_heading_wrapped_over_two_lines_is_written_again_whole(self):
+        page = Page()
+        page.lines(
+            [
+                (72, "Commands that the shell runs itself without", "F2", 18),
+                (72, "starting another program", "F2", 24),
+            ],
+            size=15,
+        )
+        page.lines(
+            [
+                (72, "cd", "F2", 16),
+                (100, "Change the current directory to the one given.", "F1", 18),
+                (72, "The shell also offers other builtins described later.", "F1", 14),
+            ]
+        )
+        text = _read(page)
+        heading = "## Commands that the shell runs itself without starting another"
+        self.assertEqual(text.count(f"{heading} program\n"), 2)
+
+    def test_a_checklist_with_bracketed_states_stays_a_table(self):
+        page = Page().heading("Release checklist", 16)
+        for task, state in [
+            ("Back up the database", "[Done]"),
+            ("Tag the release in git", "[Done]"),
+            ("Announce it on the list", "[Pending]"),
+            ("Update the web site", "[Skipped]"),
+        ]:
+            page.text(72, page.y, task, 11)
+            page.text(400, page.y, state, 11)
+            page.y -= 14
+        text = _read(page)
+        self.assertIn("| Announce it on the list | \\[Pending] |", text)
+        self.assertNotIn("```", text)
+
+    def test_terms_under_no_heading_are_no_title(self):
+        page = Page()
+        page.lines(
+            [
+                (72, "This note lists the settings of the service.", "F1", 18),
+                (72, "timeout", "F2", 16),
+                (100, "Seconds to wait for an answer before giving up.", "F1", 18),
+            ]
+        )
+        text = _read(page)
+        self.assertIn("\n## timeout\n", text)
+        self.assertNotIn("# timeout", text.replace("## timeout", ""))
+
+    def test_a_staircase_of_terms_names_each_term_once(self):
+        page = Page(top=760)
+        for k in range(12):
+            page.lines(
+                [
+                    (72 + 3 * k, f"Term{k:02d}", "F2", 8),
+                    (82 + 3 * k, f"Definition number {k} ends here.", "F1", 8),
+                ],
+                size=5,
+            )
+        text = _read(page)
+        longest = max(len(line) for line in text.splitlines() if line.startswith("#"))
+        self.assertLess(longest, 40)

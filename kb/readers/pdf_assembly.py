@@ -28,8 +28,14 @@ _NUMBER_RE = re.compile(r"^(\d{1,3})[.)]\s+(.*)$")
 _SENTENCE_ENDS = (".", ",", ";", "!", "?")
 _SENTENCE_RE = re.compile(r"\w[.!?][\"”’)]?\s+[A-Z]")  # one sentence ends, one starts
 # what a Texinfo definition's first line ends with, at the right margin
-_CATEGORY_RE = re.compile(r"\[[A-Z][a-z]+(?: [A-Za-z][a-z]+){0,3}\]")
+_CATEGORY_RE = re.compile(
+    r"\[(?:(?:Library|Special|Instance|Class|User|Generic|Inline|Deffn) )?"
+    r"(?:Function|Macro|Variable|Option|Form|Command|Data [Tt]ype|Type|Constant"
+    r"|Method|Class|Operator|Procedure|Primitive|Syntax|Record|Structure|Hook)\]"
+)
+_BRACKETED_RE = re.compile(r"\[[^\[\]]{1,40}\]")  # "[Avertissement]" over a note
 SIGNATURE_LINES = 6  # a signature wraps over this many lines at most
+_FIELD_START_RE = re.compile(r"[\w ]{1,30}:\s")  # "file: ...", "error desc: ..."
 TERM_CHARS = 100  # a definition list's term is a line this long at most
 TERM_CELL_CHARS = 40  # ... or a cell of a two-column table without a header
 INDENT_EMS = 1.5  # a definition stands this many font sizes right of its term
@@ -232,6 +238,7 @@ class Assembler:
                 and self._follows(line, self.prev_heading)
             ):  # a heading wrapped over two lines
                 last.text += " " + escape(text)
+                self.out.heading_text += " " + escape(text)
             else:
                 self.out.heading(level, escape(text))
             self.prev_heading = line
@@ -419,10 +426,28 @@ class Assembler:
             and (
                 not line.is_mono() or self._text_below(line.x0 + indent, len(terms) - 1)
             )
+            and not self._indented_paragraph(nxt, line.x0, len(terms))
         ):
             self.passed.update(id(term) for term in terms[1:])
             return ", ".join(term.text for term in terms), None, None
         return None
+
+    def _indented_paragraph(self, first: Line, x: float, skip: int) -> bool:
+        """Whether `first` opens a paragraph indented only on its first line,
+        its next line back at `x` (a heading over a paragraph as Word and APA
+        set them): it fills the width and ends no sentence, and the line after
+        it (past the next `skip`) goes on under it at line spacing."""
+        if first.x1 < self.rights[first.page - 1] - 6 * first.size or (
+            first.text.rstrip().endswith((".", ":", "!", "?"))
+        ):
+            return False  # not a line that wraps: a definition of one line
+        after = [it for it in self.ahead[skip : skip + 1] if isinstance(it, Line)]
+        return bool(
+            after
+            and abs(after[0].x0 - x) <= 2
+            and after[0].page == first.page
+            and 0 < first.y - after[0].y <= 1.75 * first.size
+        )
 
     def _entry_next(self, after: Line | None, x: float, x2: float) -> bool:
         """Whether `after` opens an entry like one whose term starts at `x` and
@@ -471,14 +496,18 @@ class Assembler:
             self.out.reopen(*self.terms.pop().outer)
 
     def _term(self, x: float, text: str, definitions: float | None) -> None:
-        """A term's heading, one level below the heading its list is under;
-        below the sixth level, after its parent term's text (as html.py)."""
+        """A term's heading, one level below the heading its list is under
+        (the second level at least); below the sixth level, after its parent
+        term's text (as html.py), and no list nests deeper than that: a
+        staircase of terms stays at the sixth level, each named once."""
         self.flush(end_list=True)
         self.last_table = None
         self.prev_heading = None
-        if not (self.terms and abs(self.terms[-1].column - x) <= 2):
+        deepest = self.terms and self.terms[-1].level >= MAX_HEADING_LEVEL
+        if not (self.terms and abs(self.terms[-1].column - x) <= 2) and not deepest:
             outer = self.out.enclosing()
-            level = outer[0] + 1
+            # never a title: a term under no heading is at the second level
+            level = max(outer[0] + 1, 2)
             parent = outer[1] if level > MAX_HEADING_LEVEL else ""
             self.terms.append(_Terms(x, level, outer, parent))
         terms = self.terms[-1]
@@ -490,13 +519,23 @@ class Assembler:
     def _paragraph_gap(self, line: Line) -> bool:
         """Whether `line` stands further below the last one than the text's
         lines stand apart (TeX's space between paragraphs: "file: ...",
-        "Returns: ..." of a function's description, each a paragraph)."""
+        "Returns: ..." of a function's description, each a paragraph), and
+        does not go on with a sentence the last one left open (a lowercase
+        word after no full stop: looser leading, or a taller word inline)."""
         prev = getattr(self, "prev", None)
         if prev is None or self.step is None or prev.page != line.page:
             return False
         step, size = self.step
         gap = prev.y - line.y
-        return abs(line.size - size) < 0.5 and gap > step + max(0.12 * step, 1.0)
+        if abs(line.size - size) >= 0.5 or gap <= step + max(0.12 * step, 1.0):
+            return False
+        goes_on = (
+            not line.is_mono()  # a line of code set apart is code
+            and line.text[:1].islower()
+            and not prev.text.rstrip().endswith((".", ":", "!", "?", ";"))
+            and not _FIELD_START_RE.match(line.text)
+        )
+        return not goes_on
 
     def _is_code(self, line: Line) -> bool:
         """Monospaced, and in a shaded box or no bigger than the body text and
@@ -738,7 +777,7 @@ def _is_term_text(text: str, chars: int) -> bool:
     """Short, and not the end of a sentence nor two of them (an ellipsis may
     end a synopsis; a term of one word may end in a mark: "?", "!!", "\\.")."""
     text = text.strip()
-    if _CATEGORY_RE.fullmatch(text) or _SENTENCE_RE.search(text):
+    if _BRACKETED_RE.fullmatch(text) or _SENTENCE_RE.search(text):
         # an icon's text over a note ("[Avertissement]"), a category; sentences
         return False
     return 0 < len(text) <= chars and (

@@ -126,8 +126,8 @@ _LEADER_RE = re.compile(
 # An index entry without a leader, as LaTeX sets them: "latex.index.tool, 39 ,
 # 70 , 71", "preface.tocdepth, 18 , 68 -71"
 _INDEX_ENTRY_RE = re.compile(
-    rf"\S.{{0,80}}?,\s*{_FOLIO}(?:\s*(?:,|-|–)\s*{_FOLIO})*\s*$", re.IGNORECASE
-)
+    r"[^\W\d_].{0,80}?,\s+\d{1,4}(?:\s*(?:,\s+|-|–)\s*\d{1,4})*\s*$"
+)  # a word, then pages after ", " (not "2,50", "12,345": prices and numbers)
 INDEX_PAGE_ENTRIES = 8  # index entries a page holds at least to be an index's
 INDEX_PAGE_SHARE = 0.6  # ... and this share of its lines and table cells
 
