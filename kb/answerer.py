@@ -410,12 +410,12 @@ def _asked_entries(sentences: list[Sentence], question: str) -> dict[int, Senten
         for section, path in paths.items()
     }
     # An exact token and a word weigh alike: "shopt -s globstar" names both
-    # the entry "-s" and the entry "globstar" under "shopt".
-    best = max(sum(n) for n in named.values())
+    # the entry "-s" and the entry "globstar" under "shopt". The best is among
+    # the sections naming a token: a heading holding more of the question's
+    # plain words ("Show renamed files") does not hide "--follow"'s entry.
+    best = max((sum(n) for n in named.values() if n[0]), default=0)
     found = {section for section, n in named.items() if sum(n) == best}
-    if not any(named[section][0] for section in found):
-        return {}
-    if len(found) > PINPOINT_SENTENCES:
+    if not best or len(found) > PINPOINT_SENTENCES:
         return {}
     first: dict[int, Sentence] = {}
     for s in sorted(sentences, key=lambda s: s.start):

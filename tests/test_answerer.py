@@ -280,3 +280,25 @@ class LocationShareTestCase(SimpleTestCase):
         )
         self.assertIn("Burning burlap keeps a smoker going for an hour.", reply.text)
         self.assertNotIn("Store dry fuel", reply.text)
+
+    def test_an_option_entry_is_quoted_beside_a_heading_of_more_words(self):
+        """Review: a heading holding more of the question's plain words ("Show
+        renamed files in log output") hid the entry of the option asked."""
+        reply = answer(
+            "How do I make git log --follow show renamed files?",
+            passage(
+                "Renamed files are shown under their new name in the git log "
+                "output. To show renamed files with their old names, git log "
+                "takes a format. Git log can show files renamed in a merge too.",
+                "Show renamed files in log output",
+                1,
+                1,
+            ),
+            passage(
+                "Keep listing the history past a move of the path.",
+                "git log > Options > --follow",
+                2,
+                2,
+            ),
+        )
+        self.assertIn("Keep listing the history past a move of the path.", reply.text)
