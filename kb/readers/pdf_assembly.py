@@ -237,8 +237,7 @@ class Assembler:
                 and self.prev_heading is not None
                 and self._follows(line, self.prev_heading)
             ):  # a heading wrapped over two lines
-                last.text += " " + escape(text)
-                self.out.heading_text += " " + escape(text)
+                self.out.continue_heading(escape(text))
             else:
                 self.out.heading(level, escape(text))
             self.prev_heading = line

@@ -161,6 +161,12 @@ class Writer:
                 level=self.level,
             )
 
+    def continue_heading(self, text: str) -> None:
+        """The last block, a heading, goes on with `text` (a heading wrapped
+        over two lines), and so does the heading a reopen writes again."""
+        self.blocks[-1].text += " " + text
+        self.heading_text += " " + text
+
     def enclosing(self) -> tuple[int, str]:
         """(level, text) of the heading the next text would belong to."""
         return self._reopen or (self.level, self.heading_text)
