@@ -270,8 +270,9 @@ class Assembler:
         as code: the line its category ("[Function]") stands beside at the
         right margin, and the lines that wrap it, indented under it, while
         its parentheses are open."""
-        chunks = line.chunks()
-        label = _CATEGORY_RE.fullmatch(chunks[-1][2])
+        # a category ends the line: its runs are only split out then
+        chunks = line.chunks() if line.text.endswith("]") else []
+        label = chunks and _CATEGORY_RE.fullmatch(chunks[-1][2])
         if label and len(chunks) > 1:  # the category on the same line
             self.flush(end_list=True)
             self.signature = [line]

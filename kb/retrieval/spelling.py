@@ -129,9 +129,12 @@ LIMIT %(limit)s
 """
 
 
+_FOLDING = str.maketrans(ACCENTED, PLAIN)
+
+
 def fold(word: str) -> str:
     """The word without its accents ("sécurité" -> "securite")."""
-    return word.translate(str.maketrans(ACCENTED, PLAIN))
+    return word.translate(_FOLDING)
 
 
 def _nearest_word(collection: Collection, word: str) -> str | None:
