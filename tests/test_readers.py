@@ -156,6 +156,19 @@ class HtmlReaderTestCase(SimpleTestCase):
         )
         self.assertEqual(reading.text, "# Canteen\n\nSoup and bread.\n")
 
+    def test_a_page_with_many_furniture_names_drops_every_one(self):
+        # past a few distinct names the reader looks at every named element
+        # instead of one walk per name: both ways drop the same elements
+        many = "".join(
+            f"<div id='cookie-{i}'>Consent {i}</div>"
+            f"<div class='nav-{i} x'>Menu {i}</div>"
+            for i in range(40)
+        )
+        reading = readers.read(
+            "many.html", _html(f"{many}<h1>Guide</h1><p id='step-3'>Body.</p>")
+        )
+        self.assertEqual(reading.text, "# Guide\n\nBody.\n")
+
     def test_titles_and_heading_paths_read_as_the_page_shows_them(self):
         # The reader escapes text that would be Markdown markup; the title and
         # heading paths are plain text, as shown everywhere.

@@ -90,7 +90,6 @@ _CONTENT_MARKS = (
 )
 _CONTENT_IDS = frozenset(word for kind, word in _CONTENT_MARKS if kind == "id")
 _CONTENT_CLASSES = tuple(word for kind, word in _CONTENT_MARKS if kind == "class")
-_NAMED_XPATH = lxml.etree.XPath(".//*[@class or @id]")
 _BLOCK_TAGS = {
     "p",
     "div",
@@ -137,7 +136,7 @@ def read(name: str, data: bytes) -> Reading:
     if content is None:
         content = _main_content(body)
         if content is body:  # no landmark: navigation may be any div
-            _drop(body, _is_navigation, _MAYBE_NAVIGATION)
+            _drop(body, _is_navigation, _maybe_navigation)
     walker = _Walker()
     _open_with_title(walker, content, title)
     try:
@@ -172,6 +171,18 @@ def _open_with_title(
         walker.out.heading(1, escape(title))
 
 
+# Every element is an HtmlElement, chosen in C: lxml.html's default lookup
+# calls Python for each element it hands out (to make forms and inputs their
+# own classes, which this reader never uses), a tenth of the reading time of a
+# manual whose every element has a class.
+_ELEMENT_CLASSES = lxml.etree.ElementDefaultClassLookup(
+    element=lxml.html.HtmlElement,
+    comment=lxml.html.HtmlComment,
+    pi=lxml.html.HtmlProcessingInstruction,
+    entity=lxml.html.HtmlEntity,
+)
+
+
 def _parse(name: str, data: bytes) -> lxml.html.HtmlElement:
     try:
         markup: str | bytes = decoded_html(name, data) or data.decode("utf-8")
@@ -179,6 +190,7 @@ def _parse(name: str, data: bytes) -> lxml.html.HtmlElement:
     except UnicodeDecodeError:
         markup = data  # lxml reads the <meta charset> itself
     parser = lxml.html.HTMLParser(remove_comments=True, huge_tree=True)
+    parser.set_element_class_lookup(_ELEMENT_CLASSES)
     try:
         root = lxml.html.document_fromstring(markup, parser=parser)
     except (lxml.etree.ParserError, ValueError) as exc:
@@ -280,18 +292,62 @@ def _names_navigation(words: str) -> bool:
 # The elements _is_furniture and _is_navigation can flag: a dropped tag, a
 # header or footer, a table or list, or an attribute they read. (Tags are
 # matched by iter(): libxml2's XPath tests of self:: are slower than a Python
-# call per element.)
+# call per element.) A class or id counts only when one of its words names
+# furniture or navigation: the page's distinct values are matched as strings
+# first, and only the elements holding a matched value are handed to Python (a
+# DocBook manual has a class on almost every element).
 _FURNITURE_TAGS = (*sorted(_DROP_TAGS), "header", "footer", "table", "ul", "ol")
-_FURNITURE_ATTRIBUTES = lxml.etree.XPath(
-    "descendant-or-self::*[@role or @aria-hidden or @hidden or @style or @class or @id]"
-)
-_MAYBE_NAVIGATION = lxml.etree.XPath("descendant-or-self::*[@class or @id]")
+# (one XPath per attribute, its values' parents: a fifth of the time of one
+# test of four attributes on each element)
+_STATED_XPATHS = [
+    lxml.etree.XPath(f"descendant-or-self::*/@{attribute}")
+    for attribute in ("role", "aria-hidden", "hidden", "style")
+]
+_NAMED_XPATH = lxml.etree.XPath("descendant-or-self::*[@class or @id]")
+_VALUES_XPATH = {
+    attribute: lxml.etree.XPath(
+        f"descendant-or-self::*/@{attribute}", smart_strings=False
+    )
+    for attribute in ("class", "id")
+}
+_HAVING_XPATH = {
+    attribute: lxml.etree.XPath(f"descendant-or-self::*[@{attribute}=$value]")
+    for attribute in ("class", "id")
+}
+# More matched values than this and every named element is handed over
+# instead: one walk of the tree per value would cost more.
+MAX_MARKED_VALUES = 16
+
+
+def _named(
+    body: lxml.html.HtmlElement, marks: Callable[[str, str], bool]
+) -> list[lxml.html.HtmlElement]:
+    """The elements of `body` whose class or id has a value that `marks` (or,
+    past MAX_MARKED_VALUES such values, every element with a class or id)."""
+    marked = [
+        (attribute, value)
+        for attribute, values in _VALUES_XPATH.items()
+        for value in set(values(body))
+        if marks(attribute, value)
+    ]
+    if len(marked) > MAX_MARKED_VALUES:
+        return _NAMED_XPATH(body)
+    found: list[lxml.html.HtmlElement] = []
+    for attribute, value in marked:
+        found += _HAVING_XPATH[attribute](body, value=value)
+    return found
 
 
 def _maybe_furniture(body: lxml.html.HtmlElement) -> list[lxml.html.HtmlElement]:
     found = dict.fromkeys(body.iter(*_FURNITURE_TAGS))
-    found.update(dict.fromkeys(_FURNITURE_ATTRIBUTES(body)))
+    for xpath in _STATED_XPATHS:
+        found.update(dict.fromkeys(value.getparent() for value in xpath(body)))
+    found.update(dict.fromkeys(_named(body, lambda _, value: _names_furniture(value))))
     return list(found)
+
+
+def _maybe_navigation(body: lxml.html.HtmlElement) -> list[lxml.html.HtmlElement]:
+    return list(dict.fromkeys(_named(body, lambda _, value: _names_navigation(value))))
 
 
 def _drop_furniture(body: lxml.html.HtmlElement) -> None:
@@ -400,14 +456,15 @@ def _main_content(body: lxml.html.HtmlElement) -> lxml.html.HtmlElement:
 
 def _content_candidates(body: lxml.html.HtmlElement) -> list[lxml.html.HtmlElement]:
     """Every element one of _CONTENT_MARKS could pick (an id of theirs, a class
-    holding one of their words' letters anywhere); _main_content checks words.
-    (An XPath of contains() tests took three times as long.)"""
-    return [
-        el
-        for el in _NAMED_XPATH(body)
-        if el.get("id") in _CONTENT_IDS
-        or any(word in (el.get("class") or "") for word in _CONTENT_CLASSES)
-    ]
+    holding one of their words' letters anywhere); _main_content checks words."""
+    found = dict.fromkeys(_named(body, _marks_content))
+    return [el for el in found if el is not body]
+
+
+def _marks_content(attribute: str, value: str) -> bool:
+    if attribute == "id":
+        return value in _CONTENT_IDS
+    return any(word in value for word in _CONTENT_CLASSES)
 
 
 def _classes(el: lxml.html.HtmlElement) -> set[str]:
