@@ -124,6 +124,16 @@ class CollectionAdmin(BulkDelete, StaffPages, CollectionScoped, admin.ModelAdmin
     def get_queryset(self, request):
         return super().get_queryset(request).annotate(n_sources=Count("sources"))
 
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        collection = self.get_object(request, object_id)
+        if collection is not None and request.method == "GET":
+            note = embedding_models.language_note(
+                collection.embedding_model, collection.source_languages()
+            )
+            if note:
+                messages.warning(request, note)
+        return super().change_view(request, object_id, form_url, extra_context)
+
     @admin.display(description=gettext_lazy("Sources"), ordering="n_sources")
     def source_count(self, obj: Collection) -> int:
         return obj.n_sources

@@ -28,6 +28,7 @@ from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
+from django.utils.translation import gettext
 
 DEFAULT = "all-minilm-l6-v2"
 E5_SMALL = "multilingual-e5-small"
@@ -83,6 +84,42 @@ def choices() -> list[tuple[str, str]]:
         E5_SMALL: "multilingual-e5-small (100 languages)",
     }
     return [(name, labels.get(name, f"{name} (own folder)")) for name in names()]
+
+
+# Models trained on English text alone: other languages reach them as word
+# pieces they never learned (Russian is one token a letter), and recall falls
+# to a fraction (docs/benchmarks.md, issue #27). A person's own folder may be
+# either: no note is given for it.
+ENGLISH_ONLY = frozenset((DEFAULT,))
+LANGUAGE_NOTE_MIN_SHARE = 0.1  # of a collection's sources, not in English
+
+
+def language_note(name: str, languages: dict[str, int]) -> str | None:
+    """A warning when a model that reads English only embeds sources in other
+    languages (`languages`: {ISO 639-1 code: sources}), naming them and the
+    model to choose instead; None otherwise."""
+    total = sum(n for code, n in languages.items() if code)  # "": not read yet
+    other = {code: n for code, n in languages.items() if code and code != "en"}
+    if name not in ENGLISH_ONLY or not total:
+        return None
+    count = sum(other.values())
+    if not count or count < LANGUAGE_NOTE_MIN_SHARE * total:
+        return None
+    listed = ", ".join(
+        f"{code}: {n}"
+        for code, n in sorted(other.items(), key=lambda kv: (-kv[1], kv[0]))
+    )
+    return gettext(
+        "%(count)d of %(total)d source(s) are not in English (%(listed)s), and "
+        "%(model)s reads English only: their search will miss most of what they "
+        "say. Choose %(multilingual)s as the collection's embedding model."
+    ) % {
+        "count": count,
+        "total": total,
+        "listed": listed,
+        "model": name,
+        "multilingual": E5_SMALL,
+    }
 
 
 def source(name: str | None = None) -> ModelSource:

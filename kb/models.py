@@ -11,6 +11,8 @@ from django.contrib.postgres.fields import ArrayField
 from django.contrib.postgres.indexes import GinIndex
 from django.contrib.postgres.search import SearchVectorField
 from django.db import models, transaction
+from django.db.models import Count, Value
+from django.db.models.functions import Coalesce, NullIf
 from django.db.models.signals import post_delete
 from django.dispatch import receiver
 from django.urls import reverse
@@ -265,6 +267,18 @@ class Collection(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    def source_languages(self) -> dict[str, int]:
+        """{language: sources} over its indexed sources: the editor's choice,
+        else the language the worker detected ("" while not yet read)."""
+        chosen = Coalesce(NullIf("language", Value("")), "detected_language")
+        rows = (
+            self.sources.annotate(read_in=chosen)
+            .values("read_in")
+            .annotate(n=Count("pk"))
+            .order_by()
+        )
+        return {row["read_in"]: row["n"] for row in rows}
 
     def is_visible_to(self, user) -> bool:
         return Collection.objects.visible_to(user).filter(pk=self.pk).exists()

@@ -11,12 +11,14 @@ import random
 import shutil
 import struct
 import tempfile
+from io import StringIO
 from pathlib import Path
 
 import numpy as np
 import pytest
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
+from django.core.management import CommandError, call_command
 from django.test import SimpleTestCase, TestCase
 from django.urls import reverse
 
@@ -431,6 +433,63 @@ class E5CountTestCase(SimpleTestCase):
         self.assertTrue(e5.counts_by_words)  # not by encoding each whole text
         self.assertEqual(wrong, [])
         self.assertGreater(len(texts), 2000)
+
+
+class LanguageNoteTestCase(TestCase):
+    """French pages given to the English-only model are named, with the model
+    to choose; kb_ingest can create a collection with that model."""
+
+    def ingest(self, collection: str, *options: str) -> str:
+        err = StringIO()
+        pages = [CORPUS / "fr" / OBJECTS / p for p in ("names.md", "annotations.md")]
+        call_command(
+            "kb_ingest",
+            *map(str, pages),
+            "--collection",
+            collection,
+            "--sync",
+            *options,
+            stdout=StringIO(),
+            stderr=err,
+        )
+        return err.getvalue()
+
+    def test_french_pages_in_an_english_only_collection_are_named(self):
+        warned = self.ingest("French")
+        self.assertIn("2 of 2 source(s) are not in English (fr: 2)", warned)
+        self.assertIn(f"{MINILM} reads English only", warned)
+        self.assertIn(f"Choose {E5}", warned)
+        staff, _, _ = make_users()
+        self.client.force_login(staff)
+        french = Collection.objects.get(name="French")
+        page = self.client.get(reverse("admin:kb_collection_change", args=[french.pk]))
+        self.assertContains(page, f"{MINILM} reads English only")
+        # the model is the collection's: kb_ingest does not change it
+        with self.assertRaisesMessage(CommandError, f"embeds with {MINILM}, not {E5}"):
+            self.ingest("French", "--embedding-model", E5)
+
+    def test_kb_ingest_creates_a_collection_with_the_model_named(self):
+        self.assertEqual(self.ingest("Multi", "--embedding-model", E5), "")
+        multi = Collection.objects.get(name="Multi")
+        self.assertEqual(multi.embedding_model, E5)
+        self.assertEqual(
+            set(
+                Chunk.objects.filter(collection=multi).values_list(
+                    "embedding_model", flat=True
+                )
+            ),
+            {E5},
+        )
+        self.assertEqual(multi.source_languages(), {"fr": 2})
+
+    def test_a_few_pages_in_another_language_or_another_model_say_nothing(self):
+        self.assertIsNone(embedding_models.language_note(MINILM, {"en": 19, "fr": 1}))
+        self.assertIsNone(embedding_models.language_note(MINILM, {"": 3}))
+        self.assertIsNone(embedding_models.language_note("own", {"ru": 3}))
+        self.assertIn(
+            "(ru: 2, es: 1)",
+            embedding_models.language_note(MINILM, {"en": 5, "es": 1, "ru": 2}),
+        )
 
 
 class ShownTestCase(TestCase):

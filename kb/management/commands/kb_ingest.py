@@ -4,7 +4,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from kb import ingestion, parsing, queueing, uploads
+from kb import embedding_models, ingestion, parsing, queueing, uploads
 from kb.models import Collection
 from kb.retrieval import keywords
 
@@ -22,13 +22,33 @@ class Command(BaseCommand):
         parser.add_argument(
             "--sync", action="store_true", help="Index in this process, not a worker."
         )
+        parser.add_argument(
+            "--embedding-model",
+            choices=embedding_models.names(),
+            help=(
+                "The model a collection created here embeds with (default "
+                f"{embedding_models.DEFAULT}, English only; "
+                f"{embedding_models.E5_SMALL} reads 100 languages). An existing "
+                "collection keeps its own: change it in the admin."
+            ),
+        )
 
     def handle(self, *args, **options):
+        model = options["embedding_model"]
         collection, created = Collection.objects.get_or_create(
-            name=options["collection"]
+            name=options["collection"],
+            defaults={"embedding_model": model or embedding_models.DEFAULT},
         )
         if created:
-            self.stdout.write(f"Created collection {collection}")
+            self.stdout.write(
+                f"Created collection {collection} ({collection.embedding_model})"
+            )
+        elif model and model != collection.embedding_model:
+            raise CommandError(
+                f"Collection {collection} embeds with {collection.embedding_model}, "
+                f"not {model}. Change its embedding model in the admin (its index "
+                "is rebuilt beside the live one), or name a new collection."
+            )
         files = list(files_under(options["paths"]))
         if not files:
             raise CommandError(
@@ -50,6 +70,11 @@ class Command(BaseCommand):
             )
         if refused:
             summary += f" {refused} refused and not stored (each named above)."
+        note = embedding_models.language_note(
+            collection.embedding_model, collection.source_languages()
+        )
+        if note:
+            self.stderr.write(self.style.WARNING(f"Warning: {note}"))
         if refused or failed:
             raise CommandError(f"{summary} See above.")
         self.stdout.write(self.style.SUCCESS(summary))
