@@ -173,6 +173,38 @@ class CodeBlocksTestCase(SimpleTestCase):
         self.assertIn("    /* fail\n     */\n    exit (2);", text)
         self.assertEqual(text.count("```"), 2)
 
+    def test_the_columns_of_an_aligned_listing_stay_on_their_line(self):
+        # A browser prints each tab-separated piece of a listing as a text
+        # object of its own (Chromium's PDF of the Debian Reference, ch. 4):
+        # each piece was a code block, "password" cut from "requisite"
+        page = Page().heading("Stricter password rule", 15)
+        page.paragraph(["/etc/pam.d/common-password looks like:"])
+        page.lines(
+            [
+                (72, "# here are the per-package modules", "F3", 12),
+                (72, "password", "F3", 0),
+                (156, "requisite", "F3", 0),
+                (330, "pam_cracklib.so retry=3", "F3", 12),
+                (72, "password", "F3", 0),
+                (156, "[success=1 default=ignore]", "F3", 0),
+                (330, "pam_unix.so obscure", "F3", 24),
+            ],
+            size=10,
+        )
+        page.paragraph(["Then the fallback comes."])
+        text = _read(page)
+        listing = text.split("```")[1]
+        lines = listing.strip("\n").splitlines()
+        self.assertEqual(len(lines), 3, listing)
+        self.assertEqual(
+            lines[1].split(),
+            ["password", "requisite", *"pam_cracklib.so retry=3".split()],
+        )
+        # each column starts where it starts on the page
+        self.assertEqual(lines[1].index("requisite"), lines[2].index("[success=1"))
+        self.assertEqual(lines[1].index("pam_cracklib"), lines[2].index("pam_unix"))
+        self.assertEqual(text.count("```"), 2)
+
 
 class TablesTestCase(SimpleTestCase):
     def test_a_ruled_table_of_two_columns_stays_a_table(self):

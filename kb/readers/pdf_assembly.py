@@ -828,18 +828,33 @@ def _same_code_block(prev: Line, line: Line) -> bool:
         return (prev.box is None) == (line.box is None)
     if prev.box is not None or line.box is not None:
         return prev.box == line.box
-    return 0 < prev.y - line.y <= 2.6 * max(prev.size, line.size)
+    return _beside(prev, line) or 0 < prev.y - line.y <= 2.6 * max(prev.size, line.size)
+
+
+def _beside(prev: Line, line: Line) -> bool:
+    """Whether `line` goes on `prev`'s line of code to its right: a column of
+    an aligned listing ("password  requisite  pam_deny.so"), which a browser
+    prints as a text object per tab-separated piece."""
+    return (
+        prev.page == line.page
+        and abs(prev.y - line.y) <= 0.2 * max(prev.size, line.size)
+        and line.x0 >= prev.x1 - 1
+    )
 
 
 def _code_text(lines: list[Line]) -> str:
     left = min(ln.x0 for ln in lines)
     widths = [(ln.x1 - ln.x0) / len(ln.text) for ln in lines if len(ln.text) > 3]
     char = statistics.median(widths) if widths else 6.0
-    out = []
+    out: list[str] = []
     for prev, ln in zip([None, *lines], lines, strict=False):
+        indent = round((ln.x0 - left) / char) if char > 0 else 0
+        text = "".join(ln.chars).strip()
+        if prev is not None and _beside(prev, ln):  # the next column of its line
+            out[-1] += " " * max(1, min(indent, 160) - len(out[-1])) + text
+            continue
         if prev is not None and prev.page == ln.page:
             step = prev.y - ln.y
             out += [""] * max(0, min(round(step / (1.2 * ln.size)) - 1, 3))
-        indent = round((ln.x0 - left) / char) if char > 0 else 0
-        out.append(" " * max(0, min(indent, 80)) + "".join(ln.chars).strip())
+        out.append(" " * max(0, min(indent, 80)) + text)
     return "\n".join(out)
