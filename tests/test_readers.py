@@ -169,6 +169,88 @@ class HtmlReaderTestCase(SimpleTestCase):
         )
         self.assertEqual(reading.text, "# Guide\n\nBody.\n")
 
+    def test_a_heading_is_named_without_its_anchor_sign_or_the_site(self):
+        # Node.js's API pages: "Path | Node.js v20 Documentation" over "Path#"
+        reading = readers.read(
+            "path.html",
+            _html(
+                "<h2>Path<span><a class='mark' href='#path' id='path'>#</a>"
+                "</span></h2><p>Utilities.</p><h3><code>path.sep</code>"
+                "<a href='#path_sep'>¶</a></h3><p>The separator.</p>"
+                "<h3><a href='#c'>C#</a> bindings</h3>",
+                head="<title>Path | Node.js v20.20.2 Documentation</title>",
+            ),
+        )
+        self.assertEqual(
+            reading.text,
+            "# Path\n\nUtilities.\n\n### `path.sep`\n\nThe separator.\n\n"
+            "### C# bindings\n",
+        )
+
+    def test_each_flavour_of_a_listing_is_a_block_of_its_own(self):
+        reading = readers.read(
+            "os.html",
+            _html(
+                "<h1>OS</h1><pre><input type='checkbox'>"
+                "<code class='language-js cjs'>const os = require('node:os');</code>"
+                "<code class='language-js mjs'>import os from 'node:os';</code></pre>"
+            ),
+        )
+        self.assertEqual(
+            reading.text,
+            "# OS\n\n```js\nconst os = require('node:os');\n```\n\n"
+            "```js\nimport os from 'node:os';\n```\n",
+        )
+
+    def test_line_breaks_are_kept_in_code_and_two_end_a_paragraph(self):
+        # gtk-doc's prototypes; DocBook's literallayout of a README
+        reading = readers.read(
+            "api.html",
+            _html(
+                "<h1>API</h1><pre class='programlisting'>void\txsltSort\t(ctxt, "
+                "<br/>\t\t\t xmlNodePtr node);<br/></pre><div class='literallayout'>"
+                "<p><br>\n  <br>\nWrappers are in<br>\ncoregrind.<br>\n<br>\n"
+                "Each wrapper has<br>\ntwo jobs.<br></p></div>"
+            ),
+        )
+        self.assertEqual(
+            reading.text,
+            "# API\n\n```\nvoid\txsltSort\t(ctxt, \n\t\t\t xmlNodePtr node);\n```\n\n"
+            "Wrappers are in coregrind.\n\nEach wrapper has two jobs.\n",
+        )
+
+    def test_a_docbook_faq_reads_as_questions_over_their_answers(self):
+        # Valgrind's FAQ: a table of question and answer rows, under contents
+        # lists of links to them; each question read as a row of "Column 1"
+        contents = (
+            "<dl><dt>1. <a href='faq.html#bg'>Background</a></dt>"
+            "<dd>1.1. <a href='faq.html#say'>How do you say it?</a></dd></dl>"
+        )
+        rows = (
+            "<tr class='qandadiv'><td colspan='2'><h3 class='title'>"
+            "<a name='bg'></a>1. Background</h3></td></tr>"
+            "<tr class='toc'><td colspan='2'>1.1. <a href='faq.html#say'>How do "
+            "you say it?</a></td></tr>"
+            "<tr class='question'><td><a name='say'></a><b>1.1.</b></td>"
+            "<td><b>How do you say it?</b></td></tr>"
+            "<tr class='answer'><td></td><td><p>Val as in value.</p></td></tr>"
+            "<tr class='question'><td><b>1.2.</b></td><td><b>Whence?</b></td></tr>"
+            "<tr class='answer'><td></td><td><p>From Nordic myth.</p></td></tr>"
+        )
+        reading = readers.read(
+            "faq.html",
+            _html(
+                f"<h1>FAQ</h1><div class='qandaset'>{contents}<table>{rows}"
+                "</table></div>"
+            ),
+        )
+        self.assertEqual(
+            reading.text,
+            "# FAQ\n\n### 1. Background\n\n#### 1.1. How do you say it?\n\n"
+            "Val as in value.\n\n#### 1.2. Whence?\n\nFrom Nordic myth.\n",
+        )
+        self.assertIn("say", [anchor for _, anchor in reading.anchors])
+
     def test_titles_and_heading_paths_read_as_the_page_shows_them(self):
         # The reader escapes text that would be Markdown markup; the title and
         # heading paths are plain text, as shown everywhere.

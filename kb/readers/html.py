@@ -165,7 +165,7 @@ def _open_with_title(
     if not title or any(True for _ in content.iter("h1")):
         return
     first = next(content.iter(*_HEADINGS), None)
-    if first is not None and clean(first.text_content()).casefold() == title.casefold():
+    if first is not None and _titles(clean(first.text_content()), title):
         walker.promoted = first
     else:
         walker.out.heading(1, escape(title))
@@ -181,6 +181,21 @@ _ELEMENT_CLASSES = lxml.etree.ElementDefaultClassLookup(
     pi=lxml.html.HtmlProcessingInstruction,
     entity=lxml.html.HtmlEntity,
 )
+
+
+# What parts a page's name from its site's in a title: "Path | Node.js v20
+# Documentation", "Installation — Poetry", "Docs · GitLab".
+_TITLE_PARTS_RE = re.compile(r"\s+(?:[|·•:—–-]|::|«|»)\s+")
+
+
+def _titles(heading: str, title: str) -> bool:
+    """Whether `heading` says what the page's title says: the same words, or
+    the title's first or last part when it names its site too."""
+    heading, title = heading.casefold(), title.casefold()
+    if not heading:
+        return False
+    parts = _TITLE_PARTS_RE.split(title)
+    return heading == title or len(parts) > 1 and heading in (parts[0], parts[-1])
 
 
 def _parse(name: str, data: bytes) -> lxml.html.HtmlElement:
@@ -220,6 +235,8 @@ def _is_furniture(el: lxml.html.HtmlElement) -> bool:
         return True
     if tag in ("ul", "ol") and _is_page_contents(el):
         return True
+    if tag == "dl" and _is_contents_terms(el):
+        return True
     if attrib.get("hidden") is not None or "display:none" in (
         attrib.get("style") or ""
     ).replace(" ", ""):
@@ -243,6 +260,25 @@ def _is_page_contents(listing: lxml.html.HtmlElement) -> bool:
         return False
     links = _only_links(listing, _is_page_link, 0)
     return links is not None and links >= MIN_CONTENTS_LINKS
+
+
+def _is_contents_terms(dl: lxml.html.HtmlElement) -> bool:
+    """A definition list of numbered links to anchors: DocBook's contents
+    of a FAQ's division ("1. Background", "1.1. How do you pronounce...?"),
+    the questions themselves following below."""
+    entries = [child for child in dl if child.tag in ("dt", "dd")]
+    return len(entries) >= 2 and all(_is_numbered_link(e) for e in entries)
+
+
+_NUMBERING_RE = re.compile(r"(?:\d+|[A-Z])(?:\.\d+)*\.?")
+
+
+def _is_numbered_link(entry: lxml.html.HtmlElement) -> bool:
+    links = list(entry.iter("a"))  # to an anchor ("faq.html#faq.whence")
+    if len(links) != 1 or "#" not in (links[0].get("href") or ""):
+        return False
+    number = entry.text_content().replace(links[0].text_content(), "", 1).strip()
+    return not number or bool(_NUMBERING_RE.fullmatch(number))
 
 
 def _is_page_link(link: lxml.html.HtmlElement) -> bool:
@@ -296,7 +332,7 @@ def _names_navigation(words: str) -> bool:
 # furniture or navigation: the page's distinct values are matched as strings
 # first, and only the elements holding a matched value are handed to Python (a
 # DocBook manual has a class on almost every element).
-_FURNITURE_TAGS = (*sorted(_DROP_TAGS), "header", "footer", "table", "ul", "ol")
+_FURNITURE_TAGS = (*sorted(_DROP_TAGS), "header", "footer", "table", "ul", "ol", "dl")
 # (one XPath per attribute, its values' parents: a fifth of the time of one
 # test of four attributes on each element)
 _STATED_XPATHS = [
@@ -355,6 +391,23 @@ def _drop_furniture(body: lxml.html.HtmlElement) -> None:
     for bar in _link_bars(body):
         if bar.getparent() is not None:
             bar.drop_tree()
+    for link in _heading_marks(body):
+        link.drop_tree()  # keeps its tail text
+
+
+# The sign of a link to a heading's own anchor, printed beside it ("Path#" in
+# Node.js's API pages, "¶" in Sphinx's): not part of the heading's name.
+_ANCHOR_SIGNS = frozenset(("#", "¶", "§", "🔗", "\uf0c1"))
+
+
+def _heading_marks(body: lxml.html.HtmlElement) -> list[lxml.html.HtmlElement]:
+    return [
+        link
+        for heading in body.iter(*_HEADINGS)
+        for link in heading.iter("a")
+        if (link.get("href") or "").startswith("#")
+        and link.text_content().strip() in _ANCHOR_SIGNS
+    ]
 
 
 # Links between the pages or nodes of a manual, by their rel: Texinfo's
@@ -528,7 +581,10 @@ class _Walker:
             if not isinstance(child.tag, str):
                 loose.append(escape(child.tail) if child.tail else "")
                 continue
-            if child.tag in _BLOCK_TAGS:
+            if child.tag == "br" and _breaks_paragraph(child):
+                self.out.paragraph("".join(loose))  # a blank line: "<br><br>"
+                loose = []
+            elif child.tag in _BLOCK_TAGS:
                 self.out.paragraph("".join(loose))
                 loose = []
                 if not terms.took(child, depth + 1):
@@ -561,6 +617,8 @@ class _Walker:
                 following = el.getnext()
                 if following is None or following.tag != tag:
                     self.out.end_list()  # Notion writes one list per item
+        elif tag == "table" and _is_questions_table(el):
+            self.questions(el, depth)
         elif tag == "table":
             self.table(el)
         elif tag == "pre":
@@ -666,6 +724,28 @@ class _Walker:
                     self.out.end_list()
                     self.block(child, depth + 1)
 
+    def questions(self, el: lxml.html.HtmlElement, depth: int) -> None:
+        """A DocBook FAQ (`qandaset`) laid out as a table: each question a
+        heading one level below its division's (or the heading above the
+        table), its answer the text under it; the division's contents row
+        is left out (the questions are all here)."""
+        self.out.end_list()
+        level = self.out.enclosing()[0]
+        for tr in el.iter("tr"):
+            if _owning_table(tr) is not el or tr.get("class") == "toc":
+                continue
+            cells = [c for c in tr if c.tag in ("td", "th")]
+            if tr.get("class") == "question":
+                question = clean(" ".join(self.inline(c) for c in cells))
+                self.out.heading(
+                    min(level + 1, MAX_HEADING_LEVEL), question, _anchor(tr)
+                )
+                continue
+            for cell in cells:
+                self.container(cell, depth + 1)
+            if tr.get("class") == "qandadiv":  # its heading: questions go below
+                level = self.out.enclosing()[0]
+
     def table(self, el: lxml.html.HtmlElement) -> None:
         """A pipe table, its <caption> as the paragraph above it; a row of one
         cell spanning columns (a group's label) keeps its text in the first
@@ -740,6 +820,13 @@ class _Walker:
         return cells
 
     def code(self, el: lxml.html.HtmlElement) -> None:
+        flavours = [child for child in el if child.tag == "code"]
+        if len(flavours) > 1 and not _text_beside(el, flavours):
+            # one listing in several flavours, side by side (Node.js's
+            # CommonJS and ES module examples): a block each, not one line
+            for code in flavours:
+                self.code(code)
+            return
         language = ""
         for node in (el, *el.iter("code")):
             found = _BRUSH_RE.search(node.get("data-syntaxhighlighter-params") or "")
@@ -748,7 +835,7 @@ class _Walker:
                 language = found.group(1)
                 break
         self.out.end_list()
-        self.out.code(el.text_content(), language)
+        self.out.code(_text_with_breaks(el), language)
 
     def quote(self, el: lxml.html.HtmlElement) -> None:
         self.out.end_list()
@@ -782,6 +869,48 @@ class _Walker:
             loose.append(escape(child.tail) if child.tail else "")
         paragraphs.append("".join(loose))
         return paragraphs
+
+
+def _is_questions_table(table: lxml.html.HtmlElement) -> bool:
+    """DocBook XSL's table of a `qandaset`: rows of class question and answer."""
+    kinds = {tr.get("class") for tr in table.iter("tr") if _owning_table(tr) is table}
+    return {"question", "answer"} <= kinds
+
+
+def _breaks_paragraph(br: lxml.html.HtmlElement) -> bool:
+    """Whether a line break is the first of two with nothing between them: a
+    blank line of a text set line by line (DocBook's literallayout, a README
+    in HTML), where a paragraph ends."""
+    following = br.getnext()
+    return (
+        following is not None and following.tag == "br" and not (br.tail or "").strip()
+    )
+
+
+def _text_with_breaks(el: lxml.html.HtmlElement) -> str:
+    """An element's text with each <br> as the line break it shows (gtk-doc's
+    prototypes break their lines so); its text_content() drops them."""
+    if next(el.iter("br"), None) is None:
+        return el.text_content()
+    parts: list[str] = []
+    for event, node in lxml.etree.iterwalk(el, events=("start", "end")):
+        if event == "start":
+            if node.tag == "br":
+                parts.append("\n")
+            elif isinstance(node.tag, str) and node.text:
+                parts.append(node.text)
+        elif node is not el and node.tail:
+            parts.append(node.tail)
+    return "".join(parts)
+
+
+def _text_beside(el: lxml.html.HtmlElement, children: list) -> bool:
+    """Whether `el` holds text of its own outside `children`."""
+    own = [el.text, *(c.tail for c in el)]
+    own += [
+        c.text_content() for c in el if c not in children and isinstance(c.tag, str)
+    ]
+    return any(part and part.strip() for part in own)
 
 
 def _entries(dl: lxml.html.HtmlElement) -> Iterator[lxml.html.HtmlElement]:
