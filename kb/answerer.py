@@ -1059,11 +1059,18 @@ def _is_date_line(s: Sentence) -> bool:
 
 def answer_text(chosen: list[Sentence]) -> str:
     """Each sentence followed by its marker; the lines of one table together, as a
-    table (header line, delimiter line, rows) followed by their markers."""
+    table (header line, delimiter line, rows) followed by their markers. The
+    first sentence quoted from an entry of a reference (a function, an option)
+    opens with the entry's name when it does not say it (_entry_name)."""
     pieces: list[str] = []
+    named: set[int] = set()
     i = 0
     while i < len(chosen):
         s = chosen[i]
+        if s.location.section_id not in named:
+            named.add(s.location.section_id)
+            if (name := _entry_name(s)) is not None:
+                pieces.append(f"**{name}**:")
         group = [s]
         while (
             s.start == s.table  # a table's header line, its rows after it
@@ -1103,6 +1110,34 @@ def answer_text(chosen: list[Sentence]) -> str:
             continue
         pieces += _table_pieces(group)
     return " ".join(pieces).strip()
+
+
+# A heading that names an entry of a reference: code, a call, an option, an
+# identifier ("exsltRegisterAll ()", "--leak-check=<no|summary|yes|full>
+# [default: summary]", "abort_noattach", "OptionParser.accepts").
+_ENTRY_RE = re.compile(
+    r"`|\w\s?\(|^-{1,2}\w|^\S*[_.:#]\S*$|^[a-z]+[A-Z]\w*$|^[A-Z][a-z]+[A-Z]\w*$"
+)
+_SECTION_NUMBER_RE = re.compile(r"^(?:\d+\.)+\d*\s+")
+_NAME_END_RE = re.compile(r"[\s(=\[<]")
+MAX_ENTRY_WORDS = 12
+
+
+def _entry_name(s: Sentence) -> str | None:
+    """The heading of the reference entry `s` is under, when it names the entry
+    and `s` does not: "Registers all available EXSLT extensions" answers
+    "which function registers them?" only beside `exsltRegisterAll ()`, and
+    an option's default is often in its heading alone (Valgrind's
+    "--leak-check=<no|summary|yes|full> [default: summary]"). None for a
+    heading of prose ("Windows vs. POSIX")."""
+    heading = s.location.heading_path.rsplit(" > ", 1)[-1].strip()
+    entry = _SECTION_NUMBER_RE.sub("", heading)
+    if not entry or len(entry.split()) > MAX_ENTRY_WORDS or not _ENTRY_RE.search(entry):
+        return None
+    name = _NAME_END_RE.split(entry.replace("`", "").replace("\\", ""), maxsplit=1)[0]
+    if not name or name.casefold() in s.text.replace("\\", "").casefold():
+        return None
+    return heading
 
 
 def _items_after(chosen: list[Sentence], i: int, intro: Sentence) -> list[Sentence]:

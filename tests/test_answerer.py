@@ -112,7 +112,46 @@ class ExtractiveAnswerTestCase(SimpleTestCase):
             "Can amend rewrite a merge commit?", passage(text, "OPTIONS > --amend")
         )
         self.assertIn("but can be used", reply.text)
-        self.assertTrue(reply.text.startswith("Replace the tip"), reply.text)
+        # the entry's name opens it: the sentence does not say it
+        self.assertTrue(
+            reply.text.startswith("**--amend**: Replace the tip"), reply.text
+        )
+
+    def test_an_entry_s_name_opens_what_is_quoted_from_it(self):
+        """A QA pass over libxslt's reference and Valgrind's manual: "which
+        function registers all EXSLT extensions?" was answered "Registers all
+        available EXSLT extensions", and an option's default, in its heading
+        alone, never reached the answer."""
+        cases = [
+            (
+                "Which function registers all EXSLT extensions?",
+                "Registers all available EXSLT extensions.\n",
+                "Details > exsltRegisterAll ()",
+                "**exsltRegisterAll ()**: Registers all available EXSLT extensions.",
+            ),
+            (
+                "What is the default of the leak check?",
+                "When enabled, search for memory leaks when the program ends.\n",
+                "Options > `--leak-check=<no|summary|full> [default: summary]`",
+                "**`--leak-check=<no|summary|full> [default: summary]`**: When",
+            ),
+            (  # the sentence names it: said once
+                "What does path.basename do?",
+                "The path.basename() method returns the last portion of a path.\n",
+                "Path > `path.basename(path[, suffix])`",
+                "The path.basename() method returns",
+            ),
+            (  # a heading of prose names no entry
+                "Why does the default operation vary?",
+                "The default operation varies with the operating system.\n",
+                "Path > Windows vs. POSIX",
+                "The default operation varies",
+            ),
+        ]
+        for question, text, heading, opening in cases:
+            with self.subTest(heading):
+                reply = answer(question, passage(text, heading))
+                self.assertTrue(reply.text.startswith(opening), reply.text)
 
     def test_the_definition_of_the_option_asked_opens_its_entry(self):
         """rsync's --compress entry: a later caveat shares more of the
@@ -126,7 +165,9 @@ class ExtractiveAnswerTestCase(SimpleTestCase):
         reply = answer(
             "what does rsync -z do", passage(text, "OPTIONS > --compress, -z")
         )
-        self.assertTrue(reply.text.startswith("With this option"), reply.text)
+        self.assertTrue(
+            reply.text.startswith("**--compress, -z**: With this option"), reply.text
+        )
 
     def test_it_opens_with_the_sentence_sharing_the_rare_words(self):
         first = passage(
