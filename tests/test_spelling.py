@@ -88,6 +88,29 @@ class MisspellingTestCase(TestCase):
         self.assertFalse(any("Searched for" in w for w in reply.warnings))
 
 
+WOOL = """# Preparing wool
+
+Carding aligns the fibres before spinning. Washing removes the lanolin first.
+"""
+
+
+class ShortStemsTestCase(TestCase):
+    """QA in Russian: "слева" (on the left), used by no source, was searched as
+    "следующим" (following): their stems "слев" and "след" are one letter
+    apart, their words far apart. A stem of four letters is no typo's."""
+
+    @classmethod
+    def setUpTestData(cls):
+        cls.collection = collection_of("Wool", {"wool.md": WOOL})
+        keywords.count_terms(cls.collection)
+
+    def test_a_word_whose_short_stem_is_a_letter_from_another_stays(self):
+        _, reply = answering.ask(self.collection, "Who cares about the fibres?")
+        self.assertEqual(reply.searched_for, [])
+        _, reply = answering.ask(self.collection, "Why is the wool carsing done?")
+        self.assertEqual(reply.searched_for, [("carsing", "carding")])
+
+
 FILES_API = """# Files
 
 ## Removing a file

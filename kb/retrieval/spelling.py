@@ -23,6 +23,10 @@ from kb.retrieval import keywords
 MAX_CORRECTED = 2
 MAX_UNACCENTED = 5  # unknown words looked up as written without their accents
 MIN_LETTERS = 4  # shorter words are names, codes or abbreviations
+# Letters a stem needs to be matched as a stem: one edit in four letters makes
+# another word (Russian "слева" -> "слев", one letter from "след", the stem of
+# "следующим"; "cares" -> "care", one from "card" of "carding").
+MIN_STEM_LETTERS = 5
 
 
 @dataclass(frozen=True)
@@ -160,7 +164,10 @@ def _nearest_word(collection: Collection, word: str) -> str | None:
         if written is None or written[0] != word[0]:  # typos keep the first letter
             continue
         near = edit_distance(word, written) <= max_edits(len(word))
-        if near or edit_distance(own, lexeme) <= max_edits(len(own)):
+        if near or (
+            len(own) >= MIN_STEM_LETTERS
+            and edit_distance(own, lexeme) <= max_edits(len(own))
+        ):
             return written
     return None
 
