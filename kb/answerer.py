@@ -896,7 +896,7 @@ def _group_above(row: Sentence) -> Sentence | None:
     return None
 
 
-_ELEMENT_RE = re.compile(r"<(?:[A-Za-z][\w-]*[\s/>]|!--)")
+_ELEMENT_RE = re.compile(r"<(?:/?[A-Za-z][\w-]*[\s/>]|!--)")  # "</Sandpack>" too
 _TABLE_TAG_RE = re.compile(r"<(?:table|thead|tbody|tr|td|th)[\s>]", re.IGNORECASE)
 MARKUP_CHARS = 2000  # of a sentence read to tell markup from text
 

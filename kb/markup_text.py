@@ -48,11 +48,17 @@ _ASIDE_RE = re.compile("\ue000(\\d+)\ue001")
 _CODE_MARK_RE = re.compile("\ue002(\\d+)\ue003")
 
 
+_HEADING_ID_RE = re.compile(r"\s*\{(?:[#.][^{}]*|\s*/\*.*?\*/\s*)\}\s*$")
+
+
 def heading_text(markdown: str) -> str:
     """A heading's Markdown as the plain text of titles and heading paths: a link
     named by its text (its target would be shown in every heading path and
     embedded with every chunk), escapes undone (the readers escape what HTML,
-    DOCX and PDF text would otherwise mark up: `C++ \\*pointers\\*`), one line."""
+    DOCX and PDF text would otherwise mark up: `C++ \\*pointers\\*`), one line,
+    without the id a heading may end with (`{#install}` of Pandoc, kramdown and
+    Docusaurus, `{/*install*/}` of MDX): it names the anchor, not the part."""
+    markdown = _HEADING_ID_RE.sub("", markdown)
     spans = _code_spans(markdown)
     if not spans or "\ue002" in markdown:  # (the markers themselves: as text)
         return " ".join(_plain(markdown).split())

@@ -117,6 +117,18 @@ class ExtractiveAnswerTestCase(SimpleTestCase):
             reply.text.startswith("**--amend**: Replace the tip"), reply.text
         )
 
+    def test_a_component_s_tags_are_not_quoted(self):
+        """QA over React's docs (MDX): "</Sandpack> [5]" closed an answer."""
+        text = (
+            "<Pitfall>\n\nStrict Mode runs your effects twice in development.\n\n"
+            "</Pitfall>\n\nUse it to find bugs early.\n"
+        )
+        reply = answer(
+            "What is the pitfall of Strict Mode?", passage(text, "Strict Mode")
+        )
+        self.assertIn("runs your effects twice", reply.text)
+        self.assertNotIn("Pitfall>", reply.text)
+
     def test_an_entry_s_name_opens_what_is_quoted_from_it(self):
         """A QA pass over libxslt's reference and Valgrind's manual: "which
         function registers all EXSLT extensions?" was answered "Registers all

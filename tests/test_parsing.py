@@ -216,6 +216,20 @@ def test_a_heading_that_is_a_link_is_named_by_its_text():
     assert "Middleware > Third party > Proxy headers" in paths
 
 
+def test_a_heading_path_leaves_out_the_id_a_heading_ends_with():
+    # React's docs (MDX) and Docusaurus, Pandoc, kramdown: the anchor's name
+    # was in every heading path, embedded with every chunk
+    text = (
+        "# Strict Mode\n\n## Reference {/*reference*/}\n\n"
+        "### `<StrictMode>` {/*strictmode*/}\n\nIt finds bugs.\n\n"
+        "## Install {#install .unnumbered}\n\nRun it.\n\n## Sets {a, b}\n\nMath.\n"
+    )
+    paths = [s.heading_path for s in parsing.parse(text, "strict.md").sections]
+    assert "Strict Mode > Reference > `<StrictMode>`" in paths
+    assert "Strict Mode > Install" in paths
+    assert "Strict Mode > Sets {a, b}" in paths  # braces of the text stay
+
+
 def test_heading_escapes_are_undone_outside_code_spans_only():
     from kb.markup_text import heading_text
 
