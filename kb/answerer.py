@@ -940,8 +940,9 @@ def _with_what_they_introduce(
     chosen: list[Sentence], following: dict[int, Sentence]
 ) -> list[Sentence]:
     """A chosen sentence ending in ":" ("Default:", "run this:") comes with the
-    code block right after it when that is short; a short one with nothing to
-    show ("Default:" before a long block) is left out: alone it says nothing.
+    list or table right after it, or the code block, when that is short; a
+    short one with nothing to show ("Default:" before a long block) is left
+    out: alone it says nothing.
     `following`: the sentence after each one (_following)."""
     kept: list[Sentence] = []
     blocks = sum(has_code(s.text) for s in chosen)
@@ -950,7 +951,7 @@ def _with_what_they_introduce(
             kept.append(s)
             continue
         after = following.get(id(s))
-        if items := _list_after(s, following):
+        if items := _list_after(s, following) or _table_after(s, following):
             kept.append(s)
             for item in items:
                 if item not in chosen and item not in kept:
@@ -1029,6 +1030,31 @@ def _list_after(intro: Sentence, following: dict[int, Sentence]) -> list[Sentenc
             return []
         s = after
     return items
+
+
+def _table_after(intro: Sentence, following: dict[int, Sentence]) -> list[Sentence]:
+    """The table right after `intro`, its header line and rows, when it has at
+    most MAX_INTRO_ITEMS rows of MAX_INTRO_LIST_WORDS words in all ("Here is
+    how refs and state compare:" and its table); else none, as for a list."""
+    header = following.get(id(intro))
+    if (
+        header is None
+        or not _is_header_row(header)
+        or _text_between(intro, header).strip()
+    ):
+        return []
+    lines, words, s = [header], 0, header
+    while (
+        (row := following.get(id(s))) is not None
+        and is_table_row(row.text)
+        and _next_row(s, row)
+    ):
+        lines.append(row)
+        words += len(row.text.split())
+        if len(lines) > MAX_INTRO_ITEMS + 1 or words > MAX_INTRO_LIST_WORDS:
+            return []
+        s = row
+    return lines if len(lines) > 1 else []
 
 
 def _is_title_line(s: Sentence) -> bool:

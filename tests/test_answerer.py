@@ -117,6 +117,26 @@ class ExtractiveAnswerTestCase(SimpleTestCase):
             reply.text.startswith("**--amend**: Replace the tip"), reply.text
         )
 
+    def test_a_sentence_introducing_a_table_comes_with_it(self):
+        """QA over React's docs in Russian: "Ниже сравнение рефа и состояния:"
+        was quoted without the table it introduces."""
+        text = (
+            "Refs and state both keep values. Here is how refs and state compare:"
+            "\n\n| refs | state |\n| --- | --- |\n"
+            "| Changing it does not re-render. | Changing it re-renders. |\n"
+            "| Mutable outside rendering. | Immutable: use the setter. |\n\n"
+            "Most of the time you want state.\n"
+        )
+        reply = answer("How do refs differ from state?", passage(text, "Refs"))
+        intro, table = reply.text.split("\n\n")[:2]
+        self.assertTrue(intro.rstrip().endswith("refs and state compare: [1]"))
+        self.assertEqual(
+            table,
+            "| refs | state |\n| --- | --- |\n| Changing it does not re-render. | "
+            "Changing it re-renders. |\n| Mutable outside rendering. | Immutable: "
+            "use the setter. |\n[1]",
+        )
+
     def test_a_component_s_tags_are_not_quoted(self):
         """QA over React's docs (MDX): "</Sandpack> [5]" closed an answer."""
         text = (
