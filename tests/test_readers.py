@@ -219,6 +219,26 @@ class HtmlReaderTestCase(SimpleTestCase):
             "Wrappers are in coregrind.\n\nEach wrapper has two jobs.\n",
         )
 
+    def test_a_table_of_labelled_parameters_reads_as_terms(self):
+        # gtk-doc (libxslt's reference): each parameter's row was a row of a
+        # "Column 1 | Column 2" table
+        reading = readers.read(
+            "documents.html",
+            _html(
+                "<h1>xsltFindDocument ()</h1><p>Finds a document.</p>"
+                "<table border='0'><col align='left'/><tbody><tr><td><span "
+                "class='term'><i><tt>ctxt</tt></i>:</span></td><td>an XSLT "
+                "transformation context</td></tr><tr><td><span class='term'><i>"
+                "<tt>Returns</tt></i>:</span></td><td>the document or NULL</td>"
+                "</tr></tbody></table>"
+            ),
+        )
+        self.assertEqual(
+            reading.text,
+            "# xsltFindDocument ()\n\nFinds a document.\n\n`ctxt`\n: an XSLT "
+            "transformation context\n\n`Returns`\n: the document or NULL\n",
+        )
+
     def test_a_docbook_faq_reads_as_questions_over_their_answers(self):
         # Valgrind's FAQ: a table of question and answer rows, under contents
         # lists of links to them; each question read as a row of "Column 1"

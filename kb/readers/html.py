@@ -777,7 +777,7 @@ class _Walker:
         if not header and el.get("border") == "0" and _laid_out_terms(rows):
             for row in rows:
                 term, definition = [c for c in row if _holds_text(c)]
-                self.out.definition(term, [definition])
+                self.out.definition(term.rstrip().removesuffix(":"), [definition])
             return
         self.out.table(rows, header)
 
@@ -1194,12 +1194,19 @@ def _laid_out(rows: list[list[str]]) -> bool:
 def _laid_out_terms(rows: list[list[str]]) -> bool:
     """Whether a borderless table without a header row lays out terms and
     their definitions, as groff prints find(1)'s "-P | Never follow symbolic
-    links": in every row a spacer cell, a short term, then its text."""
+    links": in every row a spacer cell, a short term, then its text. Or, with
+    no spacer, a term ending in a colon: gtk-doc's parameters ("`URI`: | the
+    URI of the document to load"), which read as "Column 1 | Column 2"."""
     for row in rows:
         texts = [clean(c) for c in row if _holds_text(c)]
-        if len(texts) != 2 or len(texts) == len(row):
+        if len(texts) != 2:
             return False
-        if not _is_term_text(texts[0]):
+        term = texts[0]
+        if len(texts) == len(row):  # no spacer: a label
+            if not term.endswith(":"):
+                return False
+            term = term[:-1].rstrip()
+        if not _is_term_text(term):
             return False
     return bool(rows)
 
