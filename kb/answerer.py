@@ -420,7 +420,10 @@ def _asked_entries(sentences: list[Sentence], question: str) -> dict[int, Senten
     first: dict[int, Sentence] = {}
     for s in sorted(sentences, key=lambda s: s.start):
         if s.location.section_id in found and not (
-            has_code(s.text) or _is_title_line(s) or _is_field_line(s.text)
+            has_code(s.text)
+            or _is_title_line(s)
+            or _is_field_line(s.text)
+            or _is_label_line(s.text)
         ):  # a member's signature is code: its description says what it does
             first.setdefault(s.location.section_id, s)
     return first
@@ -438,6 +441,21 @@ _FIELD_LINE_RE = re.compile(
 )
 _NOTE_LINE_RE = re.compile(r"([*_]).+\1", re.DOTALL)
 MAX_FIELD_WORDS = 6
+
+
+# "Added in: v0.1.90", "Deprecated since: v16.0.0" (Node.js's API pages)
+_VERSION_LINE_RE = re.compile(r"[A-Za-z][\w ]{0,30}:?\s+v?\d+(?:\.\d+)+\.?")
+MIN_DEFINITION_WORDS = 3
+
+
+def _is_label_line(text: str) -> bool:
+    """A line that labels what follows rather than saying what the entry is:
+    a word or two without a full stop ("History" over a table of versions),
+    or the version an entry came in."""
+    text = text.strip()
+    if len(text.split()) < MIN_DEFINITION_WORDS and not text.endswith((".", "!", "?")):
+        return True
+    return bool(_VERSION_LINE_RE.fullmatch(text))
 
 
 def _is_field_line(text: str) -> bool:

@@ -137,6 +137,24 @@ class ExtractiveAnswerTestCase(SimpleTestCase):
             "use the setter. |\n[1]",
         )
 
+    def test_an_entry_s_label_lines_do_not_open_its_answer(self):
+        """Node.js's API pages: "History" (over a table of versions) and "Added
+        in: v0.1.90" were taken for the definition of the entry asked."""
+        for label in ("History", "Added in: v0.1.90"):
+            text = (
+                f"{label}\n\n| Version | Changes |\n| --- | --- |\n"
+                "| v6.0.0 | Passing a non-string now throws. |\n\n"
+                "The `path.basename()` method returns the last portion of a path.\n"
+            )
+            reply = answer(
+                "What does path.basename return?",
+                passage(text, "Path > `path.basename(path[, suffix])`"),
+            )
+            with self.subTest(label):
+                self.assertTrue(
+                    reply.text.startswith("The `path.basename()` method"), reply.text
+                )
+
     def test_a_component_s_tags_are_not_quoted(self):
         """QA over React's docs (MDX): "</Sandpack> [5]" closed an answer."""
         text = (
