@@ -21,7 +21,7 @@ from django.conf import settings
 from django.db import connection
 from django.db.models import Q
 from django.utils import formats
-from django.utils.translation import gettext, ngettext
+from django.utils.translation import get_language_info, gettext, ngettext
 
 from kb import (
     answerer,
@@ -62,12 +62,29 @@ def ask(collection, question: str, **options: Any) -> tuple[Result, Answer]:
         reply.searched_for = [(f.asked, f.searched) for f in fixes]
         reply.warnings.insert(0, _searched_for(fixes))
         result.question = asked
+    if (note := _model_note(collection, asked)) is not None:
+        reply.warnings.append(note)
+        reply.is_trustworthy = False
     complete_citations(reply)
     result.timings_ms["answer"] = round((time.perf_counter() - started) * 1000, 2)
     result.timings_ms["total"] = round(  # retrieval's wall clock, then the answer
         result.timings_ms.get("total", 0.0) + result.timings_ms["answer"], 2
     )
     return result, reply
+
+
+def _model_note(collection, question: str) -> str | None:
+    """embedding_models.question_note for the question's language, when its
+    words tell it (languages.recognised_config)."""
+    if collection.embedding_model not in embedding_models.ENGLISH_ONLY:
+        return None  # (telling the language costs a classification)
+    config = languages.recognised_config(question)
+    code = languages.code_for(config) if config else ""
+    try:
+        name = str(get_language_info(code)["name_translated"]) if code else ""
+    except KeyError:
+        name = code
+    return embedding_models.question_note(collection.embedding_model, code, name)
 
 
 def answer(result: Result, configs: dict[int, str] | None = None) -> Answer:

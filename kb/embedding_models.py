@@ -122,6 +122,19 @@ def language_note(name: str, languages: dict[str, int]) -> str | None:
     }
 
 
+def question_note(name: str, language: str, language_name: str) -> str | None:
+    """A warning when a question in another language than English (`language`,
+    ISO 639-1, as told from its words) is asked of a collection whose model
+    reads English only: its search cannot be trusted; None otherwise."""
+    if name not in ENGLISH_ONLY or not language or language == "en":
+        return None
+    return gettext(
+        "This question is in %(language)s, and this collection's model "
+        "(%(model)s) reads English only: its search may miss what the sources "
+        "say. An editor can choose %(multilingual)s for the collection."
+    ) % {"language": language_name, "model": name, "multilingual": E5_SMALL}
+
+
 def source(name: str | None = None) -> ModelSource:
     """The named model (default: DEFAULT); built or checked on first use."""
     name = name or DEFAULT

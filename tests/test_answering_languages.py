@@ -25,6 +25,11 @@ recursos dentro de un único clúster. Los nombres de los recursos deben ser
 """
 
 
+def _words_named(reply) -> list[str]:
+    """The reply's warnings but the one on the model's language."""
+    return [w for w in reply.warnings if "reads English only" not in w]
+
+
 class SpanishAnswerTestCase(TestCase):
     def test_a_spanish_questions_words_match_spanish_sentences(self):
         passage = loaded_passage(SPANISH, 0, len(SPANISH))
@@ -41,7 +46,8 @@ class SpanishAnswerTestCase(TestCase):
         collection = collection_of("Espacios", {"espacios.md": NAMESPACES})
         keywords.count_terms(collection)
         _, reply = answering.ask(collection, "¿Qué proporciona un espacio de nombres?")
-        self.assertEqual(reply.warnings, [])
+        # (the collection's model reads English only: that is said apart)
+        self.assertEqual(_words_named(reply), [])
         self.assertIn("proporcionan un mecanismo", reply.text)
 
     def test_a_name_no_spanish_source_uses_is_still_named(self):
@@ -49,5 +55,5 @@ class SpanishAnswerTestCase(TestCase):
         keywords.count_terms(collection)
         question = "¿Qué proporciona un espacio de nombres en OpenShift?"
         _, reply = answering.ask(collection, question)
-        self.assertEqual(len(reply.warnings), 1)
-        self.assertIn("“OpenShift”", reply.warnings[0])
+        self.assertEqual(len(_words_named(reply)), 1)
+        self.assertIn("“OpenShift”", _words_named(reply)[0])

@@ -468,6 +468,19 @@ class LanguageNoteTestCase(TestCase):
         with self.assertRaisesMessage(CommandError, f"embeds with {MINILM}, not {E5}"):
             self.ingest("French", "--embedding-model", E5)
 
+    def test_a_french_question_to_an_english_only_model_is_not_trusted(self):
+        self.ingest("French")
+        french = Collection.objects.get(name="French")
+        _, reply = answering.ask(french, FRENCH)
+        self.assertFalse(reply.is_trustworthy)
+        self.assertIn(
+            f"This question is in French, and this collection's model ({MINILM}) "
+            "reads English only",
+            " ".join(reply.warnings),
+        )
+        _, reply = answering.ask(french, "Can I select objects by their annotations?")
+        self.assertFalse(any("reads English only" in w for w in reply.warnings))
+
     def test_kb_ingest_creates_a_collection_with_the_model_named(self):
         self.assertEqual(self.ingest("Multi", "--embedding-model", E5), "")
         multi = Collection.objects.get(name="Multi")
