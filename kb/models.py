@@ -269,7 +269,7 @@ class Collection(models.Model):
         return self.name
 
     def source_languages(self) -> dict[str, int]:
-        """{language: sources} over its indexed sources: the editor's choice,
+        """{language: sources} over its sources: the editor's choice,
         else the language the worker detected ("" while not yet read)."""
         chosen = Coalesce(NullIf("language", Value("")), "detected_language")
         rows = (
