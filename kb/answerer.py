@@ -30,7 +30,7 @@ import numpy as np
 from django.utils.translation import gettext
 
 from kb import embedding, exact_tokens, languages, unit_vectors
-from kb.markup_text import html_text
+from kb.markup_text import balanced_emphasis, html_text
 from kb.parsing import TEXT_EXTENSIONS
 from kb.rendering import CELL_SPLIT_RE, is_table_row
 from kb.retrieval.passages import Location, Passage, Result, heading_label
@@ -1257,7 +1257,7 @@ def one_line(text: str) -> str:
         return text
     if text.startswith(">"):
         text = re.sub(r"\n[ \t]*>", "\n", text[1:])
-    return " ".join(text.split())
+    return balanced_emphasis(" ".join(text.split()))
 
 
 def _cite(sentences: list[Sentence]) -> list[Citation]:

@@ -91,6 +91,35 @@ def _plain(markdown: str) -> str:
     return _ASIDE_RE.sub(lambda m: kept[int(m.group(1))], text)
 
 
+_STRONG_RE = re.compile(r"(?<!\\)(\*\*|__)")
+
+
+def balanced_emphasis(text: str) -> str:
+    """Inline Markdown cut out of a longer text (a sentence of a bold passage)
+    with the strong emphasis the cut left open or closed made whole again:
+    "**Strict Mode always calls it twice," reads "**Strict Mode always calls it
+    twice,**", and "so it fails.** Then" reads "**so it fails.** Then". A lone
+    marker elsewhere ("pass **kwargs on"), with spaces on both sides, or
+    inside code, is text and stays."""
+    code = _code_spans(text)
+    for kind in ("**", "__"):
+        marks = [
+            m
+            for m in _STRONG_RE.finditer(text)
+            if m.group() == kind and not any(s <= m.start() < e for s, e in code)
+        ]
+        if len(marks) % 2 == 0:
+            continue
+        first = marks[0]
+        before = text[first.start() - 1 : first.start()]
+        after = text[first.end() : first.end() + 1]
+        if before and not before.isspace() and (not after or not after.isalnum()):
+            text = kind + text  # it closes what the cut opened before
+        elif first.start() == 0 and after and not after.isspace():
+            text = text.rstrip() + kind  # it opens what the cut closes after
+    return text
+
+
 def _code_spans(text: str) -> list[tuple[int, int]]:
     """(start, end) of the code spans of inline Markdown: a run of backticks not
     escaped, up to the next run of as many (inside code a backslash is itself,

@@ -155,6 +155,21 @@ class ExtractiveAnswerTestCase(SimpleTestCase):
                     reply.text.startswith("The `path.basename()` method"), reply.text
                 )
 
+    def test_a_sentence_cut_from_bold_text_is_bold_whole(self):
+        """QA over React's docs: a sentence of a bold passage was quoted with
+        its opening "**" alone, which shows as two stars."""
+        text = (
+            "**Strict Mode always calls your render function twice in "
+            "development. An impure component shows its bug then.** Pure ones "
+            "do not change.\n"
+        )
+        reply = answer("How often does Strict Mode call render?", passage(text, "S"))
+        self.assertIn(
+            "**Strict Mode always calls your render function twice in "
+            "development.** [1]",
+            reply.text,
+        )
+
     def test_a_component_s_tags_are_not_quoted(self):
         """QA over React's docs (MDX): "</Sandpack> [5]" closed an answer."""
         text = (
