@@ -172,9 +172,9 @@ def _scan(
             context = "item" if kind == "item" else "block"
             if _CONTAINER_RE.match(stripped):
                 context = "container"
-        if kind == "fence":
-            mark = stripped[:3]
-            fence = (lead, stripped[: len(stripped) - len(stripped.lstrip(mark[0]))])
+        if kind == "fence":  # its marker from the whole line: the range may cut it
+            full = text[_line(text, line_start)[0] : full_end].strip()
+            fence = (lead, full[: len(full) - len(full.lstrip(full[0]))])
         if kind in ("text", "quote") and para is not None:
             if kind == "text" or para_kind == "quote":
                 para = (para[0], tail)

@@ -172,6 +172,17 @@ class SplitterTestCase(SimpleTestCase):
         )
         return [s.text for s in answerer.split_sentences(passage)]
 
+    def test_a_window_cutting_a_fence_line_reads_its_code(self):
+        """QA over typescript-eslint's docs: a passage starting right after a
+        fence's backticks (or ending in the spaces before an indented one)
+        raised IndexError, and /api/ask answered 500."""
+        text = "Intro.\n\n```   \ncode()\n```\n\nAfter.\n"
+        start = text.index("```") + 3
+        # the code whole, as any code block is quoted
+        self.assertEqual(self._split(text, start), ["```   \ncode()\n```", "After."])
+        text = "Intro.\n\n  ```ts\n  code()\n  ```\n"
+        self.assertEqual(self._split(text, 0, text.index("```") - 1), ["Intro."])
+
     def test_a_sentence_goes_on_across_a_soft_line_break(self):
         text = (
             "If set to `None`, pagination\nis turned off. Don't forget to run your"
