@@ -275,7 +275,9 @@ def _warn_of_unknown(
     configs: dict[int, str],
 ) -> Answer:
     """`reply` warning of the question's words no source uses (`unknown`, of
-    `checked` words) that name something; declined when no word is known."""
+    `checked` words) that name something, and not trustworthy then (QA: "How
+    do I make WebStorm fix on save?" was answered from another editor's page
+    as trustworthy); declined when no word is known."""
     if unknown and len(unknown) == checked:
         return _no_word_known(unknown)
     language = _question_language(collection, result, configs)
@@ -283,8 +285,9 @@ def _warn_of_unknown(
     named = [
         w for w in unknown if _names_a_thing(w, result.question, vocabulary, language)
     ]
-    if named:
+    if named:  # the answer cannot be about what no source names
         reply.warnings.append(_unknown_warning(named))
+        reply.is_trustworthy = False
     return reply
 
 

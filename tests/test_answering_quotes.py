@@ -337,6 +337,7 @@ class CodeAndListQuotesTestCase(TestCase):
         self.assertIn("“GraphQL”", " ".join(reply.warnings))
         self.assertNotIn("“uploads”", " ".join(reply.warnings))
         self.assertTrue(reply.citations)  # still answered from the rest of it
+        self.assertFalse(reply.is_trustworthy)  # but not about GraphQL
         reply = self._ask_settings("How long is an uploaded file kept?")
         self.assertEqual(reply.warnings, [])
 
