@@ -54,9 +54,11 @@ def widened(text: str, lo: int, hi: int) -> tuple[int, int]:
 
 
 _HEADING_RE = re.compile(r"#{1,6}(?:\s|$)")
-# MkDocs admonitions and content tabs (`!!! note "Title"`, `??? tip`, `=== "Tab"`):
-# their content is indented under them, and is text, not code.
-_CONTAINER_RE = re.compile(r"(?:!!!|\?\?\?\+?|===)(?:[ \t]|$)")
+# The opening line of a container, no sentence: MkDocs' admonitions (`!!! note
+# "Title"`, `??? tip`) and content tabs (`=== "Tab"`), whose content is indented
+# under them and is text, not code; pymdownx blocks (`/// version-added | 2.1`);
+# Docusaurus' and VuePress' admonitions (`:::tip`, `::: warning Title`).
+_CONTAINER_RE = re.compile(r"(?:!!!|\?\?\?\+?|===|///)(?:[ \t]|$)|:{3,}[ \t]*[A-Za-z]")
 # A link reference definition (`[docs]: https://…`): a target, no sentence.
 _DEFINITION_RE = re.compile(r"\[[^\]]{1,200}\]:[ \t]*\S")
 _RULE_RE = re.compile(r"(?:[-:| ]+|=+|([*_])(?:\s*\1){2,}\s*)$")

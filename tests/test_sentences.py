@@ -172,6 +172,24 @@ class SplitterTestCase(SimpleTestCase):
         )
         return [s.text for s in answerer.split_sentences(passage)]
 
+    def test_an_admonition_s_opening_line_is_no_part_of_a_sentence(self):
+        """QA over typescript-eslint's (Docusaurus) and pydantic's (MkDocs)
+        docs: answers quoted ":::tip VS Code's ESLint extension provides..."
+        and "/// version-added | v2.13 The default changed."."""
+        text = (
+            ":::tip\nThe extension provides a restart action.\n:::\n\n"
+            "::: warning Mind this\nIt is slow.\n:::\n\n"
+            "/// version-added | v2.13\nThe default changed.\n///\n"
+        )
+        self.assertEqual(
+            self._split(text),
+            [
+                "The extension provides a restart action.",
+                "It is slow.",
+                "The default changed.",
+            ],
+        )
+
     def test_a_window_cutting_a_fence_line_reads_its_code(self):
         """QA over typescript-eslint's docs: a passage starting right after a
         fence's backticks (or ending in the spaces before an indented one)
