@@ -1254,10 +1254,26 @@ def one_line(text: str) -> str:
         code = textwrap.dedent(text.expandtabs(4)).strip("\n")  # one in a list
         return code if code.startswith(("```", "~~~")) else f"```\n{code}\n```"
     if text.startswith(("```", "~~~")):
-        return text
+        return _outdented(text)
     if text.startswith(">"):
         text = re.sub(r"\n[ \t]*>", "\n", text[1:])
     return balanced_emphasis(" ".join(text.split()))
+
+
+def _outdented(fenced: str) -> str:
+    """A fenced block quoted from inside an indented container (an MkDocs tab
+    or admonition, a list item) without that indent: its first line starts at
+    the fence, and a closing fence indented four spaces or more closes nothing
+    where the answer is shown (the block would swallow what follows)."""
+    lines = fenced.split("\n")
+    last = lines[-1]
+    indent = len(last) - len(last.lstrip(" "))
+    if not indent or not last.strip().startswith(fenced[:3]):
+        return fenced
+    body = [
+        line[min(indent, len(line) - len(line.lstrip(" "))) :] for line in lines[1:]
+    ]
+    return "\n".join([lines[0], *body])
 
 
 def _cite(sentences: list[Sentence]) -> list[Citation]:

@@ -155,6 +155,20 @@ class ExtractiveAnswerTestCase(SimpleTestCase):
                     reply.text.startswith("The `path.basename()` method"), reply.text
                 )
 
+    def test_code_quoted_from_a_tab_closes_its_fence(self):
+        """QA over pydantic's docs (MkDocs): code in a content tab was quoted
+        with its closing fence indented four spaces, which closes nothing where
+        the answer is shown: the block swallowed the marker and what follows."""
+        text = (
+            '=== "pip"\n\n    Install it with pip:\n\n    ```bash\n'
+            "    pip install 'pydantic[email]'\n    ```\n\nThen import it.\n"
+        )
+        reply = answer(
+            "How do I install pydantic with the email extra using pip?",
+            passage(text, "Install"),
+        )
+        self.assertIn("```bash\npip install 'pydantic[email]'\n```\n[1]", reply.text)
+
     def test_a_sentence_cut_from_bold_text_is_bold_whole(self):
         """QA over React's docs: a sentence of a bold passage was quoted with
         its opening "**" alone, which shows as two stars."""
