@@ -48,6 +48,8 @@ _ASIDE_RE = re.compile("\ue000(\\d+)\ue001")
 _CODE_MARK_RE = re.compile("\ue002(\\d+)\ue003")
 
 
+# An anchor written into a heading as raw HTML, empty: `<a name="x"></a>Title`
+_EMPTY_ANCHOR_RE = re.compile(r"<(a|span)\b[^<>]*>\s*</\1>\s*", re.IGNORECASE)
 _HEADING_ID_RE = re.compile(r"\s*\{(?:[#.][^{}]*|\s*/\*.*?\*/\s*)\}\s*$")
 
 
@@ -57,8 +59,9 @@ def heading_text(markdown: str) -> str:
     embedded with every chunk), escapes undone (the readers escape what HTML,
     DOCX and PDF text would otherwise mark up: `C++ \\*pointers\\*`), one line,
     without the id a heading may end with (`{#install}` of Pandoc, kramdown and
-    Docusaurus, `{/*install*/}` of MDX): it names the anchor, not the part."""
-    markdown = _HEADING_ID_RE.sub("", markdown)
+    Docusaurus, `{/*install*/}` of MDX) or an empty anchor in it (`<a
+    name="install"></a>`): they name the anchor, not the part."""
+    markdown = _EMPTY_ANCHOR_RE.sub("", _HEADING_ID_RE.sub("", markdown))
     spans = _code_spans(markdown)
     if not spans or "\ue002" in markdown:  # (the markers themselves: as text)
         return " ".join(_plain(markdown).split())

@@ -223,11 +223,13 @@ def test_a_heading_path_leaves_out_the_id_a_heading_ends_with():
         "# Strict Mode\n\n## Reference {/*reference*/}\n\n"
         "### `<StrictMode>` {/*strictmode*/}\n\nIt finds bugs.\n\n"
         "## Install {#install .unnumbered}\n\nRun it.\n\n## Sets {a, b}\n\nMath.\n"
+        '## <a name="custom"></a>Customizing\n\nHow.\n'
     )
     paths = [s.heading_path for s in parsing.parse(text, "strict.md").sections]
     assert "Strict Mode > Reference > `<StrictMode>`" in paths
     assert "Strict Mode > Install" in paths
     assert "Strict Mode > Sets {a, b}" in paths  # braces of the text stay
+    assert "Strict Mode > Customizing" in paths  # pydantic's anchors (MkDocs)
 
 
 def test_heading_escapes_are_undone_outside_code_spans_only():
