@@ -59,6 +59,13 @@ _HEADING_RE = re.compile(r"#{1,6}(?:\s|$)")
 # under them and is text, not code; pymdownx blocks (`/// version-added | 2.1`);
 # Docusaurus' and VuePress' admonitions (`:::tip`, `::: warning Title`).
 _CONTAINER_RE = re.compile(r"(?:!!!|\?\?\?\+?|===|///)(?:[ \t]|$)|:{3,}[ \t]*[A-Za-z]")
+# An MDX page's ECMAScript (`import Tabs from '@theme/Tabs';`, `export function
+# Clock() {`): a statement opening a paragraph at the line's start, which goes
+# on to the next blank line.
+_ESM_RE = re.compile(
+    r"import\s+(?:[\w*{][^'\"]*\s+from\s+)?['\"][^'\"]+['\"];?$"
+    r"|export\s+(?:default\s|const\s|let\s|var\s|function[\s*]|async\s+function\s|class\s)"
+)
 # A link reference definition (`[docs]: https://…`): a target, no sentence.
 _DEFINITION_RE = re.compile(r"\[[^\]]{1,200}\]:[ \t]*\S")
 _RULE_RE = re.compile(r"(?:[-:| ]+|=+|([*_])(?:\s*\1){2,}\s*)$")
@@ -138,6 +145,7 @@ def _scan(
     code: tuple[int, int] | None = None  # an open indented code block
     blank_before = start == 0 or not text[_line(text, start - 1)[0] : start].strip()
     context = "block"  # the last line indented less: "item", "container", "block"
+    esm = False  # inside an MDX import or export statement
     pos = start
     while pos < end:
         line_start, full_end = pos, _line(text, pos)[1]
@@ -170,6 +178,19 @@ def _scan(
         # the whole line's kind, also where the range starts or ends inside it
         whole = full_end <= end and (line_start == 0 or text[line_start - 1] == "\n")
         kind = _line_kind(stripped) if whole else _kind(text, line_start)
+        if esm:  # an MDX import or export goes on to the next blank line
+            esm = bool(stripped)
+            if esm:
+                continue
+        if (
+            kind == "text"
+            and whole
+            and lead == line_start
+            and para is None
+            and _ESM_RE.match(stripped)
+        ):
+            esm = True  # code the page runs, no sentence
+            continue
         if stripped and not indented:
             context = "item" if kind == "item" else "block"
             if _CONTAINER_RE.match(stripped):

@@ -190,6 +190,24 @@ class SplitterTestCase(SimpleTestCase):
             ],
         )
 
+    def test_an_mdx_page_s_imports_and_exports_are_no_sentences(self):
+        """QA over typescript-eslint's docs (MDX): an answer quoted "export
+        function LocalTimeOfRelease() { const isBrowser = ..." as a sentence."""
+        text = (
+            "import Tabs from '@theme/Tabs';\nimport TabItem from '@theme/TabItem';"
+            "\n\nexport function LocalTimeOfRelease() {\n  const b = useIsBrowser();"
+            "\n  return b;\n}\n\nWe release every Monday at 17:00 UTC.\n\n"
+            "You can import the data from the menu. Then export it.\n"
+        )
+        self.assertEqual(
+            self._split(text),
+            [
+                "We release every Monday at 17:00 UTC.",
+                "You can import the data from the menu.",
+                "Then export it.",
+            ],
+        )
+
     def test_a_window_cutting_a_fence_line_reads_its_code(self):
         """QA over typescript-eslint's docs: a passage starting right after a
         fence's backticks (or ending in the spaces before an indented one)
