@@ -1108,6 +1108,7 @@ def answer_text(chosen: list[Sentence]) -> str:
     opens with the entry's name when it does not say it (_entry_name)."""
     pieces: list[str] = []
     named: set[int] = set()
+    tab: str | None = None
     i = 0
     while i < len(chosen):
         s = chosen[i]
@@ -1115,6 +1116,9 @@ def answer_text(chosen: list[Sentence]) -> str:
             named.add(s.location.section_id)
             if (name := _entry_name(s)) is not None:
                 pieces.append(f"**{name}**:")
+        if (label := _tab_label(s)) is not None and label != tab:
+            pieces.append(f"*{label}*:")
+        tab = label
         group = [s]
         while (
             s.start == s.table  # a table's header line, its rows after it
@@ -1258,6 +1262,36 @@ def one_line(text: str) -> str:
     if text.startswith(">"):
         text = re.sub(r"\n[ \t]*>", "\n", text[1:])
     return balanced_emphasis(" ".join(text.split()))
+
+
+# A content tab's opening line (MkDocs Material: `=== "Flat config"`), its
+# content indented under it.
+_TAB_RE = re.compile(r"===\+?[ \t]+\"([^\"]{1,80})\"[ \t]*$")
+MAX_TAB_LOOK_BACK = 4000  # characters read up from a sentence to its tab
+
+
+def _tab_label(s: Sentence) -> str | None:
+    """The label of the content tab `s` is quoted from, when it is in one: the
+    nearest line above it indented less, when that opens a tab. A QA pass over
+    pydantic's docs got the code of a tab labelled "Bad" as the answer, the
+    label left out."""
+    base, text = _loaded(s.passage, s.start, s.end)
+    line_start = text.rfind("\n", 0, s.start - base) + 1
+    line_end = text.find("\n", line_start)
+    line = text[line_start : len(text) if line_end < 0 else line_end]
+    indent = len(line) - len(line.lstrip())
+    if not indent:
+        return None
+    floor = max(0, line_start - MAX_TAB_LOOK_BACK)
+    end = line_start - 1
+    while end > floor:
+        start = text.rfind("\n", 0, end) + 1
+        above = text[start:end]
+        if above.strip() and len(above) - len(above.lstrip()) < indent:
+            found = _TAB_RE.match(above.strip())
+            return found.group(1) if found else None
+        end = start - 1
+    return None
 
 
 def _outdented(fenced: str) -> str:

@@ -155,6 +155,22 @@ class ExtractiveAnswerTestCase(SimpleTestCase):
                     reply.text.startswith("The `path.basename()` method"), reply.text
                 )
 
+    def test_what_is_quoted_from_a_content_tab_says_its_label(self):
+        """QA over pydantic's docs: the code of a tab labelled "Bad" was the
+        answer to "where should I create a TypeAdapter?", its label dropped."""
+        text = (
+            'Create the adapter once.\n\n=== "Bad"\n\n    ```python\n    def f(x):'
+            "\n        return TypeAdapter(int).validate_python(x)\n    ```\n\n"
+            '=== "Good"\n\n    ```python\n    ta = TypeAdapter(int)\n    def f(x):'
+            "\n        return ta.validate_python(x)\n    ```\n"
+        )
+        reply = answer(
+            "Where should I create a TypeAdapter?", passage(text, "Performance")
+        )
+        self.assertIn("*Bad*: \n\n```python\ndef f(x):", reply.text)
+        self.assertIn("*Good*: \n\n```python\nta = TypeAdapter(int)", reply.text)
+        self.assertTrue(reply.text.startswith("Create the adapter once. [1]"))
+
     def test_code_quoted_from_a_tab_closes_its_fence(self):
         """QA over pydantic's docs (MkDocs): code in a content tab was quoted
         with its closing fence indented four spaces, which closes nothing where
