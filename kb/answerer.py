@@ -1267,15 +1267,26 @@ def one_line(text: str) -> str:
 # A content tab's opening line (MkDocs Material: `=== "Flat config"`), its
 # content indented under it.
 _TAB_RE = re.compile(r"===\+?[ \t]+\"([^\"]{1,80})\"[ \t]*$")
+# ... and Docusaurus' (`<TabItem value="legacy" label="Legacy config">`).
+_TAB_ITEM_RE = re.compile(
+    r"<TabItem\b(?=[^>]*\blabel=[\"']([^\"']{1,80})[\"']|[^>]*\bvalue=[\"']([^\"']{1,80})[\"'])[^>]*>"
+)
 MAX_TAB_LOOK_BACK = 4000  # characters read up from a sentence to its tab
 
 
 def _tab_label(s: Sentence) -> str | None:
-    """The label of the content tab `s` is quoted from, when it is in one: the
-    nearest line above it indented less, when that opens a tab. A QA pass over
+    """The label of the content tab `s` is quoted from, when it is in one: a
+    Docusaurus `<TabItem>` open above it, or the nearest line above it indented
+    less, when that opens an MkDocs tab. A QA pass over
     pydantic's docs got the code of a tab labelled "Bad" as the answer, the
     label left out."""
     base, text = _loaded(s.passage, s.start, s.end)
+    before = text[max(0, s.start - base - MAX_TAB_LOOK_BACK) : s.start - base]
+    item = None
+    for item in _TAB_ITEM_RE.finditer(before):  # Docusaurus: the last one open
+        pass
+    if item is not None and "</TabItem>" not in before[item.end() :]:
+        return item.group(1) or item.group(2)
     line_start = text.rfind("\n", 0, s.start - base) + 1
     line_end = text.find("\n", line_start)
     line = text[line_start : len(text) if line_end < 0 else line_end]

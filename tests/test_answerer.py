@@ -170,6 +170,17 @@ class ExtractiveAnswerTestCase(SimpleTestCase):
         self.assertIn("*Bad*: \n\n```python\ndef f(x):", reply.text)
         self.assertIn("*Good*: \n\n```python\nta = TypeAdapter(int)", reply.text)
         self.assertTrue(reply.text.startswith("Create the adapter once. [1]"))
+        # Docusaurus' tabs (typescript-eslint's docs)
+        text = (
+            "Extend the recommended configs.\n\n<Tabs>\n<TabItem value='flat' "
+            "label='Flat Config'>\n\n```js\n// the recommended configs\nexport "
+            "default recommended;\n```\n\n</TabItem>\n<TabItem value='legacyConfig'>"
+            "\n\n```js\n// the recommended configs\nmodule.exports = recommended;\n"
+            "```\n\n</TabItem>\n</Tabs>\n"
+        )
+        reply = answer("How do I extend the recommended configs?", passage(text, "S"))
+        self.assertIn("*Flat Config*: \n\n```js\n// the recommended", reply.text)
+        self.assertIn("*legacyConfig*: \n\n```js\n// the recommended", reply.text)
 
     def test_code_quoted_from_a_tab_closes_its_fence(self):
         """QA over pydantic's docs (MkDocs): code in a content tab was quoted
