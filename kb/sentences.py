@@ -58,13 +58,20 @@ _HEADING_RE = re.compile(r"#{1,6}(?:\s|$)")
 # "Title"`, `??? tip`) and content tabs (`=== "Tab"`), whose content is indented
 # under them and is text, not code; pymdownx blocks (`/// version-added | 2.1`);
 # Docusaurus' and VuePress' admonitions (`:::tip`, `::: warning Title`).
-_CONTAINER_RE = re.compile(r"(?:!!!|\?\?\?\+?|===|///)(?:[ \t]|$)|:{3,}[ \t]*[A-Za-z]")
+# Quarto's and Pandoc's fenced divs (`::: {.callout-note}`) too. A line of prose
+# opening with them ("/// is a doc comment", "::: is the scope operator") is text.
+_CONTAINER_RE = re.compile(
+    r"(?:!!!|\?\?\?\+?|===)(?:[ \t]|$)"
+    r"|///(?:[ \t]++[\w-]++[ \t]*+(?:\|.*)?)?$"
+    r"|:{3,}+[ \t]*+(?:\{[^{}]*+\}|[A-Za-z][\w.-]*+(?:[ \t]*+[\[{\"'A-Z].*)?)$"
+)
 # An MDX page's ECMAScript (`import Tabs from '@theme/Tabs';`, `export function
 # Clock() {`): a statement opening a paragraph at the line's start, which goes
 # on to the next blank line.
+# (Each quantifier is possessive or bounded: the match is linear in the line.)
 _ESM_RE = re.compile(
-    r"import\s+(?:[\w*{][^'\"]*\s+from\s+)?['\"][^'\"]+['\"];?$"
-    r"|export\s+(?:default\s|const\s|let\s|var\s|function[\s*]|async\s+function\s|class\s)"
+    r"import[ \t]++(?:[\w*{][^'\"]{0,300}?[ \t]from[ \t]++)?['\"][^'\"]++['\"];?$"
+    r"|export[ \t]++(?:default|const|let|var|function|async[ \t]++function|class)\b"
 )
 # A link reference definition (`[docs]: https://…`): a target, no sentence.
 _DEFINITION_RE = re.compile(r"\[[^\]]{1,200}\]:[ \t]*\S")

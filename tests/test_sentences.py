@@ -179,7 +179,9 @@ class SplitterTestCase(SimpleTestCase):
         text = (
             ":::tip\nThe extension provides a restart action.\n:::\n\n"
             "::: warning Mind this\nIt is slow.\n:::\n\n"
-            "/// version-added | v2.13\nThe default changed.\n///\n"
+            "/// version-added | v2.13\nThe default changed.\n///\n\n"
+            "::: {.callout-note}\nQuarto notes too.\n:::\n\n"
+            "/// is a doc comment in Rust.\n"
         )
         self.assertEqual(
             self._split(text),
@@ -187,6 +189,8 @@ class SplitterTestCase(SimpleTestCase):
                 "The extension provides a restart action.",
                 "It is slow.",
                 "The default changed.",
+                "Quarto notes too.",
+                "/// is a doc comment in Rust.",  # prose opening with the marks
             ],
         )
 
