@@ -1115,7 +1115,8 @@ def answer_text(chosen: list[Sentence]) -> str:
         if s.location.section_id not in named:
             named.add(s.location.section_id)
             if (name := _entry_name(s)) is not None:
-                pieces.append(f"**{name}**:")
+                shown = name if "`" in name else f"`{name}`"  # its marks as written
+                pieces.append(f"**{shown}**:")
         if (label := _tab_label(s)) is not None and label != tab:
             pieces.append(f"*{label}*:")
         tab = label
@@ -1163,8 +1164,14 @@ def answer_text(chosen: list[Sentence]) -> str:
 # A heading that names an entry of a reference: code, a call, an option, an
 # identifier ("exsltRegisterAll ()", "--leak-check=<no|summary|yes|full>
 # [default: summary]", "abort_noattach", "OptionParser.accepts").
+# A call is a name right before its parentheses ("accepts(String)"), or an
+# identifier before a space and them ("exsltRegisterAll ()"): "Installation
+# (Windows)" is prose. One token needs a mark between word characters
+# ("abort_noattach", "OptionParser.accepts"; not "Changelog:").
+_IDENTIFIER = r"(?:\w*[_.:$]\w|[a-z]+[A-Z]|[A-Z][a-z]+[A-Z])[\w.:$]*"
 _ENTRY_RE = re.compile(
-    r"`|\w\s?\(|^-{1,2}\w|^\S*[_.:#]\S*$|^[a-z]+[A-Z]\w*$|^[A-Z][a-z]+[A-Z]\w*$"
+    r"`|^[\w.:$]+\(|^" + _IDENTIFIER + r" \(|^-{1,2}\w"
+    r"|^\S*\w[_.:#]\w\S*$|^[a-z]+[A-Z]\w*$|^[A-Z][a-z]+[A-Z]\w*$"
 )
 _SECTION_NUMBER_RE = re.compile(r"^(?:\d+\.)+\d*\s+")
 _NAME_END_RE = re.compile(r"[\s(=\[<]")

@@ -114,7 +114,7 @@ class ExtractiveAnswerTestCase(SimpleTestCase):
         self.assertIn("but can be used", reply.text)
         # the entry's name opens it: the sentence does not say it
         self.assertTrue(
-            reply.text.startswith("**--amend**: Replace the tip"), reply.text
+            reply.text.startswith("**`--amend`**: Replace the tip"), reply.text
         )
 
     def test_a_sentence_introducing_a_table_comes_with_it(self):
@@ -233,7 +233,7 @@ class ExtractiveAnswerTestCase(SimpleTestCase):
                 "Which function registers all EXSLT extensions?",
                 "Registers all available EXSLT extensions.\n",
                 "Details > exsltRegisterAll ()",
-                "**exsltRegisterAll ()**: Registers all available EXSLT extensions.",
+                "**`exsltRegisterAll ()`**: Registers all available EXSLT extensions.",
             ),
             (
                 "What is the default of the leak check?",
@@ -246,6 +246,12 @@ class ExtractiveAnswerTestCase(SimpleTestCase):
                 "The path.basename() method returns the last portion of a path.\n",
                 "Path > `path.basename(path[, suffix])`",
                 "The path.basename() method returns",
+            ),
+            (  # nor one with a word in parentheses
+                "How do I install it on Windows?",
+                "Download the installer and run it.\n",
+                "Setup > Installation (Windows)",
+                "Download the installer",
             ),
             (  # a heading of prose names no entry
                 "Why does the default operation vary?",
@@ -272,7 +278,7 @@ class ExtractiveAnswerTestCase(SimpleTestCase):
             "what does rsync -z do", passage(text, "OPTIONS > --compress, -z")
         )
         self.assertTrue(
-            reply.text.startswith("**--compress, -z**: With this option"), reply.text
+            reply.text.startswith("**`--compress, -z`**: With this option"), reply.text
         )
 
     def test_it_opens_with_the_sentence_sharing_the_rare_words(self):
