@@ -443,17 +443,21 @@ _NOTE_LINE_RE = re.compile(r"([*_]).+\1", re.DOTALL)
 MAX_FIELD_WORDS = 6
 
 
-# "Added in: v0.1.90", "Deprecated since: v16.0.0" (Node.js's API pages)
-_VERSION_LINE_RE = re.compile(r"[A-Za-z][\w ]{0,30}:?\s+v?\d+(?:\.\d+)+\.?")
-MIN_DEFINITION_WORDS = 3
+# "Added in: v0.1.90", "Deprecated since: v16.0.0" (Node.js's API pages),
+# "New in version 3.2", "Changed in version 2.0" (Sphinx): when an entry came.
+_VERSION_LINE_RE = re.compile(
+    r"(?:Added|Deprecated|Changed|Removed|New|Since|Introduced)\b[\w ]{0,20}:?"
+    r"\s+v?\d+(?:\.\d+)+\.?",
+    re.IGNORECASE,
+)
 
 
 def _is_label_line(text: str) -> bool:
     """A line that labels what follows rather than saying what the entry is:
-    a word or two without a full stop ("History" over a table of versions),
-    or the version an entry came in."""
+    one word without a full stop ("History" over a table of versions), or the
+    version an entry came in. "Show help" says what `--help` does."""
     text = text.strip()
-    if len(text.split()) < MIN_DEFINITION_WORDS and not text.endswith((".", "!", "?")):
+    if len(text.split()) == 1 and not text.endswith((".", "!", "?")):
         return True
     return bool(_VERSION_LINE_RE.fullmatch(text))
 

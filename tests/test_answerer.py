@@ -137,6 +137,13 @@ class ExtractiveAnswerTestCase(SimpleTestCase):
             "use the setter. |\n[1]",
         )
 
+    def test_a_short_definition_is_still_an_entry_s_definition(self):
+        text = "Suppress output\n\nThe exit status is still set on failure.\n"
+        reply = answer("What does --quiet do?", passage(text, "Options > --quiet"))
+        self.assertTrue(
+            reply.text.startswith("**`--quiet`**: Suppress output [1]"), reply.text
+        )
+
     def test_an_entry_s_label_lines_do_not_open_its_answer(self):
         """Node.js's API pages: "History" (over a table of versions) and "Added
         in: v0.1.90" were taken for the definition of the entry asked."""
