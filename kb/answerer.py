@@ -1159,7 +1159,7 @@ def answer_text(chosen: list[Sentence]) -> str:
             pieces.append(f"\n\n{one_line(s.text)}\n{markers}\n\n")
             continue
         if len(group) == 1:
-            pieces.append(f"{one_line(s.text)} {markers}")
+            pieces.append(f"{_said_whole(s)} {markers}")
             continue
         pieces += _table_pieces(group)
     return " ".join(pieces).strip()
@@ -1272,7 +1272,7 @@ def one_line(text: str) -> str:
         return _outdented(text)
     if text.startswith(">"):
         text = re.sub(r"\n[ \t]*>", "\n", text[1:])
-    return balanced_emphasis(" ".join(text.split()))
+    return " ".join(text.split())
 
 
 # A content tab's opening line (MkDocs Material: `=== "Flat config"`), its
@@ -1314,6 +1314,20 @@ def _tab_label(s: Sentence) -> str | None:
             return found.group(1) if found else None
         end = start - 1
     return None
+
+
+def _said_whole(s: Sentence) -> str:
+    """A sentence on one line, its bold closed or opened where the sentence
+    split cut a bold passage of its paragraph (balanced_emphasis)."""
+    base, text = _loaded(s.passage, s.start, s.end)
+    start, end = s.start - base, s.end - base
+    opens = text.rfind("\n\n", 0, start)
+    closes = text.find("\n\n", end)
+    return balanced_emphasis(
+        one_line(s.text),
+        text[0 if opens < 0 else opens : start],
+        text[end : len(text) if closes < 0 else closes],
+    )
 
 
 def _outdented(fenced: str) -> str:

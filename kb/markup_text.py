@@ -97,29 +97,28 @@ def _plain(markdown: str) -> str:
 _STRONG_RE = re.compile(r"(?<!\\)(\*\*|__)")
 
 
-def balanced_emphasis(text: str) -> str:
-    """Inline Markdown cut out of a longer text (a sentence of a bold passage)
-    with the strong emphasis the cut left open or closed made whole again:
-    "**Strict Mode always calls it twice," reads "**Strict Mode always calls it
-    twice,**", and "so it fails.** Then" reads "**so it fails.** Then". A lone
-    marker elsewhere ("pass **kwargs on"), with spaces on both sides, or
-    inside code, is text and stays."""
+def strong_marks(text: str) -> int:
+    """How many strong-emphasis markers ("**", "__") stand in inline Markdown
+    outside its code spans, unescaped."""
     code = _code_spans(text)
-    for kind in ("**", "__"):
-        marks = [
-            m
-            for m in _STRONG_RE.finditer(text)
-            if m.group() == kind and not any(s <= m.start() < e for s, e in code)
-        ]
-        if len(marks) % 2 == 0:
-            continue
-        first = marks[0]
-        before = text[first.start() - 1 : first.start()]
-        after = text[first.end() : first.end() + 1]
-        if before and not before.isspace() and (not after or not after.isalnum()):
-            text = kind + text  # it closes what the cut opened before
-        elif first.start() == 0 and after and not after.isspace():
-            text = text.rstrip() + kind  # it opens what the cut closes after
+    return sum(
+        not any(s <= m.start() < e for s, e in code) for m in _STRONG_RE.finditer(text)
+    )
+
+
+def balanced_emphasis(text: str, before: str, after: str) -> str:
+    """`text`, cut out of a paragraph between `before` and `after` (a sentence
+    of a bold passage), with the strong emphasis the cut left open or closed
+    made whole: "**Strict Mode calls it twice," reads "**Strict Mode calls it
+    twice,**" when the passage's "**" closes after it, and "so it fails.**"
+    reads "**so it fails.**" when it opened before. A lone "**" that nothing
+    around it pairs ("Glob src/** matches", "2**(n-1)") stays as written."""
+    if strong_marks(text) % 2 == 0:
+        return text
+    if strong_marks(before) % 2:
+        return "**" + text  # it closes what opened before the cut
+    if strong_marks(after) % 2:
+        return text.rstrip() + "**"  # it opens what closes after the cut
     return text
 
 

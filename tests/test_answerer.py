@@ -217,6 +217,10 @@ class ExtractiveAnswerTestCase(SimpleTestCase):
             "development.** [1]",
             reply.text,
         )
+        # a lone "**" nothing around it pairs is text
+        text = "The glob src/** matches every file below src. Use it for tests.\n"
+        reply = answer("What does the glob src/** match?", passage(text, "S"))
+        self.assertTrue(reply.text.startswith("The glob src/** matches"), reply.text)
 
     def test_a_component_s_tags_are_not_quoted(self):
         """QA over React's docs (MDX): "</Sandpack> [5]" closed an answer."""
