@@ -186,6 +186,21 @@ class HtmlReaderTestCase(SimpleTestCase):
             "# Path\n\nUtilities.\n\n### `path.sep`\n\nThe separator.\n\n"
             "### C# bindings\n",
         )
+        # a sign inside the text, or a heading of only a sign, is the text;
+        # a title's last part is the site's name, not the page's
+        reading = readers.read(
+            "ops.html",
+            _html(
+                "<h3>Poetry</h3><p>Brand.</p><h2 id='hash'><a href='#hash'>#</a></h2>"
+                "<p>Hash.</p><h2>Use the <a href='#h'>#</a> operator</h2><p>Ops.</p>",
+                head="<title>Operators — Poetry</title>",
+            ),
+        )
+        self.assertEqual(
+            reading.text,
+            "# Operators — Poetry\n\n### Poetry\n\nBrand.\n\n## \\#\n\nHash.\n\n"
+            "## Use the # operator\n\nOps.\n",
+        )
 
     def test_each_flavour_of_a_listing_is_a_block_of_its_own(self):
         reading = readers.read(
@@ -201,6 +216,12 @@ class HtmlReaderTestCase(SimpleTestCase):
             "# OS\n\n```js\nconst os = require('node:os');\n```\n\n"
             "```js\nimport os from 'node:os';\n```\n",
         )
+        # a listing written a <code> a line is one block
+        reading = readers.read(
+            "c.html",
+            _html("<h1>C</h1><pre><code>int</code>\n<code>x = 1;</code></pre>"),
+        )
+        self.assertEqual(reading.text, "# C\n\n```\nint\nx = 1;\n```\n")
 
     def test_line_breaks_are_kept_in_code_and_two_end_a_paragraph(self):
         # gtk-doc's prototypes; DocBook's literallayout of a README
@@ -238,6 +259,15 @@ class HtmlReaderTestCase(SimpleTestCase):
             "# xsltFindDocument ()\n\nFinds a document.\n\n`ctxt`\n: an XSLT "
             "transformation context\n\n`Returns`\n: the document or NULL\n",
         )
+        # labels over values are data
+        reading = readers.read(
+            "bill.html",
+            _html(
+                "<h1>Bill</h1><table border='0'><tr><td>Total:</td><td>42</td></tr>"
+                "<tr><td>Tax:</td><td>4</td></tr></table>"
+            ),
+        )
+        self.assertIn("| Total: | 42 |", reading.text)
 
     def test_a_docbook_faq_reads_as_questions_over_their_answers(self):
         # Valgrind's FAQ: a table of question and answer rows, under contents

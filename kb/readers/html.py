@@ -190,12 +190,14 @@ _TITLE_PARTS_RE = re.compile(r"\s+(?:[|·•:—–-]|::|«|»)\s+")
 
 def _titles(heading: str, title: str) -> bool:
     """Whether `heading` says what the page's title says: the same words, or
-    the title's first or last part when it names its site too."""
+    the title's first part when it names its site after it ("Path | Node.js
+    Documentation"; a last part is the site's name: "Installation — Poetry"
+    over a brand heading "Poetry" is no title of "Poetry")."""
     heading, title = heading.casefold(), title.casefold()
     if not heading:
         return False
     parts = _TITLE_PARTS_RE.split(title)
-    return heading == title or len(parts) > 1 and heading in (parts[0], parts[-1])
+    return heading == title or len(parts) > 1 and heading == parts[0]
 
 
 def _parse(name: str, data: bytes) -> lxml.html.HtmlElement:
@@ -401,13 +403,23 @@ _ANCHOR_SIGNS = frozenset(("#", "¶", "§", "🔗", "\uf0c1"))
 
 
 def _heading_marks(body: lxml.html.HtmlElement) -> list[lxml.html.HtmlElement]:
-    return [
-        link
-        for heading in body.iter(*_HEADINGS)
-        for link in heading.iter("a")
-        if (link.get("href") or "").startswith("#")
-        and link.text_content().strip() in _ANCHOR_SIGNS
-    ]
+    marks = []
+    for heading in body.iter(*_HEADINGS):
+        links = [
+            link
+            for link in heading.iter("a")
+            if (link.get("href") or "").startswith("#")
+            and link.text_content().strip() in _ANCHOR_SIGNS
+        ]
+        if not links:
+            continue
+        text = heading.text_content().strip()
+        sign = links[-1].text_content().strip()
+        # the sign beside the heading's text, at its end or start; not a
+        # heading that is only a sign, nor "Use the # operator"
+        if text != sign and (text.endswith(sign) or text.startswith(sign)):
+            marks.append(links[-1] if text.endswith(sign) else links[0])
+    return marks
 
 
 # Links between the pages or nodes of a manual, by their rel: Texinfo's
@@ -821,7 +833,12 @@ class _Walker:
 
     def code(self, el: lxml.html.HtmlElement) -> None:
         flavours = [child for child in el if child.tag == "code"]
-        if len(flavours) > 1 and not _text_beside(el, flavours):
+        classes = {child.get("class") or "" for child in flavours}
+        if (
+            len(flavours) > 1
+            and len(classes) == len(flavours)  # "language-js cjs", "... mjs"
+            and not _text_beside(el, flavours)
+        ):
             # one listing in several flavours, side by side (Node.js's
             # CommonJS and ES module examples): a block each, not one line
             for code in flavours:
@@ -1196,19 +1213,23 @@ def _laid_out_terms(rows: list[list[str]]) -> bool:
     their definitions, as groff prints find(1)'s "-P | Never follow symbolic
     links": in every row a spacer cell, a short term, then its text. Or, with
     no spacer, a term ending in a colon: gtk-doc's parameters ("`URI`: | the
-    URI of the document to load"), which read as "Column 1 | Column 2"."""
+    URI of the document to load"), which read as "Column 1 | Column 2"; a
+    table of values ("Total: | 42") is data."""
+    labelled = described = False
     for row in rows:
         texts = [clean(c) for c in row if _holds_text(c)]
         if len(texts) != 2:
             return False
         term = texts[0]
-        if len(texts) == len(row):  # no spacer: a label
+        if len(texts) == len(row):  # no spacer: a label over a description
             if not term.endswith(":"):
                 return False
             term = term[:-1].rstrip()
+            labelled = True
+            described = described or len(texts[1].split()) > 1
         if not _is_term_text(term):
             return False
-    return bool(rows)
+    return bool(rows) and (described or not labelled)
 
 
 def _owning_table(tr: lxml.html.HtmlElement) -> lxml.html.HtmlElement | None:
