@@ -49,8 +49,29 @@ _CODE_MARK_RE = re.compile("\ue002(\\d+)\ue003")
 
 
 # An anchor written into a heading as raw HTML, empty: `<a name="x"></a>Title`
-_EMPTY_ANCHOR_RE = re.compile(r"<(a|span)\b[^<>]*>\s*</\1>\s*", re.IGNORECASE)
-_HEADING_ID_RE = re.compile(r"\s*\{(?:[#.][^{}]*|\s*/\*.*?\*/\s*)\}\s*$")
+_EMPTY_ANCHOR_RE = re.compile(
+    r"<(a|span)\b[^<>]*\b(?:name|id)=[^<>]*>\s*</\1>\s*", re.IGNORECASE
+)
+# `{#install}`, `{#install .unnumbered}`, `{.unnumbered}`, `{/*install*/}` at
+# the end (no space after "#": `{# comment #}` is a template's text)
+_HEADING_ID_RE = re.compile(
+    r"\s*(?<!\\)\{(?:[#.][\w:.-]+(?:\s[^{}]*)?|/\*[^{}]*?\*/)\}\s*$"
+)
+
+
+def _without_ids(markdown: str) -> str:
+    """A heading's Markdown without its id and its empty anchors, outside its
+    code spans (`` `<span></span>` `` is the text)."""
+    found = _HEADING_ID_RE.search(markdown)
+    if found and not any(s < found.start() + 1 < e for s, e in _code_spans(markdown)):
+        markdown = markdown[: found.start()]
+    if "<" not in markdown:
+        return markdown
+    code = _code_spans(markdown)
+    return _EMPTY_ANCHOR_RE.sub(
+        lambda m: m.group(0) if any(s <= m.start() < e for s, e in code) else "",
+        markdown,
+    )
 
 
 def heading_text(markdown: str) -> str:
@@ -61,7 +82,7 @@ def heading_text(markdown: str) -> str:
     without the id a heading may end with (`{#install}` of Pandoc, kramdown and
     Docusaurus, `{/*install*/}` of MDX) or an empty anchor in it (`<a
     name="install"></a>`): they name the anchor, not the part."""
-    markdown = _EMPTY_ANCHOR_RE.sub("", _HEADING_ID_RE.sub("", markdown))
+    markdown = _without_ids(markdown)
     spans = _code_spans(markdown)
     if not spans or "\ue002" in markdown:  # (the markers themselves: as text)
         return " ".join(_plain(markdown).split())

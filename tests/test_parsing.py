@@ -230,6 +230,15 @@ def test_a_heading_path_leaves_out_the_id_a_heading_ends_with():
     assert "Strict Mode > Install" in paths
     assert "Strict Mode > Sets {a, b}" in paths  # braces of the text stay
     assert "Strict Mode > Customizing" in paths  # pydantic's anchors (MkDocs)
+    from kb.markup_text import heading_text
+
+    # code, a template's comment and an escaped brace are the heading's text
+    assert heading_text("Empty `<span></span>` elements") == (
+        "Empty `<span></span>` elements"
+    )
+    assert heading_text("Comments {# note #}") == "Comments {# note #}"
+    assert heading_text("Code `x {#y}`") == "Code `x {#y}`"
+    assert heading_text(r"Literal \{#x}") == "Literal {#x}"
 
 
 def test_heading_escapes_are_undone_outside_code_spans_only():
