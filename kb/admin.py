@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from django.contrib import admin, messages
+from django.contrib.admin.utils import unquote
 from django.db import transaction
 from django.db.models import Count, F, Func, IntegerField, OuterRef, Subquery
 from django.db.models.fields.json import KeyTextTransform
@@ -125,7 +126,7 @@ class CollectionAdmin(BulkDelete, StaffPages, CollectionScoped, admin.ModelAdmin
         return super().get_queryset(request).annotate(n_sources=Count("sources"))
 
     def change_view(self, request, object_id, form_url="", extra_context=None):
-        collection = self.get_object(request, object_id)
+        collection = self.get_object(request, unquote(object_id))
         if collection is not None and request.method == "GET":
             note = embedding_models.language_note(
                 collection.embedding_model, collection.source_languages()

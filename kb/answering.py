@@ -21,7 +21,12 @@ from django.conf import settings
 from django.db import connection
 from django.db.models import Q
 from django.utils import formats
-from django.utils.translation import get_language_info, gettext, ngettext
+from django.utils.translation import (
+    get_language,
+    get_language_info,
+    gettext,
+    ngettext,
+)
 
 from kb import (
     answerer,
@@ -78,10 +83,11 @@ def _model_note(collection, question: str) -> str | None:
     words tell it (languages.recognised_config)."""
     if collection.embedding_model not in embedding_models.ENGLISH_ONLY:
         return None  # (telling the language costs a classification)
-    config = languages.recognised_config(question)
-    code = languages.code_for(config) if config else ""
+    code = languages.recognised_code(question)
     try:
         name = str(get_language_info(code)["name_translated"]) if code else ""
+        if (get_language() or "en").split("-")[0] not in ("en", "de"):
+            name = name.lower()  # "est en russe", "está en ruso", "русский"
     except KeyError:
         name = code
     return embedding_models.question_note(collection.embedding_model, code, name)

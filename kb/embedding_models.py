@@ -28,7 +28,7 @@ from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
-from django.utils.translation import gettext
+from django.utils.translation import gettext, ngettext
 
 DEFAULT = "all-minilm-l6-v2"
 E5_SMALL = "multilingual-e5-small"
@@ -109,10 +109,14 @@ def language_note(name: str, languages: dict[str, int]) -> str | None:
         f"{code}: {n}"
         for code, n in sorted(other.items(), key=lambda kv: (-kv[1], kv[0]))
     )
-    return gettext(
-        "%(count)d of %(total)d source(s) are not in English (%(listed)s), and "
+    return ngettext(
+        "%(count)d of %(total)d sources is not in English (%(listed)s), and "
+        "%(model)s reads English only: its search will miss most of what it "
+        "says. Choose %(multilingual)s as the collection's embedding model.",
+        "%(count)d of %(total)d sources are not in English (%(listed)s), and "
         "%(model)s reads English only: their search will miss most of what they "
-        "say. Choose %(multilingual)s as the collection's embedding model."
+        "say. Choose %(multilingual)s as the collection's embedding model.",
+        count,
     ) % {
         "count": count,
         "total": total,

@@ -156,17 +156,25 @@ def question_language(question: str, present: list[str]) -> str:
     return _identifier(frozenset(present)).classify(question)[0]
 
 
+def recognised_code(question: str) -> str:
+    """The ISO 639-1 code of the question's language when its words tell it
+    among all CANDIDATES with a probability of at least RECOGNISED, else ""
+    (those read without a stemmer, Chinese or Polish, included)."""
+    words = prose(question)
+    if letters(words) < MIN_QUESTION_LETTERS:
+        return ""
+    code, probability = _identifier().classify(words)
+    return code if probability >= RECOGNISED else ""
+
+
 def recognised_config(question: str) -> str | None:
     """The configuration of the question's language told among all CANDIDATES
     with a probability of at least RECOGNISED, else None (and None under
     MIN_QUESTION_LETTERS letters of prose). Each of the 219 questions of the
     tuned golden sets (156 English, 21 each in French, Spanish and Russian) was
     told right, at 0.87 or more."""
-    words = prose(question)
-    if letters(words) < MIN_QUESTION_LETTERS:
-        return None
-    code, probability = _identifier().classify(words)
-    return config_for(code) if probability >= RECOGNISED else None
+    code = recognised_code(question)
+    return config_for(code) if code else None
 
 
 def code_for(config: str) -> str:

@@ -21,6 +21,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.core.management import CommandError, call_command
 from django.test import SimpleTestCase, TestCase
 from django.urls import reverse
+from django.utils import translation
 
 from kb import (
     answering,
@@ -456,7 +457,7 @@ class LanguageNoteTestCase(TestCase):
 
     def test_french_pages_in_an_english_only_collection_are_named(self):
         warned = self.ingest("French")
-        self.assertIn("2 of 2 source(s) are not in English (fr: 2)", warned)
+        self.assertIn("2 of 2 sources are not in English (fr: 2)", warned)
         self.assertIn(f"{MINILM} reads English only", warned)
         self.assertIn(f"Choose {E5}", warned)
         staff, _, _ = make_users()
@@ -480,6 +481,12 @@ class LanguageNoteTestCase(TestCase):
         )
         _, reply = answering.ask(french, "Can I select objects by their annotations?")
         self.assertFalse(any("reads English only" in w for w in reply.warnings))
+        # a language read without a stemmer is told too, and named in French
+        with translation.override("fr"):
+            _, reply = answering.ask(
+                french, "Czy mogę wybierać obiekty według ich adnotacji?"
+            )
+        self.assertIn("Cette question est en polonais", " ".join(reply.warnings))
 
     def test_kb_ingest_creates_a_collection_with_the_model_named(self):
         self.assertEqual(self.ingest("Multi", "--embedding-model", E5), "")

@@ -374,7 +374,10 @@ class PinpointSearchTestCase(TestCase):
         for question, (opening, path) in cases.items():
             with self.subTest(question):
                 _, reply = answering.ask(self.collection, question)
-                self.assertTrue(reply.text.startswith(opening), reply.text)
+                entry = path.rsplit(" > ", 1)[-1]  # named: its sentence does not
+                self.assertTrue(
+                    reply.text.startswith(f"**`{entry}`**: {opening}"), reply.text
+                )
                 self.assertEqual(reply.citations[0].heading_path, path)
 
 
@@ -447,8 +450,12 @@ class SettingEntryTestCase(TestCase):
         from kb import answering
 
         cases = {
-            "What does the fetch.ranges setting change?": "Fetch only the metadata",
-            "What is workers.max for?": "Set the largest number of packages",
+            "What does the fetch.ranges setting change?": (
+                "**`fetch.ranges`**: Fetch only the metadata"
+            ),
+            "What is workers.max for?": (
+                "**`workers.max`**: Set the largest number of packages"
+            ),
         }
         for question, opening in cases.items():
             with self.subTest(question):
