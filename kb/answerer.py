@@ -1293,9 +1293,8 @@ def _tab_label(s: Sentence) -> str | None:
     label left out."""
     base, text = _loaded(s.passage, s.start, s.end)
     before = text[max(0, s.start - base - MAX_TAB_LOOK_BACK) : s.start - base]
-    item = None
-    for item in _TAB_ITEM_RE.finditer(before):  # Docusaurus: the last one open
-        pass
+    opened = before.rfind("<TabItem")  # Docusaurus: the last one, still open
+    item = _TAB_ITEM_RE.match(before, opened) if opened >= 0 else None
     if item is not None and "</TabItem>" not in before[item.end() :]:
         return item.group(1) or item.group(2)
     line_start = text.rfind("\n", 0, s.start - base) + 1

@@ -80,16 +80,18 @@ def ask(collection, question: str, **options: Any) -> tuple[Result, Answer]:
 
 def _model_note(collection, question: str) -> str | None:
     """embedding_models.question_note for the question's language, when its
-    words tell it (languages.recognised_config)."""
+    words tell it (languages.recognised_code) and it is not English."""
     if collection.embedding_model not in embedding_models.ENGLISH_ONLY:
         return None  # (telling the language costs a classification)
     code = languages.recognised_code(question)
+    if code in ("", "en"):
+        return None
     try:
-        name = str(get_language_info(code)["name_translated"]) if code else ""
-        if (get_language() or "en").split("-")[0] not in ("en", "de"):
-            name = name.lower()  # "est en russe", "está en ruso", "русский"
+        name = str(get_language_info(code)["name_translated"])
     except KeyError:
         name = code
+    if (get_language() or "en").split("-")[0] not in ("en", "de"):
+        name = name.lower()  # "est en russe", "está en ruso", "русский"
     return embedding_models.question_note(collection.embedding_model, code, name)
 
 

@@ -62,16 +62,20 @@ _HEADING_ID_RE = re.compile(
 def _without_ids(markdown: str) -> str:
     """A heading's Markdown without its id and its empty anchors, outside its
     code spans (`` `<span></span>` `` is the text)."""
+    code = _code_spans(markdown)
     found = _HEADING_ID_RE.search(markdown)
-    if found and not any(s < found.start() + 1 < e for s, e in _code_spans(markdown)):
-        markdown = markdown[: found.start()]
+    if found and not _in_code(code, markdown.index("{", found.start())):
+        markdown = markdown[: found.start()]  # no code span crosses the cut
     if "<" not in markdown:
         return markdown
-    code = _code_spans(markdown)
     return _EMPTY_ANCHOR_RE.sub(
-        lambda m: m.group(0) if any(s <= m.start() < e for s, e in code) else "",
-        markdown,
+        lambda m: m.group(0) if _in_code(code, m.start()) else "", markdown
     )
+
+
+def _in_code(spans: list[tuple[int, int]], pos: int) -> bool:
+    """Whether `pos` lies in one of the code spans `spans` (_code_spans)."""
+    return any(start <= pos < end for start, end in spans)
 
 
 def heading_text(markdown: str) -> str:
@@ -122,9 +126,7 @@ def strong_marks(text: str) -> int:
     """How many strong-emphasis markers ("**", "__") stand in inline Markdown
     outside its code spans, unescaped."""
     code = _code_spans(text)
-    return sum(
-        not any(s <= m.start() < e for s, e in code) for m in _STRONG_RE.finditer(text)
-    )
+    return sum(not _in_code(code, m.start()) for m in _STRONG_RE.finditer(text))
 
 
 def balanced_emphasis(text: str, before: str, after: str) -> str:
