@@ -26,7 +26,6 @@ It reads sections, sources and the question log, and writes nothing.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlsplit
@@ -37,6 +36,7 @@ from django.utils.safestring import SafeString
 from django.utils.translation import gettext
 
 from kb import rendering, spans
+from kb.markup_text import shown_text
 from kb.models import Collection, Question, Section, Source
 from kb.readers.reading import pages_of
 from kb.sentences import units
@@ -81,17 +81,17 @@ def original_url(url: Any, anchor: str) -> str:
 
 
 FRAGMENT_WORDS = 4  # words of the cited text's start and end in a text fragment
-_MARKUP_RE = re.compile(r"\]\([^)]*\)|[*`#>|\\\[\]]+")  # a link's target too
 
 
 def text_fragment_url(url: Any, cited: str) -> str:
     """`url` with a text fragment (#:~:text=start,end) that browsers scroll to
-    and highlight: the cited text's first and last words, its Markdown marks
-    dropped; "" when `url` is not a web address or nothing is cited."""
+    and highlight: the cited text's first and last words as the page shows
+    them (markup_text.shown_text: "`env::var()`." is "env::var()."); "" when
+    `url` is not a web address or nothing is cited."""
     base = _web_address(url)
     if not base or not cited.strip():
         return ""
-    words = _MARKUP_RE.sub(" ", cited).split()
+    words = shown_text(cited).split()
     if not words:
         return ""
 

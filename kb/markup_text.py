@@ -11,6 +11,8 @@ citation, keeps them as written). Code keeps its own text.
 - heading_text: a heading's inline Markdown as the plain text of titles and
   heading paths (links as their text, escapes undone, code kept).
 - html_text: the text an HTML fragment shows, one line per block element.
+- shown_text: the text a Markdown passage shows once rendered (what a text
+  fragment link must quote to be found on the original page).
 """
 
 from __future__ import annotations
@@ -117,6 +119,59 @@ def _plain(markdown: str) -> str:
         return _ESCAPED_RE.sub(r"\1", link_text(markdown))
     text = link_text(_ESCAPED_RE.sub(aside, markdown))
     return _ASIDE_RE.sub(lambda m: kept[int(m.group(1))], text)
+
+
+# A line's block marks: a heading's #s, a quote's >, a list item's marker.
+_BLOCK_MARK_RE = re.compile(
+    r"^[ \t]*(?:#{1,6}(?=[ \t]|$)|>|[-*+](?=[ \t])|\d{1,9}[.)](?=[ \t]))[ \t]*"
+)
+_FENCE_LINE_RE = re.compile(r"[ \t]*(?:`{3,}|~{3,})")
+# A table's delimiter row or a thematic break: no text
+_RULE_LINE_RE = re.compile(r"[ \t|:]*-[ \t|:-]*")
+# Emphasis marks: a run of * or _ with a word on one side only (not "5 * 3",
+# not snake_case).
+_EMPHASIS_RE = re.compile(
+    r"(?<![\w*])\*{1,3}(?=[^\s*])|(?<=[^\s*])\*{1,3}(?![\w*])"
+    r"|(?<![\w_])_{1,3}(?=[^\s_])|(?<=[^\s_])_{1,3}(?![\w_])"
+)
+_INLINE_TAG_RE = re.compile(r"</?[A-Za-z][\w-]*(?:\s[^<>\n]*)?/?>")
+
+
+def shown_text(markdown: str) -> str:
+    """The text `markdown` shows once rendered, on one line: code spans as
+    their code (no backticks), emphasis marks, block marks (#, >, list
+    markers), fence lines, table pipes and inline tags left out, links as
+    their text, escapes undone. A cited `` `env::var()`. `` shows as
+    "env::var().", `\\_\\_all\\_\\_` as "__all__". Linear in its length."""
+    lines = []
+    for line in markdown.splitlines():
+        if _FENCE_LINE_RE.match(line) or _RULE_LINE_RE.fullmatch(line):
+            continue
+        for _ in range(3):  # "> - item": a quote's list item
+            line = _BLOCK_MARK_RE.sub("", line, count=1)
+        lines.append(line)
+    text = "\n".join(lines)
+    code: list[str] = []
+    pieces, position = [], 0
+    for start, end in _code_spans(text):
+        ticks = len(text[start:end]) - len(text[start:end].lstrip("`"))
+        code.append(text[start + ticks : end - ticks].strip())
+        pieces.append(f"{text[position:start]}\ue002{len(code) - 1}\ue003")
+        position = end
+    pieces.append(text[position:])
+    text = "".join(pieces)
+    kept: list[str] = []
+
+    def aside(match: re.Match) -> str:
+        kept.append(match.group(1))
+        return f"\ue000{len(kept) - 1}\ue001"
+
+    text = link_text(_ESCAPED_RE.sub(aside, text))
+    text = _INLINE_TAG_RE.sub(" ", text)
+    text = _EMPHASIS_RE.sub("", text).replace("|", " ")
+    text = _ASIDE_RE.sub(lambda m: kept[int(m.group(1))], text)
+    text = _CODE_MARK_RE.sub(lambda m: code[int(m.group(1))], text)
+    return " ".join(text.split())
 
 
 _STRONG_RE = re.compile(r"(?<!\\)(\*\*|__)")

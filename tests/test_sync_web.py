@@ -291,3 +291,21 @@ class TextFragmentTestCase(SimpleTestCase):
         )
         self.assertEqual(citations.text_fragment_url("javascript:alert(1)", "x"), "")
         self.assertEqual(citations.text_fragment_url(url, "  "), "")
+
+    def test_the_fragment_quotes_the_text_as_the_page_shows_it(self):
+        # A browser finds a fragment only as the page's text reads: code
+        # without its backticks, escapes undone, no list marker or pipes
+        # (QA over rustdoc and pydoc pages: "env::var() ." and "_ _all _ _"
+        # were found nowhere).
+        url = "https://docs.example.org/env.html"
+        for cited, shown in [
+            ("Returned from `env::var()`.", "Returned%20from%20env%3A%3Avar%28%29."),
+            ("\\_\\_all\\_\\_ lists it.", "__all__%20lists%20it."),
+            ("- The *first* item", "The%20first%20item"),
+            ("| `-S` | slot name |", "%2DS%20slot%20name"),
+            ("Compute 5 * 3 here", "Compute%205%20%2A%203%20here"),
+        ]:
+            with self.subTest(cited=cited):
+                self.assertEqual(
+                    citations.text_fragment_url(url, cited), f"{url}#:~:text={shown}"
+                )
