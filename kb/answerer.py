@@ -36,7 +36,14 @@ from kb.rendering import CELL_SPLIT_RE, is_table_row
 from kb.retrieval.passages import Location, Passage, Result, heading_label
 from kb.retrieval.question import STOPWORDS, content_words
 from kb.retrieval.tables import header_line, is_delimiter_line, is_group_line
-from kb.sentences import block_around, code_blocks, is_list_item, units, widened
+from kb.sentences import (
+    block_around,
+    code_blocks,
+    is_definition_item,
+    is_list_item,
+    units,
+    widened,
+)
 
 MAX_SENTENCES = 6
 MAX_ANSWER_WORDS = 170
@@ -1150,7 +1157,7 @@ def answer_text(chosen: list[Sentence]) -> str:
         items = _items_after(chosen, i, s) if len(group) == 1 else []
         if items:  # "...the following:" and its list, as a list (issue #28)
             i += len(items)
-            lines = "\n".join(one_line(item.text.strip()) for item in items)
+            lines = "\n".join(_item_line(item.text.strip()) for item in items)
             pieces.append(f"{one_line(s.text)} {markers}\n\n{lines}\n\n")
             continue
         if len(group) == 1 and has_code(s.text):
@@ -1261,6 +1268,12 @@ def _next_row(above: Sentence, row: Sentence) -> bool:
     return len(lines) == 1 and is_delimiter_line(lines[0].strip())
 
 
+def _item_line(text: str) -> str:
+    """A list item quoted in a list: a definition list's item marked as one."""
+    line = one_line(text)
+    return f"- {line}" if is_definition_item(text) else line
+
+
 def one_line(text: str) -> str:
     """A sentence on one line: soft line breaks (and a quote's ">") read as spaces.
     A code block stays as it is (an indented one fenced, so it still reads as
@@ -1272,7 +1285,13 @@ def one_line(text: str) -> str:
         return _outdented(text)
     if text.startswith(">"):
         text = re.sub(r"\n[ \t]*>", "\n", text[1:])
+    if is_definition_item(text):  # "limit\n: Integer. ..." as "limit: Integer. ..."
+        term, definitions = text.split("\n", 1)
+        text = f"{term.strip()}:" + _DEFINITION_MARK_RE.sub(" ", "\n" + definitions)
     return " ".join(text.split())
+
+
+_DEFINITION_MARK_RE = re.compile(r"\n[ \t]{0,3}:(?=[ \t])")
 
 
 # A content tab's opening line (MkDocs Material: `=== "Flat config"`), its

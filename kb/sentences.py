@@ -110,8 +110,60 @@ def _line_kind(line: str) -> str:
 
 
 def is_list_item(unit: str) -> bool:
-    """Whether a unit (units()) is a list item: its marker, then its text."""
-    return bool(_ITEM_RE.match(unit.lstrip()))
+    """Whether a unit (units()) is a list item: its marker, then its text; or
+    an item of a definition list (is_definition_item)."""
+    return bool(_ITEM_RE.match(unit.lstrip())) or is_definition_item(unit)
+
+
+# A definition list's item (PHP Markdown Extra, pandoc, Hugo; kb.parsing reads
+# them as a list): a term's line over ": definition" lines. CommonMark reads a
+# run of them as one paragraph.
+_DEFINITION_LINE_RE = re.compile(r"[ \t]{0,3}:[ \t]+\S")
+MAX_TERM_WORDS = 8
+
+
+def is_definition_item(unit: str) -> bool:
+    """Whether a unit opens with a term's line and a ": definition" line."""
+    first = unit.find("\n")
+    return (
+        0 < first
+        and _is_term_line(unit[:first])
+        and bool(_DEFINITION_LINE_RE.match(unit, first + 1))
+    )
+
+
+def _is_term_line(line: str) -> bool:
+    line = line.strip()
+    return (
+        bool(line)
+        and len(line.split()) <= MAX_TERM_WORDS
+        and not line.endswith((".", ":", "!", "?", ","))
+        and not _DEFINITION_LINE_RE.match(line)
+    )
+
+
+def _definition_items(text: str, start: int, end: int) -> list[tuple[int, int]]:
+    """A paragraph's definition items, when it opens with one (a term's line
+    over a ": definition" line): each term with its definitions; else []."""
+    lines = []
+    position = start
+    while position < end:
+        stop = text.find("\n", position, end)
+        stop = end if stop < 0 else stop
+        lines.append((position, stop))
+        position = stop + 1
+    is_definition = [bool(_DEFINITION_LINE_RE.match(text, a, b)) for a, b in lines]
+    terms = [
+        i
+        for i in range(len(lines) - 1)
+        if is_definition[i + 1]
+        and not is_definition[i]
+        and _is_term_line(text[slice(*lines[i])])
+    ]
+    if not terms or terms[0] != 0:
+        return []
+    ends = [lines[i - 1][1] for i in terms[1:]] + [end]
+    return [(lines[i][0], stop) for i, stop in zip(terms, ends, strict=True)]
 
 
 def units(text: str, start: int, end: int) -> list[tuple[int, int]]:
@@ -238,9 +290,19 @@ def _indent(line: str) -> int:
 
 def _paragraph(text: str, start: int, end: int, kind: str) -> list[tuple[int, int]]:
     """A paragraph's sentences (`kind`: its first line's); a short list item
-    whole."""
+    whole, and a short item of a definition list (each of a paragraph's)."""
     if kind == "item" and len(text[start:end].split()) <= MAX_ITEM_WORDS:
         return [(start, end)]
+    if kind == "text" and (items := _definition_items(text, start, end)):
+        return [
+            unit
+            for lo, hi in items
+            for unit in (
+                [(lo, hi)]
+                if len(text[lo:hi].split()) <= MAX_ITEM_WORDS
+                else _sentences(text, lo, hi)
+            )
+        ]
     return _sentences(text, start, end)
 
 

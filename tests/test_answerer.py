@@ -64,6 +64,24 @@ class ExtractiveAnswerTestCase(SimpleTestCase):
             self.assertIn(f"- {item}", items)
         self.assertNotIn("Work slowly", reply.text)
 
+    def test_a_definition_list_is_quoted_as_a_list_of_its_terms(self):
+        text = (
+            "Each request takes these paging parameters:\n\n"
+            "limit\n: Integer. How many frames a page holds; at most 40.\n\n"
+            "min_id\n: String. Frames right after this one: a cursor that "
+            "pages forward.\n\nPaging is the same on every endpoint.\n"
+        )
+        reply = answer(
+            "Which paging parameters does a request take?", passage(text, "Paging")
+        )
+        self.assertIn(
+            "- limit: Integer. How many frames a page holds; at most 40.\n"
+            "- min_id: String. Frames right after this one: a cursor that pages "
+            "forward.",
+            reply.text,
+        )
+        self.assertTrue(reply.text.startswith("Each request takes these paging"))
+
     def test_a_sentence_qualifying_the_quoted_one_comes_with_it(self):
         """The rule and its catch: "Be aware ..." shares no word with the
         question, and is what "is there a downside?" asks (RQ's `rq info`)."""

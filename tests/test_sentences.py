@@ -287,6 +287,29 @@ class SplitterTestCase(SimpleTestCase):
         self.assertEqual(parts[0], "| *Trust* | Works on the team.")
         self.assertEqual(len(parts), 13)
 
+    def test_a_definition_list_item_is_one_unit_with_its_term(self):
+        """QA over a Hugo API guide: "In effect, sets a cursor at this ID." was
+        quoted without saying it is `min_id`'s, and "limit : Integer." was a
+        sentence of its own."""
+        text = (
+            "Use these parameters:\n\nlimit\n: Integer. At most 40 results."
+            "\nmin_id\n: String. In effect, sets a cursor at this ID.\n"
+            ": Since v2.6.\n\nA sentence. And another one.\n"
+        )
+        parts = self._split(text)
+        self.assertEqual(
+            parts,
+            [
+                "Use these parameters:",
+                "limit\n: Integer. At most 40 results.",
+                "min_id\n: String. In effect, sets a cursor at this ID.\n: Since v2.6.",
+                "A sentence.",
+                "And another one.",
+            ],
+        )
+        self.assertTrue(sentences.is_list_item(parts[1]))
+        self.assertFalse(sentences.is_list_item(parts[3]))
+
     def test_a_window_cut_mid_sentence_cites_the_whole_sentence(self):
         text = (
             "# Retry\n\nJobs that fail can\nautomatically retry up to\nthree times. "
