@@ -30,7 +30,7 @@ import numpy as np
 from django.utils.translation import gettext
 
 from kb import embedding, exact_tokens, languages, unit_vectors
-from kb.markup_text import balanced_emphasis, html_text
+from kb.markup_text import balanced_emphasis, html_text, without_shortcodes
 from kb.parsing import TEXT_EXTENSIONS
 from kb.rendering import CELL_SPLIT_RE, is_table_row
 from kb.retrieval.passages import Location, Passage, Result, heading_label
@@ -1285,6 +1285,7 @@ def one_line(text: str) -> str:
         return _outdented(text)
     if text.startswith(">"):
         text = re.sub(r"\n[ \t]*>", "\n", text[1:])
+    text = without_shortcodes(text)  # Hugo's: "[Status]({{< relref "x" >}})"
     if is_definition_item(text):  # "limit\n: Integer. ..." as "limit: Integer. ..."
         term, definitions = text.split("\n", 1)
         text = f"{term.strip()}:" + _DEFINITION_MARK_RE.sub(" ", "\n" + definitions)

@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from kb.markup_text import html_text, link_text
+from kb.markup_text import html_text, link_text, without_shortcodes
 from kb.parsing import (
     Block,
     Document,
@@ -345,7 +345,8 @@ def _open_tag(text: str, lo: int, hi: int) -> int | None:
 
 def embedded_text(text: str, start: int, end: int, html: HTMLBlocks) -> str:
     """text[start:end] as it is embedded: HTML blocks as the text they show,
-    Markdown links as their text (link_text)."""
+    Markdown links as their text (link_text), Hugo's shortcodes as theirs
+    (without_shortcodes)."""
     pieces, position = [], start
     for block_start, block_end in html.overlapping(start, end):
         lo, hi = max(block_start, start), min(block_end, end)
@@ -362,7 +363,7 @@ def embedded_text(text: str, start: int, end: int, html: HTMLBlocks) -> str:
         pieces.append(html_text(text[lo:hi_cut]))
         position = hi
     pieces.append(text[position:end])
-    return link_text("".join(pieces))
+    return link_text(without_shortcodes("".join(pieces)))
 
 
 # --- structure strategy ---------------------------------------------------

@@ -11,6 +11,7 @@ citation, keeps them as written). Code keeps its own text.
 - heading_text: a heading's inline Markdown as the plain text of titles and
   heading paths (links as their text, escapes undone, code kept).
 - html_text: the text an HTML fragment shows, one line per block element.
+- without_shortcodes: Hugo's inline shortcodes as the text they show.
 - shown_text: the text a Markdown passage shows once rendered (what a text
   fragment link must quote to be found on the original page).
 """
@@ -61,6 +62,42 @@ _HEADING_ID_RE = re.compile(
 )
 
 
+# Hugo's shortcodes, inline: `{{< glossary_tooltip text="Pods" term_id="pod" >}}`
+# shows its text; a link's target `]({{< relref "api/oauth" >}})` and a mark
+# such as `{{% deprecated %}}` show nothing. (Bounded: linear in the text.)
+_SHORTCODE_LINK_RE = re.compile(
+    r"\[([^\[\]\n]{0,500})\]\(\s*\{\{[<%][^{}\n]{0,500}[%>]\}\}\s*\)"
+)
+_SHORTCODE_RE = re.compile(r"([ \t]?)\{\{[<%][^{}\n]{0,500}?[%>]\}\}")
+# (Docsy's `{{% heading "whatsnext" %}}` names the heading it prints)
+_SHOWN_ARGUMENT_RE = re.compile(
+    r"\b(?:text|caption|title)=\"([^\"\n]*)\"|^\{\{[<%]\s*heading\s+\"([^\"\n]*)\""
+)
+
+
+def without_shortcodes(markdown: str) -> str:
+    """`markdown` with Hugo's inline shortcodes, outside code spans, as the
+    text they show: a link to a shortcode's target as its text, a shortcode
+    with a text (or caption, title) as that text, any other as nothing."""
+    if "{{" not in markdown:
+        return markdown
+    code = _code_spans(markdown)
+
+    def shown(match: re.Match) -> str:
+        if _in_code(code, match.start()):
+            return match.group(0)
+        if match.re is _SHORTCODE_LINK_RE:
+            return match.group(1)
+        argument = _SHOWN_ARGUMENT_RE.search(match.group(0).lstrip(" \t"))
+        said = (argument.group(1) or argument.group(2) or "") if argument else ""
+        return match.group(1) + said if said else ""  # no space before "."
+
+    text = _SHORTCODE_LINK_RE.sub(shown, markdown)
+    if text != markdown:
+        code = _code_spans(text)
+    return _SHORTCODE_RE.sub(shown, text)
+
+
 def _without_ids(markdown: str) -> str:
     """A heading's Markdown without its id and its empty anchors, outside its
     code spans (`` `<span></span>` `` is the text)."""
@@ -88,7 +125,7 @@ def heading_text(markdown: str) -> str:
     without the id a heading may end with (`{#install}` of Pandoc, kramdown and
     Docusaurus, `{/*install*/}` of MDX) or an empty anchor in it (`<a
     name="install"></a>`): they name the anchor, not the part."""
-    markdown = _without_ids(markdown)
+    markdown = _without_ids(without_shortcodes(markdown))
     spans = _code_spans(markdown)
     if not spans or "\ue002" in markdown:  # (the markers themselves: as text)
         return " ".join(_plain(markdown).split())

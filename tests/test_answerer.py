@@ -82,6 +82,19 @@ class ExtractiveAnswerTestCase(SimpleTestCase):
         )
         self.assertTrue(reply.text.startswith("Each request takes these paging"))
 
+    def test_a_hugo_shortcode_is_quoted_as_the_text_it_shows(self):
+        text = (
+            'A hive record lists its [frames]({{< relref "entities/Frame" >}}) '
+            "and the weight of each {{% deprecated %}}.\n"
+        )
+        reply = answer("What does a hive record list?", passage(text, "Records"))
+        self.assertTrue(
+            reply.text.startswith(
+                "A hive record lists its frames and the weight of each."
+            ),
+            reply.text,
+        )
+
     def test_a_sentence_qualifying_the_quoted_one_comes_with_it(self):
         """The rule and its catch: "Be aware ..." shares no word with the
         question, and is what "is there a downside?" asks (RQ's `rq info`)."""

@@ -258,6 +258,34 @@ def test_heading_escapes_are_undone_outside_code_spans_only():
     assert heading_text("`C:\\` drive") == "`C:\\` drive"
 
 
+def test_hugo_shortcodes_read_as_the_text_they_show():
+    """QA over Mastodon's Hugo docs: `{{%deprecated%}}` sat in heading paths,
+    and `[Status]({{< relref "entities/Status" >}})` in answers as written."""
+    from kb import chunking
+    from kb.embedding import get_embedder
+    from kb.markup_text import without_shortcodes
+
+    text = (
+        "# Timelines\n\n## View direct timeline {{%deprecated%}}\n\n"
+        'Returns a [Status]({{< relref "entities/Status" >}}) list of '
+        'direct messages of a {{< glossary_tooltip text="Pod" term_id="pod" >}}.\n'
+        '\n## {{% heading "whatsnext" %}}\n\nWrite `{{< relref "x" >}}` in '
+        "a page.\n"
+    )
+    doc = parsing.parse(text, "timelines.md")
+    paths = [s.heading_path for s in doc.sections]
+    assert "Timelines > View direct timeline" in paths
+    assert "Timelines > whatsnext" in paths
+    chunks = chunking.chunk_document(
+        doc, text, count_tokens=get_embedder().count_tokens
+    ).chunks
+    embedded = " ".join(c.embed_text for c in chunks)
+    assert "Returns a Status list of direct messages of a Pod." in embedded
+    assert '`{{< relref "x" >}}`' in embedded  # code is what it says
+    assert "{{%" not in embedded
+    assert without_shortcodes("No shortcode {here}") == "No shortcode {here}"
+
+
 def test_a_readme_s_html_h1_titles_the_document():
     text = (
         '<h1 align="center"><img src="logo.svg" alt="">Lumen</h1>\n\n'
