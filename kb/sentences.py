@@ -15,7 +15,15 @@ MAX_ITEM_WORDS = 60  # a list item up to this long is one unit ("`x` - Does y.
 CODE_INDENT = 4  # columns that make a line after a blank line an indented code block
 MAX_WIDEN = 1500  # characters a location grows by to reach whole sentences
 
-_SENTENCE_END_RE = re.compile(r"(?<=[.!?])[\"')\]*_]*\s+(?=[\"'(\[*_]*[A-Z0-9`])")
+# A sentence's end: its mark, closing quotes and marks, space, and what the next
+# one opens with: a capital of any alphabet, a digit or code ("... ID. Это",
+# "... élément. À noter", "¿Qué pasa? ¡Nada!", "«первый». «Второй»"), also on
+# a quote's next line ("verticalement.\n> La ..."). _sentences checks the
+# capital.
+_SENTENCE_END_RE = re.compile(
+    r"(?<=[.!?\u2026])[\"')\]*_\u00bb\u201d\u2019]*\s+(?:>[ \t]*)*"
+    r"(?=[\"'(\[*_\u00ab\u201c\u201e\u00bf\u00a1]*([\w`]))"
+)
 # A list item's marker ("1.", "2)", "a.", "-", "*", "+"): never a sentence of its own.
 _LIST_MARKER_RE = re.compile(r"(?:[-*+]|\d{1,9}[.)]|[A-Za-z][.)])(?=\s|$)")
 _WORD_CHAR_RE = re.compile(r"\w")
@@ -322,7 +330,13 @@ _LINK_RE = re.compile(
     re.IGNORECASE,
 )
 _ABBREVIATIONS = frozenset(
-    "e.g. i.e. etc. vs. cf. approx. no. fig. mr. ms. dr.".split()
+    (
+        "e.g. i.e. etc. vs. cf. approx. no. fig. mr. ms. dr."
+        # French, Spanish, Russian
+        " ex. env. av. apr. p.ex. cf. chap. vol. nº. n°. mme. mlle. st."
+        " ej. p.ej. sr. sra. srta. dra. núm. pág. aprox. vol. ud. uds."
+        " т.е. т.д. т.п. т.к. см. др. пр. ср. напр. рис. стр. гл. г. гг. им."
+    ).split()
 )
 
 
@@ -335,14 +349,23 @@ def _sentences(text: str, start: int, end: int) -> list[tuple[int, int]]:
             continue  # inside `code`, a [link](...) or a URL
         words = text[last:stop].split()
         word = words[-1].lstrip("(\"'*_") if words else ""
-        if word.lower() in _ABBREVIATIONS or re.fullmatch(r"[A-Z]\.", word):
-            continue  # "e.g. The", "J. Smith"
+        opens = match.group(1)
+        if not (opens.isupper() or opens.isdigit() or opens == "`"):
+            continue  # "Prix 5 p. ex. chez", "version 2. la suite"
+        if word.lower() in _ABBREVIATIONS or _is_initial(word):
+            continue  # "e.g. The", "J. Smith", "т. е. Это"
         if _LIST_MARKER_RE.fullmatch(text, last, stop):
             continue  # "1. Announce…": the marker stays with its item's text
         spans.append((last, stop))
         last = match.end()
     spans.append((last, end))
     return spans
+
+
+def _is_initial(word: str) -> bool:
+    """One letter and a full stop, of any alphabet: "J." of "J. Smith", "т."
+    and "е." of "т. е."."""
+    return len(word) == 2 and word[1] == "." and word[0].isalpha()
 
 
 def _inline_spans(text: str, start: int, end: int) -> list[tuple[int, int]]:

@@ -331,6 +331,43 @@ class SentenceSplitTestCase(SimpleTestCase):
         )
         return [s.text for s in answerer.split_sentences(passage)]
 
+    def test_sentences_end_before_a_capital_of_any_alphabet(self):
+        """QA over MDN in Russian, French and Spanish: a Russian paragraph was
+        never split (only A-Z opened a sentence), and French and Spanish
+        abbreviations ended sentences ("(ex." then "Chrome 70), ...")."""
+        for text, expected in [
+            (
+                "Загрузка работает без JavaScript. Это анти-трэкинг мера.",
+                ["Загрузка работает без JavaScript.", "Это анти-трэкинг мера."],
+            ),
+            ("Voir l'élément. À noter : rien.", ["Voir l'élément.", "À noter : rien."]),
+            (
+                "Es un valor. ¿Qué pasa después? ¡Nada!",
+                ["Es un valor.", "¿Qué pasa después?", "¡Nada!"],
+            ),
+            ("Текст «первый». «Второй» текст.", ["Текст «первый».", "«Второй» текст."]),
+            (
+                "Certains navigateurs (ex. Chrome 70) le bloquent. Puis p. ex. Firefox.",
+                [
+                    "Certains navigateurs (ex. Chrome 70) le bloquent.",
+                    "Puis p. ex. Firefox.",
+                ],
+            ),
+            (
+                "Это т. е. Пример верный. См. Выше.",
+                ["Это т. е. Пример верный.", "См. Выше."],
+            ),
+            ("Un valor, p. ej. Uno. Otro.", ["Un valor, p. ej. Uno.", "Otro."]),
+        ]:
+            with self.subTest(text):
+                self.assertEqual(self._split(text), expected)
+
+    def test_a_quote_s_sentences_end_at_its_line_breaks_too(self):
+        self.assertEqual(
+            self._split("> Une ligne verticalement.\n> La pseudo-classe marche.\n"),
+            ["> Une ligne verticalement.", "La pseudo-classe marche."],
+        )
+
     def test_list_markers_stay_with_their_item(self):
         text = (
             "1. Announce the deploy. Then wait.\n"
