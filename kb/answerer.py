@@ -40,6 +40,7 @@ from kb.sentences import (
     block_around,
     code_blocks,
     is_definition_item,
+    is_html_row,
     is_list_item,
     units,
     widened,
@@ -928,6 +929,10 @@ def _group_above(row: Sentence) -> Sentence | None:
 _ELEMENT_RE = re.compile(r"<(?:/?[A-Za-z][\w-]*[\s/>]|!--)")  # "</Sandpack>" too
 _TABLE_TAG_RE = re.compile(r"<(?:table|thead|tbody|tr|td|th)[\s>]", re.IGNORECASE)
 MARKUP_CHARS = 2000  # of a sentence read to tell markup from text
+_HTML_DATA_CELL_RE = re.compile(r"<td\b", re.IGNORECASE)
+_HTML_CELL_RE = re.compile(
+    r"<t([dh])\b[^<>]*>(.*?)(?=</t[dh]\s*>|<t[dh]\b|$)", re.I | re.S
+)
 
 
 def _is_markup(s: Sentence) -> bool:
@@ -936,6 +941,8 @@ def _is_markup(s: Sentence) -> bool:
     table always: an answer shows it as escaped markup, however much it says
     (its cells are searched, and shown in the passage)."""
     text = s.text.strip()[:MARKUP_CHARS]
+    if is_html_row(text):  # quoted as its cells (one_line); not a header's
+        return not _HTML_DATA_CELL_RE.search(text) or not html_text(text).strip()
     if not _ELEMENT_RE.match(text):  # an autolink (<https://…>) is a link in text
         return False
     if _TABLE_TAG_RE.match(text):
@@ -1274,6 +1281,16 @@ def _item_line(text: str) -> str:
     return f"- {line}" if is_definition_item(text) else line
 
 
+def _html_row_text(row: str) -> str:
+    """An HTML table's row as the text of its cells: "title | Texto ... "."""
+    cells = (
+        " ".join(html_text(m.group(1)).split()) for m in _HTML_CELL_RE.finditer(row)
+    )
+    return " | ".join(cell for cell in cells if cell) or " ".join(
+        html_text(row).split()
+    )
+
+
 def one_line(text: str) -> str:
     """A sentence on one line: soft line breaks (and a quote's ">") read as spaces.
     A code block stays as it is (an indented one fenced, so it still reads as
@@ -1285,13 +1302,26 @@ def one_line(text: str) -> str:
         return _outdented(text)
     if text.startswith(">"):
         text = re.sub(r"\n[ \t]*>", "\n", text[1:])
+    if is_html_row(text):  # an HTML table's row as its cells' text
+        cells = [
+            " ".join(html_text(m.group(2)).split())
+            for m in _HTML_CELL_RE.finditer(text)
+        ]
+        return " | ".join(cell for cell in cells if cell) or " ".join(
+            html_text(text).split()
+        )
     text = without_shortcodes(text)  # Hugo's: "[Status]({{< relref "x" >}})"
+    # MDN's definition: "- `open`\n\n  - : This attribute ..." as "- `open`: ..."
+    text = _MDN_DEFINITION_RE.sub(": ", text)
+    if text.startswith((": ", "- : ", "* : ")):
+        text = text.split(": ", 1)[1]
     if is_definition_item(text):  # "limit\n: Integer. ..." as "limit: Integer. ..."
         term, definitions = text.split("\n", 1)
         text = f"{term.strip()}:" + _DEFINITION_MARK_RE.sub(" ", "\n" + definitions)
     return " ".join(text.split())
 
 
+_MDN_DEFINITION_RE = re.compile(r"\s*\n[ \t]*[-*+][ \t]+:[ \t]+")
 _DEFINITION_MARK_RE = re.compile(r"\n[ \t]{0,3}:(?=[ \t])")
 
 

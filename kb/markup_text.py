@@ -11,7 +11,8 @@ citation, keeps them as written). Code keeps its own text.
 - heading_text: a heading's inline Markdown as the plain text of titles and
   heading paths (links as their text, escapes undone, code kept).
 - html_text: the text an HTML fragment shows, one line per block element.
-- without_shortcodes: Hugo's inline shortcodes as the text they show.
+- without_shortcodes: Hugo's inline shortcodes and MDN's macros as the text
+  they show.
 - shown_text: the text a Markdown passage shows once rendered (what a text
   fragment link must quote to be found on the original page).
 """
@@ -75,10 +76,39 @@ _SHOWN_ARGUMENT_RE = re.compile(
 )
 
 
+# MDN's macros (KumaScript): `{{cssxref("color")}}`, `{{domxref("Node.x", "x")}}`
+# show a name; `{{Compat}}`, `{{EmbedLiveSample("x", 600)}}`, `{{HTMLSidebar}}`
+# show no words of the text.
+_MACRO_RE = re.compile(
+    r"([ \t]?)\{\{[ \t]*([A-Za-z][\w-]{0,60})[ \t]*"
+    r"(?:\(([^{}()\n]{0,500})\))?[ \t]*\}\}"
+)
+_MACRO_ARGUMENT_RE = re.compile(r"\"([^\"\n]*)\"|'([^'\n]*)'")
+_NAMING_MACRO_RE = re.compile(
+    r"\w*(?:ref|attrdef|element|glossary|httpheader|httpmethod|httpstatus)",
+    re.IGNORECASE,
+)
+
+
+def _macro_text(name: str, arguments: str) -> str:
+    """What an MDN macro shows: an xref its text (its second argument, the
+    third of htmlattrxref) or its first; a macro naming nothing, nothing."""
+    if not arguments or not _NAMING_MACRO_RE.fullmatch(name):
+        return ""
+    said = [a or b for a, b in _MACRO_ARGUMENT_RE.findall(arguments)]
+    if not said:
+        return ""
+    if name.lower() == "htmlelement":
+        return f"`<{said[0]}>`"  # as MDN prints it: the element's tag
+    shown = 2 if name.lower() == "htmlattrxref" else 1
+    return said[shown] if len(said) > shown and said[shown] else said[0]
+
+
 def without_shortcodes(markdown: str) -> str:
-    """`markdown` with Hugo's inline shortcodes, outside code spans, as the
-    text they show: a link to a shortcode's target as its text, a shortcode
-    with a text (or caption, title) as that text, any other as nothing."""
+    """`markdown` with Hugo's inline shortcodes and MDN's macros, outside code
+    spans, as the text they show: a link to a shortcode's target as its
+    text, a shortcode with a text (or caption, title) as that text, an MDN
+    xref as the name it links (_macro_text), any other as nothing."""
     if "{{" not in markdown:
         return markdown
     code = _code_spans(markdown)
@@ -92,10 +122,19 @@ def without_shortcodes(markdown: str) -> str:
         said = (argument.group(1) or argument.group(2) or "") if argument else ""
         return match.group(1) + said if said else ""  # no space before "."
 
+    def macro(match: re.Match) -> str:
+        if _in_code(code, match.start()):
+            return match.group(0)
+        said = _macro_text(match.group(2), match.group(3) or "")
+        return match.group(1) + said if said else ""
+
     text = _SHORTCODE_LINK_RE.sub(shown, markdown)
     if text != markdown:
         code = _code_spans(text)
-    return _SHORTCODE_RE.sub(shown, text)
+    found = _SHORTCODE_RE.sub(shown, text)
+    if found != text:
+        code = _code_spans(found)
+    return _MACRO_RE.sub(macro, found)
 
 
 def _without_ids(markdown: str) -> str:

@@ -106,8 +106,10 @@ def _line_kind(line: str) -> str:
         return "rule"  # a table's separator row, a thematic break, a setext line
     if line.startswith("|"):
         return "row"
-    if line.startswith(("{{<", "{{%", "<!--")):
-        return "markup"  # Hugo shortcodes and comments: no sentence
+    if line.startswith(("{{<", "{{%", "<!--")) or (
+        line.startswith("{{") and line.endswith("}}")
+    ):
+        return "markup"  # Hugo shortcodes, MDN macros, comments: no sentence
     if _CONTAINER_RE.match(line) or _DEFINITION_RE.match(line):
         return "markup"
     if line.startswith(">"):
@@ -213,6 +215,7 @@ def _scan(
     blank_before = start == 0 or not text[_line(text, start - 1)[0] : start].strip()
     context = "block"  # the last line indented less: "item", "container", "block"
     esm = False  # inside an MDX import or export statement
+    table = _html_table_around(text, start)  # an open HTML table block's start
     pos = start
     while pos < end:
         line_start, full_end = pos, _line(text, pos)[1]
@@ -230,6 +233,17 @@ def _scan(
                 fence = None
             continue
         indented = stripped and _indent(line) >= CODE_INDENT
+        if table is not None:  # an HTML block goes on to a blank line
+            if stripped:
+                continue
+            found.extend(_html_rows(text, table, line_start, start))
+            table = None
+        elif code is None and not indented and _HTML_TABLE_RE.match(stripped):
+            if para is not None:  # (an HTML block interrupts a paragraph)
+                _add_paragraph(found, text, *para, para_kind)
+                para = None
+            table = line_start
+            continue
         if code is not None:
             if not stripped or indented:
                 code = (code[0], tail) if stripped else code
@@ -270,7 +284,7 @@ def _scan(
                 para = (para[0], tail)
                 continue
         if para is not None:
-            found.extend(_paragraph(text, *para, para_kind))
+            _add_paragraph(found, text, *para, para_kind)
             para = None
         if kind in ("text", "quote", "item"):
             para, para_kind = (lead, tail), kind
@@ -279,7 +293,9 @@ def _scan(
         elif kind == "row":  # a row of paragraphs: its sentences, as in the text
             found.extend(_sentences(text, lead, tail))
     if para is not None:
-        found.extend(_paragraph(text, *para, para_kind))
+        _add_paragraph(found, text, *para, para_kind)
+    if table is not None:
+        found.extend(_html_rows(text, table, end, start))
     if fence is not None:
         found.append((fence[0], end))
         codes.add(fence[0])
@@ -291,9 +307,87 @@ def _scan(
     return found, blocks
 
 
+# An HTML table in Markdown (MDN's older pages, READMEs): CommonMark passes it
+# on as raw HTML up to the next blank line. Its rows are its units, not the
+# tag soup between full stops.
+_HTML_TABLE_RE = re.compile(r"<table(?:[\s>]|$)", re.IGNORECASE)
+_HTML_ROW_RE = re.compile(r"<tr\b", re.IGNORECASE)
+_HTML_ROW_END_RE = re.compile(r"</tr\s*>|</t(?:able|body|head|foot)\s*>", re.IGNORECASE)
+
+
+MAX_TABLE_LOOK_BACK = 50_000  # characters read up from a range to its table
+
+
+def _html_table_around(text: str, pos: int) -> int | None:
+    """The start of the HTML table block `pos` lies in (a range that starts
+    inside one: its rows are still rows), if any: the first line after the
+    last blank line above `pos` opens with <table."""
+    floor = max(0, pos - MAX_TABLE_LOOK_BACK)
+    line_start = text.rfind("\n", floor, pos) + 1 if pos else 0
+    while line_start > floor:
+        above = text.rfind("\n", floor, line_start - 1) + 1
+        if not text[above : line_start - 1].strip():
+            break  # a blank line: the block starts below it
+        line_start = above
+    if line_start < pos and _HTML_TABLE_RE.match(text[line_start:pos].lstrip(" ")):
+        return line_start
+    return None
+
+
+def _html_rows(
+    text: str, table: int, end: int, start: int = 0
+) -> list[tuple[int, int]]:
+    """Each row of the HTML table from `table` to `end`, from its <tr> to its
+    </tr> (or to the next row: HTML may leave it out), of those starting at
+    `start` or after. Linear."""
+    opens = [m.start() for m in _HTML_ROW_RE.finditer(text, max(table, start), end)]
+    rows: list[tuple[int, int]] = []
+    for lo, hi in zip(opens, [*opens[1:], end][: len(opens)], strict=True):
+        close = _HTML_ROW_END_RE.search(text, lo, hi)
+        if close is None:
+            stop = hi
+        elif close.group()[:4].lower() == "</tr":
+            stop = close.end()
+        else:
+            stop = close.start()  # "</table>" of a last row left open
+        while stop > lo and text[stop - 1].isspace():
+            stop -= 1
+        rows.append((lo, stop))
+    return rows
+
+
+def is_html_row(unit: str) -> bool:
+    """Whether a unit is a row of an HTML table (`<tr>...</tr>`)."""
+    return unit[:3].lower() == "<tr"
+
+
 def _indent(line: str) -> int:
     expanded = line.expandtabs(CODE_INDENT)
     return len(expanded) - len(expanded.lstrip())
+
+
+# MDN's definition lists: a term's item, then its definition as an item
+# opening with ":" nested under it ("- `open`\n\n  - : This attribute ...").
+_DEFINITION_ITEM_RE = re.compile(r"[-*+][ \t]+:[ \t]")
+
+
+def _add_paragraph(
+    found: list[tuple[int, int]], text: str, start: int, end: int, kind: str
+) -> None:
+    """A paragraph's units added to `found`; an MDN definition's first unit
+    joined to its term's item right above (a short item of one line)."""
+    units = _paragraph(text, start, end, kind)
+    if (
+        kind == "item"
+        and found
+        and _DEFINITION_ITEM_RE.match(text, start, end)
+        and _ITEM_RE.match(text, found[-1][0], found[-1][1])
+        and "\n" not in text[found[-1][0] : found[-1][1]]
+        and len(text[found[-1][0] : found[-1][1]].split()) <= MAX_TERM_WORDS
+        and not text[found[-1][1] : start].strip()
+    ):
+        units[0] = (found.pop()[0], units[0][1])
+    found.extend(units)
 
 
 def _paragraph(text: str, start: int, end: int, kind: str) -> list[tuple[int, int]]:

@@ -95,6 +95,28 @@ class ExtractiveAnswerTestCase(SimpleTestCase):
             reply.text,
         )
 
+    def test_an_html_table_row_is_quoted_as_its_cells(self):
+        text = (
+            "The frame attributes:\n\n<table>\n<tr><th>name</th><th>default</th>"
+            '</tr>\n<tr>\n  <td><a href="#w">weight</a></td>\n  <td>'
+            '<abbr title="kilograms">2 kg</abbr>. Set by the scale.</td>\n'
+            "</tr>\n</table>\n"
+        )
+        reply = answer("What is the default frame weight?", passage(text, "Frames"))
+        self.assertIn("weight | 2 kg. Set by the scale. [1]", reply.text)
+        self.assertNotIn("<", reply.text)
+
+    def test_mdn_macros_are_quoted_as_the_names_they_show(self):
+        text = (
+            '{{HTMLSidebar}}\n\nThe {{HTMLElement("hive")}} element sets the '
+            '{{cssxref("frame-count")}} of a box {{Deprecated_Inline}}.\n\n'
+            '{{EmbedLiveSample("Example", 600)}}\n'
+        )
+        reply = answer("What does the hive element set?", passage(text, "Hive"))
+        self.assertEqual(
+            reply.text, "The `<hive>` element sets the frame-count of a box. [1]"
+        )
+
     def test_a_sentence_qualifying_the_quoted_one_comes_with_it(self):
         """The rule and its catch: "Be aware ..." shares no word with the
         question, and is what "is there a downside?" asks (RQ's `rq info`)."""

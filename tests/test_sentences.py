@@ -287,6 +287,27 @@ class SplitterTestCase(SimpleTestCase):
         self.assertEqual(parts[0], "| *Trust* | Works on the team.")
         self.assertEqual(len(parts), 13)
 
+    def test_an_html_table_s_rows_are_its_units(self):
+        """QA over MDN's Spanish pages: an HTML table in Markdown was cut at
+        its full stops into 4,600 characters of tag soup."""
+        rows = [
+            "<tr>\n    <td>type</td>\n    <td>Indica el tipo. Uno de: submit.</td>\n  </tr>",
+            "<tr>\n    <td>name</td>\n    <td>El nombre.</td>\n  </tr>",
+        ]
+        text = (
+            "Los atributos:\n<table>\n  <tbody>\n  "
+            + "\n  ".join(rows)
+            + "\n  </tbody>\n</table>\n\nOtra frase. Y otra.\n"
+        )
+        self.assertEqual(
+            self._split(text), ["Los atributos:", *rows, "Otra frase.", "Y otra."]
+        )
+        # a passage starting inside the table still reads whole rows
+        start = text.index("<tr>\n    <td>name") - 5
+        parts = self._split(text, start)
+        self.assertEqual(parts[-3:], [rows[1], "Otra frase.", "Y otra."])
+        self.assertLessEqual(set(parts[:-2]), set(rows))
+
     def test_a_definition_list_item_is_one_unit_with_its_term(self):
         """QA over a Hugo API guide: "In effect, sets a cursor at this ID." was
         quoted without saying it is `min_id`'s, and "limit : Integer." was a
@@ -361,6 +382,24 @@ class SentenceSplitTestCase(SimpleTestCase):
         ]:
             with self.subTest(text):
                 self.assertEqual(self._split(text), expected)
+
+    def test_an_mdn_definition_is_one_unit_with_its_term(self):
+        text = (
+            "- `open`\n\n  - : Shows the details. Absent by default.\n\n"
+            "- `name`\n\n  - : Groups several elements.\n"
+        )
+        parts = self._split(text)
+        self.assertEqual(
+            parts,
+            [
+                "- `open`\n\n  - : Shows the details. Absent by default.",
+                "- `name`\n\n  - : Groups several elements.",
+            ],
+        )
+        self.assertEqual(
+            answerer.one_line(parts[0]),
+            "- `open`: Shows the details. Absent by default.",
+        )
 
     def test_a_quote_s_sentences_end_at_its_line_breaks_too(self):
         self.assertEqual(
