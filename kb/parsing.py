@@ -202,9 +202,20 @@ def _mask_front_matter(text: str) -> tuple[str, str, int]:
     if not match:
         return "", text, 0
     found = _FRONT_MATTER_TITLE_RE.search(match.group(1))
-    title = found.group(1).strip("\"'").strip() if found else ""
+    title = _yaml_scalar(found.group(1)) if found else ""
     masked = re.sub(r"[^\n]", " ", LINE_BREAK_RE.sub("\n", text[: match.end()]))
     return title, masked + text[match.end() :], match.end()
+
+
+def _yaml_scalar(value: str) -> str:
+    """A one-line YAML scalar's text: 'l''élément' is "l'élément" (a quote
+    doubled inside single quotes), "say \\"hi\\"" is 'say "hi"'."""
+    value = value.strip()
+    if len(value) >= 2 and value[0] == value[-1] == "'":
+        return value[1:-1].replace("''", "'").strip()
+    if len(value) >= 2 and value[0] == value[-1] == '"':
+        return re.sub(r"\\([\\\"/])", r"\1", value[1:-1]).strip()
+    return value.strip("\"'").strip()
 
 
 _HTML_H1_RE = re.compile(r"<h1\b[^<>]*>", re.I)

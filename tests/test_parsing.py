@@ -307,6 +307,20 @@ def test_it_takes_the_title_from_front_matter_and_skips_it():
     assert [text[b.start : b.end] for b in doc.sections[0].blocks] == ["Some text."]
 
 
+def test_a_front_matter_title_is_read_as_yaml_writes_it():
+    # MDN's French pages: "<progress> : l''élément d''indicateur" in titles
+    for written, title in [
+        (
+            "'<progress> : l''élément d''indicateur'",
+            "<progress> : l'élément d'indicateur",
+        ),
+        ('"Say \\"hi\\""', 'Say "hi"'),
+        ("Plain: it's here", "Plain: it's here"),
+    ]:
+        doc = parse(f"---\ntitle: {written}\n---\n\nText.\n", "page.md")
+        assert doc.title == title
+
+
 def test_it_splits_plain_text_on_blank_lines():
     text = "First para\nstill first.\n\n\nSecond para.\n"
     doc = parse(text, "office-faq.txt")
