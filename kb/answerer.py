@@ -1302,6 +1302,8 @@ def one_line(text: str) -> str:
         return _outdented(text)
     if text.startswith(">"):
         text = re.sub(r"\n[ \t]*>", "\n", text[1:])
+        # GitHub's alert: "> [!WARNING]" over its text reads "**Warning:** ..."
+        text = _ALERT_RE.sub(lambda m: f"**{m.group(1).capitalize()}:** ", text)
     if is_html_row(text):  # an HTML table's row as its cells' text
         cells = [
             " ".join(html_text(m.group(2)).split())
@@ -1321,6 +1323,9 @@ def one_line(text: str) -> str:
     return " ".join(text.split())
 
 
+_ALERT_RE = re.compile(
+    r"^[ \t]*\[!(NOTE|TIP|IMPORTANT|WARNING|CAUTION)\][ \t]*(?:\n|$)", re.IGNORECASE
+)
 _MDN_DEFINITION_RE = re.compile(r"\s*\n[ \t]*[-*+][ \t]+:[ \t]+")
 _DEFINITION_MARK_RE = re.compile(r"\n[ \t]{0,3}:(?=[ \t])")
 

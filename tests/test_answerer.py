@@ -117,6 +117,18 @@ class ExtractiveAnswerTestCase(SimpleTestCase):
             reply.text, "The `<hive>` element sets the frame-count of a box. [1]"
         )
 
+    def test_a_github_alert_is_quoted_under_its_label(self):
+        text = (
+            "The scale weighs each frame.\n\n> [!WARNING]\n> Never weigh a "
+            "frame while the bees are on it.\n"
+        )
+        reply = answer("Can I weigh a frame with bees on it?", passage(text, "Scale"))
+        self.assertIn(
+            "**Warning:** Never weigh a frame while the bees are on it. [1]",
+            reply.text,
+        )
+        self.assertNotIn("[!", reply.text)
+
     def test_a_sentence_qualifying_the_quoted_one_comes_with_it(self):
         """The rule and its catch: "Be aware ..." shares no word with the
         question, and is what "is there a downside?" asks (RQ's `rq info`)."""
