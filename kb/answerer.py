@@ -1208,7 +1208,11 @@ def _entry_name(s: Sentence) -> str | None:
     if not entry or len(entry.split()) > MAX_ENTRY_WORDS or not _ENTRY_RE.search(entry):
         return None
     name = _NAME_END_RE.split(entry.replace("`", "").replace("\\", ""), maxsplit=1)[0]
-    if not name or name.casefold() in s.text.replace("\\", "").casefold():
+    if not name:
+        return None
+    # said as a word: "dump" is not said by "Like `dumps()` but dumps into a file"
+    said = re.compile(rf"(?<![\w$]){re.escape(name)}(?![\w$])", re.IGNORECASE)
+    if said.search(s.text.replace("\\", "")):
         return None
     return heading
 

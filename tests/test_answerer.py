@@ -323,6 +323,12 @@ class ExtractiveAnswerTestCase(SimpleTestCase):
                 "Path > `path.basename(path[, suffix])`",
                 "The path.basename() method returns",
             ),
+            (  # a longer name is not this one's (QA over Sphinx: dump, dumps)
+                "What does dump do?",
+                "Like `dumps()` but dumps into a file.\n",
+                "Serializer > dump(obj, f)",
+                "**`dump(obj, f)`**: Like `dumps()` but dumps into a file.",
+            ),
             (  # nor one with a word in parentheses
                 "How do I install it on Windows?",
                 "Download the installer and run it.\n",
