@@ -172,6 +172,7 @@ class Sentence:
     words: float = 0.0  # its score by the question's words alone (_score)
     meaning: float = 0.0  # its nearness to the question, 0 to 1 (_by_meaning)
     exact: float = 0.0  # the question's exact tokens it holds, up to 1 (_score)
+    goes_on: bool = False  # a list item quoted last of a list that goes on
 
 
 @dataclass
@@ -1051,19 +1052,23 @@ def _following(sentences: list[Sentence]) -> dict[int, Sentence]:
 
 
 def _list_after(intro: Sentence, following: dict[int, Sentence]) -> list[Sentence]:
-    """The items of the list right after `intro`, the whole list when it has at
-    most MAX_INTRO_ITEMS items of MAX_INTRO_LIST_WORDS words in all (a longer
-    one: none, the intro then stands as any sentence does)."""
+    """The items of the list right after `intro`: the whole list when it has at
+    most MAX_INTRO_ITEMS items of MAX_INTRO_LIST_WORDS words in all, else its
+    first items within them, the last marked as going on (answer_text shows
+    the cut); none when its first item alone is over (the intro then stands
+    as any sentence does)."""
     items: list[Sentence] = []
     words = 0
     s = intro
     while (after := following.get(id(s))) is not None and is_list_item(after.text):
         if _text_between(s, after).strip():
             break
-        items.append(after)
         words += len(after.text.split())
-        if len(items) > MAX_INTRO_ITEMS or words > MAX_INTRO_LIST_WORDS:
-            return []
+        if len(items) >= MAX_INTRO_ITEMS or words > MAX_INTRO_LIST_WORDS:
+            if items:
+                items[-1].goes_on = True
+            return items
+        items.append(after)
         s = after
     return items
 
@@ -1165,6 +1170,8 @@ def answer_text(chosen: list[Sentence]) -> str:
         if items:  # "...the following:" and its list, as a list (issue #28)
             i += len(items)
             lines = "\n".join(_item_line(item.text.strip()) for item in items)
+            if items[-1].goes_on:
+                lines += "\n- …"  # the list goes on in the cited section
             pieces.append(f"{one_line(s.text)} {markers}\n\n{lines}\n\n")
             continue
         if len(group) == 1 and has_code(s.text):

@@ -129,6 +129,22 @@ class ExtractiveAnswerTestCase(SimpleTestCase):
         )
         self.assertNotIn("[!", reply.text)
 
+    def test_a_long_list_is_quoted_from_its_start_with_its_cut_shown(self):
+        """QA over opensource.guide: "here's how to submit a pull request:" was
+        quoted without any of its 7 long steps."""
+        steps = [
+            f"- Step {n}: " + " ".join(["check the frame and the comb"] * 5) + "."
+            for n in range(1, 8)
+        ]
+        text = "Here is how to inspect a hive:\n\n" + "\n".join(steps) + "\n"
+        reply = answer("How do I inspect a hive?", passage(text, "Inspection"))
+        intro, items = reply.text.split("\n\n", 1)
+        self.assertEqual(intro, "Here is how to inspect a hive: [1]")
+        lines = items.strip().splitlines()
+        self.assertEqual(lines[0], steps[0])
+        self.assertEqual(lines[-1], "- …")
+        self.assertLess(len(lines), len(steps) + 1)
+
     def test_a_sentence_qualifying_the_quoted_one_comes_with_it(self):
         """The rule and its catch: "Be aware ..." shares no word with the
         question, and is what "is there a downside?" asks (RQ's `rq info`)."""
