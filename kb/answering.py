@@ -67,7 +67,7 @@ def ask(collection, question: str, **options: Any) -> tuple[Result, Answer]:
         reply.searched_for = [(f.asked, f.searched) for f in fixes]
         reply.warnings.insert(0, _searched_for(fixes))
         result.question = asked
-    if (note := _model_note(collection, asked)) is not None:
+    if (note := _model_note(collection, asked, configs)) is not None:
         reply.warnings.append(note)
         reply.is_trustworthy = False
     complete_citations(reply)
@@ -78,14 +78,26 @@ def ask(collection, question: str, **options: Any) -> tuple[Result, Answer]:
     return result, reply
 
 
-def _model_note(collection, question: str) -> str | None:
-    """embedding_models.question_note for the question's language, when its
-    words tell it (languages.recognised_code) and it is not English."""
+def _model_note(
+    collection, question: str, configs: dict[int, str] | None = None
+) -> str | None:
+    """For a collection whose model reads English only: embedding_models.
+    question_note for the question's language, when its words tell it
+    (languages.recognised_code) and it is not English; else, when most of the
+    passages found are in another language (`configs`: each passage's
+    configuration), embedding_models.language_note over its sources (an
+    English question over French pages, QA of MDN)."""
     if collection.embedding_model not in embedding_models.ENGLISH_ONLY:
         return None  # (telling the language costs a classification)
     code = languages.recognised_code(question)
     if code in ("", "en"):
-        return None
+        read = list((configs or {}).values())
+        foreign = [c for c in read if c not in (languages.SIMPLE, "english")]
+        if not read or len(foreign) * 2 <= len(read):
+            return None
+        return embedding_models.language_note(
+            collection.embedding_model, collection.source_languages()
+        )
     try:
         name = str(get_language_info(code)["name_translated"])
     except KeyError:
