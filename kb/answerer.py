@@ -453,10 +453,12 @@ MAX_FIELD_WORDS = 6
 
 
 # "Added in: v0.1.90", "Deprecated since: v16.0.0" (Node.js's API pages),
-# "New in version 3.2", "Changed in version 2.0" (Sphinx): when an entry came.
+# "New in version 3.2", "Changed in version 2.0" (Sphinx), "Stable since Rust
+# version 1.27.0, const since 1.32.0." (rustdoc): when an entry came.
 _VERSION_LINE_RE = re.compile(
+    r"(?:(?:Stable|Const)\s+)?"  # rustdoc's "Stable since Rust version 1.3.0."
     r"(?:Added|Deprecated|Changed|Removed|New|Since|Introduced)\b[\w ]{0,20}:?"
-    r"\s+v?\d+(?:\.\d+)+\.?",
+    r"\s+v?\d+(?:\.\d+)+(?:,\s*const since v?\d+(?:\.\d+)+)?\.?",
     re.IGNORECASE,
 )
 

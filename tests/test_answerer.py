@@ -228,7 +228,11 @@ class ExtractiveAnswerTestCase(SimpleTestCase):
     def test_an_entry_s_label_lines_do_not_open_its_answer(self):
         """Node.js's API pages: "History" (over a table of versions) and "Added
         in: v0.1.90" were taken for the definition of the entry asked."""
-        for label in ("History", "Added in: v0.1.90"):
+        for label in (
+            "History",
+            "Added in: v0.1.90",
+            "Stable since Rust version 1.27.0, const since 1.32.0.",  # rustdoc
+        ):
             text = (
                 f"{label}\n\n| Version | Changes |\n| --- | --- |\n"
                 "| v6.0.0 | Passing a non-string now throws. |\n\n"

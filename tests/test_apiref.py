@@ -234,6 +234,62 @@ class JavadocTestCase(SimpleTestCase):
 
 
 # DocBook's variablelist, as PostgreSQL's reference pages print it.
+# rustdoc (1.63's layout; newer ones keep these classes): a struct page with
+# an inherent impl, a trait impl, an auto-trait impl and a variant-like field.
+RUSTDOC = (Path(__file__).parent / "fixtures" / "rustdoc-frame.html").read_bytes()
+
+
+class RustdocTestCase(SimpleTestCase):
+    """QA over Rust's std pages: a method's header was a paragraph
+    ("const: 1.58.0 · source pub const fn new(...)"), its description under
+    the previous method's "Examples", with "Run", "Read more" and "[−]"."""
+
+    def test_each_member_is_a_section_under_its_impl(self):
+        reading = readers.read("struct.Frame.html", RUSTDOC)
+        self.assertEqual(
+            _paths(reading),
+            [
+                "Struct hive::Frame",
+                "Struct hive::Frame > impl Frame",
+                "Struct hive::Frame > impl Frame > Frame::new",
+                "Struct hive::Frame > impl Frame > Frame::new > Panics",
+                "Struct hive::Frame > impl Frame > Frame::new > Examples",
+                "Struct hive::Frame > impl Frame > Frame::weight",
+                "Struct hive::Frame > impl Clone for Frame",
+                "Struct hive::Frame > impl Clone for Frame > clone",
+            ],
+        )
+        new = _section(reading, "Struct hive::Frame > impl Frame > Frame::new")
+        self.assertIn("```\npub const fn new(combs: u32) -> Frame\n```", new)
+        self.assertIn("Const since 1.58.0.", new)
+        self.assertIn("Creates a frame of `combs` combs.", new)
+        weight = _section(reading, "Struct hive::Frame > impl Frame > Frame::weight")
+        self.assertIn("This is a nightly-only experimental API.", weight)
+        self.assertIn("The frame's weight in grams.", weight)
+        top = _section(reading, "Struct hive::Frame")
+        self.assertIn("pub struct Frame { /* private fields */ }", top)
+        self.assertIn("A frame of a hive.", top)
+        for furniture in ("Run", "Read more", "source", "[−]", "Expand", "Send"):
+            self.assertNotIn(furniture, reading.text)
+
+    def test_a_member_heading_keeps_its_anchor(self):
+        reading = readers.read("struct.Frame.html", RUSTDOC)
+        anchors = {anchor: offset for offset, anchor in reading.anchors}
+        self.assertTrue(
+            reading.text[anchors["method.new"] :].startswith("### Frame::new\n")
+        )
+
+    def test_a_page_of_another_generator_is_not_read_as_rustdoc(self):
+        reading = readers.read(
+            "x.html",
+            _html(
+                '<section id="method.x"><h4 class="code-header">fn x()</h4>'
+                "</section><p>Text.</p>"
+            ),
+        )
+        self.assertIn("Text.", reading.text)
+
+
 VARIABLELIST = """
 <div class="navheader"><table><tr><th>createdb</th></tr><tr><td>Prev</td></tr></table>
 </div>

@@ -291,7 +291,8 @@ class SplitterTestCase(SimpleTestCase):
         """QA over MDN's Spanish pages: an HTML table in Markdown was cut at
         its full stops into 4,600 characters of tag soup."""
         rows = [
-            "<tr>\n    <td>type</td>\n    <td>Indica el tipo. Uno de: submit.</td>\n  </tr>",
+            "<tr>\n    <td>type</td>\n    <td>Indica el tipo. Uno de: submit.</td>"
+            "\n  </tr>",
             "<tr>\n    <td>name</td>\n    <td>El nombre.</td>\n  </tr>",
         ]
         text = (
@@ -368,7 +369,8 @@ class SentenceSplitTestCase(SimpleTestCase):
             ),
             ("Текст «первый». «Второй» текст.", ["Текст «первый».", "«Второй» текст."]),
             (
-                "Certains navigateurs (ex. Chrome 70) le bloquent. Puis p. ex. Firefox.",
+                "Certains navigateurs (ex. Chrome 70) le bloquent. "
+                "Puis p. ex. Firefox.",
                 [
                     "Certains navigateurs (ex. Chrome 70) le bloquent.",
                     "Puis p. ex. Firefox.",

@@ -10,6 +10,15 @@ The summary tables, which repeat the details, and the inherited-member lists
 are left out. A page without member details (package, overview, index pages)
 returns None and is read as any page.
 
+`rustdoc(body)` rebuilds a rustdoc page (a struct, enum, trait, function or
+module) the same way: the item's heading, its declaration as code and its
+description; then each impl block a section (h2, `impl Duration`) and each of
+its members one (h3, `Duration::new`, with the member's anchor as its id): its
+signature as code, "Stable since Rust version 1.3.0." and its docs, whose
+"Panics" and "Examples" are sections under it. Enum variants and struct fields
+are members too. Auto-trait and blanket impls (the same on every page) are
+left out, with the page's furniture ("source", "[−]", "Run", "Read more").
+
 `sphinx_signature(dt)` reads the term of a Sphinx object description
 (`<dl class="py method"><dt class="sig" id=...>`) as a short name and its
 signature; `is_field_list(dl)` tells the lists of an object's fields
@@ -24,6 +33,7 @@ from __future__ import annotations
 import copy
 import re
 
+import lxml.etree
 import lxml.html
 from lxml.html import builder as E
 
@@ -73,6 +83,144 @@ def javadoc(body: lxml.html.HtmlElement) -> lxml.html.HtmlElement | None:
         page.append(E.H2(_member_name(anchor, member), id=anchor))
         page.extend(_parts(member))
     return page
+
+
+# rustdoc: the page's parts, in document order
+_RUSTDOC_PARTS = lxml.etree.XPath(
+    ".//h1[contains(@class, 'fqn')] | .//div[contains(@class, 'main-heading')]/h1"
+    " | .//*[contains(@class, 'item-decl')]"
+    " | .//details[contains(@class, 'top-doc')]/div[contains(@class, 'docblock')]"
+    " | .//*[self::section or self::div][@id][*[contains(@class, 'code-header')]]"
+    " | .//*[@id][contains(@class, 'small-section-header')]"
+    "[contains(concat(' ', normalize-space(@class), ' '), ' variant ')"
+    " or contains(concat(' ', normalize-space(@class), ' '), ' structfield ')]"
+)
+_RUSTDOC_LEFT_OUT = (  # impls every type has; a trait's implementors
+    "synthetic-implementations-list",
+    "blanket-implementations-list",
+    "implementors-list",
+)
+_RUSTDOC_FURNITURE = lxml.etree.XPath(
+    ".//*[contains(@class, 'test-arrow') or contains(@class, 'anchor')"
+    " or contains(@class, 'tooltip') or contains(@class, 'notable-traits')"
+    " or contains(@class, 'rightside') or contains(@class, 'srclink')]"
+    " | .//button | .//a[normalize-space() = 'Read more']"
+)
+_HEADING_TAGS = ("h1", "h2", "h3", "h4", "h5", "h6")
+
+
+def rustdoc(body: lxml.html.HtmlElement) -> lxml.html.HtmlElement | None:
+    """A rustdoc page rebuilt (see above); None for any other page."""
+    if "rustdoc" not in (body.get("class") or "").split():
+        return None
+    left_out = {
+        el for name in _RUSTDOC_LEFT_OUT for el in body.xpath(f".//*[@id='{name}']")
+    }
+    page = E.DIV()
+    item = ""  # the page's item: "Duration"
+    inherent = True  # the item's own members: a trait's, `impl Duration`'s
+    for part in _RUSTDOC_PARTS(body):
+        if any(a in left_out for a in part.iterancestors()):
+            continue
+        classes = set((part.get("class") or "").split())
+        if part.tag == "h1":
+            title = _without_furniture(part)
+            item = title.rsplit("::", 1)[-1].split()[-1] if title else ""
+            page.append(E.H1(title))
+        elif "item-decl" in classes:
+            page.append(E.PRE(_code(part)))
+        elif "docblock" in classes:  # the item's description
+            page.extend(_docs(part, None))
+        elif _is_member(part) and part.get("id", "").startswith("impl"):
+            header = signature(_header(part))
+            inherent = " for " not in header
+            page.append(E.H2(header, id=part.get("id")))
+            page.extend(_since(part))
+            page.extend(_member_docs(part))
+        else:
+            anchor = part.get("id")
+            name = (
+                anchor.split(".", 1)[-1].rsplit("-", 1)[0] if "." in anchor else anchor
+            )
+            if item and (inherent or not _is_member(part)):
+                name = f"{item}::{name}"  # a variant, a field: the item's
+            page.append(E.H3(name, id=anchor))
+            if _is_member(part):
+                page.append(E.PRE(signature(_header(part))))
+                page.extend(_since(part))
+            elif (declared := _without_furniture(part)) != name.rsplit(":", 1)[-1]:
+                page.append(E.PRE(declared))  # "NotUnicode(OsString)"
+            page.extend(_member_docs(part))
+    return page if len(page) else None
+
+
+def _is_member(part: lxml.html.HtmlElement) -> bool:
+    """A member's or impl's part (its code header), not a variant's heading."""
+    return bool(_CODE_HEADER(part))
+
+
+_CODE_HEADER = lxml.etree.XPath("*[contains(@class, 'code-header')]")
+
+
+def _header(section: lxml.html.HtmlElement) -> lxml.html.HtmlElement:
+    return _CODE_HEADER(section)[0]
+
+
+def _without_furniture(el: lxml.html.HtmlElement) -> str:
+    kept = copy.deepcopy(el)
+    for mark in kept.xpath(".//*[contains(@class, 'out-of-band')]"):
+        mark.drop_tree()
+    for mark in _RUSTDOC_FURNITURE(kept):
+        mark.drop_tree()
+    return _text(kept)
+
+
+def _since(section: lxml.html.HtmlElement) -> list[lxml.html.HtmlElement]:
+    """ "Stable since Rust version 1.3.0." from a member's version mark."""
+    marks = section.xpath(".//*[contains(@class, 'since')]")
+    if not marks:
+        return []
+    said = marks[0].get("title") or f"Since {_text(marks[0])}"
+    return [E.P(said[:1].upper() + said[1:] + ".")]
+
+
+def _member_docs(part: lxml.html.HtmlElement) -> list[lxml.html.HtmlElement]:
+    """A member's notes (item-info: "This is a nightly-only experimental API")
+    and docs: in its toggle (`details > summary > section`, then the docs),
+    else the blocks right after it."""
+    summary = part.getparent()
+    if summary is not None and summary.tag == "summary":
+        after = [*summary[summary.index(part) + 1 :]]
+        after += [el for el in summary.itersiblings()]
+    else:
+        after = []
+        for el in part.itersiblings():
+            if el.tag in ("section", "details", *_HEADING_TAGS):
+                break
+            after.append(el)
+    blocks: list[lxml.html.HtmlElement] = []
+    for el in after:
+        classes = set((el.get("class") or "").split())
+        if "item-info" in classes:
+            blocks.append(E.P(_without_furniture(el)))
+        elif "docblock" in classes:
+            blocks += _docs(el, "h4")
+    return blocks
+
+
+def _docs(docblock: lxml.html.HtmlElement, level: str | None) -> list:
+    """A docblock's blocks, without furniture; its headings at `level`."""
+    kept = copy.deepcopy(docblock)
+    for mark in _RUSTDOC_FURNITURE(kept):
+        mark.drop_tree()
+    if level:
+        for heading in kept.iter(*_HEADING_TAGS):
+            heading.tag = level
+    return [*kept]
+
+
+def _code(el: lxml.html.HtmlElement) -> str:
+    return el.text_content().strip("\n")
 
 
 def _members(

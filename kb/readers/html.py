@@ -134,6 +134,8 @@ def read(name: str, data: bytes) -> Reading:
     _drop_furniture(body)
     content = apiref.javadoc(body)
     if content is None:
+        content = apiref.rustdoc(body)
+    if content is None:
         content = _main_content(body)
         if content is body:  # no landmark: navigation may be any div
             _drop(body, _is_navigation, _maybe_navigation)
