@@ -290,6 +290,93 @@ class RustdocTestCase(SimpleTestCase):
         self.assertIn("Text.", reading.text)
 
 
+HIVE_MODULE = '''"""Tools to keep bees."""
+
+__all__ = ["Hive", "smoke"]
+
+
+class Hive:
+    """A hive of frames.
+
+    Build one per colony.
+    """
+
+    def __init__(self, frames=10):
+        self.frames = frames
+
+    def weigh(self, unit="kg"):
+        """The hive's weight in `unit`.
+
+        Raises ValueError for an unknown unit.
+        """
+
+
+def smoke(hive, seconds=5):
+    """Calm the bees of `hive` for `seconds`.
+
+    Arguments:
+    - hive -- the hive to calm
+    - seconds -- how long to smoke,
+      five by default
+    """
+'''
+
+
+def _pydoc_page() -> bytes:
+    """The page `python -m pydoc -w hive` writes for HIVE_MODULE, by the
+    Python running the tests."""
+    import pydoc
+    import types
+
+    module = types.ModuleType("hive")
+    exec(compile(HIVE_MODULE, "hive.py", "exec"), module.__dict__)  # noqa: S102
+    html = pydoc.html.page(pydoc.describe(module), pydoc.html.document(module, "hive"))
+    return html.encode()
+
+
+class PydocTestCase(SimpleTestCase):
+    """QA over pydoc pages: members sat in layout tables, read as one section
+    per module, docstring lines ran together, a banner became "Column 1 |
+    Column 2"."""
+
+    def test_each_class_and_member_is_a_section(self):
+        reading = readers.read("hive.html", _pydoc_page())
+        self.assertEqual(
+            _paths(reading),
+            [
+                "module hive",
+                "module hive > class Hive(builtins.object)",
+                "module hive > class Hive(builtins.object) > Hive.__init__",
+                "module hive > class Hive(builtins.object) > Hive.weigh",
+                "module hive > Functions",
+                "module hive > Functions > hive.smoke",
+                "module hive > Data",
+            ],
+        )
+        weigh = _section(
+            reading, "module hive > class Hive(builtins.object) > Hive.weigh"
+        )
+        self.assertIn("```\nweigh(self, unit='kg')\n```", weigh)
+        self.assertIn("The hive's weight in \\`unit\\`.", weigh)  # as written
+        self.assertIn("Raises ValueError for an unknown unit.", weigh)
+        self.assertIn("Tools to keep bees.", _section(reading, "module hive"))
+        self.assertNotIn("Column 1", reading.text)
+        smoke = _section(reading, "module hive > Functions > hive.smoke")
+        self.assertIn(
+            "Arguments:\n\n- hive -- the hive to calm\n"
+            "- seconds -- how long to smoke, five by default",
+            smoke,
+        )
+        self.assertNotIn("__dict__", reading.text)
+
+    def test_a_member_heading_keeps_its_anchor(self):
+        reading = readers.read("hive.html", _pydoc_page())
+        anchors = {anchor: offset for offset, anchor in reading.anchors}
+        self.assertTrue(
+            reading.text[anchors["Hive-weigh"] :].startswith("### Hive.weigh\n")
+        )
+
+
 VARIABLELIST = """
 <div class="navheader"><table><tr><th>createdb</th></tr><tr><td>Prev</td></tr></table>
 </div>

@@ -19,6 +19,14 @@ signature as code, "Stable since Rust version 1.3.0." and its docs, whose
 are members too. Auto-trait and blanket impls (the same on every page) are
 left out, with the page's furniture ("source", "[−]", "Run", "Read more").
 
+`pydoc(body, title)` rebuilds a page `python -m pydoc -w` writes (Python 3.11
+and later): the module's heading and docstring, each class a section (h2,
+`class shlex(builtins.object)`, its anchor as its id) with one section per
+member it defines (h3, `shlex.get_token`), the functions one each under
+"Functions" (`shlex.join`), then "Data". Docstrings keep their line breaks:
+paragraphs, and indented lines or doctests as code. The modules it imports,
+a package's contents, the class tree and inherited members are left out.
+
 `sphinx_signature(dt)` reads the term of a Sphinx object description
 (`<dl class="py method"><dt class="sig" id=...>`) as a short name and its
 signature; `is_field_list(dl)` tells the lists of an object's fields
@@ -152,6 +160,154 @@ def rustdoc(body: lxml.html.HtmlElement) -> lxml.html.HtmlElement | None:
                 page.append(E.PRE(declared))  # "NotUnicode(OsString)"
             page.extend(_member_docs(part))
     return page if len(page) else None
+
+
+_PYDOC_SECTIONS = lxml.etree.XPath(
+    ".//table[contains(concat(' ', normalize-space(@class), ' '), ' section ')]"
+)
+_PYDOC_LEFT_OUT = {"Modules", "Package Contents", "Submodules"}
+_PYDOC_EVERY_CLASS = {"__dict__", "__weakref__"}  # what every class says
+
+
+def pydoc(body: lxml.html.HtmlElement, title: str) -> lxml.html.HtmlElement | None:
+    """A pydoc page rebuilt (see above); None for any other page."""
+    heading = body.xpath(
+        ".//table[contains(@class, 'heading')]//strong[contains(@class, 'title')]"
+    )
+    if not title.startswith("Python: ") or not heading:
+        return None
+    module = _text(heading[0])
+    page = E.DIV(E.H1(title.removeprefix("Python: ")))
+    table = next(heading[0].iterancestors("table"))
+    for el in table.itersiblings():
+        if el.tag == "table":
+            break
+        for code in el.xpath(".//span[contains(@class, 'code')] | .//tt"):
+            page.extend(_docstring(code))
+    sections = _PYDOC_SECTIONS(body)
+    for section in sections:
+        if any(a in sections for a in section.iterancestors("table")):
+            continue  # a class, read with its "Classes"
+        name = _section_title(section)
+        if name in _PYDOC_LEFT_OUT:
+            continue
+        if name == "Classes":
+            for cls in _PYDOC_SECTIONS(section):
+                page.extend(_pydoc_class(cls))
+            continue
+        page.append(E.H2(name))
+        cell = section.xpath(".//td[contains(@class, 'singlecolumn')]")
+        if not cell:
+            continue
+        if name == "Functions":
+            page.extend(_pydoc_members(cell[0], module))
+        else:
+            page.extend(_docstring(cell[0]))
+    return page
+
+
+def _section_title(section: lxml.html.HtmlElement) -> str:
+    found = section.xpath(".//td[contains(@class, 'section-title')]")
+    return _text(found[0]) if found else ""
+
+
+# A class table's own rows (lxml may add a tbody): its docstring, its members
+_CLASS_DOCSTRING = lxml.etree.XPath(
+    "(./tr | ./tbody/tr)/td[contains(@class, 'title-decor')][@colspan]/span"
+)
+_OWN_CELLS = lxml.etree.XPath(
+    "(./tr | ./tbody/tr)/td[contains(@class, 'singlecolumn')]"
+)
+
+
+def _pydoc_class(cls: lxml.html.HtmlElement) -> list[lxml.html.HtmlElement]:
+    """A class's section: its title, docstring and the members it defines."""
+    named = cls.xpath(".//td[contains(@class, 'section-title')]//a[@name]")
+    anchor = named[0].get("name") if named else None
+    name = (
+        _text(named[0].find("strong"))
+        if named and named[0].find("strong") is not None
+        else ""
+    )
+    parts = [
+        E.H2(_section_title(cls), id=anchor) if anchor else E.H2(_section_title(cls))
+    ]
+    for doc in _CLASS_DOCSTRING(cls):
+        said = _docstring(doc)
+        if said and name and said[0].tag == "p" and _text(said[0]).startswith(name):
+            said[0].tag = "pre"  # "shlex(instream=None, ...)": how it is made
+        parts += said
+    cells = _OWN_CELLS(cls)
+    if cells:
+        parts += _pydoc_members(cells[-1], name or anchor or "")
+    return parts
+
+
+def _pydoc_members(cell: lxml.html.HtmlElement, owner: str) -> list:
+    """The members of a class or module cell (one `dl` each, under labels such
+    as "Methods defined here:"), but those inherited."""
+    parts: list[lxml.html.HtmlElement] = []
+    inherited = "inherited from" in (cell.text or "")
+    for el in cell:
+        if el.tag == "hr":
+            inherited = "inherited from" in (el.tail or "")
+        elif el.tag == "dl" and not inherited:
+            for dt in el.findall("dt"):
+                named = dt.find("a")
+                label = dt.find(".//strong")
+                member = _text(label) if label is not None else _text(dt)
+                if member in _PYDOC_EVERY_CLASS or named is None and label is None:
+                    continue  # "Method resolution order:" over the class's bases
+                anchor = named.get("name") if named is not None else None
+                heading = f"{owner}.{member}" if owner else member
+                parts.append(E.H3(heading, id=anchor) if anchor else E.H3(heading))
+                parts.append(E.PRE(signature(dt)))
+                dd = dt.getnext()
+                if dd is not None and dd.tag == "dd":
+                    parts += _docstring(dd)
+    return parts
+
+
+# an indented line, a doctest, a row of a reST grid table
+_CODE_LINE_RE = re.compile(r"    |\s*>>>|\s*[+|]")
+
+
+def _docstring(el: lxml.html.HtmlElement) -> list[lxml.html.HtmlElement]:
+    """pydoc's text (line breaks as <br>, spaces as no-break spaces) as
+    paragraphs; indented lines, doctests and reST tables as code."""
+    kept = copy.deepcopy(el)
+    for br in kept.iter("br"):  # (the markup's own line break is a space)
+        br.tail = "\n" + (br.tail or "").lstrip("\r\n")
+    text = kept.text_content().replace("\xa0", " ")
+    blocks: list[lxml.html.HtmlElement] = []
+    for paragraph in re.split(r"\n[ \t]*\n", text):
+        lines = [line.rstrip() for line in paragraph.split("\n") if line.strip()]
+        if not lines:
+            continue
+        if all(_CODE_LINE_RE.match(line) for line in lines):
+            blocks.append(E.PRE("\n".join(lines)))
+        else:
+            blocks += _lines_as_blocks([line.strip() for line in lines])
+    return blocks
+
+
+# A docstring's list: "- prog -- The name of the program", "msg: The message"
+_ITEM_LINE_RE = re.compile(r"[-*+][ \t]+\S|\w+(?: \w+)?(?::| --)[ \t]+\S")
+
+
+def _lines_as_blocks(lines: list[str]) -> list[lxml.html.HtmlElement]:
+    """A paragraph's lines: its list items one each (two or more lines opening
+    as items: a line that does not continues the item above), any lines before
+    them a paragraph; else one paragraph."""
+    starts = [i for i, line in enumerate(lines) if _ITEM_LINE_RE.match(line)]
+    if len(starts) < 2:
+        return [E.P(" ".join(lines))]
+    blocks = [E.P(" ".join(lines[: starts[0]]))] if starts[0] else []
+    items = E.UL()
+    for start, end in zip(starts, [*starts[1:], len(lines)], strict=True):
+        item = " ".join(lines[start:end])
+        items.append(E.LI(re.sub(r"^[-*+][ \t]+", "", item)))
+    return [*blocks, items]
 
 
 def _is_member(part: lxml.html.HtmlElement) -> bool:
