@@ -82,6 +82,19 @@ class MisspellingTestCase(TestCase):
         _, reply = answering.ask(self.collection, "How big is a pagniation page?")
         self.assertEqual(reply.searched_for, [("pagniation", "pagination")])
 
+    def test_a_mistyped_common_word_is_no_unknown_word(self):
+        """QA over opensource.guide: "shoud" was searched as "shouting", and
+        beside two misspellings it made three unknown words, so none of them
+        was corrected and the answer was not trusted."""
+        _, reply = answering.ask(
+            self.collection, "what shoud a clent get from trottling"
+        )
+        self.assertEqual(
+            reply.searched_for, [("clent", "client"), ("trottling", "throttling")]
+        )
+        self.assertNotIn("shoud", " ".join(reply.warnings))
+        self.assertIn("Throttling limits each client", reply.text)
+
     def test_a_known_word_is_never_corrected(self):
         _, reply = answering.ask(self.collection, "What does the token header hold?")
         self.assertEqual(reply.searched_for, [])

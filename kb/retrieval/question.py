@@ -34,6 +34,37 @@ STOPWORDS = frozenset(
 )
 
 
+_LONG_STOPWORDS = tuple(sorted(w for w in STOPWORDS if len(w) >= 4))
+
+
+def is_stopword_slip(word: str) -> bool:
+    """Whether `word` is one edit (a letter left out, added, changed or two
+    swapped) from a common word of four letters or more: "shoud", "wich",
+    "whta". Said of a word no source uses, it is a slip, not a topic."""
+    word = word.casefold()
+    if len(word) < 4 or word in STOPWORDS:
+        return False
+    return any(_one_edit(word, common) for common in _LONG_STOPWORDS)
+
+
+def _one_edit(a: str, b: str) -> bool:
+    if abs(len(a) - len(b)) > 1:
+        return False
+    if len(a) > len(b):
+        a, b = b, a
+    i = 0
+    while i < len(a) and a[i] == b[i]:
+        i += 1
+    if len(a) < len(b):
+        return a[i:] == b[i + 1 :]
+    return a[i + 1 :] == b[i + 1 :] or (
+        i + 1 < len(a)
+        and a[i] == b[i + 1]
+        and a[i + 1] == b[i]
+        and a[i + 2 :] == b[i + 2 :]
+    )
+
+
 def content_words(question: str) -> frozenset[str]:
     """The question's words that name something, casefolded (no STOPWORDS)."""
     return frozenset(
