@@ -90,6 +90,19 @@ class CitedEntryTestCase(TestCase):
         self.assertContains(page, f'href="{PAGE}#suspend()"')
         self.assertContains(page, "#suspend() in the original")
 
+    def test_a_section_without_an_anchor_links_its_text_in_the_original(self):
+        # QA over pydoc pages: "# in the original", an anchor of nothing
+        self.client.force_login(self.staff)
+        overview = self.source.sections.get(heading_path="Class StopWatch")
+        self.assertEqual(overview.anchor, "")
+        page = self.client.get(
+            reverse("kb:section", args=[overview.pk]),
+            {"start": overview.start, "end": overview.start + 40},
+        )
+        self.assertContains(page, f'href="{PAGE}#:~:text=')
+        self.assertContains(page, ">in the original</a>")
+        self.assertNotContains(page, "# in the original")
+
     def test_a_source_without_a_web_address_links_nothing(self):
         self.client.force_login(self.staff)
         type(self.source).objects.filter(pk=self.source.pk).update(
