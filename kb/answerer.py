@@ -247,6 +247,7 @@ def extractive_answer(
         and not _is_markup(s)
         and not _is_header_row(s)
         and not _is_date_line(s)
+        and not _is_empty_field(s.text)
     ]
     pool = answerable or rows or sentences
     chosen = _choose(pool, asked)
@@ -471,6 +472,19 @@ def _is_label_line(text: str) -> bool:
     if len(text.split()) == 1 and not text.endswith((".", "!", "?")):
         return True
     return bool(_VERSION_LINE_RE.fullmatch(text))
+
+
+# A typed field with no description (Sphinx autodoc's "signed_value (str) –",
+# "Parameters sep (Union[str, bytes]) –"): a name and a dash, nothing said.
+_EMPTY_FIELD_RE = re.compile(r"[^\n]{0,200}[ \t][\u2013\u2014-]{1,2}[ \t]*")
+MAX_EMPTY_FIELD_WORDS = 10
+
+
+def _is_empty_field(text: str) -> bool:
+    text = text.strip()
+    return len(text.split()) <= MAX_EMPTY_FIELD_WORDS and bool(
+        _EMPTY_FIELD_RE.fullmatch(text)
+    )
 
 
 def _is_field_line(text: str) -> bool:

@@ -145,6 +145,17 @@ class ExtractiveAnswerTestCase(SimpleTestCase):
         self.assertEqual(lines[-1], "- …")
         self.assertLess(len(lines), len(steps) + 1)
 
+    def test_a_typed_field_without_a_description_is_not_quoted(self):
+        """QA over a Sphinx reference: "- Parameters signed_value (Union[str,
+        bytes]) –" opened the answer about a parameter, saying nothing."""
+        text = (
+            "Checks a signed frame.\n\n- Parameters frame_id (Union[str, bytes]) –\n"
+            "- salt (str) – The salt the frame was signed with.\n"
+        )
+        reply = answer("What is the salt parameter of a frame?", passage(text, "Check"))
+        self.assertNotIn("frame_id", reply.text)
+        self.assertIn("The salt the frame was signed with.", reply.text)
+
     def test_a_sentence_qualifying_the_quoted_one_comes_with_it(self):
         """The rule and its catch: "Be aware ..." shares no word with the
         question, and is what "is there a downside?" asks (RQ's `rq info`)."""
