@@ -213,7 +213,8 @@ def _scan(
     fence: tuple[int, str] | None = None  # start and marker of an open code block
     code: tuple[int, int] | None = None  # an open indented code block
     blank_before = start == 0 or not text[_line(text, start - 1)[0] : start].strip()
-    context = "block"  # the last line indented less: "item", "container", "block"
+    # the last line indented less: "item", "container", "block"
+    context = _context_above(text, start) if start else "block"
     esm = False  # inside an MDX import or export statement
     table = _html_table_around(text, start)  # an open HTML table block's start
     pos = start
@@ -359,6 +360,28 @@ def _html_rows(
 def is_html_row(unit: str) -> bool:
     """Whether a unit is a row of an HTML table (`<tr>...</tr>`)."""
     return unit[:3].lower() == "<tr"
+
+
+MAX_CONTEXT_LOOK_BACK = 4000  # characters read up from a range to its list item
+
+
+def _context_above(text: str, pos: int) -> str:
+    """What the last line above `pos` indented less than CODE_INDENT opens
+    ("item", "container" or "block"): a range starting in a list item's
+    indented paragraph reads it as text, not as an indented code block."""
+    floor = max(0, pos - MAX_CONTEXT_LOOK_BACK)
+    end = pos
+    while end > floor:
+        start = text.rfind("\n", floor, end - 1) + 1
+        line = text[start:end].rstrip("\n")
+        if line.strip() and _indent(line) < CODE_INDENT:
+            if _CONTAINER_RE.match(line.strip()):
+                return "container"
+            return "item" if _line_kind(line.strip()) == "item" else "block"
+        if start <= floor:
+            break
+        end = start
+    return "block"
 
 
 def _indent(line: str) -> int:

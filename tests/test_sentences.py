@@ -309,6 +309,23 @@ class SplitterTestCase(SimpleTestCase):
         self.assertEqual(parts[-3:], [rows[1], "Otra frase.", "Y otra."])
         self.assertLessEqual(set(parts[:-2]), set(rows))
 
+    def test_a_range_starting_in_a_list_item_s_paragraph_reads_text(self):
+        """QA over MDN's French pages: a passage starting at a list item's
+        indented paragraph quoted it as a code block."""
+        text = (
+            "- `preload`\n\n    Il peut prendre ces valeurs :\n\n"
+            "    - `none` : rien.\n\n    La valeur par défaut varie. Voir la "
+            "spécification.\n\nAfter.\n\n    real_code()\n"
+        )
+        start = text.index("    La valeur")
+        self.assertEqual(
+            self._split(text, start, text.index("After.")),
+            ["La valeur par défaut varie.", "Voir la spécification."],
+        )
+        # an indented block after a paragraph is still code
+        start = text.index("    real_code")
+        self.assertEqual(self._split(text, start), ["    real_code()"])
+
     def test_a_definition_list_item_is_one_unit_with_its_term(self):
         """QA over a Hugo API guide: "In effect, sets a cursor at this ID." was
         quoted without saying it is `min_id`'s, and "limit : Integer." was a
