@@ -316,23 +316,22 @@ _HTML_ROW_RE = re.compile(r"<tr\b", re.IGNORECASE)
 _HTML_ROW_END_RE = re.compile(r"</tr\s*>|</t(?:able|body|head|foot)\s*>", re.IGNORECASE)
 
 
-MAX_TABLE_LOOK_BACK = 50_000  # characters read up from a range to its table
+MAX_TABLE_LOOK_BACK = 20_000  # characters read up from a range to its table
+_BLANK_LINE_RE = re.compile(r"\n[ \t]*\n")
 
 
 def _html_table_around(text: str, pos: int) -> int | None:
     """The start of the HTML table block `pos` lies in (a range that starts
-    inside one: its rows are still rows), if any: the first line after the
-    last blank line above `pos` opens with <table."""
+    inside one: its rows are still rows), if any: the last <table opening a
+    line above `pos`, with no blank line between. Scanned in C."""
     floor = max(0, pos - MAX_TABLE_LOOK_BACK)
-    line_start = text.rfind("\n", floor, pos) + 1 if pos else 0
-    while line_start > floor:
-        above = text.rfind("\n", floor, line_start - 1) + 1
-        if not text[above : line_start - 1].strip():
-            break  # a blank line: the block starts below it
-        line_start = above
-    if line_start < pos and _HTML_TABLE_RE.match(text[line_start:pos].lstrip(" ")):
-        return line_start
-    return None
+    at = max(text.rfind("<table", floor, pos), text.rfind("<TABLE", floor, pos))
+    if at < 0:
+        return None
+    line_start = text.rfind("\n", floor, at) + 1
+    if text[line_start:at].strip(" ") or _BLANK_LINE_RE.search(text, at, pos):
+        return None  # not a block's first line, or the block ended above
+    return line_start
 
 
 def _html_rows(
@@ -363,6 +362,8 @@ def is_html_row(unit: str) -> bool:
 
 
 MAX_CONTEXT_LOOK_BACK = 4000  # characters read up from a range to its list item
+# The last line indented less than CODE_INDENT before where the match ends.
+_LAST_SHALLOW_LINE_RE = re.compile(r"(?s)(?:.*\n)?([ ]{0,3}\S[^\n]*)")
 
 
 def _context_above(text: str, pos: int) -> str:
@@ -370,18 +371,13 @@ def _context_above(text: str, pos: int) -> str:
     ("item", "container" or "block"): a range starting in a list item's
     indented paragraph reads it as text, not as an indented code block."""
     floor = max(0, pos - MAX_CONTEXT_LOOK_BACK)
-    end = pos
-    while end > floor:
-        start = text.rfind("\n", floor, end - 1) + 1
-        line = text[start:end].rstrip("\n")
-        if line.strip() and _indent(line) < CODE_INDENT:
-            if _CONTAINER_RE.match(line.strip()):
-                return "container"
-            return "item" if _line_kind(line.strip()) == "item" else "block"
-        if start <= floor:
-            break
-        end = start
-    return "block"
+    found = _LAST_SHALLOW_LINE_RE.match(text, floor, pos)
+    if found is None:
+        return "block"
+    line = found.group(1).strip()
+    if _CONTAINER_RE.match(line):
+        return "container"
+    return "item" if _line_kind(line) == "item" else "block"
 
 
 def _indent(line: str) -> int:
