@@ -420,7 +420,7 @@ class DefinitionListTestCase(SimpleTestCase):
     def test_a_term_keeps_its_whole_definition_and_nothing_after_it(self):
         section = _section(self.reading, "createdb > Options > `-S strategy`")
         self.assertIn("Specifies the database creation strategy.", section)
-        self.assertIn("Note\n\nWAL_LOG is the default.", section)  # not a heading
+        self.assertIn("> Note: WAL_LOG is the default.", section)  # not a heading
         self.assertNotIn("CREATE DATABASE", section)
         self.assertIn(
             (self.reading.text.index("### `-S"), "opt-s"), self.reading.anchors
@@ -598,6 +598,53 @@ class AsciiDocAdmonitionTestCase(SimpleTestCase):
         text = readers.read("git-log.html", _html(body, "git-log")).text
         self.assertIn("> Note: Some placeholders depend on -g.", text)
         self.assertNotIn("Column 1", text)
+
+
+class DocBookAdmonitionTestCase(SimpleTestCase):
+    """QA over Debian's and PostgreSQL-style DocBook manuals: a note titled
+    by a heading took the text after it under a "Note" section, and a note
+    laid out as a table (icon, label, text) was "Column 1 | Column 2"."""
+
+    def test_a_note_titled_by_a_heading_is_a_quote(self):
+        body = (
+            '<div class="sect1"><h2 class="title">Backups</h2><p>Run them.</p>'
+            '<div class="note"><h3 class="title">Note</h3><p>Keep two copies.</p>'
+            "</div><p>After the note.</p></div>"
+        )
+        reading = readers.read("backup.html", _html(body, "Backups"))
+        self.assertIn("> Note: Keep two copies.", reading.text)
+        self.assertEqual(_paths(reading), ["Backups"])
+        self.assertIn("After the note.", _section(reading, "Backups"))
+
+    def test_a_note_laid_out_as_a_table_is_a_quote(self):
+        body = (
+            "<h1>Arranque</h1><p>Texto.</p>"
+            '<div class="tip"><table border="0" summary="Tip"><tr>'
+            '<td rowspan="2"><img alt="[Sugerencia]" src="tip.png"/></td>'
+            '<th align="left">Sugerencia</th></tr><tr><td><p>Quite '
+            "<code>quiet</code> del grub.cfg.</p></td></tr></table></div>"
+        )
+        text = readers.read("ch03.html", _html(body, "Arranque")).text
+        self.assertIn("> Sugerencia: Quite `quiet` del grub.cfg.", text)
+        self.assertNotIn("Column 1", text)
+        self.assertNotIn("[Sugerencia]", text)
+
+    def test_footnotes_are_a_section_of_their_own_without_marks(self):
+        body = (
+            "<h1>Build</h1><h2>Sign</h2><p>Sign the files."
+            '<a href="#ftn.id1" class="footnote" id="id1"><sup>[62]</sup></a></p>'
+            "<h2>Check</h2><p>Check them.</p>"
+            '<div class="footnotes"><br/><hr/><div id="ftn.id1" class="footnote">'
+            '<p><a href="#id1" class="para"><sup class="para">[62] </sup></a>'
+            "The key must be signed.</p></div></div>"
+        )
+        reading = readers.read("build.html", _html(body, "Build"))
+        self.assertEqual(
+            _paths(reading),
+            ["Build", "Build > Sign", "Build > Check", "Build > Footnotes"],
+        )
+        self.assertNotIn("62", reading.text)
+        self.assertIn("The key must be signed.", _section(reading, "Build > Footnotes"))
 
 
 class SphinxTestCase(SimpleTestCase):

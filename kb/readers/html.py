@@ -399,6 +399,16 @@ def _drop_furniture(body: lxml.html.HtmlElement) -> None:
             bar.drop_tree()
     for link in _heading_marks(body):
         link.drop_tree()  # keeps its tail text
+    for mark in _FOOTNOTE_MARKS(body):
+        mark.drop_tree()
+
+
+# DocBook's footnote marks: "[62]" in the text, linking its footnote, and the
+# same number opening the footnote (which the page's "Footnotes" section holds).
+_FOOTNOTE_MARKS = lxml.etree.XPath(
+    ".//a[starts-with(@href, '#ftn.')]"
+    " | .//div[contains(@class, 'footnote')]/p/a[contains(@class, 'para')]"
+)
 
 
 # The sign of a link to a heading's own anchor, printed beside it ("Path#" in
@@ -639,6 +649,11 @@ class _Walker:
             self.table(el)
         elif tag == "pre":
             self.code(el)
+        elif (admonition := _docbook_admonition(el, classes)) is not None:
+            self.admonition(*admonition)
+        elif tag == "div" and "footnotes" in classes:
+            self.out.heading(2, escape(gettext("Footnotes")))
+            self.container(el, depth)
         elif tag == "blockquote" or "callout" in classes or _is_panel(el):
             self.quote(el)
         elif tag == "img":
@@ -858,6 +873,20 @@ class _Walker:
         self.out.end_list()
         self.out.code(_text_with_breaks(el), language)
 
+    def admonition(self, label: str, body: list[lxml.html.HtmlElement]) -> None:
+        """A note, tip or warning as a quote opening with its label:
+        "> Note: Careful here." (not a heading, which would take the text
+        after the note under it, nor a table)."""
+        self.out.end_list()
+        paragraphs = [
+            p for el in body for p in self._paragraphs(el, 0) if re.search(r"\w", p)
+        ]
+        if paragraphs:
+            paragraphs[0] = (
+                f"{escape(label)}: {paragraphs[0]}" if label else paragraphs[0]
+            )
+            self.out.quote(paragraphs)
+
     def quote(self, el: lxml.html.HtmlElement) -> None:
         self.out.end_list()
         paragraphs = self._paragraphs(el, 0)  # without a callout's lone icon
@@ -976,6 +1005,34 @@ def _in_admonition(el: lxml.html.HtmlElement) -> bool:
     terms are the box's list ("Module calendar: General calendar related
     functions."), not headings of the page."""
     return any("admonition" in _classes(a) for a in el.iterancestors("div"))
+
+
+_ADMONITIONS = frozenset(("note", "tip", "warning", "caution", "important"))
+
+
+def _docbook_admonition(
+    el: lxml.html.HtmlElement, classes: set[str]
+) -> tuple[str, list[lxml.html.HtmlElement]] | None:
+    """(label, body) of a DocBook admonition: a div classed note, tip,
+    warning, caution or important whose first element is its title heading
+    ("<h3 class='title'>Note</h3>", as PostgreSQL's manual prints it) or a
+    table summarised as one (the icon, the label, the text: Debian's
+    manuals); else None."""
+    if el.tag != "div" or _ADMONITIONS.isdisjoint(classes):
+        return None
+    children = [child for child in el if isinstance(child.tag, str)]
+    if not children:
+        return None
+    first = children[0]
+    if first.tag in _HEADINGS:
+        return clean(first.text_content()), children[1:]
+    summary = (first.get("summary") or "").strip().lower()
+    if first.tag == "table" and summary in _ADMONITIONS:
+        labels = first.xpath(".//th")
+        label = clean(labels[0].text_content()) if labels else summary.capitalize()
+        cells = [td for td in first.iter("td") if clean(td.text_content())]
+        return label, cells
+    return None
 
 
 def _is_panel(el: lxml.html.HtmlElement) -> bool:
