@@ -62,6 +62,7 @@ def ask(collection, question: str, **options: Any) -> tuple[Result, Answer]:
     if reply.answerer != "none":  # not declined: say what it cannot be about
         if fixes:  # the question searched is not the one asked
             unknown, checked = keywords.unknown_words(collection, result.question)
+        unknown = spelling.without_slips(unknown)  # "shoud": no topic
         reply = _warn_of_unknown(collection, result, reply, unknown, checked, configs)
     if fixes:
         reply.searched_for = [(f.asked, f.searched) for f in fixes]

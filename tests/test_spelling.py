@@ -94,6 +94,16 @@ class MisspellingTestCase(TestCase):
         )
         self.assertNotIn("shoud", " ".join(reply.warnings))
         self.assertIn("Throttling limits each client", reply.text)
+        # A word ("width", one letter from "with") is no slip; a typo of the
+        # sources' word is searched as it, also one letter from a common word
+        # ("tken": "token", and "then").
+        self.assertEqual(
+            spelling.slips(["shoud", "wich", "width", "three"]), {"shoud", "wich"}
+        )
+        _, reply = answering.ask(
+            self.collection, "what shoud a clent put in the tken header"
+        )
+        self.assertEqual(reply.searched_for, [("clent", "client"), ("tken", "token")])
 
     def test_a_known_word_is_never_corrected(self):
         _, reply = answering.ask(self.collection, "What does the token header hold?")

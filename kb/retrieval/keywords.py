@@ -38,7 +38,7 @@ from django.utils import timezone
 
 from kb import metadata
 from kb.models import Chunk, Collection, Term
-from kb.retrieval.question import STOPWORDS, is_stopword_slip
+from kb.retrieval.question import STOPWORDS
 
 CONFIG = "english"  # a collection's language before any is known
 MIN_ALL = 10  # fewer all-words matches than this: add any-word matches
@@ -442,9 +442,7 @@ def unknown_words(collection: Collection, question: str) -> tuple[list[str], int
     }
     with connection.cursor() as cursor:
         cursor.execute(_UNKNOWN, params)
-        unknown = [row[0] for row in cursor.fetchall()]
-    # "shoud", "wich": a common word mistyped, not a topic no source covers
-    return [word for word in unknown if not is_stopword_slip(word)], len(words)
+        return [row[0] for row in cursor.fetchall()], len(words)
 
 
 def _lexemes(word: str) -> list[str]:

