@@ -21,7 +21,7 @@ MAX_WIDEN = 1500  # characters a location grows by to reach whole sentences
 # a quote's next line ("verticalement.\n> La ..."). _sentences checks the
 # capital.
 _SENTENCE_END_RE = re.compile(
-    r"(?<=[.!?\u2026])[\"')\]*_\u00bb\u201d\u2019]*\s+(?:>[ \t]*)*"
+    r"(?<=[.!?\u2026])[\"')\]*_\u00bb\u201d\u2019]*(?:[ \t]*\n[ \t]*>)*\s+"
     r"(?=[\"'(\[*_\u00ab\u201c\u201e\u00bf\u00a1]*([\w`]))"
 )
 # A list item's marker ("1.", "2)", "a.", "-", "*", "+"): never a sentence of its own.
@@ -88,6 +88,10 @@ _RULE_RE = re.compile(r"(?:[-:| ]+|=+|([*_])(?:\s*\1){2,}\s*)$")
 _ITEM_RE = re.compile(r"(?:[-*+]|\d{1,9}[.)]|[A-Za-z][.)])(?:[ \t]|$)")
 
 
+# A line of only an MDN macro: `{{Compat}}`, `{{EmbedLiveSample("x", 600)}}`
+_MACRO_LINE_RE = re.compile(r"\{\{[^{}\n]*\}\}")
+
+
 def _kind(text: str, pos: int) -> str:
     """What the line starting at `pos` is, as far as sentences care."""
     start, end = _line(text, pos)
@@ -106,9 +110,7 @@ def _line_kind(line: str) -> str:
         return "rule"  # a table's separator row, a thematic break, a setext line
     if line.startswith("|"):
         return "row"
-    if line.startswith(("{{<", "{{%", "<!--")) or (
-        line.startswith("{{") and line.endswith("}}")
-    ):
+    if line.startswith(("{{<", "{{%", "<!--")) or _MACRO_LINE_RE.fullmatch(line):
         return "markup"  # Hugo shortcodes, MDN macros, comments: no sentence
     if _CONTAINER_RE.match(line) or _DEFINITION_RE.match(line):
         return "markup"
@@ -328,7 +330,10 @@ def _html_table_around(text: str, pos: int) -> int | None:
     at = max(text.rfind("<table", floor, pos), text.rfind("<TABLE", floor, pos))
     if at < 0:
         return None
-    line_start = text.rfind("\n", floor, at) + 1
+    newline = text.rfind("\n", floor, at)
+    if newline < 0 and floor > 0:
+        return None  # its line starts above what is read
+    line_start = newline + 1
     if text[line_start:at].strip(" ") or _BLANK_LINE_RE.search(text, at, pos):
         return None  # not a block's first line, or the block ended above
     return line_start
@@ -353,12 +358,25 @@ def _html_rows(
         while stop > lo and text[stop - 1].isspace():
             stop -= 1
         rows.append((lo, stop))
+    # Text after the table, in the same block (no blank line between): its
+    # sentences, as CommonMark shows them ("</table>\nSee also ...").
+    after = max(text.rfind("</table>", table, end), text.rfind("</TABLE>", table, end))
+    if after >= 0 and max(table, start) <= after:
+        rest = after + len("</table>")
+        while rest < end and text[rest].isspace():
+            rest += 1
+        stop = end
+        while stop > rest and text[stop - 1].isspace():
+            stop -= 1
+        if rest < stop and _WORD_CHAR_RE.search(text, rest, stop):
+            rows += _sentences(text, rest, stop)
     return rows
 
 
 def is_html_row(unit: str) -> bool:
-    """Whether a unit is a row of an HTML table (`<tr>...</tr>`)."""
-    return unit[:3].lower() == "<tr"
+    """Whether a unit is a row of an HTML table (`<tr>...</tr>`; not a
+    sentence about `<track>`)."""
+    return bool(_HTML_ROW_RE.match(unit))
 
 
 MAX_CONTEXT_LOOK_BACK = 4000  # characters read up from a range to its list item
@@ -446,25 +464,30 @@ _ABBREVIATIONS = frozenset(
     (
         "e.g. i.e. etc. vs. cf. approx. no. fig. mr. ms. dr."
         # French, Spanish, Russian
-        " ex. env. av. apr. p.ex. cf. chap. vol. nº. n°. mme. mlle. st."
+        " ex. av. apr. p.ex. cf. chap. vol. nº. n°. mme. mlle. st."
         " ej. p.ej. sr. sra. srta. dra. núm. pág. aprox. vol. ud. uds."
         " т.е. т.д. т.п. т.к. см. др. пр. ср. напр. рис. стр. гл. г. гг. им."
+        " т. е. д. п. к. ч."  # "т. е.", "и т. д." with a space
     ).split()
 )
 
 
 def _sentences(text: str, start: int, end: int) -> list[tuple[int, int]]:
-    inside = _inline_spans(text, start, end)
+    inside = _merged(_inline_spans(text, start, end))
+    starts = [lo for lo, _ in inside]
     spans, last = [], start
     for match in _SENTENCE_END_RE.finditer(text, start, end):
-        stop = match.start()  # just after the full stop
-        if any(s < stop <= e for s, e in inside):
-            continue  # inside `code`, a [link](...) or a URL
-        words = text[last:stop].split()
-        word = words[-1].lstrip("(\"'*_") if words else ""
         opens = match.group(1)
         if not (opens.isupper() or opens.isdigit() or opens == "`"):
             continue  # "Prix 5 p. ex. chez", "version 2. la suite"
+        stop = match.start()  # just after the full stop
+        at = bisect.bisect_left(starts, stop) - 1  # the last span opening before
+        if at >= 0 and stop <= inside[at][1]:
+            continue  # inside `code`, a [link](...) or a URL
+        word_start = stop  # the word before the stop (each is read once)
+        while word_start > last and not text[word_start - 1].isspace():
+            word_start -= 1
+        word = text[word_start:stop].lstrip("(\"'*_")
         if word.lower() in _ABBREVIATIONS or _is_initial(word):
             continue  # "e.g. The", "J. Smith", "т. е. Это"
         if _LIST_MARKER_RE.fullmatch(text, last, stop):
@@ -476,9 +499,20 @@ def _sentences(text: str, start: int, end: int) -> list[tuple[int, int]]:
 
 
 def _is_initial(word: str) -> bool:
-    """One letter and a full stop, of any alphabet: "J." of "J. Smith", "т."
-    and "е." of "т. е."."""
-    return len(word) == 2 and word[1] == "." and word[0].isalpha()
+    """A capital and a full stop, of any alphabet: "J." of "J. Smith" (not
+    "x." of "the size of x. The loop")."""
+    return len(word) == 2 and word[1] == "." and word[0].isupper()
+
+
+def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Spans sorted and merged where they overlap (a link around code)."""
+    merged: list[tuple[int, int]] = []
+    for lo, hi in sorted(spans):
+        if merged and lo <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], hi))
+        else:
+            merged.append((lo, hi))
+    return merged
 
 
 def _inline_spans(text: str, start: int, end: int) -> list[tuple[int, int]]:
