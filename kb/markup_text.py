@@ -19,6 +19,7 @@ citation, keeps them as written). Code keeps its own text.
 
 from __future__ import annotations
 
+import bisect
 import re
 from html.parser import HTMLParser
 
@@ -79,9 +80,11 @@ _SHOWN_ARGUMENT_RE = re.compile(
 # MDN's macros (KumaScript): `{{cssxref("color")}}`, `{{domxref("Node.x", "x")}}`
 # show a name; `{{Compat}}`, `{{EmbedLiveSample("x", 600)}}`, `{{HTMLSidebar}}`
 # show no words of the text.
+# (A template's `{{ name }}` or `{{ super() }}` in prose is no macro: MDN's
+# open with a capital, or name an xref with an argument; _is_macro.)
 _MACRO_RE = re.compile(
-    r"([ \t]?)\{\{[ \t]*([A-Za-z][\w-]{0,60})[ \t]*"
-    r"(?:\(([^{}()\n]{0,500})\))?[ \t]*\}\}"
+    r"([ \t]?)\{\{[ \t]*+([A-Za-z][\w-]{0,60}+)[ \t]*+"
+    r"(?:\(([^{}()\n]{0,500}+)\))?+[ \t]*+\}\}"
 )
 _MACRO_ARGUMENT_RE = re.compile(r"\"([^\"\n]*)\"|'([^'\n]*)'")
 _NAMING_MACRO_RE = re.compile(
@@ -104,6 +107,11 @@ def _macro_text(name: str, arguments: str) -> str:
     return said[shown] if len(said) > shown and said[shown] else said[0]
 
 
+def _is_macro(match: re.Match) -> bool:
+    name, arguments = match.group(2), match.group(3)
+    return name[0].isupper() or bool(arguments and _NAMING_MACRO_RE.fullmatch(name))
+
+
 def without_shortcodes(markdown: str) -> str:
     """`markdown` with Hugo's inline shortcodes and MDN's macros, outside code
     spans, as the text they show: a link to a shortcode's target as its
@@ -123,7 +131,7 @@ def without_shortcodes(markdown: str) -> str:
         return match.group(1) + said if said else ""  # no space before "."
 
     def macro(match: re.Match) -> str:
-        if _in_code(code, match.start()):
+        if _in_code(code, match.start()) or not _is_macro(match):
             return match.group(0)
         said = _macro_text(match.group(2), match.group(3) or "")
         return match.group(1) + said if said else ""
@@ -152,8 +160,10 @@ def _without_ids(markdown: str) -> str:
 
 
 def _in_code(spans: list[tuple[int, int]], pos: int) -> bool:
-    """Whether `pos` lies in one of the code spans `spans` (_code_spans)."""
-    return any(start <= pos < end for start, end in spans)
+    """Whether `pos` lies in one of the code spans `spans` (_code_spans: in
+    order, apart)."""
+    at = bisect.bisect_right(spans, (pos, float("inf"))) - 1
+    return at >= 0 and spans[at][0] <= pos < spans[at][1]
 
 
 def heading_text(markdown: str) -> str:
@@ -202,6 +212,11 @@ _BLOCK_MARK_RE = re.compile(
     r"^[ \t]*(?:#{1,6}(?=[ \t]|$)|>|[-*+](?=[ \t])|\d{1,9}[.)](?=[ \t]))[ \t]*"
 )
 _FENCE_LINE_RE = re.compile(r"[ \t]*(?:`{3,}|~{3,})")
+# What a page does not show at a line's start: a definition's ":" mark, a
+# GitHub alert's "[!NOTE]"
+_SHOWN_NOT_RE = re.compile(
+    r"^(?::[ \t]+|\[!(?:NOTE|TIP|IMPORTANT|WARNING|CAUTION)\][ \t]*)", re.IGNORECASE
+)
 # A table's delimiter row or a thematic break: no text
 _RULE_LINE_RE = re.compile(r"[ \t|:]*-[ \t|:-]*")
 # Emphasis marks: a run of * or _ with a word on one side only (not "5 * 3",
@@ -220,12 +235,13 @@ def shown_text(markdown: str) -> str:
     their text, escapes undone. A cited `` `env::var()`. `` shows as
     "env::var().", `\\_\\_all\\_\\_` as "__all__". Linear in its length."""
     lines = []
-    for line in markdown.splitlines():
+    for line in without_shortcodes(markdown).splitlines():
         if _FENCE_LINE_RE.match(line) or _RULE_LINE_RE.fullmatch(line):
             continue
         for _ in range(3):  # "> - item": a quote's list item
             line = _BLOCK_MARK_RE.sub("", line, count=1)
-        lines.append(line)
+        # a definition's ": " (MDN's "- : "), a GitHub alert's label
+        lines.append(_SHOWN_NOT_RE.sub("", line, count=1))
     text = "\n".join(lines)
     code: list[str] = []
     pieces, position = [], 0

@@ -284,6 +284,9 @@ def test_hugo_shortcodes_read_as_the_text_they_show():
     assert '`{{< relref "x" >}}`' in embedded  # code is what it says
     assert "{{%" not in embedded
     assert without_shortcodes("No shortcode {here}") == "No shortcode {here}"
+    # a template's variables are no MDN macros (review: they were deleted)
+    for said in ("Print {{ name }} here", "Calling {{ super() }} in a block"):
+        assert without_shortcodes(said) == said
 
 
 def test_a_readme_s_html_h1_titles_the_document():

@@ -304,6 +304,10 @@ class TextFragmentTestCase(SimpleTestCase):
             ("- The *first* item", "The%20first%20item"),
             ("| `-S` | slot name |", "%2DS%20slot%20name"),
             ("Compute 5 * 3 here", "Compute%205%20%2A%203%20here"),
+            # MDN's macro, a definition's mark, a GitHub alert's label
+            ('The {{cssxref("color")}} property.', "The%20color%20property."),
+            ("limit\n: Integer. At most 40.", "limit%20Integer.%20At%20most%2040."),
+            ("> [!WARNING]\n> Never run it.", "Never%20run%20it."),
         ]:
             with self.subTest(cited=cited):
                 self.assertEqual(
