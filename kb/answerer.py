@@ -948,7 +948,7 @@ _TABLE_TAG_RE = re.compile(r"<(?:table|thead|tbody|tr|td|th)[\s>]", re.IGNORECAS
 MARKUP_CHARS = 2000  # of a sentence read to tell markup from text
 _HTML_DATA_CELL_RE = re.compile(r"<td\b", re.IGNORECASE)
 _HTML_CELL_RE = re.compile(
-    r"<t([dh])\b[^<>]*>(.*?)(?=</t[dh]\s*>|<t[dh]\b|$)", re.I | re.S
+    r"<t[dh]\b[^<>]*>(.*?)(?=</t[dh]\s*>|<t[dh]\b|$)", re.I | re.S
 )
 
 
@@ -1332,13 +1332,7 @@ def one_line(text: str) -> str:
         # GitHub's alert: "> [!WARNING]" over its text reads "**Warning:** ..."
         text = _ALERT_RE.sub(lambda m: f"**{m.group(1).capitalize()}:** ", text)
     if is_html_row(text):  # an HTML table's row as its cells' text
-        cells = [
-            " ".join(html_text(m.group(2)).split())
-            for m in _HTML_CELL_RE.finditer(text)
-        ]
-        return " | ".join(cell for cell in cells if cell) or " ".join(
-            html_text(text).split()
-        )
+        return _html_row_text(text)
     text = without_shortcodes(text)  # Hugo's: "[Status]({{< relref "x" >}})"
     # MDN's definition: "- `open`\n\n  - : This attribute ..." as "- `open`: ..."
     text = _MDN_DEFINITION_RE.sub(": ", text)
@@ -1346,7 +1340,8 @@ def one_line(text: str) -> str:
         text = text.split(": ", 1)[1]
     if is_definition_item(text):  # "limit\n: Integer. ..." as "limit: Integer. ..."
         term, definitions = text.split("\n", 1)
-        text = f"{term.strip()}:" + _DEFINITION_MARK_RE.sub(" ", "\n" + definitions)
+        said = _DEFINITION_MARK_RE.split("\n" + definitions)
+        text = f"{term.strip()}: " + "; ".join(d.strip() for d in said if d.strip())
     return " ".join(text.split())
 
 

@@ -93,7 +93,8 @@ def _model_note(
     code = languages.recognised_code(question)
     if code in ("", "en"):
         read = list((configs or {}).values())
-        foreign = [c for c in read if c not in (languages.SIMPLE, "english")]
+        # (a language without a stemmer, Chinese or Polish, is read SIMPLE)
+        foreign = [c for c in read if c != "english"]
         if not read or len(foreign) * 2 <= len(read):
             return None
         return embedding_models.language_note(

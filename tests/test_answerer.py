@@ -81,6 +81,8 @@ class ExtractiveAnswerTestCase(SimpleTestCase):
             reply.text,
         )
         self.assertTrue(reply.text.startswith("Each request takes these paging"))
+        # several definitions of one term, each said
+        self.assertEqual(answerer.one_line("color\n: red\n: blue"), "color: red; blue")
 
     def test_a_hugo_shortcode_is_quoted_as_the_text_it_shows(self):
         text = (

@@ -436,6 +436,12 @@ class E5CountTestCase(SimpleTestCase):
         self.assertGreater(len(texts), 2000)
 
 
+CHINESE_HIVES = (
+    "蜂箱的框架每周检查一次。养蜂人记录每个框架的重量和蜂王的位置。"
+    "冬季前要给蜂群喂糖水，并检查蜂箱是否防水。\n\n"
+)
+
+
 class LanguageNoteTestCase(TestCase):
     """French pages given to the English-only model are named, with the model
     to choose; kb_ingest can create a collection with that model."""
@@ -495,6 +501,19 @@ class LanguageNoteTestCase(TestCase):
                 french, "Czy mogę wybierać obiekty według ich adnotacji?"
             )
         self.assertIn("Cette question est en polonais", " ".join(reply.warnings))
+
+    def test_an_english_question_over_chinese_pages_is_not_trusted(self):
+        # review: a language read without a stemmer was left out of the count
+        from tests.base import collection_of
+
+        chinese = collection_of(
+            "Chinese",
+            {f"page{n}.md": f"# 蜂箱 {n}\n\n" + CHINESE_HIVES * 3 for n in range(2)},
+        )
+        self.assertEqual(chinese.source_languages(), {"zh": 2})
+        _, reply = answering.ask(chinese, "How often are the hive frames checked?")
+        self.assertIn(f"{MINILM} reads English only", " ".join(reply.warnings))
+        self.assertFalse(reply.is_trustworthy)
 
     def test_kb_ingest_creates_a_collection_with_the_model_named(self):
         self.assertEqual(self.ingest("Multi", "--embedding-model", E5), "")
