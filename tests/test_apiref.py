@@ -234,8 +234,9 @@ class JavadocTestCase(SimpleTestCase):
 
 
 # DocBook's variablelist, as PostgreSQL's reference pages print it.
-# rustdoc (1.63's layout; newer ones keep these classes): a struct page with
-# an inherent impl, a trait impl, an auto-trait impl and a variant-like field.
+# rustdoc (1.63's layout): a struct page with fields (one classed as rustdoc
+# 1.70 and later class them), an inherent impl, a trait impl and an auto-trait
+# impl.
 RUSTDOC = (Path(__file__).parent / "fixtures" / "rustdoc-frame.html").read_bytes()
 
 
@@ -250,6 +251,8 @@ class RustdocTestCase(SimpleTestCase):
             _paths(reading),
             [
                 "Struct hive::Frame",
+                "Struct hive::Frame > Frame::combs",
+                "Struct hive::Frame > Frame::queen",
                 "Struct hive::Frame > impl Frame",
                 "Struct hive::Frame > impl Frame > Frame::new",
                 "Struct hive::Frame > impl Frame > Frame::new > Panics",
@@ -266,6 +269,11 @@ class RustdocTestCase(SimpleTestCase):
         weight = _section(reading, "Struct hive::Frame > impl Frame > Frame::weight")
         self.assertIn("This is a nightly-only experimental API.", weight)
         self.assertIn("The frame's weight in grams.", weight)
+        combs = _section(reading, "Struct hive::Frame > Frame::combs")
+        self.assertIn("combs: u32", combs)
+        self.assertNotIn("queen", combs)  # the next field's docs are its own
+        queen = _section(reading, "Struct hive::Frame > Frame::queen")
+        self.assertIn("Whether the queen is on this frame.", queen)
         top = _section(reading, "Struct hive::Frame")
         self.assertIn("pub struct Frame { /* private fields */ }", top)
         self.assertIn("A frame of a hive.", top)
@@ -278,6 +286,20 @@ class RustdocTestCase(SimpleTestCase):
         self.assertTrue(
             reading.text[anchors["method.new"] :].startswith("### Frame::new\n")
         )
+
+    def test_a_module_page_keeps_its_item_lists(self):
+        page = (
+            '<!doctype html><html><head><title>std::time</title></head><body class="'
+            'rustdoc mod"><section id="main-content"><h1 class="fqn">Module '
+            'std::time</h1><h2 id="structs">Structs</h2><div class="item-table">'
+            '<div class="item-row"><div class="item-left">'
+            '<a href="struct.Duration.html">Duration</a></div>'
+            '<div class="item-right docblock-short">A span of '
+            "time.</div></div></div></section></body></html>"
+        )
+        text = readers.read("index.html", page.encode()).text
+        self.assertIn("Duration", text)
+        self.assertIn("A span of time.", text)
 
     def test_a_page_of_another_generator_is_not_read_as_rustdoc(self):
         reading = readers.read(

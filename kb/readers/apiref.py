@@ -10,14 +10,15 @@ The summary tables, which repeat the details, and the inherited-member lists
 are left out. A page without member details (package, overview, index pages)
 returns None and is read as any page.
 
-`rustdoc(body)` rebuilds a rustdoc page (a struct, enum, trait, function or
-module) the same way: the item's heading, its declaration as code and its
-description; then each impl block a section (h2, `impl Duration`) and each of
-its members one (h3, `Duration::new`, with the member's anchor as its id): its
-signature as code, "Stable since Rust version 1.3.0." and its docs, whose
-"Panics" and "Examples" are sections under it. Enum variants and struct fields
-are members too. Auto-trait and blanket impls (the same on every page) are
-left out, with the page's furniture ("source", "[−]", "Run", "Read more").
+`rustdoc(body)` rebuilds a rustdoc page (a struct, enum, trait or function;
+a module's or crate's page, a list of items, is read as any page) the same
+way: the item's heading, its declaration as code and its description; then
+each impl block a section (h2, `impl Duration`) and each of its members one
+(h3, `Duration::new`, with the member's anchor as its id): its signature as
+code, "Stable since Rust version 1.3.0." and its docs, whose "Panics" and
+"Examples" are sections under it. Enum variants and struct fields are members
+too. Auto-trait and blanket impls (the same on every page) are left out, with
+the page's furniture ("source", "[−]", "Run", "Read more").
 
 `pydoc(body, title)` rebuilds a page `python -m pydoc -w` writes (Python 3.11
 and later): the module's heading and docstring, each class a section (h2,
@@ -99,7 +100,7 @@ _RUSTDOC_PARTS = lxml.etree.XPath(
     " | .//*[contains(@class, 'item-decl')]"
     " | .//details[contains(@class, 'top-doc')]/div[contains(@class, 'docblock')]"
     " | .//*[self::section or self::div][@id][*[contains(@class, 'code-header')]]"
-    " | .//*[@id][contains(@class, 'small-section-header')]"
+    " | .//*[@id][contains(@class, 'section-header')]"
     "[contains(concat(' ', normalize-space(@class), ' '), ' variant ')"
     " or contains(concat(' ', normalize-space(@class), ' '), ' structfield ')]"
 )
@@ -119,8 +120,9 @@ _HEADING_TAGS = ("h1", "h2", "h3", "h4", "h5", "h6")
 
 def rustdoc(body: lxml.html.HtmlElement) -> lxml.html.HtmlElement | None:
     """A rustdoc page rebuilt (see above); None for any other page."""
-    if "rustdoc" not in (body.get("class") or "").split():
-        return None
+    classes = (body.get("class") or "").split()
+    if "rustdoc" not in classes or "mod" in classes:
+        return None  # (a module's or crate's page: its item lists, as any page)
     left_out = {
         el for name in _RUSTDOC_LEFT_OUT for el in body.xpath(f".//*[@id='{name}']")
     }
@@ -269,7 +271,7 @@ def _pydoc_members(cell: lxml.html.HtmlElement, owner: str) -> list:
 
 
 # an indented line, a doctest, a row of a reST grid table
-_CODE_LINE_RE = re.compile(r"    |\s*>>>|\s*[+|]")
+_CODE_LINE_RE = re.compile(r"    |\s*>>>|\s*\+[-=+]|\s*\|")
 
 
 def _docstring(el: lxml.html.HtmlElement) -> list[lxml.html.HtmlElement]:
@@ -351,8 +353,10 @@ def _member_docs(part: lxml.html.HtmlElement) -> list[lxml.html.HtmlElement]:
     else:
         after = []
         for el in part.itersiblings():
-            if el.tag in ("section", "details", *_HEADING_TAGS):
-                break
+            if el.tag in ("section", "details", *_HEADING_TAGS) or (
+                el.get("id") and "section-header" in (el.get("class") or "")
+            ):
+                break  # the next member, field or variant
             after.append(el)
     blocks: list[lxml.html.HtmlElement] = []
     for el in after:
