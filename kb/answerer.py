@@ -1086,7 +1086,20 @@ def _list_after(intro: Sentence, following: dict[int, Sentence]) -> list[Sentenc
             return items
         items.append(after)
         s = after
+    if items and following.get(id(s)) is None and _list_goes_on(s):
+        items[-1].goes_on = True  # the passage ends inside the list
     return items
+
+
+# A list item opening the line after a quoted item: the list goes on past it
+_NEXT_ITEM_RE = re.compile(r"[ \t]*\n(?:[ \t]*\n)?[ \t]*(?:[-*+]|\d{1,9}[.)])[ \t]")
+
+
+def _list_goes_on(item: Sentence) -> bool:
+    """Whether the source goes on with another item right after `item`, past
+    where its passage ends (a window cut by the budget)."""
+    base, text = _loaded(item.passage, item.start, item.end)
+    return bool(_NEXT_ITEM_RE.match(text, item.end - base))
 
 
 def _table_after(intro: Sentence, following: dict[int, Sentence]) -> list[Sentence]:

@@ -158,6 +158,22 @@ class ExtractiveAnswerTestCase(SimpleTestCase):
         self.assertNotIn("frame_id", reply.text)
         self.assertIn("The salt the frame was signed with.", reply.text)
 
+    def test_a_list_the_passage_cuts_shows_it_goes_on(self):
+        """QA over a Russian PDF: the budget cut a list of five places to ask
+        after its first, and the answer read as if that were all."""
+        text = (
+            "Ask for help in these places:\n\n- the mentors mailing list\n"
+            "- the IRC channel\n- the forum\n"
+        )
+        end = text.index("- the IRC")
+        location = Location(1, "Guide > Help", 0, end, [0])
+        cut = Passage(
+            1, "Guide", "guide1.md", 0, end, text[:end], 1.0, {"vector"}, [location]
+        )
+        cut.source_text = TextWindow([(0, text)])
+        reply = answer("Where can I ask for help?", cut)
+        self.assertIn("- the mentors mailing list\n- …", reply.text)
+
     def test_a_sentence_qualifying_the_quoted_one_comes_with_it(self):
         """The rule and its catch: "Be aware ..." shares no word with the
         question, and is what "is there a downside?" asks (RQ's `rq info`)."""
