@@ -64,6 +64,24 @@ class MisspellingTestCase(TestCase):
             body["searched_for"], [{"asked": "trottling", "searched": "throttling"}]
         )
 
+    def test_kb_ask_says_it_in_the_language_asked_for(self):
+        # QA over Debian's manuals: kb_ask's warnings were always English
+        from io import StringIO
+
+        from django.core.management import call_command
+
+        out = StringIO()
+        call_command(
+            "kb_ask",
+            "how does trottling work",
+            "--collection",
+            "API",
+            "--language",
+            "fr",
+            stdout=out,
+        )
+        self.assertIn("Recherche faite pour “throttling”", out.getvalue())
+
     def test_two_swapped_letters_are_one_edit(self):
         _, reply = answering.ask(self.collection, "How big is a pagniation page?")
         self.assertEqual(reply.searched_for, [("pagniation", "pagination")])

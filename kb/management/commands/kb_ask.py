@@ -2,7 +2,9 @@ from __future__ import annotations
 
 import json
 
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
+from django.utils import translation
 
 from kb import answering, retrieval
 from kb.models import Collection
@@ -18,8 +20,20 @@ class Command(BaseCommand):
         parser.add_argument("--k", type=int, help="Sections handed to the answer.")
         parser.add_argument("--budget", type=int, help="Context tokens.")
         parser.add_argument("--retrieval", choices=["vector", "keyword", "hybrid"])
+        parser.add_argument(
+            "--language",
+            choices=[code for code, _ in settings.LANGUAGES],
+            help="The language of the answer's warnings and notes, as the ask "
+            "page's language switcher sets it (default: English).",
+        )
 
     def handle(self, *args, **options):
+        if options["language"]:
+            with translation.override(options["language"]):
+                return self._ask(options)
+        return self._ask(options)
+
+    def _ask(self, options) -> None:
         collection = Collection.objects.filter(name=options["collection"]).first()
         if collection is None:
             raise CommandError(f"No collection named {options['collection']!r}")
