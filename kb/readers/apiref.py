@@ -100,6 +100,7 @@ _RUSTDOC_PARTS = lxml.etree.XPath(
     " | .//*[contains(@class, 'item-decl')]"
     " | .//details[contains(@class, 'top-doc')]/div[contains(@class, 'docblock')]"
     " | .//*[self::section or self::div][@id][*[contains(@class, 'code-header')]]"
+    " | .//h2[starts-with(@id, 'deref-methods')]"
     " | .//*[@id][contains(@class, 'section-header')]"
     "[contains(concat(' ', normalize-space(@class), ' '), ' variant ')"
     " or contains(concat(' ', normalize-space(@class), ' '), ' structfield ')]"
@@ -121,8 +122,12 @@ _HEADING_TAGS = ("h1", "h2", "h3", "h4", "h5", "h6")
 def rustdoc(body: lxml.html.HtmlElement) -> lxml.html.HtmlElement | None:
     """A rustdoc page rebuilt (see above); None for any other page."""
     classes = (body.get("class") or "").split()
-    if "rustdoc" not in classes or "mod" in classes:
-        return None  # (a module's or crate's page: its item lists, as any page)
+    if "rustdoc" not in classes:
+        return None
+    if "mod" in classes:  # a module's or crate's page: its item lists, as any
+        for mark in _RUSTDOC_PAGE_FURNITURE(body):  # page, without furniture
+            mark.drop_tree()
+        return None
     left_out = {
         el for name in _RUSTDOC_LEFT_OUT for el in body.xpath(f".//*[@id='{name}']")
     }
@@ -137,12 +142,19 @@ def rustdoc(body: lxml.html.HtmlElement) -> lxml.html.HtmlElement | None:
             title = _without_furniture(part)
             item = title.rsplit("::", 1)[-1].split()[-1] if title else ""
             page.append(E.H1(title))
+            page.extend(_since(part.getparent()))  # the item's version
+        elif part.tag == "h2":  # "Methods from Deref<Target = str>"
+            heading = _text(part)
+            page.append(E.H2(heading, id=part.get("id")))
+            target = _DEREF_TARGET_RE.search(heading)
+            item = target.group(1).strip() if target else item
+            inherent = True  # its members are the target's: `str::len`
         elif "item-decl" in classes:
             page.append(E.PRE(_code(part)))
         elif "docblock" in classes:  # the item's description
             page.extend(_docs(part, None))
         elif _is_member(part) and part.get("id", "").startswith("impl"):
-            header = signature(_header(part))
+            header = _signature(_header(part))
             inherent = " for " not in header
             page.append(E.H2(header, id=part.get("id")))
             page.extend(_since(part))
@@ -156,7 +168,7 @@ def rustdoc(body: lxml.html.HtmlElement) -> lxml.html.HtmlElement | None:
                 name = f"{item}::{name}"  # a variant, a field: the item's
             page.append(E.H3(name, id=anchor))
             if _is_member(part):
-                page.append(E.PRE(signature(_header(part))))
+                page.append(E.PRE(_signature(_header(part))))
                 page.extend(_since(part))
             elif (declared := _without_furniture(part)) != name.rsplit(":", 1)[-1]:
                 page.append(E.PRE(declared))  # "NotUnicode(OsString)"
@@ -203,6 +215,8 @@ def pydoc(body: lxml.html.HtmlElement, title: str) -> lxml.html.HtmlElement | No
             continue
         if name == "Functions":
             page.extend(_pydoc_members(cell[0], module))
+        elif name == "Data":  # one constant a line: "hexdigits = '0123...'"
+            page.extend(E.P(line) for line in _lines(cell[0]) if line.strip())
         else:
             page.extend(_docstring(cell[0]))
     return page
@@ -277,20 +291,40 @@ _CODE_LINE_RE = re.compile(r"    |\s*>>>|\s*\+[-=+]|\s*\|")
 def _docstring(el: lxml.html.HtmlElement) -> list[lxml.html.HtmlElement]:
     """pydoc's text (line breaks as <br>, spaces as no-break spaces) as
     paragraphs; indented lines, doctests and reST tables as code."""
-    kept = copy.deepcopy(el)
-    for br in kept.iter("br"):  # (the markup's own line break is a space)
-        br.tail = "\n" + (br.tail or "").lstrip("\r\n")
-    text = kept.text_content().replace("\xa0", " ")
     blocks: list[lxml.html.HtmlElement] = []
-    for paragraph in re.split(r"\n[ \t]*\n", text):
+    for paragraph in re.split(r"\n[ \t]*\n", "\n".join(_lines(el))):
         lines = [line.rstrip() for line in paragraph.split("\n") if line.strip()]
         if not lines:
             continue
-        if all(_CODE_LINE_RE.match(line) for line in lines):
+        if _is_code(lines):
             blocks.append(E.PRE("\n".join(lines)))
         else:
             blocks += _lines_as_blocks([line.strip() for line in lines])
     return blocks
+
+
+def _lines(el: lxml.html.HtmlElement) -> list[str]:
+    """pydoc's text as its lines (a <br> each; no-break spaces as spaces)."""
+    kept = copy.deepcopy(el)
+    for br in kept.iter("br"):  # (the markup's own line break is a space)
+        br.tail = "\n" + (br.tail or "").lstrip("\r\n")
+    return kept.text_content().replace("\xa0", " ").split("\n")
+
+
+# columns set apart ("heap = []     # creates an empty heap"), a comment
+_ALIGNED_RE = re.compile(r"\S {3,}\S|\s#\s")
+
+
+def _is_code(lines: list[str]) -> bool:
+    """Indented lines, a doctest and its output, a reST table, or lines set
+    in aligned columns (a "Usage:" block of calls and their comments)."""
+    if all(_CODE_LINE_RE.match(line) for line in lines):
+        return True
+    if _CODE_LINE_RE.match(lines[0]) and lines[0].lstrip().startswith(">>>"):
+        return True
+    return len(lines) > 1 and 2 * sum(
+        bool(_ALIGNED_RE.search(line)) for line in lines
+    ) >= len(lines)
 
 
 # A docstring's list: "- prog -- The name of the program", "msg: The message"
@@ -310,6 +344,22 @@ def _lines_as_blocks(lines: list[str]) -> list[lxml.html.HtmlElement]:
         item = " ".join(lines[start:end])
         items.append(E.LI(re.sub(r"^[-*+][ \t]+", "", item)))
     return [*blocks, items]
+
+
+_DEREF_TARGET_RE = re.compile(r"Target\s*=\s*([^<>]+?)\s*>?\s*$")
+# A module page's furniture: the sidebar's logo, the version and source marks,
+# the toggles, the examples' "Run"
+_RUSTDOC_PAGE_FURNITURE = lxml.etree.XPath(
+    ".//*[contains(@class, 'out-of-band') or contains(@class, 'logo-container')"
+    " or contains(@class, 'hideme') or contains(@class, 'test-arrow')"
+    " or contains(@class, 'stab')]"
+)
+
+
+def _signature(header: lxml.html.HtmlElement) -> str:
+    """A member's signature without the furniture inside it ("Notable traits
+    for StepBy<I>" tooltips, 1.63's)."""
+    return _PAREN_SPACE_RE.sub("", _without_furniture(header))
 
 
 def _is_member(part: lxml.html.HtmlElement) -> bool:
@@ -468,9 +518,28 @@ def sphinx_signature(dt: lxml.html.HtmlElement) -> tuple[str, str] | None:
         ".//*[contains(@class, 'sig-prename') or contains(@class, 'sig-name')]"
     )
     name = "".join(n.text_content() for n in names).strip() or _text(term)
-    if term.xpath(".//*[contains(@class, 'sig-paren')]"):
-        name += "()"
+    kinds = set((dl.get("class") or "").split())
+    if "." not in name and (owner := _sphinx_owner(dl)):
+        name = f"{owner}.{name}"  # autodoc's `counter()` under class Manager
+    if term.xpath(".//*[contains(@class, 'sig-paren')]") and not kinds & {
+        "class",
+        "exception",
+    }:
+        name += "()"  # a call; a class is named without ("enlighten.Manager")
     return name, signature(term)
+
+
+def _sphinx_owner(dl: lxml.html.HtmlElement) -> str:
+    """The short name of the class a Sphinx object is described in, if any."""
+    dd = dl.getparent()
+    outer = dd.getparent() if dd is not None and dd.tag == "dd" else None
+    if outer is None or not {"class", "exception"} & set(
+        (outer.get("class") or "").split()
+    ):
+        return ""
+    term = outer.find("dt")
+    names = [] if term is None else term.xpath(".//*[contains(@class, 'sig-name')]")
+    return names[0].text_content().strip() if names else ""
 
 
 def is_field_list(dl: lxml.html.HtmlElement) -> bool:

@@ -706,7 +706,9 @@ class _Walker:
             name = escape(signatures[0][0])
             self.out.heading(level, f"{parent} {name}".strip(), _anchor(terms[0]))
             for name, signature in signatures:
-                if signature != name:  # an option's term is its whole signature
+                # an option's term is its whole signature; an attribute's is
+                # its name ("fileobj" of `SelectorKey.fileobj`)
+                if signature != name and not name.endswith(f".{signature}"):
                     self.out.code(signature)
             return
         text = ", ".join(t for t in (clean(self.inline(t)) for t in terms) if t)
