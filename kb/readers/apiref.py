@@ -185,10 +185,12 @@ _PYDOC_EVERY_CLASS = {"__dict__", "__weakref__"}  # what every class says
 
 def pydoc(body: lxml.html.HtmlElement, title: str) -> lxml.html.HtmlElement | None:
     """A pydoc page rebuilt (see above); None for any other page."""
+    if not title.startswith("Python: "):
+        return None  # (before walking the page: every HTML page comes here)
     heading = body.xpath(
         ".//table[contains(@class, 'heading')]//strong[contains(@class, 'title')]"
     )
-    if not title.startswith("Python: ") or not heading:
+    if not heading:
         return None
     module = _text(heading[0])
     page = E.DIV(E.H1(title.removeprefix("Python: ")))
