@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import bisect
 import re
+from collections.abc import Callable
 from html.parser import HTMLParser
 
 _INLINE_LINK_RE = re.compile(
@@ -175,26 +176,39 @@ def heading_text(markdown: str) -> str:
     Docusaurus, `{/*install*/}` of MDX) or an empty anchor in it (`<a
     name="install"></a>`): they name the anchor, not the part."""
     markdown = _without_ids(without_shortcodes(markdown))
+    # (code kept as written: its backticks and backslashes)
+    return " ".join(_code_aside(markdown, _plain, lambda code: code).split())
+
+
+def _code_aside(
+    markdown: str, outside: Callable[[str], str], code: Callable[[str], str]
+) -> str:
+    """`outside` applied to the text around `markdown`'s code spans, the spans
+    set aside as markers (a link around code, `[`get`](api.md)`, is still one
+    link, and code keeps its backslashes), then each put back as `code` of
+    it."""
     spans = _code_spans(markdown)
     if not spans or "\ue002" in markdown:  # (the markers themselves: as text)
-        return " ".join(_plain(markdown).split())
-    # Code set aside as markers, so a link around it (`[`get`](api.md)`) is still
-    # one link, and code keeps its backslashes; put back after.
+        return outside(markdown)
     pieces, position = [], 0
     for i, (start, end) in enumerate(spans):
         pieces.append(f"{markdown[position:start]}\ue002{i}\ue003")
         position = end
     pieces.append(markdown[position:])
-    text = _plain("".join(pieces))
-    text = _CODE_MARK_RE.sub(lambda m: markdown[slice(*spans[int(m.group(1))])], text)
-    return " ".join(text.split())
+    text = outside("".join(pieces))
+    return _CODE_MARK_RE.sub(
+        lambda m: code(markdown[slice(*spans[int(m.group(1))])]), text
+    )
 
 
-def _plain(markdown: str) -> str:
-    """Inline Markdown outside code: links as their text, escapes undone. An
-    escaped character is set aside first, so `\\[docs](here)` stays as written."""
+def _plain(markdown: str, marks: Callable[[str], str] | None = None) -> str:
+    """Inline Markdown outside code: links as their text, `marks` applied to
+    what is left (shown_text's emphasis and tags), escapes undone. An escaped
+    character is set aside first, so `\\[docs](here)` stays as written and
+    an escaped `\\*` is no emphasis mark."""
+    marks = marks or (lambda text: text)
     if "\\" not in markdown:
-        return link_text(markdown)
+        return marks(link_text(markdown))
     kept: list[str] = []
 
     def aside(match: re.Match) -> str:
@@ -202,8 +216,8 @@ def _plain(markdown: str) -> str:
         return f"\ue000{len(kept) - 1}\ue001"
 
     if "\ue000" in markdown:  # the markers themselves: no setting aside
-        return _ESCAPED_RE.sub(r"\1", link_text(markdown))
-    text = link_text(_ESCAPED_RE.sub(aside, markdown))
+        return _ESCAPED_RE.sub(r"\1", marks(link_text(markdown)))
+    text = marks(link_text(_ESCAPED_RE.sub(aside, markdown)))
     return _ASIDE_RE.sub(lambda m: kept[int(m.group(1))], text)
 
 
@@ -242,28 +256,19 @@ def shown_text(markdown: str) -> str:
             line = _BLOCK_MARK_RE.sub("", line, count=1)
         # a definition's ": " (MDN's "- : "), a GitHub alert's label
         lines.append(_SHOWN_NOT_RE.sub("", line, count=1))
-    text = "\n".join(lines)
-    code: list[str] = []
-    pieces, position = [], 0
-    for start, end in _code_spans(text):
-        ticks = len(text[start:end]) - len(text[start:end].lstrip("`"))
-        code.append(text[start + ticks : end - ticks].strip())
-        pieces.append(f"{text[position:start]}\ue002{len(code) - 1}\ue003")
-        position = end
-    pieces.append(text[position:])
-    text = "".join(pieces)
-    kept: list[str] = []
+    shown = _code_aside("\n".join(lines), lambda t: _plain(t, _unmarked), _code_shown)
+    return " ".join(shown.split())
 
-    def aside(match: re.Match) -> str:
-        kept.append(match.group(1))
-        return f"\ue000{len(kept) - 1}\ue001"
 
-    text = link_text(_ESCAPED_RE.sub(aside, text))
-    text = _INLINE_TAG_RE.sub(" ", text)
-    text = _EMPHASIS_RE.sub("", text).replace("|", " ")
-    text = _ASIDE_RE.sub(lambda m: kept[int(m.group(1))], text)
-    text = _CODE_MARK_RE.sub(lambda m: code[int(m.group(1))], text)
-    return " ".join(text.split())
+def _unmarked(text: str) -> str:
+    """Text without inline tags, emphasis marks and table pipes."""
+    return _EMPHASIS_RE.sub("", _INLINE_TAG_RE.sub(" ", text)).replace("|", " ")
+
+
+def _code_shown(span: str) -> str:
+    """A code span's code, without its backticks."""
+    ticks = len(span) - len(span.lstrip("`"))
+    return span[ticks : len(span) - ticks].strip()
 
 
 _STRONG_RE = re.compile(r"(?<!\\)(\*\*|__)")
