@@ -459,7 +459,7 @@ MAX_FIELD_WORDS = 6
 _VERSION_LINE_RE = re.compile(
     r"(?:(?:Stable|Const)\s+)?"  # rustdoc's "Stable since Rust version 1.3.0."
     r"(?:Added|Deprecated|Changed|Removed|New|Since|Introduced)\b[\w ]{0,20}:?"
-    r"\s+v?\d+(?:\.\d+)+(?:,\s*const since v?\d+(?:\.\d+)+)?\.?",
+    r"\s+v?\d+(?:\.\d+)+(?:,\s*const (?:since v?\d+(?:\.\d+)+|unstable))?\.?",
     re.IGNORECASE,
 )
 

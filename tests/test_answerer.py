@@ -261,6 +261,7 @@ class ExtractiveAnswerTestCase(SimpleTestCase):
             "History",
             "Added in: v0.1.90",
             "Stable since Rust version 1.27.0, const since 1.32.0.",  # rustdoc
+            "Stable since Rust version 1.40.0, const unstable.",
         ):
             text = (
                 f"{label}\n\n| Version | Changes |\n| --- | --- |\n"

@@ -271,6 +271,7 @@ class RustdocTestCase(SimpleTestCase):
         weight = _section(reading, "Struct hive::Frame > impl Frame > Frame::weight")
         self.assertIn("This is a nightly-only experimental API.", weight)
         self.assertIn("The frame's weight in grams.", weight)
+        self.assertNotIn("nstable.", weight)  # "const: unstable" dates nothing
         combs = _section(reading, "Struct hive::Frame > Frame::combs")
         self.assertIn("combs: u32", combs)
         self.assertNotIn("queen", combs)  # the next field's docs are its own

@@ -391,6 +391,8 @@ def _since(section: lxml.html.HtmlElement) -> list[lxml.html.HtmlElement]:
     if not marks:
         return []
     said = marks[0].get("title") or f"Since {_text(marks[0])}"
+    if said.strip().casefold() == "const unstable":
+        return []  # no version: the item is as old as its impl (the page says)
     return [E.P(said[:1].upper() + said[1:] + ".")]
 
 
