@@ -172,6 +172,7 @@ class Sentence:
     words: float = 0.0  # its score by the question's words alone (_score)
     meaning: float = 0.0  # its nearness to the question, 0 to 1 (_by_meaning)
     exact: float = 0.0  # the question's exact tokens it holds, up to 1 (_score)
+    defines: bool = False  # opens an entry the question names (_asked_entries)
     goes_on: bool = False  # a list item quoted last of a list that goes on
 
 
@@ -401,31 +402,42 @@ def _exact_held(sentences: list[Sentence], question: str) -> list[float]:
 
 
 def _asked_entries(sentences: list[Sentence], question: str) -> dict[int, Sentence]:
-    """The sections headed by what the question names as written, when at most
-    PINPOINT_SENTENCES are (those whose heading path holds the most of its
-    exact tokens and other words, one of them a token), by id, each with its first
-    sentence that is not code. "What does pg_basebackup -S set?" is answered
-    from the entry headed "-S slotname" under "pg_basebackup", whose
-    sentences never write "-S"."""
+    """The sections headed by what the question names as written, when they
+    are the entries of at most PINPOINT_SENTENCES members (those whose heading
+    path holds the most of its exact tokens, member names and other words, one
+    of them a token or a name), by id, each with its first sentence that is
+    not code. "What does pg_basebackup -S set?" is answered from the entry
+    headed "-S slotname" under "pg_basebackup", whose sentences never write
+    "-S"; "what does the mkdir method do?" from "Path.mkdir"'s; "File::open or
+    File::create?" from both entries, their "Errors" and "Examples" being parts
+    of them."""
     tokens = frozenset(exact_tokens.tokens(question))
-    if not tokens:
+    asked = content_words(question)
+    paths = {s.location.section_id: s.location.heading_path for s in sentences}
+    members = _asked_members(paths, asked)
+    if not tokens and not members:
         return {}
     # the words of a token ("s" of "-s") are counted with the token
-    words = content_words(question) - {
+    words = asked - {
         word for token in tokens for word in _WORD_RE.findall(token.casefold())
     }
-    paths = {s.location.section_id: s.location.heading_path for s in sentences}
+    words -= {name for names in members.values() for name in names}
     named = {
         section: exact_tokens.named_in(path, tokens, words)
         for section, path in paths.items()
+    }
+    held = {
+        section: (found + len(members.get(section, ())), plain)
+        for section, (found, plain) in named.items()
     }
     # An exact token and a word weigh alike: "shopt -s globstar" names both
     # the entry "-s" and the entry "globstar" under "shopt". The best is among
     # the sections naming a token: a heading holding more of the question's
     # plain words ("Show renamed files") does not hide "--follow"'s entry.
-    best = max((sum(n) for n in named.values() if n[0]), default=0)
-    found = {section for section, n in named.items() if sum(n) == best}
-    if not best or len(found) > PINPOINT_SENTENCES:
+    best = max((sum(n) for n in held.values() if n[0]), default=0)
+    found = {section for section, n in held.items() if sum(n) == best}
+    heads = _heads(found, paths)
+    if not best or len(heads) > PINPOINT_SENTENCES:
         return {}
     first: dict[int, Sentence] = {}
     for s in sorted(sentences, key=lambda s: s.start):
@@ -436,7 +448,67 @@ def _asked_entries(sentences: list[Sentence], question: str) -> dict[int, Senten
             or _is_label_line(s.text)
         ):  # a member's signature is code: its description says what it does
             first.setdefault(s.location.section_id, s)
+    for section, s in first.items():
+        s.defines = section in heads  # an entry's part opens with something else
     return first
+
+
+def _asked_members(paths: dict[int, str], asked: frozenset[str]) -> dict[int, set[str]]:
+    """For each section (`paths`: heading paths by id) the names of the members
+    its path heads that the question says as a word (`asked`: its content
+    words): "mkdir" of "Path.mkdir", "heappushpop" of "heapq.heappushpop".
+    Only a name no English dictionary holds (the default model's vocabulary)
+    is one: "open" of "File::open" and "counter" of "Manager.counter()" are
+    words many questions say of other things."""
+    names: dict[int, set[str]] = {}
+    for section, path in paths.items():
+        said = {
+            name
+            for heading in path.split(" > ")
+            if (name := _member_name(heading)) is not None and name in asked
+        }
+        if said:
+            names[section] = said
+    if not names:
+        return {}
+    dictionary = embedding.vocabulary()
+    english = {
+        name
+        for said in names.values()
+        for name in said
+        if name in dictionary or name.rstrip("s") in dictionary
+    }
+    return {
+        section: kept for section, said in names.items() if (kept := said - english)
+    }
+
+
+# A member's heading: its owner's name and its own, or its own called
+# ("Path.mkdir", "heapq.heappushpop", "File::open", "Manager.counter()",
+# "exsltRegisterAll ()"); the name is the part after the last "." or "::".
+_MEMBER_HEADING_RE = re.compile(
+    r"(?:[A-Za-z_$][\w$]*(?:\.|::|#))+(?P<name>[A-Za-z_$][\w$]*)(?:\s*\(.*\))?"
+    r"|(?P<called>[A-Za-z_$][\w$]*)\s*\(.*\)"
+)
+
+
+def _member_name(heading: str) -> str | None:
+    """The casefolded name of the member `heading` heads, if it heads one."""
+    match = _MEMBER_HEADING_RE.fullmatch(heading.strip().replace("`", ""))
+    if match is None:
+        return None
+    return (match["name"] or match["called"]).casefold()
+
+
+def _heads(found: set[int], paths: dict[int, str]) -> set[int]:
+    """The entries the `found` sections are: a section under another found
+    one ("File::open > Errors" under "File::open") is part of it."""
+    above = {paths[section] + " > " for section in found}
+    return {
+        section
+        for section in found
+        if not any(paths[section].startswith(head) for head in above)
+    }
 
 
 # A setting's or member's labelled field ("**Type**: `boolean`", "Default: 4",
@@ -743,23 +815,28 @@ def _choose(sentences: list[Sentence], asked: int) -> list[Sentence]:
         key = _said(s)
         return key not in quoted and not quoted.add(key)
 
+    # What each entry the question names says it is comes first, however few
+    # of the question's words it shares ("Create a new directory at this
+    # given path." for "what does the mkdir method do?").
+    defining = [s for s in ranked if s.defines and new_text(s)]
+    chosen += defining
+    locations += [(s.passage.rank, s.location.start) for s in defining]
+    lead = ranked[0]  # the shares below are of the best sentence's score
     for s in ranked:  # the best sentence of each of the best locations first
         key = (s.passage.rank, s.location.start)
         # One shared word ("class" in "yoga class" and "economy class") is not
         # enough for a location of its own: its sentence must weigh a share of
         # the best one's, as every further sentence must, and share words enough.
         fair = s.score > 0 and (
-            not chosen
-            or s.score >= LOCATION_SHARE * chosen[0].score
-            and s.shared >= needed
+            s is lead or s.score >= LOCATION_SHARE * lead.score and s.shared >= needed
         )
         if fair and key not in locations and len(locations) < TOP_LOCATIONS:
             if new_text(s):
                 locations.append(key)
                 chosen.append(s)
     if not chosen:
-        chosen.append(ranked[0])
-    best, best_words = chosen[0].score, chosen[0].words
+        chosen.append(lead)
+    best, best_words = lead.score, lead.words
     words = sum(len(s.text.split()) for s in chosen)
     for s in ranked:
         if len(chosen) >= MAX_SENTENCES or s.score < KEEP_SHARE * best:

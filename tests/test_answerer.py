@@ -544,6 +544,119 @@ class EntryNamedByAWordTestCase(SimpleTestCase):
         self.assertIn("the pattern ** used in a filename expansion", reply.text)
 
 
+class MemberNamedInTheQuestionTestCase(SimpleTestCase):
+    """QA over pydoc and rustdoc pages: a member the question names is quoted
+    by its own description, first, although that shares few of its words."""
+
+    def test_a_member_named_by_its_plain_name_opens_with_its_description(self):
+        """ "mkdir" is no exact token (no capital, dot or underscore), and
+        "Create a new directory at this given path." shares only "path" with
+        the question: the answer opened with the class's docstring and then
+        the bare signature of Path.mkdir."""
+        reply = answer(
+            "What does the mkdir method of pathlib.Path do?",
+            passage(
+                "Path represents a filesystem path but unlike PurePath, also "
+                "offers methods to do system calls on path objects.",
+                "module pathlib > class Path(PurePath)",
+                2,
+                1,
+            ),
+            passage(
+                "```\nmkdir(self, mode=511, parents=False, exist_ok=False)\n```"
+                "\n\nCreate a new directory at this given path.\n",
+                "module pathlib > class Path(PurePath) > Path.mkdir",
+                1,
+                2,
+            ),
+            passage(
+                "```\nrmdir(self)\n```\n\nRemove this directory. The directory "
+                "must be empty.\n",
+                "module pathlib > class Path(PurePath) > Path.rmdir",
+                3,
+                3,
+            ),
+        )
+        self.assertTrue(
+            reply.text.startswith("**`Path.mkdir`**: Create a new directory"),
+            reply.text,
+        )
+
+    def test_two_members_compared_are_each_quoted_by_their_description(self):
+        """File::open and File::create each have "Errors" and "Examples" parts:
+        five sections named, over the three an entry may be, so neither was
+        an entry. The answer opened with "See the `OpenOptions::open`
+        function for more details." and left open's description out."""
+        parts = [
+            (
+                "File::open",
+                "```\npub fn open<P: AsRef<Path>>(path: P) -> Result<File>\n```"
+                "\n\nAttempts to open a file in read-only mode.\n\nSee the "
+                "`OpenOptions::open` method for more details.\n",
+            ),
+            (
+                "File::open > Errors",
+                "This function will return an error if `path` does not already "
+                "exist. Other errors may also be returned according to "
+                "`OpenOptions::open`.\n",
+            ),
+            (
+                "File::open > Examples",
+                "```\nuse std::fs::File;\n\nfn main() -> std::io::Result<()> {\n"
+                '    let mut f = File::open("foo.txt")?;\n    Ok(())\n}\n```\n',
+            ),
+            (
+                "File::create",
+                "```\npub fn create<P: AsRef<Path>>(path: P) -> Result<File>\n```"
+                "\n\nOpens a file in write-only mode.\n\nThis function will "
+                "create a file if it does not exist, and will truncate it if it "
+                "does.\n\nSee the `OpenOptions::open` function for more "
+                "details.\n",
+            ),
+            (
+                "File::create > Examples",
+                "```\nuse std::fs::File;\n\nfn main() -> std::io::Result<()> {\n"
+                '    let mut f = File::create("foo.txt")?;\n    Ok(())\n}\n```\n',
+            ),
+        ]
+        text, locations = "", []
+        for section, (heading, part) in enumerate(parts, start=1):
+            path = f"Struct std::fs::File > impl File > {heading}"
+            locations.append(
+                Location(section, path, len(text), len(text) + len(part), [section])
+            )
+            text += part + "\n"
+        found = Passage(
+            1, "File", "file.html", 0, len(text), text, 1.0, {"vector"}, locations
+        )
+        found.source_text = TextWindow([(0, text)])
+        reply = answer(
+            "What is the difference between File::open and File::create?", found
+        )
+        self.assertIn("Attempts to open a file in read-only mode.", reply.text)
+        self.assertIn("Opens a file in write-only mode.", reply.text)
+        self.assertFalse(reply.text.startswith("See the"), reply.text)
+
+    def test_a_member_named_by_an_english_word_is_not_taken_for_the_entry(self):
+        """ "counter" is a word: "the counter" of a question about a shop is
+        not Manager.counter, whose description would then open the answer."""
+        reply = answer(
+            "How long does the counter stay open on Sundays?",
+            passage(
+                "The counter at the front stays open from ten to four on Sundays.",
+                "Opening hours",
+                source_id=1,
+            ),
+            passage(
+                "Return a new progress bar registered with this manager.",
+                "API > Manager.counter()",
+                2,
+                2,
+            ),
+        )
+        self.assertTrue(reply.text.startswith("The counter at the front"), reply.text)
+
+
 class LocationShareTestCase(SimpleTestCase):
     SMOKER = (
         "Light the smoker with paper and add dry fuel once it burns. "
