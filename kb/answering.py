@@ -40,7 +40,7 @@ from kb.answerer import Answer, Citation
 from kb.citations import citation_url, original_url, text_fragment_url
 from kb.models import Chunk, Section, Source
 from kb.readers.reading import pages_of
-from kb.retrieval import keywords, search, spelling
+from kb.retrieval import exact, keywords, search, spelling
 from kb.retrieval.passages import Passage, Result
 
 
@@ -62,7 +62,10 @@ def ask(collection, question: str, **options: Any) -> tuple[Result, Answer]:
         if fixes:  # the question searched is not the one asked
             unknown, checked = keywords.unknown_words(collection, result.question)
         unknown = spelling.without_slips(unknown, collection.embedding_model)
-        reply = _warn_of_unknown(collection, result, reply, unknown, checked, configs)
+        missing = exact.unheld(collection, result.question)
+        reply = _warn_of_unknown(
+            collection, result, reply, unknown, checked, configs, missing
+        )
     if fixes:
         reply.searched_for = [(f.asked, f.searched) for f in fixes]
         reply.warnings.insert(0, _searched_for(fixes))
@@ -294,11 +297,13 @@ def _warn_of_unknown(
     unknown: list[str],
     checked: int,
     configs: dict[int, str],
+    missing: tuple[str, ...] | list[str] = (),
 ) -> Answer:
     """`reply` warning of the question's words no source uses (`unknown`, of
-    `checked` words) that name something, and not trustworthy then (QA: "How
-    do I make WebStorm fix on save?" was answered from another editor's page
-    as trustworthy); declined when no word is known."""
+    `checked` words) that name something, and of its exact tokens none holds
+    (`missing`: exact.unheld), and not trustworthy then (QA: "How do I make
+    WebStorm fix on save?" was answered from another editor's page as
+    trustworthy); declined when no word is known."""
     if unknown and len(unknown) == checked:
         return _no_word_known(unknown)
     language = _question_language(collection, result, configs)
@@ -306,6 +311,8 @@ def _warn_of_unknown(
     named = [
         w for w in unknown if _names_a_thing(w, result.question, vocabulary, language)
     ]
+    said = {w.casefold() for w in named}
+    named += [t for t in missing if t.casefold() not in said]
     if named:  # the answer cannot be about what no source names
         reply.warnings.append(_unknown_warning(named))
         reply.is_trustworthy = False

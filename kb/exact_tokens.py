@@ -52,6 +52,7 @@ _ALL_PARTS_RE = re.compile(r"[/.]|::")
 _DIGIT_RE = re.compile(r"\d")
 _CAMEL_RE = re.compile(r"[a-z][A-Z]")
 _OPTION_RE = re.compile(r"--?[^\W\d_]")
+_SHORT_OPTION_RE = re.compile(r"-[^\W_]")
 _DOTTED_RE = re.compile(r"\w\.\w")
 _LETTERS_RE = re.compile(r"[^\W\d_]")
 
@@ -124,6 +125,17 @@ def _with_parts(run: str) -> list[str]:
         if piece and piece not in kept and is_exact(piece):
             kept.append(piece)
     return kept
+
+
+def is_split_by_words(token: str) -> bool:
+    """A token of one part that the word index keeps only in pieces or not at
+    all: a snake_case name ("set_modified" is "set" and "modified" there) or
+    a one-letter option ("-S" is "s"). Other tokens of one part are words
+    there ("TestPyPI", "23505"), or prose ("top-10"); compounds' parts
+    ("File::set_modified", "pathlib.Path") may be written apart."""
+    if _ALL_PARTS_RE.search(token):
+        return False
+    return "_" in token.strip("_") or bool(_SHORT_OPTION_RE.fullmatch(token))
 
 
 def is_exact(token: str) -> bool:

@@ -244,6 +244,39 @@ class ExactSearchTestCase(TestCase):
         _, reply = answering.ask(self.collection, "What does error 23505 mean?")
         self.assertFalse(any("23505" in w for w in reply.warnings), reply.warnings)
 
+    def test_an_identifier_or_option_no_source_holds_is_named_in_a_warning(self):
+        """QA of issue #28 over rustdoc: "How do I set a file's modification
+        time with File::set_modified?" over docs without it was answered from
+        set_len's entry, as trustworthy: the word check reads "set_modified"
+        as "set" and "modified", words the docs use."""
+        from kb import answering
+        from kb.retrieval import keywords
+
+        keywords.count_terms(self.collection)
+        self.collection.refresh_from_db()
+        for question, missing in (
+            ("How do I reset unique_violations?", "unique_violations"),
+            ("What does Strings::is_blanks return?", "is_blanks"),
+            ("Which superuser name does -Z set for a restore?", "-Z"),
+        ):
+            with self.subTest(question):
+                _, reply = answering.ask(self.collection, question)
+                self.assertFalse(reply.is_trustworthy)
+                self.assertTrue(
+                    any(f"“{missing}”" in w for w in reply.warnings), reply.warnings
+                )
+        # held as written, in other capitals, or split from its owner
+        for question in (
+            "What condition is UNIQUE_VIOLATION?",
+            "What does -S do?",
+            "What is Settings::SAFE_METHODS?",
+        ):
+            with self.subTest(question):
+                _, reply = answering.ask(self.collection, question)
+                self.assertFalse(
+                    any("No source" in w for w in reply.warnings), reply.warnings
+                )
+
     def test_a_question_without_exact_tokens_runs_no_exact_search(self):
         found = exact.search(self.collection, "What is a blank string?", 10)
         self.assertEqual(found, exact.Found())

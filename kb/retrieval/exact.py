@@ -57,6 +57,20 @@ LIMIT %(limit)s
 """
 
 
+# The tokens no chunk of the collection holds: as written, in small letters,
+# or folded (the form a token with capitals is also stored in).
+_UNHELD = """
+SELECT w.token FROM unnest(%(tokens)s::text[]) WITH ORDINALITY AS w(token, n)
+WHERE NOT EXISTS (
+    SELECT 1 FROM kb_chunk c
+    WHERE c.collection_id = %(collection)s::bigint
+        AND c.exact_tokens
+            && ARRAY[w.token, lower(w.token), %(folded)s || lower(w.token)]
+)
+ORDER BY w.n
+"""
+
+
 @dataclass(frozen=True)
 class Found:
     """The exact leg's chunks, best first, and among them those holding the
@@ -107,3 +121,25 @@ def search(
         tokens=frozenset(exact_tokens.tokens(question)),
         words=content_words(question),
     )
+
+
+def unheld(collection: Collection, question: str) -> list[str]:
+    """The question's exact tokens that no chunk of the collection holds, in
+    any capitals: "set_modified" of "How do I call File::set_modified?" over
+    docs of a version without it (QA of issue #28: answered from set_len's
+    entry, as trustworthy). Only the tokens the word check (kb.retrieval.
+    keywords.unknown_words) cannot see whole are looked up
+    (exact_tokens.is_split_by_words)."""
+    tokens = [
+        t for t in exact_tokens.tokens(question) if exact_tokens.is_split_by_words(t)
+    ]
+    if not tokens:
+        return []
+    params = {
+        "tokens": tokens,
+        "collection": collection.pk,
+        "folded": exact_tokens.FOLDED,
+    }
+    with connection.cursor() as cursor:
+        cursor.execute(_UNHELD, params)
+        return [row[0] for row in cursor.fetchall()]
