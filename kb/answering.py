@@ -25,6 +25,7 @@ from django.utils.translation import (
     get_language_info,
     gettext,
     ngettext,
+    pgettext,
 )
 
 from kb import (
@@ -354,7 +355,11 @@ def _names_a_thing(
 
 
 def _named(words: list[str]) -> str:
-    return ", ".join(f"“{w}”" for w in words)
+    """The words quoted as the reader's language quotes (« mot » in French)."""
+    return ", ".join(
+        pgettext("a word quoted in a warning", "“%(word)s”") % {"word": w}
+        for w in words
+    )
 
 
 def _unknown_warning(words: list[str]) -> str:

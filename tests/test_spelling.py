@@ -80,7 +80,8 @@ class MisspellingTestCase(TestCase):
             "fr",
             stdout=out,
         )
-        self.assertIn("Recherche faite pour “throttling”", out.getvalue())
+        # quoted as French quotes, with no-break spaces inside
+        self.assertIn("Recherche faite pour «\u00a0throttling\u00a0»", out.getvalue())
 
     def test_two_swapped_letters_are_one_edit(self):
         _, reply = answering.ask(self.collection, "How big is a pagniation page?")
