@@ -360,6 +360,49 @@ COMMANDS = {
 }
 
 
+# A name most of the guides write ("GitHub" in a guide to open source): a
+# token as the exact leg reads tokens (a capital inside a word), and no code.
+GUIDES = {
+    "contributing.md": "# Contributing\n\n## Opening a pull request\n\nFork the "
+    "repository, push your branch, then open a pull request from it on HiveHub. "
+    "Describe what the change does and link the issue it fixes. A maintainer "
+    "reviews it, asks for changes if needed, and merges it.\n\n## Finding an "
+    "issue\n\nLook for issues labelled good first issue.\n",
+    "accessibility.md": "# Accessibility\n\n## Assistants\n\nHiveHub Pilot "
+    "suggests alt text.\n\n## Colours\n\nKeep the contrast high in every "
+    "theme.\n",
+    "legal.md": "# Legal\n\n## Public repositories\n\nA public HiveHub "
+    "repository is not open source without a licence.\n",
+    "security.md": "# Security\n\n## Alerts\n\nHiveHub alerts list the "
+    "vulnerable dependencies.\n",
+    "funding.md": "# Funding\n\n## Sponsors\n\nHiveHub Sponsors lets people "
+    "fund a maintainer.\n",
+    "metrics.md": "# Metrics\n\n## Traffic\n\nHiveHub shows the visitors of "
+    "a repository.\n",
+}
+
+
+class CommonTokenTestCase(TestCase):
+    @classmethod
+    def setUpTestData(cls):
+        cls.collection = collection_of("Guides", GUIDES)
+
+    def test_a_name_most_sources_write_does_not_rank_by_itself(self):
+        """QA over opensource.guide: "How do I submit a pull request on GitHub?"
+        ranked "Leverage GitHub Copilot" and "Are public GitHub projects open
+        source?" first, the exact leg's best chunks for a token in most of
+        the guides; the right section came fifth."""
+        self.assertEqual(
+            exact.search(self.collection, "pull request on HiveHub?", 20).ids, []
+        )
+        result = pipeline.retrieve(
+            self.collection, "How do I open a pull request on HiveHub?"
+        )
+        self.assertEqual(
+            result.passages[0].heading_path, "Contributing > Opening a pull request"
+        )
+
+
 class PinpointSearchTestCase(TestCase):
     @classmethod
     def setUpTestData(cls):
