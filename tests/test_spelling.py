@@ -124,6 +124,27 @@ class MisspellingTestCase(TestCase):
         )
         self.assertEqual(reply.searched_for, [("clent", "client"), ("tken", "token")])
 
+    def test_a_word_of_the_dictionary_is_no_misspelling(self):
+        """QA over Javadoc: "how does Crypt.crypt decide ...?" was searched as
+        "decoder", and "what does the parameter mean?" as "man": words the
+        sources do not use, but no misspellings of those they do."""
+        codecs = collection_of(
+            "Codecs",
+            {
+                "codecs.md": "# Codecs\n\n## Decoder\n\nThe decoder reads a "
+                "man page and returns its sections, one per heading.\n"
+            },
+        )
+        keywords.count_terms(codecs)
+        codecs.refresh_from_db()
+        for question in (
+            "How does the decoder decide where a section starts?",
+            "What does a section mean to the decoder?",
+        ):
+            with self.subTest(question):
+                _, reply = answering.ask(codecs, question)
+                self.assertEqual(reply.searched_for, [])
+
     def test_a_known_word_is_never_corrected(self):
         _, reply = answering.ask(self.collection, "What does the token header hold?")
         self.assertEqual(reply.searched_for, [])

@@ -42,7 +42,9 @@ def corrections(collection: Collection, unknown: list[str]) -> list[Correction]:
     close misspellings of a word of the collection, each with that word. A
     common word mistyped (slips) does not count towards MAX_CORRECTED, and is
     only searched as a word of the collection it is as close to as written
-    ("wdith" as "width"; "shoud" not as "shouting" through its stem)."""
+    ("wdith" as "width"; "shoud" not as "shouting" through its stem). A word
+    of the embedding model's vocabulary is no misspelling: "mean" was searched
+    as "man", "decide" as "decoder" (QA over Javadoc)."""
     words = [
         word
         for word in unknown[:MAX_UNACCENTED]
@@ -58,9 +60,10 @@ def corrections(collection: Collection, unknown: list[str]) -> list[Correction]:
         # Many words no source uses (another language, another topic): no slip
         # of the keyboard, and each lookup costs queries.
         return list(found.values())
+    known = embedding.vocabulary(collection.embedding_model)
     for word in words:
-        if word in found:
-            continue
+        if word in found or word in known:
+            continue  # a word the docs do not use, no misspelling: "mean", "decide"
         if searched := _nearest_word(collection, word, as_stem=word not in slipped):
             found[word] = Correction(word, searched)
     return [found[word] for word in words if word in found]
