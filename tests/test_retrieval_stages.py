@@ -224,6 +224,53 @@ class ExpansionTestCase(SimpleTestCase):
         expanded = expansion.expand([self._selected()], 2)
         self.assertEqual(expanded.passages, [])
 
+    def test_a_short_gap_between_two_hits_of_a_section_is_taken_first(self):
+        """QA over React's French docs: two rows of the refs-or-state table
+        were hits, the row between them was not, and the next section's second
+        hit took the budget before windows could reach over the gap: the
+        table was shown with its key row missing."""
+        fruit = self._selected()
+        starts = [c.start for c in fruit.chunks]
+        fruit.hits = [
+            Hit(10, 1, 1, 0, starts[0], fruit.chunks[0].end, vector_rank=1, score=0.9),
+            Hit(12, 1, 1, 2, starts[2], fruit.chunks[2].end, vector_rank=2, score=0.8),
+        ]
+        text = "Grapes grow on vines.\n\nRaisins are dried grapes."
+        cut = text.index("Raisins")
+        chunks = [
+            ChunkRow(20, 2, 2, 0, 0, cut - 2, 5, text[: cut - 2], "", ChunkKind.TEXT),
+            ChunkRow(
+                21, 2, 2, 1, cut, len(text), 5, text[cut:], "\n\n", ChunkKind.TEXT
+            ),
+        ]
+        grapes = Selected(
+            SectionRow(
+                2,
+                2,
+                "Grapes",
+                "grapes.md",
+                "Grapes",
+                0,
+                0,
+                len(text),
+                context_tokens(text),
+                text,
+            ),
+            [
+                Hit(20, 2, 2, 0, 0, cut - 2, vector_rank=3, score=0.7),
+                Hit(21, 2, 2, 1, cut, len(text), vector_rank=4, score=0.6),
+            ],
+            0.7,
+            chunks,
+            TextWindow([(0, text)]),
+        )
+        # the fruit section's hits and the gap, then the grapes' best chunk
+        budget = context_tokens(self.TEXT) + context_tokens(text[: cut - 2])
+        expanded = expansion.expand([fruit, grapes], budget)
+        first = expanded.passages[0]
+        self.assertEqual(first.chunk_indexes, [0, 1, 2], first.text)
+        self.assertIn("Pears ripen", first.text)
+
     def test_regions_join_adjacent_taken_chunks(self):
         chunks = self._selected().chunks
         regions = expansion.regions_of(chunks, dict.fromkeys([1, 2]))

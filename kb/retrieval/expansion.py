@@ -44,7 +44,8 @@ def expand(selected: list[Selected], budget: int) -> Expansion:
     2. The sections' other hit chunks go in next, best score first across all
        sections (at most HIT_CHUNKS per section, plus the collection's best keyword
        match): in a long table or list the row that answers is often a strong hit
-       far from the section's best one.
+       far from the section's best one. The few tokens between a hit and the
+       nearest taken chunk of its section come with it (_fill_gaps).
     3. The rest of the budget expands in rank order: a section whole when the rest
        of it fits, else the regions around its taken chunks grow by adjacent chunks,
        nearest first.
@@ -67,6 +68,7 @@ def expand(selected: list[Selected], budget: int) -> Expansion:
         if total + added <= budget:
             taken[i] = None
             total += added
+            total += _fill_gaps(item, taken, i, budget - total)
     remaining = budget - total
     # Windows reach whole sentences, over short gaps and back to a paragraph they
     # refer to before any grows by chunks: the evidence is most often right there.
@@ -119,6 +121,30 @@ def _further_hits(
             if is_keyword_seed(hit):
                 further.append((-item.score, order, position[hit.chunk_id]))
     return further
+
+
+def _fill_gaps(item: Selected, taken: dict[int, None], i: int, allowance: int) -> int:
+    """Take the chunks between chunk i and the nearest taken one on each side
+    when they cost at most GAP_TOKENS (and `allowance`): the rows of a table
+    between two that answer are part of the answer ("does not re-render" was
+    left out between two rows of React's refs-or-state table, QA of issue
+    #28), and the reader is not shown a table with a row missing. Returns the
+    tokens added."""
+    chunks = item.chunks
+    added = 0
+    for step in (-1, 1):
+        between: list[int] = []
+        j = i + step
+        while j not in taken and next_to(chunks, j, j - step):
+            between.append(j)
+            j += step
+        if not between or j not in taken or not next_to(chunks, j, j - step):
+            continue
+        cost = _cost(item, {**taken, **dict.fromkeys(between)}) - _cost(item, taken)
+        if cost <= min(GAP_TOKENS, allowance - added):
+            taken.update(dict.fromkeys(between))
+            added += cost
+    return added
 
 
 def _grow(item: Selected, taken: dict[int, None], allowance: int) -> int:
