@@ -30,7 +30,12 @@ import numpy as np
 from django.utils.translation import gettext
 
 from kb import embedding, exact_tokens, languages, unit_vectors
-from kb.markup_text import balanced_emphasis, html_text, without_shortcodes
+from kb.markup_text import (
+    balanced_emphasis,
+    html_text,
+    without_inline_tags,
+    without_shortcodes,
+)
 from kb.parsing import TEXT_EXTENSIONS
 from kb.rendering import CELL_SPLIT_RE, is_table_row
 from kb.retrieval.passages import Location, Passage, Result, heading_label
@@ -1424,6 +1429,7 @@ def one_line(text: str) -> str:
     if is_html_row(text):  # an HTML table's row as its cells' text
         return _html_row_text(text)
     text = without_shortcodes(text)  # Hugo's: "[Status]({{< relref "x" >}})"
+    text = without_inline_tags(text)  # MDX's "<CodeStep step={1}>ref</CodeStep>"
     # MDN's definition: "- `open`\n\n  - : This attribute ..." as "- `open`: ..."
     text = _MDN_DEFINITION_RE.sub(": ", text)
     if text.startswith((": ", "- : ", "* : ")):

@@ -175,7 +175,7 @@ def heading_text(markdown: str) -> str:
     without the id a heading may end with (`{#install}` of Pandoc, kramdown and
     Docusaurus, `{/*install*/}` of MDX) or an empty anchor in it (`<a
     name="install"></a>`): they name the anchor, not the part."""
-    markdown = _without_ids(without_shortcodes(markdown))
+    markdown = without_inline_tags(_without_ids(without_shortcodes(markdown)))
     # (code kept as written: its backticks and backslashes)
     return " ".join(_code_aside(markdown, _plain, lambda code: code).split())
 
@@ -258,6 +258,27 @@ def shown_text(markdown: str) -> str:
         lines.append(_SHOWN_NOT_RE.sub("", line, count=1))
     shown = _code_aside("\n".join(lines), lambda t: _plain(t, _unmarked), _code_shown)
     return " ".join(shown.split())
+
+
+def without_inline_tags(markdown: str) -> str:
+    """`markdown` with its inline HTML and JSX tags, outside code spans, left
+    out and what they wrap kept: MDX's `<CodeStep step={1}>ref</CodeStep>`
+    reads "ref", `<s>todo</s>` "todo"; a line break tag is a space. Linear in
+    its length."""
+    if "<" not in markdown:
+        return markdown
+    return _code_aside(
+        markdown, lambda text: _WRAPPING_TAG_RE.sub(_tag_shown, text), lambda code: code
+    )
+
+
+# An inline tag not escaped ("\\<video>" is text the readers wrote)
+_WRAPPING_TAG_RE = re.compile(r"(?<!\\)</?[A-Za-z][\w-]*(?:\s[^<>\n]*)?/?>")
+_BREAK_TAG_RE = re.compile(r"<br\b", re.IGNORECASE)
+
+
+def _tag_shown(match: re.Match) -> str:
+    return " " if _BREAK_TAG_RE.match(match.group(0)) else ""
 
 
 def _unmarked(text: str) -> str:

@@ -254,6 +254,23 @@ class ExtractiveAnswerTestCase(SimpleTestCase):
             reply.text.startswith("**`--quiet`**: Suppress output [1]"), reply.text
         )
 
+    def test_inline_tags_are_quoted_as_the_text_they_wrap(self):
+        """QA over React's Spanish docs: "¿Qué devuelve useRef?" quoted
+        "`useRef` devuelve un <CodeStep step={1}>objeto ref</CodeStep> ..."."""
+        text = (
+            "`useRef` returns a <CodeStep step={1}>ref object</CodeStep> with a "
+            "single <CodeStep step={2}>`current` property</CodeStep>, set to the "
+            "<s>first</s> initial value you passed, and `<b>` stays code.\n"
+        )
+        reply = answer("What does useRef return?", passage(text, "Referencing"))
+        self.assertTrue(
+            reply.text.startswith(
+                "`useRef` returns a ref object with a single `current` property, "
+                "set to the first initial value you passed, and `<b>` stays code."
+            ),
+            reply.text,
+        )
+
     def test_an_entry_s_label_lines_do_not_open_its_answer(self):
         """Node.js's API pages: "History" (over a table of versions) and "Added
         in: v0.1.90" were taken for the definition of the entry asked."""

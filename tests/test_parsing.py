@@ -241,6 +241,17 @@ def test_a_heading_path_leaves_out_the_id_a_heading_ends_with():
     assert heading_text(r"Literal \{#x}") == "Literal {#x}"
 
 
+def test_a_heading_s_inline_tags_are_left_out_of_its_path():
+    """QA over React's Spanish docs: a citation read "3. ¡camelCase <s>todo</s>
+    la mayoría de las cosas!"; an escaped tag is text the readers wrote."""
+    from kb.markup_text import heading_text
+
+    assert heading_text("3. camelCase <s>all</s> most things! {/*camel*/}") == (
+        "3. camelCase all most things!"
+    )
+    assert heading_text(r"The \<video> element") == "The <video> element"
+
+
 def test_heading_escapes_are_undone_outside_code_spans_only():
     from kb.markup_text import heading_text
 
