@@ -1421,7 +1421,7 @@ def one_line(text: str) -> str:
         code = textwrap.dedent(text.expandtabs(4)).strip("\n")  # one in a list
         return code if code.startswith(("```", "~~~")) else f"```\n{code}\n```"
     if text.startswith(("```", "~~~")):
-        return _outdented(text)
+        return _outdented(_FENCE_META_RE.sub(r"\1", text, count=1))
     if text.startswith(">"):
         text = re.sub(r"\n[ \t]*>", "\n", text[1:])
         # GitHub's alert: "> [!WARNING]" over its text reads "**Warning:** ..."
@@ -1441,6 +1441,9 @@ def one_line(text: str) -> str:
     return " ".join(text.split())
 
 
+# A fence's info string past its language: the lines to highlight of MDX and
+# Docusaurus (`js {1-2}`, `js [[1, 2, "hint"]]`), a title, no code.
+_FENCE_META_RE = re.compile(r"\A((?:`{3,}|~{3,})[ \t]*[^\s`{\[]*)[^\n]*")
 _ALERT_RE = re.compile(
     r"^[ \t]*\[!(NOTE|TIP|IMPORTANT|WARNING|CAUTION)\][ \t]*(?:\n|$)", re.IGNORECASE
 )

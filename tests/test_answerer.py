@@ -271,6 +271,21 @@ class ExtractiveAnswerTestCase(SimpleTestCase):
             reply.text,
         )
 
+    def test_a_code_block_is_quoted_without_its_highlighting_marks(self):
+        """QA over React's docs: quoted code opened with `js [[1, 2,
+        "passwordHintId"]]` and `js {1-2}`, MDX's lines to highlight."""
+        text = (
+            "Call useId at the top level of your component to generate a "
+            'unique ID:\n\n```js [[1, 2, "passwordHintId"]]\nimport { useId } '
+            "from 'react';\n\nfunction PasswordField() {\n  const passwordHintId"
+            " = useId();\n}\n```\n"
+        )
+        reply = answer(
+            "How do I generate a unique ID with useId?", passage(text, "Usage")
+        )
+        self.assertIn("```js\nimport { useId } from 'react';", reply.text)
+        self.assertNotIn("[[1, 2", reply.text)
+
     def test_an_entry_s_label_lines_do_not_open_its_answer(self):
         """Node.js's API pages: "History" (over a table of versions) and "Added
         in: v0.1.90" were taken for the definition of the entry asked."""
