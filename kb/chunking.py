@@ -185,6 +185,19 @@ class _Counter:
         return self.specials + extra + sum(count - self.specials for count in counts)
 
 
+_SAYS_RE = re.compile(r"[^\W_]")  # a letter or digit: a text that says something
+_TAG_RE = re.compile(r"<[^<>\n]*>")
+_MDX_COMMENT_RE = re.compile(r"\{/\*[^\n]*?\*/\}")
+_RULE_RE = re.compile(r"[ \t]*(?:(?:-[ \t]*){3,}|(?:\*[ \t]*){3,}|(?:_[ \t]*){3,})")
+
+
+def _is_markup(text: str) -> bool:
+    """Whether `text` is tags, MDX comments and thematic breaks alone."""
+    rest = _MDX_COMMENT_RE.sub("", _TAG_RE.sub("", text))
+    lines = rest.split("\n")
+    return all(not line.strip() or _RULE_RE.fullmatch(line) for line in lines)
+
+
 def chunk_document(
     doc: Document,
     text: str,
@@ -240,6 +253,17 @@ def chunk_document(
         else draft.embed_text
         for _, draft in placed
     ]
+    # A draft of markup alone ("</Sandpack>", "<InlineToc />", a "---" rule of
+    # MDX pages: a tenth of React's docs) shows no word: embedded, it would be
+    # its heading path alone, and found for any question about that heading.
+    kept = [
+        i
+        for i, (said, (_, draft)) in enumerate(zip(embed_texts, placed, strict=True))
+        if _SAYS_RE.search(said) or not _is_markup(text[draft.start : draft.end])
+    ]
+    if len(kept) < len(placed):
+        placed = [placed[i] for i in kept]
+        embed_texts = [embed_texts[i] for i in kept]
     # Link text and HTML text hold words the whole text did not: one batch.
     tokens.prime(embed_texts)
     chunks = [

@@ -9,6 +9,7 @@ count_tokens(embed_text) <= usable_window, which is what kb_chunk clamps to.
 from __future__ import annotations
 
 import json
+import re
 from io import StringIO
 from pathlib import Path
 
@@ -386,3 +387,24 @@ def test_html_embeds_no_script_or_style_and_cuts_only_inside_tags():
     assert embedded_text(table, table.index("then"), end, html) == "then swap them"
     odd = "# O\n\n<div><![ x</div>\n"
     assert embedded_text(odd, odd.index("<div>"), len(odd) - 1, parse_html(odd))
+
+
+def test_markup_alone_is_no_chunk():
+    """QA over React's docs: a tenth of the chunks were "</Sandpack>",
+    "<InlineToc />" or a "---" rule, embedded as their heading path alone and
+    returned as passages for any question about that heading."""
+    text = (
+        "# Fragment\n\n<Intro>\n\nGroup elements without a wrapper node.\n\n"
+        "</Intro>\n\n<InlineToc />\n\n---\n\n## Usage {/*usage*/}\n\n<Sandpack>"
+        "\n\n```js\nreturn <>{items}</>;\n```\n\n</Sandpack>\n\n---\n\n"
+        "## Pitfalls\n\n<Pitfall>\n\n</Pitfall>\n\n<DeepDive>\n\nA key goes on "
+        "an explicit Fragment.\n\n</DeepDive>\n\n---\n\n"
+        '<img src="tree.png" alt="The tree of nodes a fragment leaves out">\n'
+    )
+    result = _chunk(text, "fragment.md", max_tokens=24)
+    for chunk in result.chunks:
+        shown = re.sub(r"<[^<>]*>|---", "", chunk.text)
+        assert re.search(r"\w", shown) or re.search(r"\w", chunk.embed_text), chunk
+    said = "\n".join(c.text + c.embed_text for c in result.chunks)
+    for kept in ("Group elements", "return <>{items}</>;", "A key goes", "tree of"):
+        assert kept in said
