@@ -850,6 +850,64 @@ class RealReferenceTestCase(SimpleTestCase):
         self.assertNotIn("insort_right", section)
 
 
+class DoxygenTestCase(SimpleTestCase):
+    """Doxygen class pages (issue #29's QA over libtinyxml-doc): every member
+    was one "Member Function Documentation" section, each signature a table
+    read as "Column 1 | Column 2" rows, and the summary tables repeated it."""
+
+    def _read(self, name: str) -> readers.Reading:
+        return readers.read(name, (REAL / name).read_bytes())
+
+    def test_a_doxygen_1_9_page_has_a_section_per_member(self):
+        reading = self._read("doxygen19-CharReader.html")
+        paths = _paths(reading)
+        self.assertEqual(paths[0], "Json::CharReader Class Reference")  # no label
+        parse = (
+            "Json::CharReader Class Reference > Member Function Documentation "
+            "> Json::CharReader::parse"
+        )
+        self.assertIn(parse, paths)
+        section = _section(reading, parse)
+        self.assertIn(
+            "```\nvirtual bool Json::CharReader::parse(char const * beginDoc, "
+            "char const * endDoc, Value * root, String * errs) [pure virtual]\n```",
+            section,
+        )
+        self.assertIn("Read a Value from a JSON document.", section)
+        self.assertIn("- Parameters: root \\[out] - Contains the root value", section)
+        self.assertIn("- Returns: `true` if the document was successfully", section)
+        for furniture in ("Column 1", "Definition at line", "More...", "members"):
+            self.assertNotIn(furniture, reading.text)
+        anchors = {anchor: offset for offset, anchor in reading.anchors}
+        at = anchors["a65517004c4b5b1dc659ab966b3cea4cf"]  # parse's, as linked
+        self.assertTrue(reading.text[at:].startswith("### Json::CharReader::parse"))
+
+    def test_a_doxygen_1_6_page_keeps_members_its_summary_alone_documents(self):
+        reading = self._read("doxygen16-TiXmlElement.html")
+        paths = _paths(reading)
+        self.assertEqual(paths[0], "TiXmlElement Class Reference")
+        query = (
+            "TiXmlElement Class Reference > Member Function Documentation "
+            "> TiXmlElement::QueryIntAttribute"
+        )
+        section = _section(reading, query)
+        self.assertIn("TIXML_NO_ATTRIBUTE is returned.", section)
+        self.assertNotIn("QueryBoolAttribute", section.split("\n", 1)[1])
+        # RemoveAttribute has no documentation but its summary's brief
+        remove = (
+            "TiXmlElement Class Reference > Public Member Functions "
+            "> TiXmlElement::RemoveAttribute"
+        )
+        self.assertIn(
+            "Deletes an attribute with the given name.", _section(reading, remove)
+        )
+        # the summary rows of documented members are not indexed twice
+        self.assertEqual(reading.text.count("QueryIntAttribute examines"), 1)
+        for furniture in ("Column 1", "Inheritance diagram", "List of all members"):
+            self.assertNotIn(furniture, reading.text)
+        self.assertNotIn("References TiXmlAttribute", reading.text)
+
+
 class IngestReferenceTestCase(TestCase):
     def test_a_javadoc_page_is_indexed_with_a_section_per_method(self):
         collection = Collection.objects.create(name="API")

@@ -28,6 +28,13 @@ member it defines (h3, `shlex.get_token`), the functions one each under
 paragraphs, and indented lines or doctests as code. The modules it imports,
 a package's contents, the class tree and inherited members are left out.
 
+`doxygen(body)` rebuilds a Doxygen page (1.6 to 1.9) the same way: its title
+and description, each documentation group a section ("Member Function
+Documentation") of one section per member (h3, `Json::Value::append`, its
+anchor as its id): the signature as code and the docs, whose parameters,
+return value and notes are a list. The summary tables are left out but for
+the members they alone document.
+
 `sphinx_signature(dt)` reads the term of a Sphinx object description
 (`<dl class="py method"><dt class="sig" id=...>`) as a short name and its
 signature; `is_field_list(dl)` tells the lists of an object's fields
@@ -565,3 +572,261 @@ def signature(el: lxml.html.HtmlElement) -> str:
 
 def _text(el: lxml.html.HtmlElement) -> str:
     return " ".join(el.text_content().replace("\u200b", "").split())
+
+
+# --- Doxygen ------------------------------------------------------------------
+# A member's documentation: `div.memitem` (its signature in `div.memproto`,
+# its docs in `div.memdoc`) after the anchor its links point to; Doxygen 1.6
+# to 1.9 alike.
+_DOXYGEN_MEMBERS = lxml.etree.XPath(
+    ".//div[contains(concat(' ', normalize-space(@class), ' '), ' memitem ')]"
+    "[div[contains(@class, 'memproto')]]"
+)
+_DOXYGEN_TITLE = lxml.etree.XPath(
+    ".//div[contains(@class, 'headertitle')]//div[contains(@class, 'title')]"
+    " | .//div[@class='header']//div[contains(@class, 'title')]"
+    " | .//div[contains(@class, 'contents')]/h1"
+)
+# A member's furniture: where it is defined and what it references
+_DOXYGEN_FURNITURE = {"definition", "reference", "memtitle", "dynheader", "dynsection"}
+_DOXYGEN_LABEL_END_RE = re.compile(r"\s*:\s*$")
+_MORE_RE = re.compile(r"\s*More\.\.\.\s*$")
+# Doxygen 1.6's unclassed furniture: "References X::y().", "Referenced by ...",
+# "Definition at line 12 of file a.cpp."
+_REFERENCES_RE = re.compile(r"(?:References|Referenced by|Definition at line \d+) ")
+
+
+def doxygen(body: lxml.html.HtmlElement) -> lxml.html.HtmlElement | None:
+    """A Doxygen page (a class, struct, namespace or file) rebuilt as its
+    title (h1), its description, then each documentation group ("Member
+    Function Documentation") a section (h2) of one section per member (h3,
+    `Json::Value::append`, its anchor as its id): the signature as code, the
+    description, and the parameters, return value, notes and "See also" as a
+    list ("Returns: ..."). The summary tables, which repeat the details, are
+    left out, but for the members they alone document (their brief under a
+    section named as their table's group). None for a page without member
+    documentation."""
+    members = _DOXYGEN_MEMBERS(body)
+    if not members:
+        return None
+    contents = _first(body, ".//div[contains(@class, 'contents')]")
+    if contents is None:
+        contents = members[0].getparent()
+    page = E.DIV()
+    titles = _DOXYGEN_TITLE(body)
+    if titles:
+        title = copy.deepcopy(titles[0])
+        for label in title.xpath(".//span[contains(@class, 'mlabels')]"):
+            label.drop_tree()  # "abstract", "final": not the class's name
+        page.append(E.H1(_text(title)))
+    documented = set()
+    for member in members:
+        anchor = _doxygen_anchor(member)
+        if anchor:
+            documented.add(anchor)
+    names = [_doxygen_name(m) for m in members]
+    repeated = {n for n in names if names.count(n) > 1}
+    summary_only: dict[str, list] = {}
+    in_details = False
+    for child in contents:
+        if not isinstance(child.tag, str):
+            continue
+        classes = set((child.get("class") or "").split())
+        if child.tag == "table" and _is_summary(child):
+            own = _doxygen_page(body)
+            for group, parts in _summary_only(child, documented, own).items():
+                summary_only.setdefault(group, []).extend(parts)
+        elif child.tag == "h1":
+            continue  # the page's title, above
+        elif child.tag in _HEADING_TAGS and "memtitle" not in classes:
+            said = _text(child)
+            in_details = said == "Detailed Description"
+            if said and not in_details:
+                page.append(E.H2(said))
+        elif child.tag == "div" and "memitem" in classes:
+            name = _doxygen_name(child)
+            proto = _doxygen_signature(child)
+            if name in repeated:
+                name = f"{name} ({proto.split('(', 1)[1]}" if "(" in proto else name
+            anchor = _doxygen_anchor(child)
+            page.append(E.H3(name, id=anchor) if anchor else E.H3(name))
+            page.append(E.PRE(proto))
+            memdoc = _first(child, "div[contains(@class, 'memdoc')]")
+            if memdoc is not None:
+                page.extend(_doxygen_docs(memdoc))
+        elif child.tag == "div" and "textblock" in classes:
+            page.extend(_doxygen_docs(child))
+        elif child.tag in ("hr", "a") or classes & _DOXYGEN_FURNITURE:
+            continue
+        elif child.tag == "p" and _links_only_to(child, "-members.html"):
+            continue  # "List of all members."
+        elif child.tag == "ul" and _links_only_to(child, "_source.html"):
+            continue  # the files the page was generated from
+        elif child.tag == "p" and not in_details and _MORE_RE.search(_text(child)):
+            continue  # the brief above the summary: the description says it
+        else:
+            page.extend(_doxygen_docs(E.DIV(copy.deepcopy(child))))
+    owner = next((n.rpartition("::")[0] for n in names if "::" in n), "")
+    for group, parts in summary_only.items():
+        page.append(E.H2(group))
+        for part in parts:
+            if part.tag == "h3" and owner and "::" not in (part.text or ""):
+                part.text = f"{owner}::{part.text}"  # as the documented ones
+            page.append(part)
+    return page
+
+
+def _doxygen_anchor(member: lxml.html.HtmlElement) -> str:
+    """The id of the anchor just before a member (`<a class="anchor" id>`,
+    `<a id name>`), across the h2 title Doxygen 1.8 and later put between."""
+    before = member.getprevious()
+    while before is not None and before.tag != "a":
+        if before.tag not in _HEADING_TAGS:
+            return ""
+        before = before.getprevious()
+    return (before.get("id") or before.get("name") or "") if before is not None else ""
+
+
+def _doxygen_name(member: lxml.html.HtmlElement) -> str:
+    """`TiXmlElement::Attribute`: the last word of the signature's name cell."""
+    cell = _first(member, ".//td[contains(@class, 'memname')]")
+    if cell is None:
+        return _text(member)[:80]
+    words = _text(cell).split(" = ", 1)[0].split()  # "using Value::Int = int"
+    return words[-1] if words else ""
+
+
+def _doxygen_signature(member: lxml.html.HtmlElement) -> str:
+    """The signature on one line: its template line, the name table's cells
+    (`const char* TiXmlElement::Attribute(const char *name, int *i) const`)
+    and its labels ("[inline]", "[static]")."""
+    proto = _first(member, "div[contains(@class, 'memproto')]")
+    said = []
+    template = _first(proto, ".//div[contains(@class, 'memtemplate')]")
+    if template is not None:
+        said.append(_text(template))
+    names = proto.xpath(".//table[contains(@class, 'memname')]")
+    said.append(" ".join(_text(row) for t in names for row in t.iter("tr")))
+    labels = [_text(label) for label in proto.xpath(".//span[@class='mlabel']")]
+    if labels:
+        said.append("[" + ", ".join(labels) + "]")
+    return _PAREN_SPACE_RE.sub("", " ".join(s for s in said if s).replace(" ,", ","))
+
+
+def _doxygen_docs(memdoc: lxml.html.HtmlElement) -> list[lxml.html.HtmlElement]:
+    """A member's (or page's) documentation blocks: paragraphs and lists as
+    they are, code fragments as code, each definition list of Doxygen's
+    sections ("Parameters", "Returns", "Note", "See also") as list items."""
+    parts: list[lxml.html.HtmlElement] = []
+    for child in memdoc:
+        if not isinstance(child.tag, str):
+            continue
+        classes = set((child.get("class") or "").split())
+        if classes & _DOXYGEN_FURNITURE or _REFERENCES_RE.match(_text(child)):
+            continue
+        if child.tag == "dl":
+            parts.append(_doxygen_notes(child))
+        elif "fragment" in classes:
+            lines = child.xpath("div[contains(@class, 'line')]")
+            code = "\n".join(line.text_content() for line in lines)
+            parts.append(E.PRE(code or child.text_content().strip("\n")))
+        else:
+            parts.append(copy.deepcopy(child))
+    return parts
+
+
+def _doxygen_notes(dl: lxml.html.HtmlElement) -> lxml.html.HtmlElement:
+    """A Doxygen section as list items: "Returns: ...", "Parameters: name -
+    its description", one per row of a parameter table."""
+    items = E.UL()
+    label = ""
+    for child in dl:
+        if child.tag == "dt":
+            label = _DOXYGEN_LABEL_END_RE.sub("", _text(child))
+        elif child.tag == "dd":
+            rows = child.xpath(".//table//tr")
+            for row in rows:
+                cells = [
+                    (_text(td), "paramdir" in (td.get("class") or ""))
+                    for td in row.iter("td")
+                ]
+                # "[out]" of a parameter's direction goes after its name
+                direction = " ".join(c for c, is_dir in cells if is_dir and c)
+                cells = [c for c, is_dir in cells if c and not is_dir]
+                if direction and cells:
+                    cells[0] = f"{cells[0]} {direction}"
+                said = " - ".join(cells)
+                if said:
+                    items.append(E.LI(f"{label}: {said}"))
+            if rows:
+                continue
+            item = copy.deepcopy(child)
+            item.tag = "li"
+            item.text = f"{label}: {item.text or ''}"
+            items.append(item)
+    return items
+
+
+def _is_summary(table: lxml.html.HtmlElement) -> bool:
+    """A summary table (`table.memberdecls`; Doxygen 1.6 gives it no class)."""
+    return "memberdecls" in (table.get("class") or "") or bool(
+        table.xpath(".//td[contains(@class, 'memItemRight')]")
+    )
+
+
+def _links_only_to(p: lxml.html.HtmlElement, ending: str) -> bool:
+    links = p.findall(".//a")
+    return bool(links) and all((a.get("href") or "").endswith(ending) for a in links)
+
+
+def _doxygen_page(body: lxml.html.HtmlElement) -> str:
+    """The page's own file name, as its links write it ("" for "#details"):
+    from the link to its detailed description."""
+    for link in body.xpath(
+        ".//a[contains(@href, '#details') or contains(@href, '#_details')]"
+    ):
+        return link.get("href").partition("#")[0]
+    return ""
+
+
+def _summary_only(
+    table: lxml.html.HtmlElement, documented: set[str], own: str
+) -> dict[str, list[lxml.html.HtmlElement]]:
+    """The members a summary table lists that no member documentation holds
+    (RemoveAttribute, documented by its brief alone), by their group heading:
+    each an h3 of its name, its declaration as code and its brief. Members
+    inherited (their rows link another page: `own` is this one's file name)
+    are left out."""
+    found: dict[str, list[lxml.html.HtmlElement]] = {}
+    ids = set(table.xpath(".//@id"))  # Doxygen 1.6 anchors each row
+    group = "Members"
+    rows = list(table.iter("tr"))
+    for i, row in enumerate(rows):
+        heading = row.find(".//h2")
+        if heading is not None:
+            group = _text(heading)
+            continue
+        right = _first(row, "td[contains(@class, 'memItemRight')]")
+        link = None if right is None else _first(right, ".//a[@href]")
+        if link is None:
+            continue
+        page, _, anchor = link.get("href").rpartition("#")
+        if not anchor or anchor in documented or "inherit" in (row.get("class") or ""):
+            continue
+        if page not in ("", own) and anchor not in ids:
+            continue  # a member of another page (inherited)
+        left = _first(row, "td[contains(@class, 'memItemLeft')]")
+        declared = _PAREN_SPACE_RE.sub(
+            "", " ".join(_text(td) for td in (left, right) if td is not None)
+        )
+        parts = [E.H3(_text(link), id=anchor), E.PRE(declared)]
+        after = rows[i + 1] if i + 1 < len(rows) else None
+        brief = (
+            None
+            if after is None
+            else _first(after, "td[contains(@class, 'mdescRight')]")
+        )
+        if brief is not None and (said := _MORE_RE.sub("", _text(brief))):
+            parts.append(E.P(said))
+        found.setdefault(group, []).extend(parts)
+    return found

@@ -138,6 +138,8 @@ def read(name: str, data: bytes) -> Reading:
     if content is None:
         content = apiref.pydoc(body, title)
     if content is None:
+        content = apiref.doxygen(body)
+    if content is None:
         content = _main_content(body)
         if content is body:  # no landmark: navigation may be any div
             _drop(body, _is_navigation, _maybe_navigation)
