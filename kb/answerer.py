@@ -262,6 +262,7 @@ def extractive_answer(
     chosen = _without_other_rows(chosen)
     following = _following(sentences)
     chosen = _with_what_they_introduce(chosen, following)
+    chosen = _with_whole_lists(chosen, sentences, following)
     chosen = _with_their_qualifiers(chosen, following)
     chosen += _headers_of(chosen, headers)
     _best_first(chosen)
@@ -1111,6 +1112,46 @@ def _with_what_they_introduce(
     return kept or chosen
 
 
+def _with_whole_lists(
+    chosen: list[Sentence], sentences: list[Sentence], following: dict[int, Sentence]
+) -> list[Sentence]:
+    """Two chosen items of one list bring the rest of it, when the whole list
+    is short (MAX_INTRO_ITEMS items of MAX_INTRO_LIST_WORDS words): a
+    procedure quoted as its steps 1 to 4 reads as done (QA over React's docs:
+    "Assurez-vous que l'option est cochée !", step 5 of 5, was left out)."""
+    preceding = {id(after): s for s, after in zip(sentences, sentences[1:])}
+    lists: dict[int, tuple[Sentence, list[Sentence]]] = {}
+    for s in chosen:
+        if not is_list_item(s.text) or has_code(s.text):
+            continue
+        first = s
+        while (before := preceding.get(id(first))) is not None and (
+            before.location is first.location
+            and is_list_item(before.text)
+            and not _text_between(before, first).strip()
+        ):
+            first = before
+        lists.setdefault(id(first), (first, []))[1].append(s)
+    kept = list(chosen)
+    for first, items in lists.values():
+        if len(items) < 2:
+            continue
+        whole = [first]
+        while (after := following.get(id(whole[-1]))) is not None and (
+            is_list_item(after.text) and not _text_between(whole[-1], after).strip()
+        ):
+            whole.append(after)
+        words = sum(len(item.text.split()) for item in whole)
+        if len(whole) > MAX_INTRO_ITEMS or words > MAX_INTRO_LIST_WORDS:
+            continue
+        score = min(item.score for item in items)
+        for item in whole:
+            if item not in kept:
+                item.score = score
+                kept.append(item)
+    return kept
+
+
 def _with_their_qualifiers(
     chosen: list[Sentence], following: dict[int, Sentence]
 ) -> list[Sentence]:
@@ -1289,6 +1330,24 @@ def answer_text(chosen: list[Sentence]) -> str:
             # A block of its own: a fence opens a line, and a closing fence has
             # nothing after it (a marker there would open a new block).
             pieces.append(f"\n\n{one_line(s.text)}\n{markers}\n\n")
+            continue
+        run = [s]  # items of one list, quoted as that list
+        while (
+            len(group) == 1
+            and i < len(chosen)
+            and is_list_item(s.text)
+            and is_list_item(chosen[i].text)
+            and not has_code(chosen[i].text)
+            and chosen[i].location is s.location
+            and chosen[i].citation == s.citation
+        ):
+            run.append(chosen[i])
+            i += 1
+        if len(run) > 1:
+            lines = "\n".join(_item_line(item.text.strip()) for item in run)
+            if run[-1].goes_on:
+                lines += "\n- …"
+            pieces.append(f"\n\n{lines}\n{markers}\n\n")
             continue
         if len(group) == 1:
             pieces.append(f"{_said_whole(s)} {markers}")

@@ -158,6 +158,30 @@ class ExtractiveAnswerTestCase(SimpleTestCase):
         self.assertNotIn("frame_id", reply.text)
         self.assertIn("The salt the frame was signed with.", reply.text)
 
+    def test_two_quoted_steps_of_a_procedure_bring_the_whole_procedure(self):
+        """QA over React's French docs: steps 1 to 4 of "Formatage à la
+        sauvegarde" were quoted as sentences, one after another, and step 5
+        ("make sure the option is ticked"), which shares no word with the
+        question, was left out: the procedure read as done."""
+        text = (
+            "Ideally, you format your code on every save.\n\n"
+            "1. In the editor, open the command palette.\n"
+            "2. Type *settings* in the command palette to open the settings.\n"
+            "3. Press Enter.\n"
+            "4. In the search bar of the settings, type *format on save*.\n"
+            "5. Make sure the option is ticked!\n\n"
+            "Your linter may have rules that fight the formatter.\n"
+        )
+        reply = answer(
+            "How do I turn on format on save in the editor settings?",
+            passage(text, "Formatting on save"),
+        )
+        self.assertIn(
+            "3. Press Enter.\n4. In the search bar of the settings, type *format on "
+            "save*.\n5. Make sure the option is ticked!\n[1]",
+            reply.text,
+        )
+
     def test_a_list_the_passage_cuts_shows_it_goes_on(self):
         """QA over a Russian PDF: the budget cut a list of five places to ask
         after its first, and the answer read as if that were all."""
