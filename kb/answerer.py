@@ -253,6 +253,7 @@ def extractive_answer(
         and not _is_markup(s)
         and not _is_header_row(s)
         and not _is_date_line(s)
+        and not _SEE_ALSO_RE.match(s.text)
         and not _is_empty_field(s.text)
     ]
     pool = answerable or rows or sentences
@@ -1265,6 +1266,16 @@ def _is_title_line(s: Sentence) -> bool:
 # a dated question match it best, yet it only repeats what the question says.
 _DATE_LINE_RE = re.compile(
     r"\W*(?:date|dated|datum|fecha|дата)\W*[:：]\W*[\w ,./-]{1,40}?\W*",
+    re.IGNORECASE,
+)
+
+
+# A reference's "See also: InsertEndChild" (Doxygen, Javadoc, man pages):
+# names of other entries, which a question naming them matches best, and
+# which answer nothing (issue #29's QA: "InsertEndChild or LinkEndChild?").
+_SEE_ALSO_RE = re.compile(
+    r"\W*(?:see also|voir aussi|véase también|ver también|см\. также|siehe auch)"
+    r"\W*[:：]",
     re.IGNORECASE,
 )
 

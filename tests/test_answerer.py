@@ -693,6 +693,30 @@ class MemberNamedInTheQuestionTestCase(SimpleTestCase):
         self.assertIn("Opens a file in write-only mode.", reply.text)
         self.assertFalse(reply.text.startswith("See the"), reply.text)
 
+    def test_a_see_also_line_is_no_answer(self):
+        """QA over Doxygen pages: "What is the difference between
+        InsertEndChild and LinkEndChild?" opened with "- See also:
+        InsertEndChild", which names the member and says nothing of it."""
+        reply = answer(
+            "What is the difference between InsertEndChild and LinkEndChild?",
+            passage(
+                "Add a new node related to this. Adds a child past the "
+                "LastChild.\n\n- See also: InsertEndChild\n\nThe node is "
+                "henceforth owned and deleted by the document; no copy is made.",
+                "TiXmlNode > TiXmlNode::LinkEndChild",
+                source_id=1,
+            ),
+            passage(
+                "Add a new node related to this. Adds a copy of the child past "
+                "the LastChild.\n\n- See also: LinkEndChild\n",
+                "TiXmlNode > TiXmlNode::InsertEndChild",
+                2,
+                2,
+            ),
+        )
+        self.assertNotIn("See also", reply.text)
+        self.assertIn("Adds a copy of the child", reply.text)
+
     def test_a_member_named_by_an_english_word_is_not_taken_for_the_entry(self):
         """ "counter" is a word: "the counter" of a question about a shop is
         not Manager.counter, whose description would then open the answer."""
