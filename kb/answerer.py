@@ -930,12 +930,18 @@ def _is_one_line_code(text: str) -> bool:
     )
 
 
+def _introduces(text: str) -> bool:
+    """Whether a sentence ends in ":", as one introducing what follows does,
+    its emphasis aside ("**React calls them several times:**")."""
+    return text.rstrip().rstrip("*_").rstrip().endswith(":")
+
+
 def _continues(before: Sentence, after: Sentence) -> bool:
     """Whether `after` reads on from `before`: an item or a code block of the
     list or block a "...:" sentence introduces, right after it."""
     if not (is_list_item(after.text) or has_code(after.text)):
         return False
-    if not (before.text.rstrip().endswith(":") or is_list_item(before.text)):
+    if not (_introduces(before.text) or is_list_item(before.text)):
         return False
     return _nothing_between(after.passage, before.end, after.start)
 
@@ -1084,7 +1090,7 @@ def _with_what_they_introduce(
     kept: list[Sentence] = []
     blocks = sum(has_code(s.text) for s in chosen)
     for s in chosen:
-        if not s.text.rstrip().endswith(":") or has_code(s.text):
+        if not _introduces(s.text) or has_code(s.text):
             kept.append(s)
             continue
         after = following.get(id(s))
@@ -1321,7 +1327,7 @@ def answer_text(chosen: list[Sentence]) -> str:
             len(group) == 1
             and after is not None
             and after.citation == s.citation
-            and s.text.rstrip().endswith(":")
+            and _introduces(s.text)
             and has_code(after.text)
         ):  # "Default:" and its value, one piece under one marker
             i += 1
@@ -1408,7 +1414,7 @@ def _entry_name(s: Sentence) -> str | None:
 def _items_after(chosen: list[Sentence], i: int, intro: Sentence) -> list[Sentence]:
     """The list items chosen[i:] starts with that `intro` ("...:") introduces:
     of its location and its citation."""
-    if not intro.text.rstrip().endswith(":") or has_code(intro.text):
+    if not _introduces(intro.text) or has_code(intro.text):
         return []
     items = []
     for s in chosen[i:]:

@@ -64,6 +64,19 @@ class ExtractiveAnswerTestCase(SimpleTestCase):
             self.assertIn(f"- {item}", items)
         self.assertNotIn("Work slowly", reply.text)
 
+    def test_a_bold_sentence_introducing_a_list_brings_it(self):
+        """QA over React's Russian docs: "**React will call setup and cleanup
+        several times:**" (in bold) ended an answer with its list left out."""
+        text = "**" + TOOLS.replace(":\n", ":**\n", 1)
+        reply = answer(
+            "Which tools do I gather to open a hive?", passage(text, "Tools")
+        )
+        intro, items = reply.text.split("\n\n", 1)
+        self.assertEqual(
+            intro, "**Before you open the hive, gather the following tools:** [1]"
+        )
+        self.assertIn("- a smoker with dry fuel\n- a hive tool\n", items)
+
     def test_a_definition_list_is_quoted_as_a_list_of_its_terms(self):
         text = (
             "Each request takes these paging parameters:\n\n"
