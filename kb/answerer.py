@@ -1338,7 +1338,7 @@ def answer_text(chosen: list[Sentence]) -> str:
         items = _items_after(chosen, i, s) if len(group) == 1 else []
         if items:  # "...the following:" and its list, as a list (issue #28)
             i += len(items)
-            lines = "\n".join(_item_line(item.text.strip()) for item in items)
+            lines = _list_lines(items)
             if items[-1].goes_on:
                 lines += "\n- …"  # the list goes on in the cited section
             pieces.append(f"{one_line(s.text)} {markers}\n\n{lines}\n\n")
@@ -1361,7 +1361,7 @@ def answer_text(chosen: list[Sentence]) -> str:
             run.append(chosen[i])
             i += 1
         if len(run) > 1:
-            lines = "\n".join(_item_line(item.text.strip()) for item in run)
+            lines = _list_lines(run)
             if run[-1].goes_on:
                 lines += "\n- …"
             pieces.append(f"\n\n{lines}\n{markers}\n\n")
@@ -1471,6 +1471,27 @@ def _next_row(above: Sentence, row: Sentence) -> bool:
         return True
     lines = between.strip("\n").split("\n")
     return len(lines) == 1 and is_delimiter_line(lines[0].strip())
+
+
+def _list_lines(items: list[Sentence]) -> str:
+    """List items one a line, a nested one indented under its parent as in
+    its source ("2. After each render:" over "   - cleanup runs first")."""
+    columns = [_column(item) for item in items]
+    least = min(columns)
+    if columns[0] != least:  # a child first: indented, it could read as code
+        columns = [least] * len(items)
+    return "\n".join(
+        " " * (column - least) + _item_line(item.text.strip())
+        for item, column in zip(items, columns, strict=True)
+    )
+
+
+def _column(s: Sentence) -> int:
+    """Where `s` starts in its source line; 0 past anything but spaces."""
+    base, text = _loaded(s.passage, s.start, s.end)
+    at = s.start - base
+    before = text[text.rfind("\n", 0, at) + 1 : at]
+    return len(before.expandtabs(4)) if not before.strip() else 0
 
 
 def _item_line(text: str) -> str:

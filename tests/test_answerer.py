@@ -77,6 +77,28 @@ class ExtractiveAnswerTestCase(SimpleTestCase):
         )
         self.assertIn("- a smoker with dry fuel\n- a hive tool\n", items)
 
+    def test_a_nested_item_stays_under_its_parent(self):
+        """QA over React's Russian docs: the two steps under "2. After every
+        render with changed dependencies:" were quoted as items of the outer
+        list, at its level."""
+        text = (
+            "React calls setup and cleanup several times:\n\n"
+            "1. When the component mounts, setup runs.\n"
+            "2. After every render with changed dependencies:\n"
+            "   - cleanup runs with the old props.\n"
+            "   - setup runs with the new props.\n"
+            "3. When the component unmounts, cleanup runs.\n"
+        )
+        reply = answer(
+            "When does React call setup and cleanup?", passage(text, "Effects")
+        )
+        self.assertIn(
+            "2. After every render with changed dependencies:\n"
+            "   - cleanup runs with the old props.\n"
+            "   - setup runs with the new props.\n3. When",
+            reply.text,
+        )
+
     def test_a_definition_list_is_quoted_as_a_list_of_its_terms(self):
         text = (
             "Each request takes these paging parameters:\n\n"
