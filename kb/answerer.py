@@ -1364,7 +1364,7 @@ def answer_text(chosen: list[Sentence]) -> str:
             lines = _list_lines(run)
             if run[-1].goes_on:
                 lines += "\n- …"
-            pieces.append(f"\n\n{lines}\n{markers}\n\n")
+            pieces.append(f"\n\n{lines} {markers}\n\n")  # the last item marked
             continue
         if len(group) == 1:
             pieces.append(f"{_said_whole(s)} {markers}")

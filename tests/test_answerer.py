@@ -213,7 +213,7 @@ class ExtractiveAnswerTestCase(SimpleTestCase):
         )
         self.assertIn(
             "3. Press Enter.\n4. In the search bar of the settings, type *format on "
-            "save*.\n5. Make sure the option is ticked!\n[1]",
+            "save*.\n5. Make sure the option is ticked! [1]",
             reply.text,
         )
 
