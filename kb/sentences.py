@@ -21,7 +21,7 @@ MAX_WIDEN = 1500  # characters a location grows by to reach whole sentences
 # a quote's next line ("verticalement.\n> La ..."). _sentences checks the
 # capital.
 _SENTENCE_END_RE = re.compile(
-    r"(?<=[.!?\u2026])[\"')\]*_\u00bb\u201d\u2019]*(?:[ \t]*\n[ \t]*>)*\s+"
+    r"(?<=[.!?\u2026])([\"')\]*_\u00bb\u201d\u2019]*)(?:[ \t]*\n[ \t]*>)*\s+"
     r"(?=[\"'(\[*_\u00ab\u201c\u201e\u00bf\u00a1]*([\w`]))"
 )
 # A list item's marker ("1.", "2)", "a.", "-", "*", "+"): never a sentence of its own.
@@ -477,22 +477,22 @@ def _sentences(text: str, start: int, end: int) -> list[tuple[int, int]]:
     starts = [lo for lo, _ in inside]
     spans, last = [], start
     for match in _SENTENCE_END_RE.finditer(text, start, end):
-        opens = match.group(1)
+        opens = match.group(2)
         if not (opens.isupper() or opens.isdigit() or opens == "`"):
             continue  # "Prix 5 p. ex. chez", "version 2. la suite"
-        stop = match.start()  # just after the full stop
-        at = bisect.bisect_left(starts, stop) - 1  # the last span opening before
-        if at >= 0 and stop <= inside[at][1]:
+        full_stop = match.start()  # just after the full stop
+        at = bisect.bisect_left(starts, full_stop) - 1  # the last span opening before
+        if at >= 0 and full_stop <= inside[at][1]:
             continue  # inside `code`, a [link](...) or a URL
-        word_start = stop  # the word before the stop (each is read once)
+        word_start = full_stop  # the word before the stop (each is read once)
         while word_start > last and not text[word_start - 1].isspace():
             word_start -= 1
-        word = text[word_start:stop].lstrip("(\"'*_")
+        word = text[word_start:full_stop].lstrip("(\"'*_")
         if word.lower() in _ABBREVIATIONS or _is_initial(word):
             continue  # "e.g. The", "J. Smith", "т. е. Это"
-        if _LIST_MARKER_RE.fullmatch(text, last, stop):
+        if _LIST_MARKER_RE.fullmatch(text, last, full_stop):
             continue  # "1. Announce…": the marker stays with its item's text
-        spans.append((last, stop))
+        spans.append((last, match.end(1)))  # its closing quotes and marks too
         last = match.end()
     spans.append((last, end))
     return spans

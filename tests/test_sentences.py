@@ -172,6 +172,23 @@ class SplitterTestCase(SimpleTestCase):
         )
         return [s.text for s in answerer.split_sentences(passage)]
 
+    def test_a_sentence_keeps_the_quotes_and_brackets_closing_it(self):
+        """QA over TinyXML's Doxygen pages: "(eXtensible Stylesheet
+        Language.)" was quoted without its ")", which no sentence held."""
+        self.assertEqual(
+            self._split(
+                "It reads no XSLs (eXtensible Stylesheet Language.) Other "
+                'parsers do. He said "stop." **Then he left.** Done.'
+            ),
+            [
+                "It reads no XSLs (eXtensible Stylesheet Language.)",
+                "Other parsers do.",
+                'He said "stop."',
+                "**Then he left.**",
+                "Done.",
+            ],
+        )
+
     def test_an_admonition_s_opening_line_is_no_part_of_a_sentence(self):
         """QA over typescript-eslint's (Docusaurus) and pydantic's (MkDocs)
         docs: answers quoted ":::tip VS Code's ESLint extension provides..."
