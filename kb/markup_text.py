@@ -261,24 +261,37 @@ def shown_text(markdown: str) -> str:
 
 
 def without_inline_tags(markdown: str) -> str:
-    """`markdown` with its inline HTML and JSX tags, outside code spans, left
-    out and what they wrap kept: MDX's `<CodeStep step={1}>ref</CodeStep>`
-    reads "ref", `<s>todo</s>` "todo"; a line break tag is a space. Linear in
-    its length."""
+    """`markdown` with its inline tags, outside code spans, left out and what
+    they wrap kept: an HTML element's (`<s>todo</s>` reads "todo", a `<br>` a
+    space) and an MDX component's that the text closes (`<CodeStep
+    step={1}>ref</CodeStep>` reads "ref"). Angle brackets around anything
+    else are text: `restore <archive>`, `Vec<String>`, `### <Suspense>`.
+    Linear in its length."""
     if "<" not in markdown:
         return markdown
-    return _code_aside(
-        markdown, lambda text: _WRAPPING_TAG_RE.sub(_tag_shown, text), lambda code: code
-    )
+    return _code_aside(markdown, _without_tags, lambda code: code)
+
+
+def _without_tags(text: str) -> str:
+    closed = {m.group(1) for m in _CLOSING_TAG_RE.finditer(text)}
+
+    def shown(match: re.Match) -> str:
+        name = match.group(1)
+        if name.lower() in _INLINE_HTML or (name[:1].isupper() and name in closed):
+            return " " if name.lower() == "br" else ""
+        return match.group(0)
+
+    return _WRAPPING_TAG_RE.sub(shown, text)
 
 
 # An inline tag not escaped ("\\<video>" is text the readers wrote)
-_WRAPPING_TAG_RE = re.compile(r"(?<!\\)</?[A-Za-z][\w-]*(?:\s[^<>\n]*)?/?>")
-_BREAK_TAG_RE = re.compile(r"<br\b", re.IGNORECASE)
-
-
-def _tag_shown(match: re.Match) -> str:
-    return " " if _BREAK_TAG_RE.match(match.group(0)) else ""
+_WRAPPING_TAG_RE = re.compile(r"(?<!\\)</?([A-Za-z][\w-]*)(?:\s[^<>\n]*)?/?>")
+_CLOSING_TAG_RE = re.compile(r"</([A-Za-z][\w-]*)\s*>")
+# HTML's inline elements: their tags show nothing of their own
+_INLINE_HTML = frozenset(
+    "a abbr b bdi bdo big br cite del dfn em font i ins kbd mark q s samp small "
+    "span strike strong sub sup time tt u var wbr".split()
+)
 
 
 def _unmarked(text: str) -> str:

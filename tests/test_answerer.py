@@ -322,6 +322,10 @@ class ExtractiveAnswerTestCase(SimpleTestCase):
             "<s>first</s> initial value you passed, and `<b>` stays code.\n"
         )
         reply = answer("What does useRef return?", passage(text, "Referencing"))
+        # angle brackets around anything else are text (review of f7a6bb6)
+        plain = "To restore a backup, run restore <archive> <target-dir> as root.\n"
+        restored = answer("How do I restore a backup?", passage(plain, "Backups"))
+        self.assertIn("restore <archive> <target-dir> as root.", restored.text)
         self.assertTrue(
             reply.text.startswith(
                 "`useRef` returns a ref object with a single `current` property, "
