@@ -908,6 +908,89 @@ class DoxygenTestCase(SimpleTestCase):
         self.assertNotIn("References TiXmlAttribute", reading.text)
 
 
+# A Doxygen 1.9 file page as the review of the Doxygen reader tried it: a
+# macro with a value, a member with a brace initialiser, an operator, docs
+# that open "References to", a return value with a table, a summary row of a
+# class of its own page.
+DOXYGEN_FILE = """<html><body><div class="header"><div class="headertitle">
+<div class="title">hive.h File Reference</div></div></div>
+<div class="contents">
+<p><a href="hive_8h_source.html">Go to the source code of this file.</a></p>
+<table class="memberdecls">
+<tr class="heading"><td colspan="2"><h2 class="groupheader">Classes</h2></td></tr>
+<tr class="memitem:"><td class="memItemLeft">class &#160;</td>
+<td class="memItemRight"><a class="el" href="class_hive.html">Hive</a></td></tr>
+<tr class="memdesc:"><td class="mdescLeft">&#160;</td>
+<td class="mdescRight">A hive. <a href="class_hive.html#details">More...</a></td></tr>
+</table>
+<h2 class="groupheader">Macro Definition Documentation</h2>
+<a id="a1"></a>
+<h2 class="memtitle">HIVE_FRAMES</h2>
+<div class="memitem"><div class="memproto"><table class="memname"><tr>
+<td class="memname">#define HIVE_FRAMES&#160;&#160;&#160;10</td></tr></table></div>
+<div class="memdoc"><p>How many frames a hive holds.</p></div></div>
+<h2 class="groupheader">Variable Documentation</h2>
+<a id="a2"></a>
+<h2 class="memtitle">queenless_</h2>
+<div class="memitem"><div class="memproto"><table class="memname"><tr>
+<td class="memname">bool Hive::queenless_ {false}</td></tr></table></div>
+<div class="memdoc"><p>Whether the hive has lost its queen.</p></div></div>
+<h2 class="groupheader">Function Documentation</h2>
+<a id="a3"></a>
+<h2 class="memtitle">operator bool()</h2>
+<div class="memitem"><div class="memproto"><table class="memname"><tr>
+<td class="memname">Hive::operator bool </td><td>(</td><td class="paramname"></td>
+<td>)</td><td> const</td></tr></table></div>
+<div class="memdoc"><p>True when the hive has bees.</p></div></div>
+<a id="a4"></a>
+<h2 class="memtitle">frames()</h2>
+<div class="memitem"><div class="memproto"><table class="memname"><tr>
+<td class="memname">const Frame * Hive::frames </td><td>(</td>
+<td class="paramtype">int&#160;</td><td class="paramname"><em>count</em></td>
+<td>)</td></tr></table></div>
+<div class="memdoc">
+<p>References to the returned frames stay valid until the hive is freed.</p>
+<dl class="params"><dt>Parameters</dt><dd><table class="params">
+<tr><td class="paramdir">[in]</td><td class="paramname">count</td>
+<td>How many frames.</td></tr></table></dd></dl>
+<dl class="section return"><dt>Returns</dt><dd>The frames, or one of these codes:
+<table class="doxtable"><tr><th>Code</th><th>Meaning</th></tr>
+<tr><td>-1</td><td>busy</td></tr></table></dd></dl>
+<p class="definition">Definition at line <a href="hive_8h_source.html#l12">12</a>
+of file <a href="hive_8h_source.html">hive.h</a>.</p>
+<p>References <a class="el" href="#a1">HIVE_FRAMES</a>.</p>
+</div></div>
+</div></body></html>"""
+
+
+class DoxygenFilePageTestCase(SimpleTestCase):
+    """The review of the Doxygen reader: members headed "10", "{false}" and
+    "bool"; docs opening "References to" dropped; a return value's lead
+    sentence lost to its table; a class of its own page taken for a member."""
+
+    def test_each_member_is_headed_by_its_name_and_keeps_its_docs(self):
+        reading = readers.read("hive_8h.html", DOXYGEN_FILE.encode())
+        paths = _paths(reading)
+        for heading in (
+            "Macro Definition Documentation > HIVE_FRAMES",
+            "Variable Documentation > Hive::queenless_",
+            "Function Documentation > Hive::operator bool",
+            "Function Documentation > Hive::frames",
+        ):
+            self.assertIn(f"hive.h File Reference > {heading}", paths)
+        self.assertNotIn("Classes", reading.text)  # Hive has its own page
+        frames = _section(
+            reading, "hive.h File Reference > Function Documentation > Hive::frames"
+        )
+        self.assertIn("References to the returned frames stay valid", frames)
+        self.assertIn(
+            "- Parameters: count [in] - How many frames.", frames.replace("\\", "")
+        )
+        self.assertIn("- Returns: The frames, or one of these codes:", frames)
+        for furniture in ("Definition at line", "References HIVE", "Go to the source"):
+            self.assertNotIn(furniture, reading.text)
+
+
 class IngestReferenceTestCase(TestCase):
     def test_a_javadoc_page_is_indexed_with_a_section_per_method(self):
         collection = Collection.objects.create(name="API")

@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import copy
 import re
+from collections import Counter
 
 import lxml.etree
 import lxml.html
@@ -593,7 +594,10 @@ _DOXYGEN_LABEL_END_RE = re.compile(r"\s*:\s*$")
 _MORE_RE = re.compile(r"\s*More\.\.\.\s*$")
 # Doxygen 1.6's unclassed furniture: "References X::y().", "Referenced by ...",
 # "Definition at line 12 of file a.cpp."
-_REFERENCES_RE = re.compile(r"(?:References|Referenced by|Definition at line \d+) ")
+_REFERENCES_RE = re.compile(
+    r"(?:References|Referenced by|Definition at line(?: of file)?)[\s,.:]*"
+    r"(?:(?:and|of file)[\s,.:]*)*"
+)
 
 
 def doxygen(body: lxml.html.HtmlElement) -> lxml.html.HtmlElement | None:
@@ -624,8 +628,8 @@ def doxygen(body: lxml.html.HtmlElement) -> lxml.html.HtmlElement | None:
         anchor = _doxygen_anchor(member)
         if anchor:
             documented.add(anchor)
-    names = [_doxygen_name(m) for m in members]
-    repeated = {n for n in names if names.count(n) > 1}
+    headings = _doxygen_headings(members)
+    names = list(headings.values())
     summary_only: dict[str, list] = {}
     in_details = False
     for child in contents:
@@ -644,10 +648,8 @@ def doxygen(body: lxml.html.HtmlElement) -> lxml.html.HtmlElement | None:
             if said and not in_details:
                 page.append(E.H2(said))
         elif child.tag == "div" and "memitem" in classes:
-            name = _doxygen_name(child)
+            name = headings.get(child, _doxygen_name(child))
             proto = _doxygen_signature(child)
-            if name in repeated:
-                name = f"{name} ({proto.split('(', 1)[1]}" if "(" in proto else name
             anchor = _doxygen_anchor(child)
             page.append(E.H3(name, id=anchor) if anchor else E.H3(name))
             page.append(E.PRE(proto))
@@ -660,7 +662,7 @@ def doxygen(body: lxml.html.HtmlElement) -> lxml.html.HtmlElement | None:
             continue
         elif child.tag == "p" and _links_only_to(child, "-members.html"):
             continue  # "List of all members."
-        elif child.tag == "ul" and _links_only_to(child, "_source.html"):
+        elif child.tag in ("ul", "p") and _links_only_to(child, "_source.html"):
             continue  # the files the page was generated from
         elif child.tag == "p" and not in_details and _MORE_RE.search(_text(child)):
             continue  # the brief above the summary: the description says it
@@ -687,13 +689,62 @@ def _doxygen_anchor(member: lxml.html.HtmlElement) -> str:
     return (before.get("id") or before.get("name") or "") if before is not None else ""
 
 
+def _doxygen_headings(members: list) -> dict:
+    """Each member's heading: its name (_doxygen_name); an overload's with its
+    parameters, and one still alike with its place among them ("[2/9]", as
+    Doxygen numbers `as<bool>()`, `as<int>()` ...). Linear in their number."""
+    names = {member: _doxygen_name(member) for member in members}
+    counts = Counter(names.values())
+    headings = {}
+    for member, name in names.items():
+        if counts[name] > 1:
+            params = _doxygen_parameters(member)
+            name = f"{name} ({params})" if params is not None else name
+        headings[member] = name
+    counts = Counter(headings.values())
+    seen: Counter = Counter()
+    for member, heading in headings.items():
+        if counts[heading] > 1:
+            seen[heading] += 1
+            headings[member] = f"{heading} [{seen[heading]}/{counts[heading]}]"
+    return headings
+
+
+# What follows a member's name in its name cell: an initialiser ("{true}",
+# "= 0"), array bounds; what precedes an operator's name is its owner
+_INITIALISER_RE = re.compile(r"\s*(?:=.*|\{.*\}|\[.*\])\s*$")
+_OPERATOR_RE = re.compile(r"\S*\boperator\b.*$")
+_ANONYMOUS = {"enum", "struct", "union", "class"}
+
+
 def _doxygen_name(member: lxml.html.HtmlElement) -> str:
-    """`TiXmlElement::Attribute`: the last word of the signature's name cell."""
+    """`TiXmlElement::Attribute` from the signature's name cell: the macro a
+    `#define` names (not its value), an operator whole (`Json::Value::operator
+    bool`), else the last word before an initialiser."""
     cell = _first(member, ".//td[contains(@class, 'memname')]")
     if cell is None:
         return _text(member)[:80]
-    words = _text(cell).split(" = ", 1)[0].split()  # "using Value::Int = int"
-    return words[-1] if words else ""
+    said = _text(cell)
+    if said.startswith("#define"):
+        words = said[len("#define") :].split()
+        return words[0].split("(")[0] if words else "#define"
+    if operator := _OPERATOR_RE.search(said):
+        return operator.group(0)
+    words = _INITIALISER_RE.sub("", said).split()
+    if not words:
+        return said
+    return f"anonymous {words[-1]}" if words[-1] in _ANONYMOUS else words[-1]
+
+
+def _doxygen_parameters(member: lxml.html.HtmlElement) -> str | None:
+    """The parameters of a member's name table, as written between its
+    parentheses; None without them."""
+    names = member.xpath(".//table[contains(@class, 'memname')]")
+    said = " ".join(_text(row) for t in names for row in t.iter("tr"))
+    if "(" not in said:
+        return None
+    inside = said.split("(", 1)[1].rsplit(")", 1)[0]
+    return _PAREN_SPACE_RE.sub("", inside.replace(" ,", ",")).strip()
 
 
 def _doxygen_signature(member: lxml.html.HtmlElement) -> str:
@@ -722,7 +773,7 @@ def _doxygen_docs(memdoc: lxml.html.HtmlElement) -> list[lxml.html.HtmlElement]:
         if not isinstance(child.tag, str):
             continue
         classes = set((child.get("class") or "").split())
-        if classes & _DOXYGEN_FURNITURE or _REFERENCES_RE.match(_text(child)):
+        if classes & _DOXYGEN_FURNITURE or _is_cross_reference(child):
             continue
         if child.tag == "dl":
             parts.append(_doxygen_notes(child))
@@ -735,6 +786,28 @@ def _doxygen_docs(memdoc: lxml.html.HtmlElement) -> list[lxml.html.HtmlElement]:
     return parts
 
 
+def _is_cross_reference(p: lxml.html.HtmlElement) -> bool:
+    """Doxygen 1.6's unclassed "References X::y().", "Referenced by ...",
+    "Definition at line 12 of file a.cpp.": a label and links, no more (a
+    paragraph that opens "References to the nodes stay valid" is docs)."""
+    if p.tag != "p" or not p.findall(".//a"):
+        return False
+    kept = copy.deepcopy(p)
+    for link in kept.findall(".//a"):
+        link.drop_tree()  # keeps its tail
+    return bool(_REFERENCES_RE.fullmatch(_text(kept)))
+
+
+# The sections whose table lists named things ("name | what it is")
+_DOXYGEN_TABLE_NOTES = {
+    "Parameters",
+    "Template Parameters",
+    "Exceptions",
+    "Exception",
+    "Return values",
+}
+
+
 def _doxygen_notes(dl: lxml.html.HtmlElement) -> lxml.html.HtmlElement:
     """A Doxygen section as list items: "Returns: ...", "Parameters: name -
     its description", one per row of a parameter table."""
@@ -744,7 +817,13 @@ def _doxygen_notes(dl: lxml.html.HtmlElement) -> lxml.html.HtmlElement:
         if child.tag == "dt":
             label = _DOXYGEN_LABEL_END_RE.sub("", _text(child))
         elif child.tag == "dd":
-            rows = child.xpath(".//table//tr")
+            listed = label in _DOXYGEN_TABLE_NOTES or (dl.get("class") or "") in (
+                "params",
+                "tparams",
+                "exception",
+                "retval",
+            )
+            rows = child.xpath(".//table//tr") if listed else []
             for row in rows:
                 cells = [
                     (_text(td), "paramdir" in (td.get("class") or ""))
@@ -775,8 +854,13 @@ def _is_summary(table: lxml.html.HtmlElement) -> bool:
 
 
 def _links_only_to(p: lxml.html.HtmlElement, ending: str) -> bool:
+    """Whether `p` is links to pages ending so, and nothing else: "List of all
+    members.", "Go to the source code of this file.", a list of files."""
     links = p.findall(".//a")
-    return bool(links) and all((a.get("href") or "").endswith(ending) for a in links)
+    if not links or not all((a.get("href") or "").endswith(ending) for a in links):
+        return False
+    said = "".join(_text(a) for a in links)
+    return len(re.sub(r"\W", "", _text(p))) <= len(re.sub(r"\W", "", said))
 
 
 def _doxygen_page(body: lxml.html.HtmlElement) -> str:
@@ -810,6 +894,8 @@ def _summary_only(
         link = None if right is None else _first(right, ".//a[@href]")
         if link is None:
             continue
+        if "#" not in link.get("href"):
+            continue  # a class or file of its own page ("Classes", "Namespaces")
         page, _, anchor = link.get("href").rpartition("#")
         if not anchor or anchor in documented or "inherit" in (row.get("class") or ""):
             continue
