@@ -500,11 +500,21 @@ _MEMBER_HEADING_RE = re.compile(
 
 
 def _member_name(heading: str) -> str | None:
-    """The casefolded name of the member `heading` heads, if it heads one."""
+    """The casefolded name of the member `heading` heads, if it heads one; a
+    file's name ("package.json", "settings.py") heads none."""
     match = _MEMBER_HEADING_RE.fullmatch(heading.strip().replace("`", ""))
     if match is None:
         return None
-    return (match["name"] or match["called"]).casefold()
+    name = (match["name"] or match["called"]).casefold()
+    if match["name"] and name in _FILE_EXTENSIONS and "(" not in heading:
+        return None
+    return name
+
+
+_FILE_EXTENSIONS = frozenset(
+    "json yaml yml toml ini cfg conf lock md rst txt html htm xml csv py js mjs ts "
+    "tsx jsx rb go rs java kt c h cc cpp hpp cs php sh bash zsh ps1 sql env".split()
+)
 
 
 def _heads(found: set[int], paths: dict[int, str]) -> set[int]:
@@ -932,8 +942,13 @@ def _is_one_line_code(text: str) -> bool:
 
 def _introduces(text: str) -> bool:
     """Whether a sentence ends in ":", as one introducing what follows does,
-    its emphasis aside ("**React calls them several times:**")."""
-    return text.rstrip().rstrip("*_").rstrip().endswith(":")
+    its closing emphasis aside ("**React calls them several times:**"); not
+    "Default: *", whose star is its value."""
+    text = text.rstrip()
+    marks = len(text) - len(text.rstrip("*_"))
+    if marks and text[: len(text) - marks].rstrip().endswith(":"):
+        return text[-marks:] in text[: len(text) - marks]  # opened before
+    return text.endswith(":")
 
 
 def _continues(before: Sentence, after: Sentence) -> bool:
@@ -1151,6 +1166,8 @@ def _with_whole_lists(
         words = sum(len(item.text.split()) for item in whole)
         if len(whole) > MAX_INTRO_ITEMS or words > MAX_INTRO_LIST_WORDS:
             continue
+        if following.get(id(whole[-1])) is None and _list_goes_on(whole[-1]):
+            whole[-1].goes_on = True  # the passage ends inside the list
         score = min(item.score for item in items)
         for item in whole:
             if item not in kept:

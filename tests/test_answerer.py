@@ -217,6 +217,37 @@ class ExtractiveAnswerTestCase(SimpleTestCase):
             reply.text,
         )
 
+    def test_a_default_of_a_star_is_no_introduction(self):
+        """Review of d7e3ea9: "Default: *" read as a sentence introducing what
+        follows once emphasis marks were set aside, and, three words long
+        with nothing after it, was left out: it is the answer."""
+        text = (
+            "allow_origins\n\nThe origins allowed to call the API.\n\n"
+            "Default: *\n\nSet it to your own domain in production.\n"
+        )
+        reply = answer(
+            "What is the default value of allow_origins?",
+            passage(text, "Settings > allow_origins"),
+        )
+        self.assertIn("Default: * [1]", reply.text)
+
+    def test_two_steps_of_a_list_the_passage_cuts_show_it_goes_on(self):
+        """Review of 1adc6fd: a procedure whose passage ends after step 4 of
+        6 was quoted as steps 1 to 4, as if whole."""
+        text = (
+            "1. Open the hive lid.\n2. Lift the first frame of the hive.\n"
+            "3. Check the frame for eggs.\n4. Put the frame back.\n"
+            "5. Close the hive lid.\n6. Write down what you saw.\n"
+        )
+        end = text.index("5.")
+        location = Location(1, "Guide > Inspection", 0, end, [0])
+        cut = Passage(
+            1, "Guide", "guide1.md", 0, end, text[:end], 1.0, {"vector"}, [location]
+        )
+        cut.source_text = TextWindow([(0, text)])
+        reply = answer("How do I check a hive frame for eggs?", cut)
+        self.assertIn("4. Put the frame back.\n- … [1]", reply.text)
+
     def test_a_list_the_passage_cuts_shows_it_goes_on(self):
         """QA over a Russian PDF: the budget cut a list of five places to ask
         after its first, and the answer read as if that were all."""
@@ -756,6 +787,27 @@ class MemberNamedInTheQuestionTestCase(SimpleTestCase):
         self.assertNotIn("See also", reply.text)
         self.assertIn("Adds a copy of the child", reply.text)
 
+    def test_a_file_name_is_no_member(self):
+        """Review of 77c214d: "json" of "package.json" was taken for a member
+        the question names, and its section's first sentence quoted."""
+        reply = answer(
+            "How do I make the command line tool print its results as json?",
+            passage(
+                "Pass --format json to the command line tool to print its "
+                "results as json.",
+                "CLI > Output",
+                source_id=1,
+            ),
+            passage(
+                "Every project has a package.json at its root. It lists the "
+                "dependencies.",
+                "Files > package.json",
+                2,
+                2,
+            ),
+        )
+        self.assertNotIn("package.json at its root", reply.text)
+
     def test_a_member_named_by_an_english_word_is_not_taken_for_the_entry(self):
         """ "counter" is a word: "the counter" of a question about a shop is
         not Manager.counter, whose description would then open the answer."""
@@ -774,6 +826,7 @@ class MemberNamedInTheQuestionTestCase(SimpleTestCase):
             ),
         )
         self.assertTrue(reply.text.startswith("The counter at the front"), reply.text)
+        self.assertNotIn("progress bar", reply.text)
 
 
 class LocationShareTestCase(SimpleTestCase):
