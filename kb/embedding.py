@@ -775,6 +775,16 @@ def get_embedder(model: str | None = None, precision: str | None = None) -> Embe
 
 
 @functools.cache
+def dictionary(model: str | None = None) -> frozenset[str]:
+    """The whole words of the model's vocabulary: SentencePiece's pieces that
+    open a word ("▁address", not the "dress" inside one), WordPiece's that are
+    no continuation ("address", not "##dress"). A word one is no misspelling."""
+    vocab = get_embedder(model).tokenizer.get_vocab()
+    if any(piece.startswith("\u2581") for piece in vocab):
+        return frozenset(p[1:] for p in vocab if p.startswith("\u2581") and len(p) > 1)
+    return frozenset(p for p in vocab if not p.startswith("##"))
+
+
 def vocabulary(model: str | None = None) -> frozenset[str]:
     """The words of the model's vocabulary (SentencePiece's "▁" word mark left
     out: e5's pieces read "▁instead"): a dictionary at hand, offline."""

@@ -52,7 +52,7 @@ _ALL_PARTS_RE = re.compile(r"[/.]|::")
 _DIGIT_RE = re.compile(r"\d")
 _CAMEL_RE = re.compile(r"[a-z][A-Z]")
 _OPTION_RE = re.compile(r"--?[^\W\d_]")
-_SHORT_OPTION_RE = re.compile(r"-[^\W_]")
+_SHORT_OPTION_RE = re.compile(r"-[^\W\d_]")  # "-S", not "-1"
 _DOTTED_RE = re.compile(r"\w\.\w")
 _LETTERS_RE = re.compile(r"[^\W\d_]")
 

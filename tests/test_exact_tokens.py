@@ -265,11 +265,14 @@ class ExactSearchTestCase(TestCase):
                 self.assertTrue(
                     any(f"“{missing}”" in w for w in reply.warnings), reply.warnings
                 )
-        # held as written, in other capitals, or split from its owner
+        # held as written, in other capitals, or split from its owner; a
+        # negative number, the parts of the asker's own path (review of d39bdfa)
         for question in (
             "What condition is UNIQUE_VIOLATION?",
             "What does -S do?",
             "What is Settings::SAFE_METHODS?",
+            "Does a limit of -1 set no limit on the superuser name?",
+            "Is /home/me/my_project/settings.py read for the superuser name?",
         ):
             with self.subTest(question):
                 _, reply = answering.ask(self.collection, question)

@@ -46,6 +46,20 @@ class EditDistanceTestCase(SimpleTestCase):
         )
 
 
+class DictionaryTestCase(SimpleTestCase):
+    def test_only_whole_words_of_a_vocabulary_are_words(self):
+        """Review of e54c04e: e5's vocabulary holds "dress" of "address" as a
+        piece inside words, so "adress" passed for a word and was never
+        corrected. Its dictionary holds the pieces opening a word."""
+        from kb import embedding
+
+        e5 = embedding.dictionary("multilingual-e5-small")
+        self.assertIn("address", e5)
+        self.assertNotIn("adress", e5)
+        self.assertIn("mean", embedding.dictionary())
+        self.assertNotIn("##ing", embedding.dictionary())
+
+
 class MisspellingTestCase(TestCase):
     @classmethod
     def setUpTestData(cls):

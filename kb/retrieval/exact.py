@@ -70,6 +70,11 @@ WHERE NOT EXISTS (
     WHERE c.collection_id = %(collection)s::bigint
         AND c.exact_tokens
             && ARRAY[w.token, lower(w.token), %(folded)s || lower(w.token)]
+) AND NOT EXISTS (
+    -- a heading the chunks do not embed (its metadata policy "retrieve")
+    SELECT 1 FROM kb_section t JOIN kb_source s ON s.id = t.source_id
+    WHERE s.collection_id = %(collection)s::bigint
+        AND strpos(lower(t.heading_path), lower(w.token)) > 0
 )
 ORDER BY w.n
 """
@@ -143,11 +148,17 @@ def unheld(collection: Collection, question: str) -> list[str]:
     """The question's exact tokens that no chunk of the collection holds, in
     any capitals: "set_modified" of "How do I call File::set_modified?" over
     docs of a version without it (QA of issue #28: answered from set_len's
-    entry, as trustworthy). Only the tokens the word check (kb.retrieval.
+    entry, as trustworthy), nor any heading (whose tokens the chunks hold
+    only when it is embedded). Only the tokens the word check (kb.retrieval.
     keywords.unknown_words) cannot see whole are looked up
-    (exact_tokens.is_split_by_words)."""
+    (exact_tokens.is_split_by_words), not the parts of a path or URL the
+    asker writes ("my_project" of "/home/me/my_project/settings.py")."""
+    found = exact_tokens.tokens(question)
+    paths = [t for t in found if "/" in t]  # a path's or URL's parts are its own
     tokens = [
-        t for t in exact_tokens.tokens(question) if exact_tokens.is_split_by_words(t)
+        t
+        for t in found
+        if exact_tokens.is_split_by_words(t) and not any(t in p for p in paths)
     ]
     if not tokens:
         return []

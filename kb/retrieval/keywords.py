@@ -415,6 +415,22 @@ WHERE NOT found.common AND NOT found.known AND NOT EXISTS (
 ORDER BY w.n
 """.format(part_of_name=_part_of_name("lower(w.word)"))
 QUESTION_WORD_RE = re.compile(r"\w[\w'-]*")
+_RUN_RE = re.compile(r"\S+")
+
+
+def _without_paths(question: str) -> str:
+    """The question without its paths and URLs ("/home/me/my_project/x.py",
+    "https://x.org/a_b"): their parts are the asker's, no words a source
+    should use. One slash between words is prose ("and/or", "GraphQL/REST")."""
+
+    def kept(match: re.Match) -> str:
+        run = match.group(0).strip("()[]<>\"'.,;:!?")
+        path = run[:1] in "/~" or "://" in run or run.count("/") > 1
+        return " " if "/" in run and (path or "." in run) else match.group(0)
+
+    return _RUN_RE.sub(kept, question) if "/" in question else question
+
+
 MAX_UNKNOWN_CHECKED = 20  # words of a question looked up
 
 
@@ -426,6 +442,7 @@ def unknown_words(collection: Collection, question: str) -> tuple[list[str], int
     and should say so."""
     if collection.terms_counted is None:
         return [], 0
+    question = _without_paths(question)  # the asker's own paths and URLs
     words = list(
         dict.fromkeys(
             word

@@ -43,8 +43,9 @@ def corrections(collection: Collection, unknown: list[str]) -> list[Correction]:
     common word mistyped (slips) does not count towards MAX_CORRECTED, and is
     only searched as a word of the collection it is as close to as written
     ("wdith" as "width"; "shoud" not as "shouting" through its stem). A word
-    of the embedding model's vocabulary is no misspelling: "mean" was searched
-    as "man", "decide" as "decoder" (QA over Javadoc)."""
+    of the embedding model's dictionary (embedding.dictionary: its whole
+    words) is no misspelling: "mean" was searched as "man", "decide" as
+    "decoder" (QA over Javadoc)."""
     words = [
         word
         for word in unknown[:MAX_UNACCENTED]
@@ -60,7 +61,7 @@ def corrections(collection: Collection, unknown: list[str]) -> list[Correction]:
         # Many words no source uses (another language, another topic): no slip
         # of the keyboard, and each lookup costs queries.
         return list(found.values())
-    known = embedding.vocabulary(collection.embedding_model)
+    known = embedding.dictionary(collection.embedding_model)
     for word in words:
         if word in found or word in known:
             continue  # a word the docs do not use, no misspelling: "mean", "decide"
