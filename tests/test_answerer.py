@@ -756,8 +756,19 @@ class MemberNamedInTheQuestionTestCase(SimpleTestCase):
             1, "File", "file.html", 0, len(text), text, 1.0, {"vector"}, locations
         )
         found.source_text = TextWindow([(0, text)])
+        examples = passage(
+            "The difference between File::open and File::create shows in the "
+            "examples below. Each example opens or creates a file with File::open "
+            "or File::create and reads the difference. Compare the difference "
+            "between the two: File::open and File::create differ.",
+            "Struct std::fs::File > Examples",
+            2,
+            2,
+        )
         reply = answer(
-            "What is the difference between File::open and File::create?", found
+            "What is the difference between File::open and File::create?",
+            found,
+            examples,
         )
         self.assertIn("Attempts to open a file in read-only mode.", reply.text)
         self.assertIn("Opens a file in write-only mode.", reply.text)
