@@ -457,7 +457,26 @@ def _asked_entries(sentences: list[Sentence], question: str) -> dict[int, Senten
             first.setdefault(s.location.section_id, s)
     for section, s in first.items():
         s.defines = section in heads  # an entry's part opens with something else
+    asked_terms = set(terms(question))
+    for s in sentences:  # the field the question asks of: "what does X return?"
+        if s.location.section_id in found and _field_asked(s.text, asked_terms):
+            s.defines = True
     return first
+
+
+# A field line of an entry, a list item or not: "- Returns: TIXML_SUCCESS ...",
+# "Throws: IllegalStateException - if ...", "**Default**: 4"
+_FIELD_LABEL_RE = re.compile(
+    r"[-*+]?[ \t]*[*_]{0,2}([A-Z][\w ]{0,30}?)[*_]{0,2}[ \t]*:"
+)
+
+
+def _field_asked(text: str, asked: set[str]) -> bool:
+    """Whether `text` is a field line (a short label, then a colon) whose label
+    names what the question asks: "Returns" for "what does it return?",
+    "Throws" for "what does it throw?"."""
+    label = _FIELD_LABEL_RE.match(text.lstrip())
+    return label is not None and bool(set(terms(label.group(1))) & asked)
 
 
 def _asked_members(paths: dict[int, str], asked: frozenset[str]) -> dict[int, set[str]]:

@@ -463,3 +463,34 @@ class ListIntroTestCase(TestCase):
             any(items[-1][2:] in text[c.start : c.end] for c in cited),
             "the citation covers the list",
         )
+
+
+class AskedFieldTestCase(TestCase):
+    """QA over Doxygen pages: "What does TiXmlElement::QueryValueAttribute
+    return?" quoted its description and QueryIntAttribute's sentences about
+    what it returns, not its own "Returns:" line, which reads little like a
+    sentence to the model."""
+
+    @classmethod
+    def setUpTestData(cls):
+        from pathlib import Path
+
+        from kb import ingestion, uploads
+
+        cls.collection = Collection.objects.create(name="TinyXML")
+        page = (
+            Path(__file__).parent / "fixtures" / "real" / "doxygen16-TiXmlElement.html"
+        )
+        source, _ = uploads.store_source(
+            cls.collection, "element.html", page.read_bytes()
+        )
+        ingestion.ingest(source.pk)
+
+    def test_the_field_the_question_asks_of_the_named_member_is_quoted(self):
+        _, reply = answering.ask(
+            self.collection, "What does TiXmlElement::QueryValueAttribute return?"
+        )
+        self.assertIn(
+            "Returns: TIXML_SUCCESS, TIXML_WRONG_TYPE, or TIXML_NO_ATTRIBUTE",
+            reply.text,
+        )
