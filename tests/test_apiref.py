@@ -956,6 +956,9 @@ DOXYGEN_FILE = """<html><body><div class="header"><div class="headertitle">
 <dl class="section return"><dt>Returns</dt><dd>The frames, or one of these codes:
 <table class="doxtable"><tr><th>Code</th><th>Meaning</th></tr>
 <tr><td>-1</td><td>busy</td></tr></table></dd></dl>
+<dl class="section remark"><dt>Remarks</dt><dd>Defaults: <div class="fragment">
+<div class="line">frames = 10;</div><div class="line">queen = true;</div>
+</div></dd></dl>
 <p class="definition">Definition at line <a href="hive_8h_source.html#l12">12</a>
 of file <a href="hive_8h_source.html">hive.h</a>.</p>
 <p>References <a class="el" href="#a1">HIVE_FRAMES</a>.</p>
@@ -987,6 +990,9 @@ class DoxygenFilePageTestCase(SimpleTestCase):
             "- Parameters: count [in] - How many frames.", frames.replace("\\", "")
         )
         self.assertIn("- Returns: The frames, or one of these codes:", frames)
+        self.assertIn(
+            "- Remarks: Defaults:\n\n```\nframes = 10;\nqueen = true;\n```", frames
+        )
         for furniture in ("Definition at line", "References HIVE", "Go to the source"):
             self.assertNotIn(furniture, reading.text)
 

@@ -776,7 +776,7 @@ def _doxygen_docs(memdoc: lxml.html.HtmlElement) -> list[lxml.html.HtmlElement]:
         if classes & _DOXYGEN_FURNITURE or _is_cross_reference(child):
             continue
         if child.tag == "dl":
-            parts.append(_doxygen_notes(child))
+            parts.extend(_doxygen_notes(child))
         elif "fragment" in classes:
             lines = child.xpath("div[contains(@class, 'line')]")
             code = "\n".join(line.text_content() for line in lines)
@@ -808,10 +808,12 @@ _DOXYGEN_TABLE_NOTES = {
 }
 
 
-def _doxygen_notes(dl: lxml.html.HtmlElement) -> lxml.html.HtmlElement:
+def _doxygen_notes(dl: lxml.html.HtmlElement) -> list[lxml.html.HtmlElement]:
     """A Doxygen section as list items: "Returns: ...", "Parameters: name -
-    its description", one per row of a parameter table."""
+    its description", one per row of a parameter table. A code fragment in
+    an item ("Remarks: Defaults:" over the settings) is code after it."""
     items = E.UL()
+    parts = [items]
     label = ""
     for child in dl:
         if child.tag == "dt":
@@ -842,8 +844,15 @@ def _doxygen_notes(dl: lxml.html.HtmlElement) -> lxml.html.HtmlElement:
             item = copy.deepcopy(child)
             item.tag = "li"
             item.text = f"{label}: {item.text or ''}"
+            fragments = item.xpath(".//div[contains(@class, 'fragment')]")
+            for fragment in fragments:
+                fragment.drop_tree()
             items.append(item)
-    return items
+            if fragments:  # the code, then a list for the items after it
+                parts.extend(_doxygen_docs(E.DIV(*fragments)))
+                items = E.UL()
+                parts.append(items)
+    return [part for part in parts if len(part) or part.tag != "ul"]
 
 
 def _is_summary(table: lxml.html.HtmlElement) -> bool:
