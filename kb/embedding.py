@@ -785,9 +785,12 @@ def dictionary(model: str | None = None) -> frozenset[str]:
     return frozenset(p for p in vocab if not p.startswith("##"))
 
 
+@functools.cache
 def vocabulary(model: str | None = None) -> frozenset[str]:
     """The words of the model's vocabulary (SentencePiece's "▁" word mark left
-    out: e5's pieces read "▁instead"): a dictionary at hand, offline."""
+    out: e5's pieces read "▁instead"): a dictionary at hand, offline. Built
+    once per model: e5's 250,000 pieces take about 0.5 s, and every ask reads
+    it."""
     vocab = get_embedder(model).tokenizer.get_vocab()
     return frozenset(piece.removeprefix("\u2581") for piece in vocab)
 
