@@ -23,6 +23,7 @@ import math
 import re
 import textwrap
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -1177,16 +1178,11 @@ def _with_whole_lists(
     for first, items in lists.values():
         if len(items) < 2:
             continue
-        whole = [first]
-        while (after := following.get(id(whole[-1]))) is not None and (
-            is_list_item(after.text) and not _text_between(whole[-1], after).strip()
-        ):
-            whole.append(after)
+        whole = [first, *_items_from(first, following)]
         words = sum(len(item.text.split()) for item in whole)
         if len(whole) > MAX_INTRO_ITEMS or words > MAX_INTRO_LIST_WORDS:
             continue
-        if following.get(id(whole[-1])) is None and _list_goes_on(whole[-1]):
-            whole[-1].goes_on = True  # the passage ends inside the list
+        _mark_if_cut(whole, following)
         score = min(item.score for item in items)
         for item in whole:
             if item not in kept:
@@ -1241,20 +1237,32 @@ def _list_after(intro: Sentence, following: dict[int, Sentence]) -> list[Sentenc
     as any sentence does)."""
     items: list[Sentence] = []
     words = 0
-    s = intro
-    while (after := following.get(id(s))) is not None and is_list_item(after.text):
-        if _text_between(s, after).strip():
-            break
-        words += len(after.text.split())
+    for item in _items_from(intro, following):
+        words += len(item.text.split())
         if len(items) >= MAX_INTRO_ITEMS or words > MAX_INTRO_LIST_WORDS:
             if items:
                 items[-1].goes_on = True
             return items
-        items.append(after)
-        s = after
-    if items and following.get(id(s)) is None and _list_goes_on(s):
-        items[-1].goes_on = True  # the passage ends inside the list
+        items.append(item)
+    _mark_if_cut(items, following)
     return items
+
+
+def _items_from(s: Sentence, following: dict[int, Sentence]) -> Iterator[Sentence]:
+    """The list items right after `s`, one after another with nothing else
+    between them, in its location."""
+    while (after := following.get(id(s))) is not None and is_list_item(after.text):
+        if _text_between(s, after).strip():
+            return
+        yield after
+        s = after
+
+
+def _mark_if_cut(items: list[Sentence], following: dict[int, Sentence]) -> None:
+    """Mark the last of a list's `items` as going on when the passage ends
+    inside the list (a window cut by the budget)."""
+    if items and following.get(id(items[-1])) is None and _list_goes_on(items[-1]):
+        items[-1].goes_on = True
 
 
 # A list item opening the line after a quoted item: the list goes on past it
