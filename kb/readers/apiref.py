@@ -623,13 +623,10 @@ def doxygen(body: lxml.html.HtmlElement) -> lxml.html.HtmlElement | None:
         for label in title.xpath(".//span[contains(@class, 'mlabels')]"):
             label.drop_tree()  # "abstract", "final": not the class's name
         page.append(E.H1(_text(title)))
-    documented = set()
-    for member in members:
-        anchor = _doxygen_anchor(member)
-        if anchor:
-            documented.add(anchor)
+    anchors = {member: _doxygen_anchor(member) for member in members}
+    documented = {anchor for anchor in anchors.values() if anchor}
     headings = _doxygen_headings(members)
-    names = list(headings.values())
+    own = _doxygen_page(body)
     summary_only: dict[str, list] = {}
     in_details = False
     for child in contents:
@@ -637,7 +634,6 @@ def doxygen(body: lxml.html.HtmlElement) -> lxml.html.HtmlElement | None:
             continue
         classes = set((child.get("class") or "").split())
         if child.tag == "table" and _is_summary(child):
-            own = _doxygen_page(body)
             for group, parts in _summary_only(child, documented, own).items():
                 summary_only.setdefault(group, []).extend(parts)
         elif child.tag == "h1":
@@ -648,9 +644,9 @@ def doxygen(body: lxml.html.HtmlElement) -> lxml.html.HtmlElement | None:
             if said and not in_details:
                 page.append(E.H2(said))
         elif child.tag == "div" and "memitem" in classes:
-            name = headings.get(child, _doxygen_name(child))
+            name = headings.get(child) or _doxygen_name(child)
             proto = _doxygen_signature(child)
-            anchor = _doxygen_anchor(child)
+            anchor = anchors.get(child) or _doxygen_anchor(child)
             page.append(E.H3(name, id=anchor) if anchor else E.H3(name))
             page.append(E.PRE(proto))
             memdoc = _first(child, "div[contains(@class, 'memdoc')]")
@@ -668,7 +664,7 @@ def doxygen(body: lxml.html.HtmlElement) -> lxml.html.HtmlElement | None:
             continue  # the brief above the summary: the description says it
         else:
             page.extend(_doxygen_docs(E.DIV(copy.deepcopy(child))))
-    owner = next((n.rpartition("::")[0] for n in names if "::" in n), "")
+    owner = next((n.rpartition("::")[0] for n in headings.values() if "::" in n), "")
     for group, parts in summary_only.items():
         page.append(E.H2(group))
         for part in parts:
