@@ -239,7 +239,9 @@ _EMPHASIS_RE = re.compile(
     r"(?<![\w*])\*{1,3}(?=[^\s*])|(?<=[^\s*])\*{1,3}(?![\w*])"
     r"|(?<![\w_])_{1,3}(?=[^\s_])|(?<=[^\s_])_{1,3}(?![\w_])"
 )
-_INLINE_TAG_RE = re.compile(r"</?[A-Za-z][\w-]*(?:\s[^<>\n]*)?/?>")
+# An inline tag, its name grouped; not an escaped one ("\\<video>" is text the
+# readers wrote)
+_INLINE_TAG_RE = re.compile(r"(?<!\\)</?([A-Za-z][\w-]*)(?:\s[^<>\n]*)?/?>")
 
 
 def shown_text(markdown: str) -> str:
@@ -281,11 +283,9 @@ def _without_tags(text: str) -> str:
             return " " if name.lower() == "br" else ""
         return match.group(0)
 
-    return _WRAPPING_TAG_RE.sub(shown, text)
+    return _INLINE_TAG_RE.sub(shown, text)
 
 
-# An inline tag not escaped ("\\<video>" is text the readers wrote)
-_WRAPPING_TAG_RE = re.compile(r"(?<!\\)</?([A-Za-z][\w-]*)(?:\s[^<>\n]*)?/?>")
 _CLOSING_TAG_RE = re.compile(r"</([A-Za-z][\w-]*)\s*>")
 # HTML's inline elements: their tags show nothing of their own
 _INLINE_HTML = frozenset(
