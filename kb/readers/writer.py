@@ -37,6 +37,9 @@ _INLINE_RE = re.compile(
     r"|<(?!\s)"  # autolinks
     r"|&(?=#?\w+;|$)"  # entities
 )
+# The characters _INLINE_RE starts at: one class is read ten times faster than
+# its alternatives at each position, and most text nodes hold none of them.
+_INLINE_CHARS_RE = re.compile(r"[`\[\\*_<&]")
 _FENCE_RE = re.compile(r"^(`{3,}|~{3,})", re.M)
 SURROGATE_RE = re.compile("[\ud800-\udfff]")
 LIST_INDENT = "    "  # enough for any marker up to "99. " to nest under
@@ -51,7 +54,7 @@ def clean(text: str) -> str:
 def escape(text: str) -> str:
     """Text of the document, its Markdown markup escaped so that it renders as
     written (readers escape text nodes, then add their own markup)."""
-    if _INLINE_RE.search(text) is None:  # most text nodes: no template to apply
+    if _INLINE_CHARS_RE.search(text) is None:  # most text nodes
         return text
     return _INLINE_RE.sub(r"\\\g<0>", text)
 
