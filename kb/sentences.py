@@ -7,6 +7,7 @@ retrieval's windows grow to them."""
 from __future__ import annotations
 
 import bisect
+import functools
 import re
 
 MAX_ROW_WORDS = 60  # a longer table row is answered by its sentences
@@ -19,9 +20,11 @@ MAX_WIDEN = 1500  # characters a location grows by to reach whole sentences
 # one opens with: a capital of any alphabet, a digit or code ("... ID. Это",
 # "... élément. À noter", "¿Qué pasa? ¡Nada!", "«первый». «Второй»"), also on
 # a quote's next line ("verticalement.\n> La ..."). _sentences checks the
-# capital.
+# capital. (The match opens with the mark, not a lookbehind: the engine skips to
+# a character of a class, where it tries a lookbehind at every position, 4x
+# slower.)
 _SENTENCE_END_RE = re.compile(
-    r"(?<=[.!?\u2026])([\"')\]*_\u00bb\u201d\u2019]*)(?:[ \t]*\n[ \t]*>)*\s+"
+    r"[.!?\u2026]([\"')\]*_\u00bb\u201d\u2019]*)(?:[ \t]*\n[ \t]*>)*\s+"
     r"(?=[\"'(\[*_\u00ab\u201c\u201e\u00bf\u00a1]*([\w`]))"
 )
 # A list item's marker ("1.", "2)", "a.", "-", "*", "+"): never a sentence of its own.
@@ -322,14 +325,26 @@ MAX_TABLE_LOOK_BACK = 20_000  # characters read up from a range to its table
 _BLANK_LINE_RE = re.compile(r"\n[ \t]*\n")
 
 
+_TABLE_TAG_RE = re.compile("<table|<TABLE")
+
+
+@functools.lru_cache(maxsize=2)
+def _table_tags(text: str) -> list[int]:
+    """Where "<table" or "<TABLE" starts in `text`: found once for a document
+    whose chunks are each scanned (the cache holds the last two texts)."""
+    return [m.start() for m in _TABLE_TAG_RE.finditer(text)]
+
+
 def _html_table_around(text: str, pos: int) -> int | None:
     """The start of the HTML table block `pos` lies in (a range that starts
     inside one: its rows are still rows), if any: the last <table opening a
-    line above `pos`, with no blank line between. Scanned in C."""
+    line above `pos`, with no blank line between."""
     floor = max(0, pos - MAX_TABLE_LOOK_BACK)
-    at = max(text.rfind("<table", floor, pos), text.rfind("<TABLE", floor, pos))
-    if at < 0:
+    tags = _table_tags(text)
+    i = bisect.bisect_right(tags, pos - len("<table")) - 1  # the last before pos
+    if i < 0 or tags[i] < floor:
         return None
+    at = tags[i]
     newline = text.rfind("\n", floor, at)
     if newline < 0 and floor > 0:
         return None  # its line starts above what is read
@@ -480,7 +495,7 @@ def _sentences(text: str, start: int, end: int) -> list[tuple[int, int]]:
         opens = match.group(2)
         if not (opens.isupper() or opens.isdigit() or opens == "`"):
             continue  # "Prix 5 p. ex. chez", "version 2. la suite"
-        full_stop = match.start()  # just after the full stop
+        full_stop = match.start() + 1  # just after the full stop
         at = bisect.bisect_left(starts, full_stop) - 1  # the last span opening before
         if at >= 0 and full_stop <= inside[at][1]:
             continue  # inside `code`, a [link](...) or a URL
