@@ -301,6 +301,31 @@ class HtmlReaderTestCase(SimpleTestCase):
         )
         self.assertIn("say", [anchor for _, anchor in reading.anchors])
 
+    def test_a_docbook_screenshot_reads_as_its_description(self):
+        # aptitude's manual: each screenshot in a one-cell "manufactured
+        # viewport" table was a "Column 1" table, its rows chunks of their own
+        # that outranked the text, and its long description link a "[D]"
+        reading = readers.read(
+            "packages.html",
+            _html(
+                "<h1>Managing packages</h1><p>Press + on a package:</p>"
+                "<div class='mediaobject'><table border='0' summary='manufactured "
+                "viewport for HTML img' width='100%'><tr><td><img src='i.png' "
+                "alt='[the package list, kaffeine marked for installation]'/>"
+                "</td></tr></table><div class='longdesc-link' align='right'>"
+                "<br clear='all'/><span class='longdesc-link'>[<a href='ld-1.html'"
+                " target='longdesc'>D</a>]</span></div></div><p>It turns green.</p>"
+                "<table><tr><td>A one-cell <b>box</b>.</td></tr></table>"
+                "<table><caption>Keys</caption><tr><td>+</td></tr></table>"
+            ),
+        )
+        self.assertEqual(
+            reading.text,
+            "# Managing packages\n\nPress + on a package:\n\n\\[the package list,"
+            " kaffeine marked for installation]\n\nIt turns green.\n\nA one-cell"
+            " box.\n\nKeys\n\n| Column 1 |\n| --- |\n| + |\n",
+        )
+
     def test_titles_and_heading_paths_read_as_the_page_shows_them(self):
         # The reader escapes text that would be Markdown markup; the title and
         # heading paths are plain text, as shown everywhere.

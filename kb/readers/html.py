@@ -68,7 +68,8 @@ _FURNITURE_RE = re.compile(
     r"^(cookie.*|.*-?cookies?-?.*|.*consent.*|gdpr|sidebar|side-bar|breadcrumbs?"
     r"|breadcrumb-section|footer|site-footer|site-header|navbar|nav|menu|skip-link"
     r"|toc|.*toc-macro|table-of-contents|page-metadata|pagesection|likes-and-labels-container"
-    r"|headerlink|id_link|copiable-anchor|copiable-link)$",  # "¶", "#" by headings
+    r"|headerlink|id_link|copiable-anchor|copiable-link"  # "¶", "#" by headings
+    r"|longdesc-link)$",  # DocBook's "[D]" link to an image's long description
     re.I,
 )
 # words of a class or id (split at "-", "_" and spaces) that name navigation;
@@ -648,6 +649,8 @@ class _Walker:
                     self.out.end_list()  # Notion writes one list per item
         elif tag == "table" and _is_questions_table(el):
             self.questions(el, depth)
+        elif tag == "table" and (cell := _only_cell(el)) is not None:
+            self.container(cell, depth)  # a box around blocks, no data
         elif tag == "table":
             self.table(el)
         elif tag == "pre":
@@ -1013,6 +1016,20 @@ def _in_admonition(el: lxml.html.HtmlElement) -> bool:
 
 
 _ADMONITIONS = frozenset(("note", "tip", "warning", "caution", "important"))
+
+
+def _only_cell(table: lxml.html.HtmlElement) -> lxml.html.HtmlElement | None:
+    """The cell of a table of one row of one cell and no caption: a frame
+    that lays out what it holds (DocBook's "manufactured viewport" around a
+    screenshot, a boxed note), which reads as that, not as a table of a
+    "Column 1"."""
+    if table.find("caption") is not None:
+        return None
+    rows = [tr for tr in table.iter("tr") if _owning_table(tr) is table]
+    if len(rows) != 1:
+        return None
+    cells = [cell for cell in rows[0] if cell.tag in ("td", "th")]
+    return cells[0] if len(cells) == 1 else None
 
 
 def _docbook_admonition(
