@@ -69,7 +69,8 @@ def ask(collection, question: str, **options: Any) -> tuple[Result, Answer]:
         )
     if fixes:
         reply.searched_for = [(f.asked, f.searched) for f in fixes]
-        reply.warnings.insert(0, _searched_for(fixes))
+        if misspelt := [f for f in fixes if not f.form]:
+            reply.warnings.insert(0, _searched_for(misspelt))
         result.question = asked
     if (note := _model_note(collection, asked, configs)) is not None:
         reply.warnings.append(note)

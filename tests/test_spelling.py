@@ -272,3 +272,43 @@ class AccentsTestCase(TestCase):
         )
         self.assertEqual(reply.searched_for, [("securite", "sécurité")])
         self.assertIn("signalés à l'équipe de sécurité", reply.text)
+
+
+APTITUDE_RU = """# Командная строка aptitude
+
+## Симуляция
+
+Все команды, которые устанавливают, обновляют и удаляют пакеты, допускают
+параметр `-s`, который означает «симулирование». Программа выполнит все
+действия, но не загрузит и не установит какие-либо файлы.
+
+## Журнал
+
+Каждое действие записывается в файл журнала программы.
+"""
+
+
+class WordFormsTestCase(TestCase):
+    """QA over Debian's Russian aptitude manual: "симулировать" (to simulate),
+    which no source writes, was searched as "симулирование" (simulation), and
+    the answer warned that no source uses the word: a form of a word the
+    sources use is no misspelling. Their stems ("симулирова", "симулирован")
+    differ, one beginning the other."""
+
+    @classmethod
+    def setUpTestData(cls):
+        cls.collection = collection_of("aptitude", {"cmdline.md": APTITUDE_RU})
+        keywords.count_terms(cls.collection)
+
+    def test_another_form_of_a_word_is_searched_without_a_warning(self):
+        _, reply = answering.ask(
+            self.collection, "Какой параметр команды означает симулировать?"
+        )
+        self.assertIn(("симулировать", "симулирование"), reply.searched_for)
+        self.assertIn("параметр `-s`", reply.text)
+        self.assertFalse([w for w in reply.warnings if "симулирование" in w])
+
+    def test_a_misspelling_is_still_named(self):
+        _, reply = answering.ask(self.collection, "Где записан журнл программы?")
+        self.assertIn(("журнл", "журнал"), reply.searched_for)
+        self.assertTrue(reply.warnings[0].startswith("Searched for “журнал”"))

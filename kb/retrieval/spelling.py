@@ -35,6 +35,11 @@ MIN_STEM_LETTERS = 5
 class Correction:
     asked: str  # the word as the question has it
     searched: str  # the collection's word it is searched as
+    # Another form of the same word, no misspelling: outside English, the
+    # stems of the two, one beginning the other ("симулировать", stemmed
+    # "симулирова", for "симулирование", "симулирован"). Searched all the
+    # same, without a note (QA over Debian's Russian manuals).
+    form: bool = False
 
 
 def corrections(collection: Collection, unknown: list[str]) -> list[Correction]:
@@ -65,8 +70,8 @@ def corrections(collection: Collection, unknown: list[str]) -> list[Correction]:
     for word in words:
         if word in found or word in known:
             continue  # a word the docs do not use, no misspelling: "mean", "decide"
-        if searched := _nearest_word(collection, word, as_stem=word not in slipped):
-            found[word] = Correction(word, searched)
+        if near := _nearest_word(collection, word, as_stem=word not in slipped):
+            found[word] = Correction(word, *near)
     return [found[word] for word in words if word in found]
 
 
@@ -171,9 +176,10 @@ def fold(word: str) -> str:
 
 def _nearest_word(
     collection: Collection, word: str, as_stem: bool = True
-) -> str | None:
+) -> tuple[str, bool] | None:
     """The collection's written word closest to `word` (casefolded), when it is
-    within max_edits() of it, as written or (`as_stem`) as stemmed; else None."""
+    within max_edits() of it, as written or (`as_stem`) as stemmed, and
+    whether it is another form of it (Correction.form); else None."""
     params = {
         "configs": keywords.configs(collection),
         "word": word,
@@ -199,8 +205,21 @@ def _nearest_word(
             and len(own) >= MIN_STEM_LETTERS
             and edit_distance(own, lexeme) <= max_edits(len(own))
         ):
-            return written
+            return written, _is_form(config, own, lexeme)
     return None
+
+
+def _is_form(config: str, own: str, lexeme: str) -> bool:
+    """Whether two stems of `config`'s stemmer are forms of one word: one
+    begins the other, long enough to be no other word (MIN_STEM_LETTERS). Not
+    in English, whose forms share their stem: there it is a misspelling cut
+    short ("throttlin")."""
+    short, long = sorted((own, lexeme), key=len)
+    return (
+        config != "english"
+        and len(short) >= MIN_STEM_LETTERS
+        and long.startswith(short)
+    )
 
 
 # A word some chunk of that language writes that stems to the lexeme: what the
