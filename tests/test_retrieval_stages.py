@@ -296,6 +296,24 @@ class RegionsTestCase(SimpleTestCase):
         regions = expansion.regions_of(chunks, dict.fromkeys([3]), headers)
         self.assertEqual(regions, [(42, 50, []), (101, 120, [3])])
 
+    def test_a_run_from_a_tables_first_row_starts_at_its_header(self):
+        # QA over Debian's French aptitude manual: the header line alone was
+        # passage 1, "| Niveau de coût | Description | Option |", and the rows
+        # it names passage 2
+        text = "Costs:\n\n| Level | Option |\n| --- | --- |\n| 10 | `Safe` |\n"
+        first = text.index("| 10")
+        header = (text.index("| Level"), text.index(" |\n| ---") + 2)
+        row = ChunkRow(
+            1, 1, 1, 1, first, len(text) - 1, 5, text[first:-1],
+            text[header[0] : first], ChunkKind.TABLE_ROW,
+        )  # fmt: skip
+        regions = expansion.regions_of([row], dict.fromkeys([0]), {0: header})
+        self.assertEqual(regions, [(header[0], len(text) - 1, [1])])
+        self.assertEqual(
+            text[regions[0][0] : regions[0][1]],
+            "| Level | Option |\n| --- | --- |\n| 10 | `Safe` |",
+        )
+
 
 class SiblingSectionsTestCase(SimpleTestCase):
     """At most SIBLINGS of the top k sections under one parent heading (issue

@@ -14,7 +14,7 @@ from typing import NamedTuple
 from django.conf import settings
 
 from kb.retrieval.passages import Hit, Location, Passage, TextWindow, context_tokens
-from kb.retrieval.rows import ChunkRow, Selected, is_long, next_to
+from kb.retrieval.rows import ChunkRow, Selected, is_long, lead_start, next_to
 from kb.sentences import units, widened
 
 HIT_CHUNKS = 4  # hit chunks per section taken before expansion (issue #7)
@@ -197,9 +197,13 @@ def regions_of(
     """Runs of adjacent taken chunks as (start, end, chunk indexes).
 
     A run that starts at a table row comes after its table's header line (the
-    column names, in no chunk's range), as a region of its own with no chunk
-    indexes, unless an earlier region already holds it. The delimiter line is left
-    out: a run of dashes costs a token per dash.
+    column names, in no chunk's range), unless an earlier region already holds
+    it. A run that starts at the table's first row starts at its header line,
+    over the delimiter line (the passage reads as the table; QA over Debian's
+    French manuals: the header alone was the first passage, and ranked above
+    the rows it names). A run starting further down has the header line as a
+    region of its own with no chunk indexes, without the delimiter line (a run
+    of dashes costs a token per dash).
     """
     regions: list[tuple[int, int, list[int]]] = []
     for i in sorted(taken):
@@ -209,9 +213,13 @@ def regions_of(
             regions[-1] = (start, c.end, [*indexes, c.chunk_index])
             continue
         header = (headers or {}).get(i)
+        start = c.start
         if header and not any(a <= header[0] < b for a, b, _ in regions):
-            regions.append((*header, []))
-        regions.append((c.start, c.end, [c.chunk_index]))
+            if header[0] >= lead_start(c):  # the table's first row
+                start = header[0]
+            else:
+                regions.append((*header, []))
+        regions.append((start, c.end, [c.chunk_index]))
     return regions
 
 
