@@ -680,7 +680,11 @@ class DocBookAdmonitionTestCase(SimpleTestCase):
         body = (
             "<h1>Build</h1><h2>Sign</h2><p>Sign the files."
             '<a href="#ftn.id1" class="footnote" id="id1"><sup>[62]</sup></a></p>'
-            "<h2>Check</h2><p>Check them.</p>"
+            # a mark after a space (Debian's Russian manuals) leaves no space
+            # before the full stop: "Check them ." was quoted
+            '<h2>Check</h2><p>Check them <a href="#ftn.id2" class="footnote">'
+            "<sup>[63]</sup></a>. Then <b>sign</b> "
+            '<a href="#ftn.id1" class="footnote"><sup>[62]</sup></a> again.</p>'
             '<div class="footnotes"><br/><hr/><div id="ftn.id1" class="footnote">'
             '<p><a href="#id1" class="para"><sup class="para">[62] </sup></a>'
             "The key must be signed.</p></div></div>"
@@ -692,6 +696,7 @@ class DocBookAdmonitionTestCase(SimpleTestCase):
         )
         self.assertNotIn("62", reading.text)
         self.assertIn("The key must be signed.", _section(reading, "Build > Footnotes"))
+        self.assertIn("Check them. Then sign again.", reading.text)
 
 
 class SphinxTestCase(SimpleTestCase):

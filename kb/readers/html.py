@@ -404,7 +404,24 @@ def _drop_furniture(body: lxml.html.HtmlElement) -> None:
     for link in _heading_marks(body):
         link.drop_tree()  # keeps its tail text
     for mark in _FOOTNOTE_MARKS(body):
-        mark.drop_tree()
+        _drop_mark(mark)
+
+
+def _drop_mark(mark: lxml.html.HtmlElement) -> None:
+    """Drop a footnote mark, and the space before it when punctuation
+    follows: "замените именем архива <a>[20]</a>." reads "архива.", not
+    "архива ." (Debian's Russian manuals write the space)."""
+    if (mark.tail or "")[:1] in _CLOSING_MARKS:
+        previous = mark.getprevious()
+        if previous is not None:
+            previous.tail = (previous.tail or "").rstrip() or None
+        elif (parent := mark.getparent()) is not None:
+            parent.text = (parent.text or "").rstrip() or None
+    mark.drop_tree()
+
+
+# What no space goes before in any language (French spaces ";", ":" and "»").
+_CLOSING_MARKS = frozenset(".,)")
 
 
 # DocBook's footnote marks: "[62]" in the text, linking its footnote, and the
