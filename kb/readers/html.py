@@ -132,7 +132,8 @@ def read(name: str, data: bytes) -> Reading:
     if body is None:
         body = root
     title = clean(root.findtext(".//title") or "")
-    _drop_furniture(body)
+    names = _Names(body)
+    _drop_furniture(body, names)
     content = apiref.javadoc(body)
     if content is None:
         content = apiref.rustdoc(body)
@@ -141,9 +142,9 @@ def read(name: str, data: bytes) -> Reading:
     if content is None:
         content = apiref.doxygen(body)
     if content is None:
-        content = _main_content(body)
+        content = _main_content(body, names)
         if content is body:  # no landmark: navigation may be any div
-            _drop(body, _is_navigation, _maybe_navigation)
+            _drop(_is_navigation, _maybe_navigation(names))
     walker = _Walker()
     _open_with_title(walker, content, title)
     try:
@@ -348,56 +349,66 @@ _STATED_XPATHS = [
     lxml.etree.XPath(f"descendant-or-self::*/@{attribute}")
     for attribute in ("role", "aria-hidden", "hidden", "style")
 ]
-# An attribute's values; its values as strings that know their element (4x
-# slower); the elements holding one value (libxml2 tests a value on each
-# element: 2x the time of listing the values, for each value tested).
-_VALUES_XPATH = {
-    attribute: lxml.etree.XPath(
-        f"descendant-or-self::*/@{attribute}", smart_strings=False
-    )
-    for attribute in ("class", "id")
-}
+# The class and id values of a page, as strings that know their element.
 _OWNED_VALUES_XPATH = {
     attribute: lxml.etree.XPath(f"descendant-or-self::*/@{attribute}")
     for attribute in ("class", "id")
 }
-_HAVING_XPATH = {
-    attribute: lxml.etree.XPath(f"descendant-or-self::*[@{attribute}=$value]")
-    for attribute in ("class", "id")
-}
-MAX_TESTED_VALUES = 2  # more matched values: their elements from their strings
 
 
-def _named(
-    body: lxml.html.HtmlElement, marks: Callable[[str, str], bool]
+class _Names:
+    """The class and id values of a page, each a string that knows its element
+    (lxml's smart strings), listed in one walk per attribute; the passes that
+    look for furniture, navigation and the main content then match the
+    distinct values as strings, instead of each walking the tree again
+    (libxml2 tests a value on each element in twice the time a listing
+    takes, for each value tested)."""
+
+    def __init__(self, body: lxml.html.HtmlElement) -> None:
+        self.body = body
+        self.values = {a: xpath(body) for a, xpath in _OWNED_VALUES_XPATH.items()}
+        self.distinct = {a: set(map(str, v)) for a, v in self.values.items()}
+
+    def elements(
+        self, marks: Callable[[str, str], bool]
+    ) -> list[lxml.html.HtmlElement]:
+        """The elements whose class or id has a value that `marks` (some of
+        them may have been dropped from the page since: see attached)."""
+        found: list[lxml.html.HtmlElement] = []
+        for attribute, values in self.values.items():
+            marked = {v for v in self.distinct[attribute] if marks(attribute, v)}
+            if marked:
+                found += [value.getparent() for value in values if value in marked]
+        return found
+
+    def attached(
+        self, elements: list[lxml.html.HtmlElement]
+    ) -> list[lxml.html.HtmlElement]:
+        """Those of `elements` still in the page."""
+        return [
+            el
+            for el in elements
+            if el is self.body or any(a is self.body for a in el.iterancestors())
+        ]
+
+
+def _maybe_furniture(
+    body: lxml.html.HtmlElement, names: _Names
 ) -> list[lxml.html.HtmlElement]:
-    """The elements of `body` whose class or id has a value that `marks`."""
-    found: list[lxml.html.HtmlElement] = []
-    for attribute, values in _VALUES_XPATH.items():
-        marked = {value for value in set(values(body)) if marks(attribute, value)}
-        if len(marked) > MAX_TESTED_VALUES:
-            owned = _OWNED_VALUES_XPATH[attribute](body)
-            found += [value.getparent() for value in owned if value in marked]
-            continue
-        for value in marked:
-            found += _HAVING_XPATH[attribute](body, value=value)
-    return found
-
-
-def _maybe_furniture(body: lxml.html.HtmlElement) -> list[lxml.html.HtmlElement]:
     found = dict.fromkeys(body.iter(*_FURNITURE_TAGS))
     for xpath in _STATED_XPATHS:
         found.update(dict.fromkeys(value.getparent() for value in xpath(body)))
-    found.update(dict.fromkeys(_named(body, lambda _, value: _names_furniture(value))))
+    found.update(dict.fromkeys(names.elements(lambda _, v: _names_furniture(v))))
     return list(found)
 
 
-def _maybe_navigation(body: lxml.html.HtmlElement) -> list[lxml.html.HtmlElement]:
-    return list(dict.fromkeys(_named(body, lambda _, value: _names_navigation(value))))
+def _maybe_navigation(names: _Names) -> list[lxml.html.HtmlElement]:
+    # (one dropped with furniture is out of the page: dropping it does nothing)
+    return list(dict.fromkeys(names.elements(lambda _, v: _names_navigation(v))))
 
 
-def _drop_furniture(body: lxml.html.HtmlElement) -> None:
-    _drop(body, _is_furniture, _maybe_furniture)
+def _drop_furniture(body: lxml.html.HtmlElement, names: _Names) -> None:
+    _drop(_is_furniture, _maybe_furniture(body, names))
     for bar in _link_bars(body):
         if bar.getparent() is not None:
             bar.drop_tree()
@@ -521,16 +532,16 @@ def _only_links(
     return links
 
 
-def _drop(body: lxml.html.HtmlElement, doomed_if, candidates) -> None:
-    """Drop the elements of `candidates(body)` (a C-side pass that leaves out
-    those `doomed_if` cannot flag) that `doomed_if`; order does not matter."""
-    doomed = [el for el in candidates(body) if doomed_if(el)]
+def _drop(doomed_if, candidates: list[lxml.html.HtmlElement]) -> None:
+    """Drop the elements of `candidates` (a C-side pass that leaves out those
+    `doomed_if` cannot flag) that `doomed_if`; order does not matter."""
+    doomed = [el for el in candidates if doomed_if(el)]
     for el in doomed:
         if el.getparent() is not None:
             el.drop_tree()  # keeps its tail text
 
 
-def _main_content(body: lxml.html.HtmlElement) -> lxml.html.HtmlElement:
+def _main_content(body: lxml.html.HtmlElement, names: _Names) -> lxml.html.HtmlElement:
     for found in (
         body.findall(".//main"),
         body.xpath(".//*[@role='main']"),
@@ -538,7 +549,7 @@ def _main_content(body: lxml.html.HtmlElement) -> lxml.html.HtmlElement:
     ):
         if len(found) == 1:
             return found[0]
-    candidates = _content_candidates(body)
+    candidates = _content_candidates(body, names)
     for attribute, word in _CONTENT_MARKS:
         found = [
             el
@@ -554,11 +565,14 @@ def _main_content(body: lxml.html.HtmlElement) -> lxml.html.HtmlElement:
     return body
 
 
-def _content_candidates(body: lxml.html.HtmlElement) -> list[lxml.html.HtmlElement]:
+def _content_candidates(
+    body: lxml.html.HtmlElement, names: _Names
+) -> list[lxml.html.HtmlElement]:
     """Every element one of _CONTENT_MARKS could pick (an id of theirs, a class
-    holding one of their words' letters anywhere); _main_content checks words."""
-    found = dict.fromkeys(_named(body, _marks_content))
-    return [el for el in found if el is not body]
+    holding one of their words' letters anywhere) still in the page;
+    _main_content checks words."""
+    found = dict.fromkeys(names.elements(_marks_content))
+    return [el for el in names.attached(list(found)) if el is not body]
 
 
 def _marks_content(attribute: str, value: str) -> bool:
