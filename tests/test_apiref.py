@@ -676,6 +676,21 @@ class DocBookAdmonitionTestCase(SimpleTestCase):
         self.assertNotIn("Column 1", text)
         self.assertNotIn("[Sugerencia]", text)
 
+    def test_a_title_pages_authors_are_no_headings(self):
+        # Debian's Spanish maint-guide: each author's e-mail was a section, and
+        # the copyright and abstract were under "Innocent De Marchi"
+        body = (
+            "<div class='titlepage'><h1 class='title'>Guía</h1><div "
+            "class='authorgroup'><div class='author'><h3 class='author'>Josip "
+            "Rodin</h3><code class='email'>&lt;joy@debian.org&gt;</code></div>"
+            "<div class='author'><h3 class='author'>Osamu Aoki</h3></div></div>"
+            "<p class='copyright'>Copyright © 1998 Josip Rodin</p></div>"
+            "<h2>Empezando</h2><p>Lea esto.</p>"
+        )
+        reading = readers.read("index.es.html", _html(body, "Guía"))
+        self.assertEqual(_paths(reading), ["Guía", "Guía > Empezando"])
+        self.assertIn("Osamu Aoki\n\nCopyright © 1998", reading.text)
+
     def test_footnotes_are_a_section_of_their_own_without_marks(self):
         body = (
             "<h1>Build</h1><h2>Sign</h2><p>Sign the files."

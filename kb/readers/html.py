@@ -660,7 +660,9 @@ class _Walker:
     def block(self, el: lxml.html.HtmlElement, depth: int) -> None:
         tag = el.tag
         classes = _classes(el)
-        if tag in _HEADINGS and self.in_definition:
+        if tag in _HEADINGS and (
+            self.in_definition or not _CREDITS.isdisjoint(classes)
+        ):
             self.out.paragraph(self.inline(el))
         elif tag in _HEADINGS:
             level = 1 if el is self.promoted else _HEADINGS[tag]
@@ -1047,6 +1049,12 @@ def _in_admonition(el: lxml.html.HtmlElement) -> bool:
 
 
 _ADMONITIONS = frozenset(("note", "tip", "warning", "caution", "important"))
+
+
+# The classes of a DocBook title page's names ("<h3 class='author'>Josip
+# Rodin</h3>"): a person, no part of the book. As headings, each author's
+# e-mail was a section, and the copyright and abstract were under the last.
+_CREDITS = frozenset(("author", "editor", "othercredit", "corpauthor", "collab"))
 
 
 def _only_cell(table: lxml.html.HtmlElement) -> lxml.html.HtmlElement | None:
