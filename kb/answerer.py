@@ -263,6 +263,7 @@ def extractive_answer(
         chosen = _with_each_part(chosen, pool, result, configs, meanings or {})
     chosen = _without_other_rows(chosen)
     following = _following(sentences)
+    chosen = _with_what_code_does(chosen, following)
     chosen = _with_what_they_introduce(chosen, following)
     chosen = _with_whole_lists(chosen, sentences, following)
     chosen = _with_their_qualifiers(chosen, following)
@@ -931,8 +932,11 @@ def _from_best(run: list[Sentence]) -> list[Sentence]:
     best = max(range(len(run)), key=lambda i: (run[i].exact > 0, run[i].score))
     prose = [i for i, s in enumerate(run) if not has_code(s.text)]
     if prose and _is_one_line_code(run[best].text):
-        # A signature or a command line names what the prose says: that opens.
-        best = max(prose, key=lambda i: run[i].score)
+        # A signature or a command line names what the prose says: that opens,
+        # unless it is the code's own explanation ("This will ...": after it).
+        said = max(prose, key=lambda i: run[i].score)
+        if said != best + 1 or not _REFERS_TO_CODE_RE.match(run[said].text):
+            best = said
     pivot = best
     if run[best].table is not None:  # its header line opens its table
         pivot = next((i for i, s in enumerate(run) if s.start == run[best].table), best)
@@ -1189,6 +1193,50 @@ def _with_whole_lists(
                 item.score = score
                 kept.append(item)
     return kept
+
+
+def _with_what_code_does(
+    chosen: list[Sentence], following: dict[int, Sentence]
+) -> list[Sentence]:
+    """Each chosen code block with the sentence right after it when that one
+    says what the code does ("This will ...", "Cela fera tout le nécessaire
+    ... :", "Это ..."): code stays with the sentence that explains it (QA over
+    Debian's French maint-guide: "Quelles étapes la commande dpkg-buildpackage
+    -us -uc effectue-t-elle ?" was answered with the command alone, and the
+    steps listed under "Cela fera ... :" were left out). Within
+    MAX_ANSWER_WORDS; the sentence then brings what it introduces."""
+    words = sum(len(s.text.split()) for s in chosen)
+    kept: list[Sentence] = []
+    for s in chosen:
+        kept.append(s)
+        if not has_code(s.text):
+            continue
+        after = following.get(id(s))
+        if (
+            after is None
+            or after in chosen
+            or after in kept
+            or has_code(after.text)
+            or is_list_item(after.text)
+            or is_table_row(after.text)
+            or not _REFERS_TO_CODE_RE.match(after.text)
+            or _text_between(s, after).strip()
+            or words + len(after.text.split()) > MAX_ANSWER_WORDS
+        ):
+            continue
+        after.score = s.score
+        kept.append(after)
+        words += len(after.text.split())
+    return kept
+
+
+# The first word of a sentence that refers back to the code above it, in the
+# languages the sentences are split in.
+_REFERS_TO_CODE_RE = re.compile(
+    r"\W*(?:this|these|that|it|doing so|cela|ceci|ça|cette|celle-ci|celui-ci"
+    r"|esto|esta|este|estas|estos|eso|ello|это|эта|этот|эти|так)\b",
+    re.IGNORECASE,
+)
 
 
 def _with_their_qualifiers(

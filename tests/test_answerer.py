@@ -77,6 +77,33 @@ class ExtractiveAnswerTestCase(SimpleTestCase):
         )
         self.assertIn("- a smoker with dry fuel\n- a hive tool\n", items)
 
+    def test_a_command_comes_with_what_the_sentence_after_it_says_it_does(self):
+        # QA over Debian's French maint-guide: the answer was the command
+        # alone, and the steps "Cela fera ... :" lists were left out
+        build = (
+            "Ensuite, exécutez la commande suivante dans les sources :\n\n"
+            "```\n$ dpkg-buildpackage -us -uc\n```\n\n"
+            "Cela fera tout le nécessaire à votre place :\n\n"
+            "- nettoyage de l'arbre des sources ;\n"
+            "- construction du paquet source ;\n"
+            "- création du fichier `.changes`.\n\n"
+            "Signez ensuite les fichiers avec debsign.\n"
+        )
+        result = Result(
+            "Quelles étapes effectue dpkg-buildpackage -us -uc ?",
+            [passage(build, "Reconstruction complète")],
+            0, 1200, 1, "vector", {},
+        )  # fmt: skip
+        reply = answerer.extractive_answer(result, {id(result.passages[0]): "french"})
+        text = re.sub(r" ?\[\d\]", "", reply.text)
+        self.assertIn(
+            "``` $ dpkg-buildpackage -us -uc ``` Cela fera tout le nécessaire à "
+            "votre place : - nettoyage de l'arbre des sources ;",
+            " ".join(text.split()),
+        )
+        self.assertIn("- création du fichier `.changes`.", text)
+        self.assertNotIn("debsign", text)
+
     def test_a_nested_item_stays_under_its_parent(self):
         """QA over React's Russian docs: the two steps under "2. After every
         render with changed dependencies:" were quoted as items of the outer
