@@ -40,7 +40,7 @@ from kb.markup_text import (
 from kb.parsing import TEXT_EXTENSIONS
 from kb.rendering import CELL_SPLIT_RE, is_table_row
 from kb.retrieval.passages import Location, Passage, Result, heading_label
-from kb.retrieval.question import STOPWORDS, content_words
+from kb.retrieval.question import STOPWORDS, content_words, named_terms
 from kb.retrieval.tables import header_line, is_delimiter_line, is_group_line
 from kb.sentences import (
     block_around,
@@ -677,12 +677,17 @@ _ASKING_RE = re.compile(
     r"|почему|кто|сколько|можно|ли|нужно)\b",
     re.IGNORECASE,
 )
-# The two sides of a comparison: "the difference between X and Y", and "X or
+# The two sides of a comparison: "the difference between X and Y" (in
+# French, Spanish and Russian too, and "чем отличается X от Y"), and "X or
 # Y?", "X vs Y:" before any word that asks.
 _BETWEEN_RE = re.compile(
-    r"\b(?:difference|differences|differ) between (.+?) and ([^?,;]+)", re.IGNORECASE
+    r"\b(?:(?:difference|differences|differ) between|différences? entre"
+    r"|diferencias? entre|(?:разница|различи[ея]|отличи[ея]) между)"
+    r" (.+?) (?:and|et|y|и) ([^?,;]+)"
+    r"|\bотлича(?:ется|ются) (.+?) от ([^?,;]+)",
+    re.IGNORECASE,
 )
-_ALTERNATIVES_RE = re.compile(r" (?:or|vs\.?|versus) ", re.IGNORECASE)
+_ALTERNATIVES_RE = re.compile(r" (?:or|vs\.?|versus|ou|или) ", re.IGNORECASE)
 _QUESTION_END_RE = re.compile(r"[:?]")
 
 
@@ -692,6 +697,12 @@ def question_parts(question: str) -> list[str]:
     things it compares; else []. Linear in the question's length."""
     question = " ".join(question.split())
     sides = _compared(question)
+    if sides and (names := named_terms(question)):
+        # each side by its longest name that is no phrase: "Suggests", not
+        # "Suggests du fichier control", whose words other sentences hold (QA
+        # over Debian's French maint-guide quoted "voici le fichier `control`"
+        # for it); "blue-green deployment", not "deployment"
+        sides = [_unphrased(terms) for terms in names]
     if sides and all(content_words(side) for side in sides):
         return sides
     parts = [p.strip(" ,;?-") for p in _PART_SPLIT_RE.split(question)]
@@ -703,10 +714,45 @@ def question_parts(question: str) -> list[str]:
     return parts if len(parts) > 1 else []
 
 
+def _unphrased(names: list[str]) -> str:
+    """Of the names one side of a comparison may go by (longest first), the
+    longest without a word that links a phrase inside it ("du" of "Suggests
+    du fichier control"); then, when it has names of things (a capital, a code
+    or an option), the shortest that keeps them all: "Recommends" of "champs
+    Recommends", "dch -r"; "blue-green deployment" stays whole."""
+    whole = [
+        name
+        for name in names
+        if not any(
+            w.casefold() in STOPWORDS or w.casefold() in _PHRASE_WORDS
+            for w in name.split()[1:-1]
+        )
+    ] or names
+    marked = _marked(whole[0])
+    if not marked:
+        return whole[0]
+    return next(
+        (n for n in reversed(whole) if marked <= _marked(n) and content_words(n)),
+        whole[0],
+    )
+
+
+def _marked(name: str) -> set[str]:
+    """The words of `name` that name a thing: a capital, a code, an option."""
+    return {w for w in name.split() if w[:1].isupper() or exact_tokens.tokens(w)}
+
+
+# Words that link a phrase in French, Spanish and Russian (English: STOPWORDS).
+_PHRASE_WORDS = frozenset(
+    "de du des d' la le les l' au aux à en del el los las al para por "
+    "в во из на для от с со".split()
+)
+
+
 def _compared(question: str) -> list[str]:
     between = _BETWEEN_RE.search(question)
     if between:
-        return [side.strip() for side in between.groups()]
+        return [side.strip() for side in between.groups() if side is not None]
     end = _QUESTION_END_RE.search(question)
     if end is None or _ASKING_RE.search(question, 0, end.start()):
         return []  # "Why does my pod restart or crash?" asks one thing

@@ -26,7 +26,15 @@ class QuestionPartsTestCase(SimpleTestCase):
                 "Do I need anything else",
             ],
             "What is the difference between a blue-green deployment and a "
-            "canary deployment?": ["a blue-green deployment", "a canary deployment"],
+            "canary deployment?": ["blue-green deployment", "canary deployment"],
+            # each side by its name, not the phrase after it
+            "Quelle est la différence entre les champs Recommends et Suggests "
+            "du fichier control ?": ["Recommends", "Suggests"],
+            "¿Cuál es la diferencia entre dch -i y dch -r?": ["dch -i", "dch -r"],
+            "Чем отличается aptitude safe-upgrade от aptitude full-upgrade?": [
+                "aptitude safe-upgrade",
+                "aptitude full-upgrade",
+            ],
             "Taint or toleration?": ["Taint", "toleration"],
             "Do I need poetry or pip and where is the lock file?": [
                 "Do I need poetry or pip",
@@ -79,3 +87,42 @@ class BothPartsAnsweredTestCase(TestCase):
         _, reply = answering.ask(self.collection, question)
         self.assertIn("installed when executing `poetry install`", reply.text)
         self.assertIn("`--without` takes precedence over `--with`", reply.text)
+
+
+CONTROL_FR = """# Le fichier control
+
+## Dépendances
+
+Hormis `Depends`, les champs décrivant ces relations sont `Recommends` et
+`Suggests`.
+
+- `Depends` : le paquet ne sera pas installé sans ses dépendances ;
+- `Recommends` : pour les paquets qui ne sont pas vraiment indispensables mais
+  qui sont généralement utilisés avec le programme ;
+- `Suggests` : pour les paquets qui fonctionnent bien avec le programme mais
+  qui ne sont pas du tout indispensables.
+
+## Mise à jour
+
+Finalement, voici le fichier control mis à jour, champ par champ.
+"""
+
+
+class ComparedSidesAnsweredTestCase(TestCase):
+    """QA over Debian's French maint-guide: "la différence entre les champs
+    Recommends et Suggests" was not read as a comparison (English only), and
+    the answer quoted Recommends' item, not Suggests'."""
+
+    @classmethod
+    def setUpTestData(cls):
+        cls.collection = base.collection_of("Control", {"control.md": CONTROL_FR})
+        keywords.count_terms(cls.collection)
+
+    def test_the_answer_quotes_each_side(self):
+        _, reply = answering.ask(
+            self.collection,
+            "Quelle est la différence entre les champs Recommends et Suggests "
+            "du fichier control ?",
+        )
+        self.assertIn("généralement utilisés avec le programme", reply.text)
+        self.assertIn("fonctionnent bien avec le programme", reply.text)
