@@ -988,9 +988,44 @@ def _from_best(run: list[Sentence]) -> list[Sentence]:
         pivot = next((i for i, s in enumerate(run) if s.start == run[best].table), best)
     if _is_fragment(run[pivot].text):
         pivot = 0  # the section's part in document order
-    while pivot > 0 and _continues(run[pivot - 1], run[pivot]):
+    while pivot > 0 and (
+        _continues(run[pivot - 1], run[pivot]) or _reads_on(run[pivot - 1], run[pivot])
+    ):
         pivot -= 1
     return run[pivot:] + run[:pivot]
+
+
+def _reads_on(before: Sentence, after: Sentence) -> bool:
+    """Whether `after` is the next sentence of `before`'s paragraph and refers
+    back to it: quoted after it, as written ("Используйте команду
+    full-upgrade, чтобы обновить также и эти пакеты." after the sentence
+    about those packages; "... así que no debería tener más de 60
+    caracteres." after "La línea 12 es una descripción corta.": QA over
+    Debian's Russian and Spanish manuals). A sentence that says its own
+    thing still opens."""
+    if not _REFERS_BACK_RE.search(after.text):
+        return False
+    if any(
+        is_list_item(s.text) or has_code(s.text) or is_table_row(s.text)
+        for s in (before, after)
+    ):
+        return False
+    if before.passage is not after.passage or before.end > after.start:
+        return False
+    between = after.passage.text[
+        before.end - after.passage.start : after.start - after.passage.start
+    ]
+    return not between.strip() and "\n\n" not in between
+
+
+# Words by which a sentence leans on the one before it: demonstratives and
+# connectives of English, French, Spanish and Russian.
+_REFERS_BACK_RE = re.compile(
+    r"\b(?:these|those|this|such|thus|therefore|hence|also|ces|cette|ceci|cela"
+    r"|donc|aussi|ainsi|estos|estas|esos|esas|esto|eso|así|también|эти|этот"
+    r"|эта|это|этого|этих|такие|также|поэтому|тоже)\b",
+    re.IGNORECASE,
+)
 
 
 def _is_fragment(text: str) -> bool:

@@ -607,6 +607,22 @@ class ExtractiveAnswerTestCase(SimpleTestCase):
         self.assertTrue(reply.text.startswith("Inspect a hive every week"), reply.text)
         self.assertIn("Check a hive in spring for a laying queen.", reply.text)
 
+    def test_a_best_sentence_that_leans_on_the_one_before_follows_it(self):
+        # QA over Debian's Russian aptitude manual: "Use full-upgrade to
+        # upgrade these packages too" opened the answer, before the sentence
+        # saying which packages
+        text = (
+            "Sometimes a package must be removed to upgrade another package, "
+            "and safe-upgrade cannot upgrade such packages. Use full-upgrade "
+            "to upgrade these packages too."
+        )
+        reply = answer(
+            "What does full-upgrade do to packages?",
+            passage(text, "Upgrades"),
+        )
+        self.assertTrue(reply.text.startswith("Sometimes a package"), reply.text)
+        self.assertIn("Use full-upgrade", reply.text)
+
     def test_a_list_item_that_answers_opens_with_its_introduction(self):
         question = "Which tools do I gather to open the hive: a veil and gloves?"
         reply = answer(question, passage(TOOLS, "Tools"))
