@@ -678,16 +678,17 @@ _ASKING_RE = re.compile(
     re.IGNORECASE,
 )
 # The two sides of a comparison: "the difference between X and Y" (in
-# French, Spanish and Russian too, and "чем отличается X от Y"), and "X or
-# Y?", "X vs Y:" before any word that asks.
+# French, Spanish and Russian too, each with its own "and", and "чем
+# отличается X от Y"), and "X or Y?", "X vs Y:" before any word that asks.
 _BETWEEN_RE = re.compile(
-    r"\b(?:(?:difference|differences|differ) between|différences? entre"
-    r"|diferencias? entre|(?:разница|различи[ея]|отличи[ея]) между)"
-    r" (.+?) (?:and|et|y|и) ([^?,;]+)"
+    r"\b(?:difference|differences|differ) between (.+?) and ([^?,;]+)"
+    r"|\bdifférences? entre (.+?) et ([^?,;]+)"
+    r"|\bdiferencias? entre (.+?) y ([^?,;]+)"
+    r"|(?:разница|различи[ея]|отличи[ея]) между (.+?) и ([^?,;]+)"
     r"|\bотлича(?:ется|ются) (.+?) от ([^?,;]+)",
     re.IGNORECASE,
 )
-_ALTERNATIVES_RE = re.compile(r" (?:or|vs\.?|versus|ou|или) ", re.IGNORECASE)
+_ALTERNATIVES_RE = re.compile(r" (?:or|vs\.?|versus) ", re.IGNORECASE)
 _QUESTION_END_RE = re.compile(r"[:?]")
 
 
@@ -701,8 +702,14 @@ def question_parts(question: str) -> list[str]:
         # each side by its longest name that is no phrase: "Suggests", not
         # "Suggests du fichier control", whose words other sentences hold (QA
         # over Debian's French maint-guide quoted "voici le fichier `control`"
-        # for it); "blue-green deployment", not "deployment"
-        sides = [_unphrased(terms) for terms in names]
+        # for it); "blue-green deployment", not "deployment". Only names of
+        # these sides (named_terms may find another pair of the question).
+        named = [_unphrased(terms) for terms in names]
+        if all(
+            name.casefold() in side.casefold()
+            for name, side in zip(named, sides, strict=False)
+        ):
+            sides = named
     if sides and all(content_words(side) for side in sides):
         return sides
     parts = [p.strip(" ,;?-") for p in _PART_SPLIT_RE.split(question)]
@@ -717,35 +724,25 @@ def question_parts(question: str) -> list[str]:
 def _unphrased(names: list[str]) -> str:
     """Of the names one side of a comparison may go by (longest first), the
     longest without a word that links a phrase inside it ("du" of "Suggests
-    du fichier control"); then, when it has names of things (a capital, a code
-    or an option), the shortest that keeps them all: "Recommends" of "champs
-    Recommends", "dch -r"; "blue-green deployment" stays whole."""
-    whole = [
-        name
-        for name in names
-        if not any(
-            w.casefold() in STOPWORDS or w.casefold() in _PHRASE_WORDS
-            for w in name.split()[1:-1]
-        )
-    ] or names
-    marked = _marked(whole[0])
-    if not marked:
-        return whole[0]
+    du fichier control")."""
     return next(
-        (n for n in reversed(whole) if marked <= _marked(n) and content_words(n)),
-        whole[0],
+        (
+            name
+            for name in names
+            if not any(
+                w.casefold() in STOPWORDS or w.casefold() in _PHRASE_WORDS
+                for w in name.split()[1:-1]
+            )
+        ),
+        names[-1],
     )
-
-
-def _marked(name: str) -> set[str]:
-    """The words of `name` that name a thing: a capital, a code, an option."""
-    return {w for w in name.split() if w[:1].isupper() or exact_tokens.tokens(w)}
 
 
 # Words that link a phrase in French, Spanish and Russian (English: STOPWORDS).
 _PHRASE_WORDS = frozenset(
-    "de du des d' la le les l' au aux à en del el los las al para por "
-    "в во из на для от с со".split()
+    "de du des d' la le les l' au aux à en pour dans sur avec par sans entre "
+    "del el los las al para por con sin sobre "
+    "в во из на для от с со по о об при к у".split()
 )
 
 

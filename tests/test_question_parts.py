@@ -29,7 +29,12 @@ class QuestionPartsTestCase(SimpleTestCase):
             "canary deployment?": ["blue-green deployment", "canary deployment"],
             # each side by its name, not the phrase after it
             "Quelle est la différence entre les champs Recommends et Suggests "
-            "du fichier control ?": ["Recommends", "Suggests"],
+            "du fichier control ?": ["champs Recommends", "Suggests"],
+            # (only the sides compared; French "il y a" is no Spanish "y")
+            "Difference between Django forms and Django models?": [
+                "Django forms",
+                "Django models",
+            ],
             "¿Cuál es la diferencia entre dch -i y dch -r?": ["dch -i", "dch -r"],
             "Чем отличается aptitude safe-upgrade от aptitude full-upgrade?": [
                 "aptitude safe-upgrade",
@@ -66,6 +71,7 @@ class QuestionPartsTestCase(SimpleTestCase):
             "How do I add a dependency and lock it?",
             "Which outages came from a regular expression?",
             "a" + " or" * 400 + "  " * 300 + ":",  # read in one pass
+            "Faut-il redémarrer le service ou recharger la configuration ?",
         ):
             with self.subTest(question):
                 self.assertEqual(answerer.question_parts(question), [])
@@ -121,8 +127,8 @@ class ComparedSidesAnsweredTestCase(TestCase):
     def test_the_answer_quotes_each_side(self):
         _, reply = answering.ask(
             self.collection,
-            "Quelle est la différence entre les champs Recommends et Suggests "
-            "du fichier control ?",
+            "Quelle est la différence entre Recommends et Suggests du fichier "
+            "control ?",
         )
         self.assertIn("généralement utilisés avec le programme", reply.text)
         self.assertIn("fonctionnent bien avec le programme", reply.text)
