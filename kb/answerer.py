@@ -971,14 +971,22 @@ def _best_first(chosen: list[Sentence]) -> None:
 def _from_best(run: list[Sentence]) -> list[Sentence]:
     """A section's chosen sentences (document order) from the run holding its
     best one (what holds the code or option asked, else the best by score;
-    its best prose when that is a line of code), then those before it."""
+    its best prose when that is a line of code, unless that prose is the
+    code's own explanation right after it; after the chosen sentence it
+    leans on, _reads_on), then those before it."""
     best = max(range(len(run)), key=lambda i: (run[i].exact > 0, run[i].score))
     prose = [i for i, s in enumerate(run) if not has_code(s.text)]
     if prose and _is_one_line_code(run[best].text):
         # A signature or a command line names what the prose says: that opens,
         # unless it is the code's own explanation ("This will ...": after it).
         said = max(prose, key=lambda i: run[i].score)
-        if said != best + 1 or not _REFERS_TO_CODE_RE.match(run[said].text):
+        explains = (
+            said == best + 1
+            and run[said].passage is run[best].passage
+            and _REFERS_TO_CODE_RE.match(run[said].text)
+            and not _text_between(run[best], run[said]).strip()
+        )
+        if not explains:
             best = said
     pivot = best
     if run[best].table is not None:  # its header line opens its table
@@ -1310,9 +1318,11 @@ def _with_what_code_does(
 
 # The first word of a sentence that refers back to the code above it, in the
 # languages the sentences are split in.
+# ("It", "That" and Russian "Так" open other sentences too: "It is also
+# possible to build from source", "Так как ...".)
 _REFERS_TO_CODE_RE = re.compile(
-    r"\W*(?:this|these|that|it|doing so|cela|ceci|ça|cette|celle-ci|celui-ci"
-    r"|esto|esta|este|estas|estos|eso|ello|это|эта|этот|эти|так)\b",
+    r"\W*(?:this|these|doing so|cela|ceci|ça|cette|celle-ci|celui-ci"
+    r"|esto|esta|este|estas|estos|eso|ello|это|эта|этот|эти)\b",
     re.IGNORECASE,
 )
 
