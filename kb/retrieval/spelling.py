@@ -205,18 +205,23 @@ def _nearest_word(
             and len(own) >= MIN_STEM_LETTERS
             and edit_distance(own, lexeme) <= max_edits(len(own))
         ):
-            return written, _is_form(config, own, lexeme)
+            form = not near and _is_form(config, word, own, lexeme)
+            return written, form
     return None
 
 
-def _is_form(config: str, own: str, lexeme: str) -> bool:
-    """Whether two stems of `config`'s stemmer are forms of one word: one
-    begins the other, long enough to be no other word (MIN_STEM_LETTERS). Not
-    in English, whose forms share their stem: there it is a misspelling cut
-    short ("throttlin")."""
+def _is_form(config: str, word: str, own: str, lexeme: str) -> bool:
+    """Whether the asked `word` (stemmed `own`) and a written word of the
+    collection (stemmed `lexeme`) are forms of one word: the stemmer took an
+    ending off the asked word, and one stem begins the other, long enough to
+    be no other word (MIN_STEM_LETTERS). Not in English, whose forms share
+    their stem ("throttlin" is a misspelling cut short), nor where nothing is
+    stemmed; the caller leaves out words a typo away ("installaton",
+    "конфигурацыя" are misspellings)."""
     short, long = sorted((own, lexeme), key=len)
     return (
-        config != "english"
+        config not in ("english", "simple")
+        and own != word.casefold()
         and len(short) >= MIN_STEM_LETTERS
         and long.startswith(short)
     )
