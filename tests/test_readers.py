@@ -301,6 +301,28 @@ class HtmlReaderTestCase(SimpleTestCase):
         )
         self.assertIn("say", [anchor for _, anchor in reading.anchors])
 
+    def test_a_first_row_of_bold_cells_names_the_columns(self):
+        # FreedomBox's manual (and Mutt's): the column names are bold <td>
+        # cells, and were read as a data row under "Column 1 ... Column 3"
+        reading = readers.read(
+            "firewall.html",
+            _html(
+                "<h1>Firewall</h1><table><tr><td><p><strong>Service</strong></p>"
+                "</td><td><b>Port</b></td><td></td></tr><tr><td>Privoxy</td><td>"
+                "8118/tcp</td><td>on</td></tr><tr><td><b>Tor</b></td><td>9050/tcp"
+                "</td><td></td></tr></table><table><tr><td><b>Total</b></td><td>"
+                "<b>42</b></td></tr><tr><td><b>Tax</b></td><td><b>4</b></td></tr>"
+                "</table>"
+            ),
+        )
+        self.assertIn(
+            "| Service | Port |  |\n| --- | --- | --- |\n| Privoxy | 8118/tcp | on |"
+            "\n| Tor | 9050/tcp |  |\n",
+            reading.text,
+        )
+        table = "| Column 1 | Column 2 |\n| --- | --- |\n| Total | 42 |"
+        self.assertIn(table, reading.text)  # all bold: no names
+
     def test_a_docbook_screenshot_reads_as_its_description(self):
         # aptitude's manual: each screenshot in a one-cell "manufactured
         # viewport" table was a "Column 1" table, its rows chunks of their own

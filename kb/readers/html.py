@@ -827,6 +827,7 @@ class _Walker:
         # a cell spanning rows, by column: its text and the rows it still covers
         spanning: dict[int, tuple[str, int]] = {}
         repeats = Repeats()
+        bold: list[bool] = []  # of the first two rows: all their text bold
         for tr in el.iter("tr"):
             if _owning_table(tr) is not el:
                 continue  # a row of a nested table
@@ -838,7 +839,12 @@ class _Walker:
                 header = in_head or all(
                     c.tag == "th" for c in tr if c.tag in ("td", "th")
                 )
+            if len(bold) < 2:
+                bold.append(_all_bold(tr))
             rows.append(cells)
+        # a first row of bold cells over rows that are not (wikis and DocBook
+        # exports write their column names so, in <td>)
+        header = header or bold == [True, False]
         self.out.end_list()
         caption = el.find("caption")
         if caption is not None:
@@ -1055,6 +1061,24 @@ _ADMONITIONS = frozenset(("note", "tip", "warning", "caution", "important"))
 # Rodin</h3>"): a person, no part of the book. As headings, each author's
 # e-mail was a section, and the copyright and abstract were under the last.
 _CREDITS = frozenset(("author", "editor", "othercredit", "corpauthor", "collab"))
+
+
+def _all_bold(tr: lxml.html.HtmlElement) -> bool:
+    """Whether the text of each of a row's cells that holds any is all bold
+    (<strong>, <b>): column names in <td> cells (FreedomBox's manual, as
+    DocBook writes MoinMoin's tables)."""
+    texts = 0
+    for cell in tr:
+        if cell.tag not in ("td", "th"):
+            continue
+        text = clean(cell.text_content())
+        if not text:
+            continue
+        strong = " ".join(clean(b.text_content()) for b in cell.iter("strong", "b"))
+        if clean(strong) != text:
+            return False
+        texts += 1
+    return texts > 0
 
 
 def _only_cell(table: lxml.html.HtmlElement) -> lxml.html.HtmlElement | None:
