@@ -138,6 +138,14 @@ def is_split_by_words(token: str) -> bool:
     return "_" in token.strip("_") or bool(_SHORT_OPTION_RE.fullmatch(token))
 
 
+def is_config_key(token: str) -> bool:
+    """A configuration key of `::` parts whose last part holds a hyphen, as
+    APT and aptitude name their options ("Aptitude::CmdLine::Assume-Yes"):
+    no language's identifier (a hyphen cannot be in one), so it is written
+    whole wherever a document names it."""
+    return "::" in token and "-" in token.rsplit("::", 1)[-1].strip("-")
+
+
 def is_exact(token: str) -> bool:
     """Whether a trimmed run is written to be matched as it is (see above)."""
     if _DIGIT_RE.search(token):

@@ -133,6 +133,15 @@ class ExtractionTestCase(SimpleTestCase):
         for token in ("StringUtils.isBlank", "isBlank", "StringUtils", "std::vector"):
             self.assertIn(token, found)
 
+    def test_a_configuration_key_is_told_from_a_qualified_name(self):
+        # APT's keys end in hyphenated words, which no identifier holds: a
+        # document that names one writes it whole
+        self.assertTrue(exact_tokens.is_config_key("APT::Get::Assume-Yes"))
+        self.assertTrue(exact_tokens.is_config_key("Aptitude::CmdLine::Auto-Reboot"))
+        for name in ("std::vector::push_back", "File::set_modified", "a::-b"):
+            with self.subTest(name):
+                self.assertFalse(exact_tokens.is_config_key(name))
+
     def test_prose_has_none(self):
         text = (
             "Use it and/or the other, e.g. a well-known read/write step 2 of 10, "
@@ -258,6 +267,12 @@ class ExactSearchTestCase(TestCase):
             ("How do I reset unique_violations?", "unique_violations"),
             ("What does Strings::is_blanks return?", "is_blanks"),
             ("Which superuser name does -Z set for a restore?", "-Z"),
+            # an APT-style key no source names (QA over aptitude's Spanish
+            # manual: answered from Download-Only's entry, as trustworthy)
+            (
+                "What is the default of Pg::Restore::Auto-Vacuum?",
+                "Pg::Restore::Auto-Vacuum",
+            ),
         ):
             with self.subTest(question):
                 _, reply = answering.ask(self.collection, question)

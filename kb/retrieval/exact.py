@@ -151,14 +151,17 @@ def unheld(collection: Collection, question: str) -> list[str]:
     entry, as trustworthy), nor any heading (whose tokens the chunks hold
     only when it is embedded). Only the tokens the word check (kb.retrieval.
     keywords.unknown_words) cannot see whole are looked up
-    (exact_tokens.is_split_by_words), not the parts of a path or URL the
-    asker writes ("my_project" of "/home/me/my_project/settings.py")."""
+    (exact_tokens.is_split_by_words), and configuration keys, which are
+    written whole ("Aptitude::CmdLine::Auto-Reboot", exact_tokens.
+    is_config_key); not the parts of a path or URL the asker writes
+    ("my_project" of "/home/me/my_project/settings.py")."""
     found = exact_tokens.tokens(question)
     paths = [t for t in found if "/" in t]  # a path's or URL's parts are its own
     tokens = [
         t
         for t in found
-        if exact_tokens.is_split_by_words(t) and not any(t in p for p in paths)
+        if (exact_tokens.is_split_by_words(t) or exact_tokens.is_config_key(t))
+        and not any(t in p for p in paths)
     ]
     if not tokens:
         return []
