@@ -676,6 +676,44 @@ class DocBookAdmonitionTestCase(SimpleTestCase):
         self.assertNotIn("Column 1", text)
         self.assertNotIn("[Sugerencia]", text)
 
+    def test_a_segmented_list_is_a_section_per_item(self):
+        # aptitude's option reference (French): each option's name and default
+        # were chunked with the description of the option before it
+        def item(name, default, text):
+            return (
+                f"<div class='seglistitem'><a id='config{name}'></a><div "
+                "class='seg'><strong><span class='segtitle'>Option : </span>"
+                f"</strong><code class='literal'>Aptitude::{name}</code></div>"
+                "<div class='seg'><strong><span class='segtitle'>Valeur par "
+                f"défaut : </span></strong><code>{default}</code></div><div "
+                "class='seg'><strong><span class='segtitle'>Description : </span>"
+                f"</strong>{text}</div></div>"
+            )
+
+        body = (
+            "<h1>Référence</h1><h2>Options</h2><div class='segmentedlist'>"
+            + item("Always-Prompt", "false", "Demande toujours.")
+            + item("Get-Root-Command", "su:/bin/su", "<p>La commande de root.</p>")
+            + "</div><h2>Thèmes</h2><p>Des couleurs.</p>"
+        )
+        reading = readers.read("options.html", _html(body, "Référence"))
+        self.assertEqual(
+            _paths(reading),
+            [
+                "Référence",
+                "Référence > Options",
+                "Référence > Options > `Aptitude::Always-Prompt`",
+                "Référence > Options > `Aptitude::Get-Root-Command`",
+                "Référence > Thèmes",
+            ],
+        )
+        section = _section(
+            reading, "Référence > Options > `Aptitude::Get-Root-Command`"
+        )
+        self.assertIn("Valeur par défaut : `su:/bin/su`", section)
+        self.assertIn("Description : La commande de root.", section)
+        self.assertIn("configGet-Root-Command", [a for _, a in reading.anchors])
+
     def test_a_title_pages_authors_are_no_headings(self):
         # Debian's Spanish maint-guide: each author's e-mail was a section, and
         # the copyright and abstract were under "Innocent De Marchi"

@@ -669,6 +669,8 @@ class _Walker:
             self.out.heading(level, self.inline(el), _anchor(el))
         elif tag == "dl":
             self.definitions(el, depth)
+        elif tag == "div" and "segmentedlist" in classes:
+            self.segmented(el, depth)
         elif tag == "p" or tag in ("dt", "figcaption", "address"):
             self.container(el, depth)
         elif tag in ("ul", "ol"):
@@ -752,6 +754,40 @@ class _Walker:
             return
         text = ", ".join(t for t in (clean(self.inline(t)) for t in terms) if t)
         self.out.heading(level, f"{parent} {text}".strip(), _anchor(terms[0]))
+
+    def segmented(self, el: lxml.html.HtmlElement, depth: int) -> None:
+        """A DocBook segmented list (aptitude's option reference: "Option:
+        X", "Default: Y", "Description: ..." for each option) as a section
+        per item, headed by its first segment's value, one level below the
+        heading around the list, its anchor the item's; the other segments
+        its paragraphs, each opening with its label. Read as one run of
+        paragraphs, an option's name and default were chunked with the
+        description of the option before it."""
+        self.out.end_list()
+        outer = self.out.enclosing()
+        level = min(outer[0] + 1, MAX_HEADING_LEVEL)
+        any_item = False
+        for child in el:
+            if not isinstance(child.tag, str):
+                continue
+            segs = [c for c in child if c.tag == "div" and "seg" in _classes(c)]
+            if "seglistitem" not in _classes(child) or not segs:
+                self.block(child, depth + 1)
+                continue
+            label = clean(" ".join(t.text_content() for t in _segtitles(segs[0])))
+            name = clean(self.inline(segs[0]))
+            name = name[len(label) :].strip() if name.startswith(label) else name
+            anchors = [a.get("id") for a in child.iter("a") if a.get("id")]
+            self.out.heading(level, name, child.get("id") or next(iter(anchors), ""))
+            any_item = True
+            for seg in segs[1:]:
+                blocks = [c for c in seg if c.tag in _BLOCK_TAGS]
+                if all(b.tag == "p" for b in blocks) and len(blocks) <= 1:
+                    self.out.paragraph(self.inline(seg))  # its label opens it
+                else:
+                    self.container(seg, depth + 1)
+        if any_item:
+            self.out.reopen(*outer)
 
     def fields(self, el: lxml.html.HtmlElement, depth: int) -> None:
         """A field list as items "Label: value", a field's own list nested."""
@@ -1061,6 +1097,10 @@ _ADMONITIONS = frozenset(("note", "tip", "warning", "caution", "important"))
 # Rodin</h3>"): a person, no part of the book. As headings, each author's
 # e-mail was a section, and the copyright and abstract were under the last.
 _CREDITS = frozenset(("author", "editor", "othercredit", "corpauthor", "collab"))
+
+
+def _segtitles(seg: lxml.html.HtmlElement) -> list[lxml.html.HtmlElement]:
+    return [t for t in seg.iter("span") if "segtitle" in _classes(t)]
 
 
 def _all_bold(tr: lxml.html.HtmlElement) -> bool:
