@@ -553,9 +553,11 @@ def _heads(found: set[int], paths: dict[int, str]) -> set[int]:
 # "Environment Variable: POETRY_X") or a short emphasised note ("*Introduced in
 # 1.8.0*"): the lines an entry opens with before the sentence that says what
 # it is. A label is emphasised, or of capitalised words ("Sets the mode: fast
-# or slow." is a definition).
+# or slow." is a definition), or names a default in words of the languages
+# answered ("Valeur par défaut : `false`", "Valor predeterminado: no").
 _FIELD_LINE_RE = re.compile(
-    r"(?P<label>[*_]{1,2}[^*_:]{1,40}[*_]{1,2}|[A-Z]\w*(?: [A-Z]\w*){0,2})"
+    r"(?P<label>[*_]{1,2}[^*_:]{1,40}[*_]{1,2}|[A-Z]\w*(?: [A-Z]\w*){0,2}"
+    r"|(?i:(?:\w+ ){0,2}(?:default|défaut|predeterminad[oa]|omisión|умолчанию)))"
     r"\s*:[*_]*\s+\S.*",
     re.DOTALL,
 )

@@ -555,3 +555,34 @@ class SettingEntryTestCase(TestCase):
             with self.subTest(question):
                 _, reply = answering.ask(self.collection, question)
                 self.assertTrue(reply.text.startswith(opening), reply.text)
+
+
+OPTIONS_FR = (
+    "# Référence\n\n## Options\n\n"
+    "### `Tide::Cache-Shared`\n\nValeur par défaut : `false`\n\n"
+    "Description : Garde un seul cache de paquets pour tous les projets de "
+    "l'utilisateur.\n\n"
+    "### `Tide::Fetch-Ranges`\n\nValeur par défaut : `true`\n\n"
+    "Description : Ne télécharge que les métadonnées d'une archive.\n\n"
+)
+
+
+class FrenchOptionEntryTestCase(TestCase):
+    """aptitude's French option reference: each option's entry opens with
+    "Valeur par défaut : ...", which was quoted as what the option is, and
+    its description was not."""
+
+    @classmethod
+    def setUpTestData(cls):
+        cls.collection = collection_of("Tide fr", {"options.md": OPTIONS_FR})
+
+    def test_the_answer_opens_with_the_options_description(self):
+        from kb import answering
+
+        _, reply = answering.ask(
+            self.collection, "À quoi sert l'option Tide::Cache-Shared ?"
+        )
+        self.assertTrue(
+            reply.text.startswith("**`Tide::Cache-Shared`**: Description : Garde"),
+            reply.text,
+        )
