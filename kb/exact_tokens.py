@@ -14,7 +14,8 @@ the punctuation that ends a sentence around it, that holds one of:
   paragraphs, and took a CORS question to the error-handling pages);
 - an underscore: `max_connections`, `SAFE_METHODS`;
 - a capital letter after a small one: `isBlank`, `PostgreSQL`;
-- leading dashes before a letter: `-S`, `--no-deps`;
+- leading dashes before a letter: `-S`, `--no-deps`; a tilde before letters:
+  `~g`, `~ahold` (aptitude's search terms);
 - a dot between two characters of a word, one part longer than a letter
   (`kb.conf`, `os.path`; not "e.g."), `::` (`std::vector`) or a path's slash
   (`/etc/kb.conf`, `~/.config`, `a/b/c`, `docs/index.md`; not "and/or").
@@ -53,6 +54,9 @@ _DIGIT_RE = re.compile(r"\d")
 _CAMEL_RE = re.compile(r"[a-z][A-Z]")
 _OPTION_RE = re.compile(r"--?[^\W\d_]")
 _SHORT_OPTION_RE = re.compile(r"-[^\W\d_]")  # "-S", not "-1"
+# A search term of aptitude's ("~g", "~i", "~ahold"): the word index keeps
+# its letters without the tilde, or drops the one letter.
+_TILDE_TERM_RE = re.compile(r"~[^\W\d_]+")
 _DOTTED_RE = re.compile(r"\w\.\w")
 _LETTERS_RE = re.compile(r"[^\W\d_]")
 
@@ -129,13 +133,18 @@ def _with_parts(run: str) -> list[str]:
 
 def is_split_by_words(token: str) -> bool:
     """A token of one part that the word index keeps only in pieces or not at
-    all: a snake_case name ("set_modified" is "set" and "modified" there) or
-    a one-letter option ("-S" is "s"). Other tokens of one part are words
-    there ("TestPyPI", "23505"), or prose ("top-10"); compounds' parts
-    ("File::set_modified", "pathlib.Path") may be written apart."""
+    all: a snake_case name ("set_modified" is "set" and "modified" there), a
+    one-letter option ("-S" is "s") or a search term ("~g" is "g"). Other
+    tokens of one part are words there ("TestPyPI", "23505"), or prose
+    ("top-10"); compounds' parts ("File::set_modified", "pathlib.Path") may
+    be written apart."""
     if _ALL_PARTS_RE.search(token):
         return False
-    return "_" in token.strip("_") or bool(_SHORT_OPTION_RE.fullmatch(token))
+    return (
+        "_" in token.strip("_")
+        or bool(_SHORT_OPTION_RE.fullmatch(token))
+        or bool(_TILDE_TERM_RE.fullmatch(token))
+    )
 
 
 def is_config_key(token: str) -> bool:
@@ -151,6 +160,8 @@ def is_exact(token: str) -> bool:
     if _DIGIT_RE.search(token):
         return not token.isdigit() or len(token) > 3
     if "_" in token.strip("_") or _OPTION_RE.match(token):
+        return True
+    if _TILDE_TERM_RE.fullmatch(token):
         return True
     if _CAMEL_RE.search(token) or "::" in token:
         return True

@@ -114,6 +114,11 @@ class ExtractionTestCase(SimpleTestCase):
         found = self._tokens("Pass -S or `--no-deps` (not -- or a - b).")
         self.assertEqual(found, ["-S", "--no-deps"])
 
+    def test_it_finds_search_terms_with_their_tilde(self):
+        # aptitude's "~g" was the word "g", dropped (QA over its manuals)
+        found = self._tokens("Que fait ~g ? Et ~ahold, pas ~ seul ni ~/.config.")
+        self.assertEqual(found, ["~g", "~ahold", "~/.config"])
+
     def test_it_finds_identifiers(self):
         text = "isBlank, max_connections, unique_violation and SAFE_METHODS"
         found = self._tokens(text)
@@ -267,6 +272,7 @@ class ExactSearchTestCase(TestCase):
             ("How do I reset unique_violations?", "unique_violations"),
             ("What does Strings::is_blanks return?", "is_blanks"),
             ("Which superuser name does -Z set for a restore?", "-Z"),
+            ("Which superuser name does ~Z set for a restore?", "~Z"),
             # an APT-style key no source names (QA over aptitude's Spanish
             # manual: answered from Download-Only's entry, as trustworthy)
             (
