@@ -106,9 +106,7 @@ class ExtractiveAnswerTestCase(SimpleTestCase):
         # a sentence that opens with "It" says something else (review)
         other = build.replace("Cela fera tout", "It is also possible to do all")
         result.passages = [passage(other, "Reconstruction complète")]
-        reply = answerer.extractive_answer(
-            result, {id(result.passages[0]): "french"}
-        )
+        reply = answerer.extractive_answer(result, {id(result.passages[0]): "french"})
         self.assertNotIn("It is also possible", reply.text)
 
     def test_a_nested_item_stays_under_its_parent(self):
