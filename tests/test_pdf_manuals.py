@@ -463,3 +463,29 @@ class ReviewTestCase(SimpleTestCase):
         text = _read(page)
         longest = max(len(line) for line in text.splitlines() if line.startswith("#"))
         self.assertLess(longest, 40)
+
+
+class TitlePageTestCase(SimpleTestCase):
+    def test_a_date_and_page_numbers_are_no_headings(self):
+        # Debian Edu's French manual: "Date de publication : 31-01-2024", as
+        # big as the title, headed every section's path, and each page number
+        # of the contents was a heading of its own
+        cover = Page().heading("Manuel de Debian Edu", 24)
+        cover.heading("Date de publication : 31-01-2024", 24)
+        cover.heading("Table des matières", 18)
+        for number, (title, page) in enumerate((("Manuel", "1"), ("Besoins", "53"))):
+            cover.heading(f"{number + 1} {title}", 11)
+            cover.heading(page, 11)
+        body = Page().heading("Démarrage rapide", 18)
+        for _ in range(4):
+            body.paragraph(
+                [
+                    "Installez le serveur principal en premier, puis les postes",
+                    "de travail du réseau pédagogique, un par un, dans cet ordre.",
+                ]
+            )
+        text = _read(cover, body)
+        self.assertIn("Manuel de Debian Edu\n\nDate de publication : 31-01-2024", text)
+        self.assertNotIn("# Date", text)
+        self.assertNotIn("# 53", text)
+        self.assertIn("# Démarrage rapide\n", text)

@@ -35,6 +35,10 @@ _CATEGORY_RE = re.compile(
 )
 _BRACKETED_RE = re.compile(r"\[[^\[\]]{1,40}\]")  # "[Avertissement]" over a note
 SIGNATURE_LINES = 6  # a signature wraps over this many lines at most
+# A label and a number or date as its value ("Date de publication :
+# 31-01-2024", "Version: 2.1"): a line of a title page, in whatever size, never
+# the title of a part ("Chapter 3: Installation" has words after its colon).
+_FIELD_VALUE_RE = re.compile(r"[^:]{1,60}:\s*[\d][\d./ -]*")
 _FIELD_START_RE = re.compile(r"[\w ]{1,30}:\s")  # "file: ...", "error desc: ..."
 TERM_CHARS = 100  # a definition list's term is a line this long at most
 TERM_CELL_CHARS = 40  # ... or a cell of a two-column table without a header
@@ -551,8 +555,10 @@ class Assembler:
 
     def _heading_level(self, line: Line) -> int:
         ratio = line.size / self.body
-        if len(line.text) > 200:
-            return 0
+        if len(line.text) > 200 or not any(c.isalpha() for c in line.text):
+            return 0  # (a page number of a table of contents: "53", no title)
+        if _FIELD_VALUE_RE.fullmatch(line.text.strip()):
+            return 0  # a title page's "Date de publication : 31-01-2024"
         if ratio >= 1.8:
             return 1
         if ratio >= 1.35:
