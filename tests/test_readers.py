@@ -301,6 +301,22 @@ class HtmlReaderTestCase(SimpleTestCase):
         )
         self.assertIn("say", [anchor for _, anchor in reading.anchors])
 
+    def test_a_page_without_a_title_is_named_by_its_first_heading(self):
+        # FreedomBox's manual ships fragments without <head>: each page was
+        # named by its file, "Firewall.part > Cortafuegos > ..."
+        body = (
+            "<section><div class='titlepage'><h2 class='title'>Firewall</h2>"
+            "</div><section><h2>Cortafuegos</h2><p>Un cortafuegos filtra.</p>"
+            "</section></section>"
+        )
+        reading = readers.read("Firewall.part.html", _html(body, head=""))
+        document = parsing.parse(
+            reading.text, "Firewall.part.html", structure=reading.structure
+        )
+        self.assertEqual(document.title, "Firewall")
+        paths = [section.heading_path for section in document.sections]
+        self.assertEqual(paths, ["Firewall", "Firewall > Cortafuegos"])
+
     def test_a_first_row_of_bold_cells_names_the_columns(self):
         # FreedomBox's manual (and Mutt's): the column names are bold <td>
         # cells, and were read as a data row under "Column 1 ... Column 3"

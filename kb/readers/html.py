@@ -169,10 +169,15 @@ def _open_with_title(
     walker: _Walker, content: lxml.html.HtmlElement, title: str
 ) -> None:
     """The title as the level-1 heading of a page without an `h1`, or its first
-    heading raised to level 1 when that heading says the same."""
-    if not title or any(True for _ in content.iter("h1")):
+    heading raised to level 1 when that heading says the same or the page has
+    no title (a fragment without <head>, as FreedomBox's manual ships its
+    pages: its name was the file's, "Firewall.part")."""
+    if any(True for _ in content.iter("h1")):
         return
     first = next(content.iter(*_HEADINGS), None)
+    if not title:
+        walker.promoted = first
+        return
     if first is not None and _titles(clean(first.text_content()), title):
         walker.promoted = first
     else:
