@@ -489,3 +489,31 @@ class TitlePageTestCase(SimpleTestCase):
         self.assertNotIn("# Date", text)
         self.assertNotIn("# 53", text)
         self.assertIn("# Démarrage rapide\n", text)
+
+    def test_a_table_of_contents_without_leaders_is_dropped(self):
+        # Debian Edu's and LinuxCNC's manuals: each chapter's entry, bold, its
+        # page number alone on its baseline at the right: each read as a
+        # heading, the number as another, "Contents > 7 Quick start"
+        contents = Page().heading("Contents", 18)
+        chapters = ["Introduction", "Requirements", "Installation", "Quick start"]
+        for number, title in enumerate(chapters, 1):
+            contents.text(72, contents.y, f"{number} {title}", 11, "F2")
+            contents.text(520, contents.y, str(number * 7), 11, "F2")
+            contents.y -= 18
+            for part in (1, 2):  # its sections' entries, with leaders
+                leader = " ." * 30
+                entry = f"{number}.{part} Part {part}{leader} {number * 7 + part}"
+                contents.text(90, contents.y, entry, 11)
+                contents.y -= 18
+        body = Page().heading("1 Introduction", 18)
+        for _ in range(4):
+            body.paragraph(
+                [
+                    "Debian Edu is a complete operating system for schools, set",
+                    "up for a network of workstations around one main server.",
+                ]
+            )
+        text = _read(contents, body)
+        self.assertEqual(text.count("Introduction"), 1, text)
+        self.assertNotIn("Quick start", text)
+        self.assertIn("# 1 Introduction\n\nDebian Edu is", text)

@@ -142,6 +142,7 @@ def drop_contents_lines(pages) -> int:
     removed = 0
     for lines, tables in pages:
         removed += _drop_index_entries(lines, tables)
+        removed += _drop_leaderless_entries(lines)
         rows = {round(ln.y) for ln in lines if _LEADER_RE.search(ln.text)}
         if not rows:
             continue
@@ -154,6 +155,42 @@ def drop_contents_lines(pages) -> int:
         removed += len(lines) - len(kept)
         lines[:] = kept
     return removed
+
+
+CONTENTS_PAGE_ENTRIES = 6  # entries without leaders a page holds to be contents
+CONTENTS_PAGE_SHARE = 0.5  # ... and this share of its lines, numbers included
+
+
+def _drop_leaderless_entries(lines) -> int:
+    """On a page that is mostly a table of contents, drop its entries without
+    leaders (each title, then its page number alone on the same baseline, to
+    its right: the chapters of Debian Edu's manual, among their sections'
+    entries with leaders): each title read as a heading, each page number as
+    another. Returns how many lines."""
+    numbers: dict[int, list] = {}
+    for ln in lines:
+        if _PAGE_NUMBER_RE.match(ln.text):
+            numbers.setdefault(round(ln.y), []).append(ln)
+    entries = [
+        ln
+        for ln in lines
+        if not _PAGE_NUMBER_RE.match(ln.text)
+        and any(n.x0 > ln.x1 for n in numbers.get(round(ln.y), ()))
+    ]
+    # a chapter's entry, bold without a leader, among its sections' with one
+    led = sum(bool(_LEADER_RE.search(ln.text)) for ln in lines)
+    if (
+        len(entries) < 2
+        or len(entries) + led < CONTENTS_PAGE_ENTRIES
+        or 2 * len(entries) + led < CONTENTS_PAGE_SHARE * len(lines)
+    ):
+        return 0
+    rows = {round(ln.y) for ln in entries}
+    drop = {id(ln) for ln in entries} | {
+        id(n) for y in rows for n in numbers.get(y, ())
+    }
+    lines[:] = [ln for ln in lines if id(ln) not in drop]
+    return len(drop)
 
 
 def _drop_index_entries(lines, tables) -> int:
