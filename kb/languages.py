@@ -183,12 +183,47 @@ def code_for(config: str) -> str:
 
 
 _WORD_RE = re.compile(r"[^\W_][\w'-]*")
+_ELISION_RE = re.compile(r"^(?:[cdjlmnst]|qu|jusqu|lorsqu|puisqu)'(?=\w)")
+# The common words of the languages answered besides English (kb.retrieval.
+# question.STOPWORDS): articles, prepositions, pronouns, conjunctions, the
+# verbs "be" and "have", the words that ask. Counted as a question's words,
+# they made "un", "de", "la" shared with every sentence (QA over Debian's
+# French and Spanish manuals: a question of 6 words counted 11).
+STOPWORDS = {
+    "french": frozenset(
+        """a à au aux avec ce ces cet cette dans de des du elle elles en est et
+        être eux il ils je la le les leur leurs lui ma mais me même mes moi mon
+        ne nos notre nous on ont ou où par pas pour qu que quel quelle quelles
+        quels qui sa se ses son sont sur ta te tes toi ton tu un une vos votre
+        vous y été était sera comment combien pourquoi quand faut peut dois
+        doit""".split()
+    ),
+    "spanish": frozenset(
+        """a al como con cual cuales cuando de del donde el ella ellas ellos en
+        entre era es esta este esto está están fue ha han hay la las le les lo
+        los me mi mis más no nos o para pero por que qué quien se sin sobre su
+        sus te tu un una uno unos unas y ya cómo cuál cuáles cuándo dónde
+        cuánto cuántos cuántas puedo debo""".split()
+    ),
+    "russian": frozenset(
+        """а без бы был была были было в во вот все всё вы где да для до его
+        если есть еще ещё же за и из или им их к как какая какие каким какой
+        когда кто ли между мне мы на над не нет но о об один он она они оно от
+        по под при про с со так также то тот у уже что чтобы чем эта эти это
+        этот я можно нужно сколько почему""".split()
+    ),
+}
 
 
 def stems(text: str, config: str) -> list[str]:
     """The text's words, lowercased and stemmed by snowball in the
-    configuration's language (unstemmed for SIMPLE)."""
+    configuration's language (unstemmed for SIMPLE), without its common words
+    (STOPWORDS) and French elisions ("l'option" is "option")."""
     words = _WORD_RE.findall(text.lower())
+    if config == "french":
+        words = [_ELISION_RE.sub("", word) for word in words]
+    common = STOPWORDS.get(config, frozenset())
+    words = [word for word in words if word not in common]
     name = stemmer_name(config)
     return _stemmer(name).stemWords(words) if name else words
 

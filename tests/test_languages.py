@@ -58,6 +58,25 @@ class LanguagesTestCase(SimpleTestCase):
         self.assertEqual(languages.document_language(russian), "ru")
         self.assertEqual(languages.document_language(spanish), "es")
 
+    def test_a_questions_stems_leave_out_common_words_and_elisions(self):
+        # QA over Debian's Spanish manuals: "un", "a", "una", "del", "de" made
+        # 11 words of a 6-word question, each shared with most sentences; and
+        # French "l'option" never matched "option"
+        self.assertEqual(
+            languages.stems(
+                "¿Cómo añado un puerto a una zona del cortafuegos?", "spanish"
+            ),
+            ["añad", "puert", "zon", "cortafueg"],
+        )
+        self.assertEqual(
+            languages.stems("Que fait l'option du fichier ?", "french"),
+            ["fait", "option", "fichi"],
+        )
+        self.assertEqual(
+            languages.stems("Как это сделать в aptitude?", "russian"),
+            ["сдела", "aptitude"],
+        )
+
     def test_it_maps_languages_to_text_search_configurations(self):
         self.assertEqual(languages.config_for("fr"), "french")
         self.assertEqual(languages.config_for("ru"), "russian")

@@ -99,8 +99,7 @@ CONTROL_FR = """# Le fichier control
 
 ## Dépendances
 
-Hormis `Depends`, les champs décrivant ces relations sont `Recommends` et
-`Suggests`.
+Hormis `Depends`, d'autres champs décrivent ces relations.
 
 - `Depends` : le paquet ne sera pas installé sans ses dépendances ;
 - `Recommends` : pour les paquets qui ne sont pas vraiment indispensables mais
