@@ -23,7 +23,7 @@ import math
 import re
 import textwrap
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -1293,29 +1293,16 @@ def _with_what_code_does(
     -us -uc effectue-t-elle ?" was answered with the command alone, and the
     steps listed under "Cela fera ... :" were left out). Within
     MAX_ANSWER_WORDS; the sentence then brings what it introduces."""
-    words = sum(len(s.text.split()) for s in chosen)
-    kept: list[Sentence] = []
-    for s in chosen:
-        kept.append(s)
-        if not has_code(s.text):
-            continue
-        after = following.get(id(s))
-        if (
-            after is None
-            or after in chosen
-            or after in kept
-            or has_code(after.text)
-            or is_list_item(after.text)
-            or is_table_row(after.text)
-            or not _REFERS_TO_CODE_RE.match(after.text)
-            or _text_between(s, after).strip()
-            or words + len(after.text.split()) > MAX_ANSWER_WORDS
-        ):
-            continue
-        after.score = s.score
-        kept.append(after)
-        words += len(after.text.split())
-    return kept
+
+    def explains(s: Sentence, after: Sentence) -> bool:
+        return (
+            has_code(s.text)
+            and not is_list_item(after.text)
+            and bool(_REFERS_TO_CODE_RE.match(after.text))
+            and not _text_between(s, after).strip()
+        )
+
+    return _with_next(chosen, following, explains)
 
 
 # The first word of a sentence that refers back to the code above it, in the
@@ -1336,6 +1323,23 @@ def _with_their_qualifiers(
     that one qualifies it ("Be aware that low interval values will increase
     the load on Redis."; "However, ..."): an exception stays with its rule,
     though it shares no word with the question. Within MAX_ANSWER_WORDS."""
+
+    def qualifies(s: Sentence, after: Sentence) -> bool:
+        return bool(_QUALIFIER_RE.match(after.text)) and (
+            "\n\n" not in _text_between(s, after)
+        )
+
+    return _with_next(chosen, following, qualifies)
+
+
+def _with_next(
+    chosen: list[Sentence],
+    following: dict[int, Sentence],
+    joins: Callable[[Sentence, Sentence], bool],
+) -> list[Sentence]:
+    """Each chosen sentence with the prose sentence right after it when
+    `joins(sentence, after)`, at its score, within MAX_ANSWER_WORDS (code and
+    table rows are never brought so)."""
     words = sum(len(s.text.split()) for s in chosen)
     kept: list[Sentence] = []
     for s in chosen:
@@ -1347,9 +1351,8 @@ def _with_their_qualifiers(
             or after in kept
             or has_code(after.text)
             or is_table_row(after.text)
-            or not _QUALIFIER_RE.match(after.text)
-            or "\n\n" in _text_between(s, after)
             or words + len(after.text.split()) > MAX_ANSWER_WORDS
+            or not joins(s, after)
         ):
             continue
         after.score = s.score
