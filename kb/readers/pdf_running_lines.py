@@ -142,15 +142,16 @@ def drop_contents_lines(pages) -> int:
     removed = 0
     for lines, tables in pages:
         removed += _drop_index_entries(lines, tables)
-        removed += _drop_leaderless_entries(lines)
-        rows = {round(ln.y) for ln in lines if _LEADER_RE.search(ln.text)}
+        led = {id(ln) for ln in lines if _LEADER_RE.search(ln.text)}
+        removed += _drop_leaderless_entries(lines, len(led))
+        rows = {round(ln.y) for ln in lines if id(ln) in led}
         if not rows:
             continue
         kept = [
             ln
             for ln in lines
             if round(ln.y) not in rows
-            or not (_LEADER_RE.search(ln.text) or _PAGE_NUMBER_RE.match(ln.text))
+            or not (id(ln) in led or _PAGE_NUMBER_RE.match(ln.text))
         ]
         removed += len(lines) - len(kept)
         lines[:] = kept
@@ -161,12 +162,12 @@ CONTENTS_PAGE_ENTRIES = 6  # entries without leaders a page holds to be contents
 CONTENTS_PAGE_SHARE = 0.5  # ... and this share of its lines, numbers included
 
 
-def _drop_leaderless_entries(lines) -> int:
+def _drop_leaderless_entries(lines, led: int) -> int:
     """On a page that is mostly a table of contents, drop its entries without
     leaders (each title, then its page number alone on the same baseline, to
     its right: the chapters of Debian Edu's manual, among their sections'
-    entries with leaders): each title read as a heading, each page number as
-    another. Returns how many lines."""
+    entries with leaders, `led` of the page's lines): each title read as a
+    heading, each page number as another. Returns how many lines."""
     numbers: dict[int, list] = {}
     for ln in lines:
         if _PAGE_NUMBER_RE.match(ln.text):
@@ -178,7 +179,6 @@ def _drop_leaderless_entries(lines) -> int:
         and any(n.x0 > ln.x1 for n in numbers.get(round(ln.y), ()))
     ]
     # a chapter's entry, bold without a leader, among its sections' with one
-    led = sum(bool(_LEADER_RE.search(ln.text)) for ln in lines)
     if (
         len(entries) < 2
         or len(entries) + led < CONTENTS_PAGE_ENTRIES
