@@ -19,6 +19,7 @@ anchor (`Reading.anchors`).
 from __future__ import annotations
 
 import functools
+import itertools
 import re
 from collections.abc import Callable, Iterator
 
@@ -1133,7 +1134,9 @@ def _only_cell(table: lxml.html.HtmlElement) -> lxml.html.HtmlElement | None:
     "Column 1"."""
     if table.find("caption") is not None:
         return None
-    rows = [tr for tr in table.iter("tr") if _owning_table(tr) is table]
+    # (up to a second row: every table of a page is asked, a big one too)
+    owned = (tr for tr in table.iter("tr") if _owning_table(tr) is table)
+    rows = list(itertools.islice(owned, 2))
     if len(rows) != 1:
         return None
     cells = [cell for cell in rows[0] if cell.tag in ("td", "th")]
