@@ -465,6 +465,15 @@ class ReviewTestCase(SimpleTestCase):
         self.assertLess(longest, 40)
 
 
+def _chapter(heading: str, *lines: str) -> Page:
+    """A page of a chapter's heading over four paragraphs of `lines`: enough
+    body text for the reader to tell the body's size from the headings'."""
+    page = Page().heading(heading, 18)
+    for _ in range(4):
+        page.paragraph(list(lines))
+    return page
+
+
 class TitlePageTestCase(SimpleTestCase):
     def test_a_date_and_page_numbers_are_no_headings(self):
         # Debian Edu's French manual: "Date de publication : 31-01-2024", as
@@ -476,14 +485,11 @@ class TitlePageTestCase(SimpleTestCase):
         for number, (title, page) in enumerate((("Manuel", "1"), ("Besoins", "53"))):
             cover.heading(f"{number + 1} {title}", 11)
             cover.heading(page, 11)
-        body = Page().heading("Démarrage rapide", 18)
-        for _ in range(4):
-            body.paragraph(
-                [
-                    "Installez le serveur principal en premier, puis les postes",
-                    "de travail du réseau pédagogique, un par un, dans cet ordre.",
-                ]
-            )
+        body = _chapter(
+            "Démarrage rapide",
+            "Installez le serveur principal en premier, puis les postes",
+            "de travail du réseau pédagogique, un par un, dans cet ordre.",
+        )
         text = _read(cover, body)
         self.assertIn("Manuel de Debian Edu\n\nDate de publication : 31-01-2024", text)
         self.assertNotIn("# Date", text)
@@ -505,14 +511,11 @@ class TitlePageTestCase(SimpleTestCase):
                 entry = f"{number}.{part} Part {part}{leader} {number * 7 + part}"
                 contents.text(90, contents.y, entry, 11)
                 contents.y -= 18
-        body = Page().heading("1 Introduction", 18)
-        for _ in range(4):
-            body.paragraph(
-                [
-                    "Debian Edu is a complete operating system for schools, set",
-                    "up for a network of workstations around one main server.",
-                ]
-            )
+        body = _chapter(
+            "1 Introduction",
+            "Debian Edu is a complete operating system for schools, set",
+            "up for a network of workstations around one main server.",
+        )
         text = _read(contents, body)
         self.assertEqual(text.count("Introduction"), 1, text)
         self.assertNotIn("Quick start", text)
