@@ -783,8 +783,8 @@ class _Walker:
             label = clean(" ".join(t.text_content() for t in _segtitles(segs[0])))
             name = clean(self.inline(segs[0]))
             name = name[len(label) :].strip() if name.startswith(label) else name
-            anchors = [a.get("id") for a in child.iter("a") if a.get("id")]
-            self.out.heading(level, name, child.get("id") or next(iter(anchors), ""))
+            anchor = next((a.get("id") for a in child.iter("a") if a.get("id")), "")
+            self.out.heading(level, name, child.get("id") or anchor)
             any_item = True
             for seg in segs[1:]:
                 blocks = [c for c in seg if c.tag in _BLOCK_TAGS]
