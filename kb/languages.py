@@ -184,6 +184,11 @@ def code_for(config: str) -> str:
 
 _WORD_RE = re.compile(r"[^\W_][\w'-]*")
 _ELISION_RE = re.compile(r"^(?:[cdjlmnst]|qu|jusqu|lorsqu|puisqu)'(?=\w)")
+# An inverted pronoun or a demonstrative's particle: "avez-vous", "peut-on",
+# "y a-t-il", "est-ce", "celui-ci" read as "avez", "peut", "a", "est", "celui".
+_HYPHENED_RE = re.compile(
+    r"(?<=\w)-(?:t-)?(?:je|tu|il|elle|on|nous|vous|ils|elles|ce|ci|là)$"
+)
 # The common words of the languages answered besides English (kb.retrieval.
 # question.STOPWORDS): articles, prepositions, pronouns, conjunctions, the
 # verbs "be" and "have", the words that ask. Counted as a question's words,
@@ -196,21 +201,30 @@ STOPWORDS = {
         ne nos notre nous on ont ou où par pas pour qu que quel quelle quelles
         quels qui sa se ses son sont sur ta te tes toi ton tu un une vos votre
         vous y été était sera comment combien pourquoi quand faut peut dois
-        doit""".split()
+        doit ai as avons avez avoir suis es sommes êtes sont ça cela ceci dont
+        quoi lequel laquelle lesquels lesquelles celui celle ceux celles""".split()
     ),
     "spanish": frozenset(
         """a al como con cual cuales cuando de del donde el ella ellas ellos en
         entre era es esta este esto está están fue ha han hay la las le les lo
         los me mi mis más no nos o para pero por que qué quien se sin sobre su
         sus te tu un una uno unos unas y ya cómo cuál cuáles cuándo dónde
-        cuánto cuántos cuántas puedo debo""".split()
+        cuánto cuántos cuántas puedo debo son ser estar estoy estamos he has
+        hemos tener tengo tiene tienen esa ese eso esas esos estas estos
+        aquel aquella aquello cuyo cuya""".split()
     ),
     "russian": frozenset(
         """а без бы был была были было в во вот все всё вы где да для до его
         если есть еще ещё же за и из или им их к как какая какие каким какой
         когда кто ли между мне мы на над не нет но о об один он она они оно от
         по под при про с со так также то тот у уже что чтобы чем эта эти это
-        этот я можно нужно сколько почему""".split()
+        этот я можно нужно сколько почему ему ей ней нём ним них её этой
+        этого этому этим этом этих этими эту того тому том той те тех теми ту
+        всех всем всеми всего всему всей всю который которая которое которые
+        которого которой котором которых которым которую которыми какого каком
+        каких какую какому чего чему чём кого кому ком меня мной нас нам нами
+        вас вам вами себя себе собой свой своя своё свои своего своей своих
+        быть будет будут является являются надо""".split()
     ),
 }
 
@@ -221,7 +235,7 @@ def stems(text: str, config: str) -> list[str]:
     (STOPWORDS) and French elisions ("l'option" is "option")."""
     words = _WORD_RE.findall(text.lower())
     if config == "french":
-        words = [_ELISION_RE.sub("", word) for word in words]
+        words = [_HYPHENED_RE.sub("", _ELISION_RE.sub("", word)) for word in words]
     common = STOPWORDS.get(config, frozenset())
     words = [word for word in words if word not in common]
     name = stemmer_name(config)

@@ -76,6 +76,26 @@ class LanguagesTestCase(SimpleTestCase):
             languages.stems("Как это сделать в aptitude?", "russian"),
             ["сдела", "aptitude"],
         )
+        # Declined and conjugated forms are as common as their dictionary form
+        # ("этой" stems to "эт", shared with every "этого", "этим"), and an
+        # inverted pronoun is no word of the question ("Avez-vous")
+        self.assertEqual(
+            languages.stems(
+                "Какие пакеты этой системы нужны для того, который собирает модуль?",
+                "russian",
+            ),
+            ["пакет", "систем", "нужн", "собира", "модул"],
+        )
+        self.assertEqual(
+            languages.stems("Y a-t-il un paquet dont le nom est celui-ci ?", "french"),
+            ["paquet", "nom"],
+        )
+        self.assertEqual(
+            languages.stems(
+                "¿Qué tiene que ver ese paquete con los que son?", "spanish"
+            ),
+            ["ver", "paquet"],
+        )
 
     def test_it_maps_languages_to_text_search_configurations(self):
         self.assertEqual(languages.config_for("fr"), "french")
