@@ -1070,6 +1070,8 @@ def _continues(before: Sentence, after: Sentence) -> bool:
         return False
     if not (_introduces(before.text) or is_list_item(before.text)):
         return False
+    if _ENTRY_ITEM_RE.match(before.text) and _ENTRY_ITEM_RE.match(after.text):
+        return False  # entries of a reference: the best one opens
     return _nothing_between(after.passage, before.end, after.start)
 
 
@@ -1246,6 +1248,17 @@ def _with_what_they_introduce(
     return kept or chosen
 
 
+# A bulleted item that is an entry of a reference: its name as code or in bold,
+# then what it is ("* `--platform`: Platforms for which ...", "- **Cron
+# based**: jobs run ..."). Such a list is not a procedure: two of its entries
+# chosen do not make the others part of the answer (Poetry's `add` options:
+# the question about --platform quoted all twelve).
+_ENTRY_ITEM_RE = re.compile(
+    r"[ \t]*[-*+][ \t]+(?:`[^`\n]+`|\*\*[^*\n]+\*\*)"  # the name
+    r"(?:[ \t]*\([^)\n]*\))?[ \t]*(?::|[\u2013\u2014-][ \t])"  # "(-G)", ":" or a dash
+)
+
+
 def _with_whole_lists(
     chosen: list[Sentence], sentences: list[Sentence], following: dict[int, Sentence]
 ) -> list[Sentence]:
@@ -1274,6 +1287,8 @@ def _with_whole_lists(
         words = sum(len(item.text.split()) for item in whole)
         if len(whole) > MAX_INTRO_ITEMS or words > MAX_INTRO_LIST_WORDS:
             continue
+        if all(_ENTRY_ITEM_RE.match(item.text) for item in whole):
+            continue  # entries of a reference, each said alone
         _mark_if_cut(whole, following)
         score = min(item.score for item in items)
         for item in whole:

@@ -249,6 +249,29 @@ class ExtractiveAnswerTestCase(SimpleTestCase):
             reply.text,
         )
 
+    def test_two_entries_of_an_option_list_do_not_bring_the_others(self):
+        """Over Poetry's docs: asked whether `add` can limit a dependency to some
+        operating systems, the answer quoted all twelve options of the command,
+        `--platform` seventh: two entries of a reference list chosen brought
+        the whole list, as steps of a procedure do."""
+        text = (
+            "### Options\n\n"
+            "* `--group (-G)`: The group to put it in.\n"
+            "* `--dev (-D)`: Put it in the development group.\n"
+            "* `--editable (-e)`: Path requirements as editable.\n"
+            "* `--python`: Python version for which the dependency must be installed.\n"
+            "* `--platform`: Platforms for which the dependency must be installed.\n"
+            "* `--source`: Name of the source to use to install the package.\n"
+            "* `--lock`: Only update the lockfile.\n"
+        )
+        reply = answer(
+            "Can I add a dependency that is only installed on some platforms?",
+            passage(text, "add > Options"),
+        )
+        self.assertTrue(reply.text.startswith("* `--platform`: Platforms"), reply.text)
+        for other in ("--group", "--dev", "--editable"):
+            self.assertNotIn(other, reply.text)
+
     def test_a_default_of_a_star_is_no_introduction(self):
         """Review of d7e3ea9: "Default: *" read as a sentence introducing what
         follows once emphasis marks were set aside, and, three words long
