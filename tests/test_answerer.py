@@ -272,6 +272,32 @@ class ExtractiveAnswerTestCase(SimpleTestCase):
         for other in ("--group", "--dev", "--editable"):
             self.assertNotIn(other, reply.text)
 
+    def test_a_how_question_gets_the_code_its_section_shows(self):
+        """Over RQ's docs: "How do I find out how many jobs are ahead of mine?"
+        quoted "it is possible to get the position of a job" and not the code
+        below it, `job.get_position()`, which shares no word with the
+        question. A question asking how, a command or an example, answered
+        from a section with code, quotes its code; one asking how many does
+        not."""
+        text = (
+            "For user feedback it is possible to get the position of a job "
+            "within the work queue.\n\n"
+            "This iterates over all jobs within the queue and is slow on very "
+            "large queues.\n\n"
+            "```python\nj = q.enqueue(say_hello)\nj.get_position()\n```\n"
+        )
+        reply = answer(
+            "How do I find out where my job stands in the queue?",
+            passage(text, "Feedback"),
+        )
+        self.assertIn("j.get_position()", reply.text)
+        self.assertTrue(reply.text.startswith("For user feedback"), reply.text)
+        reply = answer(
+            "How many jobs does it iterate over in a very large queue?",
+            passage(text, "Feedback"),
+        )
+        self.assertNotIn("get_position", reply.text)
+
     def test_a_default_of_a_star_is_no_introduction(self):
         """Review of d7e3ea9: "Default: *" read as a sentence introducing what
         follows once emphasis marks were set aside, and, three words long
