@@ -1053,11 +1053,23 @@ def _is_one_line_code(text: str) -> bool:
     )
 
 
+# A sentence that says what follows with a full stop ("... contains the
+# following.", "contiene lo siguiente.", "comme suit.", "следующее."): QA over
+# Debian's Spanish reference quoted it before another code block than its own.
+_THE_FOLLOWING_RE = re.compile(
+    r"(?:\bthe following|\bas follows|\bsuivante?s?|\bcomme suit|\bsiguientes?"
+    r"|\bcomo sigue|следующ(?:ее|ие|ая|ий|им образом))[*_]*\.$",
+    re.IGNORECASE,
+)
+
+
 def _introduces(text: str) -> bool:
     """Whether a sentence ends in ":", as one introducing what follows does,
     its closing emphasis aside ("**React calls them several times:**"); not
     "Default: *", whose star is its value."""
     text = text.rstrip()
+    if _THE_FOLLOWING_RE.search(text):
+        return True
     marks = len(text) - len(text.rstrip("*_"))
     if marks and text[: len(text) - marks].rstrip().endswith(":"):
         return text[-marks:] in text[: len(text) - marks]  # opened before
@@ -1220,11 +1232,14 @@ def _with_what_they_introduce(
     kept: list[Sentence] = []
     blocks = sum(has_code(s.text) for s in chosen)
     for s in chosen:
-        if not _introduces(s.text) or has_code(s.text):
+        intro = _introduces(s.text)
+        if has_code(s.text) or not (intro or _unfinished(s.text)):
             kept.append(s)
             continue
         after = following.get(id(s))
-        if items := _list_after(s, following) or _table_after(s, following):
+        if not intro:
+            pass  # only code reads on from a sentence without its full stop
+        elif items := _list_after(s, following) or _table_after(s, following):
             kept.append(s)
             for item in items:
                 if item not in chosen and item not in kept:
@@ -1244,9 +1259,22 @@ def _with_what_they_introduce(
                 after.score = s.score
                 kept.append(after)
                 blocks += 1
-        elif len(s.text.split()) > MAX_BARE_INTRO_WORDS:
+        elif len(s.text.split()) > MAX_BARE_INTRO_WORDS or not intro:
             kept.append(s)
     return kept or chosen
+
+
+def _unfinished(text: str) -> bool:
+    """A sentence of prose that ends without a mark, as one running on into
+    the code block after it does ("С помощью apt пакет можно зафиксировать
+    командой" above `apt-mark hold`, QA over Debian's Russian FAQ)."""
+    end = text.rstrip()[-1:]
+    return (
+        (end.isalnum() or end == "`")
+        and not has_code(text)
+        and not is_list_item(text)
+        and not is_table_row(text)
+    )
 
 
 # A bulleted item that is an entry of a reference: its name as code or in bold,
@@ -1451,12 +1479,26 @@ def _list_after(intro: Sentence, following: dict[int, Sentence]) -> list[Sentenc
 
 def _items_from(s: Sentence, following: dict[int, Sentence]) -> Iterator[Sentence]:
     """The list items right after `s`, one after another with nothing else
-    between them, in its location."""
+    between them, in its location; an item introducing a short code block
+    ("- Find the packages whose description holds a word:") with it. QA over
+    Debian's Russian FAQ: a list of commands, each item above its code, was
+    quoted as its first item alone, and another item's command chosen on its
+    own was read as that item's."""
     while (after := following.get(id(s))) is not None and is_list_item(after.text):
         if _text_between(s, after).strip():
             return
         yield after
         s = after
+        code = following.get(id(s))
+        if (
+            code is not None
+            and _introduces(s.text)
+            and has_code(code.text)
+            and len(code.text) <= MAX_INTRO_CODE
+            and not _text_between(s, code).strip()
+        ):
+            yield code
+            s = code
 
 
 def _mark_if_cut(items: list[Sentence], following: dict[int, Sentence]) -> None:
@@ -1572,7 +1614,7 @@ def answer_text(chosen: list[Sentence]) -> str:
             len(group) == 1
             and after is not None
             and after.citation == s.citation
-            and _introduces(s.text)
+            and (_introduces(s.text) or _unfinished(s.text))
             and has_code(after.text)
         ):  # "Default:" and its value, one piece under one marker
             i += 1
@@ -1661,16 +1703,30 @@ def _items_after(chosen: list[Sentence], i: int, intro: Sentence) -> list[Senten
     of its location and its citation."""
     if not _introduces(intro.text) or has_code(intro.text):
         return []
-    items = []
+    items: list[Sentence] = []
     for s in chosen[i:]:
         if not (
-            is_list_item(s.text)
+            (is_list_item(s.text) or _code_of_item(items, s))
             and s.location is intro.location
             and s.citation == intro.citation
         ):
             break
         items.append(s)
     return items
+
+
+_ITEM_MARK_RE = re.compile(r"[ 	]*(?:[-*+]|\d{1,9}[.)])[ 	]+")
+
+
+def _code_of_item(items: list[Sentence], s: Sentence) -> bool:
+    """Whether `s` is the code block the last of `items` introduces
+    ("- Show the details of a package:" over `apt show package`)."""
+    return bool(
+        items
+        and has_code(s.text)
+        and is_list_item(items[-1].text)
+        and _introduces(items[-1].text)
+    )
 
 
 def _table_pieces(group: list[Sentence]) -> list[str]:
@@ -1721,14 +1777,21 @@ def _next_row(above: Sentence, row: Sentence) -> bool:
 def _list_lines(items: list[Sentence]) -> str:
     """List items one a line, a nested one indented under its parent as in
     its source ("2. After each render:" over "   - cleanup runs first")."""
-    columns = [_column(item) for item in items]
-    least = min(columns)
-    if columns[0] != least:  # a child first: indented, it could read as code
-        columns = [least] * len(items)
-    return "\n".join(
-        " " * (column - least) + _item_line(item.text.strip())
-        for item, column in zip(items, columns, strict=True)
-    )
+    lines = [item for item in items if not has_code(item.text)]
+    columns = {id(item): _column(item) for item in lines}
+    least = min(columns.values())
+    if columns[id(lines[0])] != least:  # a child first: indented, it could read as code
+        columns = dict.fromkeys(columns, least)
+    out: list[str] = []
+    for item in items:
+        if has_code(item.text):  # under the item introducing it, indented as its text
+            mark = _ITEM_MARK_RE.match(out[-1])
+            indent = " " * (mark.end() if mark else 2)
+            code = textwrap.indent(item.text.strip("\n"), indent, lambda _: True)
+            out.append(f"\n{code}\n")
+            continue
+        out.append(" " * (columns[id(item)] - least) + _item_line(item.text.strip()))
+    return "\n".join(out)
 
 
 def _column(s: Sentence) -> int:

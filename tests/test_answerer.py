@@ -298,6 +298,52 @@ class ExtractiveAnswerTestCase(SimpleTestCase):
         )
         self.assertNotIn("get_position", reply.text)
 
+    def test_a_list_of_commands_is_quoted_with_each_items_code(self):
+        """QA over Debian's Russian FAQ: "Frequently used commands:", a list
+        whose every item introduces its command in a code block, was quoted
+        as its first item alone, and the command of the third item, chosen on
+        its own, stood right below it as if it were the first's."""
+        text = (
+            "Frequently used hive commands:\n\n"
+            "- Find the hives whose description holds a word:\n\n"
+            "```\nhive search word\n```\n\n"
+            "- Show the details of a hive:\n\n"
+            "```\nhive show name\n```\n\n"
+            "- Show what a hive depends on:\n\n"
+            "```\nhive depends name\n```\n"
+        )
+        reply = answer(
+            "Which frequently used hive commands are there?",
+            passage(text, "Hive commands"),
+        )
+        self.assertIn(
+            "Frequently used hive commands: [1]\n\n"
+            "- Find the hives whose description holds a word:\n\n"
+            "  ```\n  hive search word\n  ```\n\n"
+            "- Show the details of a hive:\n\n  ```\n  hive show name\n  ```\n\n"
+            "- Show what a hive depends on:\n\n  ```\n  hive depends name\n  ```",
+            reply.text,
+        )
+
+    def test_a_sentence_saying_the_following_brings_its_code(self):
+        """QA over Debian's Spanish reference: "... contiene lo siguiente."
+        ends with a full stop, and was quoted without the `keyserver` line it
+        introduces; a sentence running into its code without any mark
+        ("... can be pinned with the command") is another such."""
+        text = (
+            "A good default key server set in ~/.gnupg/gpg.conf contains the "
+            "following.\n\n```\nkeyserver hkp://keys.example.net\n```\n\n"
+            "With apt a package can be pinned with the command\n\n"
+            "```\napt-mark hold name\n```\n"
+        )
+        reply = answer(
+            "What does a good default key server set in gpg.conf contain?",
+            passage(text, "Keys"),
+        )
+        self.assertIn("following.\n\n```\nkeyserver hkp", reply.text)
+        reply = answer("With apt, how can a package be pinned?", passage(text, "Keys"))
+        self.assertIn("with the command\n\n```\napt-mark hold name", reply.text)
+
     def test_a_default_of_a_star_is_no_introduction(self):
         """Review of d7e3ea9: "Default: *" read as a sentence introducing what
         follows once emphasis marks were set aside, and, three words long
