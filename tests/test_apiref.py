@@ -489,6 +489,18 @@ class DefinitionListTestCase(SimpleTestCase):
         self.assertIn("Specifies the default tablespace.", chunk.text)
         self.assertTrue(chunk.heading_path.endswith("`--tablespace=tablespace`"))
 
+    def test_a_terms_colon_is_not_in_its_heading(self):
+        """QA over Debian's Russian FAQ: "/indices/:" headed its section."""
+        body = (
+            "<main><h1>Archives</h1><dl><dt><span class='term'><em>/indices/"
+            "</em>:</span></dt><dd><p>The maintainer file.</p></dd>"
+            "<dt>pool :</dt><dd><p>The packages.</p></dd></dl></main>"
+        )
+        reading = readers.read("a.html", _html(body))
+        self.assertEqual(
+            _paths(reading), ["Archives", "Archives > /indices/", "Archives > pool"]
+        )
+
     def test_a_list_without_terms_is_read_as_paragraphs(self):
         body = "<main><h1>A</h1><dl><dd>Indented.</dd></dl><p>Next.</p></main>"
         reading = readers.read("p.html", _html(body))

@@ -591,6 +591,9 @@ def _classes(el: lxml.html.HtmlElement) -> set[str]:
     return set((el.get("class") or "").split())
 
 
+_TERM_COLON_RE = re.compile(r"\s*:$")
+
+
 class _Walker:
     def __init__(self) -> None:
         self.out = Writer()
@@ -759,6 +762,9 @@ class _Walker:
                     self.out.code(signature)
             return
         text = ", ".join(t for t in (clean(self.inline(t)) for t in terms) if t)
+        # the colon a glossary writes after its term ("/indices/:") is no
+        # part of its name in a heading path
+        text = _TERM_COLON_RE.sub("", text)
         self.out.heading(level, f"{parent} {text}".strip(), _anchor(terms[0]))
 
     def segmented(self, el: lxml.html.HtmlElement, depth: int) -> None:
