@@ -1076,9 +1076,26 @@ def _introduces(text: str) -> bool:
     return text.endswith(":")
 
 
+def _is_caption(text: str) -> bool:
+    """A line naming what follows: a caption has no full stop ("Table 2.3.
+    Options importantes de la commande aptitude(8)"), an introduction ends in
+    ":"; a paragraph of prose before a table is neither."""
+    text = text.rstrip().rstrip("*_")
+    return (
+        not is_table_row(text)
+        and not has_code(text)
+        and not is_list_item(text)
+        and not text.endswith((".", "!", "?", "…"))
+    )
+
+
 def _continues(before: Sentence, after: Sentence) -> bool:
     """Whether `after` reads on from `before`: an item or a code block of the
-    list or block a "...:" sentence introduces, right after it."""
+    list or block a "...:" sentence introduces, right after it; a table's
+    header line right after its caption (QA over Debian's French reference:
+    "Options importantes de la commande aptitude(8)" came after its table)."""
+    if after.table == after.start and _is_caption(before.text):
+        return _nothing_between(after.passage, before.end, after.start)
     if not (is_list_item(after.text) or has_code(after.text)):
         return False
     if not (_introduces(before.text) or is_list_item(before.text)):

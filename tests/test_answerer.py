@@ -689,6 +689,19 @@ class ExtractiveAnswerTestCase(SimpleTestCase):
         )
         self.assertIn("| Office 57 | Porto | 9:30 |", lines)
 
+    def test_a_tables_caption_comes_before_it(self):
+        """QA over Debian's French reference: the caption "Options importantes
+        de la commande aptitude(8)", quoted with the row asked about, came
+        after the table as a sentence of its own."""
+        text = "Opening hours of the offices\n\n" + OFFICES
+        reply = answer("When does the Porto office open?", passage(text, "Offices"))
+        self.assertTrue(
+            reply.text.startswith(
+                "Opening hours of the offices [1] \n\n| Office | City |"
+            ),
+            reply.text,
+        )
+
     def test_its_citations_wait_for_their_links(self):
         reply = answer("When does the Porto office open?", passage(OFFICES, "Offices"))
         (cite,) = reply.citations
