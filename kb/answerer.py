@@ -1058,7 +1058,8 @@ def _is_one_line_code(text: str) -> bool:
 # Debian's Spanish reference quoted it before another code block than its own.
 _THE_FOLLOWING_RE = re.compile(
     r"(?:\bthe following|\bas follows|\bsuivante?s?|\bcomme suit|\bsiguientes?"
-    r"|\bcomo sigue|следующ(?:ее|ие|ая|ий|им образом))[*_]*\.$",
+    r"|\bcomo sigue|следующ(?:ее|ие|ая|ий|им образом)"
+    r"|\b\d{1,2} (?:steps|étapes|pasos|шаг(?:а|ов)))[*_]*\.$",
     re.IGNORECASE,
 )
 

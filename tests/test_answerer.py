@@ -358,6 +358,26 @@ class ExtractiveAnswerTestCase(SimpleTestCase):
         )
         self.assertIn("Default: * [1]", reply.text)
 
+    def test_a_sentence_counting_steps_brings_them(self):
+        """QA over Debian's French reference: "This process involves 2 steps."
+        was quoted with "2. Set the system wide default locale ..." alone,
+        step 1 left out: the procedure read as starting at 2."""
+        text = (
+            "Reconfiguring the hive entrance takes 2 steps.\n\n"
+            "1. Select the frames to be kept over winter.\n"
+            "2. Set the default width in the hive settings file.\n\n"
+            "The width may be overridden for each hive.\n"
+        )
+        reply = answer(
+            "How many steps does reconfiguring the hive entrance take?",
+            passage(text, "Reconfiguring"),
+        )
+        self.assertIn(
+            "takes 2 steps. [1]\n\n1. Select the frames to be kept over winter.\n"
+            "2. Set the default",
+            reply.text,
+        )
+
     def test_two_steps_of_a_list_the_passage_cuts_show_it_goes_on(self):
         """Review of 1adc6fd: a procedure whose passage ends after step 4 of
         6 was quoted as steps 1 to 4, as if whole."""
