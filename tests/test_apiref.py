@@ -763,6 +763,29 @@ class DocBookAdmonitionTestCase(SimpleTestCase):
         self.assertIn("The key must be signed.", _section(reading, "Build > Footnotes"))
         self.assertIn("Check them. Then sign again.", reading.text)
 
+    def test_the_footnotes_section_is_named_in_the_pages_language(self):
+        """QA over Debian's Spanish and Russian manuals: their notes were a
+        section named "Footnotes", in English, in each page."""
+        for words, named in (
+            (
+                "Firme los ficheros con su clave antes de subirlos al servidor de "
+                "la distribución, y compruebe las firmas de los demás paquetes.",
+                "Notas",
+            ),
+            (
+                "Подпишите файлы своим ключом перед загрузкой на сервер "
+                "дистрибутива и проверьте подписи остальных пакетов.",
+                "Примечания",
+            ),
+        ):
+            body = (
+                f'<h1>Build</h1><p>{words}<a href="#ftn.id1" class="footnote" '
+                'id="id1"><sup>[1]</sup></a></p><div class="footnotes"><div '
+                'id="ftn.id1" class="footnote"><p>Note.</p></div></div>'
+            )
+            reading = readers.read("build.html", _html(body, "Build"))
+            self.assertEqual(_paths(reading), ["Build", f"Build > {named}"])
+
 
 class SphinxTestCase(SimpleTestCase):
     def setUp(self):

@@ -487,7 +487,7 @@ class _Reader:
             if note.get(_w("type")) in (None, "normal")
         }
         self._end_list()
-        self.out.heading(2, "Footnotes")
+        self.out.footnotes_heading()
         refs, self.footnote_ids = self.footnote_ids, []
         for number, note_id in enumerate(refs, start=1):
             note = notes.get(note_id)

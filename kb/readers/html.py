@@ -702,7 +702,7 @@ class _Walker:
         elif (admonition := _docbook_admonition(el, classes)) is not None:
             self.admonition(*admonition)
         elif tag == "div" and "footnotes" in classes:
-            self.out.heading(2, "Footnotes")  # as the DOCX reader names them
+            self.out.footnotes_heading()  # as the DOCX reader names them
             self.container(el, depth)
         elif tag == "blockquote" or "callout" in classes or _is_panel(el):
             self.quote(el)

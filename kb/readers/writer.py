@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from kb import languages
 from kb.parsing import Mark, Span
 
 # Text that Markdown would read as structure at the start of a block: a heading,
@@ -116,6 +117,22 @@ _INDENTED_FENCE_RE = re.compile(r"^ {1,3}(`{3,})[ \t]*$", re.M)
 MAX_ITEM_NUMBER = 99  # LIST_INDENT nests items under wider numbers no more
 
 
+# What a document's footnotes section is named in its language.
+FOOTNOTES = {
+    "en": "Footnotes",
+    "fr": "Notes",
+    "es": "Notas",
+    "pt": "Notas",
+    "it": "Note",
+    "de": "Fußnoten",
+    "nl": "Voetnoten",
+    "ru": "Примечания",
+    "uk": "Примітки",
+    "pl": "Przypisy",
+}
+FOOTNOTE_SAMPLE_BLOCKS = 200  # blocks read to tell the language
+
+
 @dataclass
 class Writer:
     """Collects Markdown blocks and the structure counts of the summary."""
@@ -139,6 +156,14 @@ class Writer:
     heading_text: str = ""  # and its text
     _in_list: bool = False
     _reopen: tuple[int, str] | None = None
+
+    def footnotes_heading(self) -> None:
+        """The heading of the notes a page or document ends with, in the
+        language of what was written so far: "Footnotes" over Debian's Spanish
+        and Russian manuals was an English section in each."""
+        sample = "\n\n".join(b.text for b in self.blocks[:FOOTNOTE_SAMPLE_BLOCKS])
+        language = languages.detect(sample)
+        self.heading(2, FOOTNOTES.get(language, FOOTNOTES["en"]))
 
     def _add(self, text: str, tight: bool = False, anchor: str = "", **shape) -> None:
         if self._reopen and text.strip():
