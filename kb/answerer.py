@@ -1693,6 +1693,11 @@ _ENTRY_RE = re.compile(
 _SECTION_NUMBER_RE = re.compile(r"^(?:\d+\.)+\d*\s+")
 _NAME_END_RE = re.compile(r"[\s(=\[<]")
 MAX_ENTRY_WORDS = 12
+# Words a reference entry's heading has besides its code ("Method `accepts`");
+# QA over Debian's manuals: "6.8. Что находится в каталогах внутри
+# `dists/stable/main`?" opened an answer in bold as if it were an entry's name.
+MAX_ENTRY_PROSE_WORDS = 3
+_CODE_SPAN_RE = re.compile(r"`[^`\n]*`")
 
 
 def _entry_name(s: Sentence) -> str | None:
@@ -1706,6 +1711,8 @@ def _entry_name(s: Sentence) -> str | None:
     entry = _SECTION_NUMBER_RE.sub("", heading)
     if not entry or len(entry.split()) > MAX_ENTRY_WORDS or not _ENTRY_RE.search(entry):
         return None
+    if len(_CODE_SPAN_RE.sub("", entry).split()) > MAX_ENTRY_PROSE_WORDS:
+        return None  # a heading of prose naming code: "`apt` compared to `apt-get`"
     name = _NAME_END_RE.split(entry.replace("`", "").replace("\\", ""), maxsplit=1)[0]
     if not name:
         return None

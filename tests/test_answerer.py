@@ -664,6 +664,12 @@ class ExtractiveAnswerTestCase(SimpleTestCase):
                 "Path > Windows vs. POSIX",
                 "The default operation varies",
             ),
+            (  # nor one of prose naming code (QA over Debian's Russian FAQ)
+                "Where are the binary packages of stable?",
+                "The binary packages themselves are in the pool directory.\n",
+                "FAQ > 6.8. What is in the directories under `dists/stable/main`?",
+                "The binary packages themselves",
+            ),
         ]
         for question, text, heading, opening in cases:
             with self.subTest(heading):
