@@ -261,7 +261,7 @@ def extractive_answer(
     chosen = _choose(pool, asked)
     if not across:
         chosen = _with_each_part(chosen, pool, result, configs, meanings or {})
-    chosen = _without_other_rows(chosen)
+    chosen = _without_other_rows(chosen, result.question)
     following = _following(sentences)
     chosen = _with_what_code_does(chosen, following)
     chosen = _with_what_they_introduce(chosen, following)
@@ -401,14 +401,43 @@ def _exact_held(sentences: list[Sentence], question: str) -> list[float]:
     """For each sentence, the weights of the question's exact tokens
     (kb.exact_tokens: as written, or folded for one in small letters) it
     holds, of those that at most PINPOINT_SENTENCES candidates hold: a token
-    most of them hold (`TestClient` over the testing page) tells none apart."""
+    most of them hold (`TestClient` over the testing page) tells none apart.
+    A token the question quotes with other words counts only where they are
+    said too (_owners)."""
     exact = exact_tokens.question_lexemes(question)
     if not exact:
         return [0.0] * len(sentences)
     held = [set(exact_tokens.lexemes(s.text)) & exact.keys() for s in sentences]
     counts = Counter(token for found in held for token in found)
     rare = {token for token, n in counts.items() if n <= PINPOINT_SENTENCES}
-    return [sum(exact[token] for token in found & rare) for found in held]
+    owners = _owners(question, exact.keys())
+    return [
+        sum(exact[token] for token in found & rare if _owned(s, owners.get(token)))
+        for s, found in zip(sentences, held, strict=True)
+    ]
+
+
+def _owners(question: str, tokens) -> dict[str, set[str]]:
+    """The words an exact token is quoted with, by token: "-A" of «git add -A
+    .» belongs to `git add`; an option of another command (`ls -A`) is not
+    the one asked (QA over Debian's Spanish reference quoted ls's row)."""
+    owners: dict[str, set[str]] = {}
+    for phrase in _quoted_phrases(question):
+        found = set(exact_tokens.lexemes(phrase)) & set(tokens)
+        words = set(_WORD_RE.findall(phrase.casefold())) - STOPWORDS
+        for token in found:
+            rest = words - set(_WORD_RE.findall(token.casefold()))
+            if rest:
+                owners[token] = rest
+    return owners
+
+
+def _owned(s: Sentence, owners: set[str] | None) -> bool:
+    """Whether `s` (or its heading path) says every word of `owners`."""
+    if not owners:
+        return True
+    said = set(_WORD_RE.findall(f"{s.text} {s.location.heading_path}".casefold()))
+    return owners <= said
 
 
 def _asked_entries(sentences: list[Sentence], question: str) -> dict[int, Sentence]:
@@ -945,17 +974,49 @@ def _said(sentence: Sentence) -> str:
     return " ".join(sentence.text.split()).casefold()
 
 
-def _without_other_rows(chosen: list[Sentence]) -> list[Sentence]:
+def _without_other_rows(chosen: list[Sentence], question: str) -> list[Sentence]:
     """The chosen sentences without the table rows that do not hold the code
     or identifier asked, when a row of their section does: "SQLSTATE 23505"
     is answered by the row of 23505, not by 39001's, which shares the word
-    "sqlstate" (invalid_sqlstate_returned)."""
+    "sqlstate" (invalid_sqlstate_returned). A row holding what the question
+    quotes stays: asked the difference between «git add .» and «git add -A
+    .», the row of `git add .` was left out for not holding "-A" (QA over
+    Debian's Spanish reference)."""
     asked = {s.location.section_id for s in chosen if s.exact and is_table_row(s.text)}
+    phrases = _quoted_phrases(question)
     return [
         s
         for s in chosen
-        if s.exact or s.location.section_id not in asked or not is_table_row(s.text)
+        if s.exact
+        or s.location.section_id not in asked
+        or not is_table_row(s.text)
+        or _holds_phrase(s.text, phrases)
     ]
+
+
+# What a question quotes: «git add .», “-S”, "max_connections", `job.cancel()`.
+_QUOTED_RE = re.compile(
+    r"«\s*([^»\n]+?)\s*»|“([^”\n]+)”|„([^“”\n]+)[“”]|\"([^\"\n]+)\"|`([^`\n]+)`"
+)
+
+
+def _quoted_phrases(question: str) -> list[str]:
+    """The phrases `question` quotes, each as its words space-joined."""
+    return [
+        " ".join(next(g for g in m.groups() if g).split())
+        for m in _QUOTED_RE.finditer(question)
+    ]
+
+
+def _holds_phrase(text: str, phrases: list[str]) -> bool:
+    """Whether `text` says one of the `phrases` (code marks aside) as a whole,
+    not inside a longer word."""
+    said = " ".join(text.replace("`", " ").casefold().split())
+    return any(
+        re.search(rf"(?<![\w-]){re.escape(p.casefold())}(?![\w-])", said)
+        for p in phrases
+        if p
+    )
 
 
 def _best_first(chosen: list[Sentence]) -> None:

@@ -780,6 +780,34 @@ ERRORS = """Errors carry a five-character code; test the code, not the message t
 
 
 class ExactTokenRowTestCase(SimpleTestCase):
+    def test_both_commands_a_question_quotes_are_quoted_and_no_other(self):
+        """QA over Debian's Spanish reference: asked the difference between
+        «git add .» and «git add -A .», the answer left out the row of `git add
+        .` (it does not hold "-A") and quoted `ls -A`'s, of another table."""
+        git = (
+            "| Command | Function |\n| --- | --- |\n"
+            "| `git init` | create a repository |\n"
+            "| `git add .` | add the files already in the index |\n"
+            "| `git add -A .` | add all the files, removals included |\n"
+            "| `git commit -a` | add all changes and commit them |\n"
+        )
+        ls = (
+            "| Command | Function |\n| --- | --- |\n"
+            "| `ls` | list the files of the directory |\n"
+            "| `ls -A` | list all the files of the directory, hidden ones added |\n"
+        )
+        reply = answer(
+            "What is the difference between «git add .» and «git add -A .»?",
+            passage(git, "Git commands", rank=1, source_id=1),
+            passage(ls, "Shell commands", rank=2, source_id=2),
+        )
+        self.assertIn(
+            "| `git add .` | add the files already in the index |\n"
+            "| `git add -A .` | add all the files",
+            reply.text,
+        )
+        self.assertNotIn("ls -A", reply.text)
+
     def test_the_row_of_the_code_asked_about_opens_the_answer(self):
         """A table row's stored vector is its whole chunk's, so every row reads
         alike and the prose above can read nearer the question; the row that
