@@ -418,26 +418,35 @@ def _exact_held(sentences: list[Sentence], question: str) -> list[float]:
 
 
 def _owners(question: str, tokens) -> dict[str, set[str]]:
-    """The words an exact token is quoted with, by token: "-A" of «git add -A
-    .» belongs to `git add`; an option of another command (`ls -A`) is not
-    the one asked (QA over Debian's Spanish reference quoted ls's row)."""
+    """The command an exact token is quoted after, by token: "-A" of «git add
+    -A .» is git's; an option of another command (`ls -A`) is not the one
+    asked (QA over Debian's Spanish reference quoted ls's row). The command
+    is the phrase's first word, when it reads as one (`apt-get`, not "la")."""
     owners: dict[str, set[str]] = {}
     for phrase in _quoted_phrases(question):
-        found = set(exact_tokens.lexemes(phrase)) & set(tokens)
-        words = set(_WORD_RE.findall(phrase.casefold())) - STOPWORDS
-        for token in found:
-            rest = words - set(_WORD_RE.findall(token.casefold()))
-            if rest:
-                owners[token] = rest
+        first = phrase.split(" ", 1)[0]
+        if not _COMMAND_RE.fullmatch(first) or first.casefold() in _COMMON_WORDS:
+            continue
+        for token in set(exact_tokens.lexemes(phrase)) & set(tokens):
+            if token.casefold() != first.casefold():
+                owners[token] = {first.casefold()}
     return owners
+
+
+_COMMAND_RE = re.compile(r"[a-z][a-z0-9._+-]*")
+_COMMON_WORDS = STOPWORDS | frozenset(
+    word for words in languages.STOPWORDS.values() for word in words
+)
 
 
 def _owned(s: Sentence, owners: set[str] | None) -> bool:
     """Whether `s` (or its heading path) says every word of `owners`."""
     if not owners:
         return True
-    said = set(_WORD_RE.findall(f"{s.text} {s.location.heading_path}".casefold()))
-    return owners <= said
+    said = f"{s.text} {s.location.heading_path}".casefold()
+    return all(
+        re.search(rf"(?<![\w.-]){re.escape(word)}(?![\w-])", said) for word in owners
+    )
 
 
 def _asked_entries(sentences: list[Sentence], question: str) -> dict[int, Sentence]:
@@ -1118,9 +1127,12 @@ def _is_one_line_code(text: str) -> bool:
 # following.", "contiene lo siguiente.", "comme suit.", "следующее."): QA over
 # Debian's Spanish reference quoted it before another code block than its own.
 _THE_FOLLOWING_RE = re.compile(
-    r"(?:\bthe following|\bas follows|\bsuivante?s?|\bcomme suit|\bsiguientes?"
-    r"|\bcomo sigue|следующ(?:ее|ие|ая|ий|им образом)"
-    r"|\b\d{1,2} (?:steps|étapes|pasos|шаг(?:а|ов)))[*_]*\.$",
+    r"(?:\bthe following|\bas follows|\bsuivante?s|\bce qui suit|\bcomme suit"
+    r"|\blo siguiente|\bl[oa]s \w+ siguientes|\bsiguientes|\bcomo sigue"
+    r"|(?<!\w)следующ(?:ее|ие|им образом)"
+    r"|\b(?:involves|takes|requires|has|in|of|en|comporte|consta de|requiere|из|в)"
+    r" (?:\d{1,2}|two|three|four|five|deux|trois|quatre|dos|tres|cuatro|два|три"
+    r"|четыре) (?:steps|étapes|pasos|шаг(?:а|ов)))[*_]*\.$",
     re.IGNORECASE,
 )
 
@@ -1157,6 +1169,9 @@ def _continues(before: Sentence, after: Sentence) -> bool:
     header line right after its caption (QA over Debian's French reference:
     "Options importantes de la commande aptitude(8)" came after its table)."""
     if after.table == after.start and _is_caption(before.text):
+        return _nothing_between(after.passage, before.end, after.start)
+    if has_code(before.text) and is_list_item(after.text):
+        # the next item of a list whose items each show their code
         return _nothing_between(after.passage, before.end, after.start)
     if not (is_list_item(after.text) or has_code(after.text)):
         return False
@@ -1356,14 +1371,21 @@ def _unfinished(text: str) -> bool:
     )
 
 
-# A bulleted item that is an entry of a reference: its name as code or in bold,
-# then what it is ("* `--platform`: Platforms for which ...", "- **Cron
-# based**: jobs run ..."). Such a list is not a procedure: two of its entries
+# A bulleted item that is an entry of a reference: its name as code, then what
+# it is ("* `--platform`: Platforms for which ..."; a name in bold may be a
+# step's, "- **Verify**: ..."). Such a list is not a procedure: two of its entries
 # chosen do not make the others part of the answer (Poetry's `add` options:
 # the question about --platform quoted all twelve).
 _ENTRY_ITEM_RE = re.compile(
-    r"[ \t]*[-*+][ \t]+(?:`[^`\n]+`|\*\*[^*\n]+\*\*)"  # the name
+    r"[ \t]*[-*+][ \t]+`[^`\n]+`"  # the name, as code ("**Verify**:" names a step)
     r"(?:[ \t]*\([^)\n]*\))?[ \t]*(?::|[\u2013\u2014-][ \t])"  # "(-G)", ":" or a dash
+)
+
+
+# An item named in bold ("- **Delayed retry placement** — ..."): an entry, or
+# a step when a "...:" sentence introduces its list ("- **Verify**: ...").
+_BOLD_ITEM_RE = re.compile(
+    r"[ \t]*[-*+][ \t]+\*\*[^*\n]+\*\*[ \t]*(?::|[\u2013\u2014-][ \t])"
 )
 
 
@@ -1397,6 +1419,11 @@ def _with_whole_lists(
             continue
         if all(_ENTRY_ITEM_RE.match(item.text) for item in whole):
             continue  # entries of a reference, each said alone
+        intro = preceding.get(id(first))
+        if (intro is None or not _introduces(intro.text)) and all(
+            _BOLD_ITEM_RE.match(item.text) for item in whole
+        ):
+            continue  # named in bold, without a "...:" making them steps
         _mark_if_cut(whole, following)
         score = min(item.score for item in items)
         for item in whole:
@@ -1458,10 +1485,13 @@ def _with_their_qualifiers(
 # A question that asks how to do something, or for a command, a call or an
 # example: what answers it is often code that shares none of its words.
 _ASKS_FOR_CODE_RE = re.compile(
-    r"\bhow\b(?!\s+(?:many|much|long|often|far|big|old)\b)|\bwhat\s+do\s+i\s+"
-    r"(?:run|type|write|put|add)\b|\b(?:command|syntax|snippet|example)s?\b"
-    r"|\blooks?\s+like\b|\bcomment\b|\bcommande|\bexemple|\bcómo\b|\bcomando"
-    r"|\bejemplo|\bкак\b|\bкоманд|\bпример",
+    r"(?<!-)\bhow\b(?!\s+(?:many|much|long|often|far|big|old|large|fast|soon)\b)"
+    r"|\bwhat\s+do\s+i\s+(?:run|type|write|put|add)\b"
+    r"|\b(?:command|syntax|snippet|example)s?\b|\blooks?\s+like\b"
+    r"|\bcomment\b(?!\s+(?:souvent|longtemps))|\bcommande|\bexemple"
+    r"|\bcómo\b|\bcomando|\bejemplo"
+    r"|\bкак\b(?!\s+(?:часто|долго|много|скоро|быстро)\b)|\bкоманд"
+    r"|\bпример(?:ы|а|ом|е|ов)?\b",
     re.IGNORECASE,
 )
 
@@ -1475,7 +1505,7 @@ def _with_the_code_asked(
     says what to do; the code is how, and reads like nothing to the question
     ("How do I find out how many jobs are ahead of mine?": "it is possible to
     get the position of a job", and `job2.get_position()` below it). On the
-    pooled golden sets, 4 more answers quoted every span, none fewer."""
+    pooled golden sets, 7 more answers quoted every span, none fewer."""
     if not chosen or not _ASKS_FOR_CODE_RE.search(question):
         return chosen
     if sum(has_code(s.text) for s in chosen) >= MAX_CODE_BLOCKS:
@@ -1759,6 +1789,7 @@ MAX_ENTRY_WORDS = 12
 # `dists/stable/main`?" opened an answer in bold as if it were an entry's name.
 MAX_ENTRY_PROSE_WORDS = 3
 _CODE_SPAN_RE = re.compile(r"`[^`\n]*`")
+_PARAMETERS_RE = re.compile(r"\([^()\n]*\)")  # a signature's, not prose
 
 
 def _entry_name(s: Sentence) -> str | None:
@@ -1772,7 +1803,8 @@ def _entry_name(s: Sentence) -> str | None:
     entry = _SECTION_NUMBER_RE.sub("", heading)
     if not entry or len(entry.split()) > MAX_ENTRY_WORDS or not _ENTRY_RE.search(entry):
         return None
-    if len(_CODE_SPAN_RE.sub("", entry).split()) > MAX_ENTRY_PROSE_WORDS:
+    prose = _PARAMETERS_RE.sub("", _CODE_SPAN_RE.sub("", entry))
+    if len(prose.split()) > MAX_ENTRY_PROSE_WORDS:
         return None  # a heading of prose naming code: "`apt` compared to `apt-get`"
     name = _NAME_END_RE.split(entry.replace("`", "").replace("\\", ""), maxsplit=1)[0]
     if not name:
@@ -1873,11 +1905,24 @@ def _list_lines(items: list[Sentence]) -> str:
         if has_code(item.text):  # under the item introducing it, indented as its text
             mark = _ITEM_MARK_RE.match(out[-1])
             indent = " " * (mark.end() if mark else 2)
-            code = textwrap.indent(item.text.strip("\n"), indent, lambda _: True)
+            code = textwrap.indent(_dedented(item), indent, lambda _: True)
             out.append(f"\n{code}\n")
             continue
         out.append(" " * (columns[id(item)] - least) + _item_line(item.text.strip()))
     return "\n".join(out)
+
+
+def _dedented(code: Sentence) -> str:
+    """A code block's lines without the indentation of its fence in the source
+    (a block nested in a list item is indented as the item's text is)."""
+    column = _column(code)
+    lines = code.text.strip("\n").split("\n")
+    return "\n".join(
+        [
+            lines[0],
+            *(ln[min(column, len(ln) - len(ln.lstrip(" "))) :] for ln in lines[1:]),
+        ]
+    )
 
 
 def _column(s: Sentence) -> int:

@@ -325,6 +325,64 @@ class ExtractiveAnswerTestCase(SimpleTestCase):
             reply.text,
         )
 
+    def test_a_list_of_commands_stays_whole_when_a_later_item_is_best(self):
+        """Review of 03349e2: when the question matched the third item, its
+        command opened the answer, and the second item's code was quoted apart
+        from its item, outside the list."""
+        text = (
+            "Frequently used apt commands:\n\n"
+            "- Find the packages whose description holds a word:\n\n"
+            "```\napt search word\n```\n\n"
+            "- Show the details of a package:\n\n```\napt show name\n```\n\n"
+            "- Hold a package so upgrades leave it alone:\n\n"
+            "```\napt-mark hold name\n```\n"
+        )
+        reply = answer(
+            "Which frequently used apt command holds a package so upgrades leave "
+            "it alone?",
+            passage(text, "Apt"),
+        )
+        self.assertTrue(
+            reply.text.startswith("Frequently used apt commands: [1]"), reply.text
+        )
+        self.assertIn(
+            "- Show the details of a package:\n\n  ```\n  apt show name\n  ```\n\n"
+            "- Hold a package",
+            reply.text,
+        )
+
+    def test_code_nested_in_a_list_item_keeps_its_own_indentation(self):
+        """Review of 03349e2: a block indented under its item in the source
+        was indented twice, its closing fence too far in to close it."""
+        text = (
+            "Set up the hive:\n\n1. Install the tools:\n"
+            "   - Fetch the hive tool:\n\n     ```\n     hive fetch tool\n     ```\n\n"
+            "   - Check the smoker:\n\n     ```\n     hive check smoker\n     ```\n\n"
+            "2. Open the hive.\n"
+        )
+        reply = answer("How do I set up the hive?", passage(text, "Hive"))
+        self.assertIn(
+            "   - Fetch the hive tool:\n\n     ```\n     hive fetch tool\n     ```",
+            reply.text,
+        )
+
+    def test_steps_named_in_bold_are_a_procedure(self):
+        """Review of 3b5cce9: steps labelled in bold ("- **Verify**: ...") were
+        taken for a reference's entries and quoted apart, out of order."""
+        text = (
+            "To write the installer image to a USB stick:\n\n"
+            "- **Download**: fetch the ISO image of the installer from a mirror.\n"
+            "- **Verify**: check the ISO image against the signed SHA256SUMS file.\n"
+            "- **Write**: copy the ISO image to the USB stick with dd.\n"
+            "- **Boot**: restart the machine from the USB stick.\n"
+        )
+        reply = answer(
+            "How do I verify the ISO image and copy the ISO image to the USB stick?",
+            passage(text, "Installer"),
+        )
+        self.assertIn("- **Download**: fetch", reply.text)
+        self.assertLess(reply.text.index("**Verify**"), reply.text.index("**Write**"))
+
     def test_a_sentence_saying_the_following_brings_its_code(self):
         """QA over Debian's Spanish reference: "... contiene lo siguiente."
         ends with a full stop, and was quoted without the `keyserver` line it
@@ -664,6 +722,12 @@ class ExtractiveAnswerTestCase(SimpleTestCase):
                 "Path > Windows vs. POSIX",
                 "The default operation varies",
             ),
+            (  # a signature's parameters are no prose (review of 388ecc8)
+                "Which TinyXML call gives an attribute's integer value?",
+                "Returns the value of the attribute as an integer.\n",
+                "Reference > TiXmlElement::Attribute (const char *name, int *i)",
+                "**`TiXmlElement::Attribute (const char *name, int *i)`**: Returns",
+            ),
             (  # nor one of prose naming code (QA over Debian's Russian FAQ)
                 "Where are the binary packages of stable?",
                 "The binary packages themselves are in the pool directory.\n",
@@ -780,6 +844,23 @@ ERRORS = """Errors carry a five-character code; test the code, not the message t
 
 
 class ExactTokenRowTestCase(SimpleTestCase):
+    def test_an_option_quoted_with_its_command_and_a_verb_keeps_its_row(self):
+        """Review of 1fcdfcd: «apt-get install -y» made "install" a word the
+        row of -y had to say, and the row lost its weight."""
+        opts = (
+            "| Option | Meaning |\n| --- | --- |\n"
+            "| `-d`, `--download-only` | Download only; packages are retrieved but "
+            "not unpacked or installed. |\n"
+            "| `-y`, `--yes` | Automatic yes to prompts; run non-interactively. |\n"
+            "| `-q`, `--quiet` | Quiet; output suitable for logging. |\n"
+        )
+        reply = answer(
+            'How do I make "apt-get install -y" run without prompts?',
+            passage(opts, "apt-get(8) > Options"),
+        )
+        rows = [ln for ln in reply.text.splitlines() if ln.startswith("| `")]
+        self.assertEqual(rows[0][:9], "| `-y`, `", reply.text)
+
     def test_both_commands_a_question_quotes_are_quoted_and_no_other(self):
         """QA over Debian's Spanish reference: asked the difference between
         «git add .» and «git add -A .», the answer left out the row of `git add
