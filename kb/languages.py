@@ -184,10 +184,11 @@ def code_for(config: str) -> str:
 
 _WORD_RE = re.compile(r"[^\W_][\w'-]*")
 _ELISION_RE = re.compile(r"^(?:[cdjlmnst]|qu|jusqu|lorsqu|puisqu)'(?=\w)")
-# An inverted pronoun or a demonstrative's particle: "avez-vous", "peut-on",
-# "y a-t-il", "est-ce", "celui-ci" read as "avez", "peut", "a", "est", "celui".
+# An inverted pronoun or a demonstrative's particle: "avez-vous", "y a-t-il",
+# "est-ce", "celui-ci" read as "avez", "a", "est", "celui" ("-on" only after
+# "-t-": "add-on", "sign-on" are words).
 _HYPHENED_RE = re.compile(
-    r"(?<=\w)-(?:t-)?(?:je|tu|il|elle|on|nous|vous|ils|elles|ce|ci|là)$"
+    r"(?<=\w)-(?:t-(?:il|elle|on)|je|tu|il|elle|nous|vous|ils|elles|ce|ci|là)$"
 )
 # The common words of the languages answered besides English (kb.retrieval.
 # question.STOPWORDS): articles, prepositions, pronouns, conjunctions, the
@@ -219,7 +220,7 @@ STOPWORDS = {
         когда кто ли между мне мы на над не нет но о об один он она они оно от
         по под при про с со так также то тот у уже что чтобы чем эта эти это
         этот я можно нужно сколько почему ему ей ней нём ним них её этой
-        этого этому этим этом этих этими эту того тому том той те тех теми ту
+        этого этому этим этом этих этими эту того тому той те тех теми ту
         всех всем всеми всего всему всей всю который которая которое которые
         которого которой котором которых которым которую которыми какого каком
         каких какую какому чего чему чём кого кому ком меня мной нас нам нами

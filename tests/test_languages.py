@@ -90,6 +90,9 @@ class LanguagesTestCase(SimpleTestCase):
             languages.stems("Y a-t-il un paquet dont le nom est celui-ci ?", "french"),
             ["paquet", "nom"],
         )
+        # but a word is kept: "том" is also a volume, "add-on" is no inversion
+        self.assertEqual(languages.stems("Как увеличить том?", "russian")[-1], "том")
+        self.assertIn("add-on", languages.stems("Installer un add-on", "french"))
         self.assertEqual(
             languages.stems(
                 "¿Qué tiene que ver ese paquete con los que son?", "spanish"

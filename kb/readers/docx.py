@@ -5,7 +5,8 @@ lists from the numbering definitions (level -> nesting, format -> bullet or
 number), tables take their header from the repeat-header flag (else the first
 row), hyperlinks keep their text, inline code (a run in a code character style
 such as "Verbatim Char" or "HTML Code", or in a monospaced font) keeps its
-backticks, footnotes become a final "Footnotes" section.
+backticks, footnotes become a final section named in the document's language
+("Footnotes", "Notes", "Примечания").
 """
 
 from __future__ import annotations
