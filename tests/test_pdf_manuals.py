@@ -321,6 +321,41 @@ class FramedCodeTestCase(SimpleTestCase):
         self.assertNotIn("|", text)
 
 
+class InnerRulesTableTestCase(SimpleTestCase):
+    def test_a_table_ruled_between_its_columns_only_is_one_table(self):
+        """QA over the Debian Reference's French PDF (dblatex): rules between
+        the columns and across the rows, none on the outer edges. The inner
+        columns were one table, the outer two another, paired with each other:
+        "| pop3 | 995 |" where the page shows pop3 110, pop3s 995."""
+        page = Page().heading("Services", 15)
+        page.paragraph(["Les services sûrs et non sûrs, et leurs ports."])
+        rows = [
+            ("service", "port", "service sûr", "port"),
+            ("www", "80", "https", "443"),
+            ("imap2", "143", "imaps", "993"),
+            ("pop3", "110", "pop3s", "995"),
+        ]
+        lefts, edges = (76, 196, 256, 376), (192, 252, 372)
+        top = page.y + 12
+        for n, cells in enumerate(rows):
+            for x, cell in zip(lefts, cells, strict=True):
+                page.text(x, page.y, cell, 10, "F1" if n else "F2")  # a bold header
+            page.rect(72, page.y - 4, 360, 0.5)  # the rule under the row
+            page.y -= 16
+        bottom = page.y + 12
+        page.rect(72, top, 360, 0.5)
+        for x in edges:  # between the columns only
+            page.rect(x, bottom, 0.5, top - bottom)
+        page.y -= 10
+        page.paragraph(["Le chiffrement coûte du temps processeur."])
+        text = _read(page)
+        self.assertIn(
+            "| service | port | service sûr | port |\n| --- | --- | --- | --- |", text
+        )
+        self.assertIn("| pop3 | 110 | pop3s | 995 |", text)
+        self.assertEqual(sum(ln.startswith("| ---") for ln in text.split("\n")), 1)
+
+
 class ReviewTestCase(SimpleTestCase):
     """What a review of the term and gap rules found them take from ordinary
     documents (each read right before those rules)."""

@@ -246,7 +246,44 @@ def page_rules(page: pdfium.PdfPage) -> Rules:
                 ((bottom.value + top.value) / 2, left.value, right.value)
             )
     rules.boxes = _joined_boxes(rules.boxes, rules.pages)
+    rules.vertical += _outer_rules(rules.vertical, rules.horizontal)
     return rules
+
+
+def _outer_rules(
+    vertical: list[tuple[float, float, float]],
+    horizontal: list[tuple[float, float, float]],
+) -> list[tuple[float, float, float]]:
+    """The outer edges of tables drawn with rules between their columns only
+    (dblatex's, as Debian's manuals are printed): where the rules above and
+    below a row run on past its first or last inner rule, the row's cells end
+    where they end. Without them the first and last columns were read as
+    another table, paired with each other (the Debian Reference's "pop3 |
+    995" where the page shows pop3 110, pop3s 995)."""
+    spans: dict[int, list[list[float]]] = {}
+    for y, a, b in sorted(horizontal, key=lambda r: (round(r[0]), r[1])):
+        row = spans.setdefault(round(y), [])
+        if row and a <= row[-1][1] + 2:
+            row[-1][1] = max(row[-1][1], b)
+        else:
+            row.append([a, b])
+    added: list[tuple[float, float, float]] = []
+    for x, lo, hi in vertical:
+        for y in (round(lo), round(hi)):
+            near = spans.get(y) or spans.get(y + 1) or spans.get(y - 1) or []
+            for a, b in near:
+                if not a + MIN_OUTER < x < b - MIN_OUTER:
+                    continue
+                for edge in (a, b):
+                    if not any(
+                        abs(e - edge) <= 2 and e_lo <= lo + 2 and e_hi >= hi - 2
+                        for e, e_lo, e_hi in (*vertical, *added)
+                    ):
+                        added.append((edge, lo, hi))
+    return added
+
+
+MIN_OUTER = 8  # points between a table's edge and its first inner rule
 
 
 def _joined_boxes(
