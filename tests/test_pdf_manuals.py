@@ -356,6 +356,24 @@ class InnerRulesTableTestCase(SimpleTestCase):
         self.assertEqual(sum(ln.startswith("| ---") for ln in text.split("\n")), 1)
 
 
+class AdmonitionLabelTestCase(SimpleTestCase):
+    def test_a_notes_label_is_no_heading(self):
+        """QA over the Debian Reference's PDFs: dblatex sets a note's label
+        ("Note", "ASTUCE", "nota") in bold on a line of its own, and each
+        became a heading holding the text after it: citations named "Note"."""
+        page = Page().heading("El cursor", 15)
+        page.paragraph(["Al iniciar el sistema aparece la pantalla de inicio."])
+        page.text(72, page.y, "nota", 11, "F2")
+        page.y -= 16
+        page.paragraph(["El nombre de usuario y la contraseña son sensibles."])
+        page.paragraph(["El sistema muestra el mensaje de bienvenida."])
+        text = _read(page)
+        self.assertEqual(
+            [ln for ln in text.split("\n") if ln.startswith("#")], ["## El cursor"]
+        )
+        self.assertIn("contraseña son sensibles", text)
+
+
 class ReviewTestCase(SimpleTestCase):
     """What a review of the term and gap rules found them take from ordinary
     documents (each read right before those rules)."""

@@ -39,6 +39,17 @@ SIGNATURE_LINES = 6  # a signature wraps over this many lines at most
 # 31-01-2024", "Version: 2.1"): a line of a title page, in whatever size, never
 # the title of a part ("Chapter 3: Installation" has words after its colon).
 _FIELD_VALUE_RE = re.compile(r"[^:]{1,60}:\s*[\d][\d./ -]*")
+# The label of a note, tip or warning, set in bold above it (dblatex's
+# admonitions): no heading. QA over the Debian Reference's PDFs: "Note",
+# "ASTUCE", "nota", "aviso" headed sections holding the text after them, and
+# 51 of 106 citations named one.
+ADMONITION_LABELS = frozenset(
+    """note notes tip tips hint warning caution important attention danger
+    remarque astuce avertissement conseil nota notas aviso sugerencia consejo
+    importante precaución advertencia atención hinweis tipp warnung achtung
+    wichtig примечание замечание подсказка совет предупреждение внимание
+    важно""".split()
+)
 _FIELD_START_RE = re.compile(r"[\w ]{1,30}:\s")  # "file: ...", "error desc: ..."
 TERM_CHARS = 100  # a definition list's term is a line this long at most
 TERM_CELL_CHARS = 40  # ... or a cell of a two-column table without a header
@@ -559,6 +570,8 @@ class Assembler:
             return 0  # (a page number of a table of contents: "53", no title)
         if _FIELD_VALUE_RE.fullmatch(line.text.strip()):
             return 0  # a title page's "Date de publication : 31-01-2024"
+        if line.text.strip().rstrip(":").strip().casefold() in ADMONITION_LABELS:
+            return 0  # a note's label: the note is part of its section
         if ratio >= 1.8:
             return 1
         if ratio >= 1.35:
