@@ -586,6 +586,16 @@ class DocxReaderTestCase(SimpleTestCase):
             reading.text, "### Custom heading\n\n```\ndef f():\n    return 1\n```\n"
         )
 
+    def test_a_headings_permalink_pilcrow_is_left_out(self):
+        """QA over Sphinx pages converted to DOCX with pandoc: each heading
+        kept its permalink as text, "1.5.2. dput¶", and answers opened with
+        it."""
+        document = docx.Document()
+        document.add_heading("1.5.2. dput¶", level=2)
+        document.add_paragraph("The dput package uploads Debian packages.")
+        reading = readers.read("p.docx", _docx_bytes(document))
+        self.assertTrue(reading.text.startswith("## 1.5.2. dput\n"), reading.text)
+
     def test_it_keeps_inline_code_in_backticks(self):
         # pandoc writes `code` as runs in its "Verbatim Char" character style;
         # Word users set a monospaced font. Code blocks stay without backticks.

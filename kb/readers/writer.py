@@ -175,7 +175,8 @@ class Writer:
             self._in_list = tight
 
     def heading(self, level: int, text: str, anchor: str = "") -> None:
-        text = clean(text)
+        # a permalink's pilcrow (Sphinx pages converted to DOCX keep it as text)
+        text = clean(text).removesuffix("¶").rstrip()
         self._reopen = None
         if text:
             self.counts["headings"] += 1
