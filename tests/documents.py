@@ -49,6 +49,7 @@ ASTRAL = {
     "\x84": "\u2212",  # the minus sign TeX sets for a hyphen in code
     "\x85": "\uf0b7",  # Symbol's bullet, as Word and LibreOffice map it
     "\x86": "\u2014",  # an em dash, the marker of a French list
+    "\x87": "\u2190",  # the arrow of dblatex's "←-", a wrapped line of code
 }
 
 

@@ -356,6 +356,34 @@ class InnerRulesTableTestCase(SimpleTestCase):
         self.assertEqual(sum(ln.startswith("| ---") for ln in text.split("\n")), 1)
 
 
+class WrappedCodeLineTestCase(SimpleTestCase):
+    def test_a_wrapped_line_of_code_keeps_its_listing_whole(self):
+        """QA over the Debian Reference's French PDF: dblatex marks a line of
+        code it wraps with "←-" at the right margin, and the script read as
+        two code blocks with the mark between them."""
+        page = Page().heading("Script", 15)
+        page.paragraph(["Ce script choisit un fichier et l'affiche."])
+        lines = [
+            "DATA=$(zenity --file-selection --title=Select",
+            '    ") || exit 1',
+            'echo "$DATA"',
+        ]
+        for n, line in enumerate(lines):
+            page.text(76, page.y, line, 9, "F3")
+            if n == 0:
+                page.text(420, page.y, "\x87-", 9, "F5")  # the mark
+            page.y -= 11
+        page.y -= 8
+        page.paragraph(["Ce genre d'approche est simple."])
+        text = _read(page)
+        self.assertNotIn("\u2190", text)
+        self.assertIn(
+            "```\nDATA=$(zenity --file-selection --title=Select\n"
+            '    ") || exit 1\necho "$DATA"\n```',
+            text,
+        )
+
+
 class AdmonitionLabelTestCase(SimpleTestCase):
     def test_a_notes_label_is_no_heading(self):
         """QA over the Debian Reference's PDFs: dblatex sets a note's label

@@ -25,7 +25,7 @@ import pypdfium2 as pdfium
 from django.utils.translation import gettext
 
 from kb.readers.pdf_assembly import Assembler
-from kb.readers.pdf_lines import page_lines, page_rules
+from kb.readers.pdf_lines import page_lines, page_rules, without_continuation_marks
 from kb.readers.pdf_order import reading_order
 from kb.readers.pdf_running_lines import drop_contents_lines, drop_running_lines
 from kb.readers.pdf_tables import ruled_tables, unruled_tables
@@ -130,7 +130,7 @@ def _page_items(name: str, document: pdfium.PdfDocument, index: int):
         rules = page_rules(page)
         textpage = page.get_textpage()
         try:
-            lines = page_lines(textpage, index + 1, rules)
+            lines = without_continuation_marks(page_lines(textpage, index + 1, rules))
         finally:
             textpage.close()
     finally:

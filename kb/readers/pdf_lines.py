@@ -217,6 +217,26 @@ class Rules:
         return (round(lx), round(rx), top, bottom)
 
 
+# The marks a listing sets at the right margin where it wraps a long line of
+# code onto the next (dblatex's "←-"), in the text font.
+# A bare arrow may be a cell's text (a table of arrows): not one of them.
+_CONTINUATION_MARKS = frozenset(("←-", "↪", "\u2926", "\u21a9"))
+
+
+def without_continuation_marks(lines: list[Line]) -> list[Line]:
+    """The lines without the marks of a wrapped line of code: beside a line
+    of code on its baseline, such a mark broke the listing in two (QA over
+    the Debian Reference's French PDF: a script read as two code blocks with
+    "←-" between them). The line it wraps goes on on the next line."""
+    code = [ln for ln in lines if ln.is_mono()]
+    return [
+        ln
+        for ln in lines
+        if ln.text not in _CONTINUATION_MARKS
+        or not any(abs(c.y - ln.y) < 0.5 * ln.size and c.x1 <= ln.x0 for c in code)
+    ]
+
+
 def page_rules(page: pdfium.PdfPage) -> Rules:
     """Thin drawn lines and rectangles: the rules of ruled tables."""
     rules = Rules()
