@@ -304,7 +304,8 @@ class HnswRecallTestCase(TestCase):
     """A collection past the exact-search threshold, mostly near-duplicates of one
     paragraph: the HNSW graph loses the way to its other chunks, and its
     questions were declined (top similarity 0.155 instead of 0.381). The recall
-    check after publishing finds it and the collection is searched exactly."""
+    check after publishing measures it, and a collection measured below the
+    minimum is searched exactly."""
 
     @classmethod
     def setUpTestData(cls):
@@ -320,14 +321,20 @@ class HnswRecallTestCase(TestCase):
         expected = float(self.question @ np.asarray(self.bdfl.embedding))
         self.assertAlmostEqual(similarity, expected, places=5)
 
-    def test_the_index_recall_is_measured_and_too_low(self):
+    def test_the_index_recall_is_measured_and_decides_exact_search(self):
+        # How far the recall falls depends on how pgvector happened to build
+        # the graph (its levels are drawn at random: 0.935 in one CI run, below
+        # 0.9 in the others), so the minimum is set on either side of it.
         self.assertEqual(self.collection.terms_chunks, len(DISTINCT) + NEAR_COPIES)
         self.assertIsNotNone(self.collection.hnsw_recall_measured)
-        self.assertLess(self.collection.hnsw_recall, 0.9)
-        self.assertTrue(retrieval.searched_exactly(self.collection))
-        with override_settings(KB_HNSW_MIN_RECALL=0.0):  # the minimum is a setting
+        recall = self.collection.hnsw_recall
+        self.assertTrue(0.0 <= recall <= 1.0, recall)
+        with override_settings(KB_HNSW_MIN_RECALL=recall + 0.01):
+            self.assertTrue(retrieval.searched_exactly(self.collection))
+        with override_settings(KB_HNSW_MIN_RECALL=recall):  # not below: the index
             self.assertFalse(retrieval.searched_exactly(self.collection))
 
+    @override_settings(KB_HNSW_MIN_RECALL=1.01)  # whatever the graph measured
     def test_the_dashboard_shows_the_recall(self):
         staff, _, _ = make_users()
         self.client.force_login(staff)
