@@ -287,6 +287,18 @@ def _outer_rules(
             row[-1][1] = max(row[-1][1], b)
         else:
             row.append([a, b])
+    # the rules by their rounded x: a page may hold thousands of cell edges
+    at: dict[int, list[tuple[float, float]]] = {}
+    for x, lo, hi in vertical:
+        at.setdefault(round(x), []).append((lo, hi))
+
+    def ruled(edge: float, lo: float, hi: float) -> bool:
+        return any(
+            e_lo <= lo + 2 and e_hi >= hi - 2
+            for x in range(round(edge) - 2, round(edge) + 3)
+            for e_lo, e_hi in at.get(x, ())
+        )
+
     added: list[tuple[float, float, float]] = []
     for x, lo, hi in vertical:
         for y in (round(lo), round(hi)):
@@ -295,11 +307,9 @@ def _outer_rules(
                 if not a + MIN_OUTER < x < b - MIN_OUTER:
                     continue
                 for edge in (a, b):
-                    if not any(
-                        abs(e - edge) <= 2 and e_lo <= lo + 2 and e_hi >= hi - 2
-                        for e, e_lo, e_hi in (*vertical, *added)
-                    ):
+                    if not ruled(edge, lo, hi):
                         added.append((edge, lo, hi))
+                        at.setdefault(round(edge), []).append((lo, hi))
     return added
 
 
