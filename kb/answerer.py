@@ -1330,24 +1330,16 @@ def _with_what_they_introduce(
         if has_code(s.text) or not (intro or _unfinished(s.text)):
             kept.append(s)
             continue
-        after = following.get(id(s))
-        if not intro:
-            pass  # only code reads on from a sentence without its full stop
-        elif items := _list_after(s, following) or _table_after(s, following):
+        # only code reads on from a sentence without its full stop
+        if intro and (items := _list_after(s, following) or _table_after(s, following)):
             kept.append(s)
             for item in items:
                 if item not in chosen and item not in kept:
                     item.score = s.score
                     kept.append(item)
             continue
-        attach = (
-            after is not None
-            and has_code(after.text)
-            and len(after.text) <= MAX_INTRO_CODE
-            and not _text_between(s, after).strip()
-            and (after in chosen or blocks < MAX_CODE_BLOCKS)
-        )
-        if attach:
+        after = _code_after(s, following)
+        if after is not None and (after in chosen or blocks < MAX_CODE_BLOCKS):
             kept.append(s)
             if after not in chosen and after not in kept:
                 after.score = s.score
@@ -1598,16 +1590,23 @@ def _items_from(s: Sentence, following: dict[int, Sentence]) -> Iterator[Sentenc
             return
         yield after
         s = after
-        code = following.get(id(s))
-        if (
-            code is not None
-            and _introduces(s.text)
-            and has_code(code.text)
-            and len(code.text) <= MAX_INTRO_CODE
-            and not _text_between(s, code).strip()
-        ):
+        if _introduces(s.text) and (code := _code_after(s, following)) is not None:
             yield code
             s = code
+
+
+def _code_after(s: Sentence, following: dict[int, Sentence]) -> Sentence | None:
+    """The code block right after `s`, nothing between them, when it is short
+    enough (MAX_INTRO_CODE) to come with a sentence introducing it."""
+    code = following.get(id(s))
+    if (
+        code is not None
+        and has_code(code.text)
+        and len(code.text) <= MAX_INTRO_CODE
+        and not _text_between(s, code).strip()
+    ):
+        return code
+    return None
 
 
 def _mark_if_cut(items: list[Sentence], following: dict[int, Sentence]) -> None:
@@ -1833,7 +1832,7 @@ def _items_after(chosen: list[Sentence], i: int, intro: Sentence) -> list[Senten
     return items
 
 
-_ITEM_MARK_RE = re.compile(r"[ 	]*(?:[-*+]|\d{1,9}[.)])[ 	]+")
+_ITEM_MARK_RE = re.compile(r"[ \t]*(?:[-*+]|\d{1,9}[.)])[ \t]+")
 
 
 def _code_of_item(items: list[Sentence], s: Sentence) -> bool:
